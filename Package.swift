@@ -1,0 +1,51 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+let package = Package(
+    name: "segget",
+    platforms: [.macOS(.v13)],
+    products: [
+        .library(name: "Segget", targets: ["Segget"]),
+        .executable(name: "segget", targets: ["segget"]),
+        .executable(name: "segget-testserver", targets: ["segget-testserver"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    ],
+    targets: [
+        // libcurl through typed, non-variadic wrappers (the only C the project has).
+        .systemLibrary(
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
+        // OpenSSL libcrypto (EVP digests) for the verifier.
+        .systemLibrary(
+            name: "CCrypto",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        // Digests: hashing, checksum specs, server digest headers.
+        .target(name: "SeggetVerify", dependencies: ["CCrypto"]),
+        // The resume journal: chunk bitmap, on-disk codec, checkpoint discipline.
+        .target(name: "SeggetJournal"),
+        // The engine: probe, plan, fetch, storage, download orchestration.
+        .target(name: "Segget", dependencies: ["CCurl", "SeggetVerify", "SeggetJournal"]),
+        .executableTarget(
+            name: "segget",
+            dependencies: ["Segget", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        // An HTTP/1.1 server that misbehaves on purpose, for tests, demos and benchmarks.
+        .target(name: "SeggetTestServer"),
+        .executableTarget(name: "segget-testserver", dependencies: ["SeggetTestServer"]),
+
+        .testTarget(name: "SeggetTests", dependencies: ["Segget"]),
+        .testTarget(name: "SeggetVerifyTests", dependencies: ["SeggetVerify"]),
+        .testTarget(name: "SeggetJournalTests", dependencies: ["SeggetJournal"]),
+        .testTarget(
+            name: "SeggetIntegrationTests",
+            dependencies: ["Segget", "SeggetTestServer"]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,2 @@
+import CCurl
+public enum CurlProbe { public static func version() -> String { String(cString: curl_version()) } }

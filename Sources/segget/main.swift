@@ -1,0 +1,2 @@
+import Segget
+print(CurlProbe.version())
