@@ -1,0 +1,137 @@
+/// Serves the requests of one TCP connection, on its own thread.
+struct Connection {
+    let fd: Int32
+    let remotePort: Int
+    let server: TestServer
+    let stop: StopSignal
+    private var reader: RequestReader
+    private var bucket = TokenBucket()
+    private var buffer: [UInt8]
+
+    init(fd: Int32, remotePort: Int, server: TestServer, stop: StopSignal) {
+        self.fd = fd
+        self.remotePort = remotePort
+        self.server = server
+        self.stop = stop
+        self.reader = RequestReader(fd: fd, stop: stop)
+        self.buffer = [UInt8](repeating: 0, count: 256 * 1024 + 32)
+    }
+
+    mutating func run() {
+        while !stop.isFired {
+            switch reader.next() {
+            case .closed:
+                return
+            case .malformed:
+                let record = RecordedRequest(
+                    method: "", path: "", query: "", headers: [:], remotePort: remotePort, status: 400, bodyBytesSent: 0)
+                _ = server.append(record)
+                var plan = ResponsePlan.text(400, "malformed request\n")
+                plan.closeConnection = true
+                _ = writeHead(plan, closing: true)
+                server.finished(record)
+                return
+            case .request(let request):
+                var prepared = server.prepare(request, remotePort: remotePort)
+                let keepAlive = respond(request, &prepared)
+                server.finished(prepared.record)
+                if !keepAlive { return }
+            }
+        }
+    }
+
+    /// Writes one response; returns whether the connection may serve another request.
+    private mutating func respond(_ request: HTTPRequest, _ prepared: inout TestServer.Prepared) -> Bool {
+        let plan = prepared.plan
+        var closing = request.wantsClose || plan.closeConnection
+        if case .untilClose = plan.framing { closing = true }
+        if case .close = plan.cutoff { closing = true }
+        guard writeHead(plan, closing: closing) else { return false }
+        if request.method == "HEAD" { return !closing }
+
+        let route = Route.resolve(path: request.path, query: request.query, isRegistered: { _ in true })
+        bucket.configure(bytesPerSecond: route?.rate(forRemotePort: remotePort))
+
+        let total = plan.body.count
+        var limit = total
+        switch plan.cutoff {
+        case .close(let after)?, .stall(let after)?: limit = min(total, after)
+        case nil: break
+        }
+        let chunked: Bool
+        if case .chunked = plan.framing { chunked = true } else { chunked = false }
+
+        var sent: Int64 = 0
+        while sent < limit {
+            let sliceSize = min(Int64(bucket.sliceSize), limit - sent)
+            let n = Int(sliceSize)
+            // Chunked framing is built around the payload in the same buffer: one send per chunk.
+            let prefix = chunked ? Array("\(String(n, radix: 16))\r\n".utf8) : []
+            fillBody(plan.body, offset: sent, count: n, at: prefix.count)
+            guard bucket.acquire(n, stop: stop) else { return false }
+            let (ok, payload) = buffer.withUnsafeMutableBytes { raw -> (Bool, Int) in
+                for (i, b) in prefix.enumerated() { raw[i] = b }
+                var end = prefix.count + n
+                if chunked {
+                    raw[end] = 13
+                    raw[end + 1] = 10
+                    end += 2
+                }
+                let (written, ok) = Sock.sendAll(fd, UnsafeRawBufferPointer(rebasing: raw[..<end]))
+                return (ok, max(0, min(n, written - prefix.count)))
+            }
+            server.countBody(payload, for: prepared.handle)
+            prepared.record.bodyBytesSent += Int64(payload)
+            sent += Int64(payload)
+            guard ok else { return false }
+        }
+
+        switch plan.cutoff {
+        case .close?:
+            return false
+        case .stall?:
+            // Keep the connection open, silent, until the server stops.
+            while !stop.sleep(milliseconds: 1000) {}
+            return false
+        case nil:
+            break
+        }
+        if chunked {
+            guard Sock.sendAll(fd, Array("0\r\n\r\n".utf8)) else { return false }
+        }
+        return !closing
+    }
+
+    private func writeHead(_ plan: ResponsePlan, closing: Bool) -> Bool {
+        var head = "HTTP/1.1 \(plan.status) \(HTTPStatus.reason(plan.status))\r\n"
+        head += "Server: segget-testserver\r\n"
+        for (name, value) in plan.headers { head += "\(name): \(value)\r\n" }
+        switch plan.framing {
+        case .contentLength(let length): head += "Content-Length: \(length)\r\n"
+        case .chunked: head += "Transfer-Encoding: chunked\r\n"
+        case .untilClose: break
+        }
+        if closing { head += "Connection: close\r\n" }
+        head += "\r\n"
+        return Sock.sendAll(fd, Array(head.utf8))
+    }
+
+    /// Copies `count` body bytes from `offset` into `buffer` at `at`; past the representation's end
+    /// (the `long` mode) the bytes are zeros.
+    private mutating func fillBody(_ body: ResponsePlan.Body, offset: Int64, count: Int, at start: Int) {
+        buffer.withUnsafeMutableBytes { raw in
+            let target = UnsafeMutableRawBufferPointer(rebasing: raw[start..<(start + count)])
+            switch body {
+            case .empty:
+                target.initializeMemory(as: UInt8.self, repeating: 0)
+            case .text(let bytes):
+                for i in 0..<count { target[i] = bytes[Int(offset) + i] }
+            case .slice(let rep, let sliceOffset, _):
+                let got = rep.read(at: sliceOffset + offset, into: target)
+                if got < count {
+                    UnsafeMutableRawBufferPointer(rebasing: target[got...]).initializeMemory(as: UInt8.self, repeating: 0)
+                }
+            }
+        }
+    }
+}

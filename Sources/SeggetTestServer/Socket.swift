@@ -1,0 +1,214 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// An `errno` value with a readable description, thrown by the socket wrappers.
+public struct SocketError: Error, CustomStringConvertible, Sendable {
+    public let operation: String
+    public let code: Int32
+
+    init(_ operation: String, code: Int32 = errno) {
+        self.operation = operation
+        self.code = code
+    }
+
+    public var description: String {
+        "\(operation) failed: \(String(cString: strerror(code))) (errno \(code))"
+    }
+}
+
+/// The only place that names the socket calls; everything else goes through these helpers.
+enum Sock {
+    /// Creates a listening TCP socket bound to `host` (an IPv4 or IPv6 literal) and `port` (0 picks one).
+    /// Returns the descriptor and the port actually bound.
+    static func listen(host: String, port: Int) throws -> (fd: Int32, port: Int) {
+        var v4 = sockaddr_in()
+        var v6 = sockaddr_in6()
+        let family: Int32
+        if inet_pton(AF_INET, host, &v4.sin_addr) == 1 {
+            family = AF_INET
+            v4.sin_family = sa_family_t(AF_INET)
+            v4.sin_port = in_port_t(UInt16(port).bigEndian)
+        } else if inet_pton(AF_INET6, host, &v6.sin6_addr) == 1 {
+            family = AF_INET6
+            v6.sin6_family = sa_family_t(AF_INET6)
+            v6.sin6_port = in_port_t(UInt16(port).bigEndian)
+        } else {
+            throw SocketError("parsing host address \(host)", code: EINVAL)
+        }
+        let fd = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw SocketError("socket") }
+        var one: Int32 = 1
+        // A restarted test server must be able to take a port still in TIME_WAIT.
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        let bound: Int32
+        if family == AF_INET {
+            bound = withUnsafePointer(to: &v4) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+        } else {
+            bound = withUnsafePointer(to: &v6) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size))
+                }
+            }
+        }
+        guard bound == 0 else {
+            let err = SocketError("bind \(host):\(port)")
+            close(fd)
+            throw err
+        }
+        guard Glibc.listen(fd, 128) == 0 else {
+            let err = SocketError("listen")
+            close(fd)
+            throw err
+        }
+        let actual = localPort(fd)
+        return (fd, actual)
+    }
+
+    static func localPort(_ fd: Int32) -> Int {
+        var storage = sockaddr_storage()
+        var len = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        _ = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
+        }
+        return port(of: storage)
+    }
+
+    static func port(of storage: sockaddr_storage) -> Int {
+        var storage = storage
+        switch Int32(storage.ss_family) {
+        case AF_INET:
+            return withUnsafePointer(to: &storage) {
+                $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin_port)) }
+            }
+        case AF_INET6:
+            return withUnsafePointer(to: &storage) {
+                $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin6_port)) }
+            }
+        default:
+            return 0
+        }
+    }
+
+    /// Accepts one connection; returns the descriptor and the client's port, or nil on a transient error.
+    static func accept(_ listener: Int32) -> (fd: Int32, remotePort: Int)? {
+        var storage = sockaddr_storage()
+        var len = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let fd = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.accept(listener, $0, &len)
+            }
+        }
+        guard fd >= 0 else { return nil }
+        setCloseOnExec(fd)
+        var one: Int32 = 1
+        // Headers and bodies go out in separate sends; Nagle would delay small responses by 40 ms.
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        return (fd, port(of: storage))
+    }
+
+    /// Writes all of `buffer`; retries EINTR and short writes. Returns the bytes written before an error.
+    /// MSG_NOSIGNAL: a client that hangs up must not kill the test process with SIGPIPE.
+    static func sendAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer) -> (written: Int, ok: Bool) {
+        guard let base = buffer.baseAddress else { return (0, true) }
+        var done = 0
+        while done < buffer.count {
+            let n = send(fd, base + done, buffer.count - done, Int32(MSG_NOSIGNAL))
+            if n > 0 {
+                done += n
+            } else if n < 0 && errno == EINTR {
+                continue
+            } else {
+                return (done, false)
+            }
+        }
+        return (done, true)
+    }
+
+    static func sendAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
+        bytes.withUnsafeBytes { sendAll(fd, $0).ok }
+    }
+
+    /// Reads what is available (blocking); returns 0 on end of stream, -1 on error.
+    static func receive(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) -> Int {
+        guard let base = buffer.baseAddress else { return -1 }
+        while true {
+            let n = recv(fd, base, buffer.count, 0)
+            if n < 0 && errno == EINTR { continue }
+            return n
+        }
+    }
+
+    /// Waits until `fd` is readable or `wake` fires. Returns true if `fd` is readable.
+    static func waitReadable(_ fd: Int32, wake: Int32, timeoutMs: Int32) -> Bool {
+        var fds = [
+            pollfd(fd: fd, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: wake, events: Int16(POLLIN), revents: 0),
+        ]
+        while true {
+            let r = poll(&fds, 2, timeoutMs)
+            if r < 0 && errno == EINTR { continue }
+            if r <= 0 { return false }
+            if fds[1].revents != 0 { return false }
+            return fds[0].revents != 0
+        }
+    }
+
+    /// Child processes (tests run curl) must not inherit the server's sockets.
+    static func setCloseOnExec(_ fd: Int32) {
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+    }
+
+    static func shutdownBoth(_ fd: Int32) {
+        _ = shutdown(fd, Int32(SHUT_RDWR))
+    }
+
+    static func closeFD(_ fd: Int32) {
+        _ = close(fd)
+    }
+}
+
+/// A pipe that becomes readable, for good, when the server stops; every blocking wait polls it, so
+/// `stop()` wakes sleeping throttles, idle keep-alive connections and stalled responses at once.
+final class StopSignal: @unchecked Sendable {
+    let readFD: Int32
+    private let writeFD: Int32
+
+    init() throws {
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0 else { throw SocketError("pipe") }
+        Sock.setCloseOnExec(fds[0])
+        Sock.setCloseOnExec(fds[1])
+        readFD = fds[0]
+        writeFD = fds[1]
+    }
+
+    func fire() {
+        var byte: UInt8 = 1
+        _ = write(writeFD, &byte, 1)
+    }
+
+    var isFired: Bool { sleep(milliseconds: 0) }
+
+    /// Sleeps up to `milliseconds`; returns true (early) if the server is stopping.
+    @discardableResult
+    func sleep(milliseconds: Int32) -> Bool {
+        var fds = pollfd(fd: readFD, events: Int16(POLLIN), revents: 0)
+        while true {
+            let r = poll(&fds, 1, milliseconds)
+            if r < 0 && errno == EINTR { continue }
+            return r > 0
+        }
+    }
+
+    deinit {
+        close(readFD)
+        close(writeFD)
+    }
+}

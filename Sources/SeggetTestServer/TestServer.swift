@@ -1,0 +1,280 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// One request as the server saw and answered it.
+public struct RecordedRequest: Sendable, Equatable, CustomStringConvertible {
+    public var method: String
+    /// The percent-decoded path, e.g. `/short/file.bin`.
+    public var path: String
+    /// The raw query without `?` (empty when absent).
+    public var query: String
+    /// Request header fields; names lowercased, repeated fields joined with ", ".
+    public var headers: [String: String]
+    /// The client's TCP port.
+    public var remotePort: Int
+    /// The status code answered (0 if the request was malformed and the connection dropped).
+    public var status: Int
+    /// Body bytes written to the socket for this request (payload only, without chunk framing).
+    public var bodyBytesSent: Int64
+
+    public var description: String { "\(method) \(path)\(query.isEmpty ? "" : "?" + query) \(status) \(bodyBytesSent) \(remotePort)" }
+}
+
+/// An HTTP/1.1 server on loopback that misbehaves on purpose. See `FaultMode` for the modes; every
+/// resource is served at `/NAME` (normal) and at `/MODE/NAME?params` (faults) at the same time.
+///
+/// One thread accepts; one thread serves each connection. `stop()` wakes and joins all of them.
+public final class TestServer: @unchecked Sendable {
+    public let host: String
+    public let port: Int
+    /// `http://127.0.0.1:PORT` (IPv6 hosts in brackets).
+    public var baseURL: String { host.contains(":") ? "http://[\(host)]:\(port)" : "http://\(host):\(port)" }
+
+    private let listener: Int32
+    private let stopSignal: StopSignal
+    private let lock = Lock()
+
+    // All of the following are guarded by `lock`.
+    private var resources: [String: Representation] = [:]
+    private var changedVersions: [String: (base: Representation, changed: Representation)] = [:]
+    private var requestCountByTarget: [String: Int] = [:]
+    private var records: [RecordedRequest] = []
+    private var recordGeneration = 0
+    private var totalBodyBytes: Int64 = 0
+    private var accepted = 0
+    private var liveConnections: [Int: Int32] = [:]
+    private var nextConnectionID = 0
+    private var runningThreads = 0
+    private var started = false
+    private var stopped = false
+    private var listenerClosed = false
+    private var requestObserver: (@Sendable (RecordedRequest) -> Void)?
+
+    /// Binds and listens on `host` (`127.0.0.1` or `::1`); `port` 0 lets the kernel pick one.
+    public init(host: String = "127.0.0.1", port: Int = 0) throws {
+        let (fd, bound) = try Sock.listen(host: host, port: port)
+        self.host = host
+        self.port = bound
+        self.listener = fd
+        do {
+            self.stopSignal = try StopSignal()
+        } catch {
+            Sock.closeFD(fd)
+            throw error
+        }
+    }
+
+    deinit {
+        if !listenerClosed { Sock.closeFD(listener) }
+    }
+
+    /// Starts accepting connections on a background thread.
+    public func start() throws {
+        try lock.withLock {
+            guard !started, !stopped else { return }
+            started = true
+            runningThreads += 1
+            do {
+                try DetachedThread.start { [self] in acceptLoop() }
+            } catch {
+                runningThreads -= 1
+                throw error
+            }
+        }
+    }
+
+    /// Closes the listener and every live connection (including stalled ones) and waits for all threads.
+    public func stop() {
+        let first: Bool = lock.withLock {
+            if stopped { return false }
+            stopped = true
+            return true
+        }
+        if first {
+            stopSignal.fire()
+            // shutdown (not close) wakes threads blocked in send/recv without freeing the descriptor
+            // under them; each connection thread closes its own.
+            lock.withLock { for fd in liveConnections.values { Sock.shutdownBoth(fd) } }
+        }
+        lock.wait { runningThreads == 0 }
+        lock.withLock {
+            if !listenerClosed {
+                listenerClosed = true
+                Sock.closeFD(listener)
+            }
+        }
+    }
+
+    // MARK: Resources
+
+    public func addResource(name: String, bytes: [UInt8], etag: String? = nil, lastModified: String? = nil) {
+        let rep = Representation(bytes: bytes, etag: etag, lastModified: lastModified)
+        lock.withLock { resources[name] = rep }
+    }
+
+    /// Serves a file with pread (nothing is loaded into memory). A file that cannot be opened is
+    /// answered with 500 and the reason.
+    public func addResource(name: String, filePath: String, etag: String? = nil, lastModified: String? = nil) {
+        let rep = Representation(filePath: filePath, etag: etag, lastModified: lastModified)
+        lock.withLock { resources[name] = rep }
+    }
+
+    /// "The file changed on the server": later requests see the new bytes and validators.
+    /// nil validators are derived as for `addResource`.
+    public func replaceResource(name: String, bytes: [UInt8], etag: String?, lastModified: String?) {
+        addResource(name: name, bytes: bytes, etag: etag, lastModified: lastModified)
+    }
+
+    public func removeResource(name: String) {
+        lock.withLock { _ = resources.removeValue(forKey: name) }
+    }
+
+    // MARK: Observation
+
+    /// Response-body bytes written to sockets, all requests (chunk framing not counted).
+    public var bodyBytesSent: Int64 { lock.withLock { totalBodyBytes } }
+
+    /// Requests in arrival order; a request still being answered shows the bytes sent so far.
+    public var requests: [RecordedRequest] { lock.withLock { records } }
+
+    public var connectionsAccepted: Int { lock.withLock { accepted } }
+
+    /// Clears `bodyBytesSent`, `requests` and `connectionsAccepted`. The per-target request counts that
+    /// drive `times`/`after` parameters are kept (see `resetModeCounters()`), so a fault scenario
+    /// can be measured in phases without restarting it.
+    public func resetCounters() {
+        lock.withLock {
+            records = []
+            recordGeneration += 1
+            totalBodyBytes = 0
+            accepted = 0
+        }
+    }
+
+    /// Restarts the per-target request counts used by `times` and `after` parameters.
+    public func resetModeCounters() {
+        lock.withLock {
+            requestCountByTarget = [:]
+        }
+    }
+
+    /// Called on a connection thread after each request is finished (or abandoned).
+    public func onRequestFinished(_ observer: @escaping @Sendable (RecordedRequest) -> Void) {
+        lock.withLock { requestObserver = observer }
+    }
+
+    // MARK: Threads
+
+    private func acceptLoop() {
+        defer { threadExited() }
+        while true {
+            guard Sock.waitReadable(listener, wake: stopSignal.readFD, timeoutMs: -1) else { return }
+            guard let (fd, remotePort) = Sock.accept(listener) else { continue }
+            let id: Int? = lock.withLock {
+                if stopped { return nil }
+                accepted += 1
+                nextConnectionID += 1
+                liveConnections[nextConnectionID] = fd
+                runningThreads += 1
+                return nextConnectionID
+            }
+            guard let id else {
+                Sock.closeFD(fd)
+                return
+            }
+            do {
+                try DetachedThread.start { [self] in
+                    var connection = Connection(fd: fd, remotePort: remotePort, server: self, stop: stopSignal)
+                    connection.run()
+                    connectionClosed(id: id, fd: fd)
+                }
+            } catch {
+                connectionClosed(id: id, fd: fd)
+            }
+        }
+    }
+
+    private func connectionClosed(id: Int, fd: Int32) {
+        // Unregister before closing so that stop() never shuts down a reused descriptor number.
+        lock.withLock { _ = liveConnections.removeValue(forKey: id) }
+        Sock.closeFD(fd)
+        threadExited()
+    }
+
+    private func threadExited() {
+        lock.withLock { runningThreads -= 1 }
+        lock.broadcast()
+    }
+
+    // MARK: Used by connections
+
+    var planner: ResponsePlanner { ResponsePlanner(baseURL: baseURL) }
+
+    struct Prepared {
+        var plan: ResponsePlan
+        var record: RecordedRequest
+        var handle: RecordHandle
+    }
+
+    struct RecordHandle {
+        var generation: Int
+        var index: Int
+    }
+
+    /// Routes, plans and records a request.
+    func prepare(_ request: HTTPRequest, remotePort: Int) -> Prepared {
+        let (route, current, number): (Route?, Representation?, Int) = lock.withLock {
+            guard let route = Route.resolve(path: request.path, query: request.query, isRegistered: { resources[$0] != nil })
+            else { return (nil, nil, 0) }
+            let count = (requestCountByTarget[request.target] ?? 0) + 1
+            requestCountByTarget[request.target] = count
+            return (route, resources[route.name], count)
+        }
+        let plan: ResponsePlan
+        if let route, let current {
+            plan = planner.plan(
+                request: request, route: route, representation: current, requestNumber: number,
+                changed: { self.changedVersion(of: route.name, base: current, length: $0) })
+        } else {
+            plan = .text(404, "no such resource or mode: \(request.path)\n")
+        }
+        let record = RecordedRequest(
+            method: request.method, path: request.path, query: request.query, headers: request.headers,
+            remotePort: remotePort, status: plan.status, bodyBytesSent: 0)
+        return Prepared(plan: plan, record: record, handle: append(record))
+    }
+
+    func append(_ record: RecordedRequest) -> RecordHandle {
+        lock.withLock {
+            records.append(record)
+            return RecordHandle(generation: recordGeneration, index: records.count - 1)
+        }
+    }
+
+    func countBody(_ bytes: Int, for handle: RecordHandle) {
+        guard bytes > 0 else { return }
+        lock.withLock {
+            totalBodyBytes += Int64(bytes)
+            if handle.generation == recordGeneration, records.indices.contains(handle.index) {
+                records[handle.index].bodyBytesSent += Int64(bytes)
+            }
+        }
+    }
+
+    func finished(_ record: RecordedRequest) {
+        if let observer = lock.withLock({ requestObserver }) { observer(record) }
+    }
+
+    private func changedVersion(of name: String, base: Representation, length: Int64) -> Representation {
+        let key = "\(name)\u{0}\(length)"
+        return lock.withLock {
+            if let cached = changedVersions[key], cached.base === base { return cached.changed }
+            let changed = Representation(changedFrom: base, length: length)
+            changedVersions[key] = (base, changed)
+            return changed
+        }
+    }
+}

@@ -1,0 +1,44 @@
+/// Per-connection pacing. Small slices and a burst of two slices keep the byte stream smooth, so a
+/// client sees the cap from the first second rather than after a large initial burst.
+struct TokenBucket {
+    private(set) var rate: Double = 0
+    private(set) var sliceSize = 256 * 1024
+    private var burst: Double = 0
+    private var tokens: Double = 0
+    private var last: Double = 0
+
+    /// nil turns pacing off.
+    mutating func configure(bytesPerSecond: Int64?) {
+        guard let bytesPerSecond else {
+            rate = 0
+            sliceSize = 256 * 1024
+            return
+        }
+        let newRate = Double(bytesPerSecond)
+        if newRate == rate { return }
+        rate = newRate
+        sliceSize = Int(min(64 * 1024, max(512, newRate / 50)))
+        burst = Double(2 * sliceSize)
+        tokens = min(tokens, Double(sliceSize))
+        last = MonotonicClock.seconds
+    }
+
+    /// Waits until `count` bytes may go out. Returns false if the server stopped meanwhile.
+    mutating func acquire(_ count: Int, stop: StopSignal) -> Bool {
+        guard rate > 0 else { return true }
+        refill()
+        while tokens < Double(count) {
+            let waitMs = Int32(min(1000, ((Double(count) - tokens) / rate * 1000).rounded(.up)))
+            if stop.sleep(milliseconds: max(1, waitMs)) { return false }
+            refill()
+        }
+        tokens -= Double(count)
+        return true
+    }
+
+    private mutating func refill() {
+        let now = MonotonicClock.seconds
+        tokens = min(burst, tokens + (now - last) * rate)
+        last = now
+    }
+}
