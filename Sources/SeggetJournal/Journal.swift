@@ -1,0 +1,273 @@
+/// Why an existing journal could not be opened.
+public enum JournalOpenError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// There is no journal at the path: nothing to resume.
+    case missing
+    /// The journal's bytes cannot be trusted: start over.
+    case damaged(JournalDecodeError)
+    /// Reading or writing the journal failed.
+    case io(Errno)
+
+    public var description: String {
+        switch self {
+        case .missing: "There is no journal to resume from."
+        case .damaged(let error): error.description
+        case .io(let error): "The journal could not be read or updated: \(error)."
+        }
+    }
+}
+
+/// A checkpoint's first half: the chunks written before the data file's sync started.
+///
+/// Only these may be marked durable when the sync returns; chunks finished during the sync may still be
+/// in flight.
+public struct CheckpointSnapshot: Sendable {
+    /// The written bitmap at the moment the snapshot was taken.
+    public let written: ChunkBitmap
+}
+
+/// The live journal of one download: which chunks are written, and which are durable.
+///
+/// Two bitmaps, two guarantees:
+/// - `written`: a chunk's bit is set (one 1-byte write) right after all its data was written. The page
+///   cache outlives a killed process, so after `kill -9` this bitmap is exact.
+/// - `durable`: set only by a checkpoint, for chunks whose data a completed `fdatasync` covered. Whatever
+///   part of it reaches the disk before a power cut claims only data that reached the disk too.
+///
+/// On open, the boot ID decides: the same boot means the page cache survived and `written` is trusted;
+/// another boot (or an unknown one) means only `durable` is.
+///
+/// Not thread-safe: use a journal from one thread (the engine's loop). The data file's `fdatasync` may
+/// run elsewhere between `beginCheckpoint()` and `completeCheckpoint(_:)`.
+public final class Journal: @unchecked Sendable {
+    /// The header as last written (with this run's boot ID).
+    public private(set) var header: JournalHeader
+    /// The chunks whose data was completely written (in the page cache at least).
+    public private(set) var written: ChunkBitmap
+    /// The chunks whose data a completed `fdatasync` covered.
+    public private(set) var durable: ChunkBitmap
+
+    private let storage: BlockStorage
+    private let writtenOffset: Int64
+    private let durableOffset: Int64
+    private let onClose: () -> Void
+    private var isClosed = false
+
+    /// The boot ID used when the real one cannot be read; never trusted to match.
+    public static let unknownBootID = "unknown"
+
+    private init(
+        storage: BlockStorage, header: JournalHeader, written: ChunkBitmap, durable: ChunkBitmap,
+        onClose: @escaping () -> Void
+    ) {
+        self.storage = storage
+        self.header = header
+        self.written = written
+        self.durable = durable
+        self.writtenOffset = JournalCodec.writtenBitmapOffset(header: header)
+        self.durableOffset = JournalCodec.durableBitmapOffset(header: header)
+        self.onClose = onClose
+    }
+
+    // MARK: Creating
+
+    /// Creates a fresh journal (no chunk finished) at `path`, atomically replacing any file there.
+    ///
+    /// Writes `path.segget-new` (created exclusively, mode 0600), syncs it, renames it over `path` and
+    /// syncs the directory: a crash leaves either the old journal or the new one, never a mix.
+    public static func create(path: String, header: JournalHeader) throws(Errno) -> Journal {
+        let temporary = path + ".segget-new"
+        try PosixFile.remove(path: temporary)  // a leftover from a crash during an earlier create
+        let file = try PosixFile.open(path: temporary, mode: .createExclusive(permissions: 0o600))
+        do throws(Errno) {
+            let journal = try Journal(creatingOn: file, header: header, onClose: { file.close() })
+            try PosixFile.rename(from: temporary, to: path)
+            try PosixFile.syncDirectory(containing: path)
+            return journal
+        } catch {
+            file.close()
+            try? PosixFile.remove(path: temporary)
+            throw error
+        }
+    }
+
+    /// Writes a fresh journal (no chunk finished) over the whole of `storage` and syncs it.
+    /// For tests and callers that manage files themselves; `create(path:header:)` is atomic, this is not.
+    public convenience init(creatingOn storage: BlockStorage, header: JournalHeader) throws(Errno) {
+        try self.init(creatingOn: storage, header: header, onClose: {})
+    }
+
+    private convenience init(
+        creatingOn storage: BlockStorage, header: JournalHeader, onClose: @escaping () -> Void
+    ) throws(Errno) {
+        let empty = ChunkBitmap(count: header.chunkCount)
+        let image = JournalCodec.encode(header: header, written: empty, durable: empty)
+        try storage.truncate(to: 0)
+        try storage.write(image, at: 0)
+        try storage.sync()
+        self.init(storage: storage, header: header, written: empty, durable: empty, onClose: onClose)
+    }
+
+    // MARK: Opening
+
+    /// Opens the journal at `path` to resume, and returns the chunks that can be trusted to be on disk.
+    ///
+    /// See `open(storage:currentBootID:)` for what is trusted when.
+    public static func open(
+        path: String, currentBootID: String
+    ) throws(JournalOpenError) -> (journal: Journal, trusted: ChunkBitmap) {
+        let file: PosixFile
+        do {
+            file = try PosixFile.open(path: path, mode: .openExisting)
+        } catch .noSuchFileOrDirectory {
+            throw .missing
+        } catch {
+            throw .io(error)
+        }
+        do throws(JournalOpenError) {
+            return try open(storage: file, currentBootID: currentBootID, onClose: { file.close() })
+        } catch {
+            file.close()
+            throw error
+        }
+    }
+
+    /// Opens the journal stored in `storage` to resume; returns it with the chunks that can be trusted.
+    ///
+    /// - Same boot ID as stored (and not `unknownBootID`): nothing rebooted, the page cache is intact, so
+    ///   the written bitmap is trusted.
+    /// - Any other boot ID: a power cut or crash may have lost unsynced pages, so only the durable bitmap
+    ///   is trusted, and the written bitmap is cut back to it.
+    ///
+    /// Then this run's boot ID is stored. Order matters: the cut-back written bitmap is synced before the
+    /// header names the new boot, so a `kill -9` in between still finds the old boot ID and distrusts the
+    /// stale written bits. The durable bitmap is never widened here: no data sync vouches for more.
+    public static func open(
+        storage: BlockStorage, currentBootID: String
+    ) throws(JournalOpenError) -> (journal: Journal, trusted: ChunkBitmap) {
+        try open(storage: storage, currentBootID: currentBootID, onClose: {})
+    }
+
+    private static func open(
+        storage: BlockStorage, currentBootID: String, onClose: @escaping () -> Void
+    ) throws(JournalOpenError) -> (journal: Journal, trusted: ChunkBitmap) {
+        let stored = try readImage(storage)
+        let bootID = JournalHeader(
+            url: "", finalURL: "", totalLength: 0, chunkSize: 1, etag: nil, lastModified: nil,
+            bootID: currentBootID, createdAt: 0
+        ).bootID  // the form the header stores, so that comparison is like with like
+        let sameBoot = stored.header.bootID == bootID && bootID != unknownBootID && !bootID.isEmpty
+        // In the same boot written ⊇ durable already; the union only guards against a hand-edited file.
+        let trusted = sameBoot ? stored.written.union(stored.durable) : stored.durable
+        let header = stored.header.with(bootID: currentBootID)
+        let journal = Journal(
+            storage: storage, header: header, written: trusted, durable: stored.durable, onClose: onClose)
+        do throws(Errno) {
+            if trusted != stored.written {
+                try storage.write(trusted.bytes, at: journal.writtenOffset)
+                try storage.sync()
+            }
+            if header != stored.header {
+                try storage.write(JournalCodec.encodeHeader(header), at: 0)
+                try storage.sync()
+            }
+        } catch {
+            throw .io(error)
+        }
+        return (journal, trusted)
+    }
+
+    /// Reads and decodes the whole journal, reading the header first so that a huge or foreign file
+    /// is rejected before it is read.
+    private static func readImage(
+        _ storage: BlockStorage
+    ) throws(JournalOpenError) -> (header: JournalHeader, written: ChunkBitmap, durable: ChunkBitmap) {
+        func io<T>(_ body: () throws(Errno) -> T) throws(JournalOpenError) -> T {
+            do { return try body() } catch { throw .io(error) }
+        }
+        func decoding<T>(_ body: () throws(JournalDecodeError) -> T) throws(JournalOpenError) -> T {
+            do { return try body() } catch { throw .damaged(error) }
+        }
+        let size = try io { () throws(Errno) in try storage.size() }
+        let prefix = try io { () throws(Errno) in try storage.read(count: JournalCodec.fixedPrefixLength, at: 0) }
+        let headerLength = try decoding { () throws(JournalDecodeError) in
+            try JournalCodec.declaredHeaderLength(prefix)
+        }
+        if Int64(headerLength) > size { throw .damaged(.truncated) }
+        let headerBytes = try io { () throws(Errno) in try storage.read(count: headerLength, at: 0) }
+        let (header, _) = try decoding { () throws(JournalDecodeError) in try JournalCodec.decodeHeader(headerBytes) }
+        let expected = JournalCodec.encodedLength(header: header)
+        if size < expected { throw .damaged(.truncated) }
+        if size > expected { throw .damaged(.trailingBytes) }
+        let image = try io { () throws(Errno) in try storage.read(count: Int(expected), at: 0) }
+        return try decoding { () throws(JournalDecodeError) in try JournalCodec.decode(image) }
+    }
+
+    // MARK: Recording progress
+
+    /// Records that every byte of `chunk` has been written to the data file: sets its written bit with
+    /// one 1-byte write. Call right after the chunk's last data write returns. Setting a set bit does
+    /// nothing.
+    public func markWritten(chunk: Int) throws(Errno) {
+        precondition(!isClosed, "markWritten on a closed journal")
+        guard !written[chunk] else { return }
+        var updated = written
+        updated.set(chunk)
+        let index = ChunkBitmap.byteIndex(ofChunk: chunk)
+        try storage.write([updated.bytes[index]], at: writtenOffset + Int64(index))
+        written = updated
+    }
+
+    /// Makes the chunks written so far durable: snapshot, `data.sync()`, then record and sync.
+    ///
+    /// Blocks for the data file's `fdatasync`. To run that sync on another thread, use
+    /// `beginCheckpoint()` and `completeCheckpoint(_:)` around it.
+    public func checkpoint(syncingData data: BlockStorage) throws(Errno) {
+        let snapshot = beginCheckpoint()
+        try data.sync()
+        try completeCheckpoint(snapshot)
+    }
+
+    /// Takes the snapshot of the written bitmap that the next data sync will vouch for.
+    public func beginCheckpoint() -> CheckpointSnapshot {
+        CheckpointSnapshot(written: written)
+    }
+
+    /// Marks the snapshot's chunks durable. Call only after an `fdatasync` of the data file that
+    /// started after `beginCheckpoint()` has returned successfully.
+    ///
+    /// Writes the changed bytes of the durable bitmap in one write, then syncs the journal.
+    public func completeCheckpoint(_ snapshot: CheckpointSnapshot) throws(Errno) {
+        precondition(!isClosed, "checkpoint on a closed journal")
+        precondition(snapshot.written.count == durable.count, "a snapshot of another journal")
+        let updated = durable.union(snapshot.written)
+        guard let first = updated.bytes.indices.first(where: { updated.bytes[$0] != durable.bytes[$0] }),
+              let last = updated.bytes.indices.last(where: { updated.bytes[$0] != durable.bytes[$0] })
+        else { return }  // nothing new is durable
+        try storage.write(Array(updated.bytes[first...last]), at: durableOffset + Int64(first))
+        try storage.sync()
+        durable = updated
+    }
+
+    /// Closes the journal's file. Does not checkpoint: call `checkpoint(syncingData:)` first if wanted.
+    public func close() {
+        guard !isClosed else { return }
+        isClosed = true
+        onClose()
+    }
+
+    // MARK: Boot ID
+
+    /// The Linux boot ID (`/proc/sys/kernel/random/boot_id`), which changes at every boot; or
+    /// `unknownBootID` if it cannot be read, in which case a resume trusts only the durable bitmap.
+    public static func currentBootID() -> String {
+        guard let file = try? PosixFile.open(path: "/proc/sys/kernel/random/boot_id", mode: .readOnly) else {
+            return unknownBootID
+        }
+        defer { file.close() }
+        guard let bytes = try? file.read(count: 128, at: 0),
+              let text = String(validating: bytes, as: UTF8.self)
+        else { return unknownBootID }
+        let trimmed = text.filter { !$0.isWhitespace }
+        return trimmed.isEmpty ? unknownBootID : trimmed
+    }
+}

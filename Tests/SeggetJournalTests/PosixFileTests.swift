@@ -1,0 +1,128 @@
+import Glibc
+import Testing
+@testable import SeggetJournal
+
+/// A fresh private directory under /tmp, removed by the caller with `removeTree`.
+func makeTemporaryDirectory() -> String {
+    var template = Array("/tmp/segget-journal-test-XXXXXX".utf8CString)
+    let path = template.withUnsafeMutableBufferPointer { buffer -> String in
+        guard let base = buffer.baseAddress, let result = mkdtemp(base) else { return "" }
+        return String(cString: result)
+    }
+    precondition(!path.isEmpty, "mkdtemp failed")
+    return path
+}
+
+func removeTree(_ path: String) {
+    _ = system("rm -rf '\(path)'")
+}
+
+@Suite("PosixFile")
+struct PosixFileTests {
+    @Test func exclusiveCreateRefusesAnExistingFile() throws {
+        let dir = makeTemporaryDirectory()
+        defer { removeTree(dir) }
+        let path = dir + "/a"
+        let file = try PosixFile.open(path: path, mode: .createExclusive(permissions: 0o600))
+        file.close()
+        #expect(throws: Errno.fileExists) {
+            _ = try PosixFile.open(path: path, mode: .createExclusive(permissions: 0o600))
+        }
+    }
+
+    @Test func symlinksAreNeverFollowed() throws {
+        let dir = makeTemporaryDirectory()
+        defer { removeTree(dir) }
+        let target = dir + "/target"
+        let victim = try PosixFile.open(path: target, mode: .createExclusive(permissions: 0o600))
+        victim.close()
+        let link = dir + "/link"
+        #expect(symlink(target, link) == 0)
+        // O_EXCL refuses any existing name, a symlink included.
+        #expect(throws: Errno.fileExists) {
+            _ = try PosixFile.open(path: link, mode: .createExclusive(permissions: 0o600))
+        }
+        // O_NOFOLLOW refuses to open through it.
+        #expect(throws: Errno.tooManySymbolicLinkLevels) {
+            _ = try PosixFile.open(path: link, mode: .openExisting)
+        }
+        // A dangling link is refused too, so nothing gets created at its target.
+        let dangling = dir + "/dangling"
+        #expect(symlink(dir + "/nowhere", dangling) == 0)
+        #expect(throws: Errno.fileExists) {
+            _ = try PosixFile.open(path: dangling, mode: .createExclusive(permissions: 0o600))
+        }
+        #expect(PosixFile.fileSize(path: dir + "/nowhere") == nil)
+    }
+
+    @Test func createdFilesAreOwnerOnly() throws {
+        let dir = makeTemporaryDirectory()
+        defer { removeTree(dir) }
+        let path = dir + "/private"
+        let file = try PosixFile.open(path: path, mode: .createExclusive(permissions: 0o600))
+        file.close()
+        #expect(try system_lstat_mode(path).get() & 0o777 == 0o600)
+    }
+
+    @Test func readWriteRoundTripAndPreallocate() throws {
+        let dir = makeTemporaryDirectory()
+        defer { removeTree(dir) }
+        let path = dir + "/data"
+        let file = try PosixFile.open(path: path, mode: .createExclusive(permissions: 0o600))
+        defer { file.close() }
+        try file.preallocate(length: 3 << 20)
+        #expect(try file.size() == 3 << 20)
+        #expect(PosixFile.fileSize(path: path) == 3 << 20)
+        let payload = (0..<100_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        try file.write(payload, at: 1_000_000)
+        try file.sync()
+        #expect(try file.read(count: payload.count, at: 1_000_000) == payload)
+        // A read past the end is short, not an error.
+        #expect(try file.read(count: 10, at: (3 << 20) - 4).count == 4)
+        try file.truncate(to: 10)
+        #expect(try file.size() == 10)
+    }
+
+    @Test func closedFileRefusesUse() throws {
+        let dir = makeTemporaryDirectory()
+        defer { removeTree(dir) }
+        let file = try PosixFile.open(path: dir + "/x", mode: .createExclusive(permissions: 0o600))
+        file.close()
+        file.close()
+        #expect(throws: Errno.badFileDescriptor) { try file.write([1], at: 0) }
+    }
+
+    @Test func renameRemoveAndDirectorySync() throws {
+        let dir = makeTemporaryDirectory()
+        defer { removeTree(dir) }
+        let file = try PosixFile.open(path: dir + "/old", mode: .createExclusive(permissions: 0o600))
+        try file.write([1, 2, 3], at: 0)
+        file.close()
+        try PosixFile.rename(from: dir + "/old", to: dir + "/new")
+        try PosixFile.syncDirectory(containing: dir + "/new")
+        #expect(PosixFile.fileSize(path: dir + "/old") == nil)
+        #expect(PosixFile.fileSize(path: dir + "/new") == 3)
+        try PosixFile.remove(path: dir + "/new")
+        try PosixFile.remove(path: dir + "/new")  // already gone: not an error
+        #expect(PosixFile.fileSize(path: dir + "/new") == nil)
+        #expect(throws: Errno.noSuchFileOrDirectory) { try PosixFile.rename(from: dir + "/new", to: dir + "/x") }
+    }
+
+    @Test func freeSpaceIsPositive() throws {
+        #expect(try PosixFile.freeSpace(directoryOf: "/tmp/anything") > 0)
+        #expect(PosixFile.directoryName(of: "file") == ".")
+        #expect(PosixFile.directoryName(of: "/file") == "/")
+        #expect(PosixFile.directoryName(of: "/a/b/file") == "/a/b")
+    }
+
+    @Test func errnoDescribesItself() {
+        #expect(Errno.noSpace.description == "No space left on device")
+    }
+
+    @Test func bootIDIsReadable() {
+        let id = Journal.currentBootID()
+        #expect(!id.isEmpty)
+        #expect(id == Journal.currentBootID())
+        #expect(!id.contains("\n"))
+    }
+}
