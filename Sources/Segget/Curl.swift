@@ -1,2 +1,0 @@
-import CCurl
-public enum CurlProbe { public static func version() -> String { String(cString: curl_version()) } }

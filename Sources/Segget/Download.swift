@@ -1,0 +1,443 @@
+import Glibc
+import SeggetJournal
+import SeggetVerify
+
+/// Everything that shapes one download.
+public struct DownloadOptions: Sendable {
+    /// Parallel connections (1…128).
+    public var connections = 8
+    /// Journal unit and smallest piece of work a connection takes.
+    public var chunkSize: Int64 = 1 << 20
+    /// Exact output path (`-o`); wins over `directory`.
+    public var outputPath: String?
+    /// Directory for the probed file name (`-d`); the current directory when nil.
+    public var directory: String?
+    /// Overwrite an existing output file.
+    public var force = false
+    /// Resume from a journal left by an earlier run (the default).
+    public var resume = true
+    public var transfer = TransferOptions()
+    /// Digests the result must match.
+    public var checksums: [ExpectedDigest] = []
+    /// Also check digests the server publishes (`Repr-Digest`, `Digest`, `Content-MD5`).
+    public var verifyServerDigests = true
+    /// Retries per range after a failure, with exponential backoff from `retryWait` seconds.
+    public var retries = 5
+    public var retryWait = 1.0
+    /// Give up after this many seconds overall (the journal is kept).
+    public var timeout: Double?
+    /// Total receive rate cap, bytes per second, shared by all connections.
+    public var maxSpeed: Int64?
+    /// Seconds between durability checkpoints (`fdatasync` of data, then journal).
+    public var checkpointInterval = 5.0
+    /// `fdatasync` the finished file before it gets its final name.
+    public var syncBeforeRename = true
+    /// Re-dial connections much slower than their peers.
+    public var redialSlowConnections = true
+    /// Race the last in-flight chunks on idle connections.
+    public var endGame = true
+
+    public init() {}
+}
+
+/// What a finished download produced.
+public struct DownloadResult: Sendable, Equatable {
+    public var path: String
+    public var bytes: Int64
+    /// Bytes that were already on disk from an earlier run.
+    public var resumedBytes: Int64
+    /// Bytes received from the network in this run (more than `bytes - resumedBytes` when retried).
+    public var receivedBytes: Int64
+    public var seconds: Double
+    public var connections: Int
+    /// Digests that were checked, `(algorithm, hex)`.
+    public var verified: [String]
+    public var usedRanges: Bool
+}
+
+/// One file to fetch: probe, plan, fetch over parallel ranges, verify, and publish atomically.
+///
+/// The data lives in `NAME.segget-part` beside the target and a journal in `NAME.segget-journal`
+/// records finished chunks, so that running the same download again (after Ctrl-C, `kill -9`, a
+/// crash or a power cut) continues where it stopped. The file appears under its final name only
+/// when it is complete and verified.
+public final class Download: @unchecked Sendable {
+    public let url: String
+    public let options: DownloadOptions
+
+    public init(url: String, options: DownloadOptions = DownloadOptions()) {
+        self.url = url
+        self.options = options
+    }
+
+    /// Runs the download on the calling thread and returns when the file is in place.
+    ///
+    /// - Parameters:
+    ///   - progress: called on the download thread a few times a second.
+    ///   - events: notices, retries and re-dials, on the download thread.
+    ///   - interrupt: set it from anywhere to stop; the journal is saved and `.interrupted` thrown.
+    public func run(
+        progress: (@Sendable (DownloadProgress) -> Void)? = nil,
+        events: (@Sendable (DownloadEvent) -> Void)? = nil,
+        interrupt: InterruptFlag = InterruptFlag()
+    ) throws(SeggetError) -> DownloadResult {
+        guard (1...128).contains(options.connections) else {
+            throw SeggetError(.usage, "the number of connections must be between 1 and 128 (got \(options.connections)).")
+        }
+        guard options.chunkSize >= 16 * 1024 && options.chunkSize <= 1 << 30 else {
+            throw SeggetError(.usage, "the chunk size must be between 16 KiB and 1 GiB.")
+        }
+        let started = monotonicSeconds()
+        var restarts = 0
+        var forceFresh = !options.resume
+        while true {
+            do {
+                return try attempt(started: started, fresh: forceFresh, progress: progress, events: events, interrupt: interrupt)
+            } catch let e as ResourceChanged {
+                restarts += 1
+                if restarts > 2 {
+                    throw SeggetError(.protocolViolation, "the file keeps changing on the server (\(e.reason)); giving up. Try again later.")
+                }
+                events?(.notice("the file changed on the server (\(e.reason)); starting over from zero."))
+                forceFresh = true
+            } catch let e as SeggetError {
+                throw e
+            } catch {
+                throw SeggetError(.internalError, "unexpected error: \(error)")
+            }
+        }
+    }
+
+    // MARK: One attempt
+
+    private func attempt(
+        started: Double, fresh: Bool, progress: (@Sendable (DownloadProgress) -> Void)?,
+        events: (@Sendable (DownloadEvent) -> Void)?, interrupt: InterruptFlag
+    ) throws -> DownloadResult {
+        let probe = try probeWithRetries(events: events, interrupt: interrupt)
+        let finalPath = try resolveOutputPath(probe: probe)
+        let partPath = finalPath + ".segget-part"
+        let journalPath = finalPath + ".segget-journal"
+        if PosixFile.fileSize(path: finalPath) != nil && !options.force {
+            throw SeggetError(.fileSystem, "\(finalPath) already exists; pass --force to overwrite it, or -o to choose another name.")
+        }
+        var expected = options.checksums
+        if options.verifyServerDigests {
+            for d in ServerDigests.parse(reprDigest: probe.reprDigest, digest: probe.digest, contentMD5: probe.contentMD5)
+            where !expected.contains(where: { $0.algorithm == d.algorithm }) {
+                expected.append(d)
+            }
+        }
+        let ranged = probe.acceptsRanges && probe.totalLength != nil
+        if !ranged, let why = probe.noRangesReason {
+            events?(.notice("\(why); downloading over one connection from the start."))
+        }
+
+        // Storage: resume when the journal and data agree with the server, else start over.
+        var storage: Storage
+        if ranged, let total = probe.totalLength {
+            let chunkSize = options.chunkSize
+            if !fresh, let resumed = try openForResume(probe: probe, total: total, partPath: partPath, journalPath: journalPath, events: events) {
+                storage = resumed
+            } else {
+                storage = try createFresh(probe: probe, total: total, chunkSize: chunkSize, partPath: partPath, journalPath: journalPath, withJournal: true)
+            }
+        } else {
+            if !fresh, PosixFile.fileSize(path: journalPath) != nil {
+                events?(.notice("the server cannot resume a partial download; starting over."))
+            }
+            storage = try createFresh(probe: probe, total: probe.totalLength ?? 0, chunkSize: options.chunkSize, partPath: partPath, journalPath: journalPath, withJournal: false)
+        }
+        defer {
+            storage.journal?.close()
+            storage.data.close()
+        }
+        let plan = ChunkPlan(totalLength: probe.totalLength ?? 0, chunkSize: storage.chunkSize)
+        let resumedBytes = storage.trusted.map { bitmap in
+            (0..<plan.chunkCount).reduce(Int64(0)) { $0 + (bitmap[$1] ? Int64(plan.byteRange(ofChunk: $1).count) : 0) }
+        } ?? 0
+        if resumedBytes > 0 {
+            events?(.notice("resuming: \(Format.bytes(resumedBytes)) of \(Format.bytes(plan.totalLength)) already downloaded."))
+        }
+
+        let hasher: PrefixHasher?
+        if expected.isEmpty {
+            hasher = nil
+        } else {
+            do {
+                hasher = try PrefixHasher(path: partPath, algorithms: Array(Set(expected.map(\.algorithm))).sorted { $0.rawValue < $1.rawValue })
+            } catch {
+                throw SeggetError(.fileSystem, "could not open \(partPath) for hashing: \(error).")
+            }
+        }
+        defer { hasher?.cancel() }
+
+        var settings = FetchSettings()
+        settings.transfer = options.transfer
+        settings.connections = ranged ? options.connections : 1
+        settings.retries = options.retries
+        settings.retryWait = options.retryWait
+        settings.timeout = options.timeout.map { max(0.001, $0 - (monotonicSeconds() - started)) }
+        settings.maxSpeed = options.maxSpeed
+        settings.redialSlow = options.redialSlowConnections
+        settings.endGame = options.endGame
+        settings.checkpointInterval = options.checkpointInterval
+        let target = FetchTarget(
+            url: probe.finalURL, totalLength: probe.totalLength, ranged: ranged, etag: probe.etag,
+            lastModified: probe.lastModified, ifRange: ranged ? probe.ifRangeValidator : nil)
+        let trusted = storage.trusted
+        let engine = FetchEngine(
+            target: target, settings: settings, data: storage.data, journal: storage.journal, plan: plan,
+            isFinished: { trusted?[$0] ?? false }, interrupt: interrupt)
+        engine.onProgress = progress.map { p in { p($0) } }
+        engine.onEvent = events.map { e in { e($0) } }
+        engine.onPrefix = hasher.map { h in { h.advance(to: $0) } }
+        let fetchStarted = monotonicSeconds()
+        do {
+            try engine.run()
+        } catch let e as SeggetError {
+            // The written bitmap is already exact; make it durable too, so that even a reboot keeps it.
+            try? storage.journal?.checkpoint(syncingData: storage.data)
+            if e.kind == .interrupted {
+                let done = engine.finishedBytesForReport
+                throw SeggetError(.interrupted, "interrupted with \(Format.bytes(done)) of \(Format.bytes(plan.totalLength)) saved; run the same command to resume.")
+            }
+            throw e
+        }
+        let length = ranged ? plan.totalLength : engine.streamLength
+        if let total = probe.totalLength, length != total {
+            throw SeggetError(.protocolViolation, "the server sent \(length) bytes but announced \(total); run the command again.")
+        }
+
+        // Verify before the file gets its final name.
+        var verified: [String] = []
+        if let hasher {
+            hasher.advance(to: length)
+            let digests: [DigestAlgorithm: [UInt8]]
+            do {
+                digests = try hasher.finish(length: length)
+            } catch {
+                throw SeggetError(.fileSystem, "could not read back \(partPath) to verify it: \(error).")
+            }
+            for e in expected {
+                let got = digests[e.algorithm] ?? []
+                if got != e.bytes {
+                    storage.journal?.close()
+                    storage.journal = nil
+                    try? PosixFile.remove(path: partPath)
+                    try? PosixFile.remove(path: journalPath)
+                    throw SeggetError(.verification, "\(e.algorithm.displayName) mismatch for \(finalPath): expected \(e.hex), got \(hexString(got)). The download was discarded; the next run fetches it afresh.")
+                }
+                verified.append("\(e.algorithm.displayName)=\(e.hex)")
+            }
+        }
+
+        // Publish: sync, rename into place, sync the directory, drop the journal.
+        do {
+            if options.syncBeforeRename { try storage.data.sync() }
+            try PosixFile.rename(from: partPath, to: finalPath)
+            try? PosixFile.syncDirectory(containing: finalPath)
+            storage.journal?.close()
+            storage.journal = nil
+            try? PosixFile.remove(path: journalPath)
+        } catch {
+            throw SeggetError(.fileSystem, "could not move the finished download to \(finalPath): \(error).")
+        }
+        return DownloadResult(
+            path: finalPath, bytes: length, resumedBytes: resumedBytes, receivedBytes: engine.receivedBytesForReport,
+            seconds: monotonicSeconds() - fetchStarted, connections: settings.connections, verified: verified,
+            usedRanges: ranged)
+    }
+
+    // MARK: Probe
+
+    private func probeWithRetries(events: (@Sendable (DownloadEvent) -> Void)?, interrupt: InterruptFlag) throws(SeggetError) -> ProbeResult {
+        let prober = Prober(options: options.transfer)
+        var attempt = 0
+        while true {
+            do {
+                return try prober.probe(url: url)
+            } catch {
+                attempt += 1
+                let retryable = error.kind == .network && !error.message.contains("redirect")
+                    || (error.kind == .httpStatus && [408, 429, 500, 502, 503, 504].contains(error.httpStatus ?? 0))
+                guard retryable, attempt <= options.retries, !interrupt.isSet else { throw error }
+                let delay = min(60, options.retryWait * Double(1 << min(attempt - 1, 10))) * Double.random(in: 0.5...1.5)
+                events?(.retry(connection: 0, attempt: attempt, delay: delay, reason: error.message))
+                let until = monotonicSeconds() + delay
+                while monotonicSeconds() < until {
+                    if interrupt.isSet { throw SeggetError(.interrupted, "interrupted before the download started.") }
+                    usleep(50_000)
+                }
+            }
+        }
+    }
+
+    // MARK: Paths
+
+    private func resolveOutputPath(probe: ProbeResult) throws(SeggetError) -> String {
+        if let o = options.outputPath {
+            guard !o.isEmpty else { throw SeggetError(.usage, "the output path is empty.") }
+            if isDirectory(o) {
+                throw SeggetError(.fileSystem, "\(o) is a directory; use -d \(o) to save into it, or give a file name with -o.")
+            }
+            let dir = parentDirectory(of: o)
+            guard isDirectory(dir) else {
+                throw SeggetError(.fileSystem, "the directory \(dir) does not exist; create it or choose another output path.")
+            }
+            return o
+        }
+        let dir = options.directory ?? "."
+        if !isDirectory(dir) {
+            if PosixFile.fileSize(path: dir) != nil {
+                throw SeggetError(.fileSystem, "\(dir) is not a directory.")
+            }
+            if mkdir(dir, 0o755) != 0 {
+                throw SeggetError(.fileSystem, "could not create the directory \(dir): \(Errno(rawValue: errno)).")
+            }
+        }
+        let name = FileName.sanitize(probe.suggestedFileName)
+        return dir == "." ? name : (dir.hasSuffix("/") ? dir + name : dir + "/" + name)
+    }
+
+    // MARK: Storage
+
+    struct Storage {
+        var data: PosixFile
+        var journal: Journal?
+        var trusted: ChunkBitmap?
+        var chunkSize: Int64
+    }
+
+    private func openForResume(
+        probe: ProbeResult, total: Int64, partPath: String, journalPath: String,
+        events: (@Sendable (DownloadEvent) -> Void)?
+    ) throws -> Storage? {
+        let opened: (journal: Journal, trusted: ChunkBitmap)
+        do {
+            opened = try Journal.open(path: journalPath, currentBootID: Journal.currentBootID())
+        } catch .missing {
+            if PosixFile.fileSize(path: partPath) != nil {
+                events?(.notice("found \(partPath) without its journal, so its contents cannot be trusted; starting over."))
+            }
+            return nil
+        } catch .damaged(let why) {
+            events?(.notice("the journal \(journalPath) is damaged (\(why)); starting over."))
+            return nil
+        } catch {
+            events?(.notice("the journal \(journalPath) could not be read (\(error)); starting over."))
+            return nil
+        }
+        let h = opened.journal.header
+        func restart(_ why: String) -> Storage? {
+            opened.journal.close()
+            events?(.notice("\(why); starting over."))
+            return nil
+        }
+        if h.url != URLParts.redactingCredentials(url) {
+            return restart("the partial download came from another URL (\(h.url))")
+        }
+        if h.totalLength != total {
+            return restart("the file on the server changed size (\(h.totalLength) → \(total) bytes)")
+        }
+        if probe.etag == nil && probe.lastModified == nil {
+            return restart("the server sends neither ETag nor Last-Modified, so it cannot prove the file is unchanged")
+        }
+        if h.etag != probe.etag || h.lastModified != probe.lastModified {
+            return restart("the file changed on the server since the last run (ETag/Last-Modified differ)")
+        }
+        guard let size = PosixFile.fileSize(path: partPath) else {
+            return restart("the partial data file \(partPath) is missing")
+        }
+        if size != total {
+            return restart("the partial data file \(partPath) has \(size) bytes instead of \(total)")
+        }
+        let data: PosixFile
+        do {
+            data = try PosixFile.open(path: partPath, mode: .openExisting)
+        } catch {
+            opened.journal.close()
+            throw SeggetError(.fileSystem, "could not open \(partPath) to resume: \(error).")
+        }
+        try lockExclusively(data, path: partPath)
+        return Storage(data: data, journal: opened.journal, trusted: opened.trusted, chunkSize: h.chunkSize)
+    }
+
+    private func createFresh(
+        probe: ProbeResult, total: Int64, chunkSize: Int64, partPath: String, journalPath: String, withJournal: Bool
+    ) throws -> Storage {
+        // Refuse to clobber the partial file of a download that is running right now.
+        if let existing = try? PosixFile.open(path: partPath, mode: .openExisting) {
+            try lockExclusively(existing, path: partPath)
+            existing.close()
+        }
+        do {
+            try PosixFile.remove(path: journalPath)
+            try PosixFile.remove(path: partPath)
+        } catch {
+            throw SeggetError(.fileSystem, "could not remove the old partial download \(partPath): \(error).")
+        }
+        if total > 0, let free = try? PosixFile.freeSpace(directoryOf: partPath), free < total {
+            throw SeggetError(.fileSystem, "not enough space: the file needs \(Format.bytes(total)) but only \(Format.bytes(free)) is free in \(parentDirectory(of: partPath)). Free some space and run the command again.")
+        }
+        let data: PosixFile
+        do {
+            data = try PosixFile.open(path: partPath, mode: .createExclusive(permissions: 0o644))
+        } catch {
+            throw SeggetError(.fileSystem, Self.createMessage(partPath, error))
+        }
+        try lockExclusively(data, path: partPath)
+        if total > 0 {
+            do {
+                try data.preallocate(length: total)
+            } catch {
+                data.close()
+                try? PosixFile.remove(path: partPath)
+                if error.rawValue == ENOSPC {
+                    throw SeggetError(.fileSystem, "not enough space for \(Format.bytes(total)) in \(parentDirectory(of: partPath)). Free some space and run the command again.")
+                }
+                throw SeggetError(.fileSystem, "could not reserve \(Format.bytes(total)) for \(partPath): \(error).")
+            }
+        }
+        guard withJournal else { return Storage(data: data, journal: nil, trusted: nil, chunkSize: chunkSize) }
+        let header = JournalHeader(
+            url: url, finalURL: probe.finalURL, totalLength: total, chunkSize: chunkSize, etag: probe.etag,
+            lastModified: probe.lastModified, bootID: Journal.currentBootID(), createdAt: Int64(time(nil)))
+        do {
+            let journal = try Journal.create(path: journalPath, header: header)
+            return Storage(data: data, journal: journal, trusted: nil, chunkSize: chunkSize)
+        } catch {
+            data.close()
+            throw SeggetError(.fileSystem, "could not create the journal \(journalPath): \(error).")
+        }
+    }
+
+    private static func createMessage(_ path: String, _ error: Errno) -> String {
+        switch error.rawValue {
+        case EEXIST, ELOOP: "\(path) appeared while segget was creating it (a symbolic link?); refusing to write through it."
+        case EACCES, EPERM: "permission denied writing \(path); choose another directory with -d or -o."
+        case EROFS: "\(parentDirectory(of: path)) is on a read-only file system; choose another directory with -d or -o."
+        case ENOENT: "the directory of \(path) does not exist."
+        case ENOSPC: "the disk is full; free some space and run the command again."
+        default: "could not create \(path): \(error)."
+        }
+    }
+
+    private func lockExclusively(_ file: PosixFile, path: String) throws(SeggetError) {
+        if flock(file.fd, LOCK_EX | LOCK_NB) != 0 {
+            file.close()
+            throw SeggetError(.fileSystem, "another segget is already downloading into \(path); wait for it or stop it first.")
+        }
+    }
+}
+
+func isDirectory(_ path: String) -> Bool {
+    var st = stat()
+    return stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
+}
+
+func parentDirectory(of path: String) -> String {
+    guard let slash = path.lastIndex(of: "/") else { return "." }
+    let p = String(path[..<slash])
+    return p.isEmpty ? "/" : p
+}

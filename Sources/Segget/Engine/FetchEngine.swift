@@ -1,0 +1,680 @@
+import CCurl
+import Dispatch
+import Glibc
+import SeggetJournal
+import Synchronization
+
+/// How a fetch validates what the server sends.
+struct FetchTarget {
+    var url: String
+    /// Total length; nil only in stream mode with an unknown length.
+    var totalLength: Int64?
+    /// Ranged (one request per run of chunks) or one plain stream from byte 0.
+    var ranged: Bool
+    var etag: String?
+    var lastModified: String?
+    /// Sent as `If-Range` so that a changed file yields a 200 instead of mixed bytes.
+    var ifRange: String?
+}
+
+/// Knobs of the fetch loop.
+struct FetchSettings {
+    var transfer = TransferOptions()
+    var connections = 8
+    var retries = 5
+    var retryWait = 1.0
+    var timeout: Double?
+    var maxSpeed: Int64?
+    var redialSlow = true
+    var maxRedialsPerConnection = 3
+    var endGame = true
+    var checkpointInterval = 5.0
+    var progressInterval = 0.25
+}
+
+/// Why a worker's transfer ended early (set inside callbacks, acted on by the loop).
+enum StopReason {
+    case none
+    /// Reached the end of an assignment that shrank (stolen work): not an error.
+    case reachedEnd
+    /// Lost an end-game race.
+    case cancelled
+    /// Aborted to re-dial a slow connection.
+    case redial
+    /// Retry after a delay (seconds; nil means backoff).
+    case retry(String, after: Double?)
+    /// The resource changed on the server; the download must start over.
+    case resourceChanged(String)
+    case fatal(SeggetError)
+}
+
+/// The resource changed while downloading; the caller restarts from zero.
+struct ResourceChanged: Error {
+    let reason: String
+}
+
+/// One connection: an easy handle plus the byte range it is filling.
+final class Worker {
+    let id: Int
+    let easy = EasyHandle()
+    unowned(unsafe) var engine: FetchEngine!
+
+    var active = false
+    var waitUntil: Double?
+    var head = ResponseHead()
+    var validated = false
+    var stop = StopReason.none
+    var isDuplicate = false
+
+    /// What the current HTTP request asked for, half-open.
+    var requestStart: Int64 = 0
+    var requestEnd: Int64 = 0
+    /// Next byte to write, and where this worker must stop (≤ requestEnd; shrinks when robbed).
+    var pos: Int64 = 0
+    var end: Int64 = 0
+    /// End of the chunk that holds `pos`.
+    var chunkEnd: Int64 = 0
+
+    var attempts = 0
+    var redials = 0
+    var transferStartedAt = 0.0
+    var transferBytes: Int64 = 0
+    /// (time, transferBytes) samples for the rate, newest last.
+    var samples: [(Double, Int64)] = []
+
+    init(id: Int) { self.id = id }
+
+    var hasAssignment: Bool { end > pos }
+
+    func rate(now: Double, window: Double) -> Double? {
+        guard let last = samples.last else { return nil }
+        guard let first = samples.first(where: { now - $0.0 <= window + 0.01 }), last.0 - first.0 >= window * 0.75
+        else { return nil }
+        return Double(last.1 - first.1) / max(0.001, last.0 - first.0)
+    }
+}
+
+private func workerWriteCallback(
+    _ ptr: UnsafeMutablePointer<CChar>?, _ size: Int, _ n: Int, _ ud: UnsafeMutableRawPointer?
+) -> Int {
+    guard let ptr, let ud else { return 0 }
+    let w = Unmanaged<Worker>.fromOpaque(ud).takeUnretainedValue()
+    return w.engine.receive(w, UnsafeRawPointer(ptr), size * n)
+}
+
+private func workerHeaderCallback(
+    _ ptr: UnsafeMutablePointer<CChar>?, _ size: Int, _ n: Int, _ ud: UnsafeMutableRawPointer?
+) -> Int {
+    guard let ptr, let ud else { return 0 }
+    let w = Unmanaged<Worker>.fromOpaque(ud).takeUnretainedValue()
+    let count = size * n
+    w.head.append(line: Substring(decodingLatin1(UnsafeRawBufferPointer(start: ptr, count: count))))
+    return count
+}
+
+/// The fetch loop: one libcurl multi handle driving one easy handle per connection, on the calling
+/// thread. Each write callback `pwrite`s the received bytes straight to their offset in the data file.
+final class FetchEngine {
+    let target: FetchTarget
+    let settings: FetchSettings
+    let data: BlockStorage
+    let journal: Journal?
+    let plan: ChunkPlan
+    var scheduler: Scheduler
+    let interrupt: InterruptFlag
+    var onProgress: ((DownloadProgress) -> Void)?
+    var onEvent: ((DownloadEvent) -> Void)?
+    /// Called when the finished prefix of the file grows (for hashing behind the download).
+    var onPrefix: ((Int64) -> Void)?
+
+    private let multi = MultiHandle()
+    private(set) var workers: [Worker] = []
+    private var pendingRemoval: [Int] = []
+    private var fatalError: SeggetError?
+    private var changed: String?
+
+    private var prefixChunks = 0
+    private var streamPrefix: Int64 = 0
+    private var receivedBytes: Int64 = 0
+    private var finishedBytes: Int64 = 0
+    var finishedBytesValue: Int64 { finishedBytes }
+    var receivedBytesValue: Int64 { receivedBytes }
+    private var rateSamples: [(Double, Int64)] = []
+    private var startedAt = 0.0
+    private var totalRedials = 0
+    private var checkpointThread: CheckpointWorker?
+
+    init(target: FetchTarget, settings: FetchSettings, data: BlockStorage, journal: Journal?,
+         plan: ChunkPlan, isFinished: (Int) -> Bool, interrupt: InterruptFlag) {
+        self.target = target
+        self.settings = settings
+        self.data = data
+        self.journal = journal
+        self.plan = plan
+        self.interrupt = interrupt
+        let n = target.ranged ? settings.connections : 1
+        scheduler = Scheduler(plan: plan, connections: n, isFinished: isFinished)
+        workers = (0..<n).map { Worker(id: $0) }
+        for w in workers { w.engine = self }
+        multi.setMultiplexing(settings.transfer.http2)
+        multi.setMaxConnectionCache(max(n * 2, 16))
+        for k in 0..<plan.chunkCount where scheduler.finished[k] { finishedBytes += Int64(plan.byteRange(ofChunk: k).count) }
+        prefixChunks = scheduler.finishedPrefix(from: 0)
+    }
+
+    // MARK: The loop
+
+    /// Runs until every chunk is written. Throws `SeggetError` or `ResourceChanged`.
+    func run() throws {
+        startedAt = monotonicSeconds()
+        if let journal, settings.checkpointInterval > 0 {
+            checkpointThread = CheckpointWorker(journal: journal, data: data, interval: settings.checkpointInterval)
+        }
+        defer {
+            for w in workers where w.active { multi.remove(w.easy); w.active = false }
+            checkpointThread?.stop()
+        }
+        if target.ranged {
+            onPrefix?(plan.byteRange(ofChunks: 0..<prefixChunks).upperBound)
+            for w in workers {
+                if let r = scheduler.run(of: w.id) { start(w, bytes: plan.byteRange(ofChunks: r)) }
+            }
+        } else {
+            start(workers[0], bytes: 0..<(target.totalLength ?? Int64.max))
+        }
+        var lastTick = 0.0
+        while true {
+            if interrupt.isSet {
+                throw SeggetError(.interrupted, "interrupted")
+            }
+            let now = monotonicSeconds()
+            if let t = settings.timeout, now - startedAt > t {
+                throw SeggetError(.network, "the download did not finish within --timeout \(formatSeconds(t)); run the same command to continue.")
+            }
+            if let e = fatalError { throw e }
+            if let c = changed { throw ResourceChanged(reason: c) }
+            if isDone { break }
+            startWaitingWorkers(now: now)
+            if target.ranged { assignIdleWorkers() }
+            _ = multi.perform()
+            for (h, code) in multi.completed() {
+                guard let w = workers.first(where: { $0.easy.raw == h }) else { continue }
+                finish(w, code: code)
+            }
+            flushRemovals()
+            if let e = fatalError { throw e }
+            if let c = changed { throw ResourceChanged(reason: c) }
+            if now - lastTick >= settings.progressInterval {
+                lastTick = now
+                tick(now: now)
+            }
+            if isDone { break }
+            multi.poll(timeoutMs: pollTimeout(now: now))
+        }
+        if let cp = checkpointThread {
+            checkpointThread = nil
+            cp.stop()
+        }
+        tick(now: monotonicSeconds())
+    }
+
+    private var isDone: Bool {
+        if target.ranged { return scheduler.isComplete }
+        let w = workers[0]
+        return !w.active && w.waitUntil == nil && w.pos >= w.end
+    }
+
+    private func pollTimeout(now: Double) -> Int32 {
+        var ms = 100.0
+        for w in workers { if let t = w.waitUntil { ms = min(ms, max(0, (t - now) * 1000)) } }
+        return Int32(ms)
+    }
+
+    // MARK: Assignment
+
+    private func assignIdleWorkers() {
+        let idle = workers.filter { !$0.active && $0.waitUntil == nil && scheduler.run(of: $0.id) == nil && scheduler.duplicates[$0.id] == nil }
+        for w in idle {
+            let now = monotonicSeconds()
+            guard let a = scheduler.nextAssignment(
+                for: w.id, allowDuplicates: settings.endGame,
+                remainingSeconds: { self.remainingSeconds(self.workers[$0], now: now) })
+            else { continue }
+            switch a {
+            case .run(let r):
+                start(w, bytes: plan.byteRange(ofChunks: r))
+            case .stolen(let r, let victim, let newEnd):
+                let v = workers[victim]
+                v.end = min(v.end, plan.byteRange(ofChunk: newEnd - 1).upperBound)
+                start(w, bytes: plan.byteRange(ofChunks: r))
+            case .duplicate(let chunk, let owner):
+                let o = workers[owner]
+                let chunkRange = plan.byteRange(ofChunk: chunk)
+                let from = max(chunkRange.lowerBound, min(o.pos, chunkRange.upperBound - 1))
+                w.isDuplicate = true
+                start(w, bytes: from..<chunkRange.upperBound)
+            }
+        }
+    }
+
+    private func remainingSeconds(_ w: Worker, now: Double) -> Double {
+        let left = Double(max(0, w.chunkEnd - w.pos))
+        guard let r = w.rate(now: now, window: 2), r > 1 else { return left / 1e3 + (w.active ? 0 : 1e9) }
+        return left / r
+    }
+
+    /// Starts (or restarts) `w` on `bytes`, reusing a kept-alive connection unless `fresh`.
+    private func start(_ w: Worker, bytes: Range<Int64>, fresh: Bool = false) {
+        let e = w.easy
+        e.reset()
+        var extra: [String] = []
+        if target.ranged, let v = target.ifRange { extra.append("If-Range: \(v)") }
+        e.configure(url: target.url, options: settings.transfer, extraHeaders: extra)
+        if target.ranged {
+            e.set(CURLOPT_RANGE, "\(bytes.lowerBound)-\(bytes.upperBound - 1)")
+        }
+        if fresh {
+            e.set(CURLOPT_FRESH_CONNECT, true)
+        }
+        if let cap = settings.maxSpeed {
+            let share = cap / Int64(max(1, workers.filter { $0.active }.count + 1))
+            e.set(CURLOPT_MAX_RECV_SPEED_LARGE, offset: max(1024, share))
+        }
+        let ud = Unmanaged.passUnretained(w).toOpaque()
+        e.set(CURLOPT_WRITEFUNCTION, dataCallback: workerWriteCallback)
+        e.set(CURLOPT_WRITEDATA, pointer: ud)
+        e.set(CURLOPT_HEADERFUNCTION, dataCallback: workerHeaderCallback)
+        e.set(CURLOPT_HEADERDATA, pointer: ud)
+        w.head = ResponseHead()
+        w.validated = false
+        w.stop = .none
+        w.requestStart = bytes.lowerBound
+        w.requestEnd = bytes.upperBound
+        w.pos = bytes.lowerBound
+        w.end = bytes.upperBound
+        w.chunkEnd = target.ranged ? plan.byteRange(ofChunk: plan.chunk(containing: w.pos)).upperBound : bytes.upperBound
+        w.transferStartedAt = monotonicSeconds()
+        w.transferBytes = 0
+        w.samples = []
+        w.waitUntil = nil
+        w.active = true
+        multi.add(e)
+    }
+
+    private func startWaitingWorkers(now: Double) {
+        for w in workers {
+            guard let t = w.waitUntil, t <= now else { continue }
+            w.waitUntil = nil
+            if target.ranged {
+                guard w.isDuplicate || scheduler.run(of: w.id) != nil else { continue }
+            }
+            start(w, bytes: w.pos..<w.end, fresh: true)
+        }
+    }
+
+    // MARK: The hot path
+
+    /// The write callback: validates the response once, then pwrites each byte at its offset.
+    /// Returns fewer bytes than given to make libcurl abort the transfer.
+    func receive(_ w: Worker, _ ptr: UnsafeRawPointer, _ n: Int) -> Int {
+        if !w.validated {
+            validate(w)
+            guard case .none = w.stop else { return 0 }
+        }
+        guard case .none = w.stop else { return 0 }
+        var offset = 0
+        while offset < n {
+            let room = w.end - w.pos
+            if room <= 0 {
+                if w.requestEnd > w.end {
+                    w.stop = .reachedEnd
+                } else if target.ranged {
+                    w.stop = .retry("the server sent more bytes than the range it declared", after: nil)
+                } else {
+                    w.stop = .fatal(SeggetError(.protocolViolation, "the server sent more than the \(w.end) bytes it announced; the file on the server may have changed. Run the command again."))
+                }
+                return offset
+            }
+            let take = min(n - offset, Int(min(room, w.chunkEnd - w.pos)))
+            do {
+                try data.write(UnsafeRawBufferPointer(start: ptr + offset, count: take), at: w.pos)
+            } catch {
+                w.stop = .fatal(Self.writeError(error))
+                return offset
+            }
+            w.pos += Int64(take)
+            w.transferBytes += Int64(take)
+            receivedBytes += Int64(take)
+            offset += take
+            if w.pos == w.chunkEnd { crossedChunkEnd(w) }
+            if case .none = w.stop {} else { return offset == n ? n : offset }
+        }
+        return n
+    }
+
+    private func crossedChunkEnd(_ w: Worker) {
+        guard target.ranged else {
+            streamPrefix = w.pos
+            onPrefix?(streamPrefix)
+            w.chunkEnd = w.end
+            return
+        }
+        let k = plan.chunk(containing: w.chunkEnd - 1)
+        let wasFinished = scheduler.finished[k]
+        let losers = scheduler.chunkFinished(k, by: w.id)
+        if !wasFinished {
+            finishedBytes += Int64(plan.byteRange(ofChunk: k).count)
+            do {
+                try journal?.markWritten(chunk: k)
+            } catch {
+                w.stop = .fatal(SeggetError(.fileSystem, "could not update the journal: \(error). Free some space or fix permissions, then run the same command to resume."))
+            }
+            w.attempts = 0
+            if k == prefixChunks {
+                prefixChunks = scheduler.finishedPrefix(from: prefixChunks)
+                onPrefix?(plan.byteRange(ofChunks: 0..<prefixChunks).upperBound)
+            }
+        }
+        for l in losers {
+            let o = workers[l]
+            o.stop = .cancelled
+            o.waitUntil = nil
+            if o.active { pendingRemoval.append(l) } else { o.isDuplicate = false; o.end = o.pos }
+        }
+        if w.isDuplicate {
+            // The race is over either way; this worker is free again.
+            w.stop = w.pos < w.requestEnd ? .reachedEnd : w.stop
+        }
+        w.chunkEnd = min(w.chunkEnd + plan.chunkSize, plan.totalLength)
+    }
+
+    // MARK: Validation
+
+    /// Checks the response head before the first body byte is written: status, Content-Range equal
+    /// to the request, exact length, no content coding, unchanged validators.
+    private func validate(_ w: Worker) {
+        w.validated = true
+        let h = w.head
+        let asked = "\(w.requestStart)-\(w.requestEnd - 1)"
+        if h.status == 429 || h.status == 503 || (500...599).contains(h.status) || h.status == 408 {
+            w.stop = .retry("HTTP \(h.status)", after: h.value("retry-after").flatMap { parseRetryAfter($0) })
+            return
+        }
+        if !target.ranged {
+            guard h.status == 200 else {
+                w.stop = .fatal(Prober.statusError(h.status, url: target.url))
+                return
+            }
+            if let total = target.totalLength, let cl = h.contentLength, cl != total {
+                w.stop = .resourceChanged("its length changed from \(total) to \(cl) bytes")
+            }
+            return
+        }
+        switch h.status {
+        case 206:
+            guard let cr = h.contentRange else {
+                w.stop = .retry("a 206 without a usable Content-Range for bytes \(asked)", after: nil)
+                return
+            }
+            if let total = cr.completeLength, total != target.totalLength {
+                w.stop = .resourceChanged("its length changed from \(target.totalLength ?? 0) to \(total) bytes")
+                return
+            }
+            guard cr.first == w.requestStart, cr.last == w.requestEnd - 1 else {
+                w.stop = .retry("asked for bytes \(asked), the server sent \(h.value("content-range") ?? "?")", after: nil)
+                return
+            }
+            if let cl = h.contentLength, cl != w.requestEnd - w.requestStart {
+                w.stop = .retry("the server declared \(cl) bytes for a range of \(w.requestEnd - w.requestStart)", after: nil)
+                return
+            }
+            if let enc = h.contentEncoding {
+                w.stop = .fatal(SeggetError(.protocolViolation, "the server applied Content-Encoding '\(enc)' to a byte range, which makes the offsets meaningless; try -n 1."))
+                return
+            }
+            if let reason = validatorChange(h) { w.stop = .resourceChanged(reason) }
+        case 200:
+            if let reason = validatorChange(h) {
+                w.stop = .resourceChanged(reason)
+            } else if target.ifRange != nil {
+                // If-Range matched nothing we can tell apart: treat a 200 as a changed file.
+                w.stop = .resourceChanged("the server answered a conditional range request with the whole file")
+            } else {
+                w.stop = .retry("the server ignored the byte range \(asked) (answered 200)", after: nil)
+            }
+        case 416:
+            w.stop = .resourceChanged("the server says bytes \(asked) no longer exist (416)")
+        default:
+            w.stop = .fatal(Prober.statusError(h.status, url: target.url))
+        }
+    }
+
+    private func validatorChange(_ h: ResponseHead) -> String? {
+        if let want = target.etag, let got = h.etag, want != got { return "its ETag changed from \(want) to \(got)" }
+        if let want = target.lastModified, let got = h.lastModified, want != got {
+            return "its Last-Modified changed from \(want) to \(got)"
+        }
+        return nil
+    }
+
+    // MARK: Completion
+
+    private func finish(_ w: Worker, code: CurlCode) {
+        multi.remove(w.easy)
+        w.active = false
+        if case .none = w.stop, !w.validated { validate(w) }
+        let reason = w.stop
+        w.stop = .none
+        switch reason {
+        case .reachedEnd, .cancelled:
+            becomeIdle(w)
+        case .redial:
+            start(w, bytes: w.pos..<w.end, fresh: true)
+        case .fatal(let e):
+            if fatalError == nil { fatalError = e }
+        case .resourceChanged(let r):
+            if changed == nil { changed = r }
+        case .retry(let why, let after):
+            scheduleRetry(w, reason: why, after: after)
+        case .none:
+            if w.pos >= w.end {
+                if target.ranged { becomeIdle(w) }
+            } else if code == .ok || code == .partialFile {
+                scheduleRetry(w, reason: "the connection ended \(w.end - w.pos) bytes early", after: nil)
+            } else if code.isTransient || code == .writeError {
+                scheduleRetry(w, reason: code.description, after: nil)
+            } else {
+                fatalError = Prober.networkError(code, url: target.url)
+            }
+        }
+    }
+
+    private func becomeIdle(_ w: Worker) {
+        if w.isDuplicate {
+            scheduler.abandon(w.id)
+            w.isDuplicate = false
+        }
+        w.end = w.pos
+    }
+
+    private func scheduleRetry(_ w: Worker, reason: String, after: Double?) {
+        if w.isDuplicate {
+            // A failed racer just stops; the owner is still on it.
+            becomeIdle(w)
+            return
+        }
+        w.attempts += 1
+        if w.attempts > settings.retries {
+            fatalError = SeggetError(.network, "bytes \(w.pos)-\(w.end - 1) failed \(w.attempts) times (last: \(reason)); run the same command to resume later, or raise --retries.")
+            return
+        }
+        let backoff = min(60, settings.retryWait * Double(1 << min(w.attempts - 1, 10)))
+        let jitter = Double.random(in: 0.5...1.5)
+        let delay = after.map { min($0, 300) } ?? backoff * jitter
+        w.waitUntil = monotonicSeconds() + delay
+        onEvent?(.retry(connection: w.id, attempt: w.attempts, delay: delay, reason: reason))
+    }
+
+    private func flushRemovals() {
+        for id in pendingRemoval {
+            let w = workers[id]
+            if w.active {
+                multi.remove(w.easy)
+                w.active = false
+            }
+            w.stop = .none
+            w.isDuplicate = false
+            w.end = w.pos
+        }
+        pendingRemoval.removeAll()
+    }
+
+    // MARK: Periodic work
+
+    private func tick(now: Double) {
+        for w in workers where w.active {
+            w.samples.append((now, w.transferBytes))
+            if w.samples.count > 16 { w.samples.removeFirst(w.samples.count - 16) }
+        }
+        rateSamples.append((now, receivedBytes))
+        if rateSamples.count > 20 { rateSamples.removeFirst() }
+        if settings.redialSlow && target.ranged { redialSlowConnections(now: now) }
+        checkpointThread?.poke()
+        reportProgress(now: now)
+    }
+
+    /// A connection far slower than its peers gives back its not-started chunks and reconnects.
+    private func redialSlowConnections(now: Double) {
+        let window = 1.5
+        let measured = workers.compactMap { w -> (Worker, Double)? in
+            guard w.active, w.validated, !w.isDuplicate, now - w.transferStartedAt >= window,
+                let r = w.rate(now: now, window: window)
+            else { return nil }
+            return (w, r)
+        }
+        guard measured.count >= 3 else { return }
+        let rates = measured.map(\.1).sorted()
+        let median = rates[rates.count / 2]
+        guard median > 256 * 1024 else { return }
+        for (w, r) in measured where r < median * 0.4 {
+            guard w.redials < settings.maxRedialsPerConnection, totalRedials < settings.connections * 3 else { continue }
+            // Only worth it when the remaining work would take a while at this rate.
+            let left = Double(w.end - w.pos)
+            guard left / max(r, 1) > 2 * window else { continue }
+            w.redials += 1
+            totalRedials += 1
+            scheduler.releaseNotStarted(of: w.id)
+            w.end = min(w.end, w.chunkEnd)
+            w.stop = .redial
+            onEvent?(.redial(connection: w.id, reason: "\(formatRate(r)) against a median of \(formatRate(median))"))
+            // Abort now; finish() restarts it on a fresh connection from the exact byte reached.
+            multi.remove(w.easy)
+            w.active = false
+            w.stop = .none
+            start(w, bytes: w.pos..<w.end, fresh: true)
+        }
+    }
+
+    private func reportProgress(now: Double) {
+        guard let onProgress else { return }
+        var rate = 0.0
+        if let first = rateSamples.first, let last = rateSamples.last, last.0 - first.0 > 0.2 {
+            let from = rateSamples.first(where: { last.0 - $0.0 <= 3 }) ?? first
+            rate = Double(last.1 - from.1) / max(0.001, last.0 - from.0)
+        }
+        var completed = finishedBytes
+        var conns: [ConnectionProgress] = []
+        for w in workers {
+            let state: ConnectionProgress.State
+            if w.waitUntil != nil { state = .waiting }
+            else if !w.active { state = .idle }
+            else if w.isDuplicate { state = .racing }
+            else { state = .receiving }
+            if target.ranged, w.active, !w.isDuplicate, w.pos < w.chunkEnd {
+                completed += w.pos - max(plan.byteRange(ofChunk: plan.chunk(containing: w.pos)).lowerBound, w.requestStart)
+            }
+            conns.append(ConnectionProgress(id: w.id, state: state, bytesPerSecond: w.rate(now: now, window: 2) ?? 0, remainingBytes: max(0, w.end - w.pos)))
+        }
+        if !target.ranged { completed = workers[0].pos }
+        onProgress(DownloadProgress(
+            completedBytes: completed, totalBytes: target.totalLength, receivedBytes: receivedBytes,
+            bytesPerSecond: rate, elapsed: now - startedAt, connections: conns))
+    }
+
+    static func writeError(_ error: any Error) -> SeggetError {
+        if let e = error as? Errno, e.rawValue == ENOSPC {
+            return SeggetError(.fileSystem, "the disk is full. Free some space, then run the same command to resume; nothing already downloaded is lost.")
+        }
+        return SeggetError(.fileSystem, "could not write the downloaded data: \(error). Fix the problem, then run the same command to resume.")
+    }
+}
+
+/// Runs journal checkpoints with the data file's `fdatasync` on a background queue, so that a sync
+/// never stalls the fetch loop. The journal itself is only touched on the loop thread.
+final class CheckpointWorker {
+    private let journal: Journal
+    private let data: BlockStorage
+    private let interval: Double
+    private let queue = DispatchQueue(label: "segget.checkpoint")
+    private let finished = ResultSlot()
+    private var lastCheckpoint = monotonicSeconds()
+    private var inFlight = false
+
+    struct CheckpointResult: Sendable {
+        let snapshot: CheckpointSnapshot
+        let ok: Bool
+    }
+
+    /// The background sync's result, handed back to the loop thread.
+    final class ResultSlot: Sendable {
+        private let slot = Mutex<CheckpointResult?>(nil)
+        func put(_ r: CheckpointResult) { slot.withLock { $0 = r } }
+        func take() -> CheckpointResult? { slot.withLock { r in defer { r = nil }; return r } }
+    }
+
+    init(journal: Journal, data: BlockStorage, interval: Double) {
+        self.journal = journal
+        self.data = data
+        self.interval = interval
+    }
+
+    /// Called on every tick of the loop: completes a finished sync, starts the next one when due.
+    func poke() {
+        if let done = finished.take() {
+            if done.ok { try? journal.completeCheckpoint(done.snapshot) }
+            inFlight = false
+        }
+        let now = monotonicSeconds()
+        guard !inFlight, now - lastCheckpoint >= interval else { return }
+        lastCheckpoint = now
+        inFlight = true
+        let snapshot = journal.beginCheckpoint()
+        let box = UncheckedBox(data)
+        let finished = self.finished
+        queue.async {
+            let ok = (try? box.value.sync()) != nil
+            finished.put(CheckpointResult(snapshot: snapshot, ok: ok))
+        }
+    }
+
+    /// Waits for a sync in flight (so no background work outlives the download).
+    func stop() {
+        queue.sync {}
+        poke()
+    }
+}
+
+/// Carries a non-Sendable reference to a queue that is the only other user while it runs.
+struct UncheckedBox<T>: @unchecked Sendable {
+    let value: T
+    init(_ value: T) { self.value = value }
+}
+
+extension FetchEngine {
+    /// Bytes of finished chunks (ranged) or bytes written (stream), for the interrupted message.
+    var finishedBytesForReport: Int64 { target.ranged ? finishedBytesValue : workers[0].pos }
+    /// Bytes received from the network in this run.
+    var receivedBytesForReport: Int64 { receivedBytesValue }
+    /// Bytes written by the single stream.
+    var streamLength: Int64 { workers[0].pos }
+}

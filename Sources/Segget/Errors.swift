@@ -1,0 +1,68 @@
+/// Why a download stopped, as a category with a stable process exit code.
+///
+/// The exit codes are part of the command-line contract and are documented in the README and in
+/// `segget --help`; never renumber them.
+public enum FailureKind: String, Sendable, CaseIterable {
+    /// Bad command line or options (exit 2).
+    case usage
+    /// Could not connect, TLS failure, timeout, connection dropped beyond the retry budget (exit 3).
+    case network
+    /// The server answered with an HTTP error status such as 404 or 503 (exit 4).
+    case httpStatus
+    /// The output could not be written: no space, permission denied, file exists (exit 5).
+    case fileSystem
+    /// The bytes did not match the expected digest (exit 6).
+    case verification
+    /// The server's answers were inconsistent or unusable (wrong `Content-Range`, changed file…) (exit 7).
+    case protocolViolation
+    /// Stopped by Ctrl-C or SIGTERM; the journal was saved and the same command resumes (exit 130).
+    case interrupted
+    /// A bug or an unexpected condition inside segget (exit 1).
+    case internalError
+
+    /// The process exit status for this kind of failure.
+    public var exitCode: Int32 {
+        switch self {
+        case .internalError: 1
+        case .usage: 2
+        case .network: 3
+        case .httpStatus: 4
+        case .fileSystem: 5
+        case .verification: 6
+        case .protocolViolation: 7
+        case .interrupted: 130
+        }
+    }
+
+    /// One line for the exit-code table in `--help` and the README.
+    public var summary: String {
+        switch self {
+        case .internalError: "internal error"
+        case .usage: "usage: bad option, URL or argument"
+        case .network: "network: connection, TLS, timeout or too many retries"
+        case .httpStatus: "HTTP status: the server answered with an error (4xx/5xx)"
+        case .fileSystem: "file system: cannot write the output (space, permission, exists)"
+        case .verification: "verification: the checksum did not match"
+        case .protocolViolation: "protocol: the server's answers were inconsistent"
+        case .interrupted: "interrupted: stopped by a signal; run the same command to resume"
+        }
+    }
+}
+
+/// An error a user can meet: a category (with its exit code) and a full-sentence message that says
+/// what happened and what to do.
+public struct SeggetError: Error, CustomStringConvertible, Sendable, Equatable {
+    public let kind: FailureKind
+    public let message: String
+    /// The HTTP status when `kind == .httpStatus`.
+    public let httpStatus: Int?
+
+    public init(_ kind: FailureKind, _ message: String, httpStatus: Int? = nil) {
+        self.kind = kind
+        self.message = message
+        self.httpStatus = httpStatus
+    }
+
+    public var description: String { message }
+    public var exitCode: Int32 { kind.exitCode }
+}

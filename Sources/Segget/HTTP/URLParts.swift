@@ -1,0 +1,49 @@
+/// The few pieces of an absolute http(s) URL that segget's policies need. Parsing beyond that is
+/// libcurl's job.
+public struct URLParts: Equatable, Sendable {
+    public let scheme: String
+    public let host: String
+    public let hasUserInfo: Bool
+
+    /// Nil unless the string is an absolute URL with a scheme and a host.
+    public init?(_ url: String) {
+        guard let sep = url.firstRange(of: "://") else { return nil }
+        let scheme = url[..<sep.lowerBound].lowercased()
+        guard !scheme.isEmpty, scheme.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "+" || $0 == "-" || $0 == "." })
+        else { return nil }
+        var authority = url[sep.upperBound...]
+        if let end = authority.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) {
+            authority = authority[..<end]
+        }
+        var hostPort = authority
+        var userInfo = false
+        if let at = authority.lastIndex(of: "@") {
+            hostPort = authority[authority.index(after: at)...]
+            userInfo = true
+        }
+        let host: Substring
+        if hostPort.first == "[" {
+            guard let close = hostPort.firstIndex(of: "]") else { return nil }
+            host = hostPort[...close]
+        } else if let colon = hostPort.lastIndex(of: ":") {
+            host = hostPort[..<colon]
+        } else {
+            host = hostPort
+        }
+        guard !host.isEmpty else { return nil }
+        self.scheme = scheme
+        self.host = host.lowercased()
+        self.hasUserInfo = userInfo
+    }
+
+    public var isHTTPFamily: Bool { scheme == "http" || scheme == "https" }
+
+    /// The URL with any `user:password@` removed, for logs and the journal.
+    public static func redactingCredentials(_ url: String) -> String {
+        guard let sep = url.firstRange(of: "://") else { return url }
+        let rest = url[sep.upperBound...]
+        let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
+        guard let at = rest[..<authorityEnd].lastIndex(of: "@") else { return url }
+        return String(url[..<sep.upperBound]) + String(rest[rest.index(after: at)...])
+    }
+}

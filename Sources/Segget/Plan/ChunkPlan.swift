@@ -1,0 +1,72 @@
+/// How a file of known length is cut into fixed-size chunks, the unit of the resume journal.
+///
+/// Chunk `k` covers bytes `k * chunkSize ..< min((k + 1) * chunkSize, totalLength)`; the last chunk
+/// may be short; an empty file has no chunks.
+public struct ChunkPlan: Equatable, Sendable {
+    public let totalLength: Int64
+    public let chunkSize: Int64
+
+    public init(totalLength: Int64, chunkSize: Int64) {
+        precondition(totalLength >= 0 && chunkSize > 0)
+        self.totalLength = totalLength
+        self.chunkSize = chunkSize
+    }
+
+    public var chunkCount: Int { Int((totalLength + chunkSize - 1) / chunkSize) }
+
+    /// Byte offsets of chunk `k`, half-open.
+    public func byteRange(ofChunk k: Int) -> Range<Int64> {
+        let start = Int64(k) * chunkSize
+        return start..<min(start + chunkSize, totalLength)
+    }
+
+    /// Byte offsets of a run of chunks, half-open.
+    public func byteRange(ofChunks run: Range<Int>) -> Range<Int64> {
+        guard !run.isEmpty else { return 0..<0 }
+        return byteRange(ofChunk: run.lowerBound).lowerBound..<byteRange(ofChunk: run.upperBound - 1).upperBound
+    }
+
+    /// The chunk that holds byte `offset`.
+    public func chunk(containing offset: Int64) -> Int { Int(offset / chunkSize) }
+
+    /// Cuts the chunks that are not yet finished into at most `connections` contiguous runs of nearly
+    /// equal size. Finished chunks split runs; when the unfinished chunks are fragmented there may be
+    /// more fragments than connections, and the extra ones are returned in `unassigned`.
+    public func initialRuns(connections: Int, isFinished: (Int) -> Bool) -> (runs: [Range<Int>], unassigned: [Range<Int>]) {
+        precondition(connections >= 1)
+        var holes: [Range<Int>] = []
+        var k = 0
+        let n = chunkCount
+        while k < n {
+            if isFinished(k) {
+                k += 1
+                continue
+            }
+            let start = k
+            while k < n && !isFinished(k) { k += 1 }
+            holes.append(start..<k)
+        }
+        let missing = holes.reduce(0) { $0 + $1.count }
+        guard missing > 0 else { return ([], []) }
+        let target = (missing + connections - 1) / connections
+        var pieces: [Range<Int>] = []
+        for hole in holes {
+            var lo = hole.lowerBound
+            while lo < hole.upperBound {
+                let hi = min(lo + target, hole.upperBound)
+                pieces.append(lo..<hi)
+                lo = hi
+            }
+        }
+        if pieces.count <= connections { return (pieces, []) }
+        // Give the connections the largest fragments; the rest wait in the free pool.
+        let order = pieces.indices.sorted { pieces[$0].count > pieces[$1].count || (pieces[$0].count == pieces[$1].count && $0 < $1) }
+        let chosen = Set(order.prefix(connections))
+        var runs: [Range<Int>] = []
+        var rest: [Range<Int>] = []
+        for (i, p) in pieces.enumerated() {
+            if chosen.contains(i) { runs.append(p) } else { rest.append(p) }
+        }
+        return (runs, rest)
+    }
+}

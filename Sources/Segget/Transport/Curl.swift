@@ -1,0 +1,178 @@
+import CCurl
+
+/// A libcurl easy-interface result code.
+///
+/// The corresponding C type is `CURLcode`; `description` comes from `curl_easy_strerror`.
+struct CurlCode: Error, Equatable, CustomStringConvertible {
+    let rawValue: UInt32
+    init(_ code: CURLcode) { rawValue = code.rawValue }
+
+    static let ok = CurlCode(CURLE_OK)
+    static let writeError = CurlCode(CURLE_WRITE_ERROR)
+    static let abortedByCallback = CurlCode(CURLE_ABORTED_BY_CALLBACK)
+    static let operationTimedOut = CurlCode(CURLE_OPERATION_TIMEDOUT)
+    static let rangeError = CurlCode(CURLE_RANGE_ERROR)
+    static let tooManyRedirects = CurlCode(CURLE_TOO_MANY_REDIRECTS)
+    static let unsupportedProtocol = CurlCode(CURLE_UNSUPPORTED_PROTOCOL)
+    static let urlMalformat = CurlCode(CURLE_URL_MALFORMAT)
+    static let partialFile = CurlCode(CURLE_PARTIAL_FILE)
+    static let peerFailedVerification = CurlCode(CURLE_PEER_FAILED_VERIFICATION)
+    static let couldntResolveHost = CurlCode(CURLE_COULDNT_RESOLVE_HOST)
+
+    var description: String { String(cString: curl_easy_strerror(CURLcode(rawValue: rawValue))) }
+
+    /// True for failures a retry on a new connection may cure (as opposed to bad input).
+    var isTransient: Bool {
+        switch CURLcode(rawValue: rawValue) {
+        case CURLE_URL_MALFORMAT, CURLE_UNSUPPORTED_PROTOCOL, CURLE_PEER_FAILED_VERIFICATION,
+            CURLE_SSL_CACERT_BADFILE, CURLE_SSL_CERTPROBLEM, CURLE_NOT_BUILT_IN, CURLE_WRITE_ERROR,
+            CURLE_FILESIZE_EXCEEDED, CURLE_LOGIN_DENIED, CURLE_OUT_OF_MEMORY, CURLE_COULDNT_RESOLVE_HOST,
+            CURLE_COULDNT_RESOLVE_PROXY, CURLE_SSL_ENGINE_NOTFOUND, CURLE_BAD_CONTENT_ENCODING:
+            false
+        default:
+            true
+        }
+    }
+}
+
+/// Calls `curl_global_init` exactly once per process, before any handle is made.
+enum CurlGlobal {
+    private static let initialised: Bool = {
+        curl_global_init(segget_curl_global_all()) == CURLE_OK
+    }()
+    static func ensure() { _ = initialised }
+}
+
+/// One libcurl easy handle: one transfer at a time. Only the transport files touch libcurl.
+final class EasyHandle {
+    let raw: UnsafeMutableRawPointer
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+
+    init() {
+        CurlGlobal.ensure()
+        guard let h = curl_easy_init() else { fatalError("curl_easy_init failed: out of memory") }
+        raw = h
+    }
+
+    deinit {
+        curl_easy_cleanup(raw)
+        if let headerList { curl_slist_free_all(headerList) }
+    }
+
+    /// Forgets all options (keeping live connections and caches), as between two transfers.
+    func reset() {
+        curl_easy_reset(raw)
+        if let headerList { curl_slist_free_all(headerList) }
+        headerList = nil
+    }
+
+    func set(_ option: CURLoption, _ value: Int) {
+        _ = segget_easy_setopt_long(raw, option, value)
+    }
+    func set(_ option: CURLoption, _ value: Bool) {
+        _ = segget_easy_setopt_long(raw, option, value ? 1 : 0)
+    }
+    func set(_ option: CURLoption, offset value: Int64) {
+        _ = segget_easy_setopt_off(raw, option, curl_off_t(value))
+    }
+    /// libcurl copies string options (since 7.17), so a temporary C string is fine.
+    @discardableResult
+    func set(_ option: CURLoption, _ value: String?) -> CurlCode {
+        guard let value else { return CurlCode(segget_easy_setopt_ptr(raw, option, nil)) }
+        return value.withCString { CurlCode(segget_easy_setopt_string(raw, option, $0)) }
+    }
+    func set(_ option: CURLoption, pointer value: UnsafeMutableRawPointer?) {
+        _ = segget_easy_setopt_ptr(raw, option, value)
+    }
+    func set(_ option: CURLoption, dataCallback value: segget_curl_data_cb) {
+        _ = segget_easy_setopt_data_cb(raw, option, value)
+    }
+    func set(_ option: CURLoption, xferinfo value: segget_curl_xferinfo_cb) {
+        _ = segget_easy_setopt_xferinfo_cb(raw, option, value)
+    }
+
+    /// Replaces the extra request header lines (`Name: value`).
+    func setHeaders(_ lines: [String]) {
+        if let headerList { curl_slist_free_all(headerList) }
+        headerList = nil
+        for line in lines { headerList = curl_slist_append(headerList, line) }
+        _ = segget_easy_setopt_slist(raw, CURLOPT_HTTPHEADER, headerList)
+    }
+
+    func perform() -> CurlCode { CurlCode(curl_easy_perform(raw)) }
+
+    var responseCode: Int {
+        var v = 0
+        _ = segget_easy_getinfo_long(raw, CURLINFO_RESPONSE_CODE, &v)
+        return v
+    }
+    var redirectURL: String? {
+        var p: UnsafeMutablePointer<CChar>?
+        _ = segget_easy_getinfo_string(raw, CURLINFO_REDIRECT_URL, &p)
+        return p.map { String(cString: $0) }
+    }
+    var effectiveURL: String? {
+        var p: UnsafeMutablePointer<CChar>?
+        _ = segget_easy_getinfo_string(raw, CURLINFO_EFFECTIVE_URL, &p)
+        return p.map { String(cString: $0) }
+    }
+    var localPort: Int {
+        var v = 0
+        _ = segget_easy_getinfo_long(raw, CURLINFO_LOCAL_PORT, &v)
+        return v
+    }
+}
+
+/// One libcurl multi handle, driven from a single thread.
+final class MultiHandle {
+    let raw: UnsafeMutableRawPointer
+
+    init() {
+        CurlGlobal.ensure()
+        guard let m = curl_multi_init() else { fatalError("curl_multi_init failed: out of memory") }
+        raw = m
+        // One TCP connection per range: never multiplex ranges over one HTTP/2 connection unless asked.
+        _ = segget_multi_setopt_long(raw, CURLMOPT_PIPELINING, 0)
+    }
+
+    deinit { curl_multi_cleanup(raw) }
+
+    func setMultiplexing(_ on: Bool) {
+        _ = segget_multi_setopt_long(raw, CURLMOPT_PIPELINING, on ? 2 : 0)  // CURLPIPE_MULTIPLEX
+    }
+    func setMaxConnectionCache(_ n: Int) {
+        _ = segget_multi_setopt_long(raw, CURLMOPT_MAXCONNECTS, n)
+    }
+
+    func add(_ e: EasyHandle) { curl_multi_add_handle(raw, e.raw) }
+    func remove(_ e: EasyHandle) { curl_multi_remove_handle(raw, e.raw) }
+
+    /// Runs whatever transfers are ready; returns the number still running.
+    func perform() -> Int32 {
+        var running: Int32 = 0
+        var rc: CURLMcode
+        repeat { rc = curl_multi_perform(raw, &running) } while rc == CURLM_CALL_MULTI_PERFORM
+        return running
+    }
+
+    /// Waits for activity on any transfer socket, at most `timeoutMs`.
+    func poll(timeoutMs: Int32) {
+        var numfds: Int32 = 0
+        _ = curl_multi_poll(raw, nil, 0, timeoutMs, &numfds)
+    }
+
+    /// Interrupts a `poll` from another thread.
+    func wakeup() { _ = curl_multi_wakeup(raw) }
+
+    /// Drains the completed-transfer messages: (handle pointer, result).
+    func completed() -> [(UnsafeMutableRawPointer, CurlCode)] {
+        var out: [(UnsafeMutableRawPointer, CurlCode)] = []
+        var left: Int32 = 0
+        while let msg = curl_multi_info_read(raw, &left) {
+            if msg.pointee.msg == CURLMSG_DONE, let h = msg.pointee.easy_handle {
+                out.append((h, CurlCode(segget_msg_result(msg))))
+            }
+        }
+        return out
+    }
+}

@@ -1,0 +1,220 @@
+import CCurl
+
+/// What one probing request learnt about the remote file.
+public struct ProbeResult: Sendable, Equatable {
+    /// The URL after redirects; ranged requests go here.
+    public var finalURL: String
+    /// Total length, or nil when the server does not say (chunked or close-delimited body).
+    public var totalLength: Int64?
+    /// True when a `Range: bytes=0-0` request came back as a well-formed 206.
+    public var acceptsRanges: Bool
+    public var etag: String?
+    public var lastModified: String?
+    /// A sanitised file name from `Content-Disposition`, else from the final URL's path.
+    public var suggestedFileName: String
+    /// Raw digest headers, for the verifier.
+    public var reprDigest: String?
+    public var digest: String?
+    public var contentMD5: String?
+    public var redirects: Int
+    /// Why ranges cannot be used, when they cannot.
+    public var noRangesReason: String?
+
+    /// A strong validator for `If-Range`: a strong ETag, else Last-Modified.
+    public var ifRangeValidator: String? {
+        if let e = etag, !e.hasPrefix("W/") { return e }
+        return lastModified
+    }
+}
+
+/// Collects one response's head (and at most a few body bytes) from libcurl callbacks.
+final class ProbeContext {
+    var head = ResponseHead()
+    var bodyBytes = 0
+}
+
+private func probeHeaderCallback(
+    _ ptr: UnsafeMutablePointer<CChar>?, _ size: Int, _ n: Int, _ ud: UnsafeMutableRawPointer?
+) -> Int {
+    guard let ptr, let ud else { return 0 }
+    let ctx = Unmanaged<ProbeContext>.fromOpaque(ud).takeUnretainedValue()
+    let count = size * n
+    let line = UnsafeRawBufferPointer(start: ptr, count: count)
+    ctx.head.append(line: Substring(decodingLatin1(line)))
+    return count
+}
+
+private func probeWriteCallback(
+    _ ptr: UnsafeMutablePointer<CChar>?, _ size: Int, _ n: Int, _ ud: UnsafeMutableRawPointer?
+) -> Int {
+    guard let ud else { return 0 }
+    let ctx = Unmanaged<ProbeContext>.fromOpaque(ud).takeUnretainedValue()
+    // Only a 206 to `bytes=0-0` has a body worth reading (one byte). Anything else would be the
+    // whole file: stop now, the fetch phase will ask again properly.
+    guard ctx.head.status == 206 else { return 0 }
+    ctx.bodyBytes += size * n
+    return ctx.bodyBytes <= 1 ? size * n : 0
+}
+
+/// Header bytes are Latin-1 on the wire (RFC 9110 §5.5); decode them as such so nothing is lost.
+func decodingLatin1(_ bytes: UnsafeRawBufferPointer) -> String {
+    if let s = String(validating: bytes, as: UTF8.self) { return s }
+    return String(String.UnicodeScalarView(bytes.map { Unicode.Scalar($0) }))
+}
+
+/// Sends the probing request and follows redirects under segget's policy: http and https only, at
+/// most `maxRedirects` hops, no loops, no https→http downgrade unless allowed, and credentials
+/// (userinfo, `Authorization`, `Cookie`) never sent to a host other than the one they were given for.
+struct Prober {
+    let options: TransferOptions
+
+    func probe(url: String) throws(SeggetError) -> ProbeResult {
+        guard let first = URLParts(url) else {
+            throw SeggetError(.usage, "'\(URLParts.redactingCredentials(url))' is not an absolute URL; give one such as https://example.com/file.iso.")
+        }
+        guard first.isHTTPFamily else {
+            throw SeggetError(.usage, "the scheme '\(first.scheme)' is not supported; segget downloads http:// and https:// URLs.")
+        }
+        var current = url
+        var currentParts = first
+        var visited: Set<String> = [url]
+        var opts = options
+        var hops = 0
+        while true {
+            let (ctx, code, handle) = request(current, options: opts)
+            let head = ctx.head
+            if code != .ok && !(code == .writeError && head.isComplete) {
+                throw Self.networkError(code, url: current)
+            }
+            if (300...399).contains(head.status), head.status != 304 {
+                guard let next = handle.redirectURL else {
+                    throw SeggetError(.protocolViolation, "the server answered \(head.status) without a Location header; there is nothing to follow.", httpStatus: head.status)
+                }
+                hops += 1
+                if hops > options.maxRedirects {
+                    throw SeggetError(.network, "more than \(options.maxRedirects) redirects; the server may be misconfigured.")
+                }
+                if visited.contains(next) {
+                    throw SeggetError(.network, "redirect loop: \(URLParts.redactingCredentials(next)) was already visited.")
+                }
+                guard let nextParts = URLParts(next), nextParts.isHTTPFamily else {
+                    throw SeggetError(.protocolViolation, "refusing a redirect to '\(URLParts.redactingCredentials(next))': only http and https are allowed.")
+                }
+                if currentParts.scheme == "https" && nextParts.scheme == "http" && !options.allowInsecureRedirect {
+                    throw SeggetError(.protocolViolation, "refusing a redirect from https to plain http (\(URLParts.redactingCredentials(next))); pass --allow-insecure-redirect to follow it.")
+                }
+                if nextParts.host != currentParts.host {
+                    opts = opts.withoutCredentials()
+                }
+                visited.insert(next)
+                current = next
+                currentParts = nextParts
+                continue
+            }
+            return try interpret(head, finalURL: current, redirects: hops, options: opts)
+        }
+    }
+
+    /// One request with `Range: bytes=0-0`, performed to completion or until the head is known.
+    private func request(_ url: String, options: TransferOptions) -> (ProbeContext, CurlCode, EasyHandle) {
+        let ctx = ProbeContext()
+        let e = EasyHandle()
+        e.configure(url: url, options: options)
+        e.set(CURLOPT_RANGE, "0-0")
+        let ud = Unmanaged.passUnretained(ctx).toOpaque()
+        e.set(CURLOPT_HEADERFUNCTION, dataCallback: probeHeaderCallback)
+        e.set(CURLOPT_HEADERDATA, pointer: ud)
+        e.set(CURLOPT_WRITEFUNCTION, dataCallback: probeWriteCallback)
+        e.set(CURLOPT_WRITEDATA, pointer: ud)
+        let code = withExtendedLifetime(ctx) { e.perform() }
+        return (ctx, code, e)
+    }
+
+    private func interpret(_ head: ResponseHead, finalURL: String, redirects: Int, options: TransferOptions) throws(SeggetError) -> ProbeResult {
+        var result = ProbeResult(
+            finalURL: finalURL, totalLength: nil, acceptsRanges: false, etag: head.etag,
+            lastModified: head.lastModified, suggestedFileName: FileName.fromURLPath(finalURL),
+            reprDigest: head.joinedValue("repr-digest"), digest: head.joinedValue("digest"),
+            contentMD5: head.value("content-md5"), redirects: redirects, noRangesReason: nil)
+        if let cd = head.value("content-disposition"), let name = ContentDisposition.fileName(from: cd) {
+            result.suggestedFileName = FileName.sanitize(name)
+        }
+        switch head.status {
+        case 206:
+            guard let cr = head.contentRange, cr.first == 0, cr.last == 0, let total = cr.completeLength else {
+                result.totalLength = nil
+                result.noRangesReason = "the server's answer to a range request had an unusable Content-Range (\(head.value("content-range") ?? "none"))"
+                return result
+            }
+            result.totalLength = total
+            if let enc = head.contentEncoding {
+                result.noRangesReason = "the server applies Content-Encoding '\(enc)' to ranges"
+            } else {
+                result.acceptsRanges = true
+            }
+        case 200:
+            result.totalLength = head.isChunked ? nil : head.contentLength
+            result.noRangesReason = "the server ignored the byte range (answered 200)"
+        case 416:
+            // `bytes=0-0` is unsatisfiable only for an empty representation.
+            if let cr = head.contentRange, cr.completeLength == 0 {
+                result.totalLength = 0
+                result.acceptsRanges = true
+            } else {
+                throw SeggetError(.httpStatus, "the server answered 416 (range not satisfiable) to a request for the first byte; it may be misconfigured.", httpStatus: 416)
+            }
+        default:
+            throw Self.statusError(head.status, url: finalURL)
+        }
+        return result
+    }
+
+    static func statusError(_ status: Int, url: String) -> SeggetError {
+        let u = URLParts.redactingCredentials(url)
+        let hint: String
+        switch status {
+        case 401: hint = "authentication is required; pass -u USER:PASSWORD or --netrc"
+        case 403: hint = "access is forbidden; check the URL and any credentials or cookies"
+        case 404, 410: hint = "check the URL"
+        case 429: hint = "the server is rate-limiting; try again later"
+        case 500...599: hint = "the server failed; try again later"
+        default: hint = "the server refused the request"
+        }
+        return SeggetError(.httpStatus, "\(u) answered HTTP \(status); \(hint).", httpStatus: status)
+    }
+
+    static func networkError(_ code: CurlCode, url: String) -> SeggetError {
+        let u = URLParts.redactingCredentials(url)
+        switch CURLcode(rawValue: code.rawValue) {
+        case CURLE_URL_MALFORMAT:
+            return SeggetError(.usage, "'\(u)' is not a valid URL.")
+        case CURLE_UNSUPPORTED_PROTOCOL:
+            return SeggetError(.usage, "'\(u)' uses a scheme segget does not download; use http:// or https://.")
+        case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE:
+            return SeggetError(.network, "the TLS certificate of \(u) could not be verified (\(code)); pass -k/--insecure only if you trust this server.")
+        case CURLE_COULDNT_RESOLVE_HOST:
+            return SeggetError(.network, "could not resolve the host of \(u); check the URL and your network.")
+        case CURLE_COULDNT_CONNECT:
+            return SeggetError(.network, "could not connect to \(u); check that the server is up and reachable.")
+        case CURLE_OPERATION_TIMEDOUT:
+            return SeggetError(.network, "\(u) timed out; the network or server is too slow or unreachable.")
+        default:
+            return SeggetError(.network, "the request to \(u) failed: \(code).")
+        }
+    }
+}
+
+extension TransferOptions {
+    /// The same options with everything that identifies the user removed (for a cross-host redirect).
+    func withoutCredentials() -> TransferOptions {
+        var o = self
+        o.credentials = nil
+        o.useNetrc = false
+        o.cookie = nil
+        o.headers = headers.filter {
+            let name = $0.split(separator: ":", maxSplits: 1).first?.trimmingASCIIWhitespace().lowercased() ?? ""
+            return name != "authorization" && name != "cookie" && name != "proxy-authorization"
+        }
+        return o
+    }
+}

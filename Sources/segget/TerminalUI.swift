@@ -1,0 +1,159 @@
+import Dispatch
+import Glibc
+import Segget
+
+/// Progress and messages on stderr: a live bar on a terminal, a plain line every few seconds
+/// otherwise, nothing but errors with `-q`. Called on the download thread only.
+final class TerminalUI: @unchecked Sendable {
+    private let quiet: Bool
+    private let isTTY = isatty(2) == 1
+    private var lastDraw = 0.0
+    private var lastPlain = 0.0
+    private var drawn = false
+    private var columns: Int = 80
+
+    init(quiet: Bool) {
+        self.quiet = quiet
+        var ws = winsize()
+        if isTTY, ioctl(2, UInt(TIOCGWINSZ), &ws) == 0, ws.ws_col > 20 { columns = Int(ws.ws_col) }
+    }
+
+    func progress(_ p: DownloadProgress) {
+        guard !quiet else { return }
+        let now = p.elapsed
+        if isTTY {
+            guard now - lastDraw >= 0.2 || lastDraw == 0 else { return }
+            lastDraw = now
+            draw(bar(p))
+        } else {
+            guard now - lastPlain >= 5 else { return }
+            lastPlain = now
+            write(line: "segget: \(summaryText(p))")
+        }
+    }
+
+    func event(_ e: DownloadEvent) {
+        guard !quiet else { return }
+        switch e {
+        case .notice(let text):
+            write(line: "segget: \(text)")
+        case .retry(let c, let attempt, let delay, let reason):
+            write(line: "segget: connection \(c + 1): \(reason); retry \(attempt) in \(Format.seconds(delay)).")
+        case .redial(let c, let reason):
+            write(line: "segget: connection \(c + 1) is slow (\(reason)); reconnecting.")
+        }
+    }
+
+    func finished(_ r: DownloadResult) {
+        guard !quiet else { return }
+        clearLine()
+        let rate = r.seconds > 0 ? Double(r.bytes - r.resumedBytes) / r.seconds : 0
+        var text = "segget: saved \(r.path) (\(Format.bytes(r.bytes))) in \(Format.seconds(r.seconds)), \(Format.rate(rate)) average, \(r.connections) connection\(r.connections == 1 ? "" : "s")"
+        if r.resumedBytes > 0 { text += ", \(Format.bytes(r.resumedBytes)) resumed" }
+        if !r.verified.isEmpty { text += ", verified \(r.verified.map { $0.split(separator: "=").first.map(String.init) ?? $0 }.joined(separator: " + "))" }
+        writeStderr(text + "\n")
+    }
+
+    func clearLine() {
+        if drawn {
+            writeStderr("\r\u{1B}[2K")
+            drawn = false
+        }
+    }
+
+    private func write(line: String) {
+        clearLine()
+        writeStderr(line + "\n")
+    }
+
+    private func draw(_ text: String) {
+        writeStderr("\r\u{1B}[2K" + text)
+
+        drawn = true
+    }
+
+    private func summaryText(_ p: DownloadProgress) -> String {
+        var s = ""
+        if let total = p.totalBytes, total > 0 {
+            s += "\(percent(p.completedBytes, total)) \(Format.bytes(p.completedBytes)) of \(Format.bytes(total))"
+        } else {
+            s += Format.bytes(p.completedBytes)
+        }
+        s += ", \(Format.rate(p.bytesPerSecond))"
+        if let eta = p.eta { s += ", ETA \(Format.seconds(eta))" }
+        let active = p.connections.filter { $0.state != .idle }.count
+        s += ", \(active) connection\(active == 1 ? "" : "s")"
+        return s
+    }
+
+    private func bar(_ p: DownloadProgress) -> String {
+        let conns = connectionView(p.connections)
+        var right = " \(Format.bytes(p.completedBytes))"
+        if let total = p.totalBytes { right += "/\(Format.bytes(total))" }
+        right += " \(Format.rate(p.bytesPerSecond))"
+        if let eta = p.eta { right += " ETA \(Format.seconds(eta))" }
+        right += " " + conns
+        var pct = "  ?%"
+        var fraction = 0.0
+        if let total = p.totalBytes, total > 0 {
+            fraction = min(1, Double(p.completedBytes) / Double(total))
+            pct = percent(p.completedBytes, total).leftPadded(4)
+        }
+        let width = max(10, columns - right.count - pct.count - 4)
+        let filled = Int(fraction * Double(width))
+        let barText = String(repeating: "=", count: filled) + (filled < width ? ">" : "") + String(repeating: " ", count: max(0, width - filled - 1))
+        let line = "\(pct) [\(barText)]\(right)"
+        return String(line.prefix(columns - 1))
+    }
+
+    /// One character per connection: its speed relative to the fastest, `·` idle, `w` waiting to
+    /// retry, `r` racing for the last chunks. At most 32 shown.
+    private func connectionView(_ cs: [ConnectionProgress]) -> String {
+        let levels: [Character] = ["▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"]
+        let top = cs.map(\.bytesPerSecond).max() ?? 0
+        var out = ""
+        for c in cs.prefix(32) {
+            switch c.state {
+            case .idle: out.append("·")
+            case .waiting: out.append("w")
+            case .racing: out.append("r")
+            case .receiving:
+                let i = top > 0 ? Int((c.bytesPerSecond / top) * Double(levels.count - 1)) : 0
+                out.append(levels[max(0, min(levels.count - 1, i))])
+            }
+        }
+        if cs.count > 32 { out += "+" }
+        return out
+    }
+
+    private func percent(_ a: Int64, _ b: Int64) -> String {
+        "\(min(100, Int(Double(a) * 100 / Double(max(b, 1)))))%"
+    }
+}
+
+extension String {
+    func leftPadded(_ n: Int) -> String { count >= n ? self : String(repeating: " ", count: n - count) + self }
+}
+
+/// Turns SIGINT and SIGTERM into a request to stop cleanly; a second signal exits at once (the
+/// journal is already exact on disk, so even that loses nothing but chunks in flight).
+final class SignalTrap: @unchecked Sendable {
+    private var sources: [DispatchSourceSignal] = []
+
+    init(interrupt: InterruptFlag) {
+        let queue = DispatchQueue(label: "segget.signals")
+        for sig in [SIGINT, SIGTERM] {
+            signal(sig, SIG_IGN)
+            let s = DispatchSource.makeSignalSource(signal: sig, queue: queue)
+            s.setEventHandler {
+                if interrupt.isSet {
+                    writeStderr("\nsegget: stopped at once; run the same command to resume.\n")
+                    _exit(FailureKind.interrupted.exitCode)
+                }
+                interrupt.set()
+            }
+            s.resume()
+            sources.append(s)
+        }
+    }
+}
