@@ -47,13 +47,16 @@ public final class Journal: @unchecked Sendable {
     public private(set) var durable: ChunkBitmap
 
     private let storage: BlockStorage
+    /// The storage, for tests that tamper with it.
+    internal var storageForTesting: BlockStorage { storage }
     private let writtenOffset: Int64
     private let durableOffset: Int64
     private let onClose: () -> Void
     private var isClosed = false
 
-    /// The boot ID used when the real one cannot be read; never trusted to match.
-    public static let unknownBootID = "unknown"
+    /// The boot ID used when the real one cannot be read, or the stored one is damaged; never trusted
+    /// to match.
+    public static let unknownBootID = JournalCodec.unknownBootID
 
     private init(
         storage: BlockStorage, header: JournalHeader, written: ChunkBitmap, durable: ChunkBitmap,
@@ -138,9 +141,11 @@ public final class Journal: @unchecked Sendable {
     /// - Any other boot ID: a power cut or crash may have lost unsynced pages, so only the durable bitmap
     ///   is trusted, and the written bitmap is cut back to it.
     ///
-    /// Then this run's boot ID is stored. Order matters: the cut-back written bitmap is synced before the
-    /// header names the new boot, so a `kill -9` in between still finds the old boot ID and distrusts the
-    /// stale written bits. The durable bitmap is never widened here: no data sync vouches for more.
+    /// Then this run's boot ID is written to the boot record and the journal is synced. Order matters:
+    /// the cut-back written bitmap is synced before the boot record names the new boot, so a `kill -9` in
+    /// between still finds the old boot ID and distrusts the stale written bits. A power cut that tears the
+    /// boot record makes it read as unknown: again only the durable bitmap is trusted. The durable bitmap
+    /// is never widened here: no data sync vouches for more.
     public static func open(
         storage: BlockStorage, currentBootID: String
     ) throws(JournalOpenError) -> (journal: Journal, trusted: ChunkBitmap) {
@@ -151,10 +156,7 @@ public final class Journal: @unchecked Sendable {
         storage: BlockStorage, currentBootID: String, onClose: @escaping () -> Void
     ) throws(JournalOpenError) -> (journal: Journal, trusted: ChunkBitmap) {
         let stored = try readImage(storage)
-        let bootID = JournalHeader(
-            url: "", finalURL: "", totalLength: 0, chunkSize: 1, etag: nil, lastModified: nil,
-            bootID: currentBootID, createdAt: 0
-        ).bootID  // the form the header stores, so that comparison is like with like
+        let bootID = JournalHeader.fittingBootID(currentBootID)  // compare like with like
         let sameBoot = stored.header.bootID == bootID && bootID != unknownBootID && !bootID.isEmpty
         // In the same boot written ⊇ durable already; the union only guards against a hand-edited file.
         let trusted = sameBoot ? stored.written.union(stored.durable) : stored.durable
@@ -167,9 +169,12 @@ public final class Journal: @unchecked Sendable {
                 try storage.sync()
             }
             if header != stored.header {
-                try storage.write(JournalCodec.encodeHeader(header), at: 0)
-                try storage.sync()
+                try storage.write(
+                    JournalCodec.encodeBootRecord(header.bootID), at: JournalCodec.bootRecordOffset(header: header))
             }
+            // Also flushes what a killed predecessor wrote but never synced (durable bits whose data
+            // sync had completed), so that a checkpoint with nothing new still leaves the disk current.
+            try storage.sync()
         } catch {
             throw .io(error)
         }

@@ -44,43 +44,50 @@ public enum JournalDecodeError: Error, Equatable, Hashable, Sendable, CustomStri
 ///
 /// Layout (all integers little-endian; see docs/journal-format.md):
 ///
-///     0    8   magic "SGGTJRNL"
-///     8    2   format version (1)
-///     10   2   flags: bit 0 ETag present, bit 1 Last-Modified present
-///     12   4   header length H, CRC included
-///     16   8   total length          24  8  chunk size
-///     32   8   chunk count           40  8  creation time (Unix seconds)
-///     48   1   boot ID length n ≤ 63 49  63 boot ID, zero-padded
-///     112  ... url, final URL, ETag, Last-Modified: each a UInt32 length + UTF-8
-///     H-4  4   CRC-32 of bytes 0..<H-4
-///     H    B   written bitmap, B = ceil(chunk count / 8)
-///     H+B  B   durable bitmap
+///     0      8   magic "SGGTJRNL"
+///     8      2   format version (1)
+///     10     2   flags: bit 0 ETag present, bit 1 Last-Modified present
+///     12     4   header length H, CRC included
+///     16     8   total length             24   8   chunk size
+///     32     8   chunk count              40   8   creation time (Unix seconds)
+///     48     ... URL, final URL, ETag, Last-Modified: each a UInt32 length + UTF-8
+///     H-4    4   CRC-32 of bytes 0..<H-4
+///     H      64  boot record: length n ≤ 59, n bytes of boot ID, zero padding, CRC-32 of its first 60 bytes
+///     H+64   B   written bitmap, B = ceil(chunk count / 8)
+///     H+64+B B   durable bitmap
 ///
-/// The boot ID has a fixed-size slot, so rewriting it never moves the bitmaps.
+/// The header is written once and never changes. Only the boot record is rewritten (at every open), so
+/// a power cut during that rewrite can tear nothing but the boot record, whose own CRC then fails: that
+/// reads as an unknown boot, which only makes a resume trust the durable bitmap.
 public enum JournalCodec {
     /// The magic bytes that open every journal.
     public static let magic: [UInt8] = Array("SGGTJRNL".utf8)
     /// The format version this build writes and reads.
     public static let currentVersion: UInt16 = 1
+    /// The length of the boot record that follows the header.
+    public static let bootRecordLength = 64
 
     static let flagETag: UInt16 = 1 << 0
     static let flagLastModified: UInt16 = 1 << 1
     static let fixedPrefixLength = 16
-    static let bootIDOffset = 48
-    static let bootIDSlot = 64
-    static let stringsOffset = 112
+    static let stringsOffset = 48
     /// A header with four empty strings.
     static let minimumHeaderLength = stringsOffset + 4 * 4 + 4
 
-    /// The header's length H in bytes (CRC included): where the written bitmap starts.
+    /// The header's length H in bytes (CRC included): where the boot record starts.
     public static func headerLength(of header: JournalHeader) -> Int {
         minimumHeaderLength + header.url.utf8.count + header.finalURL.utf8.count
             + (header.etag?.utf8.count ?? 0) + (header.lastModified?.utf8.count ?? 0)
     }
 
+    /// The offset of the boot record.
+    public static func bootRecordOffset(header: JournalHeader) -> Int64 {
+        Int64(headerLength(of: header))
+    }
+
     /// The offset of the written bitmap.
     public static func writtenBitmapOffset(header: JournalHeader) -> Int64 {
-        Int64(headerLength(of: header))
+        bootRecordOffset(header: header) + Int64(bootRecordLength)
     }
 
     /// The offset of the durable bitmap.
@@ -93,7 +100,7 @@ public enum JournalCodec {
         durableBitmapOffset(header: header) + Int64(ChunkBitmap.byteCount(forChunks: header.chunkCount))
     }
 
-    /// The header's bytes, CRC included.
+    /// The header's bytes, CRC included (the boot ID is not part of them).
     public static func encodeHeader(_ header: JournalHeader) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(headerLength(of: header))
@@ -108,11 +115,6 @@ public enum JournalCodec {
         appendLE(&out, header.chunkSize)
         appendLE(&out, Int64(header.chunkCount))
         appendLE(&out, header.createdAt)
-        // JournalHeader already cut the boot ID to 63 bytes.
-        let boot = Array(header.bootID.utf8.prefix(JournalHeader.maximumBootIDLength))
-        out.append(UInt8(boot.count))
-        out += boot
-        out += [UInt8](repeating: 0, count: bootIDSlot - 1 - boot.count)
         // Redacting again costs nothing and keeps the codec safe on its own.
         for text in [
             JournalHeader.redactingCredentials(header.url), JournalHeader.redactingCredentials(header.finalURL),
@@ -126,30 +128,60 @@ public enum JournalCodec {
         return out
     }
 
+    /// The boot record's 64 bytes for `bootID` (cut to 59 UTF-8 bytes).
+    public static func encodeBootRecord(_ bootID: String) -> [UInt8] {
+        let id = Array(bootID.utf8.prefix(JournalHeader.maximumBootIDLength))
+        var out = [UInt8(id.count)] + id
+        out += [UInt8](repeating: 0, count: bootRecordLength - 4 - out.count)
+        appendLE(&out, CRC32.checksum(out))
+        return out
+    }
+
+    /// The boot ID in a boot record, or `unknownBootID` if the record is damaged (a torn rewrite).
+    static func decodeBootRecord(_ record: ArraySlice<UInt8>) -> String {
+        let bytes = Array(record)
+        guard bytes.count == bootRecordLength,
+              CRC32.checksum(bytes[0..<(bootRecordLength - 4)]) == readLE(bytes, at: bootRecordLength - 4) as UInt32
+        else { return unknownBootID }
+        let length = Int(bytes[0])
+        guard length <= JournalHeader.maximumBootIDLength,
+              !bytes[(1 + length)..<(bootRecordLength - 4)].contains(where: { $0 != 0 }),
+              let id = String(validating: bytes[1..<(1 + length)], as: UTF8.self)
+        else { return unknownBootID }
+        return id
+    }
+
+    /// The boot ID that never matches the current one.
+    public static let unknownBootID = "unknown"
+
     /// The whole journal: header, written bitmap, durable bitmap.
     ///
     /// - Precondition: both bitmaps have `header.chunkCount` chunks.
     public static func encode(header: JournalHeader, written: ChunkBitmap, durable: ChunkBitmap) -> [UInt8] {
         precondition(written.count == header.chunkCount && durable.count == header.chunkCount,
                      "bitmaps must have one bit per chunk")
-        return encodeHeader(header) + written.bytes + durable.bytes
+        return encodeHeader(header) + encodeBootRecord(header.bootID) + written.bytes + durable.bytes
     }
 
     /// Decodes a whole journal file. Throws rather than return anything it cannot vouch for.
+    ///
+    /// A damaged boot record is not an error: it decodes as `unknownBootID`, which a resume treats as
+    /// a reboot (it trusts only the durable bitmap).
     public static func decode(
         _ bytes: [UInt8]
     ) throws(JournalDecodeError) -> (header: JournalHeader, written: ChunkBitmap, durable: ChunkBitmap) {
-        let (header, headerLength) = try decodeHeader(bytes)
-        let bitmapLength = ChunkBitmap.byteCount(forChunks: header.chunkCount)
-        let expected = headerLength + 2 * bitmapLength  // geometry checks keep this from overflowing
+        let (withoutBoot, headerLength) = try decodeHeader(bytes)
+        let bitmapLength = ChunkBitmap.byteCount(forChunks: withoutBoot.chunkCount)
+        let writtenStart = headerLength + bootRecordLength
+        let durableStart = writtenStart + bitmapLength
+        let expected = durableStart + bitmapLength  // the geometry check keeps this from overflowing
         if bytes.count < expected { throw .truncated }
         if bytes.count > expected { throw .trailingBytes }
-        let writtenStart = headerLength
-        let durableStart = headerLength + bitmapLength
         guard
-            let written = ChunkBitmap(bytes: Array(bytes[writtenStart..<durableStart]), count: header.chunkCount),
-            let durable = ChunkBitmap(bytes: Array(bytes[durableStart..<expected]), count: header.chunkCount)
+            let written = ChunkBitmap(bytes: Array(bytes[writtenStart..<durableStart]), count: withoutBoot.chunkCount),
+            let durable = ChunkBitmap(bytes: Array(bytes[durableStart..<expected]), count: withoutBoot.chunkCount)
         else { throw .bitmapPaddingBitsSet }
+        let header = withoutBoot.with(bootID: decodeBootRecord(bytes[headerLength..<writtenStart]))
         return (header, written, durable)
     }
 
@@ -165,7 +197,8 @@ public enum JournalCodec {
         return length
     }
 
-    /// Decodes the header at the start of `bytes` (bytes after it are ignored); returns it and its length.
+    /// Decodes the header at the start of `bytes` (bytes after it are ignored); returns it, with
+    /// `unknownBootID` for the boot ID, and its length.
     static func decodeHeader(_ bytes: [UInt8]) throws(JournalDecodeError) -> (JournalHeader, Int) {
         let length = try declaredHeaderLength(bytes)
         if bytes.count < length { throw .truncated }
@@ -179,13 +212,6 @@ public enum JournalCodec {
         let chunkSize: Int64 = readLE(bytes, at: 24)
         let chunkCount: Int64 = readLE(bytes, at: 32)
         let createdAt: Int64 = readLE(bytes, at: 40)
-
-        let bootLength = Int(bytes[bootIDOffset])
-        if bootLength > JournalHeader.maximumBootIDLength { throw .malformedHeader }
-        let bootStart = bootIDOffset + 1
-        let padding = bytes[(bootStart + bootLength)..<(bootIDOffset + bootIDSlot)]
-        if padding.contains(where: { $0 != 0 }) { throw .malformedHeader }
-        let bootID = try text(bytes[bootStart..<(bootStart + bootLength)])
 
         var cursor = stringsOffset
         var strings: [String] = []
@@ -203,15 +229,15 @@ public enum JournalCodec {
 
         guard totalLength >= 0, chunkSize > 0,
               chunkCount == JournalHeader.chunkCount(totalLength: totalLength, chunkSize: chunkSize),
-              // Both bitmaps must be addressable: 2 * ceil(count / 8) + H fits in Int.
-              chunkCount <= Int64(Int.max - length) / 4
+              // Both bitmaps must be addressable: H + 64 + 2 * ceil(count / 8) fits in Int.
+              chunkCount <= Int64(Int.max - length - bootRecordLength) / 4
         else { throw .inconsistentGeometry }
 
         let header = JournalHeader(
             url: strings[0], finalURL: strings[1], totalLength: totalLength, chunkSize: chunkSize,
             etag: flags & flagETag != 0 ? strings[2] : nil,
             lastModified: flags & flagLastModified != 0 ? strings[3] : nil,
-            bootID: bootID, createdAt: createdAt)
+            bootID: unknownBootID, createdAt: createdAt)
         return (header, length)
     }
 

@@ -18,7 +18,8 @@ public struct JournalHeader: Equatable, Sendable {
     public let etag: String?
     /// The server's `Last-Modified`, if it sent one.
     public let lastModified: String?
-    /// The Linux boot ID of the run that last opened the journal (at most 63 UTF-8 bytes; longer is cut).
+    /// The Linux boot ID of the run that last opened the journal (at most 59 UTF-8 bytes; longer is cut).
+    /// Stored in its own boot record, not in the header's bytes.
     public let bootID: String
     /// When the download started, in seconds since 1970.
     public let createdAt: Int64
@@ -63,11 +64,11 @@ public struct JournalHeader: Equatable, Sendable {
     }
 
     /// The longest boot ID stored, in UTF-8 bytes.
-    public static let maximumBootIDLength = 63
+    public static let maximumBootIDLength = 59
 
     /// Cuts `id` to `maximumBootIDLength` bytes at a character boundary. A cut ID never equals the
     /// real one, which is the safe direction: it only makes the journal trust the durable bitmap.
-    private static func fittingBootID(_ id: String) -> String {
+    internal static func fittingBootID(_ id: String) -> String {
         if id.utf8.count <= maximumBootIDLength { return id }
         var result = ""
         for character in id {
