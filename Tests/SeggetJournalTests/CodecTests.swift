@@ -122,6 +122,23 @@ struct CodecTests {
         #expect(Array(bytes[d...]) == durable.bytes)
     }
 
+    @Test func theDocumentedExampleLayout() throws {
+        // docs/journal-format.md works this example through; keep the two in step.
+        let header = JournalHeader(
+            url: "https://example.com/f.iso", finalURL: "https://example.com/f.iso", totalLength: 10 << 20,
+            chunkSize: 1 << 20, etag: "\"abc\"", lastModified: nil, bootID: "b", createdAt: 0)
+        #expect(JournalCodec.headerLength(of: header) == 123)
+        #expect(JournalCodec.bootRecordOffset(header: header) == 123)
+        #expect(JournalCodec.writtenBitmapOffset(header: header) == 187)
+        #expect(JournalCodec.durableBitmapOffset(header: header) == 189)
+        #expect(JournalCodec.encodedLength(header: header) == 191)
+        let bytes = JournalCodec.encode(header: header, written: ChunkBitmap(count: 10), durable: ChunkBitmap(count: 10))
+        #expect(Array(bytes[0..<8]) == Array("SGGTJRNL".utf8))
+        #expect(bytes[8] == 1 && bytes[9] == 0)
+        #expect(bytes[10] == 1)  // ETag present, Last-Modified absent
+        #expect(bytes[12] == 123)
+    }
+
     @Test func emptyFileHasNoChunks() throws {
         let header = makeHeader(totalLength: 0, chunkSize: 1 << 20)
         #expect(header.chunkCount == 0)
