@@ -18,6 +18,20 @@ public enum JournalDecodeError: Error, Equatable, Hashable, Sendable, CustomStri
     /// The file is longer than its header and bitmaps.
     case trailingBytes
 
+    /// A stable short form for logs and for embedding in a longer message, e.g. "header checksum mismatch".
+    public var shortDescription: String {
+        switch self {
+        case .truncated: "truncated"
+        case .badMagic: "not a journal"
+        case .unsupportedVersion(let version): "unsupported version \(version)"
+        case .headerChecksumMismatch: "header checksum mismatch"
+        case .malformedHeader: "malformed header"
+        case .inconsistentGeometry: "inconsistent chunk geometry"
+        case .bitmapPaddingBitsSet: "bitmap padding bits set"
+        case .trailingBytes: "trailing bytes"
+        }
+    }
+
     public var description: String {
         switch self {
         case .truncated:

@@ -183,6 +183,7 @@ struct DamageTests {
         ]
         for error in all {
             #expect(error.description.first?.isUppercase == true && error.description.hasSuffix("."))
+            #expect(!error.shortDescription.isEmpty && !error.shortDescription.hasSuffix("."))
         }
     }
 }
