@@ -83,7 +83,7 @@ public enum ChecksumFile {
             line = line.dropFirst()
         }
 
-        if let bsd = parseBSD(line) {
+        if let bsd = parseBSD(line, escaped: escaped) {
             return bsd
         }
 
@@ -113,13 +113,16 @@ public enum ChecksumFile {
     }
 
     /// Reads "TAG (name) = HEX" (coreutils --tag) or "TAG(name)= HEX" (OpenSSL); nil if the line is not BSD form.
-    private static func parseBSD(_ line: Substring) -> Line? {
+    ///
+    /// The name runs from the first "(" to the last ")" before the last "=", so names may contain both.
+    private static func parseBSD(_ line: Substring, escaped: Bool) -> Line? {
         guard let open = line.firstIndex(of: "("), let equals = line.lastIndex(of: "=") else { return nil }
         let beforeEquals = line[..<equals].trimmingASCIIWhitespace()
         guard beforeEquals.hasSuffix(")"), open < beforeEquals.endIndex else { return nil }
         let tag = line[..<open].trimmingASCIIWhitespace()
         guard !tag.isEmpty, tag.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" }) else { return nil }
-        let name = String(line[line.index(after: open)..<beforeEquals.index(before: beforeEquals.endIndex)])
+        let rawName = line[line.index(after: open)..<beforeEquals.index(before: beforeEquals.endIndex)]
+        let name = escaped ? unescapeGNU(rawName) : String(rawName)
         let hex = line[line.index(after: equals)...].trimmingASCIIWhitespace()
         guard let algorithm = DigestAlgorithm(specName: tag) else {
             return .unsupportedAlgorithm(tag.uppercased())

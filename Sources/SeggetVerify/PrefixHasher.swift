@@ -1,9 +1,9 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Hashes a file that is being filled in order-independent chunks, following its finished prefix.
@@ -16,9 +16,9 @@ import Darwin
 /// the hasher reads each byte exactly once, so a later rewrite would go unnoticed. Bytes are read back through
 /// the page cache, so hashing costs memory bandwidth, not disk reads, while the download runs.
 /// Dropping the hasher cancels it.
-public final class PrefixHasher: @unchecked Sendable {
-    // All mutable state lives in `job`, behind its lock; this wrapper only exists so that dropping the
-    // hasher can cancel the thread, which itself keeps `job` alive until it exits.
+public final class PrefixHasher: Sendable {
+    // All mutable state lives in `job`, behind its lock; this wrapper exists so that dropping the hasher
+    // can cancel the thread, which itself keeps `job` alive until it exits.
     private let job: PrefixHashJob
 
     /// Opens `path` and starts the background thread, which waits for the first `advance(to:)`.

@@ -62,6 +62,8 @@ import Testing
     @Test func gnuEscapedName() throws {
         let digest = try ChecksumFile.expectedDigest(in: "\\\(Self.sha)  a\\nb\\\\c\n", forFileName: "a\nb\\c")
         #expect(digest.hex == Self.sha)
+        let bsd = try ChecksumFile.expectedDigest(in: "\\MD5 (x\\ny) = \(Self.md5)\n", forFileName: "x\ny")
+        #expect(bsd.algorithm == .md5)
     }
 
     @Test func nameNotPresent() {

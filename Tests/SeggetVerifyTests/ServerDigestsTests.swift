@@ -26,7 +26,9 @@ import Testing
     }
 
     @Test func rfc9530SHA512AndSHA256WithParameters() {
-        let field = "sha-512=:\(Self.sha512Base64):;q=1, sha-256=:\(Self.sha256Base64):;foo=bar;ok;n=-1.5, md5=:\(Self.md5Base64):"
+        let field =
+            "sha-512=:\(Self.sha512Base64):;q=1, "
+            + "sha-256=:\(Self.sha256Base64):;foo=bar;ok;n=-1.5, md5=:\(Self.md5Base64):"
         let found = Self.parse(repr: field)
         #expect(found.map(\.algorithm) == [.sha256, .md5])
         #expect(found.first == Self.digest(.sha256, of: Self.helloWorld))
@@ -69,7 +71,10 @@ import Testing
 
     @Test func rfc3230Digest() {
         let found = Self.parse(digest: "SHA-256=\(Self.sha256Base64), MD5=\(Self.md5Base64)")
-        #expect(found == [Self.digest(.sha256, of: Self.helloWorld), Self.digest(.md5, of: Self.helloWorld)].compactMap { $0 })
+        #expect(
+            found
+                == [Self.digest(.sha256, of: Self.helloWorld), Self.digest(.md5, of: Self.helloWorld)].compactMap { $0 }
+        )
         // Case-insensitive names, unknown algorithms (SHA is SHA-1) skipped, white space tolerated.
         let mixed = Self.parse(digest: "sha=qUqP5cyxm6YcTAhz05Hph5gvu9M= ,  md5 = \(Self.md5Base64) ,UNIXsum=30637")
         #expect(mixed == [Self.digest(.md5, of: Self.helloWorld)].compactMap { $0 })
