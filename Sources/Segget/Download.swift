@@ -90,9 +90,17 @@ public final class Download: @unchecked Sendable {
         let started = monotonicSeconds()
         var restarts = 0
         var forceFresh = !options.resume
+        var forceStream = false
         while true {
             do {
-                return try attempt(started: started, fresh: forceFresh, progress: progress, events: events, interrupt: interrupt)
+                return try attempt(started: started, fresh: forceFresh, stream: forceStream, progress: progress, events: events, interrupt: interrupt)
+            } catch let e as RangesIgnored {
+                guard !forceStream else {
+                    throw SeggetError(.protocolViolation, "the server ignored byte ranges even for a single stream; giving up.")
+                }
+                events?(.notice("\(e.reason); starting over with one connection from the start."))
+                forceStream = true
+                forceFresh = true
             } catch let e as ResourceChanged {
                 restarts += 1
                 if restarts > 2 {
@@ -111,7 +119,7 @@ public final class Download: @unchecked Sendable {
     // MARK: One attempt
 
     private func attempt(
-        started: Double, fresh: Bool, progress: (@Sendable (DownloadProgress) -> Void)?,
+        started: Double, fresh: Bool, stream: Bool, progress: (@Sendable (DownloadProgress) -> Void)?,
         events: (@Sendable (DownloadEvent) -> Void)?, interrupt: InterruptFlag
     ) throws -> DownloadResult {
         let probe = try probeWithRetries(events: events, interrupt: interrupt)
@@ -128,7 +136,7 @@ public final class Download: @unchecked Sendable {
                 expected.append(d)
             }
         }
-        let ranged = probe.acceptsRanges && probe.totalLength != nil
+        let ranged = probe.acceptsRanges && probe.totalLength != nil && !stream
         if !ranged, let why = probe.noRangesReason {
             events?(.notice("\(why); downloading over one connection from the start."))
         }
@@ -322,7 +330,7 @@ public final class Download: @unchecked Sendable {
             }
             return nil
         } catch .damaged(let why) {
-            events?(.notice("the journal \(journalPath) is damaged (\(why)); starting over."))
+            events?(.notice("the journal \(journalPath) is damaged (\(why.shortDescription)); starting over."))
             return nil
         } catch {
             events?(.notice("the journal \(journalPath) could not be read (\(error)); starting over."))

@@ -41,8 +41,10 @@ enum StopReason {
     case cancelled
     /// Aborted to re-dial a slow connection.
     case redial
-    /// Retry after a delay (seconds; nil means backoff).
-    case retry(String, after: Double?)
+    /// Retry after a delay (seconds; nil means backoff); `kind` is the failure if retries run out.
+    case retry(String, after: Double?, kind: FailureKind)
+    /// The server answered a range with the whole file (same validators): ranges are unusable.
+    case rangesIgnored(String)
     /// The resource changed on the server; the download must start over.
     case resourceChanged(String)
     case fatal(SeggetError)
@@ -50,6 +52,11 @@ enum StopReason {
 
 /// The resource changed while downloading; the caller restarts from zero.
 struct ResourceChanged: Error {
+    let reason: String
+}
+
+/// The server stopped honouring byte ranges; the caller restarts with one stream from byte 0.
+struct RangesIgnored: Error {
     let reason: String
 }
 
@@ -132,6 +139,7 @@ final class FetchEngine {
     private var pendingRemoval: [Int] = []
     private var fatalError: SeggetError?
     private var changed: String?
+    private var ignored: String?
 
     private var prefixChunks = 0
     private var streamPrefix: Int64 = 0
@@ -193,6 +201,7 @@ final class FetchEngine {
             }
             if let e = fatalError { throw e }
             if let c = changed { throw ResourceChanged(reason: c) }
+            if let r = ignored { throw RangesIgnored(reason: r) }
             if isDone { break }
             startWaitingWorkers(now: now)
             if target.ranged { assignIdleWorkers() }
@@ -204,6 +213,7 @@ final class FetchEngine {
             flushRemovals()
             if let e = fatalError { throw e }
             if let c = changed { throw ResourceChanged(reason: c) }
+            if let r = ignored { throw RangesIgnored(reason: r) }
             if now - lastTick >= settings.progressInterval {
                 lastTick = now
                 tick(now: now)
@@ -329,7 +339,7 @@ final class FetchEngine {
                 if w.requestEnd > w.end {
                     w.stop = .reachedEnd
                 } else if target.ranged {
-                    w.stop = .retry("the server sent more bytes than the range it declared", after: nil)
+                    w.stop = .retry("the server sent more bytes than the range it declared", after: nil, kind: .protocolViolation)
                 } else {
                     w.stop = .fatal(SeggetError(.protocolViolation, "the server sent more than the \(w.end) bytes it announced; the file on the server may have changed. Run the command again."))
                 }
@@ -397,7 +407,7 @@ final class FetchEngine {
         let h = w.head
         let asked = "\(w.requestStart)-\(w.requestEnd - 1)"
         if h.status == 429 || h.status == 503 || (500...599).contains(h.status) || h.status == 408 {
-            w.stop = .retry("HTTP \(h.status)", after: h.value("retry-after").flatMap { parseRetryAfter($0) })
+            w.stop = .retry("HTTP \(h.status)", after: h.value("retry-after").flatMap { parseRetryAfter($0) }, kind: .httpStatus)
             return
         }
         if !target.ranged {
@@ -413,7 +423,7 @@ final class FetchEngine {
         switch h.status {
         case 206:
             guard let cr = h.contentRange else {
-                w.stop = .retry("a 206 without a usable Content-Range for bytes \(asked)", after: nil)
+                w.stop = .retry("a 206 without a usable Content-Range for bytes \(asked)", after: nil, kind: .protocolViolation)
                 return
             }
             if let total = cr.completeLength, total != target.totalLength {
@@ -421,11 +431,11 @@ final class FetchEngine {
                 return
             }
             guard cr.first == w.requestStart, cr.last == w.requestEnd - 1 else {
-                w.stop = .retry("asked for bytes \(asked), the server sent \(h.value("content-range") ?? "?")", after: nil)
+                w.stop = .retry("asked for bytes \(asked), the server sent \(h.value("content-range") ?? "?")", after: nil, kind: .protocolViolation)
                 return
             }
             if let cl = h.contentLength, cl != w.requestEnd - w.requestStart {
-                w.stop = .retry("the server declared \(cl) bytes for a range of \(w.requestEnd - w.requestStart)", after: nil)
+                w.stop = .retry("the server declared \(cl) bytes for a range of \(w.requestEnd - w.requestStart)", after: nil, kind: .protocolViolation)
                 return
             }
             if let enc = h.contentEncoding {
@@ -436,11 +446,11 @@ final class FetchEngine {
         case 200:
             if let reason = validatorChange(h) {
                 w.stop = .resourceChanged(reason)
-            } else if target.ifRange != nil {
-                // If-Range matched nothing we can tell apart: treat a 200 as a changed file.
-                w.stop = .resourceChanged("the server answered a conditional range request with the whole file")
+            } else if let cl = h.contentLength, let total = target.totalLength, cl != total {
+                w.stop = .resourceChanged("its length changed from \(total) to \(cl) bytes")
             } else {
-                w.stop = .retry("the server ignored the byte range \(asked) (answered 200)", after: nil)
+                // Same validators (or none to compare): the server ignores ranges at this offset.
+                w.stop = .rangesIgnored("the server ignored the byte range \(asked) and sent the whole file")
             }
         case 416:
             w.stop = .resourceChanged("the server says bytes \(asked) no longer exist (416)")
@@ -474,15 +484,17 @@ final class FetchEngine {
             if fatalError == nil { fatalError = e }
         case .resourceChanged(let r):
             if changed == nil { changed = r }
-        case .retry(let why, let after):
-            scheduleRetry(w, reason: why, after: after)
+        case .retry(let why, let after, let kind):
+            scheduleRetry(w, reason: why, after: after, kind: kind)
+        case .rangesIgnored(let r):
+            if ignored == nil { ignored = r }
         case .none:
             if w.pos >= w.end {
                 if target.ranged { becomeIdle(w) }
             } else if code == .ok || code == .partialFile {
-                scheduleRetry(w, reason: "the connection ended \(w.end - w.pos) bytes early", after: nil)
+                scheduleRetry(w, reason: "the connection ended \(w.end - w.pos) bytes early", after: nil, kind: .network)
             } else if code.isTransient || code == .writeError {
-                scheduleRetry(w, reason: code.description, after: nil)
+                scheduleRetry(w, reason: code.description, after: nil, kind: .network)
             } else {
                 fatalError = Prober.networkError(code, url: target.url)
             }
@@ -497,7 +509,7 @@ final class FetchEngine {
         w.end = w.pos
     }
 
-    private func scheduleRetry(_ w: Worker, reason: String, after: Double?) {
+    private func scheduleRetry(_ w: Worker, reason: String, after: Double?, kind: FailureKind) {
         if w.isDuplicate {
             // A failed racer just stops; the owner is still on it.
             becomeIdle(w)
@@ -505,7 +517,8 @@ final class FetchEngine {
         }
         w.attempts += 1
         if w.attempts > settings.retries {
-            fatalError = SeggetError(.network, "bytes \(w.pos)-\(w.end - 1) failed \(w.attempts) times (last: \(reason)); run the same command to resume later, or raise --retries.")
+            let hint = kind == .protocolViolation ? "the server's answers are unusable; try -n 1 or another server" : "run the same command to resume later, or raise --retries"
+            fatalError = SeggetError(kind, "bytes \(w.pos)-\(w.end - 1) failed \(w.attempts) time\(w.attempts == 1 ? "" : "s") (last: \(reason)); \(hint).")
             return
         }
         let backoff = min(60, settings.retryWait * Double(1 << min(w.attempts - 1, 10)))

@@ -48,14 +48,35 @@ public struct ChunkPlan: Equatable, Sendable {
         }
         let missing = holes.reduce(0) { $0 + $1.count }
         guard missing > 0 else { return ([], []) }
-        let target = (missing + connections - 1) / connections
+        // Give each hole a share of the connections in proportion to its size (largest remainder),
+        // at least one each while connections last, then cut each hole into near-equal parts.
+        var shares = [Int](repeating: 0, count: holes.count)
+        if holes.count <= connections {
+            let spare = connections - holes.count
+            var remainders: [(Int, Int)] = []
+            var given = 0
+            for (i, h) in holes.enumerated() {
+                let exact = spare * h.count
+                shares[i] = 1 + exact / missing
+                given += exact / missing
+                remainders.append((exact % missing, i))
+            }
+            for (_, i) in remainders.sorted(by: { $0.0 > $1.0 || ($0.0 == $1.0 && $0.1 < $1.1) }).prefix(spare - given) {
+                shares[i] += 1
+            }
+        } else {
+            shares = [Int](repeating: 1, count: holes.count)
+        }
         var pieces: [Range<Int>] = []
-        for hole in holes {
+        for (i, hole) in holes.enumerated() {
+            let parts = min(shares[i], hole.count)
+            let base = hole.count / parts
+            let extra = hole.count % parts
             var lo = hole.lowerBound
-            while lo < hole.upperBound {
-                let hi = min(lo + target, hole.upperBound)
-                pieces.append(lo..<hi)
-                lo = hi
+            for j in 0..<parts {
+                let size = base + (j < extra ? 1 : 0)
+                pieces.append(lo..<(lo + size))
+                lo += size
             }
         }
         if pieces.count <= connections { return (pieces, []) }

@@ -113,6 +113,12 @@ public struct Scheduler: Sendable {
         } else if let r = runs[w], r.lowerBound == k {
             runs[w] = r.count > 1 ? (k + 1)..<r.upperBound : nil
         }
+        // A racer can win a chunk whose owner gave it back meanwhile: drop it from the pool.
+        if let i = free.firstIndex(where: { $0.contains(k) }) {
+            let r = free.remove(at: i)
+            addFree(r.lowerBound..<k)
+            addFree((k + 1)..<r.upperBound)
+        }
         // Anyone else racing for k lost.
         for (d, c) in duplicates where c == k {
             duplicates[d] = nil

@@ -135,7 +135,8 @@ struct Prober {
             finalURL: finalURL, totalLength: nil, acceptsRanges: false, etag: head.etag,
             lastModified: head.lastModified, suggestedFileName: FileName.fromURLPath(finalURL),
             reprDigest: head.joinedValue("repr-digest"), digest: head.joinedValue("digest"),
-            contentMD5: head.value("content-md5"), redirects: redirects, noRangesReason: nil)
+            // Content-MD5 covers the body of this response: on a 206 that is one byte, not the file.
+            contentMD5: head.status == 200 ? head.value("content-md5") : nil, redirects: redirects, noRangesReason: nil)
         if let cd = head.value("content-disposition"), let name = ContentDisposition.fileName(from: cd) {
             result.suggestedFileName = FileName.sanitize(name)
         }

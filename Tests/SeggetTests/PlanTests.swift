@@ -1,0 +1,159 @@
+import Testing
+@testable import Segget
+
+@Suite struct ChunkPlanTests {
+    @Test func geometry() {
+        let p = ChunkPlan(totalLength: 10 * 1024 + 1, chunkSize: 1024)
+        #expect(p.chunkCount == 11)
+        #expect(p.byteRange(ofChunk: 0) == 0..<1024)
+        #expect(p.byteRange(ofChunk: 10) == 10240..<10241)
+        #expect(p.byteRange(ofChunks: 2..<4) == 2048..<4096)
+        #expect(p.chunk(containing: 1023) == 0)
+        #expect(p.chunk(containing: 1024) == 1)
+        #expect(ChunkPlan(totalLength: 0, chunkSize: 1024).chunkCount == 0)
+        #expect(ChunkPlan(totalLength: 1024, chunkSize: 1024).chunkCount == 1)
+        #expect(ChunkPlan(totalLength: 1023, chunkSize: 1024).chunkCount == 1)
+    }
+
+    @Test(arguments: [1, 2, 3, 7, 8, 32, 64, 128])
+    func initialRunsAreBalancedAndCoverEverything(_ n: Int) {
+        for chunks in [0, 1, 5, 8, 63, 64, 65, 1000, 1024] {
+            let p = ChunkPlan(totalLength: Int64(chunks) * 100, chunkSize: 100)
+            let (runs, rest) = p.initialRuns(connections: n, isFinished: { _ in false })
+            #expect(rest.isEmpty)
+            #expect(runs.count == min(n, chunks))
+            #expect(runs.flatMap { Array($0) } == Array(0..<chunks))
+            if let maxRun = runs.map(\.count).max(), let minRun = runs.map(\.count).min() {
+                #expect(maxRun - minRun <= 1, "runs \(runs.map(\.count)) are not balanced")
+            }
+        }
+    }
+
+    @Test func initialRunsSkipFinishedChunks() {
+        let p = ChunkPlan(totalLength: 20 * 10, chunkSize: 10)
+        let done: Set<Int> = [0, 1, 5, 6, 7, 19]
+        let (runs, rest) = p.initialRuns(connections: 3, isFinished: { done.contains($0) })
+        let covered = (runs + rest).flatMap { Array($0) }.sorted()
+        #expect(covered == (0..<20).filter { !done.contains($0) })
+        #expect(runs.allSatisfy { r in r.allSatisfy { !done.contains($0) } })
+    }
+
+    @Test func fragmentedHolesLeaveExtraPiecesFree() {
+        let p = ChunkPlan(totalLength: 10 * 10, chunkSize: 10)
+        let (runs, rest) = p.initialRuns(connections: 2, isFinished: { $0 % 2 == 1 })
+        #expect(runs.count == 2)
+        #expect(rest.count == 3)
+        let (r2, _) = p.initialRuns(connections: 8, isFinished: { $0 >= 3 && $0 < 5 })
+        // Holes of 3 and 5 chunks share 8 connections 3 + 5: one chunk each.
+        #expect(r2.count == 8 && r2.allSatisfy { $0.count == 1 })
+    }
+}
+
+@Suite struct SchedulerTests {
+    func plan(_ chunks: Int) -> ChunkPlan { ChunkPlan(totalLength: Int64(chunks) * 10, chunkSize: 10) }
+
+    @Test func stealsUpperHalfOfLargestRemainder() {
+        var s = Scheduler(plan: plan(16), connections: 2)
+        #expect(s.run(of: 0) == 0..<8)
+        #expect(s.run(of: 1) == 8..<16)
+        // Worker 0 finishes its run.
+        for k in 0..<8 { #expect(s.chunkFinished(k, by: 0).isEmpty) }
+        #expect(s.run(of: 0) == nil)
+        // Worker 1 is on chunk 8; 9..<16 (7 chunks) are not started: the thief takes the upper 4.
+        let a = s.nextAssignment(for: 0)
+        #expect(a == .stolen(12..<16, victim: 1, victimNewEnd: 12))
+        #expect(s.run(of: 1) == 8..<12)
+    }
+
+    @Test func idleWorkerPrefersFreeWork() {
+        var s = Scheduler(plan: plan(10), connections: 1)
+        s.releaseNotStarted(of: 0)
+        #expect(s.run(of: 0) == 0..<1)
+        #expect(s.free == [1..<10])
+        #expect(s.nextAssignment(for: 1) == .run(1..<10))
+    }
+
+    @Test func endGameDuplicatesSlowestAndCancelsLoser() {
+        var s = Scheduler(plan: plan(2), connections: 2)
+        _ = s.chunkFinished(0, by: 0)
+        // Worker 0 is idle, worker 1 holds only its in-flight chunk 1: nothing to steal.
+        #expect(s.nextAssignment(for: 0, allowDuplicates: false) == nil)
+        #expect(s.nextAssignment(for: 0, remainingSeconds: { _ in 5 }) == .duplicate(chunk: 1, owner: 1))
+        // Only one duplicate per chunk.
+        #expect(s.nextAssignment(for: 2) == nil)
+        // The duplicate wins: the owner must stop.
+        #expect(s.chunkFinished(1, by: 0) == [1])
+        #expect(s.isComplete)
+        #expect(s.run(of: 1) == nil)
+        #expect(s.duplicates.isEmpty)
+    }
+
+    @Test func ownerWinningCancelsDuplicate() {
+        var s = Scheduler(plan: plan(1), connections: 1)
+        #expect(s.nextAssignment(for: 1) == .duplicate(chunk: 0, owner: 0))
+        #expect(s.chunkFinished(0, by: 0) == [1])
+        #expect(s.isComplete)
+    }
+
+    @Test func abandonReturnsUnfinishedWork() {
+        var s = Scheduler(plan: plan(6), connections: 1)
+        _ = s.chunkFinished(0, by: 0)
+        s.abandon(0)
+        #expect(s.free == [1..<6])
+        #expect(s.nextAssignment(for: 3) == .run(1..<6))
+    }
+
+    @Test func resumeStartsOnlyUnfinished() {
+        let s = Scheduler(plan: plan(8), connections: 4, isFinished: { $0 < 4 })
+        #expect(s.finishedCount == 4)
+        #expect(s.runs.values.flatMap { Array($0) }.sorted() == [4, 5, 6, 7])
+    }
+
+    /// Random interleavings of finishing, stealing, releasing, abandoning and racing keep the
+    /// invariants: no chunk is held by two owners, every unfinished chunk is owned or free, and the
+    /// download always completes.
+    @Test func randomSchedulesAlwaysComplete() {
+        var rng = SplitMix(seed: 7)
+        for trial in 0..<400 {
+            let chunks = Int(rng.next() % 200)
+            let workers = 1 + Int(rng.next() % 12)
+            var s = Scheduler(plan: plan(chunks), connections: workers)
+            var steps = 0
+            while !s.isComplete {
+                steps += 1
+                #expect(steps < 100_000, "trial \(trial) does not terminate")
+                if steps >= 100_000 { return }
+                let w = Int(rng.next() % UInt64(workers))
+                if s.run(of: w) == nil && s.duplicates[w] == nil {
+                    _ = s.nextAssignment(for: w, remainingSeconds: { Double($0) })
+                    continue
+                }
+                switch rng.next() % 10 {
+                case 0:
+                    s.releaseNotStarted(of: w)
+                case 1:
+                    s.abandon(w)
+                default:
+                    let k = s.duplicates[w] ?? s.run(of: w)!.lowerBound
+                    let losers = s.chunkFinished(k, by: w)
+                    for l in losers {
+                        #expect(s.run(of: l) == nil && s.duplicates[l] == nil)
+                    }
+                }
+                checkInvariants(s)
+            }
+            #expect(s.finished.allSatisfy { $0 })
+        }
+    }
+
+    func checkInvariants(_ s: Scheduler) {
+        var owner = [Int](repeating: 0, count: s.plan.chunkCount)
+        for r in s.runs.values { for k in r { owner[k] += 1 } }
+        for r in s.free { for k in r { owner[k] += 1 } }
+        for k in 0..<s.plan.chunkCount where !s.finished[k] {
+            #expect(owner[k] == 1, "chunk \(k) has \(owner[k]) owners")
+        }
+        for r in s.runs.values { #expect(!r.isEmpty && !s.finished[r.lowerBound]) }
+        for (_, k) in s.duplicates { #expect(!s.finished[k]) }
+    }
+}

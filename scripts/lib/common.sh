@@ -1,0 +1,73 @@
+# Shared helpers for segget's scripts. Source it; do not run it.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+if ! command -v swift >/dev/null 2>&1 && [ -x /opt/swift/usr/bin/swift ]; then
+    export PATH="/opt/swift/usr/bin:$PATH"
+fi
+
+log() { printf '==> %s\n' "$*" >&2; }
+
+# Installs Debian packages that are missing; idempotent, quiet when all are present.
+ensure_packages() {
+    local missing=()
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+        log "installing ${missing[*]}"
+        local sudo=""
+        [ "$(id -u)" -ne 0 ] && sudo="sudo"
+        $sudo apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+    fi
+}
+
+# Prints a free TCP port on 127.0.0.1.
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# start_nginx DIR ROOT: serves ROOT on a free loopback port with scenarios as locations:
+#   /        uncapped          /capped/  16 MiB/s per connection
+# Sets NGINX_PID and NGINX_URL. Stop it with stop_nginx.
+start_nginx() {
+    local dir="$1" root="$2"
+    local port
+    port="$(free_port)"
+    mkdir -p "$dir/logs" "$dir/tmp"
+    cat >"$dir/nginx.conf" <<CONF
+worker_processes 2;
+daemon on;
+pid $dir/nginx.pid;
+error_log $dir/logs/error.log warn;
+events { worker_connections 1024; }
+http {
+    log_format bytes '\$remote_port \$status \$bytes_sent \$body_bytes_sent "\$request"';
+    access_log $dir/logs/access.log bytes;
+    client_body_temp_path $dir/tmp; proxy_temp_path $dir/tmp; fastcgi_temp_path $dir/tmp;
+    uwsgi_temp_path $dir/tmp; scgi_temp_path $dir/tmp;
+    sendfile on;
+    keepalive_requests 10000;
+    default_type application/octet-stream;
+    server {
+        listen 127.0.0.1:$port;
+        root $root;
+        location /capped/ { alias $root/; limit_rate 16m; }
+    }
+}
+CONF
+    nginx -c "$dir/nginx.conf" -p "$dir"
+    for _ in $(seq 50); do [ -s "$dir/nginx.pid" ] && break; sleep 0.1; done
+    NGINX_PID="$(cat "$dir/nginx.pid")"
+    NGINX_URL="http://127.0.0.1:$port"
+    export NGINX_PID NGINX_URL
+}
+
+stop_nginx() {
+    if [ -n "${NGINX_PID:-}" ]; then
+        kill "$NGINX_PID" 2>/dev/null || true
+        for _ in $(seq 50); do kill -0 "$NGINX_PID" 2>/dev/null || break; sleep 0.1; done
+        NGINX_PID=""
+    fi
+}
