@@ -1,0 +1,497 @@
+"""segget against its peers: wall time, CPU, memory and server bytes on a local nginx.
+
+Run through `scripts/bench` (which installs missing tools first); see Benchmarks/README.md.
+Python 3.11 standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import re
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import measure  # noqa: E402
+import report  # noqa: E402
+import tools as toolmod  # noqa: E402
+from nginx import Nginx  # noqa: E402
+
+MiB = 1 << 20
+GiB = 1 << 30
+REPO = Path(__file__).resolve().parents[2]
+
+ALL_SCENARIOS = ["uncapped", "capped", "uneven", "tls", "small", "killresume"]
+ALL_TOOLS = ["segget", "curl", "aria2c", "axel", "lftp", "wget2"]
+
+
+@dataclass
+class Scenario:
+    name: str
+    location: str       # nginx location: uncapped, capped or uneven
+    tls: bool
+    kind: str           # "throughput", "small" or "killresume"
+    description: str
+    skip: dict[str, str] = field(default_factory=dict)  # tool -> why it does not take part
+
+
+SCENARIOS = {
+    "uncapped": Scenario(
+        "uncapped", "uncapped", False, "throughput",
+        "no rate limit; bound by CPU, loopback and the page cache (the source is cached)"),
+    "capped": Scenario(
+        "capped", "capped", False, "throughput",
+        "every connection limited to 16 MiB/s (`limit_rate 16m`); the limit is N x 16 MiB/s"),
+    "uneven": Scenario(
+        "uneven", "uneven", False, "throughput",
+        "connections whose client port ends in 0 or 1 get 2 MiB/s, the others 16 MiB/s",
+        skip={"curl": "one connection: its speed is decided by the port lottery alone (2 or 16 MiB/s)"}),
+    "tls": Scenario(
+        "tls", "uncapped", True, "throughput",
+        "HTTPS (TLS 1.3, self-signed certificate, insecure flag), no rate limit: the cost of TLS on this CPU"),
+    "small": Scenario(
+        "small", "uncapped", False, "small",
+        "a batch of sequential downloads of one 1 MiB file (fresh process each time): start-up "
+        "and probe overhead"),
+    "killresume": Scenario(
+        "killresume", "capped", False, "killresume",
+        "capped location; SIGKILL after a few seconds, run the same (resume) command again, "
+        "repeat, then let it finish",
+        skip={"curl": "no segmented resume", "wget2": "no segmented resume"}),
+}
+
+
+def parse_size(text: str) -> int:
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*", text, re.IGNORECASE)
+    if not m:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (try 1G, 256M, 4096)")
+    mult = {"": 1, "K": 1 << 10, "M": MiB, "G": GiB, "T": 1 << 40}[m.group(2).upper()]
+    return int(float(m.group(1)) * mult)
+
+
+def human_size(n: int) -> str:
+    for unit, mult in (("GiB", GiB), ("MiB", MiB), ("KiB", 1024)):
+        if n >= mult and n % mult == 0:
+            return f"{n // mult} {unit}"
+    return f"{n} B"
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# -- test data -------------------------------------------------------------------------------------
+
+def ensure_random_file(data_dir: Path, size: int) -> Path:
+    """data/random-SIZE.bin filled with random bytes; reused when it exists with the right size."""
+    path = data_dir / f"random-{size}.bin"
+    if path.exists() and path.stat().st_size == size:
+        return path
+    log(f"generating {path} ({human_size(size)}) ...")
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "wb") as f:
+        left = size
+        while left:
+            chunk = os.urandom(min(left, 8 * MiB))
+            f.write(chunk)
+            left -= len(chunk)
+    tmp.rename(path)
+    return path
+
+
+def same_content(out: Path, src: Path) -> bool:
+    """Byte-for-byte comparison (cmp reads both files; both are in the page cache)."""
+    if not out.exists() or out.stat().st_size != src.stat().st_size:
+        return False
+    return subprocess.run(["cmp", "-s", str(src), str(out)]).returncode == 0
+
+
+# -- the benchmark ---------------------------------------------------------------------------------
+
+class Bench:
+    def __init__(self, args: argparse.Namespace, tools: dict[str, toolmod.Tool], notes: list[str]):
+        self.args = args
+        self.tools = tools
+        self.notes = notes
+        self.out = args.out
+        self.data_dir = self.out / "data"
+        self.dl_dir = self.out / "dl"
+        self.logs_dir = self.out / "logs"
+        for d in (self.data_dir, self.dl_dir, self.logs_dir):
+            d.mkdir(parents=True, exist_ok=True)
+        self.nginx = Nginx(self.out / "nginx", self.data_dir)
+        self.runs_path = self.out / "runs.jsonl"
+        self.runs_path.write_text("")
+        self.records: list[dict] = []
+        self.files: dict[str, Path] = {}
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def clean_dl(self) -> None:
+        for p in self.dl_dir.iterdir():
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p)
+            else:
+                p.unlink()
+
+    def check_output(self, m: measure.Measured, out: Path, src: Path) -> str | None:
+        """None when the run is good, else why it FAILed."""
+        if m.killed_by == "timeout":
+            return f"timeout after {m.wall_s:.0f} s"
+        if m.exit_code != 0:
+            return f"exit code {m.exit_code}"
+        if not out.exists():
+            return "no output file"
+        if out.stat().st_size != src.stat().st_size:
+            return f"output has {out.stat().st_size} bytes, expected {src.stat().st_size}"
+        if not same_content(out, src):
+            return "output differs from the source"
+        return None
+
+    def timeout_for(self, scn: Scenario, tool: toolmod.Tool, size: int) -> float:
+        conns = tool.connections(self.args.connections)
+        if scn.location == "capped":
+            expected = size / (16 * MiB * conns)
+        elif scn.location == "uneven":
+            # Worst plausible case: a static split where one slow connection carries its 1/N share.
+            expected = size / conns / (2 * MiB)
+        else:
+            expected = size / (50 * MiB)
+        return 5 * expected + 30
+
+    def server_stats(self, entries) -> dict:
+        return {
+            "server_bytes": sum(e.bytes_sent for e in entries),
+            "server_body_bytes": sum(e.body_bytes_sent for e in entries),
+            "requests": len(entries),
+            "connections": len({e.connection for e in entries}),
+            "slow_connections": len({e.connection for e in entries if e.slow_port}),
+            "statuses": sorted({e.status for e in entries}),
+        }
+
+    def save(self, rec: dict) -> None:
+        self.records.append(rec)
+        with open(self.runs_path, "a") as f:
+            f.write(json.dumps(rec) + "\n")
+        if rec["ok"]:
+            extra = ""
+            if rec["scenario"] == "killresume":
+                extra = f", kills {rec['kills']}, fetched twice {rec['twice_bytes'] / MiB:.0f} MiB"
+            log(f"  {rec['tool']:<17} {rec['wall_s']:7.2f} s  {rec.get('mib_s', 0):8.1f} MiB/s  "
+                f"cpu {rec['cpu_s']:5.2f} s  rss {rec['maxrss_kib'] / 1024:6.1f} MiB  "
+                f"conns {rec['connections']}{extra}")
+        else:
+            log(f"  {rec['tool']:<17} FAIL: {rec['fail']}")
+
+    def base_record(self, scn: Scenario, tool: toolmod.Tool, rep: int, size: int) -> dict:
+        return {
+            "scenario": scn.name, "tool": tool.name, "rep": rep, "size": size,
+            "connections_asked": self.args.connections,
+            "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        }
+
+    # -- one run of each kind --------------------------------------------------------------------
+
+    def run_throughput(self, scn: Scenario, tool: toolmod.Tool, rep: int) -> dict:
+        src = self.files["main"]
+        size = src.stat().st_size
+        url = self.nginx.url(scn.location, src.name, scn.tls)
+        out = self.dl_dir / "download.bin"
+        argv = tool.build(self.args.connections, out, url, scn.tls, size, False)
+        self.clean_dl()
+        offset = self.nginx.log_offset()
+        m = measure.run(argv, self.dl_dir, self.logs_dir / f"{scn.name}-{tool.name}.log",
+                        self.timeout_for(scn, tool, size))
+        self.nginx.quiesce()
+        fail = self.check_output(m, out, src)
+        self.clean_dl()
+        rec = self.base_record(scn, tool, rep, size)
+        rec.update(
+            cmd=shlex.join(argv), ok=fail is None, fail=fail, exit_code=m.exit_code,
+            wall_s=m.wall_s, user_s=m.user_s, sys_s=m.sys_s, cpu_s=m.cpu_s, maxrss_kib=m.maxrss_kib,
+            mib_s=size / MiB / m.wall_s,
+            **self.server_stats(self.nginx.entries_since(offset)),
+        )
+        return rec
+
+    def run_small(self, scn: Scenario, tool: toolmod.Tool, rep: int) -> dict:
+        src = self.files["small"]
+        size = src.stat().st_size
+        url = self.nginx.url(scn.location, src.name, scn.tls)
+        out = self.dl_dir / "small.bin"
+        argv = tool.build(self.args.connections, out, url, scn.tls, size, False)
+        self.clean_dl()
+        offset = self.nginx.log_offset()
+        walls, cpu, user, sys_, rss, fail, codes = [], 0.0, 0.0, 0.0, 0, None, []
+        for _ in range(self.args.small_batch):
+            m = measure.run(argv, self.dl_dir, self.logs_dir / f"{scn.name}-{tool.name}.log", 30)
+            walls.append(m.wall_s)
+            user, sys_, rss = user + m.user_s, sys_ + m.sys_s, max(rss, m.maxrss_kib)
+            codes.append(m.exit_code)
+            fail = fail or self.check_output(m, out, src)
+            self.clean_dl()
+        self.nginx.quiesce()
+        rec = self.base_record(scn, tool, rep, size)
+        total = sum(walls)
+        rec.update(
+            cmd=shlex.join(argv), ok=fail is None, fail=fail, exit_code=max(codes, key=abs),
+            batch=len(walls), wall_s=total, walls_s=walls, user_s=user, sys_s=sys_, cpu_s=user + sys_,
+            maxrss_kib=rss, mib_s=size * len(walls) / MiB / total,
+            **self.server_stats(self.nginx.entries_since(offset)),
+        )
+        return rec
+
+    def run_killresume(self, scn: Scenario, tool: toolmod.Tool, rep: int) -> dict:
+        src = self.files["kill"]
+        size = src.stat().st_size
+        url = self.nginx.url(scn.location, src.name, scn.tls)
+        out = self.dl_dir / "download.bin"
+        self.clean_dl()
+        offset = self.nginx.log_offset()
+        attempts = []
+        log_path = self.logs_dir / f"{scn.name}-{tool.name}.log"
+        for i in range(self.args.kills + 1):
+            final = i == self.args.kills
+            argv = tool.build(self.args.connections, out, url, scn.tls, size, i > 0)
+            m = measure.run(argv, self.dl_dir, log_path, self.timeout_for(scn, tool, size),
+                            None if final else self.args.kill_after)
+            killed = m.killed_by == "kill-after" and m.exit_code != 0
+            attempts.append({"cmd": shlex.join(argv), "exit_code": m.exit_code, "wall_s": m.wall_s,
+                             "cpu_s": m.cpu_s, "maxrss_kib": m.maxrss_kib, "killed": killed,
+                             "timeout": m.killed_by == "timeout"})
+            if not killed:
+                break
+            self.nginx.quiesce()
+        self.nginx.quiesce()
+        fail = self.check_output(m, out, src)
+        identical = same_content(out, src)
+        leftovers = sorted(p.name for p in self.dl_dir.iterdir() if p.name != out.name)
+        self.clean_dl()
+        stats = self.server_stats(self.nginx.entries_since(offset))
+        rec = self.base_record(scn, tool, rep, size)
+        rec.update(
+            cmd=attempts[0]["cmd"], resume_cmd=attempts[-1]["cmd"], ok=fail is None, fail=fail,
+            exit_code=m.exit_code, identical=identical, kills=sum(a["killed"] for a in attempts), attempts=attempts,
+            wall_s=sum(a["wall_s"] for a in attempts), cpu_s=sum(a["cpu_s"] for a in attempts),
+            maxrss_kib=max(a["maxrss_kib"] for a in attempts),
+            twice_bytes=stats["server_body_bytes"] - size, leftover_files=leftovers, **stats,
+        )
+        return rec
+
+    # -- the whole thing -------------------------------------------------------------------------
+
+    def scenario_tools(self, scn: Scenario) -> list[toolmod.Tool]:
+        names = [t for t in self.tools if t not in scn.skip]
+        result = []
+        for name in names:
+            tool = self.tools[name]
+            if scn.kind == "killresume":
+                if not tool.can_resume:
+                    continue
+                result.append(tool)
+                if name == "aria2c":
+                    result.append(toolmod.ARIA2C_AUTOSAVE1)
+            else:
+                result.append(tool)
+        return result
+
+    def run(self) -> None:
+        scns = [SCENARIOS[s] for s in self.args.scenarios]
+        self.files["main"] = ensure_random_file(self.data_dir, self.args.size)
+        if any(s.kind == "small" for s in scns):
+            self.files["small"] = ensure_random_file(self.data_dir, MiB)
+        if any(s.kind == "killresume" for s in scns):
+            self.files["kill"] = ensure_random_file(self.data_dir, self.args.kill_size)
+        self.nginx.start()
+        log(f"nginx pid {self.nginx.proc.pid} on 127.0.0.1:{self.nginx.http_port} "
+            f"(TLS {self.nginx.tls_port}), prefix {self.nginx.prefix}")
+        for scn in scns:
+            tools = self.scenario_tools(scn)
+            reps = self.args.kill_reps if scn.kind == "killresume" else self.args.reps
+            for rep in range(reps):
+                k = rep % len(tools) if tools else 0
+                order = tools[k:] + tools[:k]
+                log(f"[{scn.name}] rep {rep + 1}/{reps}: {', '.join(t.name for t in order)}")
+                for tool in order:
+                    runner = {"throughput": self.run_throughput, "small": self.run_small,
+                              "killresume": self.run_killresume}[scn.kind]
+                    self.save(runner(scn, tool, rep + 1))
+
+
+# -- setup -----------------------------------------------------------------------------------------
+
+def find_segget(args: argparse.Namespace, notes: list[str]) -> str | None:
+    if args.segget:
+        path = Path(args.segget)
+        if os.access(path, os.X_OK):
+            return str(path.resolve())
+        notes.append(f"segget: `{args.segget}` is not an executable file; segget was not run.")
+        return None
+    path = REPO / ".build" / "release" / "segget"
+    if not path.exists() and not args.no_build:
+        build_log = args.out / "segget-build.log"
+        log(f"building segget (swift build -c release --product segget, log in {build_log}) ...")
+        with open(build_log, "wb") as f:
+            try:
+                r = subprocess.run(["swift", "build", "-c", "release", "--product", "segget"],
+                                   cwd=REPO, stdout=f, stderr=f, timeout=1800)
+                if r.returncode != 0:
+                    notes.append(f"segget: the release build failed (exit {r.returncode}, see "
+                                 f"{build_log}); segget was not run.")
+                    return None
+            except (OSError, subprocess.TimeoutExpired) as e:
+                notes.append(f"segget: the release build did not finish ({e}); segget was not run.")
+                return None
+    if path.exists():
+        return str(path)
+    notes.append("segget: .build/release/segget is absent (build skipped); segget was not run.")
+    return None
+
+
+def machine_info() -> dict:
+    mem_kib = 0
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                mem_kib = int(line.split()[1])
+    cpu = "unknown"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    try:
+        commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True).stdout.strip()
+    except OSError:
+        commit = "unknown"
+    return {
+        "nproc": os.cpu_count(), "memory_gib": round(mem_kib / (1 << 20), 1), "cpu": cpu,
+        "kernel": platform.release(), "loadavg_at_start": os.getloadavg(), "commit": commit,
+        "python": platform.python_version(),
+    }
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog=os.environ.get("SEGGET_BENCH_PROG", "scripts/bench"),
+        description="Benchmark segget against curl, aria2c, axel, lftp and wget2 on a local nginx.")
+    p.add_argument("--quick", action="store_true",
+                   help="A smaller file (256 MiB), 2 repetitions, 1 kill-and-resume round: under 10 minutes.")
+    p.add_argument("--size", type=parse_size, help="Size of the test file (default 1G; --quick 256M).")
+    p.add_argument("--connections", "-n", type=int, default=8, help="Connections per tool (default 8).")
+    p.add_argument("--reps", type=int, help="Repetitions per scenario (default 3; --quick 2).")
+    p.add_argument("--scenarios", default=",".join(ALL_SCENARIOS),
+                   help=f"Comma-separated scenarios (default {','.join(ALL_SCENARIOS)}).")
+    p.add_argument("--tools", default=",".join(ALL_TOOLS),
+                   help=f"Comma-separated tools (default {','.join(ALL_TOOLS)}).")
+    p.add_argument("--segget", help="Path of the segget binary (default .build/release/segget, built if missing).")
+    p.add_argument("--no-build", action="store_true", help="Do not build segget when the binary is missing.")
+    p.add_argument("--out", type=Path, default=REPO / "bench-out",
+                   help="Output directory (default bench-out/, git-ignored).")
+    p.add_argument("--write-results", action="store_true",
+                   help="Also write Benchmarks/RESULTS.md and Benchmarks/throughput.svg.")
+    p.add_argument("--kill-size", type=parse_size, default=GiB,
+                   help="Size of the file for the kill-and-resume scenario (default 1G).")
+    p.add_argument("--kill-after", type=float, default=3.0, help="Seconds before each SIGKILL (default 3).")
+    p.add_argument("--kills", type=int, default=3, help="SIGKILLs before the final attempt (default 3).")
+    p.add_argument("--kill-reps", type=int, help="Repetitions of kill-and-resume (default --reps; --quick 1).")
+    p.add_argument("--small-batch", type=int,
+                   help="Downloads of the 1 MiB file per small run (default 20; --quick 10).")
+    args = p.parse_args(argv)
+    args.size = args.size or (256 * MiB if args.quick else GiB)
+    args.reps = args.reps or (2 if args.quick else 3)
+    args.kill_reps = args.kill_reps or (1 if args.quick else args.reps)
+    args.small_batch = args.small_batch or (10 if args.quick else 20)
+    args.scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    args.tools = [t.strip() for t in args.tools.split(",") if t.strip()]
+    for s in args.scenarios:
+        if s not in SCENARIOS:
+            p.error(f"unknown scenario {s!r}; choose from {', '.join(ALL_SCENARIOS)}")
+    for t in args.tools:
+        if t not in ALL_TOOLS:
+            p.error(f"unknown tool {t!r}; choose from {', '.join(ALL_TOOLS)}")
+    if args.connections < 1 or args.connections > 16:
+        p.error("--connections must be between 1 and 16 (aria2c allows at most 16 per server)")
+    args.out = args.out.resolve()
+    return args
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    command_line = shlex.join([os.environ.get("SEGGET_BENCH_PROG", "scripts/bench"), *argv])
+    notes: list[str] = []
+    tools: dict[str, toolmod.Tool] = {}
+    for name in args.tools:
+        if name == "segget":
+            binary = find_segget(args, notes)
+            if binary:
+                tools[name] = toolmod.make_segget(binary)
+        elif shutil.which(toolmod.PEERS[name].binary):
+            tools[name] = toolmod.PEERS[name]
+        else:
+            notes.append(f"{name}: not installed; not run.")
+    for n in notes:
+        log(f"note: {n}")
+
+    started = time.monotonic()
+    started_at = dt.datetime.now(dt.timezone.utc)
+    bench = Bench(args, tools, notes)
+
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+    interrupted = False
+    try:
+        bench.run()
+    except KeyboardInterrupt:
+        interrupted = True
+        notes.append("The run was interrupted; the tables hold only the runs that finished.")
+        log("interrupted")
+    finally:
+        measure.kill_current()
+        bench.nginx.stop()
+    elapsed = time.monotonic() - started
+
+    context = {
+        "command_line": command_line, "date": started_at.isoformat(timespec="seconds"),
+        "elapsed_s": elapsed, "machine": machine_info(),
+        "versions": {t.name: toolmod.version_line(t) for t in tools.values()}
+        | {"nginx": nginx_version()},
+        "args": args, "notes": notes, "scenarios": SCENARIOS, "tools": tools,
+    }
+    md = report.markdown(bench.records, context)
+    svg = report.svg(bench.records, context)
+    (args.out / "results.md").write_text(md)
+    (args.out / "throughput.svg").write_text(svg)
+    print(md)
+    written = [args.out / "results.md", args.out / "throughput.svg", bench.runs_path]
+    if args.write_results and not interrupted:
+        (REPO / "Benchmarks" / "RESULTS.md").write_text(md)
+        (REPO / "Benchmarks" / "throughput.svg").write_text(svg)
+        written += [REPO / "Benchmarks" / "RESULTS.md", REPO / "Benchmarks" / "throughput.svg"]
+    log(f"done in {elapsed / 60:.1f} min; wrote " + ", ".join(str(p) for p in written))
+    return 130 if interrupted else 0
+
+
+def nginx_version() -> str:
+    r = subprocess.run(["nginx", "-v"], capture_output=True, text=True)
+    return (r.stderr or r.stdout).strip()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,221 @@
+"""Markdown tables and a hand-written SVG chart from the per-run records."""
+
+from __future__ import annotations
+
+import statistics
+from html import escape
+
+MiB = 1 << 20
+
+TOOL_ORDER = ["segget", "curl", "aria2c", "aria2c-autosave1", "axel", "lftp", "wget2"]
+COLORS = {
+    "segget": "#d62728", "curl": "#7f7f7f", "aria2c": "#1f77b4", "aria2c-autosave1": "#17becf",
+    "axel": "#2ca02c", "lftp": "#9467bd", "wget2": "#ff7f0e",
+}
+
+
+def _order(names) -> list[str]:
+    return sorted(set(names), key=lambda n: (TOOL_ORDER.index(n) if n in TOOL_ORDER else 99, n))
+
+
+def _by(records, scenario):
+    out: dict[str, list[dict]] = {}
+    for r in records:
+        if r["scenario"] == scenario:
+            out.setdefault(r["tool"], []).append(r)
+    return out
+
+
+def _range(values) -> str:
+    lo, hi = min(values), max(values)
+    return f"{lo}" if lo == hi else f"{lo}–{hi}"
+
+
+def _human(n: int) -> str:
+    return f"{n // (1 << 30)} GiB" if n >= 1 << 30 and n % (1 << 30) == 0 else f"{n / MiB:g} MiB"
+
+
+def _throughput_table(records, scn, has_segget: bool) -> list[str]:
+    groups = _by(records, scn.name)
+    medians = {t: statistics.median(r["wall_s"] for r in rs if r["ok"])
+               for t, rs in groups.items() if any(r["ok"] for r in rs)}
+    base_name = "segget" if has_segget else (min(medians, key=medians.get) if medians else None)
+    base = medians.get(base_name) if base_name else None
+    ratio_head = "× segget" if has_segget else "× fastest"
+    small = scn.kind == "small"
+    head = ["tool", "median s", "min s", "max s", "MiB/s", ratio_head]
+    if small:
+        head.insert(4, "ms per download")
+    head += ["CPU s", "peak RSS MiB", "server MiB", "conns"]
+    if scn.name == "uneven":
+        head.append("slow conns")
+    head.append("OK/FAIL")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for tool in _order(groups):
+        rs = groups[tool]
+        good = [r for r in rs if r["ok"]]
+        okfail = f"{len(good)}/{len(rs) - len(good)}"
+        if not good:
+            row = [tool] + ["FAIL"] + ["—"] * (len(head) - 3) + [okfail]
+            lines.append("| " + " | ".join(row) + " |")
+            continue
+        walls = [r["wall_s"] for r in good]
+        med = statistics.median(walls)
+        size = good[0]["size"] * good[0].get("batch", 1)
+        row = [f"**{tool}**" if tool == "segget" else tool, f"{med:.2f}", f"{min(walls):.2f}",
+               f"{max(walls):.2f}"]
+        if small:
+            row.append(f"{med / good[0]['batch'] * 1000:.0f}")
+        row += [
+            f"{size / MiB / med:.1f}",
+            f"{med / base:.2f}" if base else "—",
+            f"{statistics.median(r['cpu_s'] for r in good):.2f}",
+            f"{max(r['maxrss_kib'] for r in good) / 1024:.1f}",
+            f"{statistics.median(r['server_bytes'] for r in good) / MiB:.1f}",
+            _range([r["connections"] for r in good]),
+        ]
+        if scn.name == "uneven":
+            row.append(_range([r["slow_connections"] for r in good]))
+        row.append(okfail)
+        lines.append("| " + " | ".join(row) + " |")
+    fails = [r for rs in groups.values() for r in rs if not r["ok"]]
+    for r in fails:
+        lines.append(f"\nFAIL: {r['tool']} rep {r['rep']}: {r['fail']}")
+    return lines
+
+
+def _killresume_table(records, scn) -> list[str]:
+    groups = _by(records, scn.name)
+    head = ["tool", "kills", "fetched twice MiB (median)", "% of file (median)", "% min–max",
+            "identical", "exit codes", "wall s (all attempts)", "CPU s", "OK/FAIL"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for tool in _order(groups):
+        rs = groups[tool]
+        size = rs[0]["size"]
+        twice = [r["twice_bytes"] for r in rs]
+        pct = [100 * t / size for t in twice]
+        identical = sum(1 for r in rs if r["identical"])
+        good = len([r for r in rs if r["ok"]])
+        row = [
+            f"**{tool}**" if tool == "segget" else tool,
+            _range([r["kills"] for r in rs]),
+            f"{statistics.median(twice) / MiB:.0f}",
+            f"{statistics.median(pct):.0f} %",
+            f"{min(pct):.0f}–{max(pct):.0f} %",
+            f"{identical}/{len(rs)}",
+            _range([r["exit_code"] for r in rs]),
+            f"{statistics.median(r['wall_s'] for r in rs):.1f}",
+            f"{statistics.median(r['cpu_s'] for r in rs):.2f}",
+            f"{good}/{len(rs) - good}",
+        ]
+        lines.append("| " + " | ".join(row) + " |")
+    for rs in groups.values():
+        for r in rs:
+            if not r["ok"]:
+                lines.append(f"\nFAIL: {r['tool']} rep {r['rep']}: {r['fail']}")
+    return lines
+
+
+def markdown(records, ctx) -> str:
+    args, m = ctx["args"], ctx["machine"]
+    has_segget = "segget" in ctx["tools"]
+    out = [
+        "# segget benchmark results",
+        "",
+        f"- Command: `{ctx['command_line']}`",
+        f"- Date: {ctx['date']} (took {ctx['elapsed_s'] / 60:.1f} min)",
+        f"- Machine: {m['nproc']} CPUs ({m['cpu']}), {m['memory_gib']} GiB RAM, Linux {m['kernel']}, "
+        f"load average at start {', '.join(f'{x:.2f}' for x in m['loadavg_at_start'])}",
+        f"- Tree: commit {m['commit']}",
+        f"- Data: {_human(args.size)} of random bytes (kill-and-resume: {_human(args.kill_size)}), served by "
+        "nginx on 127.0.0.1 from the page cache (sendfile on, keepalive on); caches are never dropped; "
+        "outputs go to the same file system and are deleted after each run.",
+        f"- {args.connections} connections per tool (curl: 1); {args.reps} repetitions, interleaved "
+        "(every tool once per repetition, order rotated each time); a run is OK only if it exits 0 and "
+        "its output is byte-for-byte the source (`cmp`); FAIL runs are not timed.",
+        "",
+        "## Versions",
+        "",
+        "| tool | version |",
+        "|---|---|",
+    ]
+    out += [f"| {t} | {escape(v)} |" for t, v in ctx["versions"].items()]
+    if ctx["notes"]:
+        out += ["", "## Notes", ""] + [f"- {n}" for n in ctx["notes"]]
+    for name in args.scenarios:
+        scn = ctx["scenarios"][name]
+        out += ["", f"## {scn.name}", "", scn.description[0].upper() + scn.description[1:] + "."]
+        if scn.kind == "small":
+            out[-1] += (f" One run = {args.small_batch} downloads; times are for the whole batch, "
+                        "CPU is summed, RSS is the largest.")
+        if scn.kind == "killresume":
+            out[-1] += (f" {args.kills} SIGKILLs, {args.kill_after:g} s into each attempt (fewer when the "
+                        "tool finishes first). \"Fetched twice\" = response body bytes nginx sent over all "
+                        "attempts minus the file size (bytes in flight in socket buffers at a kill count "
+                        "as sent).")
+        if scn.skip:
+            out[-1] += " Not run: " + "; ".join(f"{t} ({why})" for t, why in scn.skip.items()) + "."
+        out.append("")
+        if scn.kind == "killresume":
+            out += _killresume_table(records, scn)
+        else:
+            out += _throughput_table(records, scn, has_segget)
+    out += ["", "## Command lines", "", "`OUT` is the output path, `N` the connection count.", ""]
+    seen = set()
+    for r in records:
+        key = (r["tool"], r["scenario"] == "killresume")
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(f"- {r['tool']} ({r['scenario']}): `{r['cmd']}`")
+        if r.get("resume_cmd") and r["resume_cmd"] != r["cmd"]:
+            out.append(f"  - resume: `{r['resume_cmd']}`")
+    return "\n".join(out) + "\n"
+
+
+def svg(records, ctx) -> str:
+    """Median throughput per scenario and tool, one horizontal-bar panel per scenario."""
+    args = ctx["args"]
+    panels = []
+    for name in args.scenarios:
+        scn = ctx["scenarios"][name]
+        if scn.kind == "killresume":
+            continue
+        groups = _by(records, name)
+        rows = []
+        for tool in _order(groups):
+            good = [r for r in groups[tool] if r["ok"]]
+            if good:
+                med = statistics.median(r["wall_s"] for r in good)
+                rows.append((tool, good[0]["size"] * good[0].get("batch", 1) / MiB / med))
+            else:
+                rows.append((tool, None))
+        if rows:
+            panels.append((scn, rows))
+    width, left, right, bar_h, gap = 760, 130, 90, 18, 6
+    y = 50
+    parts = []
+    for scn, rows in panels:
+        top = max((v for _, v in rows if v), default=1.0)
+        parts.append(f'<text x="10" y="{y}" font-weight="bold">{escape(scn.name)}</text>')
+        parts.append(f'<text x="{left}" y="{y}" fill="#555">{escape(scn.description[:90])}</text>')
+        y += 10
+        for tool, v in rows:
+            parts.append(f'<text x="{left - 8}" y="{y + bar_h - 4}" text-anchor="end">{escape(tool)}</text>')
+            if v is None:
+                parts.append(f'<text x="{left + 4}" y="{y + bar_h - 4}" fill="#b00">FAIL</text>')
+            else:
+                w = max(1.0, (width - left - right) * v / top)
+                parts.append(f'<rect x="{left}" y="{y}" width="{w:.1f}" height="{bar_h}" '
+                             f'fill="{COLORS.get(tool, "#444")}"><title>{escape(tool)}: {v:.1f} MiB/s'
+                             f'</title></rect>')
+                parts.append(f'<text x="{left + w + 6:.1f}" y="{y + bar_h - 4}">{v:.1f} MiB/s</text>')
+            y += bar_h + gap
+        y += 28
+    title = (f"Median throughput, {_human(args.size)}, {args.connections} connections, "
+             f"{args.reps} reps ({ctx['date'][:10]})")
+    head = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{y}" '
+            f'viewBox="0 0 {width} {y}" font-family="sans-serif" font-size="12">'
+            f'<rect width="100%" height="100%" fill="white"/>'
+            f'<text x="10" y="22" font-size="15" font-weight="bold">{escape(title)}</text>')
+    return head + "".join(parts) + "</svg>\n"
