@@ -4,8 +4,13 @@ import SeggetVerify
 
 /// Everything that shapes one download.
 public struct DownloadOptions: Sendable {
-    /// Parallel connections (1…128).
+    /// Parallel connections (1…128); with `autoConnections`, the most that may be used.
     public var connections = 8
+    /// Start with 4 connections and add 2 every 2 s while the throughput still rises by 10 %.
+    public var autoConnections = false
+    /// Other URLs of the same file; ranges are spread over all of them. A mirror whose length or
+    /// validators disagree with the main URL is dropped with a notice.
+    public var mirrors: [String] = []
     /// Journal unit and smallest piece of work a connection takes.
     public var chunkSize: Int64 = 1 << 20
     /// Exact output path (`-o`); wins over `directory`.
@@ -183,6 +188,7 @@ public final class Download: @unchecked Sendable {
         var settings = FetchSettings()
         settings.transfer = options.transfer
         settings.connections = ranged ? options.connections : 1
+        settings.autoConnections = options.autoConnections
         settings.retries = options.retries
         settings.retryWait = options.retryWait
         settings.timeout = options.timeout.map { max(0.001, $0 - (monotonicSeconds() - started)) }
@@ -190,9 +196,10 @@ public final class Download: @unchecked Sendable {
         settings.redialSlow = options.redialSlowConnections
         settings.endGame = options.endGame
         settings.checkpointInterval = options.checkpointInterval
-        let target = FetchTarget(
+        var target = FetchTarget(
             url: probe.finalURL, totalLength: probe.totalLength, ranged: ranged, etag: probe.etag,
             lastModified: probe.lastModified, ifRange: ranged ? probe.ifRangeValidator : nil)
+        if ranged { target.mirrors = probeMirrors(main: probe, events: events) }
         let trusted = storage.trusted
         let engine = FetchEngine(
             target: target, settings: settings, data: storage.data, journal: storage.journal, plan: plan,
@@ -279,6 +286,36 @@ public final class Download: @unchecked Sendable {
                 }
             }
         }
+    }
+
+    /// Probes each mirror; keeps those that agree with the main URL on length and validators.
+    private func probeMirrors(main: ProbeResult, events: (@Sendable (DownloadEvent) -> Void)?) -> [FetchSource] {
+        var kept: [FetchSource] = []
+        let prober = Prober(options: options.transfer)
+        for m in options.mirrors {
+            let shown = URLParts.redactingCredentials(m)
+            let p: ProbeResult
+            do {
+                p = try prober.probe(url: m)
+            } catch {
+                events?(.notice("dropping mirror \(shown): \(error.message)"))
+                continue
+            }
+            if !p.acceptsRanges || p.totalLength != main.totalLength {
+                events?(.notice("dropping mirror \(shown): \(p.acceptsRanges ? "its length \(p.totalLength ?? -1) differs from \(main.totalLength ?? -1)" : "it does not serve byte ranges")."))
+                continue
+            }
+            if let a = main.etag, let b = p.etag, a != b {
+                events?(.notice("dropping mirror \(shown): its ETag \(b) differs from \(a)."))
+                continue
+            }
+            if let a = main.lastModified, let b = p.lastModified, a != b {
+                events?(.notice("dropping mirror \(shown): its Last-Modified differs (\(b) vs \(a))."))
+                continue
+            }
+            kept.append(FetchSource(url: p.finalURL, etag: p.etag, lastModified: p.lastModified, ifRange: p.ifRangeValidator))
+        }
+        return kept
     }
 
     // MARK: Paths

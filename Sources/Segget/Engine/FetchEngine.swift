@@ -4,6 +4,15 @@ import Glibc
 import SeggetJournal
 import Synchronization
 
+/// One server that holds the file (the main URL or a mirror), with its validators.
+struct FetchSource {
+    var url: String
+    var etag: String?
+    var lastModified: String?
+    /// Sent as `If-Range` so that a changed file yields a 200 instead of mixed bytes.
+    var ifRange: String?
+}
+
 /// How a fetch validates what the server sends.
 struct FetchTarget {
     var url: String
@@ -15,12 +24,20 @@ struct FetchTarget {
     var lastModified: String?
     /// Sent as `If-Range` so that a changed file yields a 200 instead of mixed bytes.
     var ifRange: String?
+    /// Mirrors besides the main URL; connection i uses source i mod (mirrors + 1).
+    var mirrors: [FetchSource] = []
+
+    var sources: [FetchSource] {
+        [FetchSource(url: url, etag: etag, lastModified: lastModified, ifRange: ifRange)] + mirrors
+    }
 }
 
 /// Knobs of the fetch loop.
 struct FetchSettings {
     var transfer = TransferOptions()
     var connections = 8
+    /// Start with a few connections and add more while throughput rises, up to `connections`.
+    var autoConnections = false
     var retries = 5
     var retryWait = 1.0
     var timeout: Double?
@@ -84,6 +101,8 @@ final class Worker {
 
     var attempts = 0
     var redials = 0
+    /// Index into the target's sources (main URL, then mirrors).
+    var source = 0
     var transferStartedAt = 0.0
     var transferBytes: Int64 = 0
     /// (time, transferBytes) samples for the rate, newest last.
@@ -135,6 +154,12 @@ final class FetchEngine {
     var onPrefix: ((Int64) -> Void)?
 
     private let multi = MultiHandle()
+    private let sources: [FetchSource]
+    /// How many workers may take work now (grows in auto mode).
+    private var workerLimit: Int
+    private var autoLastRate = 0.0
+    private var autoLastChange = 0.0
+    private var autoSettled = false
     private(set) var workers: [Worker] = []
     private var pendingRemoval: [Int] = []
     private var fatalError: SeggetError?
@@ -161,9 +186,14 @@ final class FetchEngine {
         self.plan = plan
         self.interrupt = interrupt
         let n = target.ranged ? settings.connections : 1
-        scheduler = Scheduler(plan: plan, connections: n, isFinished: isFinished)
+        sources = target.sources
+        workerLimit = target.ranged && settings.autoConnections ? min(n, FetchEngine.autoInitial) : n
+        scheduler = Scheduler(plan: plan, connections: workerLimit, isFinished: isFinished)
         workers = (0..<n).map { Worker(id: $0) }
-        for w in workers { w.engine = self }
+        for w in workers {
+            w.engine = self
+            w.source = w.id % sources.count
+        }
         multi.setMultiplexing(settings.transfer.http2)
         multi.setMaxConnectionCache(max(n * 2, 16))
         for k in 0..<plan.chunkCount where scheduler.finished[k] { finishedBytes += Int64(plan.byteRange(ofChunk: k).count) }
@@ -243,7 +273,7 @@ final class FetchEngine {
     // MARK: Assignment
 
     private func assignIdleWorkers() {
-        let idle = workers.filter { !$0.active && $0.waitUntil == nil && scheduler.run(of: $0.id) == nil && scheduler.duplicates[$0.id] == nil }
+        let idle = workers.prefix(workerLimit).filter { !$0.active && $0.waitUntil == nil && scheduler.run(of: $0.id) == nil && scheduler.duplicates[$0.id] == nil }
         for w in idle {
             let now = monotonicSeconds()
             guard let a = scheduler.nextAssignment(
@@ -278,8 +308,9 @@ final class FetchEngine {
         let e = w.easy
         e.reset()
         var extra: [String] = []
-        if target.ranged, let v = target.ifRange { extra.append("If-Range: \(v)") }
-        e.configure(url: target.url, options: settings.transfer, extraHeaders: extra)
+        let src = sources[w.source % sources.count]
+        if target.ranged, let v = src.ifRange { extra.append("If-Range: \(v)") }
+        e.configure(url: src.url, options: settings.transfer, extraHeaders: extra)
         if target.ranged {
             e.set(CURLOPT_RANGE, "\(bytes.lowerBound)-\(bytes.upperBound - 1)")
         }
@@ -442,9 +473,9 @@ final class FetchEngine {
                 w.stop = .fatal(SeggetError(.protocolViolation, "the server applied Content-Encoding '\(enc)' to a byte range, which makes the offsets meaningless; try -n 1."))
                 return
             }
-            if let reason = validatorChange(h) { w.stop = .resourceChanged(reason) }
+            if let reason = validatorChange(h, w) { w.stop = .resourceChanged(reason) }
         case 200:
-            if let reason = validatorChange(h) {
+            if let reason = validatorChange(h, w) {
                 w.stop = .resourceChanged(reason)
             } else if let cl = h.contentLength, let total = target.totalLength, cl != total {
                 w.stop = .resourceChanged("its length changed from \(total) to \(cl) bytes")
@@ -459,9 +490,10 @@ final class FetchEngine {
         }
     }
 
-    private func validatorChange(_ h: ResponseHead) -> String? {
-        if let want = target.etag, let got = h.etag, want != got { return "its ETag changed from \(want) to \(got)" }
-        if let want = target.lastModified, let got = h.lastModified, want != got {
+    private func validatorChange(_ h: ResponseHead, _ w: Worker) -> String? {
+        let src = sources[w.source % sources.count]
+        if let want = src.etag, let got = h.etag, want != got { return "its ETag changed from \(want) to \(got)" }
+        if let want = src.lastModified, let got = h.lastModified, want != got {
             return "its Last-Modified changed from \(want) to \(got)"
         }
         return nil
@@ -552,6 +584,7 @@ final class FetchEngine {
         rateSamples.append((now, receivedBytes))
         if rateSamples.count > 20 { rateSamples.removeFirst() }
         if settings.redialSlow && target.ranged { redialSlowConnections(now: now) }
+        if settings.autoConnections && target.ranged { growConnections(now: now) }
         checkpointThread?.poke()
         reportProgress(now: now)
     }
@@ -587,6 +620,36 @@ final class FetchEngine {
             start(w, bytes: w.pos..<w.end, fresh: true)
         }
     }
+
+    static let autoInitial = 4
+    static let autoStep = 2
+    static let autoInterval = 2.0
+
+    /// `-n auto`: every `autoInterval` seconds, add `autoStep` connections while the total rate
+    /// over the last interval grew by at least 10 %; stop at the first interval that did not.
+    private func growConnections(now: Double) {
+        guard !autoSettled, workerLimit < workers.count else { return }
+        if autoLastChange == 0 { autoLastChange = now; return }
+        guard now - autoLastChange >= FetchEngine.autoInterval else { return }
+        let rate = totalRate(window: FetchEngine.autoInterval)
+        if autoLastRate > 0 && rate < autoLastRate * 1.10 {
+            autoSettled = true
+            onEvent?(.notice("using \(workerLimit) connections (more did not raise the throughput)."))
+            return
+        }
+        autoLastRate = rate
+        autoLastChange = now
+        workerLimit = min(workers.count, workerLimit + FetchEngine.autoStep)
+    }
+
+    private func totalRate(window: Double) -> Double {
+        guard let last = rateSamples.last else { return 0 }
+        let from = rateSamples.first(where: { last.0 - $0.0 <= window + 0.01 }) ?? last
+        return Double(last.1 - from.1) / max(0.001, last.0 - from.0)
+    }
+
+    /// Connections that may take work right now.
+    var activeConnectionLimit: Int { workerLimit }
 
     private func reportProgress(now: Double) {
         guard let onProgress else { return }
