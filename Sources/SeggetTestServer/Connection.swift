@@ -49,8 +49,7 @@ struct Connection {
         guard writeHead(plan, closing: closing) else { return false }
         if request.method == "HEAD" { return !closing }
 
-        let route = Route.resolve(path: request.path, query: request.query, isRegistered: { _ in true })
-        bucket.configure(bytesPerSecond: route?.rate(forRemotePort: remotePort))
+        bucket.configure(bytesPerSecond: prepared.rate)
 
         let total = plan.body.count
         var limit = total
@@ -90,8 +89,8 @@ struct Connection {
         case .close?:
             return false
         case .stall?:
-            // Keep the connection open, silent, until the server stops.
-            while !stop.sleep(milliseconds: 1000) {}
+            // Keep the connection open, silent, until the server stops or the client hangs up.
+            waitForHangUp()
             return false
         case nil:
             break
@@ -100,6 +99,15 @@ struct Connection {
             guard Sock.sendAll(fd, Array("0\r\n\r\n".utf8)) else { return false }
         }
         return !closing
+    }
+
+    /// Reads and drops whatever the client sends until it closes or the server stops.
+    private func waitForHangUp() {
+        var scratch = [UInt8](repeating: 0, count: 4096)
+        while Sock.waitReadable(fd, wake: stop.readFD, timeoutMs: -1) {
+            let n = scratch.withUnsafeMutableBytes { Sock.receive(fd, into: $0) }
+            if n <= 0 { return }
+        }
     }
 
     private func writeHead(_ plan: ResponsePlan, closing: Bool) -> Bool {

@@ -2,14 +2,21 @@
 // be correct (checked against sha256sum/md5sum in the tests), not fast.
 
 /// SHA-256 (FIPS 180-4), fed incrementally.
-struct SHA256Hasher {
-    private var state: [UInt32] = [
-        0x6a09_e667, 0xbb67_ae85, 0x3c6e_f372, 0xa54f_f53a, 0x510e_527f, 0x9b05_688c, 0x1f83_d9ab, 0x5be0_cd19,
-    ]
-    private var pending: [UInt8] = []
+///
+/// Written with raw pointers and no helper calls because tests run debug builds, where array
+/// subscripts and non-inlined calls made a first version hash at only ~3 MB/s.
+final class SHA256Hasher {
+    private let state = UnsafeMutablePointer<UInt32>.allocate(capacity: 8)
+    private let w = UnsafeMutablePointer<UInt32>.allocate(capacity: 64)
+    private let k = UnsafeMutablePointer<UInt32>.allocate(capacity: 64)
+    private let pending = UnsafeMutablePointer<UInt8>.allocate(capacity: 64)
+    private var pendingCount = 0
     private var totalBytes: UInt64 = 0
 
-    private static let k: [UInt32] = [
+    private static let initial: [UInt32] = [
+        0x6a09_e667, 0xbb67_ae85, 0x3c6e_f372, 0xa54f_f53a, 0x510e_527f, 0x9b05_688c, 0x1f83_d9ab, 0x5be0_cd19,
+    ]
+    private static let roundConstants: [UInt32] = [
         0x428a_2f98, 0x7137_4491, 0xb5c0_fbcf, 0xe9b5_dba5, 0x3956_c25b, 0x59f1_11f1, 0x923f_82a4, 0xab1c_5ed5,
         0xd807_aa98, 0x1283_5b01, 0x2431_85be, 0x550c_7dc3, 0x72be_5d74, 0x80de_b1fe, 0x9bdc_06a7, 0xc19b_f174,
         0xe49b_69c1, 0xefbe_4786, 0x0fc1_9dc6, 0x240c_a1cc, 0x2de9_2c6f, 0x4a74_84aa, 0x5cb0_a9dc, 0x76f9_88da,
@@ -20,76 +27,81 @@ struct SHA256Hasher {
         0x748f_82ee, 0x78a5_636f, 0x84c8_7814, 0x8cc7_0208, 0x90be_fffa, 0xa450_6ceb, 0xbef9_a3f7, 0xc671_78f2,
     ]
 
-    mutating func update(_ bytes: UnsafeRawBufferPointer) {
-        totalBytes &+= UInt64(bytes.count)
-        var rest = bytes[...]
-        if !pending.isEmpty {
-            let take = min(64 - pending.count, rest.count)
-            pending.append(contentsOf: rest.prefix(take))
-            rest = rest.dropFirst(take)
-            if pending.count == 64 {
-                pending.withUnsafeBytes { compress(UnsafeRawBufferPointer(rebasing: $0[...])) }
-                pending.removeAll(keepingCapacity: true)
-            }
-        }
-        while rest.count >= 64 {
-            compress(UnsafeRawBufferPointer(rebasing: rest.prefix(64)))
-            rest = rest.dropFirst(64)
-        }
-        pending.append(contentsOf: rest)
+    init() {
+        for i in 0..<8 { state[i] = Self.initial[i] }
+        for i in 0..<64 { k[i] = Self.roundConstants[i] }
     }
 
-    mutating func update(_ bytes: [UInt8]) {
+    deinit {
+        state.deallocate()
+        w.deallocate()
+        k.deallocate()
+        pending.deallocate()
+    }
+
+    func update(_ bytes: UnsafeRawBufferPointer) {
+        guard let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return }
+        feedBlocks(base, bytes.count, pending: pending, pendingCount: &pendingCount, total: &totalBytes) { compress($0) }
+    }
+
+    func update(_ bytes: [UInt8]) {
         bytes.withUnsafeBytes { update($0) }
     }
 
-    mutating func finalize() -> [UInt8] {
+    func finalize() -> [UInt8] {
         let bitLength = totalBytes &* 8
         var tail: [UInt8] = [0x80]
-        while (pending.count + tail.count) % 64 != 56 { tail.append(0) }
+        while (pendingCount + tail.count) % 64 != 56 { tail.append(0) }
         for shift in stride(from: 56, through: 0, by: -8) { tail.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift))) }
-        let saved = totalBytes
         update(tail)
-        totalBytes = saved
         var out: [UInt8] = []
-        for word in state { for shift in [24, 16, 8, 0] { out.append(UInt8(truncatingIfNeeded: word >> UInt32(shift))) } }
+        for i in 0..<8 { for shift in [24, 16, 8, 0] { out.append(UInt8(truncatingIfNeeded: state[i] >> UInt32(shift))) } }
         return out
     }
 
-    private mutating func compress(_ block: UnsafeRawBufferPointer) {
-        var w = [UInt32](repeating: 0, count: 64)
-        for i in 0..<16 {
-            w[i] = UInt32(block[i * 4]) << 24 | UInt32(block[i * 4 + 1]) << 16 | UInt32(block[i * 4 + 2]) << 8
-                | UInt32(block[i * 4 + 3])
+    private func compress(_ block: UnsafePointer<UInt8>) {
+        let w = self.w
+        let k = self.k
+        var i = 0
+        while i < 16 {
+            w[i] = UInt32(block[i &* 4]) << 24 | UInt32(block[i &* 4 &+ 1]) << 16 | UInt32(block[i &* 4 &+ 2]) << 8
+                | UInt32(block[i &* 4 &+ 3])
+            i &+= 1
         }
-        for i in 16..<64 {
-            let s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3)
-            let s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10)
-            w[i] = w[i - 16] &+ s0 &+ w[i - 7] &+ s1
+        while i < 64 {
+            let x = w[i &- 15]
+            let y = w[i &- 2]
+            let s0 = (x >> 7 | x << 25) ^ (x >> 18 | x << 14) ^ (x >> 3)
+            let s1 = (y >> 17 | y << 15) ^ (y >> 19 | y << 13) ^ (y >> 10)
+            w[i] = w[i &- 16] &+ s0 &+ w[i &- 7] &+ s1
+            i &+= 1
         }
         var a = state[0], b = state[1], c = state[2], d = state[3]
         var e = state[4], f = state[5], g = state[6], h = state[7]
-        for i in 0..<64 {
-            let s1 = rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)
+        i = 0
+        while i < 64 {
+            let s1 = (e >> 6 | e << 26) ^ (e >> 11 | e << 21) ^ (e >> 25 | e << 7)
             let ch = (e & f) ^ (~e & g)
-            let t1 = h &+ s1 &+ ch &+ Self.k[i] &+ w[i]
-            let s0 = rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)
+            let t1 = h &+ s1 &+ ch &+ k[i] &+ w[i]
+            let s0 = (a >> 2 | a << 30) ^ (a >> 13 | a << 19) ^ (a >> 22 | a << 10)
             let maj = (a & b) ^ (a & c) ^ (b & c)
-            let t2 = s0 &+ maj
             h = g; g = f; f = e; e = d &+ t1
-            d = c; c = b; b = a; a = t1 &+ t2
+            d = c; c = b; b = a; a = t1 &+ s0 &+ maj
+            i &+= 1
         }
         state[0] &+= a; state[1] &+= b; state[2] &+= c; state[3] &+= d
         state[4] &+= e; state[5] &+= f; state[6] &+= g; state[7] &+= h
     }
-
-    private func rotr(_ x: UInt32, _ n: UInt32) -> UInt32 { (x >> n) | (x << (32 - n)) }
 }
 
-/// MD5 (RFC 1321), fed incrementally; only for `Content-MD5`.
-struct MD5Hasher {
-    private var state: [UInt32] = [0x6745_2301, 0xefcd_ab89, 0x98ba_dcfe, 0x1032_5476]
-    private var pending: [UInt8] = []
+/// MD5 (RFC 1321), fed incrementally; only for `Content-MD5`. Same debug-speed style as SHA-256.
+final class MD5Hasher {
+    private let state = UnsafeMutablePointer<UInt32>.allocate(capacity: 4)
+    private let m = UnsafeMutablePointer<UInt32>.allocate(capacity: 16)
+    private let k = UnsafeMutablePointer<UInt32>.allocate(capacity: 64)
+    private let s = UnsafeMutablePointer<UInt32>.allocate(capacity: 64)
+    private let pending = UnsafeMutablePointer<UInt8>.allocate(capacity: 64)
+    private var pendingCount = 0
     private var totalBytes: UInt64 = 0
 
     private static let shifts: [UInt32] = [
@@ -98,7 +110,7 @@ struct MD5Hasher {
         4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23,
         6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21,
     ]
-    private static let k: [UInt32] = [
+    private static let sines: [UInt32] = [
         0xd76a_a478, 0xe8c7_b756, 0x2420_70db, 0xc1bd_ceee, 0xf57c_0faf, 0x4787_c62a, 0xa830_4613, 0xfd46_9501,
         0x6980_98d8, 0x8b44_f7af, 0xffff_5bb1, 0x895c_d7be, 0x6b90_1122, 0xfd98_7193, 0xa679_438e, 0x49b4_0821,
         0xf61e_2562, 0xc040_b340, 0x265e_5a51, 0xe9b6_c7aa, 0xd62f_105d, 0x0244_1453, 0xd8a1_e681, 0xe7d3_fbc8,
@@ -109,62 +121,101 @@ struct MD5Hasher {
         0x6fa8_7e4f, 0xfe2c_e6e0, 0xa301_4314, 0x4e08_11a1, 0xf753_7e82, 0xbd3a_f235, 0x2ad7_d2bb, 0xeb86_d391,
     ]
 
-    mutating func update(_ bytes: UnsafeRawBufferPointer) {
-        totalBytes &+= UInt64(bytes.count)
-        var rest = bytes[...]
-        if !pending.isEmpty {
-            let take = min(64 - pending.count, rest.count)
-            pending.append(contentsOf: rest.prefix(take))
-            rest = rest.dropFirst(take)
-            if pending.count == 64 {
-                pending.withUnsafeBytes { compress(UnsafeRawBufferPointer(rebasing: $0[...])) }
-                pending.removeAll(keepingCapacity: true)
-            }
+    init() {
+        state[0] = 0x6745_2301
+        state[1] = 0xefcd_ab89
+        state[2] = 0x98ba_dcfe
+        state[3] = 0x1032_5476
+        for i in 0..<64 {
+            k[i] = Self.sines[i]
+            s[i] = Self.shifts[i]
         }
-        while rest.count >= 64 {
-            compress(UnsafeRawBufferPointer(rebasing: rest.prefix(64)))
-            rest = rest.dropFirst(64)
-        }
-        pending.append(contentsOf: rest)
     }
 
-    mutating func update(_ bytes: [UInt8]) {
+    deinit {
+        state.deallocate()
+        m.deallocate()
+        k.deallocate()
+        s.deallocate()
+        pending.deallocate()
+    }
+
+    func update(_ bytes: UnsafeRawBufferPointer) {
+        guard let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return }
+        feedBlocks(base, bytes.count, pending: pending, pendingCount: &pendingCount, total: &totalBytes) { compress($0) }
+    }
+
+    func update(_ bytes: [UInt8]) {
         bytes.withUnsafeBytes { update($0) }
     }
 
-    mutating func finalize() -> [UInt8] {
+    func finalize() -> [UInt8] {
         let bitLength = totalBytes &* 8
         var tail: [UInt8] = [0x80]
-        while (pending.count + tail.count) % 64 != 56 { tail.append(0) }
+        while (pendingCount + tail.count) % 64 != 56 { tail.append(0) }
         // MD5 stores the length little-endian, unlike SHA-256.
         for shift in stride(from: 0, through: 56, by: 8) { tail.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift))) }
         update(tail)
         var out: [UInt8] = []
-        for word in state { for shift in [0, 8, 16, 24] { out.append(UInt8(truncatingIfNeeded: word >> UInt32(shift))) } }
+        for i in 0..<4 { for shift in [0, 8, 16, 24] { out.append(UInt8(truncatingIfNeeded: state[i] >> UInt32(shift))) } }
         return out
     }
 
-    private mutating func compress(_ block: UnsafeRawBufferPointer) {
-        var m = [UInt32](repeating: 0, count: 16)
-        for i in 0..<16 {
-            m[i] = UInt32(block[i * 4]) | UInt32(block[i * 4 + 1]) << 8 | UInt32(block[i * 4 + 2]) << 16
-                | UInt32(block[i * 4 + 3]) << 24
+    private func compress(_ block: UnsafePointer<UInt8>) {
+        let m = self.m
+        var i = 0
+        while i < 16 {
+            m[i] = UInt32(block[i &* 4]) | UInt32(block[i &* 4 &+ 1]) << 8 | UInt32(block[i &* 4 &+ 2]) << 16
+                | UInt32(block[i &* 4 &+ 3]) << 24
+            i &+= 1
         }
         var a = state[0], b = state[1], c = state[2], d = state[3]
-        for i in 0..<64 {
+        i = 0
+        while i < 64 {
             var f: UInt32
             let g: Int
-            switch i {
-            case 0..<16: f = (b & c) | (~b & d); g = i
-            case 16..<32: f = (d & b) | (~d & c); g = (5 * i + 1) % 16
-            case 32..<48: f = b ^ c ^ d; g = (3 * i + 5) % 16
-            default: f = c ^ (b | ~d); g = (7 * i) % 16
+            if i < 16 {
+                f = (b & c) | (~b & d); g = i
+            } else if i < 32 {
+                f = (d & b) | (~d & c); g = (5 &* i &+ 1) & 15
+            } else if i < 48 {
+                f = b ^ c ^ d; g = (3 &* i &+ 5) & 15
+            } else {
+                f = c ^ (b | ~d); g = (7 &* i) & 15
             }
-            f = f &+ a &+ Self.k[i] &+ m[g]
+            f = f &+ a &+ k[i] &+ m[g]
             a = d; d = c; c = b
-            b = b &+ ((f << Self.shifts[i]) | (f >> (32 - Self.shifts[i])))
+            b = b &+ (f << s[i] | f >> (32 &- s[i]))
+            i &+= 1
         }
         state[0] &+= a; state[1] &+= b; state[2] &+= c; state[3] &+= d
+    }
+}
+
+/// Splits input into 64-byte blocks for `compress`, carrying a partial block in `pending`.
+private func feedBlocks(
+    _ base: UnsafePointer<UInt8>, _ count: Int, pending: UnsafeMutablePointer<UInt8>, pendingCount: inout Int,
+    total: inout UInt64, compress: (UnsafePointer<UInt8>) -> Void
+) {
+    total &+= UInt64(count)
+    var offset = 0
+    if pendingCount > 0 {
+        let take = min(64 - pendingCount, count)
+        (pending + pendingCount).update(from: base, count: take)
+        pendingCount += take
+        offset = take
+        if pendingCount == 64 {
+            compress(UnsafePointer(pending))
+            pendingCount = 0
+        }
+    }
+    while count - offset >= 64 {
+        compress(base + offset)
+        offset += 64
+    }
+    if offset < count {
+        pending.update(from: base + offset, count: count - offset)
+        pendingCount = count - offset
     }
 }
 

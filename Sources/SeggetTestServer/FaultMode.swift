@@ -1,5 +1,32 @@
 /// How the server (mis)behaves for a request, chosen by the first path segment: `/MODE/NAME?params`.
-/// `/NAME` is `.normal`.
+/// `/NAME` is `.normal`. Every mode also takes the pacing parameters `rate=16m` (bytes per second per
+/// connection; suffixes k, m, g are powers of 1024) and `slowports=01&slowrate=2m` (connections whose
+/// client port ends in one of those decimal digits get `slowrate`).
+///
+/// Counters behind `times` and `after` are kept per exact request target (path and query), so two
+/// tests using different parameters never share them.
+///
+/// | mode | behaviour | parameters (default) |
+/// |---|---|---|
+/// | normal | ranges, If-Range, keep-alive; a range on an empty resource is 416 `bytes */0` | |
+/// | noranges | ignores Range: 200 full, no Accept-Ranges | |
+/// | range200 | advertises Accept-Ranges but answers 200 full to ranges | |
+/// | chunked | ignores Range, `Transfer-Encoding: chunked` | |
+/// | close-delimited | ignores Range, no length, body ends at close | |
+/// | redirect | `to` → Location (code), `hops=N` chain ending at `/NAME`, `loop=1` to itself | code (302), hops (1) |
+/// | status | answers `code` with a short body the first `times` requests, then normally | code (500), times (all), retryafter |
+/// | zeroonly | 206 only for ranges starting at 0, else 200 full | |
+/// | wrongrange | 206 whose Content-Range and bytes are moved by `shift` | shift (1) |
+/// | short | declares the right length, sends `missing` bytes less, closes | missing (1) |
+/// | long | declares the range, Content-Length and body `extra` bytes longer | extra (1) |
+/// | mid200 | request number ≥ `after` gets 200 full (the first is honoured) | after (2) |
+/// | changing | requests after the first `after` see a second version (other bytes, ETag, date) | after (1), newlength |
+/// | encoding | 206 responses carry `Content-Encoding: gzip` (body unchanged) | |
+/// | always416 | every ranged GET gets 416 | |
+/// | stall | sends `after` body bytes then nothing, connection held until stop() | after (0) |
+/// | drop | closes after `after` body bytes, for the first `times` requests | after (0), times (all) |
+/// | digest | `Repr-Digest: sha-256=:…:` of the full representation | wrong=1, md5=1 (Content-MD5), legacy=1 (`Digest: SHA-256=`) |
+/// | disposition | `Content-Disposition` set to the percent-decoded `cd` (CR/LF removed) | cd (attachment) |
 public enum FaultMode: String, CaseIterable, Sendable {
     case normal
     case noranges

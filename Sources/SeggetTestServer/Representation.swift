@@ -125,7 +125,7 @@ final class Representation: @unchecked Sendable {
     /// SHA-256 of the whole representation (cached).
     var sha256: [UInt8] {
         if let cached = digestLock.withLock({ cachedSHA256 }) { return cached }
-        var hasher = SHA256Hasher()
+        let hasher = SHA256Hasher()
         forEachBlock { hasher.update($0) }
         let digest = hasher.finalize()
         digestLock.withLock { cachedSHA256 = digest }
@@ -135,7 +135,7 @@ final class Representation: @unchecked Sendable {
     /// MD5 of the whole representation (cached).
     var md5: [UInt8] {
         if let cached = digestLock.withLock({ cachedMD5 }) { return cached }
-        var hasher = MD5Hasher()
+        let hasher = MD5Hasher()
         forEachBlock { hasher.update($0) }
         let digest = hasher.finalize()
         digestLock.withLock { cachedMD5 = digest }

@@ -104,7 +104,7 @@ struct ResponsePlanner {
         case .always416:
             if hasRange { decision = .unsatisfiable }
         case .mid200:
-            if n >= (p.int("after") ?? 1) { decision = .full }
+            if n >= (p.int("after") ?? 2) { decision = .full }
         case .wrongrange:
             if case .partial(let first, let last) = decision {
                 let shift = p.int("shift") ?? 1

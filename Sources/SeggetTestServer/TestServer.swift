@@ -217,6 +217,8 @@ public final class TestServer: @unchecked Sendable {
         var plan: ResponsePlan
         var record: RecordedRequest
         var handle: RecordHandle
+        /// Pacing for this response (nil: unthrottled).
+        var rate: Int64?
     }
 
     struct RecordHandle {
@@ -244,7 +246,8 @@ public final class TestServer: @unchecked Sendable {
         let record = RecordedRequest(
             method: request.method, path: request.path, query: request.query, headers: request.headers,
             remotePort: remotePort, status: plan.status, bodyBytesSent: 0)
-        return Prepared(plan: plan, record: record, handle: append(record))
+        return Prepared(
+            plan: plan, record: record, handle: append(record), rate: route?.rate(forRemotePort: remotePort))
     }
 
     func append(_ record: RecordedRequest) -> RecordHandle {
