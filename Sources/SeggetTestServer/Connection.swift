@@ -68,6 +68,9 @@ struct Connection {
             let prefix = chunked ? Array("\(String(n, radix: 16))\r\n".utf8) : []
             fillBody(plan.body, offset: sent, count: n, at: prefix.count)
             guard bucket.acquire(n, stop: stop) else { return false }
+            // Count before sending: a client may read the bytes and look at the counters before this
+            // thread runs again, so the counters must never lag behind what the client can see.
+            server.countBody(n, for: prepared.handle)
             let (ok, payload) = buffer.withUnsafeMutableBytes { raw -> (Bool, Int) in
                 for (i, b) in prefix.enumerated() { raw[i] = b }
                 var end = prefix.count + n
@@ -79,7 +82,7 @@ struct Connection {
                 let (written, ok) = Sock.sendAll(fd, UnsafeRawBufferPointer(rebasing: raw[..<end]))
                 return (ok, max(0, min(n, written - prefix.count)))
             }
-            server.countBody(payload, for: prepared.handle)
+            if payload < n { server.countBody(payload - n, for: prepared.handle) }
             prepared.record.bodyBytesSent += Int64(payload)
             sent += Int64(payload)
             guard ok else { return false }

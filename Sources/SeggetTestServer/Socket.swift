@@ -24,6 +24,7 @@ enum Sock {
     /// Creates a listening TCP socket bound to `host` (an IPv4 or IPv6 literal) and `port` (0 picks one).
     /// Returns the descriptor and the port actually bound.
     static func listen(host: String, port: Int) throws -> (fd: Int32, port: Int) {
+        let host = host == "localhost" ? "127.0.0.1" : host
         var v4 = sockaddr_in()
         var v6 = sockaddr_in6()
         let family: Int32

@@ -33,6 +33,13 @@ public final class TestServer: @unchecked Sendable {
     /// `http://127.0.0.1:PORT` (IPv6 hosts in brackets).
     public var baseURL: String { host.contains(":") ? "http://[\(host)]:\(port)" : "http://\(host):\(port)" }
 
+    /// The URL of resource `name` in `mode`, e.g. `url("f.bin", mode: .short, query: "missing=10")`.
+    public func url(_ name: String, mode: FaultMode = .normal, query: String = "") -> String {
+        let path = URLText.percentEncodePath(name)
+        let prefix = mode == .normal ? "/" : "/\(mode.rawValue)/"
+        return baseURL + prefix + path + (query.isEmpty ? "" : "?" + query)
+    }
+
     private let listener: Int32
     private let stopSignal: StopSignal
     private let lock = Lock()
@@ -134,7 +141,9 @@ public final class TestServer: @unchecked Sendable {
 
     // MARK: Observation
 
-    /// Response-body bytes written to sockets, all requests (chunk framing not counted).
+    /// Response-body bytes written to sockets, all requests (chunk framing not counted). A slice is
+    /// counted just before it is sent (and uncounted if the send fails), so once a client has read
+    /// a byte it is already included.
     public var bodyBytesSent: Int64 { lock.withLock { totalBodyBytes } }
 
     /// Requests in arrival order; a request still being answered shows the bytes sent so far.
@@ -172,7 +181,11 @@ public final class TestServer: @unchecked Sendable {
         defer { threadExited() }
         while true {
             guard Sock.waitReadable(listener, wake: stopSignal.readFD, timeoutMs: -1) else { return }
-            guard let (fd, remotePort) = Sock.accept(listener) else { continue }
+            guard let (fd, remotePort) = Sock.accept(listener) else {
+                // EMFILE and friends leave the listener readable: back off instead of spinning.
+                if stopSignal.sleep(milliseconds: 10) { return }
+                continue
+            }
             let id: Int? = lock.withLock {
                 if stopped { return nil }
                 accepted += 1
@@ -258,7 +271,7 @@ public final class TestServer: @unchecked Sendable {
     }
 
     func countBody(_ bytes: Int, for handle: RecordHandle) {
-        guard bytes > 0 else { return }
+        guard bytes != 0 else { return }
         lock.withLock {
             totalBodyBytes += Int64(bytes)
             if handle.generation == recordGeneration, records.indices.contains(handle.index) {

@@ -412,6 +412,7 @@ private func base64OfToolDigest(_ tool: String, _ path: String) throws -> String
 
     @Test func wrongRangeShiftsHeaderAndBytes() throws {
         try withServer(["f.bin": body]) { server in
+            #expect(server.url("f.bin", mode: .wrongrange, query: "shift=7") == server.baseURL + "/wrongrange/f.bin?shift=7")
             let r = try fetch(server, "/wrongrange/f.bin?shift=7", ["Range: bytes=100-199"])
             #expect(r.status == 206)
             #expect(r.headers["content-range"] == "bytes 107-206/100000")
