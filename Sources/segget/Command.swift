@@ -27,31 +27,65 @@ struct SeggetCommand: ParsableCommand {
     )
 }
 
-/// Options shared by the download command's parsing and tests.
+/// The download command: one URL, several, or a list file (`-i`), with human or JSON output.
 struct Get: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "get",
-        abstract: "Download URL (the default command: `segget URL` is `segget get URL`).",
-        discussion: "EXIT CODES:\n  0     success\n\(exitCodeTable)"
+        abstract: "Download one or more URLs (the default command: `segget URL` is `segget get URL`).",
+        discussion: """
+            SEVERAL FILES: give several URLs, or -i FILE with one URL per line (# comments; indented \
+            option lines out=NAME, dir=DIR, checksum=ALGO=HEX, header=..., referer=... belong to the \
+            URL above; tab-separated URLs on one line are mirrors of one file). -j N downloads N files \
+            at once. -n is per file, but all files together never use more than --total-connections \
+            (default: the larger of 16 and -n): each file gets min(-n, total / jobs). Files that \
+            would get the same name are numbered in list order: file.bin, file.1.bin, file.2.bin. \
+            A batch exits 0 when every file succeeded, 130 if it was interrupted, and otherwise with \
+            the code of the first failed file in list order.
+
+            JSON: --json prints one JSON object per line on stdout (start, progress, notice, retry, \
+            redial, finish, error, summary; see docs/json.md) and nothing on stderr.
+
+            EXIT CODES:
+              0     success
+            \(exitCodeTable)
+            """
     )
 
-    @Argument(help: "The http:// or https:// URL to download.")
-    var url: String
+    @Argument(help: "The http:// or https:// URLs to download.")
+    var urls: [String] = []
 
-    @Option(name: [.short, .customLong("connections")], help: "Parallel connections, 1 to 128 (default 8).")
-    var n: Int = 8
+    @Option(name: [.short, .customLong("input-file")], help: "Read URLs from this file, one per line ('-' for standard input).")
+    var inputFile: String?
 
-    @Option(name: .shortAndLong, help: "Write to this file instead of the name the server suggests.")
+    @Option(name: [.short, .customLong("connections")], help: "Parallel connections per file, 1 to 128, or 'auto' to add connections while throughput rises (default 8).")
+    var n: String = "8"
+
+    @Option(name: [.short, .customLong("jobs")], help: "Files downloaded at once, 1 to 32 (default 1).")
+    var jobs: Int = 1
+
+    @Option(name: .customLong("total-connections"), help: "Connections across all files at once (default: the larger of 16 and -n).")
+    var totalConnections: Int?
+
+    @Option(name: .customLong("mirror"), help: "Another URL of the same file; ranges are spread over all of them (repeatable).")
+    var mirrors: [String] = []
+
+    @Option(name: .shortAndLong, help: "Write to this file instead of the name the server suggests (one URL only).")
     var output: String?
 
     @Option(name: [.short, .customLong("dir")], help: "Save into this directory (created if missing).")
     var directory: String?
 
-    @Flag(name: .shortAndLong, help: "Overwrite the output file if it exists.")
+    @Flag(name: .shortAndLong, help: "Overwrite output files that exist.")
     var force = false
+
+    @Flag(name: .customLong("skip-existing"), help: "Leave output files that exist untouched and count them as done.")
+    var skipExisting = false
 
     @Flag(name: .customLong("no-continue"), help: "Ignore any partial download and start over.")
     var noContinue = false
+
+    @Flag(help: "Print one JSON object per line on stdout instead of human progress (see docs/json.md).")
+    var json = false
 
     @Option(name: .customLong("chunk-size"), help: "Journal and work unit, e.g. 1M or 256k (default 1M).")
     var chunkSize: String = "1M"
@@ -59,7 +93,7 @@ struct Get: ParsableCommand {
     @Flag(name: .shortAndLong, help: "Print nothing but errors.")
     var quiet = false
 
-    @Flag(name: .shortAndLong, help: "Do not verify TLS certificates (only for servers you trust).")
+    @Flag(name: [.customShort("k"), .long], help: "Do not verify TLS certificates (only for servers you trust).")
     var insecure = false
 
     @Option(name: [.customShort("H"), .long], help: "Extra request header 'Name: value' (repeatable).")
@@ -83,10 +117,10 @@ struct Get: ParsableCommand {
     @Option(help: "Proxy URL (default: the http_proxy / https_proxy / no_proxy variables).")
     var proxy: String?
 
-    @Option(help: "Expected digest ALGO=HEX, with ALGO sha256 or md5 (repeatable).")
+    @Option(help: "Expected digest ALGO=HEX, with ALGO sha256 or md5 (repeatable; one URL only).")
     var checksum: [String] = []
 
-    @Option(name: .customLong("checksum-file"), help: "A sha256sum/md5sum style file holding the expected digest.")
+    @Option(name: .customLong("checksum-file"), help: "A sha256sum/md5sum style file holding the expected digests, looked up by file name.")
     var checksumFile: String?
 
     @Flag(name: .customLong("no-verify"), help: "Skip all digest checks, including digests the server sends.")
@@ -104,10 +138,10 @@ struct Get: ParsableCommand {
     @Option(name: .customLong("stall-timeout"), help: "Drop and retry a connection silent for this many seconds (default 20).")
     var stallTimeout: Double = 20
 
-    @Option(help: "Give up after this many seconds overall (the partial download is kept).")
+    @Option(help: "Give up on a file after this many seconds (the partial download is kept).")
     var timeout: Double?
 
-    @Option(name: .customLong("max-speed"), help: "Cap the total download rate, e.g. 20M (bytes per second).")
+    @Option(name: .customLong("max-speed"), help: "Cap the download rate of each file, e.g. 20M (bytes per second).")
     var maxSpeed: String?
 
     @Option(name: .customLong("sync-interval"), help: "Seconds between durability checkpoints (default 5).")
@@ -119,8 +153,39 @@ struct Get: ParsableCommand {
     @Flag(name: .customLong("allow-insecure-redirect"), help: "Follow a redirect from https to plain http.")
     var allowInsecureRedirect = false
 
+    /// The most connections `-n auto` grows to (before the batch budget).
+    static let autoConnectionCap = 16
+
+    /// `-n`: a fixed count or adaptive.
+    var connectionSetting: (count: Int, auto: Bool)? {
+        if n.lowercased() == "auto" { return (Self.autoConnectionCap, true) }
+        guard let v = Int(n), (1...128).contains(v) else { return nil }
+        return (v, false)
+    }
+
     func validate() throws {
-        guard (1...128).contains(n) else { throw ValidationError("-n must be between 1 and 128 (got \(n)).") }
+        guard connectionSetting != nil else {
+            throw ValidationError("-n takes a number from 1 to 128 or 'auto' (got '\(n)').")
+        }
+        guard (1...32).contains(jobs) else { throw ValidationError("-j takes a number from 1 to 32 (got \(jobs)).") }
+        if let t = totalConnections, !(1...512).contains(t) {
+            throw ValidationError("--total-connections takes a number from 1 to 512 (got \(t)).")
+        }
+        if urls.isEmpty && inputFile == nil { throw ValidationError("give a URL to download, or -i FILE with a list of URLs.") }
+        for u in urls + mirrors {
+            if let problem = InputFile.urlProblem(u) { throw ValidationError(problem) }
+        }
+        let several = urls.count > 1 || inputFile != nil
+        if several && output != nil {
+            throw ValidationError("-o names one file; with several URLs use -d DIR, or out=NAME lines in an input file.")
+        }
+        if several && !checksum.isEmpty {
+            throw ValidationError("--checksum applies to one file; with several URLs use checksum= lines in an input file or --checksum-file.")
+        }
+        if several && !mirrors.isEmpty {
+            throw ValidationError("--mirror applies to one file; with several URLs put mirrors on the URL's line in an input file, separated by tabs.")
+        }
+        if force && skipExisting { throw ValidationError("give either --force or --skip-existing, not both.") }
         guard let cs = parseByteSize(chunkSize), cs >= 16 * 1024, cs <= 1 << 30 else {
             throw ValidationError("--chunk-size must be a size between 16k and 1G, such as 1M (got '\(chunkSize)').")
         }
@@ -138,16 +203,20 @@ struct Get: ParsableCommand {
             throw ValidationError("-H takes 'Name: value' (got '\(h)').")
         }
         for c in checksum {
-            do { _ = try ExpectedDigest(parsing: c) } catch { throw ValidationError("\(error)") }
+            do { _ = try ExpectedDigest(parsing: c) } catch { throw ValidationError("--checksum: \(error)") }
         }
         if noVerify && (!checksum.isEmpty || checksumFile != nil) {
             throw ValidationError("--no-verify cannot be combined with --checksum or --checksum-file.")
         }
     }
 
-    func makeOptions(outputName: String?) throws -> DownloadOptions {
+    /// The options every file starts from (before per-file settings and the connection budget).
+    func baseOptions() throws -> DownloadOptions {
         var o = DownloadOptions()
-        o.connections = n
+        let setting = connectionSetting ?? (8, false)
+        o.connections = setting.count
+        o.autoConnections = setting.auto
+        o.mirrors = mirrors
         o.chunkSize = parseByteSize(chunkSize) ?? (1 << 20)
         o.outputPath = output
         o.directory = directory
@@ -178,22 +247,36 @@ struct Get: ParsableCommand {
     }
 
     func run() throws {
-        var options = try makeOptions(outputName: nil)
-        if let file = checksumFile {
-            options.checksums.append(try loadChecksumFile(file, outputName: output.map { lastPathComponent($0) } ?? FileNameHint.fromURL(url)))
+        var entries = urls.enumerated().map { InputFile.Entry(url: $0.element, line: $0.offset + 1) }
+        if let path = inputFile {
+            let text = try readTextFile(path, what: "the input file")
+            do {
+                entries += try InputFile(parsing: text).entries
+            } catch {
+                throw SeggetError(.usage, "\(path == "-" ? "standard input" : path): \(error)")
+            }
+            if entries.isEmpty { throw SeggetError(.usage, "\(path) lists no URLs.") }
         }
-        let ui = TerminalUI(quiet: quiet)
+        let checksums = try checksumFile.map { try readTextFile($0, what: "the checksum file") }
+        let batch = Batch(
+            entries: entries, base: try baseOptions(), jobs: jobs, totalConnections: totalConnections,
+            listMode: inputFile != nil || entries.count > 1, skipExisting: skipExisting,
+            checksumFile: checksumFile.flatMap { path in checksums.map { (path, $0) } })
+        let reporter: Reporter
+        if json {
+            reporter = JSONReporter()
+        } else if batch.listMode {
+            reporter = BatchUI(quiet: quiet, count: entries.count)
+        } else {
+            reporter = SingleUI(quiet: quiet)
+        }
         let interrupt = InterruptFlag()
         let signals = SignalTrap(interrupt: interrupt)
         defer { withExtendedLifetime(signals) {} }
-        let download = Download(url: url, options: options)
-        do {
-            let result = try download.run(
-                progress: { ui.progress($0) }, events: { ui.event($0) }, interrupt: interrupt)
-            ui.finished(result)
-        } catch {
-            ui.clearLine()
-            throw error
+        let outcomes = batch.run(reporter: reporter, interrupt: interrupt)
+        let code = Batch.exitCode(outcomes)
+        if code != 0 {
+            throw ExitCode(code)
         }
     }
 }
@@ -207,24 +290,35 @@ func lastPathComponent(_ path: String) -> String {
 }
 
 func loadChecksumFile(_ path: String, outputName: String) throws -> ExpectedDigest {
-    guard let f = fopen(path, "r") else {
-        throw SeggetError(.usage, "cannot read the checksum file \(path): \(String(cString: strerror(errno))).")
+    let text = try readTextFile(path, what: "the checksum file")
+    do {
+        return try ChecksumFile.expectedDigest(in: text, forFileName: outputName)
+    } catch {
+        throw SeggetError(.usage, "\(path): \(error)")
+    }
+}
+
+/// Reads a small text file (at most 16 MiB; `-` is standard input); a failure is a usage error.
+func readTextFile(_ path: String, what: String) throws(SeggetError) -> String {
+    let f: UnsafeMutablePointer<FILE>? = path == "-" ? fdopen(dup(0), "r") : fopen(path, "r")
+    guard let f else {
+        throw SeggetError(.usage, "cannot read \(what) \(path): \(String(cString: strerror(errno))).")
     }
     defer { fclose(f) }
     var bytes: [UInt8] = []
     var buf = [UInt8](repeating: 0, count: 65536)
     while true {
         let n = fread(&buf, 1, buf.count, f)
-        if n <= 0 { break }
+        if n <= 0 {
+            if ferror(f) != 0 {
+                throw SeggetError(.usage, "cannot read \(what) \(path): \(String(cString: strerror(errno))).")
+            }
+            break
+        }
         bytes.append(contentsOf: buf[0..<n])
-        if bytes.count > 16 << 20 { throw SeggetError(.usage, "the checksum file \(path) is too large.") }
+        if bytes.count > 16 << 20 { throw SeggetError(.usage, "\(what) \(path) is too large (over 16 MiB).") }
     }
-    let text = String(decoding: bytes, as: UTF8.self)
-    do {
-        return try ChecksumFile.expectedDigest(in: text, forFileName: outputName)
-    } catch {
-        throw SeggetError(.usage, "\(path): \(error)")
-    }
+    return String(decoding: bytes, as: UTF8.self)
 }
 
 struct Verify: ParsableCommand {

@@ -2,24 +2,39 @@ import ArgumentParser
 import Glibc
 import Segget
 
+/// With --json, usage errors are also reported as a JSON `error` object on stdout.
+let jsonRequested = CommandLine.arguments.dropFirst().prefix { $0 != "--" }.contains("--json")
+
+/// Prints a usage problem as one line and exits 2.
+func failUsage(_ message: String) -> Never {
+    // ArgumentParser messages may span lines (usage hints); the first line says what is wrong.
+    var first = message.split(separator: "\n").first.map(String.init) ?? message
+    if first.hasPrefix("Error: ") { first.removeFirst(7) }
+    writeStderr("segget: \(first) See 'segget --help'.\n")
+    if jsonRequested {
+        StdoutLines.write(JSONReporter.error(id: nil, url: nil, path: nil, SeggetError(.usage, first)).body)
+    }
+    exit(FailureKind.usage.exitCode)
+}
+
 // Parse and run by hand so that every failure maps to segget's documented exit codes
 // (ArgumentParser alone would use 64 for usage errors).
 do {
     var command = try SeggetCommand.parseAsRoot()
     try command.run()
     exit(0)
+} catch let error as ExitCode {
+    exit(error.rawValue)
 } catch let error as SeggetError {
+    if error.kind == .usage { failUsage(error.message) }
     writeStderr("segget: \(error.message)\n")
+    if jsonRequested {
+        StdoutLines.write(JSONReporter.error(id: nil, url: nil, path: nil, error).body)
+    }
     exit(error.exitCode)
 } catch {
-    let code = SeggetCommand.exitCode(for: error)
-    if code == .success {
-        SeggetCommand.exit(withError: error)  // --help, --version
+    if SeggetCommand.exitCode(for: error) == .success {
+        SeggetCommand.exit(withError: error)  // --help, --version, completion scripts
     }
-    let message = SeggetCommand.message(for: error)
-    writeStderr("segget: \(message)\n")
-    if !(error is ValidationError) || true {
-        writeStderr("Run 'segget --help' for the options.\n")
-    }
-    exit(FailureKind.usage.exitCode)
+    failUsage(SeggetCommand.message(for: error))
 }

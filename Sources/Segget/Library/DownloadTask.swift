@@ -1,0 +1,143 @@
+import Glibc
+import SeggetJournal
+import Synchronization
+
+/// A download running on its own thread, observed and awaited from Swift concurrency.
+///
+/// Create one with ``Download/start()``. The transfer itself runs on a dedicated thread (libcurl's
+/// multi loop blocks), never on the cooperative pool, so any number of downloads can run at once
+/// without starving other tasks.
+///
+/// Stopping: ``cancel()``, or cancelling a Swift task that is awaiting ``result()``, asks the
+/// download to stop at the next opportunity. The journal is saved, ``result()`` throws a
+/// ``SeggetError`` of kind ``FailureKind/interrupted``, and running the same download again later
+/// resumes where it stopped.
+///
+/// ```swift
+/// let task = Download(url: "https://example.com/big.iso").start()
+/// Task { for await p in task.progress { print(p.completedBytes) } }
+/// let result = try await task.result()
+/// ```
+public final class DownloadTask: Sendable {
+    /// Progress snapshots a few times a second; finishes when the download ends. Only the newest
+    /// snapshot is buffered, so a slow reader skips snapshots rather than falling behind.
+    public let progress: AsyncStream<DownloadProgress>
+    /// Notices, retries and re-dials; finishes when the download ends. The most recent 1,000
+    /// events are buffered for a reader that is not keeping up.
+    public let events: AsyncStream<DownloadEvent>
+
+    private let interrupt: InterruptFlag
+    private let state = Mutex(State())
+
+    private struct State {
+        var outcome: Result<DownloadResult, SeggetError>?
+        var waiters: [CheckedContinuation<Result<DownloadResult, SeggetError>, Never>] = []
+    }
+
+    init(download: Download) {
+        let (progress, progressSink) = AsyncStream.makeStream(of: DownloadProgress.self, bufferingPolicy: .bufferingNewest(1))
+        let (events, eventSink) = AsyncStream.makeStream(of: DownloadEvent.self, bufferingPolicy: .bufferingNewest(1000))
+        self.progress = progress
+        self.events = events
+        let interrupt = InterruptFlag()
+        self.interrupt = interrupt
+        let started = DownloadThread.start { [self] in
+            let outcome: Result<DownloadResult, SeggetError>
+            do throws(SeggetError) {
+                outcome = .success(
+                    try download.run(
+                        progress: { progressSink.yield($0) }, events: { eventSink.yield($0) }, interrupt: interrupt))
+            } catch {
+                outcome = .failure(error)
+            }
+            progressSink.finish()
+            eventSink.finish()
+            self.complete(outcome)
+        }
+        if !started {
+            progressSink.finish()
+            eventSink.finish()
+            complete(.failure(SeggetError(.internalError, "could not start a thread for the download: \(Errno(rawValue: errno)).")))
+        }
+    }
+
+    /// Waits for the download to end and returns what it produced.
+    ///
+    /// May be called any number of times, from any task; every caller gets the same outcome.
+    /// Cancelling the calling task stops the download (as ``cancel()`` does); the call then
+    /// throws ``FailureKind/interrupted`` once the journal is saved.
+    public func result() async throws(SeggetError) -> DownloadResult {
+        let outcome = await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<Result<DownloadResult, SeggetError>, Never>) in
+                let ready: Result<DownloadResult, SeggetError>? = state.withLock { s in
+                    if let o = s.outcome { return o }
+                    s.waiters.append(c)
+                    return nil
+                }
+                if let ready { c.resume(returning: ready) }
+            }
+        } onCancel: {
+            interrupt.set()
+        }
+        return try outcome.get()
+    }
+
+    /// Asks the download to stop; returns at once. ``result()`` then throws
+    /// ``FailureKind/interrupted`` and a later run of the same download resumes.
+    public func cancel() { interrupt.set() }
+
+    /// True once the download has ended, successfully or not.
+    public var isFinished: Bool { state.withLock { $0.outcome != nil } }
+
+    private func complete(_ outcome: Result<DownloadResult, SeggetError>) {
+        let waiters = state.withLock { s in
+            s.outcome = outcome
+            defer { s.waiters = [] }
+            return s.waiters
+        }
+        for w in waiters { w.resume(returning: outcome) }
+    }
+}
+
+extension Download {
+    /// Starts the download on a dedicated thread and returns a handle to observe, await or cancel it.
+    public func start() -> DownloadTask { DownloadTask(download: self) }
+
+    /// Downloads the file and returns when it is in place, without blocking a cooperative thread.
+    ///
+    /// Cancelling the calling task stops the download, saves the journal and throws
+    /// ``FailureKind/interrupted``; calling `run()` again on an equal `Download` resumes.
+    public func run() async throws(SeggetError) -> DownloadResult {
+        try await start().result()
+    }
+}
+
+/// A detached POSIX thread for one blocking download (8 MiB stack, like the main thread).
+enum DownloadThread {
+    private final class Box {
+        let body: () -> Void
+        init(_ body: @escaping () -> Void) { self.body = body }
+    }
+
+    /// Returns false (with `errno` set) when the thread could not be created.
+    static func start(_ body: @escaping @Sendable () -> Void) -> Bool {
+        var attr = pthread_attr_t()
+        pthread_attr_init(&attr)
+        defer { pthread_attr_destroy(&attr) }
+        pthread_attr_setdetachstate(&attr, Int32(PTHREAD_CREATE_DETACHED))
+        pthread_attr_setstacksize(&attr, 8 << 20)
+        let box = Unmanaged.passRetained(Box(body)).toOpaque()
+        var thread = pthread_t()
+        let rc = pthread_create(&thread, &attr, { raw in
+            let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
+            box.body()
+            return nil
+        }, box)
+        if rc != 0 {
+            Unmanaged<Box>.fromOpaque(box).release()
+            errno = rc
+            return false
+        }
+        return true
+    }
+}

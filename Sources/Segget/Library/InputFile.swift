@@ -1,0 +1,150 @@
+import SeggetVerify
+
+/// A list of downloads in the aria2 input-file style, as read by `segget -i FILE`.
+///
+/// ```
+/// # comments and blank lines are ignored
+/// https://example.com/a.iso
+///   out=debian.iso
+///   checksum=sha256=9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
+/// https://example.com/b.bin	https://mirror.example.org/b.bin
+///   dir=downloads
+/// ```
+///
+/// A line that starts with a non-blank character holds one URL, or several separated by tabs: the
+/// first is the URL, the others are mirrors of the same file. Lines indented by spaces or tabs
+/// under it are `name=value` options for that URL: `out` (a file name), `dir` (a directory),
+/// `checksum` (`ALGO=HEX`, repeatable), `header` (`Name: value`, repeatable) and `referer`.
+/// Parsing is strict: an unknown option, a malformed URL or checksum is an error naming the line.
+public struct InputFile: Sendable, Equatable {
+    /// One URL of the list with its options.
+    public struct Entry: Sendable, Equatable {
+        /// The http(s) URL to download.
+        public var url: String
+        /// Further URLs of the same file (tab-separated on the URL line).
+        public var mirrors: [String] = []
+        /// The 1-based line of the URL, for messages.
+        public var line: Int
+        /// `out=`: the file name to save as, instead of the one the server suggests.
+        public var outputName: String?
+        /// `dir=`: the directory to save into, instead of the command line's `-d`.
+        public var directory: String?
+        /// `checksum=`: digests the file must match.
+        public var checksums: [ExpectedDigest] = []
+        /// `header=`: extra request header lines.
+        public var headers: [String] = []
+        /// `referer=`: the Referer header to send.
+        public var referer: String?
+
+        public init(url: String, line: Int) {
+            self.url = url
+            self.line = line
+        }
+    }
+
+    /// The entries in file order.
+    public var entries: [Entry]
+
+    public init(entries: [Entry]) { self.entries = entries }
+
+    /// The option names an indented line may use.
+    public static let optionNames = ["out", "dir", "checksum", "header", "referer"]
+
+    /// Parses the text of an input file (UTF-8; LF or CRLF line ends).
+    public init(parsing text: String) throws(InputFileError) {
+        var entries: [Entry] = []
+        var number = 0
+        for rawLine in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            number += 1
+            var line = Substring(rawLine)
+            if line.last == "\r" { line = line.dropLast() }
+            let indented = line.first == " " || line.first == "\t"
+            let content = line.trimmingSpacesAndTabs()
+            if content.isEmpty || content.first == "#" { continue }
+            if !indented {
+                let urls = content.split(separator: "\t").map { String($0.trimmingSpacesAndTabs()) }.filter { !$0.isEmpty }
+                for u in urls {
+                    if let problem = Self.urlProblem(u) { throw InputFileError(line: number, message: problem) }
+                }
+                var entry = Entry(url: urls[0], line: number)
+                entry.mirrors = Array(urls.dropFirst())
+                entries.append(entry)
+                continue
+            }
+            guard !entries.isEmpty else {
+                throw InputFileError(line: number, message: "the option '\(content)' comes before any URL; indented lines belong to the URL above them.")
+            }
+            guard let eq = content.firstIndex(of: "=") else {
+                throw InputFileError(line: number, message: "expected an indented option NAME=VALUE, such as out=file.iso (got '\(content)').")
+            }
+            let name = String(content[..<eq]).trimmingSpacesAndTabs().lowercased()
+            let value = String(content[content.index(after: eq)...].trimmingSpacesAndTabs())
+            guard !value.isEmpty else {
+                throw InputFileError(line: number, message: "the option '\(name)' has an empty value.")
+            }
+            let i = entries.count - 1
+            switch name {
+            case "out":
+                guard !value.contains("/"), value != ".", value != ".." else {
+                    throw InputFileError(line: number, message: "out= takes a file name without '/' (got '\(value)'); use dir= for the directory.")
+                }
+                entries[i].outputName = value
+            case "dir":
+                entries[i].directory = value
+            case "checksum":
+                do {
+                    entries[i].checksums.append(try ExpectedDigest(parsing: value))
+                } catch {
+                    throw InputFileError(line: number, message: "\(error)")
+                }
+            case "header":
+                guard value.contains(":") else {
+                    throw InputFileError(line: number, message: "header= takes 'Name: value' (got '\(value)').")
+                }
+                entries[i].headers.append(value)
+            case "referer":
+                entries[i].referer = value
+            default:
+                throw InputFileError(line: number, message: "unknown option '\(name)'; the options are \(Self.optionNames.joined(separator: ", ")).")
+            }
+        }
+        self.entries = entries
+    }
+
+    /// Why `url` cannot be downloaded, or nil when it is an absolute http(s) URL.
+    public static func urlProblem(_ url: String) -> String? {
+        guard let parts = URLParts(url) else {
+            return "'\(URLParts.redactingCredentials(url))' is not an absolute URL; give one such as https://example.com/file.iso."
+        }
+        guard parts.isHTTPFamily else {
+            return "the scheme '\(parts.scheme)' is not supported; segget downloads http:// and https:// URLs."
+        }
+        if url.contains(where: { $0 == " " || $0.isNewline }) || url.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
+            return "'\(URLParts.redactingCredentials(url))' contains spaces or control characters; percent-encode them (%20)."
+        }
+        return nil
+    }
+}
+
+/// A problem in an input file, with the 1-based line it was found on.
+public struct InputFileError: Error, CustomStringConvertible, Sendable, Equatable {
+    public let line: Int
+    public let message: String
+
+    public init(line: Int, message: String) {
+        self.line = line
+        self.message = message
+    }
+
+    /// `line 3: …`
+    public var description: String { "line \(line): \(message)" }
+}
+
+extension StringProtocol {
+    func trimmingSpacesAndTabs() -> Substring {
+        var s = Substring(self)
+        while let f = s.first, f == " " || f == "\t" { s.removeFirst() }
+        while let l = s.last, l == " " || l == "\t" { s.removeLast() }
+        return s
+    }
+}

@@ -1,0 +1,228 @@
+import Dispatch
+import Glibc
+import Segget
+import SeggetVerify
+import Synchronization
+
+/// What happened to one file of a run.
+struct Outcome: Sendable {
+    enum Status: Sendable {
+        case done(DownloadResult)
+        /// `--skip-existing` found the output file already there.
+        case skipped
+        case failed(SeggetError)
+        /// The run was interrupted before this file started.
+        case notStarted
+    }
+    /// 1-based position in the list.
+    var id: Int
+    var url: String
+    var path: String?
+    var status: Status
+}
+
+/// A file about to be downloaded, as announced to a reporter.
+struct JobStart: Sendable {
+    var id: Int
+    var url: String
+    /// Where the file will be saved; nil when only the download will decide (one URL, human output).
+    var path: String?
+    var size: Int64?
+    var connections: Int
+    var autoConnections: Bool
+}
+
+/// Receives everything the user sees. Called from download threads, possibly several at once.
+protocol Reporter: Sendable {
+    func started(_ job: JobStart)
+    func progress(id: Int, _ p: DownloadProgress)
+    func event(id: Int, _ e: DownloadEvent)
+    func finished(id: Int, url: String, _ r: DownloadResult)
+    func skipped(id: Int, url: String, path: String)
+    func failed(id: Int, url: String, path: String?, _ e: SeggetError)
+    /// Once, after every file has ended.
+    func summary(_ outcomes: [Outcome], seconds: Double)
+}
+
+/// Downloads a list of files, `jobs` at a time, under one connection budget.
+///
+/// Rules (documented in `segget --help` and the README):
+/// - Budget: all files together use at most `totalConnections` (default: the larger of 16 and
+///   `-n`). At most that many files run at once, and each gets `min(-n, budget / jobs)` connections.
+/// - Names: in list mode every file's path is decided before it starts, in list order, through
+///   `OutputNames` (`file.bin`, `file.1.bin`, …), from `out=`, else the server's suggestion (one
+///   probing request), else the URL.
+/// - Exit status: 0 when all succeeded (or were skipped), 130 when interrupted, else the code of
+///   the first failed file in list order.
+struct Batch: Sendable {
+    let entries: [InputFile.Entry]
+    let base: DownloadOptions
+    let jobs: Int
+    let totalConnections: Int?
+    /// More than one URL, or `-i`: paths decided up front, a summary table at the end.
+    let listMode: Bool
+    let skipExisting: Bool
+    /// `--checksum-file`: its path and text.
+    let checksumFile: (path: String, text: String)?
+
+    var budget: Int { totalConnections ?? max(16, base.connections) }
+    var parallelFiles: Int { max(1, min(jobs, budget, entries.count)) }
+    var connectionsPerFile: Int { min(base.connections, max(1, budget / parallelFiles)) }
+
+    private struct Shared {
+        var next = 0
+        var named = 0
+        var names = OutputNames()
+        var outcomes: [Outcome?]
+    }
+
+    private final class SharedBox: Sendable {
+        let state: Mutex<Shared>
+        init(count: Int) { state = Mutex(Shared(outcomes: Array(repeating: nil, count: count))) }
+        func withLock<T>(_ body: (inout Shared) -> T) -> T { state.withLock { body(&$0) } }
+    }
+
+    func run(reporter: Reporter, interrupt: InterruptFlag) -> [Outcome] {
+        let started = DispatchTime.now().uptimeNanoseconds
+        let shared = SharedBox(count: entries.count)
+        let group = DispatchGroup()
+        for _ in 0..<parallelFiles {
+            DispatchQueue.global().async(group: group) {
+                while true {
+                    let k: Int = shared.withLock { s in
+                        defer { s.next += 1 }
+                        return s.next
+                    }
+                    guard k < entries.count else { return }
+                    let outcome = runOne(k, shared: shared, reporter: reporter, interrupt: interrupt)
+                    shared.withLock { $0.outcomes[k] = outcome }
+                }
+            }
+        }
+        group.wait()
+        let outcomes = shared.withLock { s in
+            s.outcomes.enumerated().map { $0.element ?? Outcome(id: $0.offset + 1, url: entries[$0.offset].url, status: .notStarted) }
+        }
+        reporter.summary(outcomes, seconds: Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9)
+        return outcomes
+    }
+
+    private func options(for entry: InputFile.Entry) -> DownloadOptions {
+        var o = base
+        o.connections = connectionsPerFile
+        if !entry.mirrors.isEmpty { o.mirrors = entry.mirrors }
+        o.checksums += entry.checksums
+        o.transfer.headers += entry.headers
+        if let r = entry.referer { o.transfer.referer = r }
+        if let d = entry.directory { o.directory = d }
+        return o
+    }
+
+    private func runOne(_ k: Int, shared: SharedBox, reporter: Reporter, interrupt: InterruptFlag) -> Outcome {
+        let entry = entries[k]
+        let id = k + 1
+        var opts = options(for: entry)
+        let download0 = Download(url: entry.url, options: opts)
+
+        // A probe learns the server's name (and size for the start message). Its failure is not
+        // reported: the download itself retries and gives the real error.
+        var info: RemoteFileInfo?
+        if listMode && !interrupt.isSet {
+            info = try? download0.probe()
+        }
+
+        // Names are claimed strictly in list order, so a rerun picks the same names.
+        while shared.withLock({ $0.named }) != k { usleep(2000) }
+        var path: String?
+        if listMode {
+            let name = entry.outputName ?? info?.suggestedFileName ?? FileName.fromURLPath(entry.url)
+            path = shared.withLock { $0.names.claim(name: name, directory: opts.directory) }
+        } else if let o = opts.outputPath {
+            path = o
+        }
+        shared.withLock { $0.named += 1 }
+
+        if interrupt.isSet { return Outcome(id: id, url: entry.url, path: path, status: .notStarted) }
+        func fail(_ e: SeggetError) -> Outcome {
+            reporter.failed(id: id, url: entry.url, path: path, e)
+            return Outcome(id: id, url: entry.url, path: path, status: .failed(e))
+        }
+
+        if listMode, let path {
+            let dir = parentDirectory(path)
+            if let problem = makeDirectories(dir) { return fail(SeggetError(.fileSystem, problem)) }
+            opts.outputPath = path
+            opts.directory = nil
+        }
+        if skipExisting, let path, fileExists(path) {
+            reporter.skipped(id: id, url: entry.url, path: path)
+            return Outcome(id: id, url: entry.url, path: path, status: .skipped)
+        }
+        if let (cfPath, text) = checksumFile {
+            let name = lastPathComponent(path ?? opts.outputPath ?? FileName.fromURLPath(entry.url))
+            do {
+                opts.checksums.append(try ChecksumFile.expectedDigest(in: text, forFileName: name))
+            } catch {
+                // In a list, the checksum file covers the files it names; alone, it must name this one.
+                guard listMode else { return fail(SeggetError(.usage, "\(cfPath): \(error)")) }
+                reporter.event(id: id, .notice("\(cfPath) has no digest for \(name); it is checked only against digests the server sends."))
+            }
+        }
+
+        reporter.started(
+            JobStart(
+                id: id, url: entry.url, path: path, size: info?.totalBytes,
+                connections: info.map { $0.acceptsRanges && $0.totalBytes != nil } == false ? 1 : opts.connections,
+                autoConnections: opts.autoConnections))
+        let download = Download(url: entry.url, options: opts)
+        do throws(SeggetError) {
+            let result = try download.run(
+                progress: { reporter.progress(id: id, $0) }, events: { reporter.event(id: id, $0) }, interrupt: interrupt)
+            reporter.finished(id: id, url: entry.url, result)
+            return Outcome(id: id, url: entry.url, path: result.path, status: .done(result))
+        } catch {
+            return fail(error)
+        }
+    }
+
+    /// 0 when every file succeeded or was skipped; 130 when the run was interrupted; otherwise the
+    /// exit code of the first failed file in list order.
+    static func exitCode(_ outcomes: [Outcome]) -> Int32 {
+        var first: Int32?
+        for o in outcomes {
+            switch o.status {
+            case .done, .skipped: continue
+            case .notStarted: return FailureKind.interrupted.exitCode
+            case .failed(let e):
+                if e.kind == .interrupted { return e.exitCode }
+                if first == nil { first = e.exitCode }
+            }
+        }
+        return first ?? 0
+    }
+}
+
+func parentDirectory(_ path: String) -> String {
+    guard let slash = path.lastIndex(of: "/") else { return "." }
+    let p = String(path[..<slash])
+    return p.isEmpty ? "/" : p
+}
+
+func fileExists(_ path: String) -> Bool {
+    var st = stat()
+    return lstat(path, &st) == 0
+}
+
+/// `mkdir -p`; returns a sentence on failure.
+func makeDirectories(_ dir: String) -> String? {
+    if dir == "." || dir == "/" || dir.isEmpty { return nil }
+    var st = stat()
+    if stat(dir, &st) == 0 {
+        return (st.st_mode & S_IFMT) == S_IFDIR ? nil : "\(dir) exists and is not a directory."
+    }
+    if let problem = makeDirectories(parentDirectory(dir)) { return problem }
+    if mkdir(dir, 0o755) != 0 && errno != EEXIST {
+        return "could not create the directory \(dir): \(String(cString: strerror(errno)))."
+    }
+    return nil
+}
