@@ -349,7 +349,8 @@ final class FetchEngine {
             if target.ranged {
                 guard w.isDuplicate || scheduler.run(of: w.id) != nil else { continue }
             }
-            start(w, bytes: w.pos..<w.end, fresh: true)
+            // Without ranges a retry can only start over from byte 0.
+            start(w, bytes: (target.ranged ? w.pos : 0)..<w.end, fresh: true)
         }
     }
 
@@ -448,6 +449,8 @@ final class FetchEngine {
             }
             if let total = target.totalLength, let cl = h.contentLength, cl != total {
                 w.stop = .resourceChanged("its length changed from \(total) to \(cl) bytes")
+            } else if let reason = validatorChange(h, w) {
+                w.stop = .resourceChanged(reason)
             }
             return
         }
@@ -521,6 +524,10 @@ final class FetchEngine {
         case .rangesIgnored(let r):
             if ignored == nil { ignored = r }
         case .none:
+            if !target.ranged && target.totalLength == nil && code == .ok {
+                // A chunked or close-delimited body ends when the server says so.
+                w.end = w.pos
+            }
             if w.pos >= w.end {
                 if target.ranged { becomeIdle(w) }
             } else if code == .ok || code == .partialFile {
@@ -586,6 +593,10 @@ final class FetchEngine {
         if settings.redialSlow && target.ranged { redialSlowConnections(now: now) }
         if settings.autoConnections && target.ranged { growConnections(now: now) }
         checkpointThread?.poke()
+        if !target.ranged, workers[0].pos > streamPrefix {
+            streamPrefix = workers[0].pos
+            onPrefix?(streamPrefix)
+        }
         reportProgress(now: now)
     }
 
