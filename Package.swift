@@ -38,6 +38,8 @@ let package = Package(
         // An HTTP/1.1 server that misbehaves on purpose, for tests, demos and benchmarks.
         .target(name: "SeggetTestServer"),
         .executableTarget(name: "segget-testserver", dependencies: ["SeggetTestServer"]),
+        // A program using the library's async API (docs/library.md); built so that it never rots.
+        .executableTarget(name: "segget-example", dependencies: ["Segget"], path: "Examples/ProgressDownload"),
 
         .testTarget(name: "SeggetTests", dependencies: ["Segget"]),
         .testTarget(name: "SeggetVerifyTests", dependencies: ["SeggetVerify"]),
