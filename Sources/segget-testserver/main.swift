@@ -116,6 +116,10 @@ let options = parseOptions(Array(CommandLine.arguments.dropFirst()))
 
 // Block the signals before any server thread exists so that they all inherit the mask and only
 // sigwait below receives SIGTERM/SIGINT.
+// A shell starts background jobs with SIGINT ignored, and an ignored signal is discarded before
+// sigwait can see it: restore the default action (harmless while the signal is blocked).
+signal(SIGINT, SIG_DFL)
+signal(SIGTERM, SIG_DFL)
 var stopSignals = sigset_t()
 sigemptyset(&stopSignals)
 sigaddset(&stopSignals, SIGINT)
