@@ -18,6 +18,7 @@ struct Connection {
     }
 
     mutating func run() {
+        defer { lingeringClose() }
         while !stop.isFired {
             switch reader.next() {
             case .closed:
@@ -102,6 +103,18 @@ struct Connection {
             guard Sock.sendAll(fd, Array("0\r\n\r\n".utf8)) else { return false }
         }
         return !closing
+    }
+
+    /// Sends FIN and drains briefly before the caller closes: closing a socket with unread input
+    /// sends RST, which can make the client lose the end of a response it has not read yet.
+    private func lingeringClose() {
+        Sock.shutdownWrite(fd)
+        var scratch = [UInt8](repeating: 0, count: 4096)
+        let deadline = MonotonicClock.seconds + 0.5
+        while MonotonicClock.seconds < deadline, Sock.waitReadable(fd, wake: stop.readFD, timeoutMs: 100) {
+            let n = scratch.withUnsafeMutableBytes { Sock.receive(fd, into: $0) }
+            if n <= 0 { return }
+        }
     }
 
     /// Reads and drops whatever the client sends until it closes or the server stops.

@@ -166,6 +166,10 @@ enum Sock {
         _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
     }
 
+    static func shutdownWrite(_ fd: Int32) {
+        _ = shutdown(fd, Int32(SHUT_WR))
+    }
+
     static func shutdownBoth(_ fd: Int32) {
         _ = shutdown(fd, Int32(SHUT_RDWR))
     }
