@@ -66,13 +66,17 @@ struct Connection {
             let sliceSize = min(Int64(bucket.sliceSize), limit - sent)
             let n = Int(sliceSize)
             // Chunked framing is built around the payload in the same buffer: one send per chunk.
-            let prefix = chunked ? Array("\(String(n, radix: 16))\r\n".utf8) : []
-            fillBody(plan.body, offset: sent, count: n, at: prefix.count)
             guard bucket.acquire(n, stop: stop) else { return false }
             // Count before sending: a client may read the bytes and look at the counters before this
             // thread runs again, so the counters must never lag behind what the client can see.
             server.countBody(n, for: prepared.handle)
-            let (ok, payload) = buffer.withUnsafeMutableBytes { raw -> (Bool, Int) in
+            var direct: (written: Int, ok: Bool)?
+            if !chunked, case .slice(let rep, let offset, _) = plan.body {
+                direct = rep.sendDirect(to: fd, at: offset + sent, count: n)
+            }
+            let prefix = chunked ? Array("\(String(n, radix: 16))\r\n".utf8) : []
+            if direct == nil { fillBody(plan.body, offset: sent, count: n, at: prefix.count) }
+            let (ok, payload) = direct.map { ($0.ok, $0.written) } ?? buffer.withUnsafeMutableBytes { raw -> (Bool, Int) in
                 for (i, b) in prefix.enumerated() { raw[i] = b }
                 var end = prefix.count + n
                 if chunked {

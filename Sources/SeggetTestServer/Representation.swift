@@ -122,6 +122,23 @@ final class Representation: @unchecked Sendable {
         }
     }
 
+    /// Sends `count` bytes from `offset` straight to `socket` without copying through a buffer:
+    /// sendfile for files, the array's storage for memory. Nil when the bytes must be built
+    /// (derived versions, or a span past the end), so the caller falls back to `read`.
+    func sendDirect(to socket: Int32, at offset: Int64, count: Int) -> (written: Int, ok: Bool)? {
+        guard offset >= 0, count >= 0, offset + Int64(count) <= length else { return nil }
+        switch storage {
+        case .memory(let bytes):
+            return bytes.withUnsafeBytes { raw in
+                Sock.sendAll(socket, UnsafeRawBufferPointer(rebasing: raw[Int(offset)..<(Int(offset) + count)]))
+            }
+        case .file(let backing):
+            return Sock.sendFile(socket, from: backing.fd, at: offset, count: count)
+        case .derived, .broken:
+            return nil
+        }
+    }
+
     /// SHA-256 of the whole representation (cached).
     var sha256: [UInt8] {
         if let cached = digestLock.withLock({ cachedSHA256 }) { return cached }

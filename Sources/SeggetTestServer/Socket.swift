@@ -132,6 +132,24 @@ enum Sock {
         return (done, true)
     }
 
+    /// sendfile(2) until `count` bytes are out; the page cache goes to the socket with no user copy.
+    static func sendFile(_ fd: Int32, from file: Int32, at offset: Int64, count: Int) -> (written: Int, ok: Bool) {
+        var position = off_t(offset)
+        var done = 0
+        while done < count {
+            let n = sendfile(fd, file, &position, count - done)
+            if n > 0 {
+                done += n
+            } else if n < 0 && errno == EINTR {
+                continue
+            } else {
+                // 0 means the file shrank under us; negative is a socket error.
+                return (done, false)
+            }
+        }
+        return (done, true)
+    }
+
     static func sendAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
         bytes.withUnsafeBytes { sendAll(fd, $0).ok }
     }
