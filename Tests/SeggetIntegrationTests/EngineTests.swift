@@ -111,13 +111,9 @@ import Testing
             try Download(url: server.baseURL + "/redirect/f?loop=1", options: Self.options(2, dir: dir)).run()
         }
         for to in ["file:///etc/passwd", "ftp://127.0.0.1/f"] {
-            do {
-                _ = try Download(url: server.baseURL + "/redirect/f?to=\(to)", options: Self.options(2, dir: dir)).run()
-                Issue.record("redirect to \(to) was followed")
-            } catch {
-                #expect(error.kind == .protocolViolation)
-                #expect(error.message.contains("only http and https"))
-            }
+            let error = downloadError(server.baseURL + "/redirect/f?to=\(to)", Self.options(2, dir: dir))
+            #expect(error?.kind == .protocolViolation, "redirect to \(to)")
+            #expect(error?.message.contains("only http and https") == true)
         }
         #expect(!TestFiles.exists(dir.path("out.bin")))
     }
@@ -127,14 +123,10 @@ import Testing
         try server.start()
         defer { server.stop() }
         let dir = try TempDir()
-        do {
-            _ = try Download(url: server.baseURL + "/missing", options: Self.options(4, dir: dir)).run()
-            Issue.record("no error for 404")
-        } catch {
-            #expect(error.kind == .httpStatus)
-            #expect(error.httpStatus == 404)
-            #expect(error.exitCode == 4)
-        }
+        let error = downloadError(server.baseURL + "/missing", Self.options(4, dir: dir))
+        #expect(error?.kind == .httpStatus)
+        #expect(error?.httpStatus == 404)
+        #expect(error?.exitCode == 4)
         #expect(!TestFiles.exists(dir.path("out.bin")))
         #expect(!TestFiles.exists(dir.path("out.bin.segget-part")))
     }
@@ -151,6 +143,15 @@ import Testing
         let cd = "attachment%3B%20filename%3D%22..%2F..%2Fevil.sh%22"
         let r = try Download(url: server.baseURL + "/disposition/f?cd=\(cd)", options: o).run()
         #expect(r.path == dir.path("evil.sh"))
+    }
+}
+
+/// Runs a download that is expected to fail and returns its error (nil if it succeeded).
+func downloadError(_ url: String, _ options: DownloadOptions, events: (@Sendable (DownloadEvent) -> Void)? = nil) -> SeggetError? {
+    let result = Result { () throws(SeggetError) -> DownloadResult in try Download(url: url, options: options).run(events: events) }
+    switch result {
+    case .success: return nil
+    case .failure(let e): return e
     }
 }
 

@@ -176,3 +176,19 @@ final class MultiHandle {
         return out
     }
 }
+
+/// Resolves a `Location` value (absolute or relative) against the URL it came from, with libcurl's
+/// URL parser. Nil when the result is not a valid URL.
+///
+/// The corresponding C functions are `curl_url_set` and `curl_url_get`.
+func resolveURL(_ reference: String, against base: String) -> String? {
+    guard let h = curl_url() else { return nil }
+    defer { curl_url_cleanup(h) }
+    guard curl_url_set(h, CURLUPART_URL, base, 0) == CURLUE_OK else { return nil }
+    // Allow any scheme here so that the redirect policy can name and refuse it.
+    guard curl_url_set(h, CURLUPART_URL, reference, UInt32(CURLU_NON_SUPPORT_SCHEME)) == CURLUE_OK else { return nil }
+    var out: UnsafeMutablePointer<CChar>?
+    guard curl_url_get(h, CURLUPART_URL, &out, 0) == CURLUE_OK, let out else { return nil }
+    defer { curl_free(out) }
+    return String(cString: out)
+}

@@ -81,13 +81,13 @@ struct Prober {
         var opts = options
         var hops = 0
         while true {
-            let (ctx, code, handle) = request(current, options: opts)
+            let (ctx, code, _) = request(current, options: opts)
             let head = ctx.head
             if code != .ok && !(code == .writeError && head.isComplete) {
                 throw Self.networkError(code, url: current)
             }
             if (300...399).contains(head.status), head.status != 304 {
-                guard let next = handle.redirectURL else {
+                guard let location = head.value("location"), let next = resolveURL(location, against: current) else {
                     throw SeggetError(.protocolViolation, "the server answered \(head.status) without a Location header; there is nothing to follow.", httpStatus: head.status)
                 }
                 hops += 1
