@@ -63,33 +63,15 @@ struct Connection {
 
         var sent: Int64 = 0
         while sent < limit {
-            let sliceSize = min(Int64(bucket.sliceSize), limit - sent)
-            let n = Int(sliceSize)
-            // Chunked framing is built around the payload in the same buffer: one send per chunk.
+            let n = Int(min(Int64(bucket.sliceSize), limit - sent))
             guard bucket.acquire(n, stop: stop) else { return false }
             // Count before sending: a client may read the bytes and look at the counters before this
             // thread runs again, so the counters must never lag behind what the client can see.
             server.countBody(n, for: prepared.handle)
-            var direct: (written: Int, ok: Bool)?
-            if !chunked, case .slice(let rep, let offset, _) = plan.body {
-                direct = rep.sendDirect(to: fd, at: offset + sent, count: n)
-            }
-            let prefix = chunked ? Array("\(String(n, radix: 16))\r\n".utf8) : []
-            if direct == nil { fillBody(plan.body, offset: sent, count: n, at: prefix.count) }
-            let (ok, payload) = direct.map { ($0.ok, $0.written) } ?? buffer.withUnsafeMutableBytes { raw -> (Bool, Int) in
-                for (i, b) in prefix.enumerated() { raw[i] = b }
-                var end = prefix.count + n
-                if chunked {
-                    raw[end] = 13
-                    raw[end + 1] = 10
-                    end += 2
-                }
-                let (written, ok) = Sock.sendAll(fd, UnsafeRawBufferPointer(rebasing: raw[..<end]))
-                return (ok, max(0, min(n, written - prefix.count)))
-            }
-            if payload < n { server.countBody(payload - n, for: prepared.handle) }
-            prepared.record.bodyBytesSent += Int64(payload)
-            sent += Int64(payload)
+            let (written, ok) = sendSlice(plan.body, offset: sent, count: n, chunked: chunked)
+            if written < n { server.countBody(written - n, for: prepared.handle) }
+            prepared.record.bodyBytesSent += Int64(written)
+            sent += Int64(written)
             guard ok else { return false }
         }
 
@@ -107,6 +89,32 @@ struct Connection {
             guard Sock.sendAll(fd, Array("0\r\n\r\n".utf8)) else { return false }
         }
         return !closing
+    }
+
+    /// Sends `count` body bytes starting `offset` bytes into the body; returns the payload bytes written.
+    private mutating func sendSlice(_ body: ResponsePlan.Body, offset: Int64, count: Int, chunked: Bool)
+        -> (written: Int, ok: Bool)
+    {
+        if !chunked, case .slice(let rep, let sliceOffset, _) = body,
+            let direct = rep.sendDirect(to: fd, at: sliceOffset + offset, count: count)
+        {
+            return direct
+        }
+        // Chunked framing is built around the payload in the same buffer: one send per chunk.
+        let prefix = chunked ? Array("\(String(count, radix: 16))\r\n".utf8) : []
+        fillBody(body, offset: offset, count: count, at: prefix.count)
+        let fd = self.fd
+        return buffer.withUnsafeMutableBytes { raw in
+            for (i, b) in prefix.enumerated() { raw[i] = b }
+            var end = prefix.count + count
+            if chunked {
+                raw[end] = 13
+                raw[end + 1] = 10
+                end += 2
+            }
+            let (written, ok) = Sock.sendAll(fd, UnsafeRawBufferPointer(rebasing: raw[..<end]))
+            return (max(0, min(count, written - prefix.count)), ok)
+        }
     }
 
     /// Sends FIN and drains briefly before the caller closes: closing a socket with unread input
