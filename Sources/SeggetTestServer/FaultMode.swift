@@ -25,7 +25,7 @@
 /// | always416 | every ranged GET gets 416 | |
 /// | stall | sends `after` body bytes then nothing, connection held until stop() | after (0) |
 /// | drop | closes after `after` body bytes, for the first `times` requests | after (0), times (all) |
-/// | digest | `Repr-Digest: sha-256=:…:` of the full representation | wrong=1, md5=1 (Content-MD5), legacy=1 (`Digest: SHA-256=`) |
+/// | digest | `Repr-Digest: sha-256=:…:` of the full representation | wrong=1 (flips a bit), md5=1 (`Content-MD5` instead), legacy=1 (`Digest: SHA-256=`) |
 /// | disposition | `Content-Disposition` set to the percent-decoded `cd` (CR/LF removed) | cd (attachment) |
 public enum FaultMode: String, CaseIterable, Sendable {
     case normal

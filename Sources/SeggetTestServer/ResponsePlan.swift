@@ -144,12 +144,12 @@ struct ResponsePlanner {
             if let times = p.int("times"), n > times { break }
             plan.cutoff = .close(after: max(0, p.int("after") ?? 0))
         case .digest:
+            var digest = p.flag("md5") ? representation.md5 : representation.sha256
+            // A wrong digest that is still well-formed: the right one with its first bit flipped.
+            if p.flag("wrong") { digest[0] ^= 0x80 }
             if p.flag("md5") {
-                plan.headers.append(("Content-MD5", Base64.encode(representation.md5)))
+                plan.headers.append(("Content-MD5", Base64.encode(digest)))
             } else {
-                var digest = representation.sha256
-                // A wrong digest that is still well-formed: the right one with its first bit flipped.
-                if p.flag("wrong") { digest[0] ^= 0x80 }
                 if p.flag("legacy") {
                     plan.headers.append(("Digest", "SHA-256=\(Base64.encode(digest))"))
                 } else {

@@ -131,7 +131,7 @@ public final class TestServer: @unchecked Sendable {
 
     /// "The file changed on the server": later requests see the new bytes and validators.
     /// nil validators are derived as for `addResource`.
-    public func replaceResource(name: String, bytes: [UInt8], etag: String?, lastModified: String?) {
+    public func replaceResource(name: String, bytes: [UInt8], etag: String? = nil, lastModified: String? = nil) {
         addResource(name: name, bytes: bytes, etag: etag, lastModified: lastModified)
     }
 

@@ -329,6 +329,20 @@ private func base64OfToolDigest(_ tool: String, _ path: String) throws -> String
         }
     }
 
+    @Test func stopClosesIdleKeepAliveConnections() throws {
+        let server = try TestServer()
+        server.addResource(name: "f.bin", bytes: body)
+        try server.start()
+        let client = try RawClient(port: server.port)
+        try client.request("GET", "/f.bin", ["Range: bytes=0-9"])
+        #expect(try client.readResponse().status == 206)
+        let start = Date()
+        server.stop()
+        #expect(Date().timeIntervalSince(start) < 5)
+        #expect(client.isClosedByPeer())
+        #expect(throws: (any Error).self) { _ = try RawClient(port: server.port) }
+    }
+
     @Test func bodyBytesAreCountedPerRequestAndInTotal() throws {
         try withServer(["f.bin": body]) { server in
             _ = try fetch(server, "/f.bin", ["Range: bytes=0-999"])
@@ -492,6 +506,9 @@ private func base64OfToolDigest(_ tool: String, _ path: String) throws -> String
         #expect(wrong.headers["repr-digest"] != "sha-256=:\(sha):")
         let m = try fetch(server, "/digest/f.bin?md5=1")
         #expect(m.headers["content-md5"] == md5)
+        #expect(m.headers["repr-digest"] == nil)
+        let wrongMD5 = try fetch(server, "/digest/f.bin?md5=1&wrong=1")
+        #expect(wrongMD5.headers["content-md5"] != nil && wrongMD5.headers["content-md5"] != md5)
     }
 
     @Test func statusModeAnswersTheCodeTheFirstTimes() throws {
