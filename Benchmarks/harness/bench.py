@@ -115,6 +115,24 @@ def ensure_random_file(data_dir: Path, size: int) -> Path:
     return path
 
 
+def last_output_line(log_path: Path) -> str:
+    """The first line the tool printed in its latest run (each run in the log starts with `$ `)."""
+    try:
+        lines = [l.strip() for l in log_path.read_text(errors="replace").splitlines() if l.strip()]
+    except OSError:
+        return ""
+    starts = [i for i, l in enumerate(lines) if l.startswith("$ ")]
+    latest = lines[starts[-1] + 1:] if starts else lines
+    return latest[0][:200] if latest else ""
+
+
+def with_reason(fail: str | None, log_path: Path) -> str | None:
+    if fail is None or not fail.startswith("exit code"):
+        return fail
+    line = last_output_line(log_path)
+    return f"{fail} ({line})" if line else fail
+
+
 def same_content(out: Path, src: Path) -> bool:
     """Byte-for-byte comparison (cmp reads both files; both are in the page cache)."""
     if not out.exists() or out.stat().st_size != src.stat().st_size:
@@ -217,10 +235,10 @@ class Bench:
         argv = tool.build(self.args.connections, out, url, scn.tls, size, False)
         self.clean_dl()
         offset = self.nginx.log_offset()
-        m = measure.run(argv, self.dl_dir, self.logs_dir / f"{scn.name}-{tool.name}.log",
-                        self.timeout_for(scn, tool, size))
+        log_path = self.logs_dir / f"{scn.name}-{tool.name}.log"
+        m = measure.run(argv, self.dl_dir, log_path, self.timeout_for(scn, tool, size))
         self.nginx.quiesce()
-        fail = self.check_output(m, out, src)
+        fail = with_reason(self.check_output(m, out, src), log_path)
         self.clean_dl()
         rec = self.base_record(scn, tool, rep, size)
         rec.update(
@@ -241,11 +259,12 @@ class Bench:
         offset = self.nginx.log_offset()
         walls, cpu, user, sys_, rss, fail, codes = [], 0.0, 0.0, 0.0, 0, None, []
         for _ in range(self.args.small_batch):
-            m = measure.run(argv, self.dl_dir, self.logs_dir / f"{scn.name}-{tool.name}.log", 30)
+            log_path = self.logs_dir / f"{scn.name}-{tool.name}.log"
+            m = measure.run(argv, self.dl_dir, log_path, 30)
             walls.append(m.wall_s)
             user, sys_, rss = user + m.user_s, sys_ + m.sys_s, max(rss, m.maxrss_kib)
             codes.append(m.exit_code)
-            fail = fail or self.check_output(m, out, src)
+            fail = fail or with_reason(self.check_output(m, out, src), log_path)
             self.clean_dl()
         self.nginx.quiesce()
         rec = self.base_record(scn, tool, rep, size)
@@ -280,7 +299,7 @@ class Bench:
                 break
             self.nginx.quiesce()
         self.nginx.quiesce()
-        fail = self.check_output(m, out, src)
+        fail = with_reason(self.check_output(m, out, src), log_path)
         identical = same_content(out, src)
         leftovers = sorted(p.name for p in self.dl_dir.iterdir() if p.name != out.name)
         self.clean_dl()

@@ -78,10 +78,14 @@ def _throughput_table(records, scn, has_segget: bool) -> list[str]:
             row.append(_range([r["slow_connections"] for r in good]))
         row.append(okfail)
         lines.append("| " + " | ".join(row) + " |")
-    fails = [r for rs in groups.values() for r in rs if not r["ok"]]
-    for r in fails:
-        lines.append(f"\nFAIL: {r['tool']} rep {r['rep']}: {r['fail']}")
-    return lines
+    return lines + _failures(groups)
+
+
+def _failures(groups) -> list[str]:
+    fails = [r for t in _order(groups) for r in groups[t] if not r["ok"]]
+    if not fails:
+        return []
+    return ["", "FAIL runs:", ""] + [f"- {r['tool']} rep {r['rep']}: {r['fail']}" for r in fails]
 
 
 def _killresume_table(records, scn) -> list[str]:
@@ -109,11 +113,7 @@ def _killresume_table(records, scn) -> list[str]:
             f"{good}/{len(rs) - good}",
         ]
         lines.append("| " + " | ".join(row) + " |")
-    for rs in groups.values():
-        for r in rs:
-            if not r["ok"]:
-                lines.append(f"\nFAIL: {r['tool']} rep {r['rep']}: {r['fail']}")
-    return lines
+    return lines + _failures(groups)
 
 
 def markdown(records, ctx) -> str:
