@@ -171,10 +171,6 @@ struct Get: ParsableCommand {
         if let t = totalConnections, !(1...512).contains(t) {
             throw ValidationError("--total-connections takes a number from 1 to 512 (got \(t)).")
         }
-        if urls.isEmpty && inputFile == nil { throw ValidationError("give a URL to download, or -i FILE with a list of URLs.") }
-        for u in urls + mirrors {
-            if let problem = InputFile.urlProblem(u) { throw ValidationError(problem) }
-        }
         let several = urls.count > 1 || inputFile != nil
         if several && output != nil {
             throw ValidationError("-o names one file; with several URLs use -d DIR, or out=NAME lines in an input file.")
@@ -247,6 +243,12 @@ struct Get: ParsableCommand {
     }
 
     func run() throws {
+        // Checked here, not in validate(): ArgumentParser reports unknown options only after
+        // validate(), and "unknown option --foo" is the better message for `segget --foo URL`.
+        if urls.isEmpty && inputFile == nil { throw SeggetError(.usage, "give a URL to download, or -i FILE with a list of URLs.") }
+        for u in urls + mirrors {
+            if let problem = InputFile.urlProblem(u) { throw SeggetError(.usage, problem) }
+        }
         var entries = urls.enumerated().map { InputFile.Entry(url: $0.element, line: $0.offset + 1) }
         if let path = inputFile {
             let text = try readTextFile(path, what: "the input file")

@@ -54,7 +54,8 @@ public struct InputFile: Sendable, Equatable {
     public init(parsing text: String) throws(InputFileError) {
         var entries: [Entry] = []
         var number = 0
-        for rawLine in text.split(separator: "\n", omittingEmptySubsequences: false) {
+        // "\r\n" is one Character in Swift, so both separators must be named.
+        for rawLine in text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" }) {
             number += 1
             var line = Substring(rawLine)
             if line.last == "\r" { line = line.dropLast() }

@@ -1,0 +1,185 @@
+import Foundation
+import Segget
+import SeggetTestServer
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// Several downloads from one command: input files, -j, duplicate names, --json, failures.
+
+@Suite struct BatchTests {
+    /// Parses every stdout line as a JSON object; fails the test on a line that is not one.
+    static func jsonLines(_ stdout: String) throws -> [[String: Any]] {
+        try stdout.split(separator: "\n").map { line in
+            let value = try JSONSerialization.jsonObject(with: Data(line.utf8))
+            return try #require(value as? [String: Any], "not an object: \(line)")
+        }
+    }
+
+    @Test func inputFileWithSharedNamesIntoDirectory() throws {
+        let a = cliTestBytes(2_000_000, seed: 11)
+        let b = cliTestBytes(700_000, seed: 12)
+        let c = cliTestBytes(123_457, seed: 13)
+        let server = try startCLITestServer(["file.bin": a, "sub/file.bin": b, "c.dat": c])
+        defer { server.stop() }
+        let dir = try CLITempDir()
+        let list = dir.path("list.txt")
+        let sha = sha256Hex(c)
+        try """
+            # two URLs whose names are both file.bin
+            \(server.url("file.bin"))
+            \(server.url("sub/file.bin"))
+
+            \(server.url("c.dat"))\r
+              out=renamed.dat
+              checksum=sha256=\(sha)
+            """.write(toFile: list, atomically: true, encoding: .utf8)
+        let out = dir.path("out")
+        let r = try SeggetCLI.run(["-n", "4", "-i", list, "-d", out])
+        #expect(r.exitCode == 0, "\(r.stderr)")
+        #expect(fileMatches(out + "/file.bin", a))
+        #expect(fileMatches(out + "/file.1.bin", b))
+        #expect(fileMatches(out + "/renamed.dat", c))
+        // The summary table names every file.
+        #expect(r.stderr.contains("NAME"))
+        #expect(r.stderr.contains("3 of 3 files downloaded"))
+        for name in ["file.bin", "file.1.bin", "renamed.dat"] { #expect(r.stderr.contains(name)) }
+
+        // Again: the same names are chosen, so every file now exists → refused (5), or skipped.
+        let again = try SeggetCLI.run(["-q", "-i", list, "-d", out])
+        #expect(again.exitCode == 5)
+        #expect(fileMatches(out + "/file.bin", a))
+        #expect(!FileManager.default.fileExists(atPath: out + "/file.2.bin"))
+        let skip = try SeggetCLI.run(["--json", "--skip-existing", "-i", list, "-d", out])
+        #expect(skip.exitCode == 0)
+        #expect(try Self.jsonLines(skip.stdout).filter { $0["type"] as? String == "skip" }.count == 3)
+    }
+
+    @Test func jsonLinesParseAndDescribeEveryFile() throws {
+        let a = cliTestBytes(1_500_000, seed: 21)
+        let b = cliTestBytes(600_000, seed: 22)
+        let server = try startCLITestServer(["a.bin": a, "b.bin": b])
+        defer { server.stop() }
+        let dir = try CLITempDir()
+        // Throttled so that progress objects appear.
+        let r = try SeggetCLI.run([
+            "--json", "-j", "2", "-n", "2", "-d", dir.root, server.url("a.bin", query: "rate=1m"), server.url("b.bin"),
+            server.url("a.bin", mode: .noranges),
+        ])
+        #expect(r.exitCode == 0, "\(r.stderr)")
+        #expect(r.stderr.isEmpty, "stderr: \(r.stderr)")
+        let objects = try Self.jsonLines(r.stdout)
+        let types = objects.compactMap { $0["type"] as? String }
+        #expect(types.count == objects.count)
+        #expect(types.last == "summary")
+        #expect(types.filter { $0 == "start" }.count == 3)
+        #expect(types.filter { $0 == "finish" }.count == 3)
+        #expect(types.contains("progress"))
+        #expect(types.contains("notice"))  // the noranges server
+        let finishes = objects.filter { $0["type"] as? String == "finish" }
+        let paths = Set(finishes.compactMap { $0["path"] as? String })
+        #expect(paths == [dir.root + "/a.bin", dir.root + "/b.bin", dir.root + "/a.1.bin"])
+        for f in finishes {
+            #expect(f["bytes"] is NSNumber)
+            #expect(f["seconds"] is NSNumber)
+        }
+        let progress = try #require(objects.first { $0["type"] as? String == "progress" && $0["id"] as? Int == 1 })
+        #expect(progress["completed"] is NSNumber)
+        #expect(progress["total"] as? Int == a.count)
+        #expect(progress["connections"] is [[String: Any]])
+        let start = try #require(objects.first { $0["type"] as? String == "start" && $0["id"] as? Int == 1 })
+        #expect(start["size"] as? Int == a.count)
+        #expect(start["connections"] as? Int == 2)
+        let summary = try #require(objects.last)
+        #expect(summary["succeeded"] as? Int == 3)
+        #expect(summary["exitCode"] as? Int == 0)
+    }
+
+    @Test func aFailingURLDoesNotStopTheOthers() throws {
+        let a = cliTestBytes(400_000, seed: 31)
+        let b = cliTestBytes(300_000, seed: 32)
+        let server = try startCLITestServer(["a.bin": a, "b.bin": b])
+        defer { server.stop() }
+        let dir = try CLITempDir()
+        let r = try SeggetCLI.run([
+            "--json", "-j", "2", "--retries", "0", "-d", dir.root, server.url("a.bin"), server.url("missing.bin"),
+            server.url("b.bin"),
+        ])
+        #expect(r.exitCode == 4, "\(r.stdout)")
+        #expect(fileMatches(dir.root + "/a.bin", a))
+        #expect(fileMatches(dir.root + "/b.bin", b))
+        let objects = try Self.jsonLines(r.stdout)
+        let error = try #require(objects.first { $0["type"] as? String == "error" })
+        #expect(error["id"] as? Int == 2)
+        #expect(error["kind"] as? String == "httpStatus")
+        #expect(error["exitCode"] as? Int == 4)
+        #expect(error["httpStatus"] as? Int == 404)
+        #expect((error["message"] as? String)?.isEmpty == false)
+        let summary = try #require(objects.last)
+        #expect(summary["failed"] as? Int == 1)
+        #expect(summary["succeeded"] as? Int == 2)
+
+        // Human mode: the failure is one line and the table marks it.
+        let human = try SeggetCLI.run(["-j", "2", "--force", "--retries", "0", "-d", dir.root, server.url("a.bin"), server.url("missing.bin")])
+        #expect(human.exitCode == 4)
+        #expect(human.stderr.contains("failed (exit 4"))
+    }
+
+    @Test func jobsShareTheConnectionBudget() throws {
+        let files = (0..<4).map { cliTestBytes(500_000, seed: 40 + UInt64($0)) }
+        var resources: [String: [UInt8]] = [:]
+        for (i, f) in files.enumerated() { resources["f\(i).bin"] = f }
+        let server = try startCLITestServer(resources)
+        defer { server.stop() }
+        let dir = try CLITempDir()
+        let urls = (0..<4).map { server.url("f\($0).bin") }
+        let r = try SeggetCLI.run(["--json", "-j", "3", "-n", "8", "--total-connections", "6", "-d", dir.root] + urls)
+        #expect(r.exitCode == 0, "\(r.stdout)")
+        let starts = try Self.jsonLines(r.stdout).filter { $0["type"] as? String == "start" }
+        #expect(starts.count == 4)
+        #expect(starts.allSatisfy { $0["connections"] as? Int == 2 })  // 6 / 3 files
+        for (i, f) in files.enumerated() { #expect(fileMatches(dir.root + "/f\(i).bin", f)) }
+    }
+
+    @Test func interruptedBatchExits130AndResumes() throws {
+        let big = cliTestBytes(6_000_000, seed: 51)
+        let server = try startCLITestServer(["big.bin": big])
+        defer { server.stop() }
+        let dir = try CLITempDir()
+        let args = ["-q", "-j", "2", "-n", "2", "-d", dir.root, server.url("big.bin", query: "rate=1m"), server.url("big.bin", query: "rate=1m&x=2")]
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: SeggetCLI.binary)
+        p.arguments = args
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        usleep(1_500_000)
+        kill(p.processIdentifier, SIGINT)
+        p.waitUntilExit()
+        #expect(p.terminationStatus == 130)
+        #expect(FileManager.default.fileExists(atPath: dir.root + "/big.bin.segget-journal"))
+        let again = try SeggetCLI.run(["-j", "2", "-n", "6", "-d", dir.root] + Array(args.suffix(2)))
+        #expect(again.exitCode == 0, "\(again.stderr)")
+        #expect(again.stderr.contains("resum"))
+        #expect(fileMatches(dir.root + "/big.bin", big))
+        #expect(fileMatches(dir.root + "/big.1.bin", big))
+    }
+}
+
+/// SHA-256 through the `segget verify`-independent coreutils tool, so the test does not trust segget.
+func sha256Hex(_ bytes: [UInt8]) -> String {
+    let dir = try! CLITempDir()
+    let path = dir.path("x")
+    _ = FileManager.default.createFile(atPath: path, contents: Data(bytes))
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: "/usr/bin/sha256sum")
+    p.arguments = [path]
+    let pipe = Pipe()
+    p.standardOutput = pipe
+    try! p.run()
+    let out = pipe.fileHandleForReading.readDataToEndOfFile()
+    p.waitUntilExit()
+    return String(decoding: out, as: UTF8.self).split(separator: " ").first.map(String.init) ?? ""
+}
