@@ -15,7 +15,7 @@ public struct RecordedRequest: Sendable, Equatable, CustomStringConvertible {
     public var headers: [String: String]
     /// The client's TCP port.
     public var remotePort: Int
-    /// The status code answered (0 if the request was malformed and the connection dropped).
+    /// The status code answered (400 for a request that could not be parsed; the connection is then closed).
     public var status: Int
     /// Body bytes written to the socket for this request (payload only, without chunk framing).
     public var bodyBytesSent: Int64
