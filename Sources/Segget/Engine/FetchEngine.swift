@@ -154,6 +154,14 @@ final class FetchEngine {
     var onPrefix: ((Int64) -> Void)?
 
     private let multi = MultiHandle()
+    /// `SEGGET_DEBUG=1` traces scheduling decisions on stderr (for tuning, not for users).
+    private let debug = getenv("SEGGET_DEBUG") != nil
+
+    private func trace(_ text: @autoclosure () -> String) {
+        guard debug else { return }
+        let line = "[\(Format.fixed(monotonicSeconds() - startedAt, 2))] \(text())\n"
+        _ = line.withCString { write(2, $0, strlen($0)) }
+    }
     private let sources: [FetchSource]
     /// How many workers may take work now (grows in auto mode).
     private var workerLimit: Int
@@ -280,6 +288,7 @@ final class FetchEngine {
                 for: w.id, allowDuplicates: settings.endGame,
                 remainingSeconds: { self.remainingSeconds(self.workers[$0], now: now) })
             else { continue }
+            trace("w\(w.id) gets \(a)")
             switch a {
             case .run(let r):
                 start(w, bytes: plan.byteRange(ofChunks: r))
@@ -507,6 +516,7 @@ final class FetchEngine {
     private func finish(_ w: Worker, code: CurlCode) {
         multi.remove(w.easy)
         w.active = false
+        trace("w\(w.id) done code=\(code.rawValue) stop=\(w.stop) pos=\(w.pos) end=\(w.end) port=\(w.easy.localPort) rate=\(Format.rate(Double(w.transferBytes) / max(0.001, monotonicSeconds() - w.transferStartedAt)))")
         if case .none = w.stop, !w.validated { validate(w) }
         let reason = w.stop
         w.stop = .none
@@ -602,7 +612,9 @@ final class FetchEngine {
 
     /// A connection far slower than its peers gives back its not-started chunks and reconnects.
     private func redialSlowConnections(now: Double) {
-        let window = 1.5
+        // One second is enough to tell a connection capped 8x lower from its peers; shorter
+        // windows start to mistake scheduling noise for a slow path.
+        let window = 1.0
         let measured = workers.compactMap { w -> (Worker, Double)? in
             guard w.active, w.validated, !w.isDuplicate, now - w.transferStartedAt >= window,
                 let r = w.rate(now: now, window: window)
@@ -620,6 +632,7 @@ final class FetchEngine {
             guard left / max(r, 1) > 2 * window else { continue }
             w.redials += 1
             totalRedials += 1
+            trace("w\(w.id) redial at \(Format.rate(r)) vs median \(Format.rate(median)) port=\(w.easy.localPort)")
             scheduler.releaseNotStarted(of: w.id)
             w.end = min(w.end, w.chunkEnd)
             w.stop = .redial
