@@ -49,7 +49,7 @@ protocol Reporter: Sendable {
 /// Rules (documented in `segget --help` and the README):
 /// - Budget: all files together use at most `totalConnections` (default: the larger of 16 and
 ///   `-n`). At most that many files run at once, and each gets `min(-n, budget / jobs)` connections.
-/// - Names: in list mode every file's path is decided before it starts, in list order, through
+/// - Names: in list mode (and with `--json` or `--skip-existing`) every file's path is decided before it starts, in list order, through
 ///   `OutputNames` (`file.bin`, `file.1.bin`, …), from `out=`, else the server's suggestion (one
 ///   probing request), else the URL.
 /// - Exit status: 0 when all succeeded (or were skipped), 130 when interrupted, else the code of
@@ -61,6 +61,8 @@ struct Batch: Sendable {
     let totalConnections: Int?
     /// More than one URL, or `-i`: paths decided up front, a summary table at the end.
     let listMode: Bool
+    /// Decide every path before its download starts (lists, `--json`, `--skip-existing`).
+    let planPaths: Bool
     let skipExisting: Bool
     /// `--checksum-file`: its path and text.
     let checksumFile: (path: String, text: String)?
@@ -127,18 +129,18 @@ struct Batch: Sendable {
         // A probe learns the server's name (and size for the start message). Its failure is not
         // reported: the download itself retries and gives the real error.
         var info: RemoteFileInfo?
-        if listMode && !interrupt.isSet {
+        if planPaths && !interrupt.isSet {
             info = try? download0.probe()
         }
 
         // Names are claimed strictly in list order, so a rerun picks the same names.
         while shared.withLock({ $0.named }) != k { usleep(2000) }
         var path: String?
-        if listMode {
+        if let o = opts.outputPath {
+            path = o
+        } else if planPaths {
             let name = entry.outputName ?? info?.suggestedFileName ?? FileName.fromURLPath(entry.url)
             path = shared.withLock { $0.names.claim(name: name, directory: opts.directory) }
-        } else if let o = opts.outputPath {
-            path = o
         }
         shared.withLock { $0.named += 1 }
 
@@ -148,7 +150,7 @@ struct Batch: Sendable {
             return Outcome(id: id, url: entry.url, path: path, status: .failed(e))
         }
 
-        if listMode, let path {
+        if planPaths, let path {
             let dir = parentDirectory(path)
             if let problem = makeDirectories(dir) { return fail(SeggetError(.fileSystem, problem)) }
             opts.outputPath = path

@@ -262,7 +262,8 @@ struct Get: ParsableCommand {
         let checksums = try checksumFile.map { try readTextFile($0, what: "the checksum file") }
         let batch = Batch(
             entries: entries, base: try baseOptions(), jobs: jobs, totalConnections: totalConnections,
-            listMode: inputFile != nil || entries.count > 1, skipExisting: skipExisting,
+            listMode: inputFile != nil || entries.count > 1,
+            planPaths: inputFile != nil || entries.count > 1 || json || skipExisting, skipExisting: skipExisting,
             checksumFile: checksumFile.flatMap { path in checksums.map { (path, $0) } })
         let reporter: Reporter
         if json {

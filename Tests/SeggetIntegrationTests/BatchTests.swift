@@ -183,3 +183,43 @@ func sha256Hex(_ bytes: [UInt8]) -> String {
     p.waitUntilExit()
     return String(decoding: out, as: UTF8.self).split(separator: " ").first.map(String.init) ?? ""
 }
+
+/// The library's async API: progress as an AsyncSequence, task cancellation → resumable stop.
+@Suite struct AsyncLibraryTests {
+    @Test func cancellingTheTaskStopsAndARerunResumes() async throws {
+        // Slow enough (about 6 s in full) that the waiting task is scheduled and cancelled long
+        // before the end, even while other tests keep the cooperative pool busy.
+        let body = cliTestBytes(3_000_000, seed: 61)
+        let server = try startCLITestServer(["lib.bin": body])
+        defer { server.stop() }
+        let dir = try CLITempDir()
+        var options = DownloadOptions()
+        options.connections = 2
+        options.chunkSize = 64 * 1024
+        options.outputPath = dir.path("lib.bin")
+        let url = server.url("lib.bin", query: "rate=256k")
+        let handle = Download(url: url, options: options).start()
+        let waiter = Task { () async throws(SeggetError) -> DownloadResult in try await handle.result() }
+        var sawProgress = false
+        for await p in handle.progress where p.completedBytes > 128 * 1024 {
+            sawProgress = true
+            waiter.cancel()
+            break
+        }
+        #expect(sawProgress)
+        do {
+            _ = try await waiter.value
+            Issue.record("the download finished although its task was cancelled")
+        } catch let error as SeggetError {
+            #expect(error.kind == .interrupted)
+        }
+        #expect(handle.isFinished)
+        #expect(FileManager.default.fileExists(atPath: dir.path("lib.bin.segget-journal")))
+        #expect(!FileManager.default.fileExists(atPath: dir.path("lib.bin")))
+
+        let result = try await Download(url: url, options: options).run()
+        #expect(result.resumedBytes > 0)
+        #expect(result.bytes == Int64(body.count))
+        #expect(fileMatches(dir.path("lib.bin"), body))
+    }
+}
