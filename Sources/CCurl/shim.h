@@ -58,4 +58,5 @@ static inline long segget_curl_http_version_1_1(void) { return CURL_HTTP_VERSION
 static inline long segget_curl_http_version_2tls(void) { return CURL_HTTP_VERSION_2TLS; }
 static inline long segget_curl_proto_http_https(void) { return CURLPROTO_HTTP | CURLPROTO_HTTPS; }
 static inline long segget_curl_auth_any(void) { return (long)CURLAUTH_ANY; }
+static inline long segget_curl_auth_basic(void) { return (long)CURLAUTH_BASIC; }
 #endif

@@ -199,6 +199,7 @@ public final class Download: @unchecked Sendable {
         var target = FetchTarget(
             url: probe.finalURL, totalLength: probe.totalLength, ranged: ranged, etag: probe.etag,
             lastModified: probe.lastModified, ifRange: ranged ? probe.ifRangeValidator : nil)
+        target.mainWithoutCredentials = probe.credentialsDropped
         if ranged { target.mirrors = probeMirrors(main: probe, events: events) }
         let trusted = storage.trusted
         let engine = FetchEngine(
@@ -291,8 +292,9 @@ public final class Download: @unchecked Sendable {
     /// Probes each mirror; keeps those that agree with the main URL on length and validators.
     private func probeMirrors(main: ProbeResult, events: (@Sendable (DownloadEvent) -> Void)?) -> [FetchSource] {
         var kept: [FetchSource] = []
-        let prober = Prober(options: options.transfer)
+        let mainHost = URLParts(url)?.host
         for m in options.mirrors {
+            let prober = Prober(options: URLParts(m)?.host == mainHost ? options.transfer : options.transfer.withoutCredentials())
             let shown = URLParts.redactingCredentials(m)
             let p: ProbeResult
             do {
@@ -313,7 +315,9 @@ public final class Download: @unchecked Sendable {
                 events?(.notice("dropping mirror \(shown): its Last-Modified differs (\(b) vs \(a))."))
                 continue
             }
-            kept.append(FetchSource(url: p.finalURL, etag: p.etag, lastModified: p.lastModified, ifRange: p.ifRangeValidator))
+            // Credentials given for the main URL go to a mirror only on the same host.
+            let sameHost = URLParts(p.finalURL)?.host == URLParts(url)?.host
+            kept.append(FetchSource(url: p.finalURL, etag: p.etag, lastModified: p.lastModified, ifRange: p.ifRangeValidator, withoutCredentials: !sameHost))
         }
         return kept
     }

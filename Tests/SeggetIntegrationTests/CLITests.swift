@@ -223,11 +223,8 @@ func startCLITestServer(_ resources: [String: [UInt8]]) throws -> TestServer {
         let requests = server.requests.filter { $0.path == "/h.bin" }
         #expect(!requests.isEmpty)
         let basic = "Basic " + Data("alice:s3cret".utf8).base64EncodedString()
-        // libcurl is told CURLAUTH_ANY, which sends credentials only after a 401 challenge; the
-        // test server never challenges. (Reported to the engine owner: send Basic at once, as curl -u does.)
-        withKnownIssue("credentials are sent only after a 401 challenge") {
-            #expect(requests.allSatisfy { $0.headers["authorization"] == basic })
-        }
+        // Basic is sent with the first request, as curl -u does: the test server never challenges.
+        #expect(requests.allSatisfy { $0.headers["authorization"] == basic })
         for q in requests {
             #expect(q.headers["cookie"] == "session=abc; theme=dark")
             #expect(q.headers["referer"] == "http://example.com/page")

@@ -11,6 +11,8 @@ struct FetchSource {
     var lastModified: String?
     /// Sent as `If-Range` so that a changed file yields a 200 instead of mixed bytes.
     var ifRange: String?
+    /// Send no credentials here (another host than the one they were given for).
+    var withoutCredentials = false
 }
 
 /// How a fetch validates what the server sends.
@@ -27,8 +29,11 @@ struct FetchTarget {
     /// Mirrors besides the main URL; connection i uses source i mod (mirrors + 1).
     var mirrors: [FetchSource] = []
 
+    /// Send no credentials to the main URL (a redirect moved it to another host).
+    var mainWithoutCredentials = false
+
     var sources: [FetchSource] {
-        [FetchSource(url: url, etag: etag, lastModified: lastModified, ifRange: ifRange)] + mirrors
+        [FetchSource(url: url, etag: etag, lastModified: lastModified, ifRange: ifRange, withoutCredentials: mainWithoutCredentials)] + mirrors
     }
 }
 
@@ -163,6 +168,7 @@ final class FetchEngine {
         _ = line.withCString { write(2, $0, strlen($0)) }
     }
     private let sources: [FetchSource]
+    private lazy var strippedTransfer = settings.transfer.withoutCredentials()
     /// How many workers may take work now (grows in auto mode).
     private var workerLimit: Int
     private var autoLastRate = 0.0
@@ -319,7 +325,7 @@ final class FetchEngine {
         var extra: [String] = []
         let src = sources[w.source % sources.count]
         if target.ranged, let v = src.ifRange { extra.append("If-Range: \(v)") }
-        e.configure(url: src.url, options: settings.transfer, extraHeaders: extra)
+        e.configure(url: src.url, options: src.withoutCredentials ? strippedTransfer : settings.transfer, extraHeaders: extra)
         if target.ranged {
             e.set(CURLOPT_RANGE, "\(bytes.lowerBound)-\(bytes.upperBound - 1)")
         }

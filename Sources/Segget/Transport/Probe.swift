@@ -19,6 +19,8 @@ public struct ProbeResult: Sendable, Equatable {
     public var redirects: Int
     /// Why ranges cannot be used, when they cannot.
     public var noRangesReason: String?
+    /// True when a redirect led to another host, so credentials must not be sent to the final URL.
+    public var credentialsDropped = false
 
     /// A strong validator for `If-Range`: a strong ETag, else Last-Modified.
     public var ifRangeValidator: String? {
@@ -111,7 +113,9 @@ struct Prober {
                 currentParts = nextParts
                 continue
             }
-            return try interpret(head, finalURL: current, redirects: hops, options: opts)
+            var result = try interpret(head, finalURL: current, redirects: hops, options: opts)
+            result.credentialsDropped = currentParts.host != first.host
+            return result
         }
     }
 

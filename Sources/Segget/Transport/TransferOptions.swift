@@ -53,8 +53,9 @@ extension EasyHandle {
         set(CURLOPT_BUFFERSIZE, options.receiveBufferSize)
         set(CURLOPT_TCP_KEEPALIVE, true)
         if let c = options.credentials {
+            // Basic, sent with the first request as curl -u does: many file servers never send a 401.
             set(CURLOPT_USERPWD, c)
-            set(CURLOPT_HTTPAUTH, segget_curl_auth_any())
+            set(CURLOPT_HTTPAUTH, segget_curl_auth_basic())
         }
         if options.useNetrc { set(CURLOPT_NETRC, 1) }  // CURL_NETRC_OPTIONAL
         if let c = options.cookie {
