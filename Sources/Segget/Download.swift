@@ -1,3 +1,4 @@
+import Dispatch
 import Glibc
 import SeggetJournal
 import SeggetVerify
@@ -208,6 +209,12 @@ public final class Download: @unchecked Sendable {
         engine.onProgress = progress.map { p in { p($0) } }
         engine.onEvent = events.map { e in { e($0) } }
         engine.onPrefix = hasher.map { h in { h.advance(to: $0) } }
+        if options.syncBeforeRename {
+            // A head start on the final fdatasync, off the fetch thread.
+            let file = UncheckedBox(storage.data)
+            let length = plan.totalLength
+            engine.onWriteback = { Self.writebackQueue.async { file.value.startWriteback(0..<length) } }
+        }
         let fetchStarted = monotonicSeconds()
         do {
             try engine.run()
@@ -266,6 +273,8 @@ public final class Download: @unchecked Sendable {
     }
 
     // MARK: Probe
+
+    private static let writebackQueue = DispatchQueue(label: "segget.writeback")
 
     private func probeWithRetries(events: (@Sendable (DownloadEvent) -> Void)?, interrupt: InterruptFlag) throws(SeggetError) -> ProbeResult {
         let prober = Prober(options: options.transfer)

@@ -96,6 +96,18 @@ internal func system_fdatasync(_ fd: Int32) -> Int32 {
     fdatasync(fd)
 }
 
+// glibc declares sync_file_range only under _GNU_SOURCE, which the Glibc module does not set, so
+// bind the symbol directly (int sync_file_range(int, off64_t, off64_t, unsigned int)).
+@_silgen_name("sync_file_range")
+private func c_sync_file_range(_ fd: Int32, _ offset: Int64, _ count: Int64, _ flags: UInt32) -> Int32
+
+/// SYNC_FILE_RANGE_WRITE from <fcntl.h>: start writeback of dirty pages, do not wait.
+private let syncFileRangeWrite: UInt32 = 2
+
+internal func system_sync_file_range_write(_ fd: Int32, _ offset: Int64, _ count: Int64) -> Int32 {
+    c_sync_file_range(fd, offset, count, syncFileRangeWrite)
+}
+
 internal func system_fsync(_ fd: Int32) -> Int32 {
     fsync(fd)
 }

@@ -147,6 +147,9 @@ struct Get: ParsableCommand {
     @Option(name: .customLong("sync-interval"), help: "Seconds between durability checkpoints (default 5).")
     var syncInterval: Double = 5
 
+    @Flag(name: .customLong("no-fsync"), help: "Do not flush the finished file to disk before giving it its name (faster; a power cut soon after may leave it incomplete).")
+    var noFsync = false
+
     @Flag(help: "Allow HTTP/2 (ranges may then share one connection).")
     var http2 = false
 
@@ -223,6 +226,7 @@ struct Get: ParsableCommand {
         o.timeout = timeout
         o.maxSpeed = maxSpeed.flatMap(parseByteSize)
         o.checkpointInterval = syncInterval
+        o.syncBeforeRename = !noFsync
         o.verifyServerDigests = !noVerify
         o.checksums = try checksum.map { try ExpectedDigest(parsing: $0) }
         var t = TransferOptions()

@@ -157,6 +157,11 @@ final class FetchEngine {
     var onEvent: ((DownloadEvent) -> Void)?
     /// Called when the finished prefix of the file grows (for hashing behind the download).
     var onPrefix: ((Int64) -> Void)?
+    /// Called every `writebackStep` bytes received, to start writing dirty pages back early so that
+    /// the final sync has little left to do.
+    var onWriteback: (() -> Void)?
+    var writebackStep: Int64 = 64 << 20
+    private var lastWriteback: Int64 = 0
 
     private let multi = MultiHandle()
     /// `SEGGET_DEBUG=1` traces scheduling decisions on stderr (for tuning, not for users).
@@ -609,6 +614,10 @@ final class FetchEngine {
         if settings.redialSlow && target.ranged { redialSlowConnections(now: now) }
         if settings.autoConnections && target.ranged { growConnections(now: now) }
         checkpointThread?.poke()
+        if let kick = onWriteback, receivedBytes - lastWriteback >= writebackStep {
+            lastWriteback = receivedBytes
+            kick()
+        }
         if !target.ranged, workers[0].pos > streamPrefix {
             streamPrefix = workers[0].pos
             onPrefix?(streamPrefix)
