@@ -80,6 +80,9 @@ public final class TestServer: @unchecked Sendable {
 
     /// Starts accepting connections on a background thread.
     public func start() throws {
+        // sendfile(2) has no MSG_NOSIGNAL: a client killed mid-body would raise SIGPIPE and take the
+        // whole process (the test runner, or segget-testserver) down with it.
+        signal(SIGPIPE, SIG_IGN)
         try lock.withLock {
             guard !started, !stopped else { return }
             started = true

@@ -199,7 +199,14 @@ func sha256Hex(_ bytes: [UInt8]) -> String {
         options.outputPath = dir.path("lib.bin")
         let url = server.url("lib.bin", query: "rate=256k")
         let handle = Download(url: url, options: options).start()
-        let waiter = Task { () async throws(SeggetError) -> DownloadResult in try await handle.result() }
+        // On a busy 2-core runner the waiting task may be scheduled late; cancel it only once it runs,
+        // so the test checks cancellation rather than the scheduler.
+        let (started, startedSignal) = AsyncStream<Void>.makeStream()
+        let waiter = Task { () async throws(SeggetError) -> DownloadResult in
+            startedSignal.yield()
+            return try await handle.result()
+        }
+        for await _ in started { break }
         var sawProgress = false
         for await p in handle.progress where p.completedBytes > 128 * 1024 {
             sawProgress = true

@@ -19,7 +19,8 @@ struct NginxTests {
             o.connections = n
             o.outputPath = dir.path(name)
             let r = try Download(url: "\(base)/\(name)", options: o).run()
-            #expect(r.usedRanges)
+            // nginx answers a range on an empty file with 200, so that one is a plain stream.
+            #expect(r.usedRanges == (name != "size-0"), "\(name)")
             #expect(r.bytes == TestFiles.size("\(root)/\(name)"))
             #expect(TestFiles.fileDifference(dir.path(name), "\(root)/\(name)") == nil, "\(name) with -n \(n)")
         }
