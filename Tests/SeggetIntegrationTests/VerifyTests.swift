@@ -59,8 +59,8 @@ private enum VT {
         // Output goes to files, not pipes, so a chatty child can never block on a full pipe.
         let outPath = directory + "/.stdout-\(UUID().uuidString)"
         let errPath = directory + "/.stderr-\(UUID().uuidString)"
-        FileManager.default.createFile(atPath: outPath, contents: nil)
-        FileManager.default.createFile(atPath: errPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: outPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: errPath, contents: nil)
         defer {
             try? FileManager.default.removeItem(atPath: outPath)
             try? FileManager.default.removeItem(atPath: errPath)
@@ -127,7 +127,7 @@ private final class Scratch {
         var template = Array((NSTemporaryDirectory() + "/segget-verify-XXXXXX").utf8CString)
         let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
         precondition(made != nil, "mkdtemp failed")
-        path = String(cString: template)
+        path = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
     func file(_ name: String) -> String { path + "/" + name }
     deinit { try? FileManager.default.removeItem(atPath: path) }
@@ -149,7 +149,7 @@ private final class Fixture {
         server.addResource(name: name, bytes: bytes)
         try server.start()
         let original = scratch.file(".original")
-        FileManager.default.createFile(atPath: original, contents: Data(bytes))
+        _ = FileManager.default.createFile(atPath: original, contents: Data(bytes))
         sha256 = try VT.coreutilsDigest("sha256sum", of: original)
         md5 = try VT.coreutilsDigest("md5sum", of: original)
         try FileManager.default.removeItem(atPath: original)
@@ -177,7 +177,9 @@ private final class Fixture {
     }
 
     func expectIdentical(_ path: String, sourceLocation: SourceLocation = #_sourceLocation) {
-        #expect(VT.contents(path) == bytes, "\(path) must equal the served bytes", sourceLocation: sourceLocation)
+        // Compared to a Bool first, so that a failure does not print megabytes of array literals.
+        let same = VT.contents(path) == bytes
+        #expect(same, "\(path) must equal the served bytes", sourceLocation: sourceLocation)
         #expect(!VT.exists(path + ".segget-part"), sourceLocation: sourceLocation)
         #expect(!VT.exists(path + ".segget-journal"), sourceLocation: sourceLocation)
     }
@@ -252,6 +254,28 @@ struct VerifyTests {
         let r3 = try VT.segget(["-q", "-d", sub, "--checksum-file", md5s, f.url()], in: f.scratch.path)
         #expect(r3.status == 0, "\(r3)")
         f.expectIdentical(sub + "/" + f.name)
+    }
+
+    @Test("--checksum-file is matched against the name segget saves under (Content-Disposition)")
+    func checksumFileFollowsContentDisposition() throws {
+        let f = try Fixture(size: 300_000)
+        let sums = f.scratch.file("SHA256SUMS")
+        try "\(f.sha256)  nice.iso\n".write(toFile: sums, atomically: true, encoding: .utf8)
+        let dir = f.scratch.file("d")
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: false)
+        let url = f.url("disposition", query: "cd=attachment%3B%20filename%3Dnice.iso")
+        // Without a checksum file the download is saved as nice.iso ...
+        let plain = try VT.segget(["-q", "-d", dir, url], in: f.scratch.path)
+        #expect(plain.status == 0, "\(plain)")
+        f.expectIdentical(dir + "/nice.iso")
+        try FileManager.default.removeItem(atPath: dir + "/nice.iso")
+        // ... so a checksum file listing nice.iso should verify it. Today the single-URL path looks up
+        // the URL's name (data.bin) instead and fails with a usage error.
+        withKnownIssue("segget matches --checksum-file against the URL's file name, not the Content-Disposition name it saves under") {
+            let r = try VT.segget(["-q", "-d", dir, "--checksum-file", sums, url], in: f.scratch.path)
+            #expect(r.status == 0, "\(r)")
+            f.expectIdentical(dir + "/nice.iso")
+        }
     }
 
     @Test("wrong --checksum: exit 6, nothing left, message names algorithm, expected and actual; next run succeeds")
@@ -478,7 +502,7 @@ struct VerifyTests {
     func verifyCommand() throws {
         let f = try Fixture(size: 1 << 20 | 7)
         let path = f.scratch.file("local.bin")
-        FileManager.default.createFile(atPath: path, contents: Data(f.bytes))
+        _ = FileManager.default.createFile(atPath: path, contents: Data(f.bytes))
 
         let ok = try VT.segget(["verify", path, "--checksum", "sha256=\(f.sha256)"], in: f.scratch.path)
         #expect(ok.status == 0, "\(ok)")
