@@ -24,6 +24,9 @@ private enum ResumeGeometry {
     static let connections = 4
     /// Per connection: 4 × 768 KiB/s ≈ 3 MiB/s, so a whole download takes ~1.4 s.
     static let rate = "768k"
+    /// For the many damaged-state cases: 17 chunks (the last one short) in ~0.55 s.
+    static let smallSize = 1024 * 1024 + 12_345
+    static let smallRate = "512k"
 }
 
 /// Notices and other events delivered by a download, collected from the download thread.
@@ -44,7 +47,10 @@ private final class ResumeFixture: @unchecked Sendable {
     let name = "file.bin"
     private(set) var bytes: [UInt8]
 
-    init(seed: UInt64 = 1, size: Int = ResumeGeometry.size) throws {
+    let rate: String
+
+    init(seed: UInt64 = 1, size: Int = ResumeGeometry.size, rate: String = ResumeGeometry.rate) throws {
+        self.rate = rate
         bytes = TestFiles.pattern(size, seed: seed)
         server = try TestServer()
         server.addResource(name: name, bytes: bytes, etag: "\"v1\"")
@@ -54,7 +60,7 @@ private final class ResumeFixture: @unchecked Sendable {
 
     deinit { server.stop() }
 
-    var url: String { "\(server.baseURL)/\(name)?rate=\(ResumeGeometry.rate)" }
+    var url: String { "\(server.baseURL)/\(name)?rate=\(rate)" }
     var output: String { dir.path("out.bin") }
     var part: String { output + ".segget-part" }
     var journal: String { output + ".segget-journal" }
@@ -174,7 +180,7 @@ enum ResumeDamage: CustomTestStringConvertible, Sendable {
         }
     }
 
-    func apply(part: String, journal: String) throws {
+    func apply(part: String, journal: String, size: Int) throws {
         var j = TestFiles.read(journal) ?? []
         let headerLength = j.count >= 16 ? Int(j[12]) | Int(j[13]) << 8 | Int(j[14]) << 16 | Int(j[15]) << 24 : 0
         switch self {
@@ -182,10 +188,10 @@ enum ResumeDamage: CustomTestStringConvertible, Sendable {
             unlink(part)
             return
         case .dataTruncated:
-            try TestFiles.truncate(part, to: Int64(ResumeGeometry.size / 2))
+            try TestFiles.truncate(part, to: Int64(size / 2))
             return
         case .dataExtended:
-            try TestFiles.truncate(part, to: Int64(ResumeGeometry.size + 1))
+            try TestFiles.truncate(part, to: Int64(size + 1))
             return
         case .journalDeleted:
             unlink(journal)
@@ -204,8 +210,8 @@ enum ResumeDamage: CustomTestStringConvertible, Sendable {
         case .headerCRCFlipped:
             j[headerLength - 1] ^= 0x01
         case .paddingBitSet:
-            // 65 chunks: the written bitmap's last byte uses one bit; set the highest padding bit.
-            let chunks = (ResumeGeometry.size + Int(ResumeGeometry.chunk) - 1) / Int(ResumeGeometry.chunk)
+            // 17 or 65 chunks: the written bitmap's last byte uses one bit; set the highest padding bit.
+            let chunks = (size + Int(ResumeGeometry.chunk) - 1) / Int(ResumeGeometry.chunk)
             precondition(chunks % 8 != 0)
             let lastWrittenByte = headerLength + 64 + (chunks + 7) / 8 - 1
             j[lastWrittenByte] |= 0x80
@@ -282,15 +288,15 @@ struct ResumeTests {
 
     @Test("damaged leftovers: notice, clean restart, identical output", arguments: ResumeDamage.all)
     func damagedState(_ damage: ResumeDamage) async throws {
-        let f = try ResumeFixture(seed: 31)
+        let f = try ResumeFixture(seed: 31, size: ResumeGeometry.smallSize, rate: ResumeGeometry.smallRate)
         try await f.interruptedRun(at: 0.4)
-        try damage.apply(part: f.part, journal: f.journal)
+        try damage.apply(part: f.part, journal: f.journal, size: ResumeGeometry.smallSize)
 
         let (result, log, sent) = try await f.completeRun()
         #expect(result.resumedBytes == 0, "nothing from a damaged state is trusted")
         #expect(log.hasNotice(containing: damage.expectedNotice), "notices: \(log.notices)")
         #expect(log.hasNotice(containing: "starting over"), "notices: \(log.notices)")
-        #expect(sent >= Int64(ResumeGeometry.size))
+        #expect(sent >= Int64(ResumeGeometry.smallSize))
     }
 
     @Test("a damaged boot record reads as a reboot: only the durable bitmap is trusted, output identical")
@@ -403,7 +409,7 @@ struct ResumeTests {
     func cliDamagedJournal() async throws {
         let f = try ResumeFixture(seed: 72)
         try await f.interruptedRun(at: 0.4)
-        try ResumeDamage.headerBitFlipped(20).apply(part: f.part, journal: f.journal)
+        try ResumeDamage.headerBitFlipped(20).apply(part: f.part, journal: f.journal, size: ResumeGeometry.size)
         let r = try await runSeggetAsync(args: f.cliArguments())
         #expect(r.exitCode == 0, "stderr: \(r.stderr)")
         #expect(r.stderr.contains("is damaged"), "stderr: \(r.stderr)")
