@@ -4,6 +4,7 @@
 #define SEGGET_CCURL_SHIM_H
 
 #include <curl/curl.h>
+#include <fcntl.h>
 
 typedef size_t (*segget_curl_data_cb)(char *ptr, size_t size, size_t nmemb, void *userdata);
 typedef int (*segget_curl_xferinfo_cb)(void *userdata, curl_off_t dltotal, curl_off_t dlnow,
@@ -46,6 +47,17 @@ static inline CURLcode segget_easy_getinfo_ptr(CURL *h, CURLINFO i, void **v) {
 
 static inline CURLMcode segget_multi_setopt_long(CURLM *m, CURLMoption o, long v) {
     return curl_multi_setopt(m, o, v);
+}
+
+// Sockets libcurl opens must not leak into child processes of a program that uses the library.
+static int segget_sockopt_cloexec(void *clientp, curl_socket_t fd, curlsocktype purpose) {
+    (void)clientp; (void)purpose;
+    int flags = fcntl(fd, F_GETFD);
+    if (flags >= 0) fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+    return CURL_SOCKOPT_OK;
+}
+static inline CURLcode segget_easy_set_cloexec_sockets(CURL *h) {
+    return curl_easy_setopt(h, CURLOPT_SOCKOPTFUNCTION, segget_sockopt_cloexec);
 }
 
 // CURLMsg.data is a union; Swift sees it awkwardly, so read the result here.

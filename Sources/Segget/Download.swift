@@ -132,6 +132,16 @@ public final class Download: @unchecked Sendable {
         let finalPath = try resolveOutputPath(probe: probe)
         let partPath = finalPath + ".segget-part"
         let journalPath = finalPath + ".segget-journal"
+        if !options.force, let size = PosixFile.fileSize(path: finalPath), PosixFile.fileSize(path: partPath) == nil,
+            PosixFile.fileSize(path: journalPath) != nil, finishedEarlier(journalPath: journalPath, size: size)
+        {
+            // An earlier run renamed the file into place and was stopped before removing its journal.
+            try? PosixFile.remove(path: journalPath)
+            events?(.notice("\(finalPath) was already completed by an earlier run."))
+            return DownloadResult(
+                path: finalPath, bytes: size, resumedBytes: size, receivedBytes: 0, seconds: 0,
+                connections: 0, verified: [], usedRanges: probe.acceptsRanges)
+        }
         if PosixFile.fileSize(path: finalPath) != nil && !options.force {
             throw SeggetError(.fileSystem, "\(finalPath) already exists; pass --force to overwrite it, or -o to choose another name.")
         }
@@ -163,6 +173,8 @@ public final class Download: @unchecked Sendable {
             storage = try createFresh(probe: probe, total: probe.totalLength ?? 0, chunkSize: options.chunkSize, partPath: partPath, journalPath: journalPath, withJournal: false)
         }
         defer {
+            // Background writeback and syncs use the data file; let them finish before closing it.
+            Self.writebackQueue.sync {}
             storage.journal?.close()
             storage.data.close()
         }
@@ -197,6 +209,11 @@ public final class Download: @unchecked Sendable {
         settings.redialSlow = options.redialSlowConnections
         settings.endGame = options.endGame
         settings.checkpointInterval = options.checkpointInterval
+        if hasher != nil {
+            // The hasher reads the file front to back; keep the finished prefix growing with the
+            // download (16 MiB runs in file order) so that little is left to hash at the end.
+            settings.maxRunChunks = max(4, Int((16 << 20) / storage.chunkSize))
+        }
         var target = FetchTarget(
             url: probe.finalURL, totalLength: probe.totalLength, ranged: ranged, etag: probe.etag,
             lastModified: probe.lastModified, ifRange: ranged ? probe.ifRangeValidator : nil)
@@ -232,8 +249,20 @@ public final class Download: @unchecked Sendable {
             throw SeggetError(.protocolViolation, "the server sent \(length) bytes but announced \(total); run the command again.")
         }
 
-        // Verify before the file gets its final name.
+        // Verify before the file gets its final name. The data sync runs meanwhile: it waits on the
+        // disk while the hash tail uses the CPU.
         var verified: [String] = []
+        let earlySync = DispatchSemaphore(value: 0)
+        if hasher != nil && options.syncBeforeRename {
+            let file = UncheckedBox(storage.data)
+            Self.writebackQueue.async {
+                try? file.value.sync()
+                earlySync.signal()
+            }
+        } else {
+            earlySync.signal()
+        }
+        defer { earlySync.wait() }
         if let hasher {
             hasher.advance(to: length)
             let digests: [DigestAlgorithm: [UInt8]]
@@ -259,10 +288,11 @@ public final class Download: @unchecked Sendable {
         do {
             if options.syncBeforeRename { try storage.data.sync() }
             try PosixFile.rename(from: partPath, to: finalPath)
-            try? PosixFile.syncDirectory(containing: finalPath)
+            // The journal goes at once; a run killed before this line is recognised as finished.
             storage.journal?.close()
             storage.journal = nil
             try? PosixFile.remove(path: journalPath)
+            try? PosixFile.syncDirectory(containing: finalPath)
         } catch {
             throw SeggetError(.fileSystem, "could not move the finished download to \(finalPath): \(error).")
         }
@@ -270,6 +300,15 @@ public final class Download: @unchecked Sendable {
             path: finalPath, bytes: length, resumedBytes: resumedBytes, receivedBytes: engine.receivedBytesForReport,
             seconds: monotonicSeconds() - fetchStarted, connections: settings.connections, verified: verified,
             usedRanges: ranged)
+    }
+
+    /// True when the journal left beside a finished file describes this download and that file's size.
+    private func finishedEarlier(journalPath: String, size: Int64) -> Bool {
+        guard let (journal, _) = try? Journal.open(path: journalPath, currentBootID: Journal.currentBootID()) else {
+            return false
+        }
+        defer { journal.close() }
+        return journal.header.url == URLParts.redactingCredentials(url) && journal.header.totalLength == size
     }
 
     // MARK: Probe

@@ -90,7 +90,7 @@ public final class PosixFile: BlockStorage, @unchecked Sendable {
     ///
     /// The corresponding C function is `sync_file_range` with `SYNC_FILE_RANGE_WRITE`.
     public func startWriteback(_ range: Range<Int64>) {
-        guard !range.isEmpty else { return }
+        guard !range.isEmpty, let fd = try? openDescriptor() else { return }
         _ = system_sync_file_range_write(fd, range.lowerBound, range.upperBound - range.lowerBound)
     }
 

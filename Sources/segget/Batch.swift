@@ -129,7 +129,9 @@ struct Batch: Sendable {
         // A probe learns the server's name (and size for the start message). Its failure is not
         // reported: the download itself retries and gives the real error.
         var info: RemoteFileInfo?
-        if planPaths && !interrupt.isSet {
+        // A checksum file is looked up by the name the file will be saved under, which may come from
+        // the server (Content-Disposition), so probe for it then too.
+        if (planPaths || (checksumFile != nil && opts.outputPath == nil)) && !interrupt.isSet {
             info = try? download0.probe()
         }
 
@@ -161,7 +163,8 @@ struct Batch: Sendable {
             return Outcome(id: id, url: entry.url, path: path, status: .skipped)
         }
         if let (cfPath, text) = checksumFile {
-            let name = lastPathComponent(path ?? opts.outputPath ?? FileName.fromURLPath(entry.url))
+            let name = lastPathComponent(
+                path ?? opts.outputPath ?? entry.outputName ?? info?.suggestedFileName ?? FileName.fromURLPath(entry.url))
             do {
                 opts.checksums.append(try ChecksumFile.expectedDigest(in: text, forFileName: name))
             } catch {

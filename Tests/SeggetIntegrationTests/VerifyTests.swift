@@ -269,13 +269,10 @@ struct VerifyTests {
         #expect(plain.status == 0, "\(plain)")
         f.expectIdentical(dir + "/nice.iso")
         try FileManager.default.removeItem(atPath: dir + "/nice.iso")
-        // ... so a checksum file listing nice.iso should verify it. Today the single-URL path looks up
-        // the URL's name (data.bin) instead and fails with a usage error.
-        withKnownIssue("segget matches --checksum-file against the URL's file name, not the Content-Disposition name it saves under") {
-            let r = try VT.segget(["-q", "-d", dir, "--checksum-file", sums, url], in: f.scratch.path)
-            #expect(r.status == 0, "\(r)")
-            f.expectIdentical(dir + "/nice.iso")
-        }
+        // ... so a checksum file listing nice.iso verifies it.
+        let r = try VT.segget(["-q", "-d", dir, "--checksum-file", sums, url], in: f.scratch.path)
+        #expect(r.status == 0, "\(r)")
+        f.expectIdentical(dir + "/nice.iso")
     }
 
     @Test("wrong --checksum: exit 6, nothing left, message names algorithm, expected and actual; next run succeeds")

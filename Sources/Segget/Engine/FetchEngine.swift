@@ -51,6 +51,8 @@ struct FetchSettings {
     var maxRedialsPerConnection = 3
     var endGame = true
     var checkpointInterval = 5.0
+    /// Hand out work in file order, in runs of at most this many chunks (while hashing in order).
+    var maxRunChunks: Int?
     var progressInterval = 0.25
 }
 
@@ -207,7 +209,7 @@ final class FetchEngine {
         let n = target.ranged ? settings.connections : 1
         sources = target.sources
         workerLimit = target.ranged && settings.autoConnections ? min(n, FetchEngine.autoInitial) : n
-        scheduler = Scheduler(plan: plan, connections: workerLimit, isFinished: isFinished)
+        scheduler = Scheduler(plan: plan, connections: workerLimit, isFinished: isFinished, maxRunChunks: settings.maxRunChunks)
         workers = (0..<n).map { Worker(id: $0) }
         for w in workers {
             w.engine = self

@@ -27,9 +27,16 @@ public struct Scheduler: Sendable {
         case duplicate(chunk: Int, owner: Int)
     }
 
+    /// True when work is handed out front to back in runs of at most `maxRunChunks` (see `init`).
+    public let inOrder: Bool
+
     /// Starts with the given chunks already finished (from a resumed journal) and the unfinished ones
     /// spread over up to `connections` workers (0, 1, …).
-    public init(plan: ChunkPlan, connections: Int, isFinished: (Int) -> Bool = { _ in false }) {
+    ///
+    /// With `maxRunChunks`, work is instead cut into runs of at most that many chunks handed out in
+    /// file order (idle workers take the lowest free run), so that the finished prefix of the file
+    /// grows with the download: what a hasher reading the file in order needs.
+    public init(plan: ChunkPlan, connections: Int, isFinished: (Int) -> Bool = { _ in false }, maxRunChunks: Int? = nil) {
         self.plan = plan
         let n = plan.chunkCount
         var done = [Bool](repeating: false, count: n)
@@ -40,6 +47,23 @@ public struct Scheduler: Sendable {
         }
         finished = done
         finishedCount = count
+        inOrder = maxRunChunks != nil
+        if let m = maxRunChunks {
+            var pieces: [Range<Int>] = []
+            var k = 0
+            while k < n {
+                if done[k] {
+                    k += 1
+                    continue
+                }
+                let start = k
+                while k < n && !done[k] && k - start < max(1, m) { k += 1 }
+                pieces.append(start..<k)
+            }
+            for (w, r) in pieces.prefix(connections).enumerated() { runs[w] = r }
+            free = Array(pieces.dropFirst(connections))
+            return
+        }
         let (initial, rest) = plan.initialRuns(connections: connections, isFinished: { done[$0] })
         free = rest
         for (w, r) in initial.enumerated() { runs[w] = r }
@@ -65,7 +89,13 @@ public struct Scheduler: Sendable {
         for w: Int, allowDuplicates: Bool = true, remainingSeconds: (Int) -> Double = { _ in 0 }
     ) -> Assignment? {
         precondition(runs[w] == nil && duplicates[w] == nil, "worker \(w) is not idle")
-        if let i = free.indices.max(by: { free[$0].count < free[$1].count || (free[$0].count == free[$1].count && $0 > $1) }) {
+        let pick: Int?
+        if inOrder {
+            pick = free.indices.min(by: { free[$0].lowerBound < free[$1].lowerBound })
+        } else {
+            pick = free.indices.max(by: { free[$0].count < free[$1].count || (free[$0].count == free[$1].count && $0 > $1) })
+        }
+        if let i = pick {
             let r = free.remove(at: i)
             runs[w] = r
             return .run(r)

@@ -40,6 +40,7 @@ extension EasyHandle {
         set(CURLOPT_URL, url)
         set(CURLOPT_PROTOCOLS_STR, "http,https")
         set(CURLOPT_NOSIGNAL, true)
+        _ = segget_easy_set_cloexec_sockets(raw)
         set(CURLOPT_FOLLOWLOCATION, false)
         set(CURLOPT_USERAGENT, options.userAgent)
         set(CURLOPT_CONNECTTIMEOUT_MS, Int(options.connectTimeout * 1000))
