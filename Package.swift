@@ -6,6 +6,8 @@ let package = Package(
     platforms: [.macOS(.v13)],
     products: [
         .library(name: "Segget", targets: ["Segget"]),
+        .library(name: "SeggetVerify", targets: ["SeggetVerify"]),
+        .library(name: "SeggetJournal", targets: ["SeggetJournal"]),
         .executable(name: "segget", targets: ["segget"]),
         .executable(name: "segget-testserver", targets: ["segget-testserver"]),
     ],
