@@ -114,7 +114,9 @@ import Testing
         // The server sends a little more than one copy: bytes already in flight on a connection
         // whose range was shortened by work stealing are discarded by the client.
         let sent = server.bodyBytesSent
-        #expect(sent >= Int64(size) && sent <= Int64(size) + 4 * Self.chunk, "server sent \(sent) bytes for a \(size)-byte file")
+        // (How much depends on socket buffers and timing; the bound only rules out re-fetching
+        // the cut ranges from their start.)
+        #expect(sent >= Int64(size) && sent <= Int64(size) + Int64(size) / 4, "server sent \(sent) bytes for a \(size)-byte file")
     }
 
     /// Every request drops before its first body byte: a network error (exit 3), no final file.
