@@ -326,7 +326,8 @@ public final class Download: @unchecked Sendable {
                 let retryable = error.kind == .network && !error.message.contains("redirect")
                     || (error.kind == .httpStatus && [408, 429, 500, 502, 503, 504].contains(error.httpStatus ?? 0))
                 guard retryable, attempt <= options.retries, !interrupt.isSet else { throw error }
-                let delay = min(60, options.retryWait * Double(1 << min(attempt - 1, 10))) * Double.random(in: 0.5...1.5)
+                let backoff = min(60, options.retryWait * Double(1 << min(attempt - 1, 10))) * Double.random(in: 0.5...1.5)
+                let delay = error.retryAfter.map { min($0, 300) } ?? backoff
                 events?(.retry(connection: 0, attempt: attempt, delay: delay, reason: error.message))
                 let until = monotonicSeconds() + delay
                 while monotonicSeconds() < until {

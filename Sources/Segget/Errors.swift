@@ -56,11 +56,14 @@ public struct SeggetError: Error, CustomStringConvertible, Sendable, Equatable {
     public let message: String
     /// The HTTP status when `kind == .httpStatus`.
     public let httpStatus: Int?
+    /// Seconds the server asked to wait before retrying (`Retry-After`), when it did.
+    public let retryAfter: Double?
 
-    public init(_ kind: FailureKind, _ message: String, httpStatus: Int? = nil) {
+    public init(_ kind: FailureKind, _ message: String, httpStatus: Int? = nil, retryAfter: Double? = nil) {
         self.kind = kind
         self.message = message
         self.httpStatus = httpStatus
+        self.retryAfter = retryAfter
     }
 
     public var description: String { message }

@@ -65,6 +65,13 @@ import Testing
         #expect(s.run(of: 1) == 8..<12)
     }
 
+    @Test func declinedStealLeavesVictimAlone() {
+        var s = Scheduler(plan: plan(16), connections: 2)
+        for k in 0..<8 { _ = s.chunkFinished(k, by: 0) }
+        #expect(s.nextAssignment(for: 0, allowDuplicates: false, worthStealing: { _, _ in false }) == nil)
+        #expect(s.run(of: 1) == 8..<16)
+    }
+
     @Test func idleWorkerPrefersFreeWork() {
         var s = Scheduler(plan: plan(10), connections: 1)
         s.releaseNotStarted(of: 0)
@@ -86,6 +93,26 @@ import Testing
         #expect(s.isComplete)
         #expect(s.run(of: 1) == nil)
         #expect(s.duplicates.isEmpty)
+    }
+
+    @Test func racesOnlyChunksExpectedToTakeAWhile() {
+        var s = Scheduler(plan: plan(1), connections: 1)
+        // The only chunk is expected to finish in 0.1 s: a second connection would only waste bandwidth.
+        #expect(s.nextAssignment(for: 1, remainingSeconds: { _ in 0.1 }, minRemainingSeconds: 0.5) == nil)
+        #expect(s.duplicates.isEmpty)
+        #expect(s.nextAssignment(for: 1, remainingSeconds: { _ in 2 }, minRemainingSeconds: 0.5) == .duplicate(chunk: 0, owner: 0))
+    }
+
+    @Test func inOrderModeHandsOutBoundedRunsFrontToBack() {
+        var s = Scheduler(plan: plan(40), connections: 2, maxRunChunks: 8)
+        #expect(s.run(of: 0) == 0..<8)
+        #expect(s.run(of: 1) == 8..<16)
+        for k in 0..<8 { _ = s.chunkFinished(k, by: 0) }
+        // The lowest free run, not the largest.
+        #expect(s.nextAssignment(for: 0) == .run(16..<24))
+        let resumed = Scheduler(plan: plan(10), connections: 4, isFinished: { $0 < 3 }, maxRunChunks: 4)
+        #expect(resumed.run(of: 0) == 3..<7)
+        #expect(resumed.run(of: 1) == 7..<10)
     }
 
     @Test func ownerWinningCancelsDuplicate() {

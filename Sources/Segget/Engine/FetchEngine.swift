@@ -112,6 +112,8 @@ final class Worker {
     var source = 0
     var transferStartedAt = 0.0
     var transferBytes: Int64 = 0
+    /// When the last byte arrived (or the transfer started), for the stall timeout.
+    var lastByteAt = 0.0
     /// (time, transferBytes) samples for the rate, newest last.
     var samples: [(Double, Int64)] = []
 
@@ -197,6 +199,8 @@ final class FetchEngine {
     private var startedAt = 0.0
     private var totalRedials = 0
     private var checkpointThread: CheckpointWorker?
+    /// Time at the top of the current loop iteration (cheaper than a clock read per callback).
+    private var lastLoopTime = 0.0
 
     init(target: FetchTarget, settings: FetchSettings, data: BlockStorage, journal: Journal?,
          plan: ChunkPlan, isFinished: (Int) -> Bool, interrupt: InterruptFlag) {
@@ -243,6 +247,7 @@ final class FetchEngine {
         }
         var lastTick = 0.0
         while true {
+            lastLoopTime = monotonicSeconds()
             if interrupt.isSet {
                 throw SeggetError(.interrupted, "interrupted")
             }
@@ -299,7 +304,9 @@ final class FetchEngine {
             let now = monotonicSeconds()
             guard let a = scheduler.nextAssignment(
                 for: w.id, allowDuplicates: settings.endGame,
-                remainingSeconds: { self.remainingSeconds(self.workers[$0], now: now) })
+                remainingSeconds: { self.remainingSeconds(self.workers[$0], now: now) },
+                minRemainingSeconds: FetchEngine.minRaceSeconds,
+                worthStealing: { self.worthStealing(self.workers[$0], notStartedChunks: $1, now: now) })
             else { continue }
             trace("w\(w.id) gets \(a)")
             switch a {
@@ -319,10 +326,28 @@ final class FetchEngine {
         }
     }
 
+    /// Robbing a connection aborts its request at the cut (what is already in flight beyond it is
+    /// wasted) and costs the thief a new request: worth it only when the victim would otherwise need
+    /// a while for the rest.
+    static let minStealSeconds = 0.5
+
+    private func worthStealing(_ v: Worker, notStartedChunks: Int, now: Double) -> Bool {
+        guard v.active, let r = v.rate(now: now, window: 1), r > 1 else { return true }
+        let bytes = Double(notStartedChunks) * Double(plan.chunkSize)
+        return bytes / r >= FetchEngine.minStealSeconds
+    }
+
+    /// Racing a chunk costs a connection and up to a chunk of bandwidth: only worth it for one that
+    /// is expected to take longer than this.
+    static let minRaceSeconds = 0.5
+
+    /// Seconds the worker still needs for its in-flight chunk: large when it is waiting to retry,
+    /// zero while its rate is not known yet (racing is decided on evidence, not at once).
     private func remainingSeconds(_ w: Worker, now: Double) -> Double {
+        if !w.active { return 1e9 }
         let left = Double(max(0, w.chunkEnd - w.pos))
-        guard let r = w.rate(now: now, window: 2), r > 1 else { return left / 1e3 + (w.active ? 0 : 1e9) }
-        return left / r
+        guard let r = w.rate(now: now, window: 1) else { return 0 }
+        return left / max(r, 1)
     }
 
     /// Starts (or restarts) `w` on `bytes`, reusing a kept-alive connection unless `fresh`.
@@ -332,7 +357,8 @@ final class FetchEngine {
         var extra: [String] = []
         let src = sources[w.source % sources.count]
         if target.ranged, let v = src.ifRange { extra.append("If-Range: \(v)") }
-        e.configure(url: src.url, options: src.withoutCredentials ? strippedTransfer : settings.transfer, extraHeaders: extra)
+        e.configure(url: src.url, options: src.withoutCredentials ? strippedTransfer : settings.transfer, extraHeaders: extra,
+            lowSpeedBackstop: false)
         if target.ranged {
             e.set(CURLOPT_RANGE, "\(bytes.lowerBound)-\(bytes.upperBound - 1)")
         }
@@ -357,6 +383,7 @@ final class FetchEngine {
         w.end = bytes.upperBound
         w.chunkEnd = target.ranged ? plan.byteRange(ofChunk: plan.chunk(containing: w.pos)).upperBound : bytes.upperBound
         w.transferStartedAt = monotonicSeconds()
+        w.lastByteAt = w.transferStartedAt
         w.transferBytes = 0
         w.samples = []
         w.waitUntil = nil
@@ -408,6 +435,7 @@ final class FetchEngine {
             }
             w.pos += Int64(take)
             w.transferBytes += Int64(take)
+            w.lastByteAt = lastLoopTime
             receivedBytes += Int64(take)
             offset += take
             if w.pos == w.chunkEnd { crossedChunkEnd(w) }
@@ -530,7 +558,8 @@ final class FetchEngine {
         multi.remove(w.easy)
         w.active = false
         trace("w\(w.id) done code=\(code.rawValue) stop=\(w.stop) pos=\(w.pos) end=\(w.end) port=\(w.easy.localPort) rate=\(Format.rate(Double(w.transferBytes) / max(0.001, monotonicSeconds() - w.transferStartedAt)))")
-        if case .none = w.stop, !w.validated { validate(w) }
+        // No response head at all (refused, reset, timed out): a network failure, not an HTTP answer.
+        if case .none = w.stop, !w.validated, w.head.status != 0 { validate(w) }
         let reason = w.stop
         w.stop = .none
         switch reason {
@@ -613,6 +642,7 @@ final class FetchEngine {
         }
         rateSamples.append((now, receivedBytes))
         if rateSamples.count > 20 { rateSamples.removeFirst() }
+        dropStalledConnections(now: now)
         if settings.redialSlow && target.ranged { redialSlowConnections(now: now) }
         if settings.autoConnections && target.ranged { growConnections(now: now) }
         checkpointThread?.poke()
@@ -625,6 +655,20 @@ final class FetchEngine {
             onPrefix?(streamPrefix)
         }
         reportProgress(now: now)
+    }
+
+    /// A connection that delivered nothing for `stallTimeout` seconds is dropped and retried from the
+    /// byte it reached. (libcurl's low-speed limit averages over several seconds, so it reacts late.)
+    private func dropStalledConnections(now: Double) {
+        let limit = settings.transfer.stallTimeout
+        guard limit > 0 else { return }
+        for w in workers where w.active && now - w.lastByteAt > limit {
+            trace("w\(w.id) stalled for \(Format.fixed(now - w.lastByteAt, 1)) s")
+            multi.remove(w.easy)
+            w.active = false
+            w.stop = .none
+            scheduleRetry(w, reason: "no data for \(Format.seconds(now - w.lastByteAt))", after: nil, kind: .network)
+        }
     }
 
     /// A connection far slower than its peers gives back its not-started chunks and reconnects.

@@ -7,23 +7,29 @@ public enum FileName {
     /// not start with a dot (no hidden files, no `..` tricks), is at most 200 bytes of UTF-8, and is
     /// never empty. Only the last path component of the suggestion is kept.
     public static func sanitize(_ suggestion: String) -> String {
+        // Work on Unicode scalars: a separator or dot followed by a combining mark is one Character in
+        // Swift, and must not slip through as "not a slash".
+        var scalars = Array(suggestion.unicodeScalars)
         // Keep the last component: "a/b/../c.iso" and "..\\..\\x.exe" reduce to "c.iso" and "x.exe".
-        let lastComponent = suggestion.split(whereSeparator: { $0 == "/" || $0 == "\\" }).last ?? ""
-        var scalars = String.UnicodeScalarView()
-        for u in lastComponent.unicodeScalars {
+        while let last = scalars.last, last == "/" || last == "\\" { scalars.removeLast() }
+        if let sep = scalars.lastIndex(where: { $0 == "/" || $0 == "\\" }) {
+            scalars.removeSubrange(...sep)
+        }
+        scalars.removeAll { u in
             switch u.value {
-            case 0..<0x20, 0x7F, 0x80..<0xA0:
-                continue  // control characters, including C1
-            case 0x202A...0x202E, 0x2066...0x2069:
-                continue  // bidirectional overrides that can disguise an extension
-            default:
-                scalars.append(u)
+            case 0..<0x20, 0x7F, 0x80..<0xA0: true  // control characters, including C1
+            case 0x202A...0x202E, 0x2066...0x2069: true  // bidirectional overrides that disguise extensions
+            default: false
             }
         }
-        var name = String(scalars)
-        // Trim spaces and leading dots.
-        while let f = name.first, f == " " || f == "." { name.removeFirst() }
-        while let l = name.last, l == " " { name.removeLast() }
+        // No leading dots (hidden files, "..") and no leading combining marks they could hide behind.
+        while let f = scalars.first, f == " " || f == "." || f.properties.isGraphemeExtend
+            || f.properties.generalCategory == .format
+        {
+            scalars.removeFirst()
+        }
+        while let l = scalars.last, l == " " { scalars.removeLast() }
+        var name = String(String.UnicodeScalarView(scalars))
         if name.utf8.count > 200 { name = truncateUTF8(name, maxBytes: 200) }
         return name.isEmpty ? fallback : name
     }

@@ -84,9 +84,13 @@ public struct Scheduler: Sendable {
     /// Hands idle worker `w` its next work, or nil when there is nothing useful for it to do.
     ///
     /// `remainingSeconds(worker)` estimates how long a busy worker still needs for its in-flight
-    /// chunk; the end game duplicates the chunk with the largest estimate.
+    /// chunk; the end game duplicates the chunk with the largest estimate, if it is at least
+    /// `minRemainingSeconds`. `worthStealing(victim, notStartedChunks)` may veto robbing a worker
+    /// that will soon finish anyway.
     public mutating func nextAssignment(
-        for w: Int, allowDuplicates: Bool = true, remainingSeconds: (Int) -> Double = { _ in 0 }
+        for w: Int, allowDuplicates: Bool = true, remainingSeconds: (Int) -> Double = { _ in 0 },
+        minRemainingSeconds: Double = 0,
+        worthStealing: (_ victim: Int, _ notStartedChunks: Int) -> Bool = { _, _ in true }
     ) -> Assignment? {
         precondition(runs[w] == nil && duplicates[w] == nil, "worker \(w) is not idle")
         let pick: Int?
@@ -103,7 +107,7 @@ public struct Scheduler: Sendable {
         // Steal the upper half of the largest not-started remainder.
         var victim: Int?
         var best = 0
-        for (v, r) in runs.sorted(by: { $0.key < $1.key }) where r.count - 1 > best {
+        for (v, r) in runs.sorted(by: { $0.key < $1.key }) where r.count - 1 > best && worthStealing(v, r.count - 1) {
             best = r.count - 1
             victim = v
         }
@@ -122,7 +126,8 @@ public struct Scheduler: Sendable {
         var target: (owner: Int, chunk: Int, eta: Double)?
         for (v, r) in runs.sorted(by: { $0.key < $1.key }) where !raced.contains(r.lowerBound) {
             let eta = remainingSeconds(v)
-            if target == nil || eta > target!.eta { target = (v, r.lowerBound, eta) }
+            guard eta >= minRemainingSeconds else { continue }
+            if eta > (target?.eta ?? -1) { target = (v, r.lowerBound, eta) }
         }
         guard let t = target else { return nil }
         duplicates[w] = t.chunk

@@ -166,10 +166,13 @@ struct Prober {
                 result.totalLength = 0
                 result.acceptsRanges = true
             } else {
-                throw SeggetError(.httpStatus, "the server answered 416 (range not satisfiable) to a request for the first byte; it may be misconfigured.", httpStatus: 416)
+                // A server that refuses even the first byte cannot do ranges; a plain GET may still work.
+                result.totalLength = nil
+                result.noRangesReason = "the server refused a request for the first byte (416)"
             }
         default:
-            throw Self.statusError(head.status, url: finalURL)
+            let e = Self.statusError(head.status, url: finalURL)
+            throw SeggetError(e.kind, e.message, httpStatus: e.httpStatus, retryAfter: head.value("retry-after").flatMap { parseRetryAfter($0) })
         }
         return result
     }

@@ -36,7 +36,9 @@ public let seggetVersion = "0.1.0"
 extension EasyHandle {
     /// Applies the options shared by probes and ranged fetches. Redirects are never followed by
     /// libcurl: the probe follows them itself so that it can apply segget's redirect policy.
-    func configure(url: String, options: TransferOptions, extraHeaders: [String] = []) {
+    /// `lowSpeedBackstop`: let libcurl drop a silent connection too (the blocking probe has no loop
+    /// of its own to watch it; the fetch loop measures stalls itself, to the second).
+    func configure(url: String, options: TransferOptions, extraHeaders: [String] = [], lowSpeedBackstop: Bool = true) {
         set(CURLOPT_URL, url)
         set(CURLOPT_PROTOCOLS_STR, "http,https")
         set(CURLOPT_NOSIGNAL, true)
@@ -44,7 +46,7 @@ extension EasyHandle {
         set(CURLOPT_FOLLOWLOCATION, false)
         set(CURLOPT_USERAGENT, options.userAgent)
         set(CURLOPT_CONNECTTIMEOUT_MS, Int(options.connectTimeout * 1000))
-        if options.stallTimeout > 0 {
+        if options.stallTimeout > 0 && lowSpeedBackstop {
             set(CURLOPT_LOW_SPEED_LIMIT, 1)
             set(CURLOPT_LOW_SPEED_TIME, max(1, Int(options.stallTimeout.rounded(.up))))
         }
