@@ -132,11 +132,13 @@ public final class Download: @unchecked Sendable {
         let finalPath = try resolveOutputPath(probe: probe)
         let partPath = finalPath + ".segget-part"
         let journalPath = finalPath + ".segget-journal"
+        let progressPath = finalPath + ".segget-progress"
         if !options.force, let size = PosixFile.fileSize(path: finalPath), PosixFile.fileSize(path: partPath) == nil,
             PosixFile.fileSize(path: journalPath) != nil, finishedEarlier(journalPath: journalPath, size: size)
         {
             // An earlier run renamed the file into place and was stopped before removing its journal.
             try? PosixFile.remove(path: journalPath)
+            try? PosixFile.remove(path: progressPath)
             events?(.notice("\(finalPath) was already completed by an earlier run."))
             return DownloadResult(
                 path: finalPath, bytes: size, resumedBytes: size, receivedBytes: 0, seconds: 0,
@@ -164,7 +166,17 @@ public final class Download: @unchecked Sendable {
             if !fresh, let resumed = try openForResume(probe: probe, total: total, partPath: partPath, journalPath: journalPath, events: events) {
                 storage = resumed
             } else {
+                try? PosixFile.remove(path: progressPath)
                 storage = try createFresh(probe: probe, total: total, chunkSize: chunkSize, partPath: partPath, journalPath: journalPath, withJournal: true)
+            }
+            if let journal = storage.journal {
+                // Read what an earlier run recorded (trusted only in the same boot), then start afresh.
+                if journal.openedInSameBoot, let trusted = storage.trusted {
+                    let plan = ChunkPlan(totalLength: total, chunkSize: storage.chunkSize)
+                    storage.partial = ProgressSlots.read(path: progressPath, journal: journal.header, plan: plan)
+                        .filter { !trusted[$0.key] }
+                }
+                storage.progress = try? ProgressSlots.create(path: progressPath, journal: journal.header)
             }
         } else {
             if !fresh, PosixFile.fileSize(path: journalPath) != nil {
@@ -175,6 +187,7 @@ public final class Download: @unchecked Sendable {
         defer {
             // Background writeback and syncs use the data file; let them finish before closing it.
             Self.writebackQueue.sync {}
+            storage.progress?.close()
             storage.journal?.close()
             storage.data.close()
         }
@@ -226,6 +239,8 @@ public final class Download: @unchecked Sendable {
         engine.onProgress = progress.map { p in { p($0) } }
         engine.onEvent = events.map { e in { e($0) } }
         engine.onPrefix = hasher.map { h in { h.advance(to: $0) } }
+        engine.progressSlots = storage.progress
+        engine.partialChunks = storage.partial
         if options.syncBeforeRename {
             // A head start on the final fdatasync, off the fetch thread.
             let file = UncheckedBox(storage.data)
@@ -278,6 +293,7 @@ public final class Download: @unchecked Sendable {
                     storage.journal = nil
                     try? PosixFile.remove(path: partPath)
                     try? PosixFile.remove(path: journalPath)
+                    try? PosixFile.remove(path: progressPath)
                     throw SeggetError(.verification, "\(e.algorithm.displayName) mismatch for \(finalPath): expected \(e.hex), got \(hexString(got)). The download was discarded; the next run fetches it afresh.")
                 }
                 verified.append("\(e.algorithm.displayName)=\(e.hex)")
@@ -292,6 +308,7 @@ public final class Download: @unchecked Sendable {
             storage.journal?.close()
             storage.journal = nil
             try? PosixFile.remove(path: journalPath)
+            try? PosixFile.remove(path: progressPath)
             try? PosixFile.syncDirectory(containing: finalPath)
         } catch {
             throw SeggetError(.fileSystem, "could not move the finished download to \(finalPath): \(error).")
@@ -405,6 +422,9 @@ public final class Download: @unchecked Sendable {
         var journal: Journal?
         var trusted: ChunkBitmap?
         var chunkSize: Int64
+        var progress: ProgressSlots? = nil
+        /// Chunks an earlier run (same boot) had partly written: chunk → offset written up to.
+        var partial: [Int: Int64] = [:]
     }
 
     private func openForResume(

@@ -45,6 +45,9 @@ public final class Journal: @unchecked Sendable {
     public private(set) var written: ChunkBitmap
     /// The chunks whose data a completed `fdatasync` covered.
     public private(set) var durable: ChunkBitmap
+    /// True when `open` found the boot ID of this boot: nothing rebooted since the journal was last
+    /// opened, so the page cache (and anything recorded beside the journal in it) is intact.
+    public private(set) var openedInSameBoot = false
 
     private let storage: BlockStorage
     /// The storage, for tests that tamper with it.
@@ -163,6 +166,7 @@ public final class Journal: @unchecked Sendable {
         let header = stored.header.with(bootID: currentBootID)
         let journal = Journal(
             storage: storage, header: header, written: trusted, durable: stored.durable, onClose: onClose)
+        journal.openedInSameBoot = sameBoot
         do throws(Errno) {
             if trusted != stored.written {
                 try storage.write(trusted.bytes, at: journal.writtenOffset)

@@ -110,6 +110,8 @@ final class Worker {
     var redials = 0
     /// Index into the target's sources (main URL, then mirrors).
     var source = 0
+    /// `pos` when this worker's progress slot was last written.
+    var slotPos: Int64 = 0
     var transferStartedAt = 0.0
     var transferBytes: Int64 = 0
     /// When the last byte arrived (or the transfer started), for the stall timeout.
@@ -159,6 +161,13 @@ final class FetchEngine {
     let interrupt: InterruptFlag
     var onProgress: ((DownloadProgress) -> Void)?
     var onEvent: ((DownloadEvent) -> Void)?
+    /// Where each connection got inside its current chunk (survives `kill -9`), and what an earlier
+    /// run recorded there: chunk → offset up to which it is already written.
+    var progressSlots: ProgressSlots?
+    var partialChunks: [Int: Int64] = [:]
+    /// A slot is rewritten after at least this many new bytes, to keep the syscalls few.
+    static let slotStep: Int64 = 128 << 10
+
     /// Called when the finished prefix of the file grows (for hashing behind the download).
     var onPrefix: ((Int64) -> Void)?
     /// Called every `writebackStep` bytes received, to start writing dirty pages back early so that
@@ -240,7 +249,7 @@ final class FetchEngine {
         if target.ranged {
             onPrefix?(plan.byteRange(ofChunks: 0..<prefixChunks).upperBound)
             for w in workers {
-                if let r = scheduler.run(of: w.id) { start(w, bytes: plan.byteRange(ofChunks: r)) }
+                if let r = scheduler.run(of: w.id) { start(w, bytes: runBytes(r)) }
             }
         } else {
             start(workers[0], bytes: 0..<(target.totalLength ?? Int64.max))
@@ -311,11 +320,11 @@ final class FetchEngine {
             trace("w\(w.id) gets \(a)")
             switch a {
             case .run(let r):
-                start(w, bytes: plan.byteRange(ofChunks: r))
+                start(w, bytes: runBytes(r))
             case .stolen(let r, let victim, let newEnd):
                 let v = workers[victim]
                 v.end = min(v.end, plan.byteRange(ofChunk: newEnd - 1).upperBound)
-                start(w, bytes: plan.byteRange(ofChunks: r))
+                start(w, bytes: runBytes(r))
             case .duplicate(let chunk, let owner):
                 let o = workers[owner]
                 let chunkRange = plan.byteRange(ofChunk: chunk)
@@ -343,6 +352,15 @@ final class FetchEngine {
 
     /// Seconds the worker still needs for its in-flight chunk: large when it is waiting to retry,
     /// zero while its rate is not known yet (racing is decided on evidence, not at once).
+    /// The bytes of a run, skipping the part of its first chunk an earlier run already wrote.
+    private func runBytes(_ r: Range<Int>) -> Range<Int64> {
+        let bytes = plan.byteRange(ofChunks: r)
+        guard let done = partialChunks.removeValue(forKey: r.lowerBound), done > bytes.lowerBound,
+            done < plan.byteRange(ofChunk: r.lowerBound).upperBound
+        else { return bytes }
+        return done..<bytes.upperBound
+    }
+
     private func remainingSeconds(_ w: Worker, now: Double) -> Double {
         if !w.active { return 1e9 }
         let left = Double(max(0, w.chunkEnd - w.pos))
@@ -384,6 +402,7 @@ final class FetchEngine {
         w.chunkEnd = target.ranged ? plan.byteRange(ofChunk: plan.chunk(containing: w.pos)).upperBound : bytes.upperBound
         w.transferStartedAt = monotonicSeconds()
         w.lastByteAt = w.transferStartedAt
+        w.slotPos = w.pos
         w.transferBytes = 0
         w.samples = []
         w.waitUntil = nil
@@ -438,7 +457,13 @@ final class FetchEngine {
             w.lastByteAt = lastLoopTime
             receivedBytes += Int64(take)
             offset += take
-            if w.pos == w.chunkEnd { crossedChunkEnd(w) }
+            if w.pos == w.chunkEnd {
+                crossedChunkEnd(w)
+            } else if let slots = progressSlots, !w.isDuplicate, w.pos - w.slotPos >= FetchEngine.slotStep {
+                // After the data, like a journal bit: a kill now loses only what never arrived.
+                w.slotPos = w.pos
+                try? slots.record(slot: w.id, chunk: plan.chunk(containing: w.pos - 1), upTo: w.pos)
+            }
             if case .none = w.stop {} else { return offset == n ? n : offset }
         }
         return n

@@ -1,0 +1,79 @@
+import Glibc
+import Segget
+import SeggetJournal
+import SeggetTestServer
+import Testing
+
+@testable import Segget
+
+/// The per-connection progress slots beside the journal: a rerun continues inside the chunks an
+/// interrupted run was writing, instead of fetching those chunks again from their start.
+@Suite(.serialized) struct ProgressSlotTests {
+    static let chunk: Int64 = 64 * 1024
+
+    func header(total: Int64, createdAt: Int64 = 1) -> JournalHeader {
+        JournalHeader(url: "http://h/f", finalURL: "http://h/f", totalLength: total, chunkSize: Self.chunk,
+                      etag: "\"e\"", lastModified: nil, bootID: "b", createdAt: createdAt)
+    }
+
+    @Test func slotsRoundTripAndRejectForeignOrOutOfChunkValues() throws {
+        let dir = try TempDir()
+        let path = dir.path("p")
+        let plan = ChunkPlan(totalLength: 10 * Self.chunk, chunkSize: Self.chunk)
+        let slots = try ProgressSlots.create(path: path, journal: header(total: plan.totalLength))
+        try slots.record(slot: 0, chunk: 3, upTo: 3 * Self.chunk + 100)
+        try slots.record(slot: 1, chunk: 5, upTo: 5 * Self.chunk)  // nothing written yet: ignored
+        try slots.record(slot: 2, chunk: 6, upTo: 8 * Self.chunk)  // outside its chunk: ignored
+        try slots.record(slot: 127, chunk: 9, upTo: 9 * Self.chunk + 1)
+        slots.close()
+        #expect(TestFiles.mode(path) == 0o600)
+        #expect(ProgressSlots.read(path: path, journal: header(total: plan.totalLength), plan: plan)
+            == [3: 3 * Self.chunk + 100, 9: 9 * Self.chunk + 1])
+        // Bound to its journal: another journal (other creation time) sees nothing.
+        #expect(ProgressSlots.read(path: path, journal: header(total: plan.totalLength, createdAt: 2), plan: plan).isEmpty)
+        // A damaged or missing file sees nothing either.
+        try TestFiles.truncate(path, to: 40)
+        #expect(ProgressSlots.read(path: path, journal: header(total: plan.totalLength), plan: plan).isEmpty)
+        #expect(ProgressSlots.read(path: dir.path("missing"), journal: header(total: plan.totalLength), plan: plan).isEmpty)
+    }
+
+    @Test func rerunContinuesInsidePartlyWrittenChunks() throws {
+        // Big chunks and a slow server, so that connections are well inside a chunk when stopped.
+        let body = TestFiles.pattern(8 << 20, seed: 77)
+        let server = try TestServer()
+        try server.start()
+        defer { server.stop() }
+        server.addResource(name: "f", bytes: body)
+        let dir = try TempDir()
+        var o = DownloadOptions()
+        o.connections = 4
+        o.chunkSize = 1 << 20
+        o.outputPath = dir.path("out.bin")
+        let url = server.url("f", query: "rate=1m")
+        let stop = InterruptFlag()
+        let first = Result { () throws(SeggetError) -> DownloadResult in
+            try Download(url: url, options: o).run(progress: { p in if p.completedBytes > 3 << 20 { stop.set() } }, interrupt: stop)
+        }
+        guard case .failure(let e) = first, e.kind == .interrupted else {
+            Issue.record("the first run was not interrupted: \(first)")
+            return
+        }
+        #expect(TestFiles.exists(dir.path("out.bin.segget-progress")))
+        // What chunk-level resume alone would fetch again: every chunk the journal does not mark.
+        let (journal, trusted) = try Journal.open(path: dir.path("out.bin.segget-journal"), currentBootID: Journal.currentBootID())
+        journal.close()
+        let unfinished = Int64(trusted.count - trusted.setCount) * (1 << 20)
+        server.resetCounters()
+        let second = try Download(url: url, options: o).run()
+        #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
+        let ranged = server.requests.filter { $0.status == 206 && ($0.headers["range"] ?? "") != "bytes=0-0" }
+        let midChunk = ranged.filter { r in
+            guard let v = r.headers["range"], let dash = v.firstIndex(of: "-"), let start = Int64(v.dropFirst(6)[..<dash])
+            else { return false }
+            return start % (1 << 20) != 0
+        }
+        #expect(!midChunk.isEmpty, "no range started inside a chunk: \(ranged.map { $0.headers["range"] ?? "" })")
+        #expect(server.bodyBytesSent < unfinished, "sent \(server.bodyBytesSent), chunk-level resume needs \(unfinished)")
+        #expect(!TestFiles.exists(dir.path("out.bin.segget-progress")))
+    }
+}
