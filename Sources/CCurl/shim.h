@@ -65,10 +65,7 @@ static inline CURLcode segget_msg_result(const CURLMsg *msg) { return msg->data.
 
 // Constants that are macros with casts or enum values Swift may not import cleanly.
 static inline long segget_curl_global_all(void) { return CURL_GLOBAL_ALL; }
-static inline size_t segget_curl_writefunc_pause(void) { return CURL_WRITEFUNC_PAUSE; }
 static inline long segget_curl_http_version_1_1(void) { return CURL_HTTP_VERSION_1_1; }
 static inline long segget_curl_http_version_2tls(void) { return CURL_HTTP_VERSION_2TLS; }
-static inline long segget_curl_proto_http_https(void) { return CURLPROTO_HTTP | CURLPROTO_HTTPS; }
-static inline long segget_curl_auth_any(void) { return (long)CURLAUTH_ANY; }
 static inline long segget_curl_auth_basic(void) { return (long)CURLAUTH_BASIC; }
 #endif

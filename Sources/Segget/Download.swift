@@ -314,7 +314,7 @@ public final class Download: @unchecked Sendable {
             throw SeggetError(.fileSystem, "could not move the finished download to \(finalPath): \(error).")
         }
         return DownloadResult(
-            path: finalPath, bytes: length, resumedBytes: resumedBytes, receivedBytes: engine.receivedBytesForReport,
+            path: finalPath, bytes: length, resumedBytes: resumedBytes, receivedBytes: engine.receivedBytes,
             seconds: monotonicSeconds() - fetchStarted, connections: settings.connections, verified: verified,
             usedRanges: ranged)
     }
@@ -343,8 +343,7 @@ public final class Download: @unchecked Sendable {
                 let retryable = error.kind == .network && !error.message.contains("redirect")
                     || (error.kind == .httpStatus && [408, 429, 500, 502, 503, 504].contains(error.httpStatus ?? 0))
                 guard retryable, attempt <= options.retries, !interrupt.isSet else { throw error }
-                let backoff = min(60, options.retryWait * Double(1 << min(attempt - 1, 10))) * Double.random(in: 0.5...1.5)
-                let delay = error.retryAfter.map { min($0, 300) } ?? backoff
+                let delay = retryDelay(attempt: attempt, base: options.retryWait, retryAfter: error.retryAfter)
                 events?(.retry(connection: 0, attempt: attempt, delay: delay, reason: error.message))
                 let until = monotonicSeconds() + delay
                 while monotonicSeconds() < until {

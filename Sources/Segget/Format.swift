@@ -41,6 +41,3 @@ public enum Format {
 
     private static func pad2(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }
 }
-
-func formatSeconds(_ s: Double) -> String { Format.seconds(s) }
-func formatRate(_ r: Double) -> String { Format.rate(r) }

@@ -1,5 +1,4 @@
 import Glibc
-import Segget
 import SeggetJournal
 import SeggetTestServer
 import Testing
@@ -64,7 +63,7 @@ import Testing
         journal.close()
         let unfinished = Int64(trusted.count - trusted.setCount) * (1 << 20)
         server.resetCounters()
-        let second = try Download(url: url, options: o).run()
+        _ = try Download(url: url, options: o).run()
         #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
         let ranged = server.requests.filter { $0.status == 206 && ($0.headers["range"] ?? "") != "bytes=0-0" }
         let midChunk = ranged.filter { r in

@@ -63,8 +63,6 @@ enum StopReason {
     case reachedEnd
     /// Lost an end-game race.
     case cancelled
-    /// Aborted to re-dial a slow connection.
-    case redial
     /// Retry after a delay (seconds; nil means backoff); `kind` is the failure if retries run out.
     case retry(String, after: Double?, kind: FailureKind)
     /// The server answered a range with the whole file (same validators): ranges are unusable.
@@ -92,7 +90,8 @@ final class Worker {
 
     var active = false
     var waitUntil: Double?
-    var head = ResponseHead()
+    let headCollector = HeadCollector()
+    var head: ResponseHead { headCollector.head }
     var validated = false
     var stop = StopReason.none
     var isDuplicate = false
@@ -121,13 +120,8 @@ final class Worker {
 
     init(id: Int) { self.id = id }
 
-    var hasAssignment: Bool { end > pos }
-
     func rate(now: Double, window: Double) -> Double? {
-        guard let last = samples.last else { return nil }
-        guard let first = samples.first(where: { now - $0.0 <= window + 0.01 }), last.0 - first.0 >= window * 0.75
-        else { return nil }
-        return Double(last.1 - first.1) / max(0.001, last.0 - first.0)
+        sampledRate(samples, endingAt: now, window: window, minSpan: window * 0.75)
     }
 }
 
@@ -137,16 +131,6 @@ private func workerWriteCallback(
     guard let ptr, let ud else { return 0 }
     let w = Unmanaged<Worker>.fromOpaque(ud).takeUnretainedValue()
     return w.engine.receive(w, UnsafeRawPointer(ptr), size * n)
-}
-
-private func workerHeaderCallback(
-    _ ptr: UnsafeMutablePointer<CChar>?, _ size: Int, _ n: Int, _ ud: UnsafeMutableRawPointer?
-) -> Int {
-    guard let ptr, let ud else { return 0 }
-    let w = Unmanaged<Worker>.fromOpaque(ud).takeUnretainedValue()
-    let count = size * n
-    w.head.append(line: Substring(decodingLatin1(UnsafeRawBufferPointer(start: ptr, count: count))))
-    return count
 }
 
 /// The fetch loop: one libcurl multi handle driving one easy handle per connection, on the calling
@@ -200,10 +184,9 @@ final class FetchEngine {
 
     private var prefixChunks = 0
     private var streamPrefix: Int64 = 0
-    private var receivedBytes: Int64 = 0
+    /// Bytes received from the network in this run.
+    private(set) var receivedBytes: Int64 = 0
     private var finishedBytes: Int64 = 0
-    var finishedBytesValue: Int64 { finishedBytes }
-    var receivedBytesValue: Int64 { receivedBytes }
     private var rateSamples: [(Double, Int64)] = []
     private var startedAt = 0.0
     private var totalRedials = 0
@@ -262,11 +245,9 @@ final class FetchEngine {
             }
             let now = monotonicSeconds()
             if let t = settings.timeout, now - startedAt > t {
-                throw SeggetError(.network, "the download did not finish within --timeout \(formatSeconds(t)); run the same command to continue.")
+                throw SeggetError(.network, "the download did not finish within --timeout \(Format.seconds(t)); run the same command to continue.")
             }
-            if let e = fatalError { throw e }
-            if let c = changed { throw ResourceChanged(reason: c) }
-            if let r = ignored { throw RangesIgnored(reason: r) }
+            try throwIfStopped()
             if isDone { break }
             startWaitingWorkers(now: now)
             if target.ranged { assignIdleWorkers() }
@@ -276,9 +257,7 @@ final class FetchEngine {
                 finish(w, code: code)
             }
             flushRemovals()
-            if let e = fatalError { throw e }
-            if let c = changed { throw ResourceChanged(reason: c) }
-            if let r = ignored { throw RangesIgnored(reason: r) }
+            try throwIfStopped()
             if now - lastTick >= settings.progressInterval {
                 lastTick = now
                 tick(now: now)
@@ -291,6 +270,13 @@ final class FetchEngine {
             cp.stop()
         }
         tick(now: monotonicSeconds())
+    }
+
+    /// Ends the loop with whatever a transfer decided for the whole download.
+    private func throwIfStopped() throws {
+        if let e = fatalError { throw e }
+        if let c = changed { throw ResourceChanged(reason: c) }
+        if let r = ignored { throw RangesIgnored(reason: r) }
     }
 
     private var isDone: Bool {
@@ -390,9 +376,8 @@ final class FetchEngine {
         let ud = Unmanaged.passUnretained(w).toOpaque()
         e.set(CURLOPT_WRITEFUNCTION, dataCallback: workerWriteCallback)
         e.set(CURLOPT_WRITEDATA, pointer: ud)
-        e.set(CURLOPT_HEADERFUNCTION, dataCallback: workerHeaderCallback)
-        e.set(CURLOPT_HEADERDATA, pointer: ud)
-        w.head = ResponseHead()
+        w.headCollector.head = ResponseHead()
+        e.collectHeaders(into: w.headCollector)
         w.validated = false
         w.stop = .none
         w.requestStart = bytes.lowerBound
@@ -590,8 +575,6 @@ final class FetchEngine {
         switch reason {
         case .reachedEnd, .cancelled:
             becomeIdle(w)
-        case .redial:
-            start(w, bytes: w.pos..<w.end, fresh: true)
         case .fatal(let e):
             if fatalError == nil { fatalError = e }
         case .resourceChanged(let r):
@@ -637,9 +620,7 @@ final class FetchEngine {
             fatalError = SeggetError(kind, "bytes \(w.pos)-\(w.end - 1) failed \(w.attempts) time\(w.attempts == 1 ? "" : "s") (last: \(reason)); \(hint).")
             return
         }
-        let backoff = min(60, settings.retryWait * Double(1 << min(w.attempts - 1, 10)))
-        let jitter = Double.random(in: 0.5...1.5)
-        let delay = after.map { min($0, 300) } ?? backoff * jitter
+        let delay = retryDelay(attempt: w.attempts, base: settings.retryWait, retryAfter: after)
         w.waitUntil = monotonicSeconds() + delay
         onEvent?(.retry(connection: w.id, attempt: w.attempts, delay: delay, reason: reason))
     }
@@ -721,12 +702,10 @@ final class FetchEngine {
             trace("w\(w.id) redial at \(Format.rate(r)) vs median \(Format.rate(median)) port=\(w.easy.localPort)")
             scheduler.releaseNotStarted(of: w.id)
             w.end = min(w.end, w.chunkEnd)
-            w.stop = .redial
-            onEvent?(.redial(connection: w.id, reason: "\(formatRate(r)) against a median of \(formatRate(median))"))
-            // Abort now; finish() restarts it on a fresh connection from the exact byte reached.
+            onEvent?(.redial(connection: w.id, reason: "\(Format.rate(r)) against a median of \(Format.rate(median))"))
+            // Abort now and continue on a fresh connection from the exact byte reached.
             multi.remove(w.easy)
             w.active = false
-            w.stop = .none
             start(w, bytes: w.pos..<w.end, fresh: true)
         }
     }
@@ -754,20 +733,12 @@ final class FetchEngine {
 
     private func totalRate(window: Double) -> Double {
         guard let last = rateSamples.last else { return 0 }
-        let from = rateSamples.first(where: { last.0 - $0.0 <= window + 0.01 }) ?? last
-        return Double(last.1 - from.1) / max(0.001, last.0 - from.0)
+        return sampledRate(rateSamples, endingAt: last.0, window: window, minSpan: 0) ?? 0
     }
-
-    /// Connections that may take work right now.
-    var activeConnectionLimit: Int { workerLimit }
 
     private func reportProgress(now: Double) {
         guard let onProgress else { return }
-        var rate = 0.0
-        if let first = rateSamples.first, let last = rateSamples.last, last.0 - first.0 > 0.2 {
-            let from = rateSamples.first(where: { last.0 - $0.0 <= 3 }) ?? first
-            rate = Double(last.1 - from.1) / max(0.001, last.0 - from.0)
-        }
+        let rate = rateSamples.last.flatMap { sampledRate(rateSamples, endingAt: $0.0, window: 3, minSpan: 0.2) } ?? 0
         var completed = finishedBytes
         var conns: [ConnectionProgress] = []
         for w in workers {
@@ -858,9 +829,23 @@ struct UncheckedBox<T>: @unchecked Sendable {
 
 extension FetchEngine {
     /// Bytes of finished chunks (ranged) or bytes written (stream), for the interrupted message.
-    var finishedBytesForReport: Int64 { target.ranged ? finishedBytesValue : workers[0].pos }
-    /// Bytes received from the network in this run.
-    var receivedBytesForReport: Int64 { receivedBytesValue }
+    var finishedBytesForReport: Int64 { target.ranged ? finishedBytes : workers[0].pos }
     /// Bytes written by the single stream.
     var streamLength: Int64 { workers[0].pos }
+}
+
+/// Bytes per second over the newest `window` seconds (counted back from `end`) of (time, total
+/// bytes) samples; nil when those samples span less than `minSpan` seconds.
+func sampledRate(_ samples: [(Double, Int64)], endingAt end: Double, window: Double, minSpan: Double) -> Double? {
+    guard let last = samples.last, let first = samples.first(where: { end - $0.0 <= window + 0.01 }),
+        last.0 - first.0 >= max(minSpan, 0.001)
+    else { return nil }
+    return Double(last.1 - first.1) / (last.0 - first.0)
+}
+
+/// Seconds to wait before retry number `attempt`: what the server asked (`Retry-After`, at most five
+/// minutes), else `base` doubling per attempt up to a minute, with ±50 % jitter.
+func retryDelay(attempt: Int, base: Double, retryAfter: Double?) -> Double {
+    if let asked = retryAfter { return min(asked, 300) }
+    return min(60, base * Double(1 << min(max(attempt, 1) - 1, 10))) * Double.random(in: 0.5...1.5)
 }

@@ -9,15 +9,7 @@ struct CurlCode: Error, Equatable, CustomStringConvertible {
 
     static let ok = CurlCode(CURLE_OK)
     static let writeError = CurlCode(CURLE_WRITE_ERROR)
-    static let abortedByCallback = CurlCode(CURLE_ABORTED_BY_CALLBACK)
-    static let operationTimedOut = CurlCode(CURLE_OPERATION_TIMEDOUT)
-    static let rangeError = CurlCode(CURLE_RANGE_ERROR)
-    static let tooManyRedirects = CurlCode(CURLE_TOO_MANY_REDIRECTS)
-    static let unsupportedProtocol = CurlCode(CURLE_UNSUPPORTED_PROTOCOL)
-    static let urlMalformat = CurlCode(CURLE_URL_MALFORMAT)
     static let partialFile = CurlCode(CURLE_PARTIAL_FILE)
-    static let peerFailedVerification = CurlCode(CURLE_PEER_FAILED_VERIFICATION)
-    static let couldntResolveHost = CurlCode(CURLE_COULDNT_RESOLVE_HOST)
 
     var description: String { String(cString: curl_easy_strerror(CURLcode(rawValue: rawValue))) }
 
@@ -41,6 +33,21 @@ enum CurlGlobal {
         curl_global_init(segget_curl_global_all()) == CURLE_OK
     }()
     static func ensure() { _ = initialised }
+}
+
+/// Receives the header lines of a transfer (the probe's or a connection's) into a `ResponseHead`.
+final class HeadCollector {
+    var head = ResponseHead()
+}
+
+private func headerCallback(
+    _ ptr: UnsafeMutablePointer<CChar>?, _ size: Int, _ n: Int, _ ud: UnsafeMutableRawPointer?
+) -> Int {
+    guard let ptr, let ud else { return 0 }
+    let collector = Unmanaged<HeadCollector>.fromOpaque(ud).takeUnretainedValue()
+    let count = size * n
+    collector.head.append(line: Substring(decodingLatin1(UnsafeRawBufferPointer(start: ptr, count: count))))
+    return count
 }
 
 /// One libcurl easy handle: one transfer at a time. Only the transport files touch libcurl.
@@ -91,6 +98,12 @@ final class EasyHandle {
         _ = segget_easy_setopt_xferinfo_cb(raw, option, value)
     }
 
+    /// Sends the response's header lines to `collector`, which the caller keeps alive for the transfer.
+    func collectHeaders(into collector: HeadCollector) {
+        set(CURLOPT_HEADERFUNCTION, dataCallback: headerCallback)
+        set(CURLOPT_HEADERDATA, pointer: Unmanaged.passUnretained(collector).toOpaque())
+    }
+
     /// Replaces the extra request header lines (`Name: value`).
     func setHeaders(_ lines: [String]) {
         if let headerList { curl_slist_free_all(headerList) }
@@ -105,16 +118,6 @@ final class EasyHandle {
         var v = 0
         _ = segget_easy_getinfo_long(raw, CURLINFO_RESPONSE_CODE, &v)
         return v
-    }
-    var redirectURL: String? {
-        var p: UnsafeMutablePointer<CChar>?
-        _ = segget_easy_getinfo_string(raw, CURLINFO_REDIRECT_URL, &p)
-        return p.map { String(cString: $0) }
-    }
-    var effectiveURL: String? {
-        var p: UnsafeMutablePointer<CChar>?
-        _ = segget_easy_getinfo_string(raw, CURLINFO_EFFECTIVE_URL, &p)
-        return p.map { String(cString: $0) }
     }
     var localPort: Int {
         var v = 0
@@ -160,9 +163,6 @@ final class MultiHandle {
         var numfds: Int32 = 0
         _ = curl_multi_poll(raw, nil, 0, timeoutMs, &numfds)
     }
-
-    /// Interrupts a `poll` from another thread.
-    func wakeup() { _ = curl_multi_wakeup(raw) }
 
     /// Drains the completed-transfer messages: (handle pointer, result).
     func completed() -> [(UnsafeMutableRawPointer, CurlCode)] {

@@ -31,19 +31,9 @@ public struct ProbeResult: Sendable, Equatable {
 
 /// Collects one response's head (and at most a few body bytes) from libcurl callbacks.
 final class ProbeContext {
-    var head = ResponseHead()
+    let headCollector = HeadCollector()
+    var head: ResponseHead { headCollector.head }
     var bodyBytes = 0
-}
-
-private func probeHeaderCallback(
-    _ ptr: UnsafeMutablePointer<CChar>?, _ size: Int, _ n: Int, _ ud: UnsafeMutableRawPointer?
-) -> Int {
-    guard let ptr, let ud else { return 0 }
-    let ctx = Unmanaged<ProbeContext>.fromOpaque(ud).takeUnretainedValue()
-    let count = size * n
-    let line = UnsafeRawBufferPointer(start: ptr, count: count)
-    ctx.head.append(line: Substring(decodingLatin1(line)))
-    return count
 }
 
 private func probeWriteCallback(
@@ -83,7 +73,7 @@ struct Prober {
         var opts = options
         var hops = 0
         while true {
-            let (ctx, code, _) = request(current, options: opts)
+            let (ctx, code) = request(current, options: opts)
             let head = ctx.head
             if code != .ok && !(code == .writeError && head.isComplete) {
                 throw Self.networkError(code, url: current)
@@ -120,18 +110,17 @@ struct Prober {
     }
 
     /// One request with `Range: bytes=0-0`, performed to completion or until the head is known.
-    private func request(_ url: String, options: TransferOptions) -> (ProbeContext, CurlCode, EasyHandle) {
+    private func request(_ url: String, options: TransferOptions) -> (ProbeContext, CurlCode) {
         let ctx = ProbeContext()
         let e = EasyHandle()
         e.configure(url: url, options: options)
         e.set(CURLOPT_RANGE, "0-0")
         let ud = Unmanaged.passUnretained(ctx).toOpaque()
-        e.set(CURLOPT_HEADERFUNCTION, dataCallback: probeHeaderCallback)
-        e.set(CURLOPT_HEADERDATA, pointer: ud)
+        e.collectHeaders(into: ctx.headCollector)
         e.set(CURLOPT_WRITEFUNCTION, dataCallback: probeWriteCallback)
         e.set(CURLOPT_WRITEDATA, pointer: ud)
         let code = withExtendedLifetime(ctx) { e.perform() }
-        return (ctx, code, e)
+        return (ctx, code)
     }
 
     private func interpret(_ head: ResponseHead, finalURL: String, redirects: Int, options: TransferOptions) throws(SeggetError) -> ProbeResult {
