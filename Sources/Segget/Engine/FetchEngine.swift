@@ -326,10 +326,14 @@ final class FetchEngine {
     /// a while for the rest.
     static let minStealSeconds = 0.5
 
+    /// A victim waiting to retry has nothing in flight and may always be robbed. One that is receiving
+    /// is robbed only on evidence, like a race: once its rate is known and its remainder would take a
+    /// while, since a fast server may already have sent everything beyond the cut.
     private func worthStealing(_ v: Worker, notStartedChunks: Int, now: Double) -> Bool {
-        guard v.active, let r = v.rate(now: now, window: 1), r > 1 else { return true }
+        guard v.active else { return true }
+        guard let r = v.rate(now: now, window: 1) else { return false }
         let bytes = Double(notStartedChunks) * Double(plan.chunkSize)
-        return bytes / r >= FetchEngine.minStealSeconds
+        return bytes / max(r, 1) >= FetchEngine.minStealSeconds
     }
 
     /// Racing a chunk costs a connection and up to a chunk of bandwidth: only worth it for one that
