@@ -1,6 +1,7 @@
 import Glibc
 import Segget
 import SeggetTestServer
+import Synchronization
 import Testing
 
 /// Downloads through the library against the in-process test server: every size edge for several
@@ -156,26 +157,14 @@ func downloadError(_ url: String, _ options: DownloadOptions, events: (@Sendable
 }
 
 /// Collects events from the download thread.
-final class EventLog: @unchecked Sendable {
-    private var items: [DownloadEvent] = []
-    private let lock = NSLockLike()
-    func append(_ e: DownloadEvent) { lock.locked { items.append(e) } }
-    var all: [DownloadEvent] { lock.locked { items } }
+final class EventLog: Sendable {
+    private let items = Mutex<[DownloadEvent]>([])
+    func append(_ e: DownloadEvent) { items.withLock { $0.append(e) } }
+    var all: [DownloadEvent] { items.withLock { $0 } }
     var notices: [String] {
         all.compactMap { if case .notice(let t) = $0 { return t } else { return nil } }
     }
+    func hasNotice(containing text: String) -> Bool { notices.contains { $0.contains(text) } }
     var retries: Int { all.filter { if case .retry = $0 { return true } else { return false } }.count }
     var redials: Int { all.filter { if case .redial = $0 { return true } else { return false } }.count }
-}
-
-/// A pthread mutex, to keep the test target free of Foundation locks.
-final class NSLockLike: @unchecked Sendable {
-    private var m = pthread_mutex_t()
-    init() { pthread_mutex_init(&m, nil) }
-    deinit { pthread_mutex_destroy(&m) }
-    func locked<T>(_ body: () throws -> T) rethrows -> T {
-        pthread_mutex_lock(&m)
-        defer { pthread_mutex_unlock(&m) }
-        return try body()
-    }
 }

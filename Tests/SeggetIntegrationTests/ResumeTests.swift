@@ -29,17 +29,6 @@ private enum ResumeGeometry {
     static let smallRate = "512k"
 }
 
-/// Notices and other events delivered by a download, collected from the download thread.
-private final class ResumeEventLog: Sendable {
-    private let events = Mutex<[DownloadEvent]>([])
-    func append(_ e: DownloadEvent) { events.withLock { $0.append(e) } }
-    var all: [DownloadEvent] { events.withLock { $0 } }
-    var notices: [String] {
-        all.compactMap { if case .notice(let text) = $0 { return text } else { return nil } }
-    }
-    func hasNotice(containing text: String) -> Bool { notices.contains { $0.contains(text) } }
-}
-
 /// One served file, one temporary directory, and the paths of one download into it.
 private final class ResumeFixture: @unchecked Sendable {
     let server: TestServer
@@ -119,9 +108,9 @@ private final class ResumeFixture: @unchecked Sendable {
     @discardableResult
     func completeRun(
         resume: Bool = true, url: String? = nil, sourceLocation: SourceLocation = #_sourceLocation
-    ) async throws -> (result: DownloadResult, log: ResumeEventLog, sent: Int64) {
+    ) async throws -> (result: DownloadResult, log: EventLog, sent: Int64) {
         server.resetCounters()
-        let log = ResumeEventLog()
+        let log = EventLog()
         let download = Download(url: url ?? self.url, options: options(resume: resume))
         let result = try await blocking { try download.run(events: { log.append($0) }) }
         let sent = server.bodyBytesSent
