@@ -318,8 +318,8 @@ import Testing
 
 // MARK: - Generators
 
-/// SplitMix64: small, fast, deterministic.
-struct FuzzRandom {
+/// SplitMix64: small, fast, deterministic. The one generator of this test target.
+struct FuzzRandom: RandomNumberGenerator {
     private var state: UInt64
     init(seed: UInt64) { state = seed }
 
