@@ -38,6 +38,9 @@ public struct DownloadOptions: Sendable {
     public var checkpointInterval = 5.0
     /// `fdatasync` the finished file before it gets its final name.
     public var syncBeforeRename = true
+    /// Write (and read back for hashing) with `O_DIRECT` where the file system allows it, bypassing
+    /// the page cache; false writes through the page cache.
+    public var directIO = true
     /// Re-dial connections much slower than their peers.
     public var redialSlowConnections = true
     /// Race the last in-flight chunks on idle connections.
@@ -204,7 +207,12 @@ public final class Download: @unchecked Sendable {
             hasher = nil
         } else {
             do {
-                hasher = try PrefixHasher(path: partPath, algorithms: Array(Set(expected.map(\.algorithm))).sorted { $0.rawValue < $1.rawValue })
+                hasher = try PrefixHasher(
+                    path: partPath, algorithms: Array(Set(expected.map(\.algorithm))).sorted { $0.rawValue < $1.rawValue },
+                    direct: options.directIO,
+                    memoryWindow: Self.hashWindow(
+                        connections: options.connections,
+                        runBytes: Int64(Self.hashRunChunks(chunkSize: storage.chunkSize)) * storage.chunkSize))
             } catch {
                 throw SeggetError(.fileSystem, "could not open \(partPath) for hashing: \(error).")
             }
@@ -222,10 +230,11 @@ public final class Download: @unchecked Sendable {
         settings.redialSlow = options.redialSlowConnections
         settings.endGame = options.endGame
         settings.checkpointInterval = options.checkpointInterval
+        settings.directIO = options.directIO
         if hasher != nil {
             // The hasher reads the file front to back; keep the finished prefix growing with the
-            // download (16 MiB runs in file order) so that little is left to hash at the end.
-            settings.maxRunChunks = max(4, Int((16 << 20) / storage.chunkSize))
+            // download (runs of about 8 MiB in file order) so that little is left to hash at the end.
+            settings.maxRunChunks = Self.hashRunChunks(chunkSize: storage.chunkSize)
         }
         var target = FetchTarget(
             url: probe.finalURL, totalLength: probe.totalLength, ranged: ranged, etag: probe.etag,
@@ -239,6 +248,7 @@ public final class Download: @unchecked Sendable {
         engine.onProgress = progress.map { p in { p($0) } }
         engine.onEvent = events.map { e in { e($0) } }
         engine.onPrefix = hasher.map { h in { h.advance(to: $0) } }
+        engine.writer.onFlush = hasher.map { h in { h.offer($0, at: $1) } }
         engine.progressSlots = storage.progress
         engine.partialChunks = storage.partial
         if options.syncBeforeRename {
@@ -331,6 +341,20 @@ public final class Download: @unchecked Sendable {
     // MARK: Probe
 
     private static let writebackQueue = DispatchQueue(label: "segget.writeback")
+
+    /// How much memory the hasher may keep of freshly written bytes so that it need not read them back
+    /// from the device (see `PrefixHasher`): what the connections have in flight in their in-order runs
+    /// plus 16 MiB of slack, at most 128 MiB. It is touched only as it fills.
+    static func hashWindow(connections: Int, runBytes: Int64) -> Int {
+        Int(min(128 << 20, Int64(connections) * runBytes + (16 << 20)))
+    }
+
+    /// How many chunks each connection is handed at a time while hashing behind the download: about
+    /// 8 MiB. Longer runs cost more hash-window memory; shorter ones cost a request (one round trip
+    /// of idle connection) per run.
+    static func hashRunChunks(chunkSize: Int64) -> Int {
+        max(4, Int((8 << 20) / chunkSize))
+    }
 
     private func probeWithRetries(events: (@Sendable (DownloadEvent) -> Void)?, interrupt: InterruptFlag) throws(SeggetError) -> ProbeResult {
         let prober = Prober(options: options.transfer)

@@ -150,6 +150,9 @@ struct Get: ParsableCommand {
     @Flag(name: .customLong("no-fsync"), help: "Do not flush the finished file to disk before giving it its name (faster; a power cut soon after may leave it incomplete).")
     var noFsync = false
 
+    @Flag(name: .customLong("buffered-io"), help: "Write through the page cache instead of with O_DIRECT (segget falls back to this by itself where the file system refuses O_DIRECT).")
+    var bufferedIO = false
+
     @Flag(help: "Allow HTTP/2 (ranges may then share one connection).")
     var http2 = false
 
@@ -227,6 +230,7 @@ struct Get: ParsableCommand {
         o.maxSpeed = maxSpeed.flatMap(parseByteSize)
         o.checkpointInterval = syncInterval
         o.syncBeforeRename = !noFsync
+        o.directIO = !bufferedIO
         o.verifyServerDigests = !noVerify
         o.checksums = try checksum.map { try ExpectedDigest(parsing: $0) }
         var t = TransferOptions()

@@ -25,4 +25,36 @@ struct NginxTests {
             #expect(TestFiles.fileDifference(dir.path(name), "\(root)/\(name)") == nil, "\(name) with -n \(n)")
         }
     }
+
+    /// Through the page cache instead of `O_DIRECT` (`--buffered-io`, and the fallback where a file
+    /// system refuses `O_DIRECT`).
+    @Test func bufferedWritesAreByteIdentical() throws {
+        for name in Self.files {
+            let dir = try TempDir()
+            var o = DownloadOptions()
+            o.connections = 8
+            o.directIO = false
+            o.outputPath = dir.path(name)
+            _ = try Download(url: "\(base)/\(name)", options: o).run()
+            #expect(TestFiles.fileDifference(dir.path(name), "\(root)/\(name)") == nil, "\(name)")
+        }
+    }
+
+    /// Chunk boundaries that are not multiples of 4 KiB, so that blocks at range edges go through the
+    /// page cache while the rest goes with `O_DIRECT`; with a checksum, so that the hasher's memory
+    /// window and its direct reads are exercised on the same file.
+    @Test(arguments: [65536 + 1000, (1 << 20) + 4095])
+    func unalignedChunksWithChecksum(_ chunkSize: Int) throws {
+        let name = "size-256m"
+        let digest = try digestFile(path: "\(root)/\(name)", algorithms: [.sha256])[.sha256]!
+        let dir = try TempDir()
+        var o = DownloadOptions()
+        o.connections = 8
+        o.chunkSize = Int64(chunkSize)
+        o.outputPath = dir.path(name)
+        o.checksums = [ExpectedDigest(algorithm: .sha256, bytes: digest)!]
+        let r = try Download(url: "\(base)/\(name)", options: o).run()
+        #expect(r.verified.count == 1)
+        #expect(TestFiles.fileDifference(dir.path(name), "\(root)/\(name)") == nil)
+    }
 }

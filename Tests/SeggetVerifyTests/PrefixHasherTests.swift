@@ -4,38 +4,44 @@ import Testing
 @testable import SeggetVerify
 
 @Suite struct PrefixHasherTests {
-    /// Writes `data` into `path` in shuffled chunk order on another thread, advancing the hasher to the
-    /// contiguous finished prefix after every chunk, as the download engine does. Returns when all is written.
+    /// Writes `data` into `path` in shuffled chunk order, advancing the hasher to the contiguous finished
+    /// prefix after every chunk, as the download engine does (see `writeChunks`).
     static func writeShuffled(_ data: [UInt8], to path: String, chunkSize: Int, seed: UInt64, hasher: PrefixHasher)
         throws
     {
-        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        #expect(descriptor >= 0)
-        defer { close(descriptor) }
         var generator = SeededGenerator(seed: seed)
         let chunkCount = (data.count + chunkSize - 1) / chunkSize
         let order = Array(0..<chunkCount).shuffled(using: &generator)
-        let done = DispatchSemaphore(value: 0)
-        let writer = Thread {
-            var finished = [Bool](repeating: false, count: chunkCount)
-            var prefixChunks = 0
-            data.withUnsafeBytes { all in
-                for chunk in order {
-                    let start = chunk * chunkSize
-                    let end = min(start + chunkSize, all.count)
-                    let written = pwrite(descriptor, all.baseAddress.map { $0 + start }, end - start, off_t(start))
-                    precondition(written == end - start, "test write failed")
-                    finished[chunk] = true
-                    while prefixChunks < chunkCount && finished[prefixChunks] {
-                        prefixChunks += 1
-                    }
-                    hasher.advance(to: Int64(min(prefixChunks * chunkSize, all.count)))
-                }
+        writeChunks(data, path: path, chunkSize: chunkSize, order: order, hasher: hasher)
+    }
+
+    /// Writes `data` chunk by chunk in `order` (chunk indices) with `pwrite`, creating the file if needed
+    /// (a preallocated file keeps its zeros beyond what is written), and advances the hasher to the
+    /// finished prefix after each chunk. With `offer`, each chunk is also offered to the hasher's memory
+    /// window after its write, as the engine does. With `paced`, waits after each chunk until the hasher
+    /// has caught up (a download slower than hashing), so that no offer falls beyond the window.
+    static func writeChunks(_ data: [UInt8], path: String, chunkSize: Int, order: [Int], hasher: PrefixHasher,
+                            offer: Bool = false, paced: Bool = false) {
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+        precondition(descriptor >= 0, "test open failed")
+        defer { close(descriptor) }
+        let chunkCount = (data.count + chunkSize - 1) / chunkSize
+        var finished = [Bool](repeating: false, count: chunkCount)
+        var prefix = 0
+        data.withUnsafeBytes { all in
+            for chunk in order {
+                let start = chunk * chunkSize
+                let end = min(start + chunkSize, all.count)
+                let piece = UnsafeRawBufferPointer(rebasing: all[start..<end])
+                precondition(pwrite(descriptor, piece.baseAddress, piece.count, off_t(start)) == piece.count, "test write failed")
+                if offer { hasher.offer(piece, at: Int64(start)) }
+                finished[chunk] = true
+                while prefix < chunkCount && finished[prefix] { prefix += 1 }
+                let offset = Int64(min(prefix * chunkSize, all.count))
+                hasher.advance(to: offset)
+                while paced && hasher.hashedBytes < offset / 4096 * 4096 { usleep(200) }
             }
-            done.signal()
         }
-        writer.start()
-        done.wait()
     }
 
     @Test func followsShuffledWritesAndMatchesDigestFile() throws {
@@ -185,5 +191,66 @@ import Testing
         } throws: { error in
             (error as? HashingError)?.code == .openFailed(errno: ENOENT)
         }
+    }
+}
+
+/// The hasher over files written the way the engine writes them by default: read back with `O_DIRECT`,
+/// and fed from its memory window where possible.
+@Suite struct DirectPrefixHasherTests {
+    @Test(arguments: [4093, 65537, 1 << 20, (4 << 20) + 1])
+    func directReadsWithOddChunkSizes(chunkSize: Int) throws {
+        let directory = try TemporaryDirectory()
+        let data = patternBytes(count: 9 << 20 | 77, seed: UInt64(chunkSize))
+        let path = try directory.write([UInt8](repeating: 0, count: data.count), named: "pre")
+        let hasher = try PrefixHasher(path: path, algorithms: [.sha256], direct: true)
+        #expect(hasher.readsDirectly)
+        try PrefixHasherTests.writeShuffled(data, to: path, chunkSize: chunkSize, seed: 5, hasher: hasher)
+        let expected = Digester(.sha256)
+        expected.update(data)
+        #expect(try hasher.finish(length: Int64(data.count))[.sha256] == expected.finalize())
+        #expect(hasher.bytesReadFromFile >= Int64(data.count))
+    }
+
+    /// Chunks written in order within the window are hashed from memory: only the file's last partial
+    /// block (never a whole block, so never offered) is read back.
+    @Test func inOrderWritesAreHashedFromTheWindow() throws {
+        let directory = try TemporaryDirectory()
+        let data = patternBytes(count: 12 << 20 | 1000, seed: 9)
+        let path = try directory.write([UInt8](repeating: 0, count: data.count), named: "pre")
+        let hasher = try PrefixHasher(path: path, algorithms: [.sha256, .md5], direct: true, memoryWindow: 2 << 20)
+        let chunkSize = 256 << 10
+        let chunks = (data.count + chunkSize - 1) / chunkSize
+        PrefixHasherTests.writeChunks(data, path: path, chunkSize: chunkSize, order: Array(0..<chunks), hasher: hasher, offer: true, paced: true)
+        let digests = try hasher.finish(length: Int64(data.count))
+        let sha = Digester(.sha256), md5 = Digester(.md5)
+        sha.update(data)
+        md5.update(data)
+        #expect(digests[.sha256] == sha.finalize())
+        #expect(digests[.md5] == md5.finalize())
+        #expect(hasher.bytesReadFromFile <= 4096)
+    }
+
+    /// Out-of-order writes with a window far smaller than the spread: whatever misses the window is
+    /// read back, whatever hits it is not, and the digest is right either way.
+    @Test(arguments: [UInt64(1), 2, 3, 4])
+    func shuffledWritesMixWindowAndReads(seed: UInt64) throws {
+        let directory = try TemporaryDirectory()
+        let data = patternBytes(count: 8 << 20 | 4095, seed: seed)
+        let path = try directory.write([UInt8](repeating: 0, count: data.count), named: "pre")
+        let hasher = try PrefixHasher(path: path, algorithms: [.sha256], direct: true, memoryWindow: 1 << 20)
+        let chunkSize = 65536 + 4096 * Int(seed)
+        let chunks = (data.count + chunkSize - 1) / chunkSize
+        // Shuffle within groups of 16 chunks: a spread like that of in-order runs on many connections.
+        var generator = SeededGenerator(seed: seed)
+        var order: [Int] = []
+        for group in stride(from: 0, to: chunks, by: 16) {
+            order += Array(group..<min(group + 16, chunks)).shuffled(using: &generator)
+        }
+        PrefixHasherTests.writeChunks(data, path: path, chunkSize: chunkSize, order: order, hasher: hasher, offer: true)
+        let expected = Digester(.sha256)
+        expected.update(data)
+        #expect(try hasher.finish(length: Int64(data.count))[.sha256] == expected.finalize())
+        #expect(hasher.bytesReadFromFile > 0)
+        #expect(hasher.bytesReadFromFile < Int64(data.count))
     }
 }

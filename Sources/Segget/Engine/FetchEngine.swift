@@ -54,6 +54,8 @@ struct FetchSettings {
     /// Hand out work in file order, in runs of at most this many chunks (while hashing in order).
     var maxRunChunks: Int?
     var progressInterval = 0.25
+    /// Write through per-connection buffers with `O_DIRECT` where the file system allows it.
+    var directIO = true
 }
 
 /// Why a worker's transfer ended early (set inside callbacks, acted on by the loop).
@@ -117,6 +119,8 @@ final class Worker {
     var lastByteAt = 0.0
     /// (time, transferBytes) samples for the rate, newest last.
     var samples: [(Double, Int64)] = []
+    /// Received bytes not yet written: `staging.start..<pos` (see `StagedWriter`).
+    var staging: Staging!
 
     init(id: Int) { self.id = id }
 
@@ -139,6 +143,8 @@ final class FetchEngine {
     let target: FetchTarget
     let settings: FetchSettings
     let data: BlockStorage
+    /// Where received bytes go: per-connection buffers written with `O_DIRECT` when possible.
+    let writer: StagedWriter
     let journal: Journal?
     let plan: ChunkPlan
     var scheduler: Scheduler
@@ -199,6 +205,7 @@ final class FetchEngine {
         self.target = target
         self.settings = settings
         self.data = data
+        writer = StagedWriter(data: data, direct: settings.directIO)
         self.journal = journal
         self.plan = plan
         self.interrupt = interrupt
@@ -226,7 +233,11 @@ final class FetchEngine {
             checkpointThread = CheckpointWorker(journal: journal, data: data, interval: settings.checkpointInterval)
         }
         defer {
-            for w in workers where w.active { multi.remove(w.easy); w.active = false }
+            for w in workers where w.active {
+                multi.remove(w.easy)
+                w.active = false
+                settle(w)
+            }
             checkpointThread?.stop()
         }
         if target.ranged {
@@ -360,6 +371,8 @@ final class FetchEngine {
 
     /// Starts (or restarts) `w` on `bytes`, reusing a kept-alive connection unless `fresh`.
     private func start(_ w: Worker, bytes: Range<Int64>, fresh: Bool = false) {
+        if w.staging == nil { w.staging = writer.makeBuffer() }
+        settle(w)
         let e = w.easy
         e.reset()
         var extra: [String] = []
@@ -435,8 +448,9 @@ final class FetchEngine {
                 return offset
             }
             let take = min(n - offset, Int(min(room, w.chunkEnd - w.pos)))
+            let flushed: Bool
             do {
-                try data.write(UnsafeRawBufferPointer(start: ptr + offset, count: take), at: w.pos)
+                flushed = try writer.append(w.staging, ptr + offset, count: take, at: w.pos)
             } catch {
                 w.stop = .fatal(Self.writeError(error))
                 return offset
@@ -448,17 +462,37 @@ final class FetchEngine {
             offset += take
             if w.pos == w.chunkEnd {
                 crossedChunkEnd(w)
-            } else if let slots = progressSlots, !w.isDuplicate, w.pos - w.slotPos >= FetchEngine.slotStep {
-                // After the data, like a journal bit: a kill now loses only what never arrived.
-                w.slotPos = w.pos
-                try? slots.record(slot: w.id, chunk: plan.chunk(containing: w.pos - 1), upTo: w.pos)
+            } else if flushed, let slots = progressSlots, !w.isDuplicate, w.staging.start - w.slotPos >= FetchEngine.slotStep {
+                // After the data reached the file, like a journal bit: a kill now loses only the
+                // staged bytes and what never arrived.
+                w.slotPos = w.staging.start
+                try? slots.record(slot: w.id, chunk: plan.chunk(containing: w.slotPos - 1), upTo: w.slotPos)
             }
             if case .none = w.stop {} else { return offset == n ? n : offset }
         }
         return n
     }
 
+    /// Writes what `w` has staged, so that every byte before `w.pos` is in the file. On failure the
+    /// whole download stops with the error (and false is returned).
+    @discardableResult
+    private func settle(_ w: Worker) -> Bool {
+        guard let s = w.staging, !s.isEmpty else { return true }
+        do {
+            try writer.flush(s)
+            return true
+        } catch {
+            if fatalError == nil { fatalError = Self.writeError(error) }
+            return false
+        }
+    }
+
     private func crossedChunkEnd(_ w: Worker) {
+        // The chunk's bytes must be in the file before anything vouches for them.
+        guard settle(w) else {
+            w.stop = .fatal(fatalError!)
+            return
+        }
         guard target.ranged else {
             streamPrefix = w.pos
             onPrefix?(streamPrefix)
@@ -571,6 +605,7 @@ final class FetchEngine {
     private func finish(_ w: Worker, code: CurlCode) {
         multi.remove(w.easy)
         w.active = false
+        settle(w)
         trace("w\(w.id) done code=\(code.rawValue) stop=\(w.stop) pos=\(w.pos) end=\(w.end) port=\(w.easy.localPort) rate=\(Format.rate(Double(w.transferBytes) / max(0.001, monotonicSeconds() - w.transferStartedAt)))")
         // No response head at all (refused, reset, timed out): a network failure, not an HTTP answer.
         if case .none = w.stop, !w.validated, w.head.status != 0 { validate(w) }
@@ -636,6 +671,8 @@ final class FetchEngine {
                 multi.remove(w.easy)
                 w.active = false
             }
+            // It lost the race: another connection wrote this chunk.
+            if let s = w.staging { writer.discard(s) }
             w.stop = .none
             w.isDuplicate = false
             w.end = w.pos
@@ -656,7 +693,7 @@ final class FetchEngine {
         if settings.redialSlow && target.ranged { redialSlowConnections(now: now) }
         if settings.autoConnections && target.ranged { growConnections(now: now) }
         checkpointThread?.poke()
-        if let kick = onWriteback, receivedBytes - lastWriteback >= writebackStep {
+        if let kick = onWriteback, !writer.isDirect, receivedBytes - lastWriteback >= writebackStep {
             lastWriteback = receivedBytes
             kick()
         }
@@ -676,6 +713,7 @@ final class FetchEngine {
             trace("w\(w.id) stalled for \(Format.fixed(now - w.lastByteAt, 1)) s")
             multi.remove(w.easy)
             w.active = false
+            settle(w)
             w.stop = .none
             scheduleRetry(w, reason: "no data for \(Format.seconds(now - w.lastByteAt))", after: nil, kind: .network)
         }
@@ -710,6 +748,7 @@ final class FetchEngine {
             // Abort now and continue on a fresh connection from the exact byte reached.
             multi.remove(w.easy)
             w.active = false
+            guard settle(w) else { return }
             start(w, bytes: w.pos..<w.end, fresh: true)
         }
     }
