@@ -65,6 +65,22 @@ import Testing
         #expect(s.run(of: 1) == 8..<12)
     }
 
+    /// Several idle workers in one round split the victim's not-started chunks into equal shares
+    /// instead of halving them again and again.
+    @Test func thievesInOneRoundTakeEqualShares() {
+        var s = Scheduler(plan: plan(40), connections: 4)
+        #expect(s.run(of: 3) == 30..<40)
+        for w in 0..<3 {
+            for k in (w * 10)..<(w * 10 + 10) { _ = s.chunkFinished(k, by: w) }
+        }
+        // Worker 3 is on chunk 30; 31..<40 (9 chunks) are not started; three thieves ask in turn.
+        #expect(s.nextAssignment(for: 0, thieves: 3) == .stolen(37..<40, victim: 3, victimNewEnd: 37))
+        #expect(s.nextAssignment(for: 1, thieves: 2) == .stolen(35..<37, victim: 3, victimNewEnd: 35))
+        #expect(s.nextAssignment(for: 2, thieves: 1) == .stolen(33..<35, victim: 3, victimNewEnd: 33))
+        // The victim keeps its in-flight chunk and two more: 3 chunks; the thieves 3, 2 and 2.
+        #expect(s.run(of: 3) == 30..<33)
+    }
+
     @Test func declinedStealLeavesVictimAlone() {
         var s = Scheduler(plan: plan(16), connections: 2)
         for k in 0..<8 { _ = s.chunkFinished(k, by: 0) }

@@ -87,9 +87,15 @@ public struct Scheduler: Sendable {
     /// chunk; the end game duplicates the chunk with the largest estimate, if it is at least
     /// `minRemainingSeconds`. `worthStealing(victim, notStartedChunks)` may veto robbing a worker
     /// that will soon finish anyway.
+    ///
+    /// `thieves` is how many idle workers (this one included) are being handed work in this round.
+    /// A thief takes `1/(thieves + 1)` of the victim's not-started chunks (the upper half when it is
+    /// alone), so that one round leaves the victim and every thief with about equal shares: halving
+    /// would leave the first thief with the largest share, which nobody may take from it until its
+    /// rate is known.
     public mutating func nextAssignment(
         for w: Int, allowDuplicates: Bool = true, remainingSeconds: (Int) -> Double = { _ in 0 },
-        minRemainingSeconds: Double = 0,
+        minRemainingSeconds: Double = 0, thieves: Int = 1,
         worthStealing: (_ victim: Int, _ notStartedChunks: Int) -> Bool = { _, _ in true }
     ) -> Assignment? {
         precondition(runs[w] == nil && duplicates[w] == nil, "worker \(w) is not idle")
@@ -104,7 +110,7 @@ public struct Scheduler: Sendable {
             runs[w] = r
             return .run(r)
         }
-        // Steal the upper half of the largest not-started remainder.
+        // Steal the top share of the largest not-started remainder.
         var victim: Int?
         var best = 0
         for (v, r) in runs.sorted(by: { $0.key < $1.key }) where r.count - 1 > best && worthStealing(v, r.count - 1) {
@@ -113,7 +119,8 @@ public struct Scheduler: Sendable {
         }
         if let v = victim, let r = runs[v] {
             let notStarted = r.count - 1
-            let take = (notStarted + 1) / 2
+            let shares = max(1, thieves) + 1
+            let take = (notStarted + shares - 1) / shares
             let cut = r.upperBound - take
             runs[v] = r.lowerBound..<cut
             let stolen = cut..<r.upperBound
