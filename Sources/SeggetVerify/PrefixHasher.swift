@@ -438,11 +438,11 @@ private final class PrefixHashJob: @unchecked Sendable {
 }
 
 /// A pthread mutex with one condition variable, heap-allocated because pthread objects must not move.
-final class ConditionLock: @unchecked Sendable {
+package final class ConditionLock: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
 
-    init() {
+    package init() {
         pthread_mutex_init(mutex, nil)
         pthread_cond_init(condition, nil)
     }
@@ -457,7 +457,7 @@ final class ConditionLock: @unchecked Sendable {
     /// Runs `body` holding the mutex.
     ///
     /// The corresponding C functions are `pthread_mutex_lock` and `pthread_mutex_unlock`.
-    func withLock<Result, Failure: Error>(_ body: () throws(Failure) -> Result) throws(Failure) -> Result {
+    package func withLock<Result, Failure: Error>(_ body: () throws(Failure) -> Result) throws(Failure) -> Result {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         return try body()
@@ -467,14 +467,14 @@ final class ConditionLock: @unchecked Sendable {
     /// rechecks its condition, since wake-ups can be spurious.
     ///
     /// The corresponding C function is `pthread_cond_wait`.
-    func wait() {
+    package func wait() {
         pthread_cond_wait(condition, mutex)
     }
 
     /// Wakes every waiter.
     ///
     /// The corresponding C function is `pthread_cond_broadcast`.
-    func broadcast() {
+    package func broadcast() {
         pthread_cond_broadcast(condition)
     }
 }

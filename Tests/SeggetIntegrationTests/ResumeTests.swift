@@ -249,7 +249,8 @@ struct ResumeTests {
         let remaining = total - result.resumedBytes
         let bound = remaining + Int64(ResumeGeometry.connections) * ResumeGeometry.chunk
         #expect(sent <= bound, "the server sent \(sent) bytes for \(remaining) missing (bound \(bound)); requests: \(f.server.requests.map(\.description)); events: \(log.all)")
-        #expect(sent >= remaining)
+        // Progress slots let each connection continue inside its last chunk: less than a chunk each.
+        #expect(sent >= remaining - Int64(ResumeGeometry.connections) * ResumeGeometry.chunk)
     }
 
     @Test("interrupted twice, then finished: still identical")

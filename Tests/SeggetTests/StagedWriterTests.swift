@@ -16,14 +16,14 @@ import Testing
 
     /// Several "connections" fill disjoint ranges (unaligned starts and ends included) in random
     /// piece sizes, flushing at random moments; the file must equal the source exactly.
-    @Test(arguments: [(true, UInt64(1)), (true, 2), (true, 3), (false, 4), (true, 5)])
-    func randomRangesAndPiecesLandExactly(direct: Bool, seed: UInt64) throws {
+    @Test(arguments: [(true, true, UInt64(1)), (true, true, 2), (true, false, 3), (false, true, 4), (false, false, 5)])
+    func randomRangesAndPiecesLandExactly(direct: Bool, asynchronous: Bool, seed: UInt64) throws {
         var g = FuzzRandom(seed: seed)
         let length = 3 << 20 | Int.random(in: 0..<4096, using: &g)
         let source = (0..<length).map { _ in UInt8.random(in: 0...255, using: &g) }
         let (file, path) = try Self.temporaryFile(length: length)
         defer { file.close(); unlink(path) }
-        let writer = StagedWriter(data: file, direct: direct, bufferSize: 64 << 10)
+        let writer = StagedWriter(data: file, direct: direct, bufferSize: 64 << 10, maxInFlight: 4, asynchronous: asynchronous)
         #expect(writer.isDirect == direct)
         var flushedRuns: [(Int64, Int)] = []
         writer.onFlush = { bytes, offset in flushedRuns.append((offset, bytes.count)) }
@@ -33,7 +33,7 @@ import Testing
         while cuts.count < 9 { cuts.insert(Int.random(in: 1..<length, using: &g)) }
         let bounds = cuts.sorted()
         let ranges = zip(bounds, bounds.dropFirst()).map { $0..<$1 }
-        var buffers = ranges.map { _ in writer.makeBuffer() }
+        var buffers = ranges.map { _ in writer.makeStaging() }
         var positions = ranges.map(\.lowerBound)
         source.withUnsafeBytes { all in
             while positions.indices.contains(where: { positions[$0] < ranges[$0].upperBound }) {
@@ -47,28 +47,64 @@ import Testing
         }
         for b in buffers { try writer.flush(b) }
         buffers.removeAll()
+        try writer.drain()
+        #expect(try writer.completedTicket() == writer.submitted)
         let written = try file.read(count: length, at: 0)
         #expect(written == source)
         // Every byte was reported once, in runs that match the source.
         #expect(flushedRuns.map(\.1).reduce(0, +) == length)
     }
 
-    /// A full buffer is written as soon as it fills, and `append` says so; a partial one waits.
-    @Test func fullBuffersAreWrittenAtOnce() throws {
+    /// A full buffer is handed to the writer as soon as it fills, and `append` says so; a partial one
+    /// waits for `flush`. Tickets count hand-overs.
+    @Test func fullBuffersAreHandedOverAtOnce() throws {
         let (file, path) = try Self.temporaryFile(length: 1 << 20)
         defer { file.close(); unlink(path) }
         let writer = StagedWriter(data: file, direct: true, bufferSize: 64 << 10)
-        let s = writer.makeBuffer()
+        let s = writer.makeStaging()
         let bytes = [UInt8](repeating: 0xAB, count: 100 << 10)
         let flushed = try bytes.withUnsafeBytes { try writer.append(s, $0.baseAddress!, count: $0.count, at: 0) }
         #expect(flushed)
+        #expect(writer.submitted == 1)
         #expect(s.start == 64 << 10)
         #expect(s.end == 100 << 10)
+        try writer.drain()
         #expect(try file.read(count: 64 << 10, at: 0) == Array(bytes.prefix(64 << 10)))
         #expect(try file.read(count: 1, at: 64 << 10) == [0])
         try writer.flush(s)
         #expect(s.isEmpty)
+        #expect(writer.submitted == 2)
+        try writer.drain()
         #expect(try file.read(count: 100 << 10, at: 0) == bytes)
+    }
+
+    /// A write error (here: a descriptor opened read-only) surfaces from `completedTicket` and
+    /// `drain`, and the writer does not hang.
+    @Test func writeErrorsSurface() throws {
+        let (file, path) = try Self.temporaryFile(length: 1 << 20)
+        file.close()
+        defer { unlink(path) }
+        let readOnly = try PosixFile.open(path: path, mode: .readOnly)
+        defer { readOnly.close() }
+        let writer = StagedWriter(data: readOnly, direct: false, bufferSize: 64 << 10, maxInFlight: 2)
+        let s = writer.makeStaging()
+        let bytes = [UInt8](repeating: 1, count: 300 << 10)
+        _ = try bytes.withUnsafeBytes { try writer.append(s, $0.baseAddress!, count: $0.count, at: 0) }
+        try writer.flush(s)
+        #expect(throws: Errno.self) { try writer.drain() }
+        #expect(throws: Errno.self) { try writer.completedTicket() }
+    }
+
+    /// 1 MiB buffers up to 16 connections, then halving to stay within 16 MiB, never below 256 KiB.
+    @Test func bufferSizesFollowTheConnectionCount() {
+        #expect(StagedWriter.bufferSize(connections: 1) == 1 << 20)
+        #expect(StagedWriter.bufferSize(connections: 16) == 1 << 20)
+        #expect(StagedWriter.bufferSize(connections: 17) == 512 << 10)
+        #expect(StagedWriter.bufferSize(connections: 32) == 512 << 10)
+        #expect(StagedWriter.bufferSize(connections: 64) == 256 << 10)
+        #expect(StagedWriter.bufferSize(connections: 128) == 256 << 10)
+        #expect(StagedWriter.maxInFlight(bufferSize: 1 << 20) == 8)
+        #expect(StagedWriter.maxInFlight(bufferSize: 256 << 10) == 32)
     }
 
     /// A discarded buffer (a cancelled duplicate) writes nothing.
@@ -76,11 +112,13 @@ import Testing
         let (file, path) = try Self.temporaryFile(length: 1 << 20)
         defer { file.close(); unlink(path) }
         let writer = StagedWriter(data: file, direct: true)
-        let s = writer.makeBuffer()
+        let s = writer.makeStaging()
         let bytes = [UInt8](repeating: 7, count: 10000)
         _ = try bytes.withUnsafeBytes { try writer.append(s, $0.baseAddress!, count: $0.count, at: 4096) }
         writer.discard(s)
         try writer.flush(s)
+        try writer.drain()
+        #expect(writer.submitted == 0)
         #expect(try file.read(count: 20000, at: 0) == [UInt8](repeating: 0, count: 20000))
     }
 }

@@ -193,6 +193,18 @@ final class FetchEngine {
 
     private var prefixChunks = 0
     private var streamPrefix: Int64 = 0
+    /// What may happen only once the writer has written everything handed over up to a ticket: the
+    /// journal bit of a chunk, a progress slot, the hasher's prefix. In ticket order.
+    private enum AfterWrite {
+        case chunk(Int)
+        case slot(worker: Int, chunk: Int, upTo: Int64)
+        case stream(Int64)
+    }
+    private var afterWrites: [(ticket: Int64, action: AfterWrite)] = []
+    private var afterWritesDone = 0
+    /// Chunks whose bytes are in the file (for the hasher's prefix), unlike `scheduler.finished`,
+    /// which counts chunks as soon as their last byte is received.
+    private var inFile: [Bool] = []
     /// Bytes received from the network in this run.
     private(set) var receivedBytes: Int64 = 0
     private var finishedBytes: Int64 = 0
@@ -208,7 +220,10 @@ final class FetchEngine {
         self.target = target
         self.settings = settings
         self.data = data
-        writer = StagedWriter(data: data, direct: settings.directIO)
+        let bufferSize = StagedWriter.bufferSize(connections: target.ranged ? settings.connections : 1)
+        writer = StagedWriter(
+            data: data, direct: settings.directIO, bufferSize: bufferSize,
+            maxInFlight: StagedWriter.maxInFlight(bufferSize: bufferSize))
         self.journal = journal
         self.plan = plan
         self.interrupt = interrupt
@@ -225,6 +240,7 @@ final class FetchEngine {
         multi.setMaxConnectionCache(max(n * 2, 16))
         for k in 0..<plan.chunkCount where scheduler.finished[k] { finishedBytes += Int64(plan.byteRange(ofChunk: k).count) }
         prefixChunks = scheduler.finishedPrefix(from: 0)
+        inFile = scheduler.finished
     }
 
     // MARK: The loop
@@ -243,6 +259,9 @@ final class FetchEngine {
                 w.active = false
                 settle(w)
             }
+            // Whatever was received is written and recorded, also when stopping early.
+            runAfterWrites(waiting: true)
+            recordFinalSlots()
             checkpointThread?.stop()
         }
         if target.ranged {
@@ -274,6 +293,7 @@ final class FetchEngine {
                 finish(w, code: code)
             }
             flushRemovals()
+            runAfterWrites()
             try throwIfStopped()
             if now - lastTick >= settings.progressInterval {
                 lastTick = now
@@ -285,11 +305,69 @@ final class FetchEngine {
             if !completed.isEmpty { continue }
             multi.poll(timeoutMs: pollTimeout(now: now))
         }
+        runAfterWrites(waiting: true)
+        try throwIfStopped()
         if let cp = checkpointThread {
             checkpointThread = nil
             cp.stop()
         }
         tick(now: monotonicSeconds())
+    }
+
+    /// Carries out what waited for the writer (see `AfterWrite`), up to the last completed write, or,
+    /// `waiting`, after every write handed over so far. A write error stops the download.
+    private func runAfterWrites(waiting: Bool = false) {
+        guard waiting || afterWritesDone < afterWrites.count else { return }
+        let done: Int64
+        do {
+            if waiting { try writer.drain() }
+            done = try writer.completedTicket()
+        } catch {
+            if fatalError == nil { fatalError = Self.writeError(error) }
+            return
+        }
+        while afterWritesDone < afterWrites.count, afterWrites[afterWritesDone].ticket <= done {
+            let action = afterWrites[afterWritesDone].action
+            afterWritesDone += 1
+            switch action {
+            case .chunk(let k):
+                do {
+                    try journal?.markWritten(chunk: k)
+                } catch {
+                    if fatalError == nil {
+                        fatalError = SeggetError(.fileSystem, "could not update the journal: \(error). Free some space or fix permissions, then run the same command to resume.")
+                    }
+                }
+                inFile[k] = true
+                if k == prefixChunks {
+                    while prefixChunks < inFile.count && inFile[prefixChunks] { prefixChunks += 1 }
+                    onPrefix?(plan.byteRange(ofChunks: 0..<prefixChunks).upperBound)
+                }
+            case .slot(let id, let chunk, let upTo):
+                try? progressSlots?.record(slot: id, chunk: chunk, upTo: upTo)
+            case .stream(let p):
+                if p > streamPrefix {
+                    streamPrefix = p
+                    onPrefix?(p)
+                }
+            }
+        }
+        if afterWritesDone >= 4096 {
+            afterWrites.removeFirst(afterWritesDone)
+            afterWritesDone = 0
+        }
+    }
+
+    /// On the way out (Ctrl-C, an error), once everything received is written: records where each
+    /// connection got inside its chunk, so that a rerun continues from there. (With chunks no larger
+    /// than the staging buffer, slots are otherwise written only at chunk ends.)
+    private func recordFinalSlots() {
+        guard let slots = progressSlots, target.ranged, (try? writer.completedTicket()) == writer.submitted else { return }
+        for w in workers where !w.isDuplicate && w.staging != nil && w.pos > 0 && w.pos < plan.totalLength {
+            let k = plan.chunk(containing: w.pos - 1)
+            guard !scheduler.finished[k], w.pos < plan.byteRange(ofChunk: k).upperBound, w.pos > w.slotPos else { continue }
+            try? slots.record(slot: w.id, chunk: k, upTo: w.pos)
+        }
     }
 
     /// Ends the loop with whatever a transfer decided for the whole download.
@@ -382,7 +460,7 @@ final class FetchEngine {
     /// Starts (or restarts) `w` on `bytes`, reusing a kept-alive connection unless `fresh` forces a new
     /// TCP connection; `newPath` also gives it a random source port (see `randomSourcePort`).
     private func start(_ w: Worker, bytes: Range<Int64>, fresh: Bool = false, newPath: Bool = false) {
-        if w.staging == nil { w.staging = writer.makeBuffer() }
+        if w.staging == nil { w.staging = writer.makeStaging() }
         settle(w)
         let e = w.easy
         e.reset()
@@ -477,11 +555,11 @@ final class FetchEngine {
             offset += take
             if w.pos == w.chunkEnd {
                 crossedChunkEnd(w)
-            } else if flushed, let slots = progressSlots, !w.isDuplicate, w.staging.start - w.slotPos >= FetchEngine.slotStep {
+            } else if flushed, progressSlots != nil, !w.isDuplicate, w.staging.start - w.slotPos >= FetchEngine.slotStep {
                 // After the data reached the file, like a journal bit: a kill now loses only the
-                // staged bytes and what never arrived.
+                // staged and queued bytes and what never arrived.
                 w.slotPos = w.staging.start
-                try? slots.record(slot: w.id, chunk: plan.chunk(containing: w.slotPos - 1), upTo: w.slotPos)
+                afterWrites.append((writer.submitted, .slot(worker: w.id, chunk: plan.chunk(containing: w.slotPos - 1), upTo: w.slotPos)))
             }
             if case .none = w.stop {} else { return offset == n ? n : offset }
         }
@@ -509,8 +587,7 @@ final class FetchEngine {
             return
         }
         guard target.ranged else {
-            streamPrefix = w.pos
-            onPrefix?(streamPrefix)
+            afterWrites.append((writer.submitted, .stream(w.pos)))
             w.chunkEnd = w.end
             return
         }
@@ -519,16 +596,8 @@ final class FetchEngine {
         let losers = scheduler.chunkFinished(k, by: w.id)
         if !wasFinished {
             finishedBytes += Int64(plan.byteRange(ofChunk: k).count)
-            do {
-                try journal?.markWritten(chunk: k)
-            } catch {
-                w.stop = .fatal(SeggetError(.fileSystem, "could not update the journal: \(error). Free some space or fix permissions, then run the same command to resume."))
-            }
+            afterWrites.append((writer.submitted, .chunk(k)))
             w.attempts = 0
-            if k == prefixChunks {
-                prefixChunks = scheduler.finishedPrefix(from: prefixChunks)
-                onPrefix?(plan.byteRange(ofChunks: 0..<prefixChunks).upperBound)
-            }
         }
         for l in losers {
             let o = workers[l]
@@ -712,9 +781,10 @@ final class FetchEngine {
             lastWriteback = receivedBytes
             kick()
         }
-        if !target.ranged, workers[0].pos > streamPrefix {
-            streamPrefix = workers[0].pos
-            onPrefix?(streamPrefix)
+        if !target.ranged, let s = workers[0].staging, !s.isEmpty {
+            // A stream has no chunk ends at which to hand its bytes over; do it every tick.
+            settle(workers[0])
+            afterWrites.append((writer.submitted, .stream(workers[0].pos)))
         }
         reportProgress(now: now)
     }
