@@ -17,6 +17,8 @@ SIZE=$((1 << 30))
 
 WORK="${WORK:-$(mktemp -d /tmp/segget-ceiling.XXXXXX)}"
 mkdir -p "$WORK/www" "$WORK/nginx" "$WORK/out"
+# nginx workers run as another user: they must be able to reach the files (mktemp makes 0700).
+chmod 755 "$WORK" "$WORK/www"
 cleanup() {
     stop_nginx
     if [ "${KEEP:-0}" != 1 ]; then rm -rf "$WORK"; fi
@@ -41,8 +43,9 @@ seg() {
 }
 : >"$WORK/times"
 for i in $(seq "$REPS"); do
-    for tool in seg curls; do
-        [ $((i % 2)) -eq 0 ] && tool=$([ "$tool" = seg ] && echo curls || echo seg)
+    order="seg curls"
+    [ $((i % 2)) -eq 0 ] && order="curls seg"
+    for tool in $order; do
         t0=$(now); "$tool"; t1=$(now)
         echo "$tool $(echo "$t1 - $t0" | bc)" | tee -a "$WORK/times" >&2
     done

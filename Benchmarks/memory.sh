@@ -15,6 +15,8 @@ ensure_packages nginx time
 
 WORK="${WORK:-$(mktemp -d /tmp/segget-memory.XXXXXX)}"
 mkdir -p "$WORK/www" "$WORK/nginx" "$WORK/out"
+# nginx workers run as another user: they must be able to reach the files (mktemp makes 0700).
+chmod 755 "$WORK" "$WORK/www"
 cleanup() {
     stop_nginx
     if [ "${KEEP:-0}" != 1 ]; then rm -rf "$WORK"; fi

@@ -32,6 +32,8 @@ command -v sha256sum >/dev/null
 WORK="${WORK:-$(mktemp -d /tmp/segget-verify-overhead.XXXXXX)}"
 OUT_DIR="${OUT_DIR:-$WORK/out}"
 mkdir -p "$WORK/www" "$WORK/nginx" "$OUT_DIR"
+# nginx workers run as another user: they must be able to reach the files (mktemp makes 0700).
+chmod 755 "$WORK" "$WORK/www"
 cleanup() {
     stop_nginx
     if [ -n "${OUT:-}" ]; then rm -f "$OUT" "$OUT.segget-part" "$OUT.segget-journal"; fi
