@@ -109,7 +109,7 @@ private final class PrefixHashJob: @unchecked Sendable {
     private var running = true
     private var failure: HashingError?
     private var result: [DigestAlgorithm: [UInt8]]?
-    // The direct-read pipeline (see `runPipelined`): blocks read and waiting to be hashed, in file
+    // The read pipeline (see `run`): blocks read and waiting to be hashed, in file
     // order, as (buffer index, the bytes within it); buffers free for the reader; the reader's end.
     private var filled: [(buffer: Int?, bytes: UnsafeRawBufferPointer)] = []
     private var freeBuffers: [Int] = []
@@ -227,57 +227,14 @@ private final class PrefixHashJob: @unchecked Sendable {
         }
     }
 
-    /// The worker thread's loop: wait for the prefix to grow, hash the new bytes, repeat until done or cancelled.
-    func run() {
-        if file.isDirect {
-            runPipelined()
-            return
-        }
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: hashingBlockSize, alignment: 4096)
-        var position: Int64 = 0
-        var failure: HashingError?
-        work: while let end = waitForWork(after: position) {
-            do throws(HashingError) {
-                while position < end {
-                    let block: UnsafeRawBufferPointer
-                    if file.isDirect {
-                        block = try readDirect(into: buffer, from: position, to: end)
-                    } else {
-                        let count = Int(min(Int64(buffer.count), end - position))
-                        let slice = UnsafeMutableRawBufferPointer(rebasing: buffer[..<count])
-                        try file.readFully(into: slice, at: position, expectedEnd: end)
-                        lock.withLock { readFromFile += Int64(count) }
-                        block = UnsafeRawBufferPointer(slice)
-                    }
-                    for digester in digesters {
-                        digester.update(block)
-                    }
-                    position += Int64(block.count)
-                    let stop = lock.withLock {
-                        hashed = position
-                        return cancelled
-                    }
-                    if stop { break work }
-                }
-            } catch {
-                failure = error
-                break work
-            }
-        }
-        buffer.deallocate()
-        lock.withLock {
-            self.failure = failure
-            running = false
-            lock.broadcast()
-        }
-    }
-
-    /// How many blocks the direct-read pipeline keeps: one being read, one being hashed, one spare.
+    /// How many blocks the read pipeline keeps: one being read, one being hashed, one spare.
     static let pipelineDepth = 3
 
-    /// `O_DIRECT` reads wait for the device, so a second thread reads the next blocks while this one
-    /// hashes: the hasher then runs at hashing speed, not at hashing plus reading speed.
-    private func runPipelined() {
+    /// The thread's loop: hash blocks as the reader delivers them, until done or cancelled.
+    ///
+    /// Reads wait for the device (always with `O_DIRECT`), so a second thread reads the next blocks
+    /// while this one hashes: the hasher then runs at hashing speed, not at hashing plus reading speed.
+    func run() {
         let buffers = (0..<Self.pipelineDepth).map { _ in
             UnsafeMutableRawBufferPointer.allocate(byteCount: hashingBlockSize, alignment: directAlignment)
         }
@@ -331,7 +288,7 @@ private final class PrefixHashJob: @unchecked Sendable {
         }
     }
 
-    /// The reading half of `runPipelined`: fills free buffers with the next bytes of the prefix.
+    /// The reading half of `run`: fills free buffers with the next bytes of the prefix.
     private func readAhead(into buffers: [UnsafeMutableRawBufferPointer]) {
         var position: Int64 = 0
         var failure: HashingError?
@@ -377,7 +334,16 @@ private final class PrefixHashJob: @unchecked Sendable {
                         probe += a
                     }
                 }
-                let block = try readDirect(into: buffer, from: position, to: end)
+                let block: UnsafeRawBufferPointer
+                if file.isDirect {
+                    block = try readDirect(into: buffer, from: position, to: end)
+                } else {
+                    let count = Int(min(Int64(buffer.count), end - position))
+                    let slice = UnsafeMutableRawBufferPointer(rebasing: buffer[..<count])
+                    try file.readFully(into: slice, at: position, expectedEnd: end)
+                    lock.withLock { readFromFile += Int64(count) }
+                    block = UnsafeRawBufferPointer(slice)
+                }
                 position += Int64(block.count)
                 lock.withLock {
                     filled.append((work.buffer, block))
@@ -422,19 +388,6 @@ private final class PrefixHashJob: @unchecked Sendable {
         return UnsafeRawBufferPointer(rebasing: buffer[Int(position - start)..<Int(stop - start)])
     }
 
-    /// Blocks until there are bytes beyond `position` to hash and returns where they end; nil when the thread
-    /// should exit (cancelled, or the whole length is hashed).
-    private func waitForWork(after position: Int64) -> Int64? {
-        lock.withLock {
-            while true {
-                if cancelled { return nil }
-                if let length, position >= length { return nil }
-                let end = min(target, length ?? .max)
-                if end > position { return end }
-                lock.wait()
-            }
-        }
-    }
 }
 
 /// A pthread mutex with one condition variable, heap-allocated because pthread objects must not move.
