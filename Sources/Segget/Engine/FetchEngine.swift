@@ -541,13 +541,7 @@ final class FetchEngine {
                 return offset
             }
             let take = min(n - offset, Int(min(room, w.chunkEnd - w.pos)))
-            let flushed: Bool
-            do {
-                flushed = try writer.append(w.staging, ptr + offset, count: take, at: w.pos)
-            } catch {
-                w.stop = .fatal(Self.writeError(error))
-                return offset
-            }
+            let flushed = writer.append(w.staging, ptr + offset, count: take, at: w.pos)
             w.pos += Int64(take)
             w.transferBytes += Int64(take)
             w.lastByteAt = lastLoopTime
@@ -566,26 +560,15 @@ final class FetchEngine {
         return n
     }
 
-    /// Writes what `w` has staged, so that every byte before `w.pos` is in the file. On failure the
-    /// whole download stops with the error (and false is returned).
-    @discardableResult
-    private func settle(_ w: Worker) -> Bool {
-        guard let s = w.staging, !s.isEmpty else { return true }
-        do {
-            try writer.flush(s)
-            return true
-        } catch {
-            if fatalError == nil { fatalError = Self.writeError(error) }
-            return false
-        }
+    /// Hands what `w` has staged to the writer, so that every byte before `w.pos` is written or
+    /// queued. (Write errors surface through `runAfterWrites`.)
+    private func settle(_ w: Worker) {
+        if let s = w.staging { writer.flush(s) }
     }
 
     private func crossedChunkEnd(_ w: Worker) {
-        // The chunk's bytes must be in the file before anything vouches for them.
-        guard settle(w) else {
-            w.stop = .fatal(fatalError!)
-            return
-        }
+        // The chunk's bytes must be in the file before anything vouches for them (see `AfterWrite`).
+        settle(w)
         guard target.ranged else {
             afterWrites.append((writer.submitted, .stream(w.pos)))
             w.chunkEnd = w.end
@@ -833,7 +816,7 @@ final class FetchEngine {
             // Abort now and continue on a fresh connection from the exact byte reached.
             multi.remove(w.easy)
             w.active = false
-            guard settle(w) else { return }
+            settle(w)
             start(w, bytes: w.pos..<w.end, fresh: true, newPath: true)
         }
     }

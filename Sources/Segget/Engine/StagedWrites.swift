@@ -35,8 +35,6 @@ final class StagedWriter: @unchecked Sendable {
     /// The ordinary descriptor (page cache).
     let data: BlockStorage
     let bufferSize: Int
-    /// False: `flush` writes on the calling thread before it returns (for tests and fallbacks).
-    let asynchronous: Bool
     /// Called on the loop thread with every run of bytes as it is handed over (to feed the hasher's
     /// memory window); the bytes are valid only during the call.
     var onFlush: ((UnsafeRawBufferPointer, Int64) -> Void)?
@@ -54,11 +52,10 @@ final class StagedWriter: @unchecked Sendable {
     private(set) var submitted: Int64 = 0
 
     /// `maxInFlight` bounds the memory: when that many buffers wait for the writer, `flush` waits too.
-    init(data: BlockStorage, direct: Bool, bufferSize: Int = 256 << 10, maxInFlight: Int = 16, asynchronous: Bool = true) {
+    init(data: BlockStorage, direct: Bool, bufferSize: Int = 256 << 10, maxInFlight: Int = 16) {
         self.data = data
         self.bufferSize = bufferSize
         self.maxInFlight = max(1, maxInFlight)
-        self.asynchronous = asynchronous
         if direct, let file = data as? PosixFile { directFD = Self.openDirect(file) }
     }
 
@@ -105,7 +102,7 @@ final class StagedWriter: @unchecked Sendable {
     /// anything, when nothing is staged). Hands the buffer over whenever it fills; returns true if it
     /// did.
     @inline(__always)
-    func append(_ s: Staging, _ ptr: UnsafeRawPointer, count: Int, at offset: Int64) throws(Errno) -> Bool {
+    func append(_ s: Staging, _ ptr: UnsafeRawPointer, count: Int, at offset: Int64) -> Bool {
         if s.start == s.end {
             s.window = offset & ~Int64(Self.alignment - 1)
             s.start = offset
@@ -123,37 +120,32 @@ final class StagedWriter: @unchecked Sendable {
             p += n
             left -= n
             if s.end == s.window + Int64(s.buffer.capacity) {
-                try flush(s)
+                flush(s)
                 flushed = true
             }
         }
         return flushed
     }
 
-    /// Hands everything staged in `s` to the writer (or writes it, when not `asynchronous`) and empties
-    /// `s`. The bytes are in the file once `completedTicket()` reaches `submitted`.
-    func flush(_ s: Staging) throws(Errno) {
+    /// Hands everything staged in `s` to the writer and empties `s`. The bytes are in the file once
+    /// `completedTicket()` reaches `submitted`.
+    func flush(_ s: Staging) {
         guard s.start < s.end else { return }
         let job = WriteJob(buffer: s.buffer, window: s.window, range: s.start..<s.end)
         onFlush?(UnsafeRawBufferPointer(start: job.buffer.base + Int(job.range.lowerBound - job.window), count: job.range.count), job.range.lowerBound)
         submitted += 1
         let ticket = submitted
-        if asynchronous {
-            s.buffer = takeBuffer()
-            lock.withLock { inFlight += 1 }
-            queue.async { [self] in
-                let error = lock.withLock { failure } == nil ? write(job) : nil
-                lock.withLock {
-                    if let error, failure == nil { failure = error }
-                    completed = ticket
-                    inFlight -= 1
-                    pool.append(job.buffer)
-                    lock.broadcast()
-                }
+        s.buffer = takeBuffer()
+        lock.withLock { inFlight += 1 }
+        queue.async { [self] in
+            let error = lock.withLock { failure } == nil ? write(job) : nil
+            lock.withLock {
+                if let error, failure == nil { failure = error }
+                completed = ticket
+                inFlight -= 1
+                pool.append(job.buffer)
+                lock.broadcast()
             }
-        } else {
-            if let error = write(job) { throw error }
-            lock.withLock { completed = ticket }
         }
         s.window = s.end & ~Int64(Self.alignment - 1)
         s.start = s.end
