@@ -15,15 +15,8 @@ SEGGET="${SEGGET:-$ROOT/.build/release/segget}"
 ensure_packages nginx curl
 SIZE=$((1 << 30))
 
-WORK="${WORK:-$(mktemp -d /tmp/segget-ceiling.XXXXXX)}"
-mkdir -p "$WORK/www" "$WORK/nginx" "$WORK/out"
-# nginx workers run as another user: they must be able to reach the files (mktemp makes 0700).
-chmod 755 "$WORK" "$WORK/www"
-cleanup() {
-    stop_nginx
-    if [ "${KEEP:-0}" != 1 ]; then rm -rf "$WORK"; fi
-}
-trap cleanup EXIT
+bench_workdir ceiling
+mkdir -p "$WORK/out"
 [ -s "$WORK/www/big.bin" ] || head -c "$SIZE" /dev/urandom >"$WORK/www/big.bin"
 start_nginx "$WORK/nginx" "$WORK/www"
 URL="$NGINX_URL/capped/big.bin"

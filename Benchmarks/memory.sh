@@ -13,15 +13,8 @@ SEGGET="${SEGGET:-$ROOT/.build/release/segget}"
 [ -x "$SEGGET" ] || { echo "no segget binary at $SEGGET; build it: swift build -c release --product segget" >&2; exit 2; }
 ensure_packages nginx time
 
-WORK="${WORK:-$(mktemp -d /tmp/segget-memory.XXXXXX)}"
-mkdir -p "$WORK/www" "$WORK/nginx" "$WORK/out"
-# nginx workers run as another user: they must be able to reach the files (mktemp makes 0700).
-chmod 755 "$WORK" "$WORK/www"
-cleanup() {
-    stop_nginx
-    if [ "${KEEP:-0}" != 1 ]; then rm -rf "$WORK"; fi
-}
-trap cleanup EXIT
+bench_workdir memory
+mkdir -p "$WORK/out"
 
 for gib in 1 4; do
     f="$WORK/www/$gib.bin"

@@ -29,17 +29,13 @@ TARGET_RATIO="1.10"
 ensure_packages nginx time
 command -v sha256sum >/dev/null
 
-WORK="${WORK:-$(mktemp -d /tmp/segget-verify-overhead.XXXXXX)}"
+bench_workdir verify-overhead
 OUT_DIR="${OUT_DIR:-$WORK/out}"
-mkdir -p "$WORK/www" "$WORK/nginx" "$OUT_DIR"
-# nginx workers run as another user: they must be able to reach the files (mktemp makes 0700).
-chmod 755 "$WORK" "$WORK/www"
-cleanup() {
-    stop_nginx
+mkdir -p "$OUT_DIR"
+# OUT_DIR may lie outside WORK (e.g. /dev/shm).
+bench_cleanup_extra() {
     if [ -n "${OUT:-}" ]; then rm -f "$OUT" "$OUT.segget-part" "$OUT.segget-journal"; fi
-    if [ "${KEEP:-0}" != 1 ]; then rm -rf "$WORK"; fi
 }
-trap cleanup EXIT
 
 FILE="$WORK/www/big.bin"
 if [ ! -s "$FILE" ] || [ "$(stat -c %s "$FILE")" -ne $((SIZE_MIB << 20)) ]; then

@@ -31,6 +31,22 @@ free_port() {
 # start_nginx DIR ROOT: serves ROOT on a free loopback port with scenarios as locations:
 #   /        uncapped          /capped/  16 MiB/s per connection
 # Sets NGINX_PID and NGINX_URL. Stop it with stop_nginx.
+# Sets up $WORK for a benchmark script (a new /tmp/segget-NAME.XXXXXX unless WORK is set), with www/
+# for the files and nginx/ for the server, reachable by nginx's workers (another user; mktemp makes
+# 0700), and an EXIT trap that stops nginx and removes $WORK unless KEEP=1. A script with more to
+# clean defines bench_cleanup_extra.
+bench_workdir() {
+    WORK="${WORK:-$(mktemp -d "/tmp/segget-$1.XXXXXX")}"
+    mkdir -p "$WORK/www" "$WORK/nginx"
+    chmod 755 "$WORK" "$WORK/www"
+    trap bench_cleanup EXIT
+}
+bench_cleanup() {
+    stop_nginx
+    if declare -F bench_cleanup_extra >/dev/null; then bench_cleanup_extra; fi
+    if [ "${KEEP:-0}" != 1 ]; then rm -rf "$WORK"; fi
+}
+
 start_nginx() {
     local dir="$1" root="$2"
     local port
