@@ -50,7 +50,9 @@ import Testing
         let body = TestFiles.pattern(64 * Self.chunk, seed: 9)
         server.addResource(name: "f", bytes: body)
         let dir = try TempDir()
-        _ = try Download(url: server.baseURL + "/f", options: Self.options(8, dir: dir)).run()
+        // 4 MiB at 1 MiB/s per connection: about half a second, longer than the connections' staggered
+        // start (0.1 s), so every connection gets to work.
+        _ = try Download(url: server.baseURL + "/f?rate=1m", options: Self.options(8, dir: dir)).run()
         #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
         let ranged = server.requests.filter { $0.status == 206 && $0.path == "/f" }
         // The probe plus one range per connection at least; each from its own TCP connection.

@@ -81,6 +81,17 @@ import Testing
         #expect(s.run(of: 3) == 30..<33)
     }
 
+    @Test func connectionStartsAreSpreadOverATenthOfASecond() {
+        #expect(FetchEngine.rampStep(connections: 1) == 0)
+        #expect(FetchEngine.rampStep(connections: 2) == 0.015)
+        #expect(FetchEngine.rampStep(connections: 8) == 0.0125)
+        for n in 2...256 {
+            let step = FetchEngine.rampStep(connections: n)
+            #expect(step > 0 && step <= 0.015)
+            #expect(Double(n - 1) * step < 0.1 + 1e-9)
+        }
+    }
+
     @Test func declinedStealLeavesVictimAlone() {
         var s = Scheduler(plan: plan(16), connections: 2)
         for k in 0..<8 { _ = s.chunkFinished(k, by: 0) }
