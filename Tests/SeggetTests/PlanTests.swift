@@ -81,6 +81,84 @@ import Testing
         #expect(s.run(of: 3) == 30..<33)
     }
 
+    @Test func fairShareFillsIdleHelpersEqually() {
+        // k free helpers split n chunks: ceil(n / k) for the first.
+        for n in 1...40 {
+            for k in 1...9 {
+                let take = Scheduler.fairShare(notStarted: n, chunkSeconds: 0.5, busy: Array(repeating: 0, count: k))
+                #expect(take == (n + k - 1) / k, "n \(n) k \(k)")
+            }
+        }
+        #expect(Scheduler.fairShare(notStarted: 0, chunkSeconds: 1, busy: [0]) == 0)
+    }
+
+    @Test func fairShareCountsHelpersAboutToFinish() {
+        // 16 chunks of 1 s; the thief is free, the victim needs 1 s for its in-flight chunk, six others
+        // finish in 1 s: the level is (16 + 7) / 8 ≈ 2.9 s, so the thief takes 3 chunks, not 8.
+        #expect(Scheduler.fairShare(notStarted: 16, chunkSeconds: 1, busy: [0, 1, 1, 1, 1, 1, 1, 1]) == 3)
+        // Helpers busy past the level do not count: with others busy for 100 s it is thief and victim.
+        #expect(Scheduler.fairShare(notStarted: 16, chunkSeconds: 1, busy: [0, 0, 100, 100]) == 8)
+        // The victim is far behind its in-flight chunk: the thief takes everything.
+        #expect(Scheduler.fairShare(notStarted: 4, chunkSeconds: 1, busy: [0, 50]) == 4)
+        // At least one chunk, even if the level is tiny.
+        #expect(Scheduler.fairShare(notStarted: 4, chunkSeconds: 10, busy: [0, 0, 0, 0, 0, 0, 0, 0, 0]) == 1)
+    }
+
+    @Test func fairShareLeavesEveryHelperAtTheSameLevel() {
+        // Whatever the busy times, pouring the thief's share on top of 0 and the rest over the others
+        // never leaves anyone who got work finishing more than one chunk apart from the thief.
+        var rng = FuzzRandom(seed: 17)
+        for _ in 0..<2000 {
+            let n = Int.random(in: 1...200, using: &rng)
+            let c = Double.random(in: 0.01...2, using: &rng)
+            let busy = [0.0] + (0..<Int.random(in: 0...12, using: &rng)).map { _ in Double.random(in: 0...20, using: &rng) }
+            let take = Scheduler.fairShare(notStarted: n, chunkSeconds: c, busy: busy)
+            #expect(take >= 1 && take <= n)
+            // Level implied by the thief's share; the others can absorb the rest below it.
+            let level = Double(take) * c
+            let absorbed = busy.dropFirst().reduce(0.0) { $0 + max(0, level - $1) }
+            #expect(Double(n - take) * c <= absorbed + 1e-6, "rest \(n - take) chunks do not fit under \(level)")
+            // And one chunk less would not have been enough.
+            if take > 1 {
+                let lower = Double(take - 1) * c
+                let room = busy.dropFirst().reduce(0.0) { $0 + max(0, lower - $1) }
+                #expect(Double(n - take + 1) * c > room - 1e-6)
+            }
+        }
+    }
+
+    /// 80 chunks over 8 workers (worker w holds w*10..<w*10+10). Workers 0…6 finish their first
+    /// `done` chunks; worker 0 always finishes all 10, so it is idle. Worker 7 is on chunk 70.
+    private func eightWorkers(othersFinish done: Int) -> Scheduler {
+        var s = Scheduler(plan: plan(80), connections: 8)
+        for k in 0..<10 { _ = s.chunkFinished(k, by: 0) }
+        for w in 1..<7 {
+            for k in (w * 10)..<(w * 10 + done) { _ = s.chunkFinished(k, by: w) }
+        }
+        return s
+    }
+
+    @Test func stealSizedByWhenOthersFinish() {
+        // Worker 7 has 0.5 s left on chunk 70, 71..<80 not started, a chunk takes 1 s. Nobody else
+        // holds a run: thief and victim split the 9 chunks at the level (9 + 0.5) / 2.
+        var t = eightWorkers(othersFinish: 10)
+        let a = t.nextAssignment(for: 0, allowDuplicates: false, remainingSeconds: { _ in 0.5 },
+            thieves: 1, chunkSeconds: 1, runSeconds: { $0 == 7 ? nil : 1 })
+        #expect(a == .stolen(75..<80, victim: 7, victimNewEnd: 75))
+
+        // Now workers 1…6 are each on their last chunk, which ends in 1 s: they will be free long
+        // before the victim, so the thief leaves room for them. Levels 0, 0.5 and six times 1: the
+        // common level is (9 + 6.5) / 8 ≈ 1.94 s, so the thief takes 2 chunks where halving took 5.
+        var u = eightWorkers(othersFinish: 9)
+        let b = u.nextAssignment(for: 0, allowDuplicates: false, remainingSeconds: { _ in 0.5 },
+            thieves: 1, chunkSeconds: 1, runSeconds: { $0 == 7 ? nil : 1 })
+        #expect(b == .stolen(78..<80, victim: 7, victimNewEnd: 78))
+
+        // Without a typical rate (no chunkSeconds) it is thief and victim, half each.
+        var v = eightWorkers(othersFinish: 9)
+        #expect(v.nextAssignment(for: 0, allowDuplicates: false, runSeconds: { _ in 1 }) == .stolen(75..<80, victim: 7, victimNewEnd: 75))
+    }
+
     @Test func connectionStartsAreSpreadOverATenthOfASecond() {
         #expect(FetchEngine.rampStep(connections: 1) == 0)
         #expect(FetchEngine.rampStep(connections: 2) == 0.015)

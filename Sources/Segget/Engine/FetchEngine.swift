@@ -408,6 +408,8 @@ final class FetchEngine {
                 for: w.id, allowDuplicates: settings.endGame,
                 remainingSeconds: { self.remainingSeconds(self.workers[$0], now: now) },
                 minRemainingSeconds: FetchEngine.minRaceSeconds, thieves: idle.count - i,
+                chunkSeconds: typicalRate(now: now).map { Double(plan.chunkSize) / $0 },
+                runSeconds: { self.runSeconds(self.workers[$0], now: now) },
                 worthStealing: { self.worthStealing(self.workers[$0], notStartedChunks: $1, now: now) })
             else { continue }
             trace("w\(w.id) gets \(a)")
@@ -457,6 +459,19 @@ final class FetchEngine {
             done < plan.byteRange(ofChunk: r.lowerBound).upperBound
         else { return bytes }
         return done..<bytes.upperBound
+    }
+
+    /// Seconds `w` still needs for its whole run at its current rate; nil while that is unknown.
+    private func runSeconds(_ w: Worker, now: Double) -> Double? {
+        guard w.active, !w.isDuplicate, let r = w.rate(now: now, window: 1) else { return nil }
+        return Double(max(0, w.end - w.pos)) / max(r, 1)
+    }
+
+    /// The median rate of the connections receiving now, for sizing steals; nil if none is known.
+    private func typicalRate(now: Double) -> Double? {
+        let rates = workers.compactMap { w in w.active && !w.isDuplicate ? w.rate(now: now, window: 1) : nil }.sorted()
+        guard !rates.isEmpty else { return nil }
+        return max(1, rates[rates.count / 2])
     }
 
     private func remainingSeconds(_ w: Worker, now: Double) -> Double {

@@ -5,7 +5,8 @@
 /// unfinished chunks whose first chunk is in flight and whose others are not started. Chunks nobody
 /// holds sit in the free pool. An idle worker takes, in order of preference:
 /// 1. the largest free run;
-/// 2. the upper half of the largest not-started remainder of a busy worker's run (work stealing);
+/// 2. a share of the largest not-started remainder of a busy worker's run, sized so that the
+///    helpers finish together (work stealing);
 /// 3. in the end game, when nothing is left to steal, a duplicate of the in-flight chunk expected to
 ///    finish last. Whichever copy finishes first wins; the scheduler names the loser to cancel.
 public struct Scheduler: Sendable {
@@ -88,14 +89,19 @@ public struct Scheduler: Sendable {
     /// `minRemainingSeconds`. `worthStealing(victim, notStartedChunks)` may veto robbing a worker
     /// that will soon finish anyway.
     ///
-    /// `thieves` is how many idle workers (this one included) are being handed work in this round.
-    /// A thief takes `1/(thieves + 1)` of the victim's not-started chunks (the upper half when it is
-    /// alone), so that one round leaves the victim and every thief with about equal shares: halving
-    /// would leave the first thief with the largest share, which nobody may take from it until its
-    /// rate is known.
+    /// How much a thief takes is decided so that everyone who can help finishes at about the same
+    /// time (see `fairShare`). The helpers are the `thieves` idle workers being handed work in this
+    /// round (this one included), the victim with its in-flight chunk, and every busy worker whose
+    /// whole run ends sooner than that: `runSeconds(worker)` estimates when, nil if unknown. Without
+    /// `chunkSeconds` (the time one chunk takes at a typical rate; nil while no rate is known) only
+    /// the idle thieves and the victim count, and each takes `1/(thieves + 1)` of the not-started
+    /// chunks. Halving instead would leave the first thief with the largest share, which nobody
+    /// may take from it until its rate is known, and would hand a worker that runs out of work
+    /// while the others are about to finish half of what should be spread over all of them.
     public mutating func nextAssignment(
         for w: Int, allowDuplicates: Bool = true, remainingSeconds: (Int) -> Double = { _ in 0 },
         minRemainingSeconds: Double = 0, thieves: Int = 1,
+        chunkSeconds: Double? = nil, runSeconds: (Int) -> Double? = { _ in nil },
         worthStealing: (_ victim: Int, _ notStartedChunks: Int) -> Bool = { _, _ in true }
     ) -> Assignment? {
         precondition(runs[w] == nil && duplicates[w] == nil, "worker \(w) is not idle")
@@ -119,8 +125,18 @@ public struct Scheduler: Sendable {
         }
         if let v = victim, let r = runs[v] {
             let notStarted = r.count - 1
-            let shares = max(1, thieves) + 1
-            let take = (notStarted + shares - 1) / shares
+            var busy = [Double](repeating: 0, count: max(1, thieves))
+            let take: Int
+            if let c = chunkSeconds, c > 0 {
+                busy.append(max(0, remainingSeconds(v)))
+                for (o, _) in runs where o != v && o != w {
+                    if let s = runSeconds(o) { busy.append(max(0, s)) }
+                }
+                take = Self.fairShare(notStarted: notStarted, chunkSeconds: c, busy: busy)
+            } else {
+                busy.append(0)
+                take = Self.fairShare(notStarted: notStarted, chunkSeconds: 1, busy: busy)
+            }
             let cut = r.upperBound - take
             runs[v] = r.lowerBound..<cut
             let stolen = cut..<r.upperBound
@@ -139,6 +155,26 @@ public struct Scheduler: Sendable {
         guard let t = target else { return nil }
         duplicates[w] = t.chunk
         return .duplicate(chunk: t.chunk, owner: t.owner)
+    }
+
+    /// How many of `notStarted` chunks (each taking `chunkSeconds`) a thief that is free now takes,
+    /// when the helpers are busy for `busy` seconds each (the thief itself among them with 0): the
+    /// chunks are poured like water over the helpers' busy times, up to the level `T` where all of
+    /// them are used, and the thief takes `T / chunkSeconds` of them, rounded up, at least one.
+    /// Helpers busy beyond `T` get nothing. With `k` helpers all free that is `1/k` of the chunks.
+    public static func fairShare(notStarted: Int, chunkSeconds: Double, busy: [Double]) -> Int {
+        guard notStarted > 0 else { return 0 }
+        let levels = busy.sorted()
+        let work = Double(notStarted) * chunkSeconds
+        var sum = 0.0
+        var level = work
+        for (i, b) in levels.enumerated() {
+            sum += b
+            level = (work + sum) / Double(i + 1)
+            if i + 1 == levels.count || level <= levels[i + 1] { break }
+        }
+        let chunks = (level / chunkSeconds - 1e-9).rounded(.up)
+        return min(notStarted, max(1, Int(chunks)))
     }
 
     /// Records that worker `w` wrote the last byte of chunk `k`. Returns the workers that must stop
