@@ -42,7 +42,11 @@ import Testing
                 let n = min(ranges[i].upperBound - positions[i], Int.random(in: 1...20000, using: &g))
                 _ = writer.append(buffers[i], all.baseAddress! + positions[i], count: n, at: Int64(positions[i]))
                 positions[i] += n
-                if Int.random(in: 0..<10, using: &g) == 0 { writer.flush(buffers[i]) }
+                switch Int.random(in: 0..<10, using: &g) {
+                case 0: writer.flush(buffers[i])
+                case 1: _ = writer.flushWholeBlocks(buffers[i])
+                default: break
+                }
             }
         }
         for b in buffers { writer.flush(b) }
@@ -76,6 +80,32 @@ import Testing
         #expect(writer.submitted == 2)
         try writer.drain()
         #expect(try file.read(count: 100 << 10, at: 0) == bytes)
+    }
+
+    /// `flushWholeBlocks` writes the staged whole 4 KiB blocks at once and keeps the partial block at
+    /// the end staged, so that appending continues seamlessly.
+    @Test(arguments: [true, false])
+    func wholeBlocksGoOutAndThePartialBlockStays(direct: Bool) throws {
+        let (file, path) = try Self.temporaryFile(length: 1 << 20)
+        defer { file.close(); unlink(path) }
+        let writer = StagedWriter(data: file, direct: direct, bufferSize: 64 << 10)
+        let s = writer.makeStaging()
+        let bytes = (0..<(40 << 10)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 9) }
+        // Staged from 1000 to 1000 + 30000: blocks up to 28672 are whole, 28672..<31000 is partial.
+        bytes.withUnsafeBytes { _ = writer.append(s, $0.baseAddress! + 1000, count: 30000, at: 1000) }
+        #expect(writer.flushWholeBlocks(s))
+        #expect(writer.submitted == 1)
+        #expect(s.start == 28672 && s.end == 31000)
+        try writer.drain()
+        #expect(try file.read(count: 27672, at: 1000) == Array(bytes[1000..<28672]))
+        #expect(try file.read(count: 2328, at: 28672) == [UInt8](repeating: 0, count: 2328))
+        // Less than a whole block staged beyond a boundary: nothing to hand over.
+        #expect(!writer.flushWholeBlocks(s))
+        bytes.withUnsafeBytes { _ = writer.append(s, $0.baseAddress! + 31000, count: 9960, at: 31000) }
+        #expect(writer.flushWholeBlocks(s))
+        #expect(s.start == 40960 && s.end == 40960)
+        try writer.drain()
+        #expect(try file.read(count: 39960, at: 1000) == Array(bytes[1000..<40960]))
     }
 
     /// A write error (here: a descriptor opened read-only) surfaces from `completedTicket` and

@@ -806,12 +806,27 @@ final class FetchEngine {
             lastWriteback = receivedBytes
             kick()
         }
+        if target.ranged { flushSlowStaging() }
         if !target.ranged, let s = workers[0].staging, !s.isEmpty {
             // A stream has no chunk ends at which to hand its bytes over; do it every tick.
             settle(workers[0])
             afterWrites.append((writer.submitted, .stream(workers[0].pos)))
         }
         reportProgress(now: now)
+    }
+
+    /// Every tick, what each connection has staged goes to the file in whole blocks, and its progress
+    /// slot follows: a slow connection (2 MiB/s takes half a second to fill a 1 MiB buffer) would
+    /// otherwise keep its bytes in memory, where a kill loses them. A fast one fills its buffer many
+    /// times per tick, so this adds at most one smaller write per connection and tick.
+    private func flushSlowStaging() {
+        for w in workers where w.active && !w.isDuplicate {
+            guard let s = w.staging, s.end - s.start >= Self.slotStep / 2, writer.flushWholeBlocks(s) else { continue }
+            if progressSlots != nil, s.start - w.slotPos >= Self.slotStep / 2 {
+                w.slotPos = s.start
+                afterWrites.append((writer.submitted, .slot(worker: w.id, chunk: plan.chunk(containing: w.slotPos - 1), upTo: w.slotPos)))
+            }
+        }
     }
 
     /// A connection that delivered nothing for `stallTimeout` seconds is dropped and retried from the

@@ -151,6 +151,30 @@ final class StagedWriter: @unchecked Sendable {
         s.start = s.end
     }
 
+    /// Hands over the whole 4 KiB blocks staged in `s` and keeps the partial block at its end, if any,
+    /// staged: what a slow connection received reaches the file without waiting for its buffer to fill
+    /// (and a kill does not lose it). Returns true if it handed anything over.
+    func flushWholeBlocks(_ s: Staging) -> Bool {
+        let a = Int64(Self.alignment)
+        let cut = s.end / a * a
+        guard cut > s.start else { return false }
+        let end = s.end
+        let tail = Int(end - cut)
+        guard tail > 0 else {
+            flush(s)
+            return true
+        }
+        return withUnsafeTemporaryAllocation(byteCount: tail, alignment: 16) { keep in
+            keep.baseAddress!.copyMemory(from: s.buffer.base + Int(cut - s.window), byteCount: tail)
+            s.end = cut
+            flush(s)
+            // `flush` left an empty staging whose window starts at `cut`: put the partial block back.
+            s.buffer.base.copyMemory(from: keep.baseAddress!, byteCount: tail)
+            s.end = end
+            return true
+        }
+    }
+
     /// Forgets what is staged (a cancelled duplicate whose chunk another connection finished).
     func discard(_ s: Staging) {
         s.start = s.end
