@@ -141,7 +141,7 @@ struct Get: ParsableCommand {
     @Option(help: "Give up on a file after this many seconds (the partial download is kept).")
     var timeout: Double?
 
-    @Option(name: .customLong("max-speed"), help: "Cap the download rate of each file, e.g. 20M (bytes per second).")
+    @Option(name: .customLong("max-speed"), help: "Cap the download rate of each file, all its connections together, e.g. 20M (bytes per second).")
     var maxSpeed: String?
 
     @Option(name: .customLong("sync-interval"), help: "Seconds between durability checkpoints (default 5).")

@@ -60,6 +60,26 @@ import Testing
         #expect(Set(ranged.map(\.remotePort)).count >= 8)
     }
 
+    /// `--max-speed` caps the whole download, not each connection: 6 MiB at 2 MiB/s over 4 (or 1)
+    /// unthrottled connections cannot take less than about 3 s (minus the budget's 0.2 MiB burst).
+    @Test(arguments: [4, 1])
+    func maxSpeedCapsTheWholeDownload(connections: Int) throws {
+        let server = try TestServer()
+        try server.start()
+        defer { server.stop() }
+        let body = TestFiles.pattern(6 << 20, seed: 21)
+        server.addResource(name: "f", bytes: body)
+        let dir = try TempDir()
+        var o = Self.options(connections, dir: dir)
+        o.chunkSize = 256 << 10
+        o.maxSpeed = 2 << 20
+        let started = ContinuousClock.now
+        _ = try Download(url: server.baseURL + "/f", options: o).run()
+        let seconds = (ContinuousClock.now - started) / .seconds(1)
+        #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
+        #expect(seconds >= 2.6, "6 MiB at a 2 MiB/s cap took \(seconds) s")
+    }
+
     @Test(arguments: ["noranges", "range200", "chunked", "close-delimited"])
     func serversWithoutRangesUseOneStream(_ mode: String) throws {
         let server = try TestServer()

@@ -94,6 +94,8 @@ final class Worker {
     var waitUntil: Double?
     /// `waitUntil` is this worker's first start (see `FetchEngine.rampStep`), not a retry.
     var rampStart = false
+    /// Its transfer is paused until `--max-speed`'s budget allows receiving again.
+    var paused = false
     let headCollector = HeadCollector()
     var head: ResponseHead { headCollector.head }
     var validated = false
@@ -153,6 +155,9 @@ final class FetchEngine {
     let journal: Journal?
     let plan: ChunkPlan
     var scheduler: Scheduler
+    /// `--max-speed`, shared by all connections (see `RateBudget`).
+    private var budget: RateBudget?
+    private var resumeCursor = 0
     let interrupt: InterruptFlag
     var onProgress: ((DownloadProgress) -> Void)?
     var onEvent: ((DownloadEvent) -> Void)?
@@ -240,6 +245,7 @@ final class FetchEngine {
         }
         multi.setMultiplexing(settings.transfer.http2)
         multi.setMaxConnectionCache(max(n * 2, 16))
+        if let cap = settings.maxSpeed { budget = RateBudget(bytesPerSecond: cap, now: monotonicSeconds()) }
         for k in 0..<plan.chunkCount where scheduler.finished[k] { finishedBytes += Int64(plan.byteRange(ofChunk: k).count) }
         prefixChunks = scheduler.finishedPrefix(from: 0)
         inFile = scheduler.finished
@@ -302,6 +308,7 @@ final class FetchEngine {
                 finish(w, code: code)
             }
             flushRemovals()
+            resumePausedTransfers()
             runAfterWrites()
             try throwIfStopped()
             if now - lastTick >= settings.progressInterval {
@@ -395,6 +402,9 @@ final class FetchEngine {
     private func pollTimeout(now: Double) -> Int32 {
         var ms = 100.0
         for w in workers { if let t = w.waitUntil { ms = min(ms, max(0, (t - now) * 1000)) } }
+        if let b = budget, workers.contains(where: { $0.paused }) {
+            ms = min(ms, max(1, (b.secondsUntilAllowed * 1000).rounded(.up)))
+        }
         return Int32(ms)
     }
 
@@ -503,10 +513,6 @@ final class FetchEngine {
             e.set(CURLOPT_LOCALPORT, port)
             e.set(CURLOPT_LOCALPORTRANGE, Self.sourcePortTries)
         }
-        if let cap = settings.maxSpeed {
-            let share = cap / Int64(max(1, workers.filter { $0.active }.count + 1))
-            e.set(CURLOPT_MAX_RECV_SPEED_LARGE, offset: max(1024, share))
-        }
         let ud = Unmanaged.passUnretained(w).toOpaque()
         e.set(CURLOPT_WRITEFUNCTION, dataCallback: workerWriteCallback)
         e.set(CURLOPT_WRITEDATA, pointer: ud)
@@ -526,6 +532,7 @@ final class FetchEngine {
         w.samples = []
         w.waitUntil = nil
         w.rampStart = false
+        w.paused = false
         w.active = true
         multi.add(e)
     }
@@ -569,6 +576,15 @@ final class FetchEngine {
             guard case .none = w.stop else { return 0 }
         }
         guard case .none = w.stop else { return 0 }
+        if budget != nil {
+            budget!.refill(now: monotonicSeconds())
+            guard budget!.allowsReceiving else {
+                // libcurl keeps these bytes and hands them over again after `curl_easy_pause`.
+                w.paused = true
+                return Int(CURL_WRITEFUNC_PAUSE)
+            }
+            budget!.spend(n)
+        }
         var offset = 0
         while offset < n {
             let room = w.end - w.pos
@@ -815,6 +831,25 @@ final class FetchEngine {
         reportProgress(now: now)
     }
 
+    /// Resumes transfers paused by `--max-speed` while the budget allows, starting after the one resumed
+    /// first last time, so that every connection gets its turn. Resuming can hand over the held bytes
+    /// at once (`receive` runs inside `curl_easy_pause`) and pause the transfer again.
+    private func resumePausedTransfers() {
+        guard budget != nil, workers.contains(where: { $0.paused }) else { return }
+        budget!.refill(now: monotonicSeconds())
+        let n = workers.count
+        for i in 0..<n {
+            guard budget!.allowsReceiving else { break }
+            let w = workers[(resumeCursor + i) % n]
+            guard w.paused else { continue }
+            w.paused = false
+            guard w.active else { continue }
+            w.lastByteAt = monotonicSeconds()
+            resumeCursor = (w.id + 1) % n
+            _ = curl_easy_pause(w.easy.raw, 0)  // CURLPAUSE_CONT
+        }
+    }
+
     /// Every tick, what each connection has staged goes to the file in whole blocks, and its progress
     /// slot follows: a slow connection (2 MiB/s takes half a second to fill a 1 MiB buffer) would
     /// otherwise keep its bytes in memory, where a kill loses them. A fast one fills its buffer many
@@ -834,7 +869,7 @@ final class FetchEngine {
     private func dropStalledConnections(now: Double) {
         let limit = settings.transfer.stallTimeout
         guard limit > 0 else { return }
-        for w in workers where w.active && now - w.lastByteAt > limit {
+        for w in workers where w.active && !w.paused && now - w.lastByteAt > limit {
             trace("w\(w.id) stalled for \(Format.fixed(now - w.lastByteAt, 1)) s")
             multi.remove(w.easy)
             w.active = false

@@ -1,0 +1,37 @@
+/// `--max-speed` for the whole download: a token bucket that every connection draws from.
+///
+/// Bytes are paid for when they arrive. While the bucket is empty or in debt, connections that
+/// receive data are paused (libcurl stops reading their sockets, so TCP slows the server down) and
+/// are resumed once the debt is paid off. A per-connection libcurl limit cannot share a total: a
+/// connection's share would have to change whenever another one starts, finishes or stalls.
+public struct RateBudget: Sendable, Equatable {
+    public let bytesPerSecond: Double
+    /// The most that can be saved up while nobody receives: a tenth of a second's worth, at least
+    /// 64 KiB (a burst larger than that would show up as a spike above the cap).
+    public let burst: Double
+    public private(set) var tokens: Double
+    public private(set) var updatedAt: Double
+
+    public init(bytesPerSecond: Int64, now: Double) {
+        self.bytesPerSecond = Double(max(1, bytesPerSecond))
+        burst = max(self.bytesPerSecond / 10, 64 * 1024)
+        tokens = burst
+        updatedAt = now
+    }
+
+    /// Adds what the time since the last update earned, up to `burst`.
+    public mutating func refill(now: Double) {
+        guard now > updatedAt else { return }
+        tokens = min(burst, tokens + (now - updatedAt) * bytesPerSecond)
+        updatedAt = now
+    }
+
+    /// True when bytes may be received now (the bucket is not empty or in debt).
+    public var allowsReceiving: Bool { tokens > 0 }
+
+    /// Pays for `bytes` received; the balance may go negative (debt), which later receivers wait off.
+    public mutating func spend(_ bytes: Int) { tokens -= Double(bytes) }
+
+    /// Seconds until receiving is allowed again (0 if it is now).
+    public var secondsUntilAllowed: Double { tokens > 0 ? 0 : (-tokens / bytesPerSecond) + 1e-6 }
+}

@@ -1,0 +1,54 @@
+import Testing
+
+@testable import Segget
+
+@Suite struct RateBudgetTests {
+    @Test func startsWithABurstAndRefillsAtTheRate() {
+        var b = RateBudget(bytesPerSecond: 10 << 20, now: 100)
+        #expect(b.burst == Double(1 << 20))  // a tenth of a second
+        #expect(b.allowsReceiving)
+        b.spend(3 << 20)  // a large delivery runs into debt
+        #expect(!b.allowsReceiving)
+        #expect(abs(b.secondsUntilAllowed - 0.2) < 1e-3)
+        b.refill(now: 100.1)
+        #expect(!b.allowsReceiving)
+        b.refill(now: 100.2 + 1e-3)
+        #expect(b.allowsReceiving)
+        #expect(b.secondsUntilAllowed == 0)
+        // Idle time saves up at most the burst.
+        b.refill(now: 200)
+        #expect(b.tokens == b.burst)
+        // Time running backwards changes nothing.
+        b.refill(now: 150)
+        #expect(b.tokens == b.burst)
+    }
+
+    @Test func smallCapsStillAllowOneReceiveBuffer() {
+        let b = RateBudget(bytesPerSecond: 1000, now: 0)
+        #expect(b.burst == 64 * 1024)
+    }
+
+    /// Over any long run, what was spent is at most the burst plus rate × time, whatever the
+    /// pattern of deliveries, because a delivery is only accepted while the balance is positive
+    /// and one delivery is at most `maxDelivery`.
+    @Test func spendingNeverOutrunsTheRate() {
+        var rng = FuzzRandom(seed: 99)
+        for _ in 0..<50 {
+            let rate = Int64.random(in: 100_000...50_000_000, using: &rng)
+            var b = RateBudget(bytesPerSecond: rate, now: 0)
+            var now = 0.0
+            var spent = 0.0
+            let maxDelivery = 512 * 1024
+            for _ in 0..<2000 {
+                now += Double.random(in: 0...0.01, using: &rng)
+                b.refill(now: now)
+                if b.allowsReceiving {
+                    let n = Int.random(in: 1...maxDelivery, using: &rng)
+                    b.spend(n)
+                    spent += Double(n)
+                }
+            }
+            #expect(spent <= b.burst + Double(rate) * now + Double(maxDelivery))
+        }
+    }
+}
