@@ -262,11 +262,7 @@ final class FetchEngine {
             checkpointThread = CheckpointWorker(journal: journal, data: data, interval: settings.checkpointInterval)
         }
         defer {
-            for w in workers where w.active {
-                multi.remove(w.easy)
-                w.active = false
-                settle(w)
-            }
+            for w in workers where w.active { detach(w) }
             // Whatever was received is written and recorded, also when stopping early.
             runAfterWrites(waiting: true)
             recordFinalSlots()
@@ -624,6 +620,13 @@ final class FetchEngine {
         if let s = w.staging { writer.flush(s) }
     }
 
+    /// Ends `w`'s transfer (if libcurl has not already) and hands over what it received.
+    private func detach(_ w: Worker) {
+        multi.remove(w.easy)
+        w.active = false
+        settle(w)
+    }
+
     private func crossedChunkEnd(_ w: Worker) {
         // The chunk's bytes must be in the file before anything vouches for them (see `AfterWrite`).
         settle(w)
@@ -728,9 +731,7 @@ final class FetchEngine {
     // MARK: Completion
 
     private func finish(_ w: Worker, code: CurlCode) {
-        multi.remove(w.easy)
-        w.active = false
-        settle(w)
+        detach(w)
         trace("w\(w.id) done code=\(code.rawValue) stop=\(w.stop) pos=\(w.pos) end=\(w.end) port=\(w.easy.localPort) rate=\(Format.rate(Double(w.transferBytes) / max(0.001, monotonicSeconds() - w.transferStartedAt)))")
         // No response head at all (refused, reset, timed out): a network failure, not an HTTP answer.
         if case .none = w.stop, !w.validated, w.head.status != 0 { validate(w) }
@@ -871,9 +872,7 @@ final class FetchEngine {
         guard limit > 0 else { return }
         for w in workers where w.active && !w.paused && now - w.lastByteAt > limit {
             trace("w\(w.id) stalled for \(Format.fixed(now - w.lastByteAt, 1)) s")
-            multi.remove(w.easy)
-            w.active = false
-            settle(w)
+            detach(w)
             w.stop = .none
             scheduleRetry(w, reason: "no data for \(Format.seconds(now - w.lastByteAt))", after: nil, kind: .network)
         }
@@ -909,9 +908,7 @@ final class FetchEngine {
             w.end = min(w.end, w.chunkEnd)
             onEvent?(.redial(connection: w.id, reason: "\(Format.rate(r)) against a median of \(Format.rate(median))"))
             // Abort now and continue on a fresh connection from the exact byte reached.
-            multi.remove(w.easy)
-            w.active = false
-            settle(w)
+            detach(w)
             start(w, bytes: w.pos..<w.end, fresh: true, newPath: true)
         }
     }
