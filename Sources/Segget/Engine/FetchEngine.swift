@@ -603,11 +603,8 @@ final class FetchEngine {
             offset += take
             if w.pos == w.chunkEnd {
                 crossedChunkEnd(w)
-            } else if flushed, progressSlots != nil, !w.isDuplicate, w.staging.start - w.slotPos >= FetchEngine.slotStep {
-                // After the data reached the file, like a journal bit: a kill now loses only the
-                // staged and queued bytes and what never arrived.
-                w.slotPos = w.staging.start
-                afterWrites.append((writer.submitted, .slot(worker: w.id, chunk: plan.chunk(containing: w.slotPos - 1), upTo: w.slotPos)))
+            } else if flushed {
+                moveSlot(w, atLeast: Self.slotStep)
             }
             if case .none = w.stop {} else { return offset == n ? n : offset }
         }
@@ -858,11 +855,17 @@ final class FetchEngine {
     private func flushSlowStaging() {
         for w in workers where w.active && !w.isDuplicate {
             guard let s = w.staging, s.end - s.start >= Self.slotStep / 2, writer.flushWholeBlocks(s) else { continue }
-            if progressSlots != nil, s.start - w.slotPos >= Self.slotStep / 2 {
-                w.slotPos = s.start
-                afterWrites.append((writer.submitted, .slot(worker: w.id, chunk: plan.chunk(containing: w.slotPos - 1), upTo: w.slotPos)))
-            }
+            moveSlot(w, atLeast: Self.slotStep / 2)
         }
+    }
+
+    /// Moves `w`'s progress slot to where the bytes it handed to the writer end, if that is at least
+    /// `step` beyond the last record. Recorded after the data reached the file, like a journal bit:
+    /// a kill then loses only the staged and queued bytes and what never arrived.
+    private func moveSlot(_ w: Worker, atLeast step: Int64) {
+        guard progressSlots != nil, !w.isDuplicate, w.staging.start - w.slotPos >= step else { return }
+        w.slotPos = w.staging.start
+        afterWrites.append((writer.submitted, .slot(worker: w.id, chunk: plan.chunk(containing: w.slotPos - 1), upTo: w.slotPos)))
     }
 
     /// A connection that delivered nothing for `stallTimeout` seconds is dropped and retried from the
