@@ -1,7 +1,8 @@
 /// How the server (mis)behaves for a request, chosen by the first path segment: `/MODE/NAME?params`.
 /// `/NAME` is `.normal`. Every mode also takes the pacing parameters `rate=16m` (bytes per second per
 /// connection; suffixes k, m, g are powers of 1024) and `slowports=01&slowrate=2m` (connections whose
-/// client port ends in one of those decimal digits get `slowrate`).
+/// client port ends in one of those decimal digits get `slowrate`) or `slowfirst=N&slowrate=2m` (the
+/// first N requests for this exact target get `slowrate`).
 ///
 /// Counters behind `times` and `after` are kept per exact request target (path and query), so two
 /// tests using different parameters never share them.
@@ -58,12 +59,13 @@ struct Route {
     func int(_ key: String) -> Int64? { params[key].flatMap { Int64($0) } }
     func flag(_ key: String) -> Bool { params[key].map { $0 == "1" || $0 == "true" || $0 == "yes" } ?? false }
 
-    /// The pacing for a connection from `remotePort`: `slowrate` when the port's last decimal digit is
-    /// in `slowports`, else `rate`; nil means unthrottled.
-    func rate(forRemotePort remotePort: Int) -> Int64? {
-        if let ports = params["slowports"], let slow = params["slowrate"].flatMap(URLText.parseRate) {
-            let digit = Character(String(remotePort % 10))
-            if ports.contains(digit) { return slow }
+    /// The pacing for request number `requestNumber` (per target, from 1) from `remotePort`:
+    /// `slowrate` when the port's last decimal digit is in `slowports` or the request is among the
+    /// first `slowfirst`, else `rate`; nil means unthrottled.
+    func rate(forRemotePort remotePort: Int, requestNumber: Int) -> Int64? {
+        if let slow = params["slowrate"].flatMap(URLText.parseRate) {
+            if let ports = params["slowports"], ports.contains(Character(String(remotePort % 10))) { return slow }
+            if let first = int("slowfirst"), requestNumber <= first { return slow }
         }
         return params["rate"].flatMap(URLText.parseRate)
     }

@@ -202,7 +202,7 @@ struct ResponsePlanner {
                 location = "\(baseURL)/redirect/\(name)?" + (["hops=\(hops - 1)"] + rest.map(String.init)).joined(separator: "&")
             } else {
                 // The chain ends at the normal resource, keeping only the pacing parameters.
-                let pacing = pairs.filter { $0.hasPrefix("rate=") || $0.hasPrefix("slowports=") || $0.hasPrefix("slowrate=") }
+                let pacing = pairs.filter { $0.hasPrefix("rate=") || $0.hasPrefix("slowports=") || $0.hasPrefix("slowfirst=") || $0.hasPrefix("slowrate=") }
                 location = "\(baseURL)/\(name)" + (pacing.isEmpty ? "" : "?" + pacing.joined(separator: "&"))
             }
         }

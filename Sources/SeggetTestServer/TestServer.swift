@@ -263,7 +263,7 @@ public final class TestServer: @unchecked Sendable {
             method: request.method, path: request.path, query: request.query, headers: request.headers,
             remotePort: remotePort, status: plan.status, bodyBytesSent: 0)
         return Prepared(
-            plan: plan, record: record, handle: append(record), rate: route?.rate(forRemotePort: remotePort))
+            plan: plan, record: record, handle: append(record), rate: route?.rate(forRemotePort: remotePort, requestNumber: number))
     }
 
     func append(_ record: RecordedRequest) -> RecordHandle {
