@@ -60,6 +60,67 @@ import Testing
         #expect(Set(ranged.map(\.remotePort)).count >= 8)
     }
 
+    /// A connection on a slow path (here: a client port ending in 0 or 1 gets 128 KiB/s, the others
+    /// 2 MiB/s) is noticed, gives back its work and re-dials from another port, instead of holding
+    /// its 4 MiB share for half a minute. Ports are the kernel's choice, so the download is repeated
+    /// until one drew a slow port (1 - 0.8^8 ≈ 83 % per try), and at least three times: the end game
+    /// then often races a slow connection's chunk, and every copy must still be exact (a losing
+    /// owner's staged bytes before the racer's start were once lost, leaving zeros).
+    @Test func slowConnectionIsRedialledFromAnotherPort() throws {
+        let server = try TestServer()
+        try server.start()
+        defer { server.stop() }
+        let body = TestFiles.pattern(32 << 20, seed: 23)
+        server.addResource(name: "f", bytes: body)
+        var checked = false
+        for attempt in 0..<6 where !checked || attempt < 3 {
+            let dir = try TempDir()
+            let before = server.requests.count
+            var o = Self.options(8, dir: dir)
+            o.chunkSize = 256 << 10
+            let (log, sink) = Self.events()
+            _ = try Download(url: server.baseURL + "/f?rate=2m&slowports=01&slowrate=128k", options: o).run(events: sink)
+            #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
+            let ranged = server.requests.dropFirst(before).filter { $0.status == 206 && $0.bodyBytesSent > 1 }
+            let slow = ranged.filter { [0, 1].contains($0.remotePort % 10) }
+            // Only a connection that drew a slow port for its initial run (which starts at a multiple
+            // of the 4 MiB share) has enough left to be worth re-dialling; one that opens late for a
+            // stolen remainder may just finish.
+            let initialSlow = slow.filter { r in
+                guard let spec = r.headers["range"], let from = Int64(spec.dropFirst(6).prefix { $0 != "-" }) else { return false }
+                return from % (4 << 20) == 0
+            }
+            guard !initialSlow.isEmpty else { continue }
+            checked = true
+            #expect(log.redials >= 1, "attempt \(attempt): initial requests from slow ports \(initialSlow) but no re-dial")
+            #expect(log.redials <= 8 * 3)
+            // Each slow connection's work went on elsewhere: no slow request carried its whole share.
+            #expect(slow.allSatisfy { $0.bodyBytesSent < 4 << 20 }, "\(slow)")
+        }
+        #expect(checked, "no download drew a slow port in 6 tries")
+    }
+
+    /// The end game races a slow owner's chunk from where the owner got; when the racer wins, the
+    /// owner's bytes before that point must still be in the file. Two 1 MiB chunks: the probe and
+    /// the first range (connection 0, chunk 0) get 100 KiB/s, everything after is fast, so
+    /// connection 1 finishes chunk 1, races chunk 0 from the middle and wins.
+    @Test func racerWinningKeepsTheOwnersEarlierBytes() throws {
+        let server = try TestServer()
+        try server.start()
+        defer { server.stop() }
+        let body = TestFiles.pattern(2 << 20, seed: 29)
+        server.addResource(name: "f", bytes: body)
+        let dir = try TempDir()
+        var o = Self.options(2, dir: dir)
+        o.chunkSize = 1 << 20
+        o.redialSlowConnections = false
+        _ = try Download(url: server.baseURL + "/f?slowfirst=2&slowrate=100k", options: o).run()
+        #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
+        // The race happened: a range that starts inside chunk 0.
+        let starts = server.requests.compactMap { r in r.headers["range"].flatMap { Int64($0.dropFirst(6).prefix { $0 != "-" }) } }
+        #expect(starts.contains { $0 > 0 && $0 < 1 << 20 }, "no race in \(server.requests)")
+    }
+
     /// `--max-speed` caps the whole download, not each connection: 6 MiB at 2 MiB/s over 4 (or 1)
     /// unthrottled connections cannot take less than about 3 s (minus the budget's 0.2 MiB burst).
     @Test(arguments: [4, 1])

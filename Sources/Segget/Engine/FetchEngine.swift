@@ -430,6 +430,10 @@ final class FetchEngine {
                 let o = workers[owner]
                 let chunkRange = plan.byteRange(ofChunk: chunk)
                 let from = max(chunkRange.lowerBound, min(o.pos, chunkRange.upperBound - 1))
+                // The racer fetches only from `from` on; what the owner received before it must reach
+                // the file whoever wins (a losing owner's staged bytes are discarded), and before the
+                // winner's journal bit, which is queued behind a later ticket.
+                settle(o)
                 w.isDuplicate = true
                 start(w, bytes: from..<chunkRange.upperBound)
             }
