@@ -258,18 +258,18 @@ class Bench:
             return f"exit code {m.exit_code}"
         return None
 
-    def check_files(self, out_dir: Path, src_dir: Path, names: list[str]) -> str | None:
-        """None when out_dir holds exactly `names`, each byte-for-byte equal to its source."""
+    def check_files(self, out_dir: Path, expected: dict[str, Path]) -> str | None:
+        """None when out_dir holds exactly the names in `expected`, each byte-for-byte its source."""
         found = {str(p.relative_to(out_dir)) for p in out_dir.rglob("*") if p.is_file()}
-        missing = [n for n in names if n not in found]
-        extra = sorted(found - set(names))
+        missing = [n for n in expected if n not in found]
+        extra = sorted(found - set(expected))
         if missing:
-            return f"{len(missing)} of {len(names)} files missing (first: {missing[0]})"
+            return f"{len(missing)} of {len(expected)} files missing (first: {missing[0]})"
         if extra:
             return f"{len(extra)} unexpected files left (first: {extra[0]})"
-        differ = [n for n in names if not same_bytes(out_dir / n, src_dir / n)]
+        differ = [n for n, src in expected.items() if not same_bytes(out_dir / n, src)]
         if differ:
-            return f"{len(differ)} of {len(names)} files differ from the source (first: {differ[0]})"
+            return f"{len(differ)} of {len(expected)} files differ from the source (first: {differ[0]})"
         return None
 
     def check_output(self, m: measure.Measured, out: Path, src: Path) -> str | None:
@@ -328,11 +328,11 @@ class Bench:
                 extra += f"  on disk {rec['on_disk_s']:6.2f} s"
             if rec.get("redial_lines"):
                 extra += f"  re-dial lines {rec['redial_lines']}"
-            log(f"  {label:<17} {rec['wall_s']:7.2f} s  {speed}  "
+            log(f"  {label:<22} {rec['wall_s']:7.2f} s  {speed}  "
                 f"cpu {rec['cpu_s']:5.2f} s  rss {rec['maxrss_kib'] / 1024:6.1f} MiB  "
                 f"conns {rec['connections']}{extra}")
         else:
-            log(f"  {label:<17} FAIL: {rec['fail']}")
+            log(f"  {label:<22} FAIL: {rec['fail']}")
 
     def base_record(self, scn: Scenario, tool: toolmod.Tool, rep: int, size: int) -> dict:
         return {
@@ -381,7 +381,7 @@ class Bench:
         log_path = self.logs_dir / f"{scn.name}-{tool.name}.log"
         m, on_disk = self.run_until_on_disk(["sh", str(script)], log_path, self.timeout_for(scn, tool, size))
         self.nginx.quiesce()
-        fail = with_reason(self.check_exit(m), log_path) or self.check_seq(seq_dir, src, names)
+        fail = with_reason(self.check_exit(m), log_path) or self.check_files(seq_dir, {n: src for n in names})
         self.clean_dl()
         rec = self.base_record(scn, tool, rep, size)
         total = size * len(names)
@@ -392,19 +392,6 @@ class Bench:
             total_bytes=total, **on_disk, **self.server_stats(self.nginx.entries_since(offset)),
         )
         return rec
-
-    def check_seq(self, seq_dir: Path, src: Path, names: list[str]) -> str | None:
-        found = sorted(p.name for p in seq_dir.iterdir())
-        missing = [n for n in names if n not in found]
-        if missing:
-            return f"{len(missing)} of {len(names)} outputs missing (first: {missing[0]})"
-        extra = [n for n in found if n not in names]
-        if extra:
-            return f"{len(extra)} unexpected files left (first: {extra[0]})"
-        differ = [n for n in names if not same_bytes(seq_dir / n, src)]
-        if differ:
-            return f"{len(differ)} of {len(names)} outputs differ from the source (first: {differ[0]})"
-        return None
 
     def run_batch(self, scn: Scenario, tool: toolmod.Tool, rep: int) -> dict:
         """All files of the scenario's list in one process, `batch_jobs` at a time."""
@@ -419,7 +406,8 @@ class Bench:
         log_path = self.logs_dir / f"{scn.name}-{tool.name}.log"
         m, on_disk = self.run_until_on_disk(argv, log_path, self.timeout_for(scn, tool, size))
         self.nginx.quiesce()
-        fail = with_reason(self.check_exit(m), log_path) or self.check_files(out_dir, src_dir, names)
+        fail = (with_reason(self.check_exit(m), log_path)
+                or self.check_files(out_dir, {n: src_dir / n for n in names}))
         self.clean_dl()
         rec = self.base_record(scn, tool, rep, size)
         total = count * size

@@ -296,7 +296,7 @@ def markdown(records, ctx) -> str:
             continue
         seen.add(key)
         out.append(f"- {r['tool']} ({r['scenario']}): `{r['cmd']}`")
-        if r.get("writer_cmd") is None and kind == "diskbusy":
+        if kind == "diskbusy":
             out[-1] += " (quiet and busy runs alike)"
         if r.get("resume_cmd") and r["resume_cmd"] != r["cmd"]:
             out.append(f"  - resume: `{r['resume_cmd']}`")

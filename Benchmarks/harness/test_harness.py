@@ -65,7 +65,7 @@ class OutputCheckTests(unittest.TestCase):
         self.tmp.cleanup()
 
     def check(self):
-        return self.bench.check_files(self.out, self.src, self.names)
+        return self.bench.check_files(self.out, {n: self.src / n for n in self.names})
 
     def test_identical_outputs_pass(self):
         self.assertIsNone(self.check())
