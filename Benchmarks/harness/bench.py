@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import hashlib
 import json
 import os
 import platform
@@ -38,7 +39,9 @@ REDIAL = re.compile(r"reconnecting|is slow|\"redial\"", re.IGNORECASE)
 REPO = Path(__file__).resolve().parents[2]
 
 ALL_SCENARIOS = ["uncapped", "capped", "uneven", "tls", "small", "seq-small", "batch-small",
-                 "batch-capped", "disk-busy", "killresume"]
+                 "batch-capped", "disk-busy", "memory", "killresume"]
+# segget's peak-memory variants: -n 8, -n 64 and -n 8 with a digest check (issue 13's three figures).
+MEMORY_VARIANTS = [("-n 8", 8, False), ("-n 64", 64, False), ("-n 8 --checksum sha256", 8, True)]
 ALL_TOOLS = ["segget", "curl", "aria2c", "axel", "lftp", "wget2"]
 
 
@@ -47,7 +50,7 @@ class Scenario:
     name: str
     location: str       # nginx location: uncapped, capped or uneven
     tls: bool
-    kind: str           # "throughput", "small", "seq", "batch", "diskbusy" or "killresume"
+    kind: str           # "throughput", "small", "seq", "batch", "diskbusy", "memory" or "killresume"
     description: str
     skip: dict[str, str] = field(default_factory=dict)  # tool -> why it does not take part
 
@@ -95,6 +98,11 @@ SCENARIOS = {
         "reconnecting\" lines (segget runs without -q here)",
         skip={"curl": "one connection at 16 MiB/s: the disk is never what limits it",
               "wget2": "one connection in practice, as for curl"}),
+    "memory": Scenario(
+        "memory", "uncapped", False, "memory",
+        "peak resident memory of segget alone on the main file, uncapped, at -n 8, at -n 64 and at "
+        "-n 8 with `--checksum sha256=…` (the digest computed as it downloads); the peers' peak RSS "
+        "is in every other table"),
     "killresume": Scenario(
         "killresume", "capped", False, "killresume",
         "capped location; SIGKILL after a few seconds, run the same (resume) command again, "
@@ -224,6 +232,7 @@ class Bench:
         self.batches: dict[str, tuple[Path, list[str], Path, Path]] = {}  # dir, names, URL list, curl config
         self.device = disk.block_dir(disk.mount_of(self.dl_dir)["source"])
         self.disk: dict = {"filesystem": disk.describe(self.dl_dir), "dd_before": None, "dd_after": None}
+        self.main_digest: str | None = None  # sha256 of the main file, for the memory scenario
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -466,6 +475,42 @@ class Bench:
         )
         return rec
 
+    def run_memory(self, scn: Scenario, tool: toolmod.Tool, rep: int, variant: tuple[str, int, bool]) -> dict:
+        """segget alone, one of MEMORY_VARIANTS; -n 64 goes past --connections' limit of 16 on purpose."""
+        label, n, checksum = variant
+        src = self.files["main"]
+        size = src.stat().st_size
+        url = self.nginx.url(scn.location, src.name, scn.tls)
+        out = self.dl_dir / "download.bin"
+        argv = tool.build(n, out, url, scn.tls, size, False)
+        if checksum:
+            argv[-1:-1] = ["--checksum", f"sha256={self.main_sha256()}"]
+        self.clean_dl()
+        self.settle()
+        offset = self.nginx.log_offset()
+        log_path = self.logs_dir / f"{scn.name}-{tool.name}.log"
+        m = measure.run(argv, self.dl_dir, log_path, self.timeout_for(scn, tool, size))
+        self.nginx.quiesce()
+        fail = with_reason(self.check_output(m, out, src), log_path)
+        self.clean_dl()
+        rec = self.base_record(scn, tool, rep, size)
+        rec.update(
+            cmd=shlex.join(argv), variant=label, ok=fail is None, fail=fail, exit_code=m.exit_code,
+            wall_s=m.wall_s, user_s=m.user_s, sys_s=m.sys_s, cpu_s=m.cpu_s, maxrss_kib=m.maxrss_kib,
+            mib_s=size / MiB / m.wall_s, total_bytes=size,
+            **self.server_stats(self.nginx.entries_since(offset)),
+        )
+        return rec
+
+    def main_sha256(self) -> str:
+        if self.main_digest is None:
+            h = hashlib.sha256()
+            with open(self.files["main"], "rb") as f:
+                while chunk := f.read(8 * MiB):
+                    h.update(chunk)
+            self.main_digest = h.hexdigest()
+        return self.main_digest
+
     def run_small(self, scn: Scenario, tool: toolmod.Tool, rep: int) -> dict:
         src = self.files["small"]
         size = src.stat().st_size
@@ -547,6 +592,9 @@ class Bench:
                 if name == "segget":
                     # With its default -n, and with one connection per file as the peers use.
                     result.append(toolmod.make_segget(tool.binary, 1))
+            elif scn.kind == "memory":
+                if name == "segget":
+                    result.append(tool)
             elif scn.kind == "killresume":
                 if not tool.can_resume:
                     continue
@@ -582,7 +630,7 @@ class Bench:
     def run(self) -> None:
         scns = [SCENARIOS[s] for s in self.args.scenarios]
         (self.out / "lists").mkdir(exist_ok=True)
-        if any(s.kind in ("throughput", "diskbusy") for s in scns):
+        if any(s.kind in ("throughput", "diskbusy", "memory") for s in scns):
             self.files["main"] = ensure_random_file(self.data_dir, self.args.size)
         if any(s.kind in ("small", "seq") for s in scns):
             self.files["small"] = ensure_random_file(self.data_dir, MiB)
@@ -611,6 +659,11 @@ class Bench:
                         j = rep % len(variants)
                         for mode in variants[j:] + variants[:j]:
                             self.save(self.run_diskbusy(scn, tool, rep + 1, mode))
+                        continue
+                    if scn.kind == "memory":
+                        j = rep % len(MEMORY_VARIANTS)
+                        for variant in MEMORY_VARIANTS[j:] + MEMORY_VARIANTS[:j]:
+                            self.save(self.run_memory(scn, tool, rep + 1, variant))
                         continue
                     runner = {"throughput": self.run_throughput, "small": self.run_small,
                               "seq": self.run_seq, "batch": self.run_batch,

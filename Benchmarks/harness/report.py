@@ -129,7 +129,8 @@ def _failures(groups) -> list[str]:
     fails = [r for t in _order(groups) for r in groups[t] if not r["ok"]]
     if not fails:
         return []
-    return ["", "FAIL runs:", ""] + [f"- {r['tool']} rep {r['rep']}: {r['fail']}" for r in fails]
+    return ["", "FAIL runs:", ""] + [
+        f"- {r['tool']}{f' ({v})' if (v := r.get('variant')) else ''} rep {r['rep']}: {r['fail']}" for r in fails]
 
 
 def _diskbusy_table(records, scn) -> list[str]:
@@ -172,6 +173,29 @@ def _diskbusy_table(records, scn) -> list[str]:
     if writers:
         lines += ["", "Writers: " + "; ".join(f"`{w}`" for w in writers)]
     return lines + _failures({f"{t} ({v})": rs for (t, v), rs in groups.items()})
+
+
+def _memory_table(records, scn) -> list[str]:
+    """One row per segget variant (-n 8, -n 64, --checksum): peak RSS first, the point of the scenario."""
+    groups: dict[str, list[dict]] = {}
+    for r in records:
+        if r["scenario"] == scn.name:
+            groups.setdefault(r["variant"], []).append(r)
+    head = ["segget", "peak RSS MiB (largest)", "smallest", "median s", "MiB/s", "CPU s", "conns", "OK/FAIL"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for variant, rs in groups.items():
+        good = [r for r in rs if r["ok"]]
+        okfail = f"{len(good)}/{len(rs) - len(good)}"
+        if not good:
+            lines.append("| " + " | ".join([f"`{variant}`", "FAIL"] + ["—"] * (len(head) - 3) + [okfail]) + " |")
+            continue
+        rss = [r["maxrss_kib"] / 1024 for r in good]
+        med = statistics.median(r["wall_s"] for r in good)
+        lines.append("| " + " | ".join([
+            f"`{variant}`", f"{max(rss):.1f}", f"{min(rss):.1f}", f"{med:.2f}",
+            f"{_total(good[0]) / MiB / med:.1f}", f"{statistics.median(r['cpu_s'] for r in good):.2f}",
+            _range([r["connections"] for r in good]), okfail]) + " |")
+    return lines + _failures({f"segget {v}": rs for v, rs in groups.items()})
 
 
 def _dd_lines(disk: dict, args) -> list[str]:
@@ -285,13 +309,16 @@ def markdown(records, ctx) -> str:
             out += _killresume_table(records, scn)
         elif scn.kind == "diskbusy":
             out += _diskbusy_table(records, scn)
+        elif scn.kind == "memory":
+            out += _memory_table(records, scn)
         else:
             out += _throughput_table(records, scn, has_segget)
     out += ["", "## Command lines", "", "`OUT` is the output path, `N` the connection count.", ""]
     seen = set()
     for r in records:
         kind = ctx["scenarios"][r["scenario"]].kind
-        key = (r["tool"], r["scenario"] if kind == "batch" else kind)
+        key = (r["tool"], r["scenario"] if kind == "batch" else kind,
+               r.get("variant") if kind == "memory" else None)
         if key in seen:
             continue
         seen.add(key)
@@ -309,7 +336,7 @@ def svg(records, ctx) -> str:
     panels = []
     for name in args.scenarios:
         scn = ctx["scenarios"][name]
-        if scn.kind in ("killresume", "diskbusy"):
+        if scn.kind in ("killresume", "diskbusy", "memory"):
             continue
         groups = _by(records, name)
         rows = []

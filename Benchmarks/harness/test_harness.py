@@ -111,6 +111,17 @@ class ReportTests(unittest.TestCase):
         self.assertRegex("connection 2 is slow (1 MiB/s); reconnecting.", bench.REDIAL)
 
 
+    def test_memory_table_reports_the_largest_peak_per_variant(self):
+        base = {"scenario": "memory", "tool": "segget", "ok": True, "wall_s": 1.0, "cpu_s": 0.5,
+                "connections": 9, "size": 1 << 30, "total_bytes": 1 << 30, "rep": 1}
+        recs = [dict(base, variant="-n 8", maxrss_kib=30 * 1024), dict(base, variant="-n 8", maxrss_kib=41 * 1024),
+                dict(base, variant="-n 64", maxrss_kib=60 * 1024, ok=False, fail="exit code 1")]
+        text = "\n".join(report._memory_table(recs, SimpleNamespace(name="memory")))
+        self.assertIn("| `-n 8` | 41.0 | 30.0 | 1.00 |", text)
+        self.assertIn("| `-n 64` | FAIL |", text)
+        self.assertIn("- segget (-n 64) rep 1: exit code 1", text)
+
+
 class DiskTests(unittest.TestCase):
     def test_sectors_written_reads_field_seven(self):
         with tempfile.TemporaryDirectory() as d:
