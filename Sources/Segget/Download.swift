@@ -148,7 +148,7 @@ public final class Download: @unchecked Sendable {
         // One multi handle for the probe and the fetch: the probe's connection is kept alive for the
         // first range instead of a new one being opened.
         let multi = prepared?.multi ?? MultiHandle()
-        let probe = try prepared?.probe
+        var probe = try prepared?.probe
             ?? probeWithRetries(multi: multi, firstBytes: probeBytes(fresh: fresh, stream: stream), events: events, interrupt: interrupt)
         let finalPath = try resolveOutputPath(probe: probe)
         let partPath = finalPath + ".segget-part"
@@ -232,7 +232,7 @@ public final class Download: @unchecked Sendable {
             do {
                 hasher = try PrefixHasher(
                     path: partPath, algorithms: Array(Set(expected.map(\.algorithm))).sorted { $0.rawValue < $1.rawValue },
-                    direct: options.directIO,
+                    direct: options.writePath == .direct,
                     memoryWindow: Self.hashWindow(
                         connections: options.connections,
                         runBytes: Int64(Self.hashRunChunks(chunkSize: storage.chunkSize)) * storage.chunkSize))
@@ -244,6 +244,7 @@ public final class Download: @unchecked Sendable {
         if let hasher, storage.isNew, ranged, !probe.prefix.isEmpty {
             probe.prefix.withUnsafeBytes { hasher.offer($0, at: 0) }
         }
+        probe.prefix = []  // in the file (and the hasher) now; give the memory back
 
         var settings = FetchSettings()
         settings.transfer = options.transfer
@@ -369,10 +370,12 @@ public final class Download: @unchecked Sendable {
     private static let writebackQueue = DispatchQueue(label: "segget.writeback")
 
     /// How much memory the hasher may keep of freshly written bytes so that it need not read them back
-    /// from the device (see `PrefixHasher`): what the connections have in flight in their in-order runs
-    /// plus 16 MiB of slack, at most 128 MiB. It is touched only as it fills.
+    /// (see `PrefixHasher`): what the connections have in flight in their in-order runs plus 16 MiB
+    /// of slack, at most 24 MiB, so that a verified download stays within 64 MiB. It is touched only
+    /// as it fills. What falls out of it is read back through the page cache, where the adaptive
+    /// writer left whatever the disk could not take at once.
     static func hashWindow(connections: Int, runBytes: Int64) -> Int {
-        Int(min(128 << 20, Int64(connections) * runBytes + (16 << 20)))
+        Int(min(24 << 20, Int64(connections) * runBytes + (16 << 20)))
     }
 
     /// How many chunks each connection is handed at a time while hashing behind the download: about

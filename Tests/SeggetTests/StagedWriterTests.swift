@@ -159,16 +159,17 @@ import Testing
         #expect(throws: Errno.self) { try writer.completedTicket() }
     }
 
-    /// 1 MiB buffers up to 16 connections, then halving to stay within 16 MiB, never below 256 KiB.
+    /// 1 MiB buffers up to 2 connections, then halving to stay within 2 MiB, never below 256 KiB.
     @Test func bufferSizesFollowTheConnectionCount() {
         #expect(StagedWriter.bufferSize(connections: 1) == 1 << 20)
-        #expect(StagedWriter.bufferSize(connections: 16) == 1 << 20)
-        #expect(StagedWriter.bufferSize(connections: 17) == 512 << 10)
-        #expect(StagedWriter.bufferSize(connections: 32) == 512 << 10)
-        #expect(StagedWriter.bufferSize(connections: 64) == 256 << 10)
+        #expect(StagedWriter.bufferSize(connections: 2) == 1 << 20)
+        #expect(StagedWriter.bufferSize(connections: 3) == 512 << 10)
+        #expect(StagedWriter.bufferSize(connections: 4) == 512 << 10)
+        #expect(StagedWriter.bufferSize(connections: 5) == 256 << 10)
+        #expect(StagedWriter.bufferSize(connections: 8) == 256 << 10)
         #expect(StagedWriter.bufferSize(connections: 128) == 256 << 10)
-        #expect(StagedWriter.maxInFlight(bufferSize: 1 << 20) == 8)
-        #expect(StagedWriter.maxInFlight(bufferSize: 256 << 10) == 32)
+        #expect(StagedWriter.maxInFlight(bufferSize: 1 << 20) == 4)
+        #expect(StagedWriter.maxInFlight(bufferSize: 256 << 10) == 4)
     }
 
     /// A discarded buffer (a cancelled duplicate) writes nothing.

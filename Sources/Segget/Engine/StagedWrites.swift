@@ -99,19 +99,24 @@ final class StagedWriter: @unchecked Sendable {
         return fd
     }
 
-    /// The staging buffer size for `connections`: 1 MiB up to 16 connections, less beyond so that all
-    /// of them together stay within 16 MiB, and at least 256 KiB. Each `O_DIRECT` write costs the VM a
-    /// device notification and a wait: 1 GiB uncapped took 0.77 s with 1 MiB buffers, 0.91 s with
-    /// 512 KiB and 1.17 s with 256 KiB (medians of 5).
+    /// The staging buffer size for `connections`: all of them together within 2 MiB, each between
+    /// 256 KiB and 1 MiB (1 MiB up to 2 connections, 512 KiB up to 4, 256 KiB from 5). Smaller buffers
+    /// keep the peak memory (32 MiB at `-n 8` is the goal) and what a `kill -9` loses small; larger
+    /// ones make fewer `O_DIRECT` writes, each of which costs the VM a device round trip (1 GiB with
+    /// only direct writes: 0.77 s with 1 MiB buffers, 0.91 s with 512 KiB, 1.17 s with 256 KiB). The
+    /// adaptive path sends what direct writes cannot keep up with to the page cache, so the smaller
+    /// size no longer slows the download.
     static func bufferSize(connections: Int) -> Int {
-        let share = (16 << 20) / max(1, connections)
+        let share = (2 << 20) / max(1, connections)
         var size = 1 << 20
         while size > share && size > 256 << 10 { size /= 2 }
         return size
     }
 
-    /// How many buffers may wait for the writer: 8 MiB worth, at least 4.
-    static func maxInFlight(bufferSize: Int) -> Int { max(4, (8 << 20) / bufferSize) }
+    /// How many buffers may wait for the writer: 1 MiB worth, at least 4. With the adaptive path
+    /// the queue rarely holds more than `directBacklogLimit`; the bound matters when the page cache
+    /// too is full of dirty pages and the kernel makes writers wait for the disk.
+    static func maxInFlight(bufferSize: Int) -> Int { max(4, (1 << 20) / bufferSize) }
 
     /// A connection's staging area, with a buffer from the pool.
     func makeStaging() -> Staging { Staging(buffer: lock.withLock { pool.popLast() } ?? StagingBuffer(capacity: bufferSize)) }
