@@ -263,7 +263,7 @@ final class FetchEngine {
     func run() throws {
         startedAt = monotonicSeconds()
         trace("writes: \(writer.isDirect ? "O_DIRECT" : "page cache")")
-        defer { trace("writes at the end: \(writer.isDirect ? "O_DIRECT" : "page cache")") }
+        defer { trace("writes at the end: \(writer.isDirect ? "O_DIRECT" : "page cache"), \(writer.bytesWritten)") }
         if let journal, settings.checkpointInterval > 0 {
             checkpointThread = CheckpointWorker(journal: journal, data: data, interval: settings.checkpointInterval)
         }
