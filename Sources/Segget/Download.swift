@@ -92,13 +92,15 @@ public final class Download: @unchecked Sendable {
     ///   - progress: called on the download thread a few times a second.
     ///   - events: notices, retries and re-dials, on the download thread.
     ///   - interrupt: set it from anywhere to stop; the journal is saved and `.interrupted` thrown.
-    ///   - prepared: what ``prepare()`` learnt about this URL moments ago: the first attempt starts
-    ///     from it instead of probing again (restarts probe afresh).
+    ///   - prepared: what ``prepare(pool:)`` learnt about this URL moments ago: the first attempt
+    ///     starts from it instead of probing again (restarts probe afresh).
+    ///   - pool: kept-alive connections to reuse, and to leave for the next download on this thread.
     public func run(
         progress: (@Sendable (DownloadProgress) -> Void)? = nil,
         events: (@Sendable (DownloadEvent) -> Void)? = nil,
         interrupt: InterruptFlag = InterruptFlag(),
-        prepared: PreparedDownload? = nil
+        prepared: PreparedDownload? = nil,
+        pool: ConnectionPool? = nil
     ) throws(SeggetError) -> DownloadResult {
         guard (1...128).contains(options.connections) else {
             throw SeggetError(.usage, "the number of connections must be between 1 and 128 (got \(options.connections)).")
@@ -115,8 +117,8 @@ public final class Download: @unchecked Sendable {
             do {
                 defer { prepared = nil }
                 return try attempt(
-                    started: started, fresh: forceFresh, stream: forceStream, prepared: prepared, progress: progress, events: events,
-                    interrupt: interrupt)
+                    started: started, fresh: forceFresh, stream: forceStream, prepared: prepared, pool: pool, progress: progress,
+                    events: events, interrupt: interrupt)
             } catch let e as RangesIgnored {
                 guard !forceStream else {
                     throw SeggetError(.protocolViolation, "the server ignored byte ranges even for a single stream; giving up.")
@@ -142,12 +144,13 @@ public final class Download: @unchecked Sendable {
     // MARK: One attempt
 
     private func attempt(
-        started: Double, fresh: Bool, stream: Bool, prepared: PreparedDownload?, progress: (@Sendable (DownloadProgress) -> Void)?,
+        started: Double, fresh: Bool, stream: Bool, prepared: PreparedDownload?, pool: ConnectionPool?,
+        progress: (@Sendable (DownloadProgress) -> Void)?,
         events: (@Sendable (DownloadEvent) -> Void)?, interrupt: InterruptFlag
     ) throws -> DownloadResult {
         // One multi handle for the probe and the fetch: the probe's connection is kept alive for the
         // first range instead of a new one being opened.
-        let multi = prepared?.multi ?? MultiHandle()
+        let multi = prepared?.multi ?? pool?.multi ?? MultiHandle()
         var probe = try prepared?.probe
             ?? probeWithRetries(multi: multi, firstBytes: probeBytes(fresh: fresh, stream: stream), events: events, interrupt: interrupt)
         let finalPath = try resolveOutputPath(probe: probe)

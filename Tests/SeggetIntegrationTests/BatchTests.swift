@@ -57,6 +57,24 @@ import Glibc
         #expect(try Self.jsonLines(skip.stdout).filter { $0["type"] as? String == "skip" }.count == 3)
     }
 
+    /// Per-file costs vanish in a batch: a file no larger than a chunk takes exactly one request (the
+    /// probe brings it whole, and the download does not probe again), and each of the `-j` workers
+    /// keeps its connection alive for its next file instead of opening a new one.
+    @Test func smallFilesTakeOneRequestEachOverKeptAliveConnections() throws {
+        var files: [String: [UInt8]] = [:]
+        for i in 0..<12 { files["f\(i)"] = cliTestBytes(100_000 + i, seed: UInt64(40 + i)) }
+        let server = try startCLITestServer(files)
+        defer { server.stop() }
+        let dir = try CLITempDir()
+        let list = dir.path("list.txt")
+        try (0..<12).map { server.url("f\($0)") }.joined(separator: "\n").write(toFile: list, atomically: true, encoding: .utf8)
+        let r = try SeggetCLI.run(["-q", "-n", "1", "-j", "3", "-i", list, "-d", dir.path("out")])
+        #expect(r.exitCode == 0, "\(r.stderr)")
+        for i in 0..<12 { #expect(fileMatches(dir.path("out") + "/f\(i)", files["f\(i)"]!)) }
+        #expect(server.requests.count == 12, "\(server.requests)")
+        #expect(Set(server.requests.map(\.remotePort)).count <= 3, "\(server.requests)")
+    }
+
     @Test func jsonLinesParseAndDescribeEveryFile() throws {
         let a = cliTestBytes(1_500_000, seed: 21)
         let b = cliTestBytes(600_000, seed: 22)

@@ -24,6 +24,14 @@ extension Download {
     }
 }
 
+/// Connections kept alive between downloads run one after another on the same thread: the next file
+/// from the same server reuses them instead of opening new ones (a batch gives each of its worker
+/// threads one). Use it from one thread at a time.
+public final class ConnectionPool: @unchecked Sendable {
+    let multi = MultiHandle()
+    public init() {}
+}
+
 /// A probe's answer kept for the download that follows it (``Download/prepare()``), with the
 /// connection it used and the first bytes of the file, so that the download neither probes again nor
 /// opens a new connection for its first range.
@@ -46,10 +54,10 @@ public final class PreparedDownload: @unchecked Sendable {
 
 extension Download {
     /// Probes like ``probe()`` (one attempt, no retries) but asks for the file's first chunk too, and
-    /// keeps everything for ``run(progress:events:interrupt:prepared:)``. A batch uses it to name a
-    /// file and then download it with one request less.
-    public func prepare() throws(SeggetError) -> PreparedDownload {
-        let multi = MultiHandle()
+    /// keeps everything for ``run(progress:events:interrupt:prepared:pool:)``. A batch uses it to name
+    /// a file and then download it with one request less, over the connections of `pool`.
+    public func prepare(pool: ConnectionPool? = nil) throws(SeggetError) -> PreparedDownload {
+        let multi = pool?.multi ?? MultiHandle()
         let p = try Prober(options: options.transfer, firstBytes: probeBytes(fresh: !options.resume, stream: false), multi: multi)
             .probe(url: url)
         return PreparedDownload(url: url, probe: p, multi: multi)
