@@ -8,6 +8,7 @@ let package = Package(
         .library(name: "Segget", targets: ["Segget"]),
         .library(name: "SeggetVerify", targets: ["SeggetVerify"]),
         .library(name: "SeggetJournal", targets: ["SeggetJournal"]),
+        .library(name: "SeggetQueue", targets: ["SeggetQueue"]),
         .executable(name: "segget", targets: ["segget"]),
         .executable(name: "segget-testserver", targets: ["segget-testserver"]),
     ],
@@ -33,6 +34,14 @@ let package = Package(
         .target(name: "SeggetJournal"),
         // The engine: probe, plan, fetch, storage, download orchestration.
         .target(name: "Segget", dependencies: ["CCurl", "SeggetVerify", "SeggetJournal"]),
+        // SQLite for the download queue's durable state.
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
+        // A durable download manager: scheduling, connection and speed budgets, SQLite state.
+        .target(name: "SeggetQueue", dependencies: ["Segget", "CSQLite"]),
         .executableTarget(
             name: "segget",
             dependencies: ["Segget", .product(name: "ArgumentParser", package: "swift-argument-parser")]
@@ -42,10 +51,13 @@ let package = Package(
         .executableTarget(name: "segget-testserver", dependencies: ["SeggetTestServer"]),
         // A program using the library's async API (docs/library.md); built so that it never rots.
         .executableTarget(name: "segget-example", dependencies: ["Segget"], path: "Examples/ProgressDownload"),
+        // A program using the queue (docs/queue.md); the durability tests kill -9 it.
+        .executableTarget(name: "segget-queue-example", dependencies: ["SeggetQueue"], path: "Examples/QueueDownload"),
 
         .testTarget(name: "SeggetTests", dependencies: ["Segget"]),
         .testTarget(name: "SeggetVerifyTests", dependencies: ["SeggetVerify"]),
         .testTarget(name: "SeggetJournalTests", dependencies: ["SeggetJournal"]),
+        .testTarget(name: "SeggetQueueTests", dependencies: ["SeggetQueue", "SeggetTestServer"]),
         .testTarget(
             name: "SeggetIntegrationTests",
             dependencies: ["Segget", "SeggetTestServer"]

@@ -1,0 +1,3 @@
+import SeggetQueue
+
+print("skeleton")
