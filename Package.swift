@@ -14,6 +14,7 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     ],
     targets: [
         // libcurl through typed, non-variadic wrappers (the only C the project has).
@@ -44,7 +45,20 @@ let package = Package(
         .target(name: "SeggetQueue", dependencies: ["Segget", "CSQLite"]),
         .executableTarget(
             name: "segget",
-            dependencies: ["Segget", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["Segget", "SeggetRPC", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        // aria2-compatible JSON-RPC over HTTP and WebSocket for `segget daemon`, on SwiftNIO.
+        .target(
+            name: "SeggetRPC",
+            dependencies: [
+                "Segget",
+                "SeggetQueue",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+            ]
         ),
         // An HTTP/1.1 server that misbehaves on purpose, for tests, demos and benchmarks.
         .target(name: "SeggetTestServer"),
@@ -58,6 +72,7 @@ let package = Package(
         .testTarget(name: "SeggetVerifyTests", dependencies: ["SeggetVerify"]),
         .testTarget(name: "SeggetJournalTests", dependencies: ["SeggetJournal"]),
         .testTarget(name: "SeggetQueueTests", dependencies: ["SeggetQueue", "SeggetTestServer"]),
+        .testTarget(name: "SeggetRPCTests", dependencies: ["SeggetRPC", "SeggetQueue"]),
         .testTarget(
             name: "SeggetIntegrationTests",
             dependencies: ["Segget", "SeggetTestServer"]
