@@ -143,27 +143,26 @@ public final class RPCServer: Sendable {
         try await channel.executeThenClose { inbound, outbound in
             var head: HTTPRequestHead?
             var body: [UInt8] = []
-            var tooLarge = false
             for try await part in inbound {
                 switch part {
                 case .head(let h):
                     head = h
                     body.removeAll(keepingCapacity: true)
-                    tooLarge = false
+                    // Refuse an oversize body before reading it, then close: the rest is never read.
                     if let length = h.headers.first(name: "content-length").flatMap(Int.init), length > maxRequestBytes {
-                        tooLarge = true
+                        _ = try await respond(to: h, body: [], tooLarge: true, outbound: outbound)
+                        return
                     }
                 case .body(var buffer):
-                    guard !tooLarge else { continue }
+                    guard let h = head else { return }
                     if body.count + buffer.readableBytes > maxRequestBytes {
-                        tooLarge = true
-                        body = []
-                    } else if let bytes = buffer.readBytes(length: buffer.readableBytes) {
-                        body.append(contentsOf: bytes)
+                        _ = try await respond(to: h, body: [], tooLarge: true, outbound: outbound)
+                        return
                     }
+                    if let bytes = buffer.readBytes(length: buffer.readableBytes) { body.append(contentsOf: bytes) }
                 case .end:
                     guard let h = head else { return }
-                    let keepAlive = try await respond(to: h, body: body, tooLarge: tooLarge, outbound: outbound)
+                    let keepAlive = try await respond(to: h, body: body, tooLarge: false, outbound: outbound)
                     if !keepAlive { return }
                     head = nil
                 }
