@@ -46,7 +46,7 @@ struct Add: ParsableCommand {
     @Option(name: .shortAndLong, help: "Save as this file name (one URL only).")
     var output: String?
 
-    @Option(name: [.short, .customLong("connections")], help: "Parallel connections for each file, 1 to 128.")
+    @Option(name: [.customShort("n"), .customLong("connections")], help: "Parallel connections for each file, 1 to 128.")
     var connections: Int?
 
     @Option(name: [.customShort("H"), .long], help: "Extra request header 'Name: value' (repeatable).")

@@ -145,8 +145,9 @@ struct Daemon: ParsableCommand {
             queue.start()
             let force = await stop.wait()
             server.close()
-            await queue.shutdown(force: force)
+            // End the subscription before shutdown, which would otherwise finish it under the queue's lock.
             events.cancel()
+            await queue.shutdown(force: force)
             _ = await serving.result
             done.signal()
         }
