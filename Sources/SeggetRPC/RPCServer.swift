@@ -51,6 +51,8 @@ public final class RPCServer: Sendable {
     /// All calls run here, one at a time: queue commands see one order, and the event loops never block.
     private let work = DispatchQueue(label: "segget.rpc")
     private let serverChannel = NIOLockedValueBox<Channel?>(nil)
+    /// Open client connections, closed by `close()` so that a keep-alive client cannot hold shutdown up.
+    private let connections = NIOLockedValueBox<[ObjectIdentifier: Channel]>([:])
 
     public init(processor: RPCProcessor, hub: NotificationHub, host: String, port: Int, maxRequestBytes: Int = 2 << 20) {
         self.processor = processor
@@ -73,8 +75,11 @@ public final class RPCServer: Sendable {
         )
         .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
         .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-        .bind(host: host, port: port) { channel in
-            channel.eventLoop.makeCompletedFuture {
+        .bind(host: host, port: port) { [connections] channel in
+            let key = ObjectIdentifier(channel)
+            connections.withLockedValue { $0[key] = channel }
+            channel.closeFuture.whenComplete { _ in connections.withLockedValue { _ = $0.removeValue(forKey: key) } }
+            return channel.eventLoop.makeCompletedFuture {
                 let upgrader = NIOTypedWebSocketServerUpgrader<Connection>(
                     maxFrameSize: maxBytes,
                     shouldUpgrade: { channel, head in
@@ -123,11 +128,12 @@ public final class RPCServer: Sendable {
         }
     }
 
-    /// Stops accepting connections; `run` returns once open ones end.
+    /// Stops accepting connections and closes the open ones; `run` then returns.
     public func close() {
         let channel = serverChannel.withLockedValue { $0 }
         channel?.close(promise: nil)
         hub.closeAll()
+        for c in connections.withLockedValue({ Array($0.values) }) { c.close(promise: nil) }
     }
 
     func process(_ body: [UInt8]) async -> String {
