@@ -7,18 +7,18 @@ import NIOWebSocket
 
 /// Sends aria2 notifications (`aria2.onDownloadComplete` …) to every open WebSocket.
 public final class NotificationHub: Sendable {
-    private let clients = NIOLockedValueBox<[UInt64: AsyncStream<String>.Continuation]>([:])
+    private let clients = NIOLockedValueBox<[UInt64: AsyncStream<[UInt8]>.Continuation]>([:])
     private let nextID = NIOLockedValueBox<UInt64>(0)
 
     public init() {}
 
     /// A stream of text messages for one WebSocket; `leave` when it closes.
-    func join() -> (id: UInt64, messages: AsyncStream<String>, continuation: AsyncStream<String>.Continuation) {
+    func join() -> (id: UInt64, messages: AsyncStream<[UInt8]>, continuation: AsyncStream<[UInt8]>.Continuation) {
         let id = nextID.withLockedValue { v in
             v += 1
             return v
         }
-        let (stream, continuation) = AsyncStream<String>.makeStream(bufferingPolicy: .bufferingNewest(4096))
+        let (stream, continuation) = AsyncStream<[UInt8]>.makeStream(bufferingPolicy: .bufferingNewest(4096))
         clients.withLockedValue { $0[id] = continuation }
         return (id, stream, continuation)
     }
@@ -32,7 +32,7 @@ public final class NotificationHub: Sendable {
         let message = JSON.object([
             ("jsonrpc", .string("2.0")), ("method", .string(method)),
             ("params", .array([.object([("gid", .string(gid))])])),
-        ]).serialized
+        ]).serializedBytes
         for c in clients.withLockedValue({ Array($0.values) }) { c.yield(message) }
     }
 
@@ -136,10 +136,10 @@ public final class RPCServer: Sendable {
         for c in connections.withLockedValue({ Array($0.values) }) { c.close(promise: nil) }
     }
 
-    func process(_ body: [UInt8]) async -> String {
+    func process(_ body: [UInt8]) async -> [UInt8] {
         let processor = self.processor
         return await withCheckedContinuation { continuation in
-            work.async { continuation.resume(returning: processor.respond(to: body).serialized) }
+            work.async { continuation.resume(returning: processor.respond(to: body).serializedBytes) }
         }
     }
 
@@ -186,10 +186,10 @@ public final class RPCServer: Sendable {
         headers.add(name: "Access-Control-Allow-Origin", value: "*")
         var keepAlive = head.isKeepAlive
         let status: HTTPResponseStatus
-        var text = ""
+        var text: [UInt8] = []
         if path != "/jsonrpc" {
             status = .notFound
-            text = "segget's JSON-RPC endpoint is /jsonrpc.\n"
+            text = Array("segget's JSON-RPC endpoint is /jsonrpc.\n".utf8)
         } else if head.method == .OPTIONS {
             // CORS preflight from browser front-ends.
             status = .ok
@@ -201,10 +201,10 @@ public final class RPCServer: Sendable {
         } else if head.method != .POST {
             status = .methodNotAllowed
             headers.add(name: "Allow", value: "POST, OPTIONS")
-            text = "Send JSON-RPC requests with POST, or open a WebSocket.\n"
+            text = Array("Send JSON-RPC requests with POST, or open a WebSocket.\n".utf8)
         } else if tooLarge {
             status = .payloadTooLarge
-            text = "The request is larger than \(maxRequestBytes) bytes.\n"
+            text = Array("The request is larger than \(maxRequestBytes) bytes.\n".utf8)
             keepAlive = false
         } else {
             status = .ok
@@ -214,11 +214,11 @@ public final class RPCServer: Sendable {
         if text.isEmpty == false && headers.first(name: "content-type") == nil {
             headers.add(name: "Content-Type", value: "text/plain; charset=utf-8")
         }
-        headers.add(name: "Content-Length", value: String(text.utf8.count))
+        headers.add(name: "Content-Length", value: String(text.count))
         if !keepAlive { headers.add(name: "Connection", value: "close") }
         try await outbound.write(contentsOf: [
             .head(HTTPResponseHead(version: head.version, status: status, headers: headers)),
-            .body(.byteBuffer(ByteBuffer(string: text))),
+            .body(.byteBuffer(ByteBuffer(bytes: text))),
             .end(nil),
         ])
         return keepAlive
@@ -234,7 +234,7 @@ public final class RPCServer: Sendable {
                 // The one writer: replies and notifications both go through the mailbox.
                 group.addTask {
                     for await message in messages {
-                        try await outbound.write(WebSocketFrame(fin: true, opcode: .text, data: ByteBuffer(string: message)))
+                        try await outbound.write(WebSocketFrame(fin: true, opcode: .text, data: ByteBuffer(bytes: message)))
                     }
                 }
                 group.addTask {
