@@ -187,7 +187,11 @@ struct List: ParsableCommand {
             return
         }
         while true {
-            let text = Self.table(try fetch())
+            let stat = try daemon.call("aria2.getGlobalStat")
+            func n(_ key: String) -> String { stat[key]?.stringValue ?? "?" }
+            let speed = Format.rate(Double(stat["downloadSpeed"]?.stringValue ?? "") ?? 0)
+            let summary = "\(n("numActive")) active, \(n("numWaiting")) waiting, \(n("numStopped")) stopped; \(speed) in all (Ctrl-C to quit)\n\n"
+            let text = summary + Self.table(try fetch())
             // Home, draw, clear what is left of the previous frame.
             StdoutLines.write("\u{1B}[H\u{1B}[2J" + text)
             usleep(1_000_000)
