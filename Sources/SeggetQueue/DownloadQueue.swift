@@ -299,14 +299,16 @@ public final class DownloadQueue: Sendable {
             }
             if now { k.resume() }
         }
-        core.withLock { c in
+        let subscribers = core.withLock { c in
             saveProgress(&c, force: true)
             c.store?.close()
             c.store = nil
             c.closed = true
-            for s in c.subscribers.values { s.finish() }
-            c.subscribers = [:]
+            defer { c.subscribers = [:] }
+            return Array(c.subscribers.values)
         }
+        // Outside the lock: finishing runs each stream's onTermination, which takes the lock.
+        for s in subscribers { s.finish() }
     }
 
     // MARK: Carrying out actions

@@ -389,13 +389,15 @@ struct QueueState: Sendable, Equatable {
         max(1, (limits.maxOverallSpeed ?? 0) / Int64(2 * max(1, slots)))
     }
 
-    /// min(wanted, total / contenders, what is left after a `floor` for each later slot), at least
+    /// min(wanted, total / contenders (rounded), what is left after a `floor` for each later slot), at least
     /// `floor` when that much is left; nil when less than `floor` is left.
     static func share(wanted: Int64, total: Int64, granted: Int64, contenders: Int, freeSlotsAfter: Int, floor: Int64) -> Int64? {
         let left = total - granted
         guard left >= floor else { return nil }
         let reserve = Int64(freeSlotsAfter) * floor
-        let equal = max(floor, total / Int64(max(1, contenders)))
+        // Rounded to the nearest: 5 connections over 3 tasks give 2, 2, 1 rather than 1, 1, 1.
+        let n = Int64(max(1, contenders))
+        let equal = max(floor, (total + n / 2) / n)
         return max(floor, min(wanted, equal, left - reserve))
     }
 }

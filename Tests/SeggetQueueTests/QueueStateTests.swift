@@ -241,6 +241,8 @@ private func stops(_ actions: [QueueState.Action]) -> [TaskID] {
         #expect(QueueState.share(wanted: 8, total: 16, granted: 16, contenders: 1, freeSlotsAfter: 0, floor: 1) == nil)
         #expect(QueueState.share(wanted: 8, total: 16, granted: 15, contenders: 1, freeSlotsAfter: 3, floor: 1) == 1)
         #expect(QueueState.share(wanted: 100, total: 10, granted: 0, contenders: 3, freeSlotsAfter: 0, floor: 1) == 3)
+        #expect(QueueState.share(wanted: 4, total: 5, granted: 0, contenders: 3, freeSlotsAfter: 2, floor: 1) == 2)
+        #expect(QueueState.share(wanted: 4, total: 5, granted: 4, contenders: 3, freeSlotsAfter: 0, floor: 1) == 1)
     }
 }
 
