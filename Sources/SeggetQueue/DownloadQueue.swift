@@ -606,7 +606,7 @@ public final class DownloadQueue: Sendable {
         guard count > 0 else { return [] }
         if offset >= 0 {
             guard offset < items.count else { return [] }
-            return Array(items[offset..<min(items.count, offset + count)])
+            return Array(items[offset..<(offset + min(count, items.count - offset))])
         }
         let first = items.count + offset
         guard first >= 0 else { return [] }

@@ -176,6 +176,9 @@ import Testing
         #expect(DownloadQueue.window(items, offset: -11, count: 3) == [])
         #expect(DownloadQueue.window(items, offset: 0, count: 0) == [])
         #expect(DownloadQueue.window([Int](), offset: -1, count: 1000) == [])
+        #expect(DownloadQueue.window(items, offset: 3, count: Int.max) == Array(3..<10))
+        #expect(DownloadQueue.window(items, offset: -3, count: Int.max) == [7, 6, 5, 4, 3, 2, 1, 0])
+        #expect(DownloadQueue.window(items, offset: Int.min, count: Int.max) == [])
     }
 
     @Test func aria2ErrorCodes() {
