@@ -183,6 +183,38 @@ final class EventLog: Sendable {
         #expect(waiting.map(\.position) == Array(0..<20))
     }
 
+    /// Killed after the download renamed its file into place but before the queue stored that:
+    /// the restart finds the finished file and completes the task without fetching anything.
+    @Test func aFileFinishedBeforeTheKillIsTakenAsComplete() async throws {
+        let dir = try QueueTempDir()
+        let bytes = QueueTestFiles.randomBytes(300_000, seed: 9)
+        let server = try Self.server(["done.bin": bytes])
+        defer { server.stop() }
+        let db = dir.path("q.sqlite")
+        let settings = QueueSettings(downloadRoot: dir.path("root"))
+        var id: TaskID
+        do {
+            let queue = try DownloadQueue(databasePath: db, settings: settings)
+            queue.start()
+            id = try queue.add(urls: [server.url("done.bin")], options: TaskOptions())
+            #expect(await eventually(timeout: 30) { queue.snapshot(id)?.status == .complete })
+            await queue.shutdown()
+        }
+        let store = try TaskStore(path: db)
+        var r = try #require(try store.loadAll().first)
+        r.status = .active
+        r.finishedAt = nil
+        try store.update(r)
+        store.close()
+        let requests = server.requests.count
+        let queue = try DownloadQueue(databasePath: db, settings: settings)
+        queue.start()
+        #expect(await eventually(timeout: 30) { queue.snapshot(id)?.status == .complete })
+        #expect(server.requests.count == requests, "nothing fetched again")
+        #expect(QueueTestFiles.read(try #require(queue.snapshot(id)?.path)) == bytes)
+        await queue.shutdown()
+    }
+
     /// A real kill -9 of a process running the queue with 3 active and 5 waiting downloads; a new
     /// queue on the same database finds all 8 tasks, resumes them and fetches little twice.
     @Test func killNineRestartResumesEveryTask() async throws {
