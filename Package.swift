@@ -42,7 +42,7 @@ let package = Package(
             providers: [.apt(["libsqlite3-dev"])]
         ),
         // A durable download manager: scheduling, connection and speed budgets, SQLite state.
-        .target(name: "SeggetQueue", dependencies: ["Segget", "CSQLite"]),
+        .target(name: "SeggetQueue", dependencies: ["Segget", "SeggetJournal", "SeggetVerify", "CSQLite"]),
         .executableTarget(
             name: "segget",
             dependencies: ["Segget", "SeggetRPC", .product(name: "ArgumentParser", package: "swift-argument-parser")]

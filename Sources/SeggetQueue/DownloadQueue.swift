@@ -1,6 +1,7 @@
 import Dispatch
 import Glibc
 import Segget
+import SeggetJournal
 import SeggetVerify
 import Synchronization
 
@@ -299,14 +300,16 @@ public final class DownloadQueue: Sendable {
             }
             if now { k.resume() }
         }
-        core.withLock { c in
+        let subscribers = core.withLock { c in
             saveProgress(&c, force: true)
             c.store?.close()
             c.store = nil
             c.closed = true
-            for s in c.subscribers.values { s.finish() }
-            c.subscribers = [:]
+            defer { c.subscribers = [:] }
+            return Array(c.subscribers.values)
         }
+        // Outside the lock: finishing runs each stream's onTermination, which takes the lock.
+        for s in subscribers { s.finish() }
     }
 
     // MARK: Carrying out actions
@@ -422,14 +425,18 @@ public final class DownloadQueue: Sendable {
             guard let r = c.records[id], let l = c.live[id], !l.stopRequested else { return nil }
             return (r, c.policy)
         }) else {
-            ended(id, .failure(SeggetError(.interrupted, "stopped before it started.")))
+            ended(id, .interrupted)
             return
         }
         let directory: String
         do {
             directory = try policy.prepare(record.directory)
         } catch {
-            ended(id, .failure(SeggetError(.fileSystem, error.message)))
+            ended(id, .failed(SeggetError(.fileSystem, error.message)))
+            return
+        }
+        if let path = record.path, let size = Self.finishedEarlier(record, path: path) {
+            ended(id, .completed(path: path, bytes: size))
             return
         }
         var suggested: String?
@@ -454,14 +461,19 @@ public final class DownloadQueue: Sendable {
             return task
         }
         guard let started else {
-            ended(id, .failure(SeggetError(.interrupted, "stopped before it started.")))
+            ended(id, .interrupted)
             return
         }
         Task.detached {
             for await p in started.progress { self.progressed(id, p) }
-            let outcome: Result<DownloadResult, SeggetError>
-            do throws(SeggetError) { outcome = .success(try await started.result()) } catch { outcome = .failure(error) }
-            self.ended(id, outcome)
+            let finish: Finish
+            do throws(SeggetError) {
+                let r = try await started.result()
+                finish = .completed(path: r.path, bytes: r.bytes)
+            } catch {
+                finish = error.kind == .interrupted ? .interrupted : .failed(error)
+            }
+            self.ended(id, finish)
         }
     }
 
@@ -475,20 +487,39 @@ public final class DownloadQueue: Sendable {
         }
     }
 
-    private func ended(_ id: TaskID, _ outcome: Result<DownloadResult, SeggetError>) {
+    /// How one run of a task's download ended.
+    private enum Finish {
+        case completed(path: String, bytes: Int64)
+        case failed(SeggetError)
+        /// Stopped on request; the journal is kept.
+        case interrupted
+    }
+
+    /// The size of a file a killed run had already finished and renamed into place (the queue died
+    /// before storing that): the final file is there with the stored length and neither the partial
+    /// file nor the journal is left. Only for a task that had made progress, so that a file the
+    /// user already had under that name is never taken for it.
+    private static func finishedEarlier(_ r: TaskRecord, path: String) -> Int64? {
+        guard r.completedLength > 0, r.totalLength > 0, !exists(path + ".segget-part"), !exists(path + ".segget-journal"),
+            let size = PosixFile.fileSize(path: path), size == r.totalLength
+        else { return nil }
+        return size
+    }
+
+    private func ended(_ id: TaskID, _ outcome: Finish) {
         let launches: [TaskID] = core.withLock { c in
             guard c.live.removeValue(forKey: id) != nil else { return [] }
             let ending: QueueState.Ending
             if var r = c.records[id] {
                 switch outcome {
-                case .success(let result):
-                    r.path = result.path
-                    r.totalLength = result.bytes
-                    r.completedLength = result.bytes
+                case .completed(let path, let bytes):
+                    r.path = path
+                    r.totalLength = bytes
+                    r.completedLength = bytes
                     ending = .completed
-                case .failure(let e) where e.kind == .interrupted:
+                case .interrupted:
                     ending = .interrupted
-                case .failure(let e):
+                case .failed(let e):
                     r.failure = e.kind
                     r.errorCode = Self.aria2ErrorCode(e)
                     r.errorMessage = e.message
@@ -604,7 +635,7 @@ public final class DownloadQueue: Sendable {
         guard count > 0 else { return [] }
         if offset >= 0 {
             guard offset < items.count else { return [] }
-            return Array(items[offset..<min(items.count, offset + count)])
+            return Array(items[offset..<(offset + min(count, items.count - offset))])
         }
         let first = items.count + offset
         guard first >= 0 else { return [] }

@@ -231,25 +231,37 @@ struct QueueState: Sendable, Equatable {
         e.running = nil
         tasks[id] = e
         var actions: [Action] = []
-        if e.status == .active {
+        switch (e.status, ending) {
+        case (.active, .completed):
             activeOrder.removeAll { $0 == id }
-            switch ending {
-            case .completed:
-                tasks[id]?.status = .complete
-                enterHistory(id)
-                actions.append(.status(id, .complete))
-            case .failed:
-                tasks[id]?.status = .error
-                enterHistory(id)
-                actions.append(.status(id, .error))
-            case .interrupted:
-                // Stopped without a request from the queue: back to the front, to start again.
-                tasks[id]?.status = .waiting
-                let front = frontOrder()
-                tasks[id]?.order = front
-                queue.insert(id, at: 0)
-                actions.append(.status(id, .waiting))
-            }
+            tasks[id]?.status = .complete
+            enterHistory(id)
+            actions.append(.status(id, .complete))
+        case (.active, .failed):
+            activeOrder.removeAll { $0 == id }
+            tasks[id]?.status = .error
+            enterHistory(id)
+            actions.append(.status(id, .error))
+        case (.active, .interrupted) where !scheduling:
+            // Shut down: it stays active (in the store too), so that the next open resumes it.
+            break
+        case (.active, .interrupted):
+            // Stopped without a request from the queue: back to the front, to start again.
+            activeOrder.removeAll { $0 == id }
+            tasks[id]?.status = .waiting
+            let front = frontOrder()
+            tasks[id]?.order = front
+            queue.insert(id, at: 0)
+            actions.append(.status(id, .waiting))
+        case (.paused, .completed), (.waiting, .completed):
+            // It finished while being paused: the file is whole, so it is complete, not paused.
+            queue.removeAll { $0 == id }
+            tasks[id]?.status = .complete
+            enterHistory(id)
+            actions.append(.status(id, .complete))
+        default:
+            // Paused or removed while stopping; a failure then is the stop itself, and resuming retries.
+            break
         }
         return actions + schedule()
     }
@@ -338,7 +350,8 @@ struct QueueState: Sendable, Equatable {
     private mutating func schedule() -> [Action] {
         guard scheduling else { return [] }
         var actions: [Action] = []
-        while let next = queue.first(where: { tasks[$0]?.status == .waiting }) {
+        // A task paused and resumed while its download is still stopping waits for that end.
+        while let next = queue.first(where: { tasks[$0]?.status == .waiting && tasks[$0]?.running == nil }) {
             let runningCount = running.count
             let slots = min(limits.maxActive, limits.connectionBudget)
             guard runningCount < slots, let grant = grant(for: next, runningCount: runningCount, slots: slots) else { break }
@@ -361,7 +374,7 @@ struct QueueState: Sendable, Equatable {
     /// later still gets its minimum without anyone being restarted.
     private func grant(for id: TaskID, runningCount: Int, slots: Int) -> Grant? {
         guard let e = tasks[id] else { return nil }
-        let runnable = queue.filter { tasks[$0]?.status == .waiting }.count
+        let runnable = queue.filter { tasks[$0]?.status == .waiting && tasks[$0]?.running == nil }.count
         let contenders = max(1, min(slots, runningCount + runnable))
         let freeSlotsAfter = max(0, slots - runningCount - 1)
 
@@ -389,13 +402,15 @@ struct QueueState: Sendable, Equatable {
         max(1, (limits.maxOverallSpeed ?? 0) / Int64(2 * max(1, slots)))
     }
 
-    /// min(wanted, total / contenders, what is left after a `floor` for each later slot), at least
+    /// min(wanted, total / contenders (rounded), what is left after a `floor` for each later slot), at least
     /// `floor` when that much is left; nil when less than `floor` is left.
     static func share(wanted: Int64, total: Int64, granted: Int64, contenders: Int, freeSlotsAfter: Int, floor: Int64) -> Int64? {
         let left = total - granted
         guard left >= floor else { return nil }
         let reserve = Int64(freeSlotsAfter) * floor
-        let equal = max(floor, total / Int64(max(1, contenders)))
+        // Rounded to the nearest: 5 connections over 3 tasks give 2, 2, 1 rather than 1, 1, 1.
+        let n = Int64(max(1, contenders))
+        let equal = max(floor, (total + n / 2) / n)
         return max(floor, min(wanted, equal, left - reserve))
     }
 }

@@ -144,6 +144,47 @@ private func stops(_ actions: [QueueState.Action]) -> [TaskID] {
         #expect(throws: QueueError.self) { try s.remove(id(99)) }
     }
 
+    @Test func pauseThenResumeWhileStoppingWaitsForTheEnd() throws {
+        var s = scheduling(.init(maxActive: 2))
+        _ = s.add(id(1), want: .init(), paused: false, position: nil)
+        _ = try s.pause(id(1))
+        // Resumed before its download has ended: it must not start a second download beside it.
+        #expect(starts(try s.resume(id(1))).isEmpty)
+        #expect(s.entry(id(1))?.status == .waiting)
+        #expect(starts(s.downloadEnded(id(1), .interrupted)).keys.sorted() == [id(1)])
+        #expect(s.entry(id(1))?.status == .active)
+    }
+
+    @Test func finishedWhilePausingIsComplete() throws {
+        var s = scheduling(.init(maxActive: 1))
+        _ = s.add(id(1), want: .init(), paused: false, position: nil)
+        _ = try s.pause(id(1))
+        #expect(s.downloadEnded(id(1), .completed).first == .status(id(1), .complete))
+        #expect(s.queue.isEmpty && s.history == [id(1)])
+        // Removed while stopping stays removed even when the download got to the end.
+        _ = s.add(id(2), want: .init(), paused: false, position: nil)
+        _ = try s.remove(id(2))
+        #expect(s.downloadEnded(id(2), .completed) == [])
+        #expect(s.entry(id(2))?.status == .removed)
+        // A failure while pausing is the stop itself: still paused, and resume retries.
+        _ = s.add(id(3), want: .init(), paused: false, position: nil)
+        _ = try s.pause(id(3))
+        #expect(s.downloadEnded(id(3), .failed) == [])
+        #expect(s.entry(id(3))?.status == .paused)
+    }
+
+    @Test func shutdownKeepsActiveTasksActive() {
+        var s = scheduling(.init(maxActive: 2))
+        _ = s.add(id(1), want: .init(), paused: false, position: nil)
+        _ = s.add(id(2), want: .init(), paused: false, position: nil)
+        #expect(Set(stops(s.shutdown())) == [id(1), id(2)])
+        #expect(s.downloadEnded(id(1), .interrupted) == [])
+        #expect(s.entry(id(1))?.status == .active)
+        // A download that completes during shutdown is still recorded as complete.
+        #expect(s.downloadEnded(id(2), .completed) == [.status(id(2), .complete)])
+        #expect(s.running.isEmpty)
+    }
+
     @Test func failureGoesToHistoryAsError() {
         var s = scheduling(.init())
         _ = s.add(id(1), want: .init(), paused: false, position: nil)
@@ -241,6 +282,8 @@ private func stops(_ actions: [QueueState.Action]) -> [TaskID] {
         #expect(QueueState.share(wanted: 8, total: 16, granted: 16, contenders: 1, freeSlotsAfter: 0, floor: 1) == nil)
         #expect(QueueState.share(wanted: 8, total: 16, granted: 15, contenders: 1, freeSlotsAfter: 3, floor: 1) == 1)
         #expect(QueueState.share(wanted: 100, total: 10, granted: 0, contenders: 3, freeSlotsAfter: 0, floor: 1) == 3)
+        #expect(QueueState.share(wanted: 4, total: 5, granted: 0, contenders: 3, freeSlotsAfter: 2, floor: 1) == 2)
+        #expect(QueueState.share(wanted: 4, total: 5, granted: 4, contenders: 3, freeSlotsAfter: 0, floor: 1) == 1)
     }
 }
 
@@ -286,7 +329,7 @@ private func stops(_ actions: [QueueState.Action]) -> [TaskID] {
         }
         // Liveness: a waiting task never sits idle while a slot and a connection are free.
         let speedLeft = s.limits.maxOverallSpeed.map { $0 - s.grantedSpeed >= s.speedFloor(slots: slots) } ?? true
-        if s.scheduling && !limitsLowered, s.queue.contains(where: { s.entry($0)?.status == .waiting }),
+        if s.scheduling && !limitsLowered, s.queue.contains(where: { s.entry($0)?.status == .waiting && s.entry($0)?.running == nil }),
             s.running.count < slots, s.grantedConnections < s.limits.connectionBudget, speedLeft
         {
             problems.append("a task waits although a slot and connections are free")
@@ -306,22 +349,27 @@ private func stops(_ actions: [QueueState.Action]) -> [TaskID] {
         for step in 0..<400 {
             let ids = Array(s.tasks.keys)
             let pick = ids.isEmpty ? TaskID(999_999) : ids[rng.below(ids.count)]
+            var runningBefore = Set(s.running)
+            var actions: [QueueState.Action] = []
             switch rng.below(13) {
             case 0, 1:
-                _ = s.add(TaskID(nextID), want: .init(connections: rng.below(3) == 0 ? nil : 1 + rng.below(10),
+                actions += s.add(TaskID(nextID), want: .init(connections: rng.below(3) == 0 ? nil : 1 + rng.below(10),
                     maxSpeed: rng.below(3) == 0 ? Int64(100 + rng.below(5000)) : nil),
                     paused: rng.below(5) == 0, position: rng.below(3) == 0 ? rng.below(6) : nil)
                 nextID += 1
-            case 2: _ = try? s.pause(pick)
-            case 3: _ = try? s.resume(pick)
-            case 4: _ = try? s.remove(pick)
+            case 2: actions += (try? s.pause(pick)) ?? []
+            case 3: actions += (try? s.resume(pick)) ?? []
+            case 4: actions += (try? s.remove(pick)) ?? []
             case 5, 6:
                 let running = s.running
                 if !running.isEmpty {
                     let endings: [QueueState.Ending] = [.completed, .failed, .interrupted]
-                    _ = s.downloadEnded(running[rng.below(running.count)], endings[rng.below(3)])
+                    let ending = running[rng.below(running.count)]
+                    // Its download has ended, so it may start again in this same step.
+                    runningBefore.remove(ending)
+                    actions += s.downloadEnded(ending, endings[rng.below(3)])
                 }
-            case 7: _ = try? s.changePosition(pick, rng.below(7) - 3, [.set, .current, .end][rng.below(3)])
+            case 7: actions += (try? s.changePosition(pick, rng.below(7) - 3, [.set, .current, .end][rng.below(3)]))?.1 ?? []
             case 8: try? s.removeResult(pick)
             case 9: if rng.below(4) == 0 { _ = s.purgeResults() }
             case 10:
@@ -332,16 +380,19 @@ private func stops(_ actions: [QueueState.Action]) -> [TaskID] {
                     // Any change of the slots moves the reserves granted under the old ones.
                     if new != limits { lowered = true }
                     limits = new
-                    _ = s.setLimits(new)
+                    actions += s.setLimits(new)
                 }
-            case 11: if !s.scheduling && rng.below(3) == 0 { _ = s.startScheduling() }
+            case 11: if !s.scheduling && rng.below(3) == 0 { actions += s.startScheduling() }
             default:
-                if rng.below(10) == 0 { _ = s.pauseAll() } else if rng.below(5) == 0 { _ = s.resumeAll() }
+                if rng.below(10) == 0 { actions += s.pauseAll() } else if rng.below(5) == 0 { actions += s.resumeAll() }
             }
             // Once nothing granted under the old limits is running, the invariants hold again; until
             // then the budgets must still not be exceeded (nothing starts that does not fit).
             if lowered && s.running.isEmpty { lowered = false }
-            let problems = Self.checkInvariants(s, limitsLowered: lowered)
+            var problems = Self.checkInvariants(s, limitsLowered: lowered)
+            for case .start(let started, _) in actions where runningBefore.contains(started) {
+                problems.append("\(started) started while its download was still running")
+            }
             #expect(problems.isEmpty, "seed \(seed) step \(step): \(problems)")
             if !problems.isEmpty { return }
         }
