@@ -145,7 +145,7 @@ struct Daemon: ParsableCommand {
             queue.start()
             let force = await stop.wait()
             server.close()
-            // End the subscription before shutdown, which would otherwise finish it under the queue's lock.
+            // No notifications are wanted once stopping has begun.
             events.cancel()
             await queue.shutdown(force: force)
             _ = await serving.result
