@@ -64,17 +64,24 @@ class Notifications:
 
     def __init__(self, port):
         self.events = []
-        self.ws = ws_connect(f"ws://127.0.0.1:{port}/jsonrpc", open_timeout=5)
+        self.url = f"ws://127.0.0.1:{port}/jsonrpc"
+        self.ws = None
+        self.ready = threading.Event()
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
+        if not self.ready.wait(5):
+            raise SystemExit(f"could not open {self.url}")
 
     def run(self):
         try:
-            for message in self.ws:
-                data = json.loads(message)
-                if "method" in data:
-                    for p in data.get("params", []):
-                        self.events.append((data["method"], p.get("gid")))
+            with ws_connect(self.url, open_timeout=5) as ws:
+                self.ws = ws
+                self.ready.set()
+                for message in ws:
+                    data = json.loads(message)
+                    if "method" in data:
+                        for p in data.get("params", []):
+                            self.events.append((data["method"], p.get("gid")))
         except Exception:
             pass
 
@@ -82,7 +89,8 @@ class Notifications:
         return (method, gid) in self.events
 
     def close(self):
-        self.ws.close()
+        if self.ws is not None:
+            self.ws.close()
 
 
 def wait_for(predicate, timeout, step=0.05):
