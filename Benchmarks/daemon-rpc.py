@@ -5,6 +5,7 @@
 The same runs against `aria2c --enable-rpc` with --target aria2c, for comparison.
 
 Usage: python3 Benchmarks/daemon-rpc.py --target segget|aria2c --bin PATH --testserver PATH [--calls 200]
+       [--total-connections 64]
 """
 
 import argparse
@@ -53,6 +54,7 @@ def main():
     ap.add_argument("--bin", required=True)
     ap.add_argument("--testserver", required=True)
     ap.add_argument("--calls", type=int, default=200)
+    ap.add_argument("--total-connections", type=int, default=64, help="segget's connection budget (aria2c uses 1 per download)")
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="segget-daemon-bench.")
     www, dl = os.path.join(work, "www"), os.path.join(work, "dl")
@@ -67,7 +69,7 @@ def main():
     if a.target == "segget":
         argv = [a.bin, "daemon", "--rpc-listen-port", str(port), "--rpc-secret", "bench", "--dir", dl,
                 "--database", os.path.join(work, "q.sqlite"), "--max-concurrent-downloads", "16",
-                "--total-connections", "64"]
+                "--total-connections", str(a.total_connections)]
     else:
         argv = [a.bin, "--enable-rpc", f"--rpc-listen-port={port}", "--rpc-secret=bench", f"--dir={dl}",
                 "--max-concurrent-downloads=16", "--quiet=true", "--max-download-result=2000"]
