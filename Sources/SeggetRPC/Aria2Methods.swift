@@ -11,7 +11,9 @@ public struct Aria2Methods: RPCMethodHandler {
     /// Called after shutdown/forceShutdown answered; `true` for forceShutdown.
     public let requestShutdown: @Sendable (_ force: Bool) -> Void
 
-    public init(queue: DownloadQueue, policy: RPCPolicy, sessionID: String, requestShutdown: @escaping @Sendable (Bool) -> Void) {
+    public init(
+        queue: DownloadQueue, policy: RPCPolicy, sessionID: String, requestShutdown: @escaping @Sendable (Bool) -> Void
+    ) {
         self.queue = queue
         self.policy = policy
         self.sessionID = sessionID
@@ -57,9 +59,12 @@ public struct Aria2Methods: RPCMethodHandler {
             let num = try integer(p, 1, "num")
             guard num >= 0 else { throw .invalidParams("num must not be negative.") }
             let k = try keys(p, 2)
-            let all = call.method == "aria2.tellWaiting"
+            let all =
+                call.method == "aria2.tellWaiting"
                 ? queue.waiting(offset: 0, count: Int.max) : queue.stopped(offset: 0, count: Int.max)
-            return .array(Aria2Status.page(size: all.count, offset: offset, num: num).map { Aria2Status.render(all[$0], keys: k) })
+            return .array(
+                Aria2Status.page(size: all.count, offset: offset, num: num).map { Aria2Status.render(all[$0], keys: k) }
+            )
         case "aria2.pause", "aria2.forcePause":
             let id = try gid(p, 0)
             try run { try queue.pause(id, force: call.method == "aria2.forcePause") }
@@ -88,7 +93,8 @@ public struct Aria2Methods: RPCMethodHandler {
         case "aria2.changePosition": return try changePosition(p)
         case "aria2.getOption":
             let t = try task(p, 0)
-            return Aria2TaskOptions.render(t.options, effectiveDirectory: t.directory, defaultConnections: queue.settings.defaultConnections)
+            return Aria2TaskOptions.render(
+                t.options, effectiveDirectory: t.directory, defaultConnections: queue.settings.defaultConnections)
         case "aria2.changeOption":
             let t = try task(p, 0)
             guard p.count >= 2 else { throw .invalidParams("changeOption takes a GID and an options object.") }
@@ -123,7 +129,9 @@ public struct Aria2Methods: RPCMethodHandler {
         case "system.listMethods": return .array(Self.methods.map(JSON.string))
         case "system.listNotifications": return .array(Self.notifications.map(JSON.string))
         case "aria2.addTorrent", "aria2.addMetalink", "aria2.changeUri":
-            throw .failed("\(call.method) is not supported: segget downloads HTTP and HTTPS URLs only (no BitTorrent or Metalink).")
+            throw .failed(
+                "\(call.method) is not supported: segget downloads HTTP and HTTPS URLs only (no BitTorrent or Metalink)."
+            )
         default:
             throw .methodNotFound(call.method)
         }
@@ -149,7 +157,9 @@ public struct Aria2Methods: RPCMethodHandler {
         let parsed = try Aria2TaskOptions.parse(p.count > 1 ? p[1] : nil, policy: policy)
         var position: Int?
         if p.count > 2 {
-            guard let v = p[2].intValue, v >= 0 else { throw .invalidParams("position must be a non-negative integer.") }
+            guard let v = p[2].intValue, v >= 0 else {
+                throw .invalidParams("position must be a non-negative integer.")
+            }
             position = Int(v)
         }
         let options = parsed.options
@@ -224,7 +234,9 @@ public struct Aria2Methods: RPCMethodHandler {
     }
 
     func integer(_ p: [JSON], _ i: Int, _ name: String) throws(RPCError) -> Int {
-        guard i < p.count, let v = p[i].intValue, abs(v) < 1 << 40 else { throw .invalidParams("\(name) must be an integer.") }
+        guard i < p.count, let v = p[i].intValue, abs(v) < 1 << 40 else {
+            throw .invalidParams("\(name) must be an integer.")
+        }
         return Int(v)
     }
 

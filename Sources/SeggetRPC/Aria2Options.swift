@@ -131,7 +131,8 @@ public struct Aria2TaskOptions: Sendable, Equatable {
         guard !name.isEmpty, name != ".", name != "..", !name.contains("/"), !name.utf8.contains(0),
             !name.contains(where: { $0 == "\r" || $0 == "\n" })
         else {
-            throw .invalidParams("option out must be a file name without '/' (got '\(name)'); use dir for the directory.")
+            throw .invalidParams(
+                "option out must be a file name without '/' (got '\(name)'); use dir for the directory.")
         }
         return name
     }

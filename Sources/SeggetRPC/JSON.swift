@@ -108,7 +108,9 @@ extension JSON {
                 case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
                 case 0..<0x20:
                     let hex = Array("0123456789abcdef".utf8)
-                    out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 15)]])
+                    out.append(contentsOf: [
+                        0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 15)],
+                    ])
                 default: out.append(byte)
                 }
             }

@@ -34,7 +34,8 @@ public struct RPCClient: Sendable {
         var all = params
         if let secret, !secret.isEmpty { all.insert(.string("token:" + secret), at: 0) }
         let request = JSON.object([
-            ("jsonrpc", .string("2.0")), ("id", .string("segget")), ("method", .string(method)), ("params", .array(all)),
+            ("jsonrpc", .string("2.0")), ("id", .string("segget")), ("method", .string(method)),
+            ("params", .array(all)),
         ])
         let reply = try post(request.serialized)
         if let error = reply["error"] {
@@ -49,14 +50,17 @@ public struct RPCClient: Sendable {
     public func post(_ body: String) throws(RPCClientError) -> JSON {
         let fd = try connectSocket()
         defer { close(fd) }
-        let request = "POST /jsonrpc HTTP/1.1\r\nHost: \(host):\(port)\r\nContent-Type: application/json\r\n"
+        let request =
+            "POST /jsonrpc HTTP/1.1\r\nHost: \(host):\(port)\r\nContent-Type: application/json\r\n"
             + "Content-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n" + body
-        var bytes = Array(request.utf8)
+        let bytes = Array(request.utf8)
         var sent = 0
         while sent < bytes.count {
-            let n = bytes.withUnsafeMutableBytes { send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }
+            let n = bytes[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { throw .unreachable("Sending to the daemon failed: \(String(cString: strerror(errno))).") }
+            guard n > 0 else {
+                throw .unreachable("Sending to the daemon failed: \(String(cString: strerror(errno))).")
+            }
             sent += n
         }
         var response: [UInt8] = []
@@ -65,7 +69,8 @@ public struct RPCClient: Sendable {
             let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if n < 0 && errno == EINTR { continue }
             guard n >= 0 else {
-                throw .unreachable("The daemon did not answer within \(timeout) s (\(String(cString: strerror(errno)))).")
+                throw .unreachable(
+                    "The daemon did not answer within \(timeout) s (\(String(cString: strerror(errno)))).")
             }
             if n == 0 { break }
             response.append(contentsOf: buffer[0..<n])
@@ -76,7 +81,8 @@ public struct RPCClient: Sendable {
     /// Splits an HTTP response into status and body and parses the body as JSON.
     static func parseResponse(_ response: [UInt8]) throws(RPCClientError) -> JSON {
         let separator: [UInt8] = [13, 10, 13, 10]
-        guard let split = (0..<max(0, response.count - 3)).first(where: { Array(response[$0..<$0 + 4]) == separator }) else {
+        guard let split = (0..<max(0, response.count - 3)).first(where: { Array(response[$0..<$0 + 4]) == separator })
+        else {
             throw .badResponse("The daemon's answer is not HTTP.")
         }
         let head = String(decoding: response[0..<split], as: UTF8.self)

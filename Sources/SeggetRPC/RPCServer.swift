@@ -37,7 +37,9 @@ public final class NotificationHub: Sendable {
     }
 
     public func closeAll() {
-        for c in clients.withLockedValue({ d in defer { d.removeAll() }; return Array(d.values) }) { c.finish() }
+        for c in clients.withLockedValue({ d in
+            defer { d.removeAll() }; return Array(d.values)
+        }) { c.finish() }
     }
 }
 
@@ -54,7 +56,8 @@ public final class RPCServer: Sendable {
     /// Open client connections, closed by `close()` so that a keep-alive client cannot hold shutdown up.
     private let connections = NIOLockedValueBox<[ObjectIdentifier: Channel]>([:])
 
-    public init(processor: RPCProcessor, hub: NotificationHub, host: String, port: Int, maxRequestBytes: Int = 2 << 20) {
+    public init(processor: RPCProcessor, hub: NotificationHub, host: String, port: Int, maxRequestBytes: Int = 2 << 20)
+    {
         self.processor = processor
         self.hub = hub
         self.host = host
@@ -155,7 +158,8 @@ public final class RPCServer: Sendable {
                     head = h
                     body.removeAll(keepingCapacity: true)
                     // Refuse an oversize body before reading it, then close: the rest is never read.
-                    if let length = h.headers.first(name: "content-length").flatMap(Int.init), length > maxRequestBytes {
+                    if let length = h.headers.first(name: "content-length").flatMap(Int.init), length > maxRequestBytes
+                    {
                         _ = try await respond(to: h, body: [], tooLarge: true, outbound: outbound)
                         return
                     }
@@ -234,7 +238,8 @@ public final class RPCServer: Sendable {
                 // The one writer: replies and notifications both go through the mailbox.
                 group.addTask {
                     for await message in messages {
-                        try await outbound.write(WebSocketFrame(fin: true, opcode: .text, data: ByteBuffer(bytes: message)))
+                        try await outbound.write(
+                            WebSocketFrame(fin: true, opcode: .text, data: ByteBuffer(bytes: message)))
                     }
                 }
                 group.addTask {

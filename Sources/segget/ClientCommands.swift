@@ -46,7 +46,8 @@ struct Add: ParsableCommand {
     @Option(name: .shortAndLong, help: "Save as this file name (one URL only).")
     var output: String?
 
-    @Option(name: [.customShort("n"), .customLong("connections")], help: "Parallel connections for each file, 1 to 128.")
+    @Option(
+        name: [.customShort("n"), .customLong("connections")], help: "Parallel connections for each file, 1 to 128.")
     var connections: Int?
 
     @Option(name: [.customShort("H"), .long], help: "Extra request header 'Name: value' (repeatable).")
@@ -76,7 +77,9 @@ struct Add: ParsableCommand {
         guard !urls.isEmpty else { throw ValidationError("give at least one URL to add.") }
         if urls.count > 1 && output != nil { throw ValidationError("-o names one file; with several URLs use -d DIR.") }
         if urls.count > 1 && checksum != nil { throw ValidationError("--checksum applies to one URL.") }
-        if let n = connections, !(1...128).contains(n) { throw ValidationError("-n takes a number from 1 to 128 (got \(n)).") }
+        if let n = connections, !(1...128).contains(n) {
+            throw ValidationError("-n takes a number from 1 to 128 (got \(n)).")
+        }
     }
 
     /// The options object of aria2.addUri.
@@ -84,7 +87,12 @@ struct Add: ParsableCommand {
         var o: [(String, JSON)] = []
         if let d = directory {
             // A relative -d means relative to here, as for a download; the daemon checks it against its root.
-            let absolute = d.hasPrefix("/") ? d : (getcwd(nil, 0).map { p in defer { free(p) }; return String(cString: p) } ?? ".") + "/" + d
+            let absolute =
+                d.hasPrefix("/")
+                ? d
+                : (getcwd(nil, 0).map { p in
+                    defer { free(p) }; return String(cString: p)
+                } ?? ".") + "/" + d
             o.append(("dir", .string(absolute)))
         }
         if let v = output { o.append(("out", .string(v))) }
@@ -116,7 +124,8 @@ struct Add: ParsableCommand {
 
 /// `segget pause|resume|rm GID…`.
 struct Pause: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Pause tasks in the running daemon (their progress is kept).")
+    static let configuration = CommandConfiguration(
+        abstract: "Pause tasks in the running daemon (their progress is kept).")
     @Argument(help: "The GIDs of the tasks ('all' for every task).") var gids: [String]
     @OptionGroup var daemon: DaemonAddress
     func run() throws {
@@ -143,7 +152,8 @@ struct Remove: ParsableCommand {
     @OptionGroup var daemon: DaemonAddress
     func run() throws {
         for gid in gids {
-            let status = try daemon.call("aria2.tellStatus", [.string(gid), .array([.string("status")])])["status"]?.stringValue
+            let status = try daemon.call("aria2.tellStatus", [.string(gid), .array([.string("status")])])["status"]?
+                .stringValue
             if status == "active" || status == "waiting" || status == "paused" {
                 _ = try daemon.call("aria2.forceRemove", [.string(gid)])
             } else {
@@ -167,8 +177,11 @@ struct List: ParsableCommand {
     @OptionGroup var daemon: DaemonAddress
 
     static let keys: JSON = .array(
-        ["gid", "status", "totalLength", "completedLength", "downloadSpeed", "connections", "dir", "files", "errorMessage"]
-            .map(JSON.string))
+        [
+            "gid", "status", "totalLength", "completedLength", "downloadSpeed", "connections", "dir", "files",
+            "errorMessage",
+        ]
+        .map(JSON.string))
 
     func fetch() throws -> [JSON] {
         let active = try daemon.call("aria2.tellActive", [Self.keys]).arrayValue ?? []
@@ -190,7 +203,8 @@ struct List: ParsableCommand {
             let stat = try daemon.call("aria2.getGlobalStat")
             func n(_ key: String) -> String { stat[key]?.stringValue ?? "?" }
             let speed = Format.rate(Double(stat["downloadSpeed"]?.stringValue ?? "") ?? 0)
-            let summary = "\(n("numActive")) active, \(n("numWaiting")) waiting, \(n("numStopped")) stopped; \(speed) in all (Ctrl-C to quit)\n\n"
+            let summary =
+                "\(n("numActive")) active, \(n("numWaiting")) waiting, \(n("numStopped")) stopped; \(speed) in all (Ctrl-C to quit)\n\n"
             let text = summary + Self.table(try fetch())
             // Home, draw, clear what is left of the previous frame.
             StdoutLines.write("\u{1B}[H\u{1B}[2J" + text)
@@ -200,8 +214,10 @@ struct List: ParsableCommand {
 
     /// One line per task: GID, status, progress, size, speed, name.
     static func table(_ tasks: [JSON]) -> String {
-        var lines = [pad("GID", 16) + "  " + pad("STATUS", 8) + "  " + pad("DONE", 6, right: true) + "  "
-            + pad("SIZE", 10, right: true) + "  " + pad("SPEED", 12, right: true) + "  NAME"]
+        var lines = [
+            pad("GID", 16) + "  " + pad("STATUS", 8) + "  " + pad("DONE", 6, right: true) + "  "
+                + pad("SIZE", 10, right: true) + "  " + pad("SPEED", 12, right: true) + "  NAME"
+        ]
         for t in tasks {
             let total = Int64(t["totalLength"]?.stringValue ?? "") ?? 0
             let done = Int64(t["completedLength"]?.stringValue ?? "") ?? 0
@@ -209,11 +225,17 @@ struct List: ParsableCommand {
             let status = t["status"]?.stringValue ?? "?"
             let percent = total > 0 ? String(done * 100 / total) + "%" : "-"
             var name = t["files"]?.arrayValue?.first?["path"]?.stringValue ?? ""
-            if name.isEmpty { name = t["files"]?.arrayValue?.first?["uris"]?.arrayValue?.first?["uri"]?.stringValue ?? "" }
-            else if let slash = name.lastIndex(of: "/") { name = String(name[name.index(after: slash)...]) }
-            if status == "error", let message = t["errorMessage"]?.stringValue, !message.isEmpty { name += "  (\(message))" }
+            if name.isEmpty {
+                name = t["files"]?.arrayValue?.first?["uris"]?.arrayValue?.first?["uri"]?.stringValue ?? ""
+            } else if let slash = name.lastIndex(of: "/") {
+                name = String(name[name.index(after: slash)...])
+            }
+            if status == "error", let message = t["errorMessage"]?.stringValue, !message.isEmpty {
+                name += "  (\(message))"
+            }
             lines.append(
-                pad(t["gid"]?.stringValue ?? "", 16) + "  " + pad(status, 8) + "  " + pad(percent, 6, right: true) + "  "
+                pad(t["gid"]?.stringValue ?? "", 16) + "  " + pad(status, 8) + "  " + pad(percent, 6, right: true)
+                    + "  "
                     + pad(total > 0 ? Format.bytes(total) : "-", 10, right: true) + "  "
                     + pad(status == "active" ? Format.rate(Double(speed)) : "", 12, right: true) + "  " + name)
         }

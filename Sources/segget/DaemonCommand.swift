@@ -27,13 +27,21 @@ struct Daemon: ParsableCommand {
     @Option(name: .customLong("rpc-secret"), help: "Require this token ('token:SECRET') on every call.")
     var secret: String?
 
-    @Flag(name: .customLong("rpc-listen-all"), help: "Listen on every interface instead of loopback only (needs --rpc-secret).")
+    @Flag(
+        name: .customLong("rpc-listen-all"),
+        help: "Listen on every interface instead of loopback only (needs --rpc-secret).")
     var listenAll = false
 
-    @Option(name: [.short, .customLong("dir")], help: "The download root: files go here, and a 'dir' sent over RPC must lie inside it (default: the current directory).")
+    @Option(
+        name: [.short, .customLong("dir")],
+        help:
+            "The download root: files go here, and a 'dir' sent over RPC must lie inside it (default: the current directory)."
+    )
     var directory: String?
 
-    @Flag(name: .customLong("allow-any-dir"), help: "Let RPC clients save into any directory the daemon can write, not only under --dir.")
+    @Flag(
+        name: .customLong("allow-any-dir"),
+        help: "Let RPC clients save into any directory the daemon can write, not only under --dir.")
     var allowAnyDirectory = false
 
     @Option(name: .customLong("max-concurrent-downloads"), help: "Downloads running at once (default 5).")
@@ -42,14 +50,21 @@ struct Daemon: ParsableCommand {
     @Option(name: .customLong("total-connections"), help: "Connections across all running downloads (default 16).")
     var totalConnections: Int = 16
 
-    @Option(name: .customLong("max-overall-download-limit"), help: "Cap the download rate of all downloads together, e.g. 20M (default: no cap).")
+    @Option(
+        name: .customLong("max-overall-download-limit"),
+        help: "Cap the download rate of all downloads together, e.g. 20M (default: no cap).")
     var maxOverall: String?
 
-    @Option(help: "The queue's SQLite database (default $XDG_STATE_HOME/segget/queue.sqlite or ~/.local/state/segget/queue.sqlite).")
+    @Option(
+        help:
+            "The queue's SQLite database (default $XDG_STATE_HOME/segget/queue.sqlite or ~/.local/state/segget/queue.sqlite)."
+    )
     var database: String?
 
     func validate() throws {
-        guard (1...65535).contains(port) else { throw ValidationError("--rpc-listen-port takes a port from 1 to 65535 (got \(port)).") }
+        guard (1...65535).contains(port) else {
+            throw ValidationError("--rpc-listen-port takes a port from 1 to 65535 (got \(port)).")
+        }
         if listenAll && (secret ?? "").isEmpty {
             throw ValidationError("--rpc-listen-all exposes the daemon to the network; give --rpc-secret too.")
         }
@@ -83,7 +98,10 @@ struct Daemon: ParsableCommand {
     }
 
     func run() throws {
-        let cwd = getcwd(nil, 0).map { p in defer { free(p) }; return String(cString: p) } ?? "."
+        let cwd =
+            getcwd(nil, 0).map { p in
+                defer { free(p) }; return String(cString: p)
+            } ?? "."
         var given = directory ?? cwd
         if !given.hasPrefix("/") { given = cwd + "/" + given }
         Self.makeDirectories(given, mode: 0o755)
@@ -102,7 +120,10 @@ struct Daemon: ParsableCommand {
         do {
             queue = try DownloadQueue(databasePath: dbPath, settings: settings)
         } catch {
-            throw SeggetError(.fileSystem, "Cannot open the queue database \(dbPath): \(error). Check the path and its permissions, or give --database.")
+            throw SeggetError(
+                .fileSystem,
+                "Cannot open the queue database \(dbPath): \(error). Check the path and its permissions, or give --database."
+            )
         }
 
         let hub = NotificationHub()
@@ -135,10 +156,16 @@ struct Daemon: ParsableCommand {
             let serving = Task {
                 do {
                     try await server.run { bound in
-                        writeStderr("segget daemon: serving aria2 JSON-RPC on \(listenAll ? "0.0.0.0" : "127.0.0.1"):\(bound)/jsonrpc (HTTP and WebSocket); files under \(root); queue in \(dbPath)\n")
+                        writeStderr(
+                            "segget daemon: serving aria2 JSON-RPC on \(listenAll ? "0.0.0.0" : "127.0.0.1"):\(bound)/jsonrpc (HTTP and WebSocket); files under \(root); queue in \(dbPath)\n"
+                        )
                     }
                 } catch {
-                    outcome.set(SeggetError(.network, "Cannot listen on port \(port): \(error). Is another daemon or aria2c running? Give another --rpc-listen-port."))
+                    outcome.set(
+                        SeggetError(
+                            .network,
+                            "Cannot listen on port \(port): \(error). Is another daemon or aria2c running? Give another --rpc-listen-port."
+                        ))
                     stop.fire(force: true)
                 }
             }
@@ -174,7 +201,8 @@ struct Daemon: ParsableCommand {
 
 /// The first stop request wins: a signal, aria2.shutdown or a failed bind.
 final class ShutdownSignal: Sendable {
-    private let state = Mutex<(fired: Bool, force: Bool, waiter: CheckedContinuation<Bool, Never>?)>((false, false, nil))
+    private let state = Mutex<(fired: Bool, force: Bool, waiter: CheckedContinuation<Bool, Never>?)>(
+        (false, false, nil))
 
     func fire(force: Bool) {
         let waiter = state.withLock { s -> CheckedContinuation<Bool, Never>? in

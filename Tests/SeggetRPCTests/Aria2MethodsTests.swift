@@ -2,6 +2,7 @@ import Glibc
 import SeggetQueue
 import Synchronization
 import Testing
+
 @testable import SeggetRPC
 
 /// The shutdown requests a handler made: `force` for each.
@@ -75,7 +76,8 @@ final class MethodsFixture {
         #expect(options["header"] == .array([.string("A: 1")]))
         #expect(options["split"] == .string("3"))
         let uris = f.ok("aria2.getUris", [.string(gid)])
-        #expect(uris == .array([.object([("uri", .string("http://127.0.0.1:9/a.bin")), ("status", .string("waiting"))])]))
+        #expect(
+            uris == .array([.object([("uri", .string("http://127.0.0.1:9/a.bin")), ("status", .string("waiting"))])]))
         let files = f.ok("aria2.getFiles", [.string(gid)]).arrayValue?.first
         #expect(files?["path"]?.stringValue?.hasSuffix("/x.bin") == true)
     }
@@ -86,7 +88,8 @@ final class MethodsFixture {
         #expect(f.errorCode("aria2.addUri", [.array([])]) == -32602)
         #expect(f.errorCode("aria2.addUri", [.array([.int(5)])]) == -32602)
         #expect(f.errorCode("aria2.addUri", [.array([.string("ftp://h/f")])]) == 1)
-        #expect(f.errorCode("aria2.addUri", [.array([.string("http://h/f")]), .object([("dir", .string("/etc"))])]) == 1)
+        #expect(
+            f.errorCode("aria2.addUri", [.array([.string("http://h/f")]), .object([("dir", .string("/etc"))])]) == 1)
         #expect(f.errorCode("aria2.addUri", [.array([.string("http://h/f")]), .object([]), .int(-1)]) == -32602)
         #expect(f.gids(f.ok("aria2.tellWaiting", [.int(0), .int(100)])).isEmpty)
     }
@@ -145,7 +148,9 @@ final class MethodsFixture {
         #expect(f.gids(f.ok("aria2.tellStopped", [.int(0), .int(10)])) == [a, b])
         #expect(f.gids(f.ok("aria2.tellStopped", [.int(-1), .int(10)])) == [b, a])
         let stat = f.ok("aria2.getGlobalStat")
-        #expect(stat["numStopped"] == .string("2") && stat["numWaiting"] == .string("0") && stat["numActive"] == .string("0"))
+        #expect(
+            stat["numStopped"] == .string("2") && stat["numWaiting"] == .string("0")
+                && stat["numActive"] == .string("0"))
         #expect(f.ok("aria2.removeDownloadResult", [.string(a)]) == .string("OK"))
         #expect(f.errorCode("aria2.tellStatus", [.string(a)]) == 1)
         #expect(f.ok("aria2.purgeDownloadResult") == .string("OK"))
@@ -155,7 +160,9 @@ final class MethodsFixture {
 
     @Test func unknownAndMalformedGids() throws {
         let f = try MethodsFixture()
-        for method in ["aria2.tellStatus", "aria2.pause", "aria2.unpause", "aria2.remove", "aria2.getOption", "aria2.getFiles"] {
+        for method in [
+            "aria2.tellStatus", "aria2.pause", "aria2.unpause", "aria2.remove", "aria2.getOption", "aria2.getFiles",
+        ] {
             #expect(f.errorCode(method, [.string("0123456789abcdef")]) == 1, "\(method)")
             #expect(f.errorCode(method, [.string("nope")]) == 1, "\(method)")
             #expect(f.errorCode(method, []) == -32602, "\(method)")
@@ -165,17 +172,27 @@ final class MethodsFixture {
     @Test func options() throws {
         let f = try MethodsFixture()
         let g = f.add("o.bin")
-        #expect(f.ok("aria2.changeOption", [.string(g), .object([("max-download-limit", .string("1M")), ("out", .string("n.bin"))])]) == .string("OK"))
+        #expect(
+            f.ok(
+                "aria2.changeOption",
+                [.string(g), .object([("max-download-limit", .string("1M")), ("out", .string("n.bin"))])])
+                == .string("OK"))
         let o = f.ok("aria2.getOption", [.string(g)])
         #expect(o["max-download-limit"] == .string("1048576"))
         #expect(o["out"] == .string("n.bin"))
-        #expect(f.errorCode("aria2.changeOption", [.string(g), .object([("header", .string("A: 1\r\nB: 2"))])]) == -32602)
-        #expect(f.ok("aria2.changeGlobalOption", [.object([("max-concurrent-downloads", .string("3")), ("max-overall-download-limit", .string("2M"))])]) == .string("OK"))
+        #expect(
+            f.errorCode("aria2.changeOption", [.string(g), .object([("header", .string("A: 1\r\nB: 2"))])]) == -32602)
+        #expect(
+            f.ok(
+                "aria2.changeGlobalOption",
+                [.object([("max-concurrent-downloads", .string("3")), ("max-overall-download-limit", .string("2M"))])])
+                == .string("OK"))
         let global = f.ok("aria2.getGlobalOption")
         #expect(global["max-concurrent-downloads"] == .string("3"))
         #expect(global["max-overall-download-limit"] == .string("2097152"))
         #expect(f.queue.settings.maxActive == 3)
-        #expect(f.errorCode("aria2.changeGlobalOption", [.object([("max-concurrent-downloads", .string("0"))])]) == -32602)
+        #expect(
+            f.errorCode("aria2.changeGlobalOption", [.object([("max-concurrent-downloads", .string("0"))])]) == -32602)
     }
 
     @Test func daemonMethods() throws {
@@ -184,13 +201,16 @@ final class MethodsFixture {
         #expect(f.ok("aria2.getSessionInfo") == .object([("sessionId", .string("abc"))]))
         #expect(f.ok("aria2.saveSession") == .string("OK"))
         let methods = Set(f.ok("system.listMethods").arrayValue?.compactMap(\.stringValue) ?? [])
-        for m in ["aria2.addUri", "aria2.tellStatus", "aria2.tellActive", "aria2.tellWaiting", "aria2.tellStopped",
-                  "aria2.getFiles", "aria2.getUris", "aria2.pause", "aria2.forcePause", "aria2.pauseAll", "aria2.forcePauseAll",
-                  "aria2.unpause", "aria2.unpauseAll", "aria2.remove", "aria2.forceRemove", "aria2.removeDownloadResult",
-                  "aria2.purgeDownloadResult", "aria2.changePosition", "aria2.getOption", "aria2.changeOption",
-                  "aria2.getGlobalOption", "aria2.changeGlobalOption", "aria2.getGlobalStat", "aria2.getVersion",
-                  "aria2.getSessionInfo", "aria2.saveSession", "aria2.shutdown", "aria2.forceShutdown",
-                  "system.multicall", "system.listMethods", "system.listNotifications"] {
+        for m in [
+            "aria2.addUri", "aria2.tellStatus", "aria2.tellActive", "aria2.tellWaiting", "aria2.tellStopped",
+            "aria2.getFiles", "aria2.getUris", "aria2.pause", "aria2.forcePause", "aria2.pauseAll",
+            "aria2.forcePauseAll",
+            "aria2.unpause", "aria2.unpauseAll", "aria2.remove", "aria2.forceRemove", "aria2.removeDownloadResult",
+            "aria2.purgeDownloadResult", "aria2.changePosition", "aria2.getOption", "aria2.changeOption",
+            "aria2.getGlobalOption", "aria2.changeGlobalOption", "aria2.getGlobalStat", "aria2.getVersion",
+            "aria2.getSessionInfo", "aria2.saveSession", "aria2.shutdown", "aria2.forceShutdown",
+            "system.multicall", "system.listMethods", "system.listNotifications",
+        ] {
             #expect(methods.contains(m), "\(m) not listed")
         }
         #expect(f.ok("system.listNotifications").arrayValue?.count == 6)
@@ -208,11 +228,20 @@ final class MethodsFixture {
     @Test func multicallOverTheQueue() throws {
         let f = try MethodsFixture()
         let g = f.add("m.bin")
-        let r = f.ok("system.multicall", [.array([
-            .object([("methodName", .string("aria2.tellStatus")), ("params", .array([.string("token:tok"), .string(g), .array([.string("status")])]))]),
-            .object([("methodName", .string("aria2.pause")), ("params", .array([.string("token:tok"), .string(g)]))]),
-            .object([("methodName", .string("aria2.pause")), ("params", .array([.string(g)]))]),
-        ])])
+        let r = f.ok(
+            "system.multicall",
+            [
+                .array([
+                    .object([
+                        ("methodName", .string("aria2.tellStatus")),
+                        ("params", .array([.string("token:tok"), .string(g), .array([.string("status")])])),
+                    ]),
+                    .object([
+                        ("methodName", .string("aria2.pause")), ("params", .array([.string("token:tok"), .string(g)])),
+                    ]),
+                    .object([("methodName", .string("aria2.pause")), ("params", .array([.string(g)]))]),
+                ])
+            ])
         #expect(r.arrayValue?[0] == .array([.object([("status", .string("waiting"))])]))
         #expect(r.arrayValue?[1] == .array([.string(g)]))
         #expect(r.arrayValue?[2]["message"] == .string("Unauthorized"))

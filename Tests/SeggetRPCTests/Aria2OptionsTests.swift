@@ -1,6 +1,7 @@
 import Glibc
 import SeggetQueue
 import Testing
+
 @testable import SeggetRPC
 
 /// A fresh directory under /tmp; the caller removes it with `removeTree`.
@@ -17,7 +18,9 @@ func removeTree(_ path: String) {
     if st.st_mode & S_IFMT == S_IFDIR, let dir = opendir(path) {
         var names: [String] = []
         while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
+            let name = withUnsafeBytes(of: entry.pointee.d_name) {
+                String(cString: $0.bindMemory(to: CChar.self).baseAddress!)
+            }
             if name != "." && name != ".." { names.append(name) }
         }
         closedir(dir)
@@ -54,7 +57,8 @@ func removeTree(_ path: String) {
     }
 
     @Test func simpleStrings() throws {
-        let o = try parse(#"{"out":"f.iso","user-agent":"UA/1","referer":"http://r/","all-proxy":"http://p:3128"}"#).options
+        let o = try parse(#"{"out":"f.iso","user-agent":"UA/1","referer":"http://r/","all-proxy":"http://p:3128"}"#)
+            .options
         #expect(o.outputName == "f.iso")
         #expect(o.userAgent == "UA/1")
         #expect(o.referer == "http://r/")
@@ -103,7 +107,9 @@ func removeTree(_ path: String) {
         let hex = String(repeating: "ab", count: 32)
         #expect(try parse(#"{"checksum":"sha-256="# + hex + #""}"#).options.checksum == "sha-256=" + hex)
         #expect(try parse(#"{"checksum":"SHA256="# + hex.uppercased() + #""}"#).options.checksum == "sha-256=" + hex)
-        #expect(try parse(#"{"checksum":"md5=0123456789abcdef0123456789abcdef"}"#).options.checksum == "md5=0123456789abcdef0123456789abcdef")
+        #expect(
+            try parse(#"{"checksum":"md5=0123456789abcdef0123456789abcdef"}"#).options.checksum
+                == "md5=0123456789abcdef0123456789abcdef")
         #expect(code(#"{"checksum":"sha-1=0123456789abcdef0123456789abcdef01234567"}"#) == -32602)
         #expect(code(#"{"checksum":"sha-256=abc"}"#) == -32602)
         #expect(code(#"{"checksum":"md5"}"#) == -32602)
@@ -123,7 +129,8 @@ func removeTree(_ path: String) {
 
     @Test func changeOptionKeepsWhatItDoesNotName() throws {
         let base = TaskOptions(outputName: "keep.bin", headers: ["A: 1"], connections: 3)
-        let o = try Aria2TaskOptions.parse(.object([("max-download-limit", .string("2M"))]), onto: base, policy: policy).options
+        let o = try Aria2TaskOptions.parse(.object([("max-download-limit", .string("2M"))]), onto: base, policy: policy)
+            .options
         #expect(o.outputName == "keep.bin")
         #expect(o.headers == ["A: 1"])
         #expect(o.connections == 3)
@@ -148,7 +155,9 @@ func removeTree(_ path: String) {
         #expect(try dir(root + "/new/deeper") == realRoot + "/new/deeper")
         #expect(try dir(root + "/inside-link") == realRoot + "/sub")
         #expect(try dir(root + "/sub/../sub/./") == realRoot + "/sub")
-        for bad in ["/etc", root + "/escape", root + "/escape/x", root + "/..", root + "/new/../../etc", "../x", outside, "/"] {
+        for bad in [
+            "/etc", root + "/escape", root + "/escape/x", root + "/..", root + "/new/../../etc", "../x", outside, "/",
+        ] {
             #expect(throws: RPCError.self, "dir \(bad)") { try dir(bad) }
         }
         #expect(throws: RPCError.self) { try dir("") }
@@ -159,16 +168,21 @@ func removeTree(_ path: String) {
         #expect(throws: RPCError.self) { try dir(sibling) }
 
         let any = RPCPolicy(root: root, allowAnyDirectory: true)
-        #expect(try Aria2TaskOptions.confineDirectory(root + "/escape", policy: any) == Aria2TaskOptions.resolvePath(outside))
+        #expect(
+            try Aria2TaskOptions.confineDirectory(root + "/escape", policy: any)
+                == Aria2TaskOptions.resolvePath(outside))
     }
 
     @Test func dirOptionGoesThroughConfinement() throws {
         let root = makeTempDirectory()
         defer { removeTree(root) }
         let policy = RPCPolicy(root: root, allowAnyDirectory: false)
-        #expect(try Aria2TaskOptions.parse(.object([("dir", .string("d"))]), policy: policy).options.directory
-            == Aria2TaskOptions.resolvePath(root) + "/d")
-        #expect(throws: RPCError.self) { try Aria2TaskOptions.parse(.object([("dir", .string("/etc"))]), policy: policy) }
+        #expect(
+            try Aria2TaskOptions.parse(.object([("dir", .string("d"))]), policy: policy).options.directory
+                == Aria2TaskOptions.resolvePath(root) + "/d")
+        #expect(throws: RPCError.self) {
+            try Aria2TaskOptions.parse(.object([("dir", .string("/etc"))]), policy: policy)
+        }
     }
 
     @Test func renderedOptionsAreStrings() {
@@ -179,6 +193,8 @@ func removeTree(_ path: String) {
         #expect(r["split"] == .string("4"))
         #expect(r["max-download-limit"] == .string("100"))
         #expect(r["header"] == .array([.string("A: 1")]))
-        #expect(Aria2TaskOptions.render(TaskOptions(), effectiveDirectory: "/x", defaultConnections: 8)["split"] == .string("8"))
+        #expect(
+            Aria2TaskOptions.render(TaskOptions(), effectiveDirectory: "/x", defaultConnections: 8)["split"]
+                == .string("8"))
     }
 }

@@ -1,5 +1,6 @@
-@testable import SeggetQueue
 import Testing
+
+@testable import SeggetQueue
 @testable import SeggetRPC
 
 func snapshot(_ status: TaskStatus, gid: UInt64 = 0xabc, path: String? = "/dl/f.bin") -> TaskSnapshot {
@@ -86,7 +87,8 @@ func aria2Page(size: Int, offset: Int, num: Int) -> [Int] {
         #expect(f?["completedLength"] == .string("400"))
         #expect(f?["selected"] == .string("true"))
         #expect(f?["uris"]?.arrayValue?.count == 2)
-        #expect(f?["uris"]?.arrayValue?.first == .object([("uri", .string("http://h/f.bin")), ("status", .string("used"))]))
+        #expect(
+            f?["uris"]?.arrayValue?.first == .object([("uri", .string("http://h/f.bin")), ("status", .string("used"))]))
         let unnamed = Aria2Status.render(snapshot(.waiting, path: nil))["files"]?.arrayValue?.first
         #expect(unnamed?["path"] == .string(""))
         #expect(unnamed?["uris"]?.arrayValue?.first?["status"] == .string("waiting"))
@@ -102,8 +104,10 @@ func aria2Page(size: Int, offset: Int, num: Int) -> [Int] {
         for size in 0...9 {
             for offset in -12...12 {
                 for num in 0...12 {
-                    #expect(Aria2Status.page(size: size, offset: offset, num: num) == aria2Page(size: size, offset: offset, num: num),
-                            "size \(size) offset \(offset) num \(num)")
+                    #expect(
+                        Aria2Status.page(size: size, offset: offset, num: num)
+                            == aria2Page(size: size, offset: offset, num: num),
+                        "size \(size) offset \(offset) num \(num)")
                 }
             }
         }

@@ -1,13 +1,16 @@
 import Testing
+
 @testable import SeggetRPC
 
 @Suite struct JSONTests {
     @Test func parsesEveryKindOfValue() throws {
         let v = try JSON.parse(#" { "a" : [1, -2, 3.5, true, false, null, "x"], "b": {}, "c": [] } "#)
-        #expect(v == .object([
-            ("a", .array([.int(1), .int(-2), .double(3.5), .bool(true), .bool(false), .null, .string("x")])),
-            ("b", .object([])), ("c", .array([])),
-        ]))
+        #expect(
+            v
+                == .object([
+                    ("a", .array([.int(1), .int(-2), .double(3.5), .bool(true), .bool(false), .null, .string("x")])),
+                    ("b", .object([])), ("c", .array([])),
+                ]))
     }
 
     @Test func numbersKeepIntegersExact() throws {

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import SeggetRPC
 
 /// Answers `echo` with its parameters and `fail` with a code-1 error: enough to see what the
@@ -20,8 +21,9 @@ struct EchoHandler: RPCMethodHandler {
     func reply(_ p: RPCProcessor, _ text: String) -> JSON { p.respond(to: Array(text.utf8)) }
 
     @Test func singleCallResult() {
-        #expect(reply(open, #"{"jsonrpc":"2.0","id":7,"method":"echo","params":[1,"a"]}"#).serialized
-            == #"{"id":7,"jsonrpc":"2.0","result":[1,"a"]}"#)
+        #expect(
+            reply(open, #"{"jsonrpc":"2.0","id":7,"method":"echo","params":[1,"a"]}"#).serialized
+                == #"{"id":7,"jsonrpc":"2.0","result":[1,"a"]}"#)
     }
 
     @Test func missingParamsIsEmpty() {
@@ -29,7 +31,9 @@ struct EchoHandler: RPCMethodHandler {
     }
 
     @Test func parseError() {
-        #expect(reply(open, "{nope").serialized == #"{"id":null,"jsonrpc":"2.0","error":{"code":-32700,"message":"Parse error."}}"#)
+        #expect(
+            reply(open, "{nope").serialized
+                == #"{"id":null,"jsonrpc":"2.0","error":{"code":-32700,"message":"Parse error."}}"#)
         #expect(reply(open, "")["error"]?["code"] == .int(-32700))
     }
 
@@ -51,7 +55,8 @@ struct EchoHandler: RPCMethodHandler {
     }
 
     @Test func batchAnswersEachInOrder() {
-        let r = reply(open, #"[{"id":1,"method":"echo","params":[1]},{"id":2,"method":"fail"},7,{"id":3,"method":"echo"}]"#)
+        let r = reply(
+            open, #"[{"id":1,"method":"echo","params":[1]},{"id":2,"method":"fail"},7,{"id":3,"method":"echo"}]"#)
         let items = r.arrayValue ?? []
         #expect(items.count == 4)
         #expect(items[0]["result"] == .array([.int(1)]))
@@ -78,7 +83,9 @@ struct EchoHandler: RPCMethodHandler {
     }
 
     @Test func multicallWrapsResultsAndChecksEachToken() {
-        let r = reply(locked, #"""
+        let r = reply(
+            locked,
+            #"""
             {"id":1,"method":"system.multicall","params":[[
               {"methodName":"echo","params":["token:s3cret",1]},
               {"methodName":"echo","params":["token:wrong",2]},
@@ -101,7 +108,9 @@ struct EchoHandler: RPCMethodHandler {
     }
 
     @Test func constantTimeCompare() {
-        func eq(_ a: String, _ b: String?) -> Bool { RPCProcessor.constantTimeEqual(Array(a.utf8), b.map { Array($0.utf8) }) }
+        func eq(_ a: String, _ b: String?) -> Bool {
+            RPCProcessor.constantTimeEqual(Array(a.utf8), b.map { Array($0.utf8) })
+        }
         #expect(eq("abc", "abc"))
         #expect(!eq("abd", "abc"))
         #expect(!eq("ab", "abc"))

@@ -1,6 +1,7 @@
 import Glibc
 import Synchronization
 import Testing
+
 @testable import SeggetRPC
 
 /// The port a server reported once bound.
@@ -54,7 +55,9 @@ struct RunningServer {
 @Suite(.serialized) struct RPCServerTests {
     @Test func callsOverHTTPWithTheClient() async throws {
         let s = try await RunningServer()
-        #expect(try RPCClient(port: s.port, secret: "k").call("echo", [.int(1), .string("a")]) == .array([.int(1), .string("a")]))
+        #expect(
+            try RPCClient(port: s.port, secret: "k").call("echo", [.int(1), .string("a")])
+                == .array([.int(1), .string("a")]))
         do {
             _ = try RPCClient(port: s.port, secret: "wrong").call("echo")
             Issue.record("a wrong secret was accepted")
@@ -75,7 +78,9 @@ struct RunningServer {
         #expect(pre.lowercased().contains("access-control-allow-methods: post"))
         #expect(pre.lowercased().contains("access-control-allow-headers: content-type"))
         let body = #"{"id":1,"method":"echo","params":["token:k"]}"#
-        let post = try s.raw("POST /jsonrpc HTTP/1.1\r\nHost: x\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n" + body)
+        let post = try s.raw(
+            "POST /jsonrpc HTTP/1.1\r\nHost: x\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n"
+                + body)
         #expect(post.hasPrefix("HTTP/1.1 200"))
         #expect(post.lowercased().contains("access-control-allow-origin: *"))
         #expect(post.hasSuffix(#"{"id":1,"jsonrpc":"2.0","result":[]}"#))
@@ -87,9 +92,12 @@ struct RunningServer {
         let declared = try s.raw("POST /jsonrpc HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000000\r\n\r\n")
         #expect(declared.hasPrefix("HTTP/1.1 413"))
         let body = String(repeating: "x", count: 500)
-        let sent = try s.raw("POST /jsonrpc HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1f4\r\n\(body)\r\n0\r\n\r\n")
+        let sent = try s.raw(
+            "POST /jsonrpc HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1f4\r\n\(body)\r\n0\r\n\r\n")
         #expect(sent.hasPrefix("HTTP/1.1 413"))
-        #expect(try s.raw("POST /other HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").hasPrefix("HTTP/1.1 404"))
+        #expect(
+            try s.raw("POST /other HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").hasPrefix(
+                "HTTP/1.1 404"))
         #expect(try s.raw("GET /jsonrpc HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").hasPrefix("HTTP/1.1 405"))
         // Still serving after all that.
         #expect(try RPCClient(port: s.port, secret: "k").call("echo") == .array([]))
@@ -102,7 +110,8 @@ struct RunningServer {
         let two = #"{"id":2,"method":"echo","params":["token:k",2]}"#
         let reply = try s.raw(
             "POST /jsonrpc HTTP/1.1\r\nHost: x\r\nContent-Length: \(one.utf8.count)\r\n\r\n" + one
-                + "POST /jsonrpc HTTP/1.1\r\nHost: x\r\nContent-Length: \(two.utf8.count)\r\nConnection: close\r\n\r\n" + two)
+                + "POST /jsonrpc HTTP/1.1\r\nHost: x\r\nContent-Length: \(two.utf8.count)\r\nConnection: close\r\n\r\n"
+                + two)
         #expect(reply.contains(#"{"id":1,"jsonrpc":"2.0","result":[1]}"#))
         #expect(reply.contains(#"{"id":2,"jsonrpc":"2.0","result":[2]}"#))
         await s.stop()
@@ -120,7 +129,9 @@ struct RunningServer {
     @Test func clientResponseParsing() throws {
         let ok = Array("HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n{\"result\":1}".utf8)
         #expect(try RPCClient.parseResponse(ok) == .object([("result", .int(1))]))
-        #expect(throws: RPCClientError.self) { try RPCClient.parseResponse(Array("HTTP/1.1 413 Too Large\r\n\r\nbig\n".utf8)) }
+        #expect(throws: RPCClientError.self) {
+            try RPCClient.parseResponse(Array("HTTP/1.1 413 Too Large\r\n\r\nbig\n".utf8))
+        }
         #expect(throws: RPCClientError.self) { try RPCClient.parseResponse(Array("garbage".utf8)) }
         #expect(throws: RPCClientError.self) { try RPCClient.parseResponse(Array("HTTP/1.1 200 OK\r\n\r\n{nope".utf8)) }
     }
