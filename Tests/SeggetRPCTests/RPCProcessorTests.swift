@@ -124,3 +124,49 @@ struct EchoHandler: RPCMethodHandler {
         #expect(reply(p, #"{"id":1,"method":"echo","params":[5]}"#)["result"] == .array([.int(5)]))
     }
 }
+
+/// A small deterministic generator, so that a failing input can be reproduced from the seed.
+struct SplitMix: RandomNumberGenerator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+@Suite struct RPCProcessorFuzzTests {
+    /// Mutated and truncated requests never crash the processor, and every reply is a JSON-RPC
+    /// object (or a batch of them) that parses back.
+    @Test func mutatedRequestsAlwaysGetAReply() throws {
+        let processor = RPCProcessor(secret: "s", handler: EchoHandler())
+        let seeds = [
+            #"{"jsonrpc":"2.0","id":1,"method":"echo","params":["token:s",[1,2,{"a":"b"}],"x\u00e9"]}"#,
+            #"[{"id":1,"method":"echo"},{"id":"2","method":"system.multicall","params":[[{"methodName":"echo","params":["token:s"]}]]}]"#,
+            #"{"id":null,"method":"fail","params":["token:s",1.5e3,-7,true,false,null]}"#,
+        ].map { Array($0.utf8) }
+        var rng = SplitMix(state: 14)
+        let alphabet = Array(#"{}[]",:\"0123456789.eE-+tfnul abc\u"#.utf8) + [0, 0xFF, 0xC3, 0x0A]
+        for round in 0..<20_000 {
+            var bytes = seeds[round % seeds.count]
+            for _ in 0..<Int.random(in: 1...6, using: &rng) {
+                let i = Int.random(in: 0...bytes.count, using: &rng)
+                switch Int.random(in: 0..<4, using: &rng) {
+                case 0 where i < bytes.count: bytes.remove(at: i)
+                case 1: bytes.insert(alphabet.randomElement(using: &rng) ?? 0, at: i)
+                case 2 where i < bytes.count: bytes[i] = alphabet.randomElement(using: &rng) ?? 0
+                default: bytes = Array(bytes.prefix(i))
+                }
+            }
+            let reply = processor.respond(to: bytes)
+            let replies = reply.arrayValue ?? [reply]
+            for r in replies {
+                #expect(r["jsonrpc"] == .string("2.0"), "round \(round)")
+                #expect((r["result"] == nil) != (r["error"] == nil), "round \(round)")
+            }
+            #expect(try JSON.parse(reply.serializedBytes) == reply, "round \(round)")
+        }
+    }
+}
