@@ -66,14 +66,18 @@ final class TaskStore {
         db = try SQLiteDatabase(path: path)
         let mode = try Self.text(db, "PRAGMA journal_mode=WAL")
         guard mode == "wal" else {
-            throw SQLiteError(operation: "PRAGMA journal_mode=WAL", code: 0, message: "the database stayed in \(mode ?? "?") mode")
+            throw SQLiteError(
+                operation: "PRAGMA journal_mode=WAL", code: 0, message: "the database stayed in \(mode ?? "?") mode")
         }
         try db.execute("PRAGMA synchronous=FULL")
         try Self.migrate(db)
-        let columns = "gid, urls, options, status, ord, directory, path, total_length, completed_length, error_code, error_kind, error_message, created_at, finished_at"
-        insertStatement = try db.prepare("INSERT INTO tasks (\(columns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)")
+        let columns =
+            "gid, urls, options, status, ord, directory, path, total_length, completed_length, error_code, error_kind, error_message, created_at, finished_at"
+        insertStatement = try db.prepare(
+            "INSERT INTO tasks (\(columns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)")
         updateStatement = try db.prepare(
-            "UPDATE tasks SET urls = ?2, options = ?3, status = ?4, ord = ?5, directory = ?6, path = ?7, total_length = ?8, completed_length = ?9, error_code = ?10, error_kind = ?11, error_message = ?12, finished_at = ?14 WHERE gid = ?1 AND created_at = ?13")
+            "UPDATE tasks SET urls = ?2, options = ?3, status = ?4, ord = ?5, directory = ?6, path = ?7, total_length = ?8, completed_length = ?9, error_code = ?10, error_kind = ?11, error_message = ?12, finished_at = ?14 WHERE gid = ?1 AND created_at = ?13"
+        )
         progressStatement = try db.prepare("UPDATE tasks SET total_length = ?2, completed_length = ?3 WHERE gid = ?1")
         orderStatement = try db.prepare("UPDATE tasks SET ord = ?2 WHERE gid = ?1")
         deleteStatement = try db.prepare("DELETE FROM tasks WHERE gid = ?1")
@@ -94,7 +98,9 @@ final class TaskStore {
         guard version <= schemaVersion else {
             throw SQLiteError(
                 operation: "opening the queue", code: 0,
-                message: "the database has schema version \(version), newer than this segget's \(schemaVersion); use a newer segget")
+                message:
+                    "the database has schema version \(version), newer than this segget's \(schemaVersion); use a newer segget"
+            )
         }
         while version < schemaVersion {
             let step = migrations[version]
@@ -150,7 +156,9 @@ final class TaskStore {
         try db.execute("PRAGMA synchronous=NORMAL")
         defer { try? db.execute("PRAGMA synchronous=FULL") }
         try db.transaction { () throws(SQLiteError) in
-            for r in rows { try progressStatement.run([.int(Int64(bitPattern: r.0.value)), .int(r.total), .int(r.completed)]) }
+            for r in rows {
+                try progressStatement.run([.int(Int64(bitPattern: r.0.value)), .int(r.total), .int(r.completed)])
+            }
         }
     }
 
@@ -176,7 +184,8 @@ final class TaskStore {
     /// Every stored task. A row that cannot be decoded is reported, not skipped silently.
     func loadAll() throws(SQLiteError) -> [TaskRecord] {
         let s = try db.prepare(
-            "SELECT gid, urls, options, status, ord, directory, path, total_length, completed_length, error_code, error_kind, error_message, created_at, finished_at FROM tasks")
+            "SELECT gid, urls, options, status, ord, directory, path, total_length, completed_length, error_code, error_kind, error_message, created_at, finished_at FROM tasks"
+        )
         var out: [TaskRecord] = []
         let decoder = JSONDecoder()
         while try s.step() {
@@ -186,13 +195,15 @@ final class TaskStore {
                 let options = try? decoder.decode(TaskOptions.self, from: Data((s.text(2) ?? "").utf8)),
                 let directory = s.text(5)
             else {
-                throw SQLiteError(operation: "loading the queue", code: 0, message: "the row of task \(gid.gid) is damaged")
+                throw SQLiteError(
+                    operation: "loading the queue", code: 0, message: "the row of task \(gid.gid) is damaged")
             }
             out.append(
                 TaskRecord(
                     id: gid, urls: urls, options: options, status: status, order: Int(s.int64(4)), directory: directory,
                     path: s.text(6), totalLength: s.int64(7), completedLength: s.int64(8),
-                    errorCode: s.optionalInt64(9).map { Int($0) }, failure: s.text(10).flatMap(FailureKind.init(rawValue:)),
+                    errorCode: s.optionalInt64(9).map { Int($0) },
+                    failure: s.text(10).flatMap(FailureKind.init(rawValue:)),
                     errorMessage: s.text(11), createdAt: s.int64(12), finishedAt: s.optionalInt64(13)))
         }
         return out

@@ -1,6 +1,7 @@
 import Glibc
 import Segget
 import Testing
+
 @testable import SeggetQueue
 
 @Suite struct TaskStoreTests {
@@ -8,12 +9,14 @@ import Testing
         TaskRecord(
             id: TaskID(n), urls: ["http://127.0.0.1:1/\(n)", "http://127.0.0.1:2/\(n)"],
             options: TaskOptions(
-                directory: "sub", outputName: "f\(n).bin", headers: ["X-A: 1"], userAgent: "ua", referer: "r", proxy: nil,
+                directory: "sub", outputName: "f\(n).bin", headers: ["X-A: 1"], userAgent: "ua", referer: "r",
+                proxy: nil,
                 connections: 3, maxSpeed: 1000, checksum: "sha-256=" + String(repeating: "ab", count: 32)),
             status: status, order: order, directory: "/tmp/x", path: n % 2 == 0 ? "/tmp/x/f\(n).bin" : nil,
             totalLength: Int64(n % 1000) * 100, completedLength: Int64(n % 1000) * 10,
             errorCode: status == .error ? 3 : nil, failure: status == .error ? .httpStatus : nil,
-            errorMessage: status == .error ? "the server answered 404." : nil, createdAt: 1_700_000_000 + Int64(n % 1000),
+            errorMessage: status == .error ? "the server answered 404." : nil,
+            createdAt: 1_700_000_000 + Int64(n % 1000),
             finishedAt: status.isStopped ? 1_700_000_100 : nil)
     }
 
@@ -72,7 +75,9 @@ import Testing
         #expect(throws: SQLiteError.self) { _ = try TaskStore(path: path) }
         let db = try SQLiteDatabase(path: path)
         #expect(try db.integer("PRAGMA user_version") == 99)
-        #expect(throws: QueueError.self) { _ = try DownloadQueue(databasePath: path, settings: QueueSettings(downloadRoot: dir.path)) }
+        #expect(throws: QueueError.self) {
+            _ = try DownloadQueue(databasePath: path, settings: QueueSettings(downloadRoot: dir.path))
+        }
     }
 
     @Test func aDamagedRowIsReported() throws {
@@ -117,8 +122,10 @@ import Testing
         try OptionRules.check(
             urls: ["HTTPS://example.com/x", "http://m/x"],
             options: TaskOptions(
-                directory: "a/b", outputName: "x.iso", headers: ["Authorization: Bearer t"], userAgent: "u", referer: "r",
-                proxy: "http://p:3128", connections: 128, maxSpeed: 0, checksum: "md5=" + String(repeating: "0", count: 32)))
+                directory: "a/b", outputName: "x.iso", headers: ["Authorization: Bearer t"], userAgent: "u",
+                referer: "r",
+                proxy: "http://p:3128", connections: 128, maxSpeed: 0,
+                checksum: "md5=" + String(repeating: "0", count: 32)))
         try OptionRules.check(urls: Self.good, options: TaskOptions(outputName: "..hidden"))
     }
 }
