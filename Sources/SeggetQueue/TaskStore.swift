@@ -1,4 +1,6 @@
+import CSQLite
 import FoundationEssentials
+import Glibc
 import Segget
 
 /// One task as stored: everything a restart needs to carry on.
@@ -64,7 +66,7 @@ final class TaskStore {
 
     init(path: String) throws(SQLiteError) {
         db = try SQLiteDatabase(path: path)
-        let mode = try Self.text(db, "PRAGMA journal_mode=WAL")
+        let mode = try Self.enableWAL(db)
         guard mode == "wal" else {
             throw SQLiteError(
                 operation: "PRAGMA journal_mode=WAL", code: 0, message: "the database stayed in \(mode ?? "?") mode")
@@ -85,6 +87,20 @@ final class TaskStore {
 
     func close() { db.close() }
 
+    /// Switches to WAL (a lasting property of the file). Changing the mode needs an exclusive lock,
+    /// for which SQLite does not wait, so a concurrent first open is retried for up to 5 s.
+    private static func enableWAL(_ db: SQLiteDatabase) throws(SQLiteError) -> String? {
+        var attempt = 0
+        while true {
+            do {
+                return try text(db, "PRAGMA journal_mode=WAL")
+            } catch  where error.code == SQLITE_BUSY && attempt < 250 {
+                attempt += 1
+                usleep(20_000)
+            }
+        }
+    }
+
     private static func text(_ db: SQLiteDatabase, _ sql: String) throws(SQLiteError) -> String? {
         let s = try db.prepare(sql)
         guard try s.step() else { return nil }
@@ -94,21 +110,24 @@ final class TaskStore {
     /// Brings an older schema up to date, one version per transaction. A newer schema (written by a
     /// later segget) is refused rather than damaged.
     private static func migrate(_ db: SQLiteDatabase) throws(SQLiteError) {
-        var version = Int(try db.integer("PRAGMA user_version"))
-        guard version <= schemaVersion else {
-            throw SQLiteError(
-                operation: "opening the queue", code: 0,
-                message:
-                    "the database has schema version \(version), newer than this segget's \(schemaVersion); use a newer segget"
-            )
-        }
-        while version < schemaVersion {
-            let step = migrations[version]
-            try db.transaction { () throws(SQLiteError) in
-                try db.execute(step)
+        // The version is read again under the write lock of each step: two processes opening a new
+        // database at once must not both run the same step.
+        while true {
+            let done = try db.transaction { () throws(SQLiteError) -> Bool in
+                let version = Int(try db.integer("PRAGMA user_version"))
+                guard version <= schemaVersion else {
+                    throw SQLiteError(
+                        operation: "opening the queue", code: 0,
+                        message:
+                            "the database has schema version \(version), newer than this segget's \(schemaVersion); use a newer segget"
+                    )
+                }
+                guard version < schemaVersion else { return true }
+                try db.execute(migrations[version])
                 try db.execute("PRAGMA user_version = \(version + 1)")
+                return false
             }
-            version += 1
+            if done { return }
         }
     }
 

@@ -1,5 +1,7 @@
+import Dispatch
 import Glibc
 import Segget
+import Synchronization
 import Testing
 
 @testable import SeggetQueue
@@ -63,6 +65,21 @@ import Testing
         #expect(try s.step())
         #expect(s.text(0) == "wal")
         #expect(try db.integer("PRAGMA user_version") == Int64(TaskStore.schemaVersion))
+    }
+
+    /// Several connections (in the daemon and, say, a tool reading beside it) creating the same new
+    /// database at once: each migration step runs once, and every open succeeds.
+    @Test func concurrentFirstOpensAllSucceed() throws {
+        for round in 0..<5 {
+            let dir = try QueueTempDir()
+            let path = dir.path("q\(round).sqlite")
+            let failures = Mutex<[String]>([])
+            DispatchQueue.concurrentPerform(iterations: 6) { _ in
+                do { _ = try TaskStore(path: path) } catch { failures.withLock { $0.append("\(error)") } }
+            }
+            #expect(failures.withLock { $0 } == [])
+            #expect(try SQLiteDatabase(path: path).integer("PRAGMA user_version") == Int64(TaskStore.schemaVersion))
+        }
     }
 
     @Test func aNewerSchemaIsRefusedNotDamaged() throws {
