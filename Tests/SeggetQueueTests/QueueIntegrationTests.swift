@@ -379,3 +379,47 @@ final class EventLog: Sendable {
         await queue.shutdown()
     }
 }
+
+@Suite struct QueueOptionChangeTests {
+    @Test func changeOptionsIsStoredAndChecked() throws {
+        let dir = try QueueTempDir()
+        let db = dir.path("q.sqlite")
+        let settings = QueueSettings(downloadRoot: dir.path("root"))
+        let id: TaskID
+        do {
+            let queue = try DownloadQueue(databasePath: db, settings: settings)
+            id = try queue.add(urls: ["http://127.0.0.1:9/x.bin"], options: TaskOptions(outputName: "a.bin"))
+            try queue.changeOptions(
+                id, TaskOptions(directory: "sub", outputName: "b.bin", connections: 3, maxSpeed: 1000))
+            #expect(queue.snapshot(id)?.path == queue.settings.downloadRoot + "/sub/b.bin")
+            #expect(throws: QueueError.self) { try queue.changeOptions(id, TaskOptions(directory: "/etc")) }
+            #expect(throws: QueueError.self) { try queue.changeOptions(id, TaskOptions(headers: ["A: 1\r\nB: 2"])) }
+            #expect(throws: QueueError.self) { try queue.changeOptions(TaskID(12345), TaskOptions()) }
+            #expect(queue.snapshot(id)?.options.connections == 3, "a refused change changes nothing")
+        }
+        let queue = try DownloadQueue(databasePath: db, settings: settings)
+        let t = try #require(queue.snapshot(id))
+        #expect(t.options == TaskOptions(directory: "sub", outputName: "b.bin", connections: 3, maxSpeed: 1000))
+        #expect(t.path == queue.settings.downloadRoot + "/sub/b.bin")
+        #expect(t.directory == queue.settings.downloadRoot + "/sub")
+        try queue.remove(id)
+        #expect(throws: QueueError.self) { try queue.changeOptions(id, TaskOptions()) }
+    }
+
+    @Test func settingsAreCheckedAndApplied() throws {
+        let dir = try QueueTempDir()
+        let queue = try DownloadQueue(
+            databasePath: dir.path("q.sqlite"), settings: QueueSettings(downloadRoot: dir.path("root")))
+        var bad = queue.settings
+        bad.maxActive = 0
+        #expect(throws: QueueError.self) { try queue.changeSettings(bad) }
+        bad = queue.settings
+        bad.connectionBudget = 0
+        #expect(throws: QueueError.self) { try queue.changeSettings(bad) }
+        var good = queue.settings
+        good.maxActive = 7
+        good.maxOverallSpeed = 1 << 20
+        try queue.changeSettings(good)
+        #expect(queue.settings.maxActive == 7 && queue.settings.maxOverallSpeed == 1 << 20)
+    }
+}
