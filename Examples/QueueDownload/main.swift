@@ -56,7 +56,9 @@ do {
         let waiting = queue.waiting(offset: 0, count: 1000).filter { $0.status == .waiting }
         if stat.numActive == 0 && waiting.isEmpty { break }
         for t in queue.active() {
-            print("\(t.id.gid) \(t.completedLength)/\(t.totalLength) \(t.downloadSpeed) B/s, \(t.connections) of \(t.grantedConnections) connections")
+            print(
+                "\(t.id.gid) \(t.completedLength)/\(t.totalLength) \(t.downloadSpeed) B/s, \(t.connections) of \(t.grantedConnections) connections"
+            )
         }
         try await Task.sleep(for: .seconds(1))
     }

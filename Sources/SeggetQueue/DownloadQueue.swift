@@ -57,7 +57,9 @@ public final class DownloadQueue: Sendable {
             records = try store.loadAll()
             stoppedTotal = try store.counter("stopped_total")
         } catch {
-            throw QueueError(.storage, "The queue database \(databasePath) could not be opened: \(error). Check the path and its permissions.")
+            throw QueueError(
+                .storage,
+                "The queue database \(databasePath) could not be opened: \(error). Check the path and its permissions.")
         }
         var resolved = settings
         resolved.downloadRoot = policy.root
@@ -92,7 +94,8 @@ public final class DownloadQueue: Sendable {
             return c.nextSubscriber
         }
         if let key {
-            sink.onTermination = { [weak self] _ in self?.core.withLock { _ = $0.subscribers.removeValue(forKey: key) } }
+            sink.onTermination = { [weak self] _ in self?.core.withLock { _ = $0.subscribers.removeValue(forKey: key) }
+            }
         } else {
             sink.finish()
         }
@@ -108,7 +111,9 @@ public final class DownloadQueue: Sendable {
     ///   - paused: add it paused (it waits for ``resume(_:)``).
     ///   - position: its place in the waiting queue (0 = front); nil or past the end: the end.
     @discardableResult
-    public func add(urls: [String], options: TaskOptions, paused: Bool = false, position: Int? = nil) throws(QueueError) -> TaskID {
+    public func add(urls: [String], options: TaskOptions, paused: Bool = false, position: Int? = nil) throws(QueueError)
+        -> TaskID
+    {
         try OptionRules.check(urls: urls, options: options)
         let (id, launches) = try core.withLock { (c: inout Core) throws(QueueError) -> (TaskID, [TaskID]) in
             try Self.checkOpen(c)
@@ -118,13 +123,15 @@ public final class DownloadQueue: Sendable {
             var next = c.state
             let actions = next.add(id, want: Self.want(options), paused: paused, position: position)
             let record = TaskRecord(
-                id: id, urls: urls, options: options, status: paused ? .paused : .waiting, order: next.entry(id)?.order ?? 0,
+                id: id, urls: urls, options: options, status: paused ? .paused : .waiting,
+                order: next.entry(id)?.order ?? 0,
                 directory: directory, path: options.outputName.map { OutputNames.join(directory, $0) },
                 createdAt: Int64(time(nil)))
             do {
                 try c.store?.insert(record)
             } catch {
-                throw QueueError(.storage, "The task could not be saved to the queue database: \(error). Nothing was added.")
+                throw QueueError(
+                    .storage, "The task could not be saved to the queue database: \(error). Nothing was added.")
             }
             c.records[id] = record
             c.state = next
@@ -169,7 +176,9 @@ public final class DownloadQueue: Sendable {
             try Self.checkOpen(c)
             try c.state.removeResult(id)
             c.records[id] = nil
-            do { try c.store?.delete([id]) } catch { throw QueueError(.storage, "The task could not be deleted from the queue database: \(error).") }
+            do { try c.store?.delete([id]) } catch {
+                throw QueueError(.storage, "The task could not be deleted from the queue database: \(error).")
+            }
         }
     }
 
@@ -179,7 +188,9 @@ public final class DownloadQueue: Sendable {
             guard !c.closed else { return }
             let gone = c.state.purgeResults()
             for id in gone { c.records[id] = nil }
-            do { try c.store?.delete(gone) } catch { c.lastStorageError = QueueError(.storage, "Purging the history failed: \(error).") }
+            do { try c.store?.delete(gone) } catch {
+                c.lastStorageError = QueueError(.storage, "Purging the history failed: \(error).")
+            }
         }
     }
 
@@ -203,20 +214,25 @@ public final class DownloadQueue: Sendable {
             try Self.checkOpen(c)
             guard var r = c.records[id] else { throw QueueError.notFound(id) }
             guard !r.status.isStopped else {
-                throw QueueError(.invalidState, "Task \(id.gid) has already stopped (\(r.status.rawValue)); its options can no longer change.")
+                throw QueueError(
+                    .invalidState,
+                    "Task \(id.gid) has already stopped (\(r.status.rawValue)); its options can no longer change.")
             }
             if options.directory != r.options.directory || options.outputName != r.options.outputName {
                 guard r.status.isQueued, r.completedLength == 0, c.live[id] == nil else {
                     throw QueueError(
                         .invalidState,
-                        "Task \(id.gid) has already started writing its file, so its directory and name cannot change; remove it and add it again instead.")
+                        "Task \(id.gid) has already started writing its file, so its directory and name cannot change; remove it and add it again instead."
+                    )
                 }
                 r.directory = try c.policy.resolve(options.directory)
                 r.path = options.outputName.map { OutputNames.join(r.directory, $0) }
             }
             r.options = options
             try c.state.setWant(id, Self.want(options))
-            do { try c.store?.update(r) } catch { throw QueueError(.storage, "The options could not be saved: \(error).") }
+            do { try c.store?.update(r) } catch {
+                throw QueueError(.storage, "The options could not be saved: \(error).")
+            }
             c.records[id] = r
         }
     }
@@ -229,7 +245,9 @@ public final class DownloadQueue: Sendable {
 
     /// Active tasks, in the order they started.
     public func active() -> [TaskSnapshot] {
-        core.withLock { c in c.state.activeOrder.compactMap { id in c.records[id].map { Self.snapshot($0, c, position: -1) } } }
+        core.withLock { c in
+            c.state.activeOrder.compactMap { id in c.records[id].map { Self.snapshot($0, c, position: -1) } }
+        }
     }
 
     /// Waiting and paused tasks in queue order, aria2-style: offset ≥ 0 gives `[offset, offset+count)`;
@@ -380,7 +398,8 @@ public final class DownloadQueue: Sendable {
         do {
             try body(s)
         } catch {
-            let e = QueueError(.storage, "The queue database could not be written: \(error). The change is not durable.")
+            let e = QueueError(
+                .storage, "The queue database could not be written: \(error). The change is not durable.")
             c.storageError = c.storageError ?? e
             c.lastStorageError = e
         }
@@ -421,10 +440,12 @@ public final class DownloadQueue: Sendable {
     /// Off the lock: creates the directory, fixes the output path (probing for the server's file
     /// name the first time), then starts the download and watches it.
     private func prepareAndStart(_ id: TaskID) {
-        guard let (record, policy) = core.withLock({ c -> (TaskRecord, DirectoryPolicy)? in
-            guard let r = c.records[id], let l = c.live[id], !l.stopRequested else { return nil }
-            return (r, c.policy)
-        }) else {
+        guard
+            let (record, policy) = core.withLock({ c -> (TaskRecord, DirectoryPolicy)? in
+                guard let r = c.records[id], let l = c.live[id], !l.stopRequested else { return nil }
+                return (r, c.policy)
+            })
+        else {
             ended(id, .interrupted)
             return
         }
@@ -445,7 +466,9 @@ public final class DownloadQueue: Sendable {
             suggested = info?.suggestedFileName ?? FileName.fromURLPath(record.urls[0])
         }
         let started: DownloadTask? = core.withLock { c in
-            guard var r = c.records[id], c.live[id] != nil, c.live[id]?.stopRequested == false, let grant = c.live[id]?.grant else {
+            guard var r = c.records[id], c.live[id] != nil, c.live[id]?.stopRequested == false,
+                let grant = c.live[id]?.grant
+            else {
                 return nil
             }
             if r.path == nil, let name = suggested {
@@ -500,7 +523,8 @@ public final class DownloadQueue: Sendable {
     /// file nor the journal is left. Only for a task that had made progress, so that a file the
     /// user already had under that name is never taken for it.
     private static func finishedEarlier(_ r: TaskRecord, path: String) -> Int64? {
-        guard r.completedLength > 0, r.totalLength > 0, !exists(path + ".segget-part"), !exists(path + ".segget-journal"),
+        guard r.completedLength > 0, r.totalLength > 0, !exists(path + ".segget-part"),
+            !exists(path + ".segget-journal"),
             let size = PosixFile.fileSize(path: path), size == r.totalLength
         else { return nil }
         return size
@@ -562,12 +586,16 @@ public final class DownloadQueue: Sendable {
     // MARK: Helpers
 
     /// `directory/name`, numbered (`name.1.ext`, …) when another task or a file already has it.
-    private static func freePath(name: String, directory: String, records: [TaskID: TaskRecord], except: TaskID) -> String {
+    private static func freePath(name: String, directory: String, records: [TaskID: TaskRecord], except: TaskID)
+        -> String
+    {
         let taken = Set(records.values.filter { $0.id != except }.compactMap(\.path))
         var n = 0
         while true {
             let candidate = OutputNames.join(directory, n == 0 ? name : OutputNames.numbered(name, n))
-            if !taken.contains(candidate) && !exists(candidate) && !exists(candidate + ".segget-part") { return candidate }
+            if !taken.contains(candidate) && !exists(candidate) && !exists(candidate + ".segget-part") {
+                return candidate
+            }
             n += 1
         }
     }
@@ -589,13 +617,17 @@ public final class DownloadQueue: Sendable {
 
     private static func checkSettings(_ s: QueueSettings) throws(QueueError) {
         guard (1...1000).contains(s.maxActive) else {
-            throw QueueError(.badOption, "The number of active downloads must be between 1 and 1000 (got \(s.maxActive)).")
+            throw QueueError(
+                .badOption, "The number of active downloads must be between 1 and 1000 (got \(s.maxActive)).")
         }
         guard (1...1024).contains(s.connectionBudget) else {
-            throw QueueError(.badOption, "The connection budget must be between 1 and 1024 (got \(s.connectionBudget)).")
+            throw QueueError(
+                .badOption, "The connection budget must be between 1 and 1024 (got \(s.connectionBudget)).")
         }
         guard (1...128).contains(s.defaultConnections) else {
-            throw QueueError(.badOption, "The default number of connections must be between 1 and 128 (got \(s.defaultConnections)).")
+            throw QueueError(
+                .badOption, "The default number of connections must be between 1 and 128 (got \(s.defaultConnections))."
+            )
         }
         if let g = s.maxOverallSpeed, g < 0 {
             throw QueueError(.badOption, "The overall speed limit cannot be negative (got \(g)); use 0 for no limit.")
@@ -627,7 +659,8 @@ public final class DownloadQueue: Sendable {
             grantedConnections: live?.grant.connections ?? 0, grantedSpeed: live?.grant.speed,
             pieceLength: pieceLength, numPieces: numPieces, bitfield: bitfield,
             errorCode: r.status == .error ? r.errorCode : nil, errorMessage: r.status == .error ? r.errorMessage : nil,
-            failure: r.status == .error ? r.failure : nil, position: position, createdAt: r.createdAt, finishedAt: r.finishedAt)
+            failure: r.status == .error ? r.failure : nil, position: position, createdAt: r.createdAt,
+            finishedAt: r.finishedAt)
     }
 
     /// aria2's slice: `[offset, offset+count)`, or for a negative offset, backwards from `count + offset`.

@@ -7,14 +7,19 @@ import SeggetVerify
 enum OptionRules {
     /// Refuses bad URLs and option values that need no file system to judge.
     static func check(urls: [String], options: TaskOptions) throws(QueueError) {
-        guard !urls.isEmpty else { throw QueueError(.badOption, "No URL was given; add at least one http:// or https:// URL.") }
+        guard !urls.isEmpty else {
+            throw QueueError(.badOption, "No URL was given; add at least one http:// or https:// URL.")
+        }
         for url in urls {
             let lower = url.lowercased()
             guard lower.hasPrefix("http://") || lower.hasPrefix("https://") else {
-                throw QueueError(.badOption, "The URL “\(shown(url))” is not an http:// or https:// URL; only those can be downloaded.")
+                throw QueueError(
+                    .badOption,
+                    "The URL “\(shown(url))” is not an http:// or https:// URL; only those can be downloaded.")
             }
             guard !url.unicodeScalars.contains(where: { $0.value <= 0x20 || $0.value == 0x7F }) else {
-                throw QueueError(.badOption, "The URL “\(shown(url))” contains spaces or control characters; percent-encode them.")
+                throw QueueError(
+                    .badOption, "The URL “\(shown(url))” contains spaces or control characters; percent-encode them.")
             }
         }
         if let out = options.outputName { try checkOutputName(out) }
@@ -44,18 +49,23 @@ enum OptionRules {
 
     /// `out` is one file name: no slash, not `.` or `..`, no NUL, not empty.
     static func checkOutputName(_ name: String) throws(QueueError) {
-        guard !name.isEmpty else { throw QueueError(.badOption, "The output name is empty; give a file name or leave it out.") }
+        guard !name.isEmpty else {
+            throw QueueError(.badOption, "The output name is empty; give a file name or leave it out.")
+        }
         guard name != "." && name != ".." && !name.contains("/") && !name.utf8.contains(0) else {
             throw QueueError(
                 .badOption,
-                "The output name “\(shown(name))” must be a single file name, without “/”, and not “.” or “..”; use the directory option to choose where it goes.")
+                "The output name “\(shown(name))” must be a single file name, without “/”, and not “.” or “..”; use the directory option to choose where it goes."
+            )
         }
         try checkNoLineBreak(name, what: "The output name")
     }
 
     static func checkNoLineBreak(_ value: String, what: String) throws(QueueError) {
         if value.utf8.contains(where: { $0 == 13 || $0 == 10 || $0 == 0 }) {
-            throw QueueError(.badOption, "\(what) contains a line break or NUL character, which could forge extra header lines; remove it.")
+            throw QueueError(
+                .badOption,
+                "\(what) contains a line break or NUL character, which could forge extra header lines; remove it.")
         }
     }
 
@@ -78,11 +88,13 @@ struct DirectoryPolicy: Sendable {
         guard !root.isEmpty else { throw QueueError(.badOption, "The download root is empty; give a directory.") }
         if !DirectoryPolicy.isDirectory(root) {
             do throws(QueueError) { try DirectoryPolicy.makeDirectories(root) } catch {
-                throw QueueError(.badOption, "The download root \(root) does not exist and could not be created: \(error.message)")
+                throw QueueError(
+                    .badOption, "The download root \(root) does not exist and could not be created: \(error.message)")
             }
         }
         guard let resolved = DirectoryPolicy.realPath(root) else {
-            throw QueueError(.badOption, "The download root \(root) cannot be resolved: \(String(cString: strerror(errno))).")
+            throw QueueError(
+                .badOption, "The download root \(root) cannot be resolved: \(String(cString: strerror(errno))).")
         }
         self.root = resolved
         self.allowAnyDirectory = allowAnyDirectory
@@ -93,7 +105,9 @@ struct DirectoryPolicy: Sendable {
     /// ``prepare(_:)``, which checks again.
     func resolve(_ requested: String?) throws(QueueError) -> String {
         guard let requested, !requested.isEmpty else { return root }
-        guard !requested.utf8.contains(0) else { throw QueueError(.badOption, "The directory contains a NUL character.") }
+        guard !requested.utf8.contains(0) else {
+            throw QueueError(.badOption, "The directory contains a NUL character.")
+        }
         try OptionRules.checkNoLineBreak(requested, what: "The directory")
         let absolute = requested.hasPrefix("/") ? requested : root + "/" + requested
         // Resolve the longest prefix that exists (following links), then append the rest literally.
@@ -107,18 +121,23 @@ struct DirectoryPolicy: Sendable {
             } else if errno == ENOENT, let last = components.popLast() {
                 missing.insert(last, at: 0)
             } else {
-                throw QueueError(.badOption, "The directory \(requested) cannot be resolved: \(String(cString: strerror(errno))).")
+                throw QueueError(
+                    .badOption, "The directory \(requested) cannot be resolved: \(String(cString: strerror(errno))).")
             }
         }
         for part in missing where part == ".." || part == "." {
-            throw QueueError(.badOption, "The directory \(requested) goes through “\(part)” below a directory that does not exist; give a plain path.")
+            throw QueueError(
+                .badOption,
+                "The directory \(requested) goes through “\(part)” below a directory that does not exist; give a plain path."
+            )
         }
         let base = resolved ?? "/"
         let full = missing.isEmpty ? base : (base == "/" ? "" : base) + "/" + missing.joined(separator: "/")
         guard allowAnyDirectory || Self.isInside(full, root: root) else {
             throw QueueError(
                 .badOption,
-                "The directory \(requested) resolves to \(full), which is outside the download root \(root); choose a directory inside it (the daemon must be started with permission to write anywhere else).")
+                "The directory \(requested) resolves to \(full), which is outside the download root \(root); choose a directory inside it (the daemon must be started with permission to write anywhere else)."
+            )
         }
         return full
     }
@@ -151,7 +170,8 @@ struct DirectoryPolicy: Sendable {
         for part in path.split(separator: "/", omittingEmptySubsequences: true) {
             current += "/" + part
             if mkdir(current, 0o755) != 0 && errno != EEXIST {
-                throw QueueError(.storage, "Could not create the directory \(current): \(String(cString: strerror(errno))).")
+                throw QueueError(
+                    .storage, "Could not create the directory \(current): \(String(cString: strerror(errno))).")
             }
         }
         guard isDirectory(path) else { throw QueueError(.storage, "\(path) exists but is not a directory.") }

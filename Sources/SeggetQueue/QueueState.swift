@@ -13,7 +13,8 @@ struct QueueState: Sendable, Equatable {
         var maxOverallSpeed: Int64?
         var defaultConnections: Int
 
-        init(maxActive: Int = 5, connectionBudget: Int = 16, maxOverallSpeed: Int64? = nil, defaultConnections: Int = 8) {
+        init(maxActive: Int = 5, connectionBudget: Int = 16, maxOverallSpeed: Int64? = nil, defaultConnections: Int = 8)
+        {
             self.maxActive = maxActive
             self.connectionBudget = connectionBudget
             self.maxOverallSpeed = maxOverallSpeed
@@ -139,7 +140,9 @@ struct QueueState: Sendable, Equatable {
     mutating func startScheduling() -> [Action] {
         scheduling = true
         // The store still says active for tasks restored from a crash: correct it, then start.
-        let corrected = restoredActive.compactMap { id in tasks[id]?.status == .waiting ? Action.status(id, .waiting) : nil }
+        let corrected = restoredActive.compactMap { id in
+            tasks[id]?.status == .waiting ? Action.status(id, .waiting) : nil
+        }
         restoredActive = []
         return [.reordered] + corrected + schedule()
     }
@@ -179,7 +182,8 @@ struct QueueState: Sendable, Equatable {
             queue.insert(id, at: 0)
             return [.stop(id), .status(id, .paused)] + schedule()
         case .complete, .error, .removed:
-            throw QueueError(.invalidState, "Task \(id.gid) has already stopped (\(e.status.rawValue)), so it cannot be paused.")
+            throw QueueError(
+                .invalidState, "Task \(id.gid) has already stopped (\(e.status.rawValue)), so it cannot be paused.")
         }
     }
 
@@ -200,7 +204,9 @@ struct QueueState: Sendable, Equatable {
             tasks[id] = e
             return [.status(id, .waiting)] + schedule()
         case .complete, .error, .removed:
-            throw QueueError(.invalidState, "Task \(id.gid) has already stopped (\(e.status.rawValue)); add it again to download it once more.")
+            throw QueueError(
+                .invalidState,
+                "Task \(id.gid) has already stopped (\(e.status.rawValue)); add it again to download it once more.")
         }
     }
 
@@ -212,7 +218,9 @@ struct QueueState: Sendable, Equatable {
     mutating func remove(_ id: TaskID) throws(QueueError) -> [Action] {
         guard var e = tasks[id] else { throw QueueError.notFound(id) }
         guard !e.status.isStopped else {
-            throw QueueError(.invalidState, "Task \(id.gid) has already stopped (\(e.status.rawValue)); use removeResult to forget it.")
+            throw QueueError(
+                .invalidState,
+                "Task \(id.gid) has already stopped (\(e.status.rawValue)); use removeResult to forget it.")
         }
         let wasActive = e.status == .active
         e.status = .removed
@@ -285,10 +293,13 @@ struct QueueState: Sendable, Equatable {
     }
 
     /// Moves a queued task; returns its new place, clamped to the queue.
-    mutating func changePosition(_ id: TaskID, _ pos: Int, _ how: PositionOrigin) throws(QueueError) -> (Int, [Action]) {
+    mutating func changePosition(_ id: TaskID, _ pos: Int, _ how: PositionOrigin) throws(QueueError) -> (Int, [Action])
+    {
         guard let e = tasks[id] else { throw QueueError.notFound(id) }
         guard e.status.isQueued, let current = queue.firstIndex(of: id) else {
-            throw QueueError(.invalidState, "Task \(id.gid) is \(e.status.rawValue); only waiting or paused tasks have a place in the queue.")
+            throw QueueError(
+                .invalidState,
+                "Task \(id.gid) is \(e.status.rawValue); only waiting or paused tasks have a place in the queue.")
         }
         let target: Int
         switch how {
@@ -354,7 +365,9 @@ struct QueueState: Sendable, Equatable {
         while let next = queue.first(where: { tasks[$0]?.status == .waiting && tasks[$0]?.running == nil }) {
             let runningCount = running.count
             let slots = min(limits.maxActive, limits.connectionBudget)
-            guard runningCount < slots, let grant = grant(for: next, runningCount: runningCount, slots: slots) else { break }
+            guard runningCount < slots, let grant = grant(for: next, runningCount: runningCount, slots: slots) else {
+                break
+            }
             queue.removeAll { $0 == next }
             activeOrder.append(next)
             tasks[next]?.status = .active
@@ -388,9 +401,10 @@ struct QueueState: Sendable, Equatable {
         if let total = limits.maxOverallSpeed {
             // Nothing is left only after the limits changed under running tasks; the task then waits
             // for them to finish rather than push the total over the limit.
-            guard let shared = Self.share(
-                wanted: e.want.maxSpeed ?? total, total: total, granted: grantedSpeed, contenders: contenders,
-                freeSlotsAfter: freeSlotsAfter, floor: speedFloor(slots: slots))
+            guard
+                let shared = Self.share(
+                    wanted: e.want.maxSpeed ?? total, total: total, granted: grantedSpeed, contenders: contenders,
+                    freeSlotsAfter: freeSlotsAfter, floor: speedFloor(slots: slots))
             else { return nil }
             speed = min(e.want.maxSpeed ?? .max, shared)
         }
@@ -404,7 +418,9 @@ struct QueueState: Sendable, Equatable {
 
     /// min(wanted, total / contenders (rounded), what is left after a `floor` for each later slot), at least
     /// `floor` when that much is left; nil when less than `floor` is left.
-    static func share(wanted: Int64, total: Int64, granted: Int64, contenders: Int, freeSlotsAfter: Int, floor: Int64) -> Int64? {
+    static func share(wanted: Int64, total: Int64, granted: Int64, contenders: Int, freeSlotsAfter: Int, floor: Int64)
+        -> Int64?
+    {
         let left = total - granted
         guard left >= floor else { return nil }
         let reserve = Int64(freeSlotsAfter) * floor

@@ -42,7 +42,9 @@ final class SQLiteDatabase {
 
     /// Runs statements that return no rows (schema, pragmas, transactions).
     func execute(_ sql: String) throws(SQLiteError) {
-        guard let h = handle else { throw SQLiteError(operation: sql, code: SQLITE_MISUSE, message: "the database is closed") }
+        guard let h = handle else {
+            throw SQLiteError(operation: sql, code: SQLITE_MISUSE, message: "the database is closed")
+        }
         var error: UnsafeMutablePointer<CChar>?
         let rc = sqlite3_exec(h, sql, nil, nil, &error)
         if rc != SQLITE_OK {
@@ -54,7 +56,9 @@ final class SQLiteDatabase {
 
     /// Compiles one statement. The corresponding C function is `sqlite3_prepare_v2`.
     func prepare(_ sql: String) throws(SQLiteError) -> SQLiteStatement {
-        guard let h = handle else { throw SQLiteError(operation: sql, code: SQLITE_MISUSE, message: "the database is closed") }
+        guard let h = handle else {
+            throw SQLiteError(operation: sql, code: SQLITE_MISUSE, message: "the database is closed")
+        }
         var stmt: OpaquePointer?
         let rc = sqlite3_prepare_v2(h, sql, -1, &stmt, nil)
         guard rc == SQLITE_OK, let stmt else {

@@ -1,4 +1,6 @@
+import CSQLite
 import FoundationEssentials
+import Glibc
 import Segget
 
 /// One task as stored: everything a restart needs to carry on.
@@ -64,22 +66,40 @@ final class TaskStore {
 
     init(path: String) throws(SQLiteError) {
         db = try SQLiteDatabase(path: path)
-        let mode = try Self.text(db, "PRAGMA journal_mode=WAL")
+        let mode = try Self.enableWAL(db)
         guard mode == "wal" else {
-            throw SQLiteError(operation: "PRAGMA journal_mode=WAL", code: 0, message: "the database stayed in \(mode ?? "?") mode")
+            throw SQLiteError(
+                operation: "PRAGMA journal_mode=WAL", code: 0, message: "the database stayed in \(mode ?? "?") mode")
         }
         try db.execute("PRAGMA synchronous=FULL")
         try Self.migrate(db)
-        let columns = "gid, urls, options, status, ord, directory, path, total_length, completed_length, error_code, error_kind, error_message, created_at, finished_at"
-        insertStatement = try db.prepare("INSERT INTO tasks (\(columns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)")
+        let columns =
+            "gid, urls, options, status, ord, directory, path, total_length, completed_length, error_code, error_kind, error_message, created_at, finished_at"
+        insertStatement = try db.prepare(
+            "INSERT INTO tasks (\(columns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)")
         updateStatement = try db.prepare(
-            "UPDATE tasks SET urls = ?2, options = ?3, status = ?4, ord = ?5, directory = ?6, path = ?7, total_length = ?8, completed_length = ?9, error_code = ?10, error_kind = ?11, error_message = ?12, finished_at = ?14 WHERE gid = ?1 AND created_at = ?13")
+            "UPDATE tasks SET urls = ?2, options = ?3, status = ?4, ord = ?5, directory = ?6, path = ?7, total_length = ?8, completed_length = ?9, error_code = ?10, error_kind = ?11, error_message = ?12, finished_at = ?14 WHERE gid = ?1 AND created_at = ?13"
+        )
         progressStatement = try db.prepare("UPDATE tasks SET total_length = ?2, completed_length = ?3 WHERE gid = ?1")
         orderStatement = try db.prepare("UPDATE tasks SET ord = ?2 WHERE gid = ?1")
         deleteStatement = try db.prepare("DELETE FROM tasks WHERE gid = ?1")
     }
 
     func close() { db.close() }
+
+    /// Switches to WAL (a lasting property of the file). Changing the mode needs an exclusive lock,
+    /// for which SQLite does not wait, so a concurrent first open is retried for up to 5 s.
+    private static func enableWAL(_ db: SQLiteDatabase) throws(SQLiteError) -> String? {
+        var attempt = 0
+        while true {
+            do {
+                return try text(db, "PRAGMA journal_mode=WAL")
+            } catch  where error.code == SQLITE_BUSY && attempt < 250 {
+                attempt += 1
+                usleep(20_000)
+            }
+        }
+    }
 
     private static func text(_ db: SQLiteDatabase, _ sql: String) throws(SQLiteError) -> String? {
         let s = try db.prepare(sql)
@@ -90,19 +110,24 @@ final class TaskStore {
     /// Brings an older schema up to date, one version per transaction. A newer schema (written by a
     /// later segget) is refused rather than damaged.
     private static func migrate(_ db: SQLiteDatabase) throws(SQLiteError) {
-        var version = Int(try db.integer("PRAGMA user_version"))
-        guard version <= schemaVersion else {
-            throw SQLiteError(
-                operation: "opening the queue", code: 0,
-                message: "the database has schema version \(version), newer than this segget's \(schemaVersion); use a newer segget")
-        }
-        while version < schemaVersion {
-            let step = migrations[version]
-            try db.transaction { () throws(SQLiteError) in
-                try db.execute(step)
+        // The version is read again under the write lock of each step: two processes opening a new
+        // database at once must not both run the same step.
+        while true {
+            let done = try db.transaction { () throws(SQLiteError) -> Bool in
+                let version = Int(try db.integer("PRAGMA user_version"))
+                guard version <= schemaVersion else {
+                    throw SQLiteError(
+                        operation: "opening the queue", code: 0,
+                        message:
+                            "the database has schema version \(version), newer than this segget's \(schemaVersion); use a newer segget"
+                    )
+                }
+                guard version < schemaVersion else { return true }
+                try db.execute(migrations[version])
                 try db.execute("PRAGMA user_version = \(version + 1)")
+                return false
             }
-            version += 1
+            if done { return }
         }
     }
 
@@ -150,7 +175,9 @@ final class TaskStore {
         try db.execute("PRAGMA synchronous=NORMAL")
         defer { try? db.execute("PRAGMA synchronous=FULL") }
         try db.transaction { () throws(SQLiteError) in
-            for r in rows { try progressStatement.run([.int(Int64(bitPattern: r.0.value)), .int(r.total), .int(r.completed)]) }
+            for r in rows {
+                try progressStatement.run([.int(Int64(bitPattern: r.0.value)), .int(r.total), .int(r.completed)])
+            }
         }
     }
 
@@ -176,7 +203,8 @@ final class TaskStore {
     /// Every stored task. A row that cannot be decoded is reported, not skipped silently.
     func loadAll() throws(SQLiteError) -> [TaskRecord] {
         let s = try db.prepare(
-            "SELECT gid, urls, options, status, ord, directory, path, total_length, completed_length, error_code, error_kind, error_message, created_at, finished_at FROM tasks")
+            "SELECT gid, urls, options, status, ord, directory, path, total_length, completed_length, error_code, error_kind, error_message, created_at, finished_at FROM tasks"
+        )
         var out: [TaskRecord] = []
         let decoder = JSONDecoder()
         while try s.step() {
@@ -186,13 +214,15 @@ final class TaskStore {
                 let options = try? decoder.decode(TaskOptions.self, from: Data((s.text(2) ?? "").utf8)),
                 let directory = s.text(5)
             else {
-                throw SQLiteError(operation: "loading the queue", code: 0, message: "the row of task \(gid.gid) is damaged")
+                throw SQLiteError(
+                    operation: "loading the queue", code: 0, message: "the row of task \(gid.gid) is damaged")
             }
             out.append(
                 TaskRecord(
                     id: gid, urls: urls, options: options, status: status, order: Int(s.int64(4)), directory: directory,
                     path: s.text(6), totalLength: s.int64(7), completedLength: s.int64(8),
-                    errorCode: s.optionalInt64(9).map { Int($0) }, failure: s.text(10).flatMap(FailureKind.init(rawValue:)),
+                    errorCode: s.optionalInt64(9).map { Int($0) },
+                    failure: s.text(10).flatMap(FailureKind.init(rawValue:)),
                     errorMessage: s.text(11), createdAt: s.int64(12), finishedAt: s.optionalInt64(13)))
         }
         return out

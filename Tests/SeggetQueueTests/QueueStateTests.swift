@@ -1,4 +1,5 @@
 import Testing
+
 @testable import SeggetQueue
 
 private func id(_ n: Int) -> TaskID { TaskID(UInt64(n)) }
@@ -58,7 +59,9 @@ private func stops(_ actions: [QueueState.Action]) -> [TaskID] {
         // connection stays reserved for every slot still free.
         var t = scheduling(.init(maxActive: 5, connectionBudget: 16, defaultConnections: 8))
         var granted: [Int] = []
-        for n in 1...6 { granted += starts(t.add(id(n), want: .init(), paused: false, position: nil)).values.map(\.connections) }
+        for n in 1...6 {
+            granted += starts(t.add(id(n), want: .init(), paused: false, position: nil)).values.map(\.connections)
+        }
         #expect(granted == [8, 5, 1, 1, 1])
         #expect(t.grantedConnections == 16)
         #expect(t.entry(id(6))?.status == .waiting)
@@ -66,7 +69,8 @@ private func stops(_ actions: [QueueState.Action]) -> [TaskID] {
 
     @Test func aTaskAskingForFewerConnectionsGetsWhatItAsks() {
         var s = scheduling(.init(maxActive: 3, connectionBudget: 16, defaultConnections: 8))
-        #expect(starts(s.add(id(1), want: .init(connections: 2), paused: false, position: nil))[id(1)]?.connections == 2)
+        #expect(
+            starts(s.add(id(1), want: .init(connections: 2), paused: false, position: nil))[id(1)]?.connections == 2)
     }
 
     @Test func aBudgetSmallerThanMaxActiveLimitsTheSlots() {
@@ -77,7 +81,8 @@ private func stops(_ actions: [QueueState.Action]) -> [TaskID] {
     }
 
     @Test func globalSpeedIsSharedAndPerTaskCapApplies() {
-        var s = QueueState(limits: .init(maxActive: 2, connectionBudget: 16, maxOverallSpeed: 1000, defaultConnections: 4))
+        var s = QueueState(
+            limits: .init(maxActive: 2, connectionBudget: 16, maxOverallSpeed: 1000, defaultConnections: 4))
         _ = s.add(id(1), want: .init(), paused: false, position: nil)
         _ = s.add(id(2), want: .init(maxSpeed: 100), paused: false, position: nil)
         let g = starts(s.startScheduling())
@@ -257,7 +262,10 @@ private func stops(_ actions: [QueueState.Action]) -> [TaskID] {
         #expect(s.activeOrder.count == 2)
         _ = s.downloadEnded(id(1), .completed)
         #expect(s.activeOrder == [id(2)])
-        #expect(starts(s.setLimits(.init(maxActive: 3, connectionBudget: 16, defaultConnections: 4))).keys.sorted() == [id(3), id(4)])
+        #expect(
+            starts(s.setLimits(.init(maxActive: 3, connectionBudget: 16, defaultConnections: 4))).keys.sorted() == [
+                id(3), id(4),
+            ])
     }
 
     @Test func restoreRestartsActiveFirstAndKeepsOrders() {
@@ -265,7 +273,9 @@ private func stops(_ actions: [QueueState.Action]) -> [TaskID] {
         for n in 1...6 { _ = s.add(id(n), want: .init(connections: Int(n)), paused: n == 5, position: nil) }
         _ = s.downloadEnded(id(1), .completed)  // 3 starts
         _ = try? s.remove(id(6))
-        let stored = s.tasks.map { QueueState.Stored(id: $0.key, status: $0.value.status, want: $0.value.want, order: $0.value.order) }
+        let stored = s.tasks.map {
+            QueueState.Stored(id: $0.key, status: $0.value.status, want: $0.value.want, order: $0.value.order)
+        }
         var r = QueueState(limits: .init(maxActive: 1), restoring: stored)
         #expect(r.queue == [2, 3, 4, 5].map(id))
         #expect(r.history == [id(1), id(6)])
@@ -302,18 +312,24 @@ private func stops(_ actions: [QueueState.Action]) -> [TaskID] {
         var problems: [String] = []
         let slots = min(s.limits.maxActive, s.limits.connectionBudget)
         if !limitsLowered {
-            if s.grantedConnections > s.limits.connectionBudget { problems.append("connections \(s.grantedConnections) > budget") }
+            if s.grantedConnections > s.limits.connectionBudget {
+                problems.append("connections \(s.grantedConnections) > budget")
+            }
             if s.running.count > slots { problems.append("running \(s.running.count) > slots \(slots)") }
         }
         // The global speed never changes in the walk, so it holds even across changes of the slots.
         if let g = s.limits.maxOverallSpeed, s.grantedSpeed > g { problems.append("speed \(s.grantedSpeed) > \(g)") }
         var seen = Set<TaskID>()
         for id in s.queue {
-            if !(s.entry(id)?.status.isQueued ?? false) { problems.append("\(id) in queue with status \(String(describing: s.entry(id)?.status))") }
+            if !(s.entry(id)?.status.isQueued ?? false) {
+                problems.append("\(id) in queue with status \(String(describing: s.entry(id)?.status))")
+            }
             if !seen.insert(id).inserted { problems.append("\(id) twice") }
         }
         for id in s.activeOrder {
-            if s.entry(id)?.status != .active || s.entry(id)?.running == nil { problems.append("\(id) active but not running") }
+            if s.entry(id)?.status != .active || s.entry(id)?.running == nil {
+                problems.append("\(id) active but not running")
+            }
             if !seen.insert(id).inserted { problems.append("\(id) twice") }
         }
         for id in s.history {
@@ -329,7 +345,8 @@ private func stops(_ actions: [QueueState.Action]) -> [TaskID] {
         }
         // Liveness: a waiting task never sits idle while a slot and a connection are free.
         let speedLeft = s.limits.maxOverallSpeed.map { $0 - s.grantedSpeed >= s.speedFloor(slots: slots) } ?? true
-        if s.scheduling && !limitsLowered, s.queue.contains(where: { s.entry($0)?.status == .waiting && s.entry($0)?.running == nil }),
+        if s.scheduling && !limitsLowered,
+            s.queue.contains(where: { s.entry($0)?.status == .waiting && s.entry($0)?.running == nil }),
             s.running.count < slots, s.grantedConnections < s.limits.connectionBudget, speedLeft
         {
             problems.append("a task waits although a slot and connections are free")
@@ -342,7 +359,8 @@ private func stops(_ actions: [QueueState.Action]) -> [TaskID] {
         var rng = Rng(state: UInt64(seed) &* 0x9E37_79B9_7F4A_7C15 &+ 1)
         var limits = QueueState.Limits(
             maxActive: 1 + rng.below(4), connectionBudget: 1 + rng.below(20),
-            maxOverallSpeed: rng.below(2) == 0 ? nil : Int64(1000 + rng.below(100_000)), defaultConnections: 1 + rng.below(8))
+            maxOverallSpeed: rng.below(2) == 0 ? nil : Int64(1000 + rng.below(100_000)),
+            defaultConnections: 1 + rng.below(8))
         var s = QueueState(limits: limits)
         var nextID: UInt64 = 1
         var lowered = false
@@ -353,8 +371,11 @@ private func stops(_ actions: [QueueState.Action]) -> [TaskID] {
             var actions: [QueueState.Action] = []
             switch rng.below(13) {
             case 0, 1:
-                actions += s.add(TaskID(nextID), want: .init(connections: rng.below(3) == 0 ? nil : 1 + rng.below(10),
-                    maxSpeed: rng.below(3) == 0 ? Int64(100 + rng.below(5000)) : nil),
+                actions += s.add(
+                    TaskID(nextID),
+                    want: .init(
+                        connections: rng.below(3) == 0 ? nil : 1 + rng.below(10),
+                        maxSpeed: rng.below(3) == 0 ? Int64(100 + rng.below(5000)) : nil),
                     paused: rng.below(5) == 0, position: rng.below(3) == 0 ? rng.below(6) : nil)
                 nextID += 1
             case 2: actions += (try? s.pause(pick)) ?? []
@@ -369,7 +390,9 @@ private func stops(_ actions: [QueueState.Action]) -> [TaskID] {
                     runningBefore.remove(ending)
                     actions += s.downloadEnded(ending, endings[rng.below(3)])
                 }
-            case 7: actions += (try? s.changePosition(pick, rng.below(7) - 3, [.set, .current, .end][rng.below(3)]))?.1 ?? []
+            case 7:
+                actions +=
+                    (try? s.changePosition(pick, rng.below(7) - 3, [.set, .current, .end][rng.below(3)]))?.1 ?? []
             case 8: try? s.removeResult(pick)
             case 9: if rng.below(4) == 0 { _ = s.purgeResults() }
             case 10:
@@ -397,7 +420,9 @@ private func stops(_ actions: [QueueState.Action]) -> [TaskID] {
             if !problems.isEmpty { return }
         }
         // A restore from the stored fields reproduces the lists.
-        let stored = s.tasks.map { QueueState.Stored(id: $0.key, status: $0.value.status, want: $0.value.want, order: $0.value.order) }
+        let stored = s.tasks.map {
+            QueueState.Stored(id: $0.key, status: $0.value.status, want: $0.value.want, order: $0.value.order)
+        }
         let r = QueueState(limits: limits, restoring: stored)
         let wasActive = s.activeOrder
         #expect(r.queue == wasActive + s.queue, "seed \(seed)")

@@ -1,6 +1,9 @@
+import Dispatch
 import Glibc
 import Segget
+import Synchronization
 import Testing
+
 @testable import SeggetQueue
 
 @Suite struct TaskStoreTests {
@@ -8,12 +11,14 @@ import Testing
         TaskRecord(
             id: TaskID(n), urls: ["http://127.0.0.1:1/\(n)", "http://127.0.0.1:2/\(n)"],
             options: TaskOptions(
-                directory: "sub", outputName: "f\(n).bin", headers: ["X-A: 1"], userAgent: "ua", referer: "r", proxy: nil,
+                directory: "sub", outputName: "f\(n).bin", headers: ["X-A: 1"], userAgent: "ua", referer: "r",
+                proxy: nil,
                 connections: 3, maxSpeed: 1000, checksum: "sha-256=" + String(repeating: "ab", count: 32)),
             status: status, order: order, directory: "/tmp/x", path: n % 2 == 0 ? "/tmp/x/f\(n).bin" : nil,
             totalLength: Int64(n % 1000) * 100, completedLength: Int64(n % 1000) * 10,
             errorCode: status == .error ? 3 : nil, failure: status == .error ? .httpStatus : nil,
-            errorMessage: status == .error ? "the server answered 404." : nil, createdAt: 1_700_000_000 + Int64(n % 1000),
+            errorMessage: status == .error ? "the server answered 404." : nil,
+            createdAt: 1_700_000_000 + Int64(n % 1000),
             finishedAt: status.isStopped ? 1_700_000_100 : nil)
     }
 
@@ -62,6 +67,21 @@ import Testing
         #expect(try db.integer("PRAGMA user_version") == Int64(TaskStore.schemaVersion))
     }
 
+    /// Several connections (in the daemon and, say, a tool reading beside it) creating the same new
+    /// database at once: each migration step runs once, and every open succeeds.
+    @Test func concurrentFirstOpensAllSucceed() throws {
+        for round in 0..<5 {
+            let dir = try QueueTempDir()
+            let path = dir.path("q\(round).sqlite")
+            let failures = Mutex<[String]>([])
+            DispatchQueue.concurrentPerform(iterations: 6) { _ in
+                do { _ = try TaskStore(path: path) } catch { failures.withLock { $0.append("\(error)") } }
+            }
+            #expect(failures.withLock { $0 } == [])
+            #expect(try SQLiteDatabase(path: path).integer("PRAGMA user_version") == Int64(TaskStore.schemaVersion))
+        }
+    }
+
     @Test func aNewerSchemaIsRefusedNotDamaged() throws {
         let dir = try QueueTempDir()
         let path = dir.path("q.sqlite")
@@ -72,7 +92,9 @@ import Testing
         #expect(throws: SQLiteError.self) { _ = try TaskStore(path: path) }
         let db = try SQLiteDatabase(path: path)
         #expect(try db.integer("PRAGMA user_version") == 99)
-        #expect(throws: QueueError.self) { _ = try DownloadQueue(databasePath: path, settings: QueueSettings(downloadRoot: dir.path)) }
+        #expect(throws: QueueError.self) {
+            _ = try DownloadQueue(databasePath: path, settings: QueueSettings(downloadRoot: dir.path))
+        }
     }
 
     @Test func aDamagedRowIsReported() throws {
@@ -117,8 +139,10 @@ import Testing
         try OptionRules.check(
             urls: ["HTTPS://example.com/x", "http://m/x"],
             options: TaskOptions(
-                directory: "a/b", outputName: "x.iso", headers: ["Authorization: Bearer t"], userAgent: "u", referer: "r",
-                proxy: "http://p:3128", connections: 128, maxSpeed: 0, checksum: "md5=" + String(repeating: "0", count: 32)))
+                directory: "a/b", outputName: "x.iso", headers: ["Authorization: Bearer t"], userAgent: "u",
+                referer: "r",
+                proxy: "http://p:3128", connections: 128, maxSpeed: 0,
+                checksum: "md5=" + String(repeating: "0", count: 32)))
         try OptionRules.check(urls: Self.good, options: TaskOptions(outputName: "..hidden"))
     }
 }
