@@ -50,19 +50,24 @@ public final class RPCServer: Sendable {
     public let host: String
     public let port: Int
     public let maxRequestBytes: Int
+    /// An HTTP connection silent this long is closed (a WebSocket is not: it may rightly stay quiet).
+    public let idleTimeout: TimeAmount
     /// All calls run here, one at a time: queue commands see one order, and the event loops never block.
     private let work = DispatchQueue(label: "segget.rpc")
     private let serverChannel = NIOLockedValueBox<Channel?>(nil)
     /// Open client connections, closed by `close()` so that a keep-alive client cannot hold shutdown up.
     private let connections = NIOLockedValueBox<[ObjectIdentifier: Channel]>([:])
 
-    public init(processor: RPCProcessor, hub: NotificationHub, host: String, port: Int, maxRequestBytes: Int = 2 << 20)
-    {
+    public init(
+        processor: RPCProcessor, hub: NotificationHub, host: String, port: Int, maxRequestBytes: Int = 2 << 20,
+        idleTimeout: TimeAmount = .seconds(120)
+    ) {
         self.processor = processor
         self.hub = hub
         self.host = host
         self.port = port
         self.maxRequestBytes = maxRequestBytes
+        self.idleTimeout = idleTimeout
     }
 
     enum Connection {
@@ -73,6 +78,7 @@ public final class RPCServer: Sendable {
     /// Binds, calls `ready` with the bound port, then serves until `close()`.
     public func run(ready: @Sendable (Int) -> Void) async throws {
         let maxBytes = maxRequestBytes
+        let idleTimeout = self.idleTimeout
         let channel: NIOAsyncChannel<EventLoopFuture<Connection>, Never> = try await ServerBootstrap(
             group: MultiThreadedEventLoopGroup.singleton
         )
@@ -83,6 +89,8 @@ public final class RPCServer: Sendable {
             connections.withLockedValue { $0[key] = channel }
             channel.closeFuture.whenComplete { _ in connections.withLockedValue { _ = $0.removeValue(forKey: key) } }
             return channel.eventLoop.makeCompletedFuture {
+                try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: idleTimeout), name: "idle")
+                try channel.pipeline.syncOperations.addHandler(IdleConnectionCloser(), name: "idle-close")
                 let upgrader = NIOTypedWebSocketServerUpgrader<Connection>(
                     maxFrameSize: maxBytes,
                     shouldUpgrade: { channel, head in
@@ -91,6 +99,8 @@ public final class RPCServer: Sendable {
                     },
                     upgradePipelineHandler: { channel, _ in
                         channel.eventLoop.makeCompletedFuture {
+                            channel.pipeline.syncOperations.removeHandler(name: "idle-close", promise: nil)
+                            channel.pipeline.syncOperations.removeHandler(name: "idle", promise: nil)
                             try channel.pipeline.syncOperations.addHandler(
                                 NIOWebSocketFrameAggregator(
                                     minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 1024,
@@ -265,6 +275,19 @@ public final class RPCServer: Sendable {
                 group.cancelAll()
                 mailbox.finish()
             }
+        }
+    }
+}
+
+/// Closes a connection when the IdleStateHandler before it reports silence.
+final class IdleConnectionCloser: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is IdleStateHandler.IdleStateEvent {
+            context.close(promise: nil)
+        } else {
+            context.fireUserInboundEventTriggered(event)
         }
     }
 }

@@ -1,4 +1,5 @@
 import Glibc
+import NIOCore
 import Synchronization
 import Testing
 
@@ -15,10 +16,10 @@ struct RunningServer {
     let port: Int
     let task: Task<Void, any Error>
 
-    init(maxRequestBytes: Int = 4096) async throws {
+    init(maxRequestBytes: Int = 4096, idleTimeout: TimeAmount = .seconds(120)) async throws {
         let server = RPCServer(
             processor: RPCProcessor(secret: "k", handler: EchoHandler()), hub: NotificationHub(), host: "127.0.0.1",
-            port: 0, maxRequestBytes: maxRequestBytes)
+            port: 0, maxRequestBytes: maxRequestBytes, idleTimeout: idleTimeout)
         let box = PortBox()
         task = Task { try await server.run { p in box.port.withLock { $0 = p } } }
         var port: Int?
@@ -124,6 +125,41 @@ struct RunningServer {
         let started = ContinuousClock.now
         await s.stop()
         #expect(ContinuousClock.now - started < .seconds(5))
+    }
+
+    @Test func silentHTTPConnectionIsClosedButAWebSocketIsNot() async throws {
+        let s = try await RunningServer(idleTimeout: .milliseconds(300))
+        let quiet = try RPCClient(port: s.port).connectSocket()
+        defer { close(quiet) }
+        var tv = timeval(tv_sec: 5, tv_usec: 0)
+        _ = setsockopt(quiet, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        var byte: UInt8 = 0
+        let started = ContinuousClock.now
+        #expect(recv(quiet, &byte, 1, 0) == 0)  // closed by the server, not timed out here
+        #expect(ContinuousClock.now - started < .seconds(3))
+
+        let ws = try RPCClient(port: s.port).connectSocket()
+        defer { close(ws) }
+        _ = setsockopt(ws, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        let handshake = Array(
+            ("GET /jsonrpc HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").utf8)
+        _ = handshake.withUnsafeBytes { send(ws, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let n = buffer.withUnsafeMutableBytes { recv(ws, $0.baseAddress, $0.count, 0) }
+        #expect(String(decoding: buffer[0..<max(0, n)], as: UTF8.self).hasPrefix("HTTP/1.1 101"))
+        try await Task.sleep(for: .milliseconds(900))  // three idle timeouts
+        // One masked text frame carrying a call; the reply frame must come back.
+        let payload = Array(#"{"id":5,"method":"echo","params":["token:k",7]}"#.utf8)
+        let mask: [UInt8] = [1, 2, 3, 4]
+        var frame: [UInt8] = [0x81, 0x80 | UInt8(payload.count)] + mask
+        frame += payload.enumerated().map { $0.element ^ mask[$0.offset % 4] }
+        _ = frame.withUnsafeBytes { send(ws, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        let m = buffer.withUnsafeMutableBytes { recv(ws, $0.baseAddress, $0.count, 0) }
+        #expect(m > 2)
+        let reply = String(decoding: buffer[min(2, max(0, m))..<max(0, m)], as: UTF8.self)
+        #expect(reply == #"{"id":5,"jsonrpc":"2.0","result":[7]}"#)
+        await s.stop()
     }
 
     @Test func clientResponseParsing() throws {
