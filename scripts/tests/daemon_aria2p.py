@@ -206,6 +206,16 @@ def main():
             header_seen = any(marker in line and "/c.bin" in line for line in f)
         check("the header option reached the server", header_seen)
 
+        # A missing file: status error, aria2's code 3 (resource not found), a message, a notification.
+        missing = api.client.add_uri([f"{a.base}/no-such-file.bin"])
+        check("a 404 ends in status error", wait_for(lambda: status(api, missing)["status"] == "error", 20),
+              status(api, missing)["status"])
+        err = api.client.tell_status(missing, ["errorCode", "errorMessage"])
+        check("errorCode 3 and a message for the 404", err.get("errorCode") == "3" and err.get("errorMessage"),
+              json.dumps(err)[:160])
+        check("onDownloadError for the 404", wait_for(lambda: notes.has("aria2.onDownloadError", missing), 5))
+        gids.add(missing)
+
         stopped = {d["gid"]: d["status"] for d in api.client.tell_stopped(0, 1000, ["gid", "status"])}
         check("tellStopped lists the finished and the removed",
               all(stopped.get(d.gid) == "complete" for d in rest) and stopped.get(d_remove.gid) == "removed")
