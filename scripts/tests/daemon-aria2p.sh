@@ -18,7 +18,11 @@ VENV="$ROOT/.build/aria2p-venv"
 if [ ! -x "$VENV/bin/aria2p" ]; then
     log "creating $VENV with aria2p and websockets"
     python3 -m venv "$VENV"
-    "$VENV/bin/pip" install -q aria2p websockets
+    "$VENV/bin/pip" install -q aria2p websockets || {
+        rm -rf "$VENV"
+        echo "daemon-aria2p: could not install aria2p and websockets from PyPI (pip failed above); this test needs them." >&2
+        exit 1
+    }
 fi
 
 WORK="$(mktemp -d /tmp/segget-daemon-aria2p.XXXXXX)"
