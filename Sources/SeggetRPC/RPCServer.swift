@@ -1,4 +1,5 @@
 import Dispatch
+import Glibc
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
@@ -139,6 +140,12 @@ public final class RPCServer: Sendable {
                 }
             }
         }
+    }
+
+    /// The system's words for a failure to listen (NIO's own description names its internals).
+    public static func describe(_ error: any Error) -> String {
+        if let io = error as? IOError { return String(cString: strerror(io.errnoCode)) }
+        return String(describing: error)
     }
 
     /// Stops accepting connections and closes the open ones; `run` then returns.

@@ -120,10 +120,7 @@ struct Daemon: ParsableCommand {
         do {
             queue = try DownloadQueue(databasePath: dbPath, settings: settings)
         } catch {
-            throw SeggetError(
-                .fileSystem,
-                "Cannot open the queue database \(dbPath): \(error). Check the path and its permissions, or give --database."
-            )
+            throw SeggetError(.fileSystem, "\(error.message) Give --database to use another file.")
         }
 
         let hub = NotificationHub()
@@ -164,7 +161,7 @@ struct Daemon: ParsableCommand {
                     outcome.set(
                         SeggetError(
                             .network,
-                            "Cannot listen on port \(port): \(error). Is another daemon or aria2c running? Give another --rpc-listen-port."
+                            "Cannot listen on port \(port): \(RPCServer.describe(error)). Is another daemon or aria2c running? Give another --rpc-listen-port."
                         ))
                     stop.fire(force: true)
                 }
