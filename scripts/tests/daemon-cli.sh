@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # segget's own client verbs against a running `segget daemon`: add (with -o, -d, -H, --paused),
-# ls (table and --json), pause, resume, rm, the exit code when no daemon runs, and a clean stop on
-# SIGTERM. Files come from segget-testserver; every finished file is compared with its source.
+# ls (table and --json), pause, resume, rm, the exit code when no daemon runs, --rpc-listen-all
+# refused without --rpc-secret, and a clean stop on SIGTERM. Files come from segget-testserver; every finished file is compared with its source.
 source "$(dirname "$0")/../lib/common.sh"
 
 SEGGET_BIN="${SEGGET_BIN:-$ROOT/.build/debug/segget}"
@@ -35,6 +35,13 @@ rc=$?
 set -e
 [ "$rc" -eq 3 ] || fail "ls without a daemon exited $rc, expected 3"
 grep -q "Cannot reach the segget daemon" "$WORK/ls-none.err" || fail "ls without a daemon said: $(cat "$WORK/ls-none.err")"
+
+set +e
+"$SEGGET_BIN" daemon --rpc-listen-all --rpc-listen-port "$SEGGET_RPC_PORT" --dir "$WORK/dl" --database "$WORK/x.sqlite" \
+    2>"$WORK/all.err"
+rc=$?
+set -e
+[ "$rc" -eq 2 ] && grep -q "give --rpc-secret" "$WORK/all.err" || fail "--rpc-listen-all without a secret: exit $rc, $(cat "$WORK/all.err")"
 
 "$SEGGET_BIN" daemon --rpc-listen-port "$SEGGET_RPC_PORT" --rpc-secret "$SEGGET_RPC_SECRET" --dir "$WORK/dl" \
     --database "$WORK/q.sqlite" 2>"$WORK/daemon.err" &
@@ -87,4 +94,4 @@ set -e
 DAEMON_PID=""
 [ "$rc" -eq 0 ] || fail "the daemon exited $rc on SIGTERM"
 grep -q "stopped" "$WORK/daemon.err" || fail "the daemon did not report a clean stop"
-echo "daemon-cli: OK: add (-o, -d, -H, -n, --paused), ls (table, --json), pause, resume, rm, exit 3 without a daemon, exit 2 on a wrong secret, clean SIGTERM"
+echo "daemon-cli: OK: add (-o, -d, -H, -n, --paused), ls (table, --json), pause, resume, rm, exit 3 without a daemon, exit 2 on a wrong secret, --rpc-listen-all refused without a secret, clean SIGTERM"
