@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # segget's own client verbs against a running `segget daemon`: add (with -o, -d, -H, --paused),
 # ls (table and --json), pause, resume, rm, the exit code when no daemon runs, --rpc-listen-all
-# refused without --rpc-secret, and a clean stop on SIGTERM. Files come from segget-testserver; every finished file is compared with its source.
+# refused without --rpc-secret, and a clean stop on SIGTERM. Files come from segget-testserver;
+# every finished file is compared with its source.
 source "$(dirname "$0")/../lib/common.sh"
 
 SEGGET_BIN="${SEGGET_BIN:-$ROOT/.build/debug/segget}"
