@@ -147,9 +147,10 @@ public struct Aria2Methods: RPCMethodHandler {
         for raw in rawURIs {
             guard case .string(let url) = raw else { throw .invalidParams("each URL must be a string.") }
             let lower = url.lowercased()
-            guard lower.hasPrefix("http://") || lower.hasPrefix("https://"),
-                !url.unicodeScalars.contains(where: { $0.value < 0x21 || $0.value == 0x7F })
-            else {
+            guard !url.unicodeScalars.contains(where: { $0.value < 0x21 || $0.value == 0x7F }) else {
+                throw .failed("A URL contains a space or a control character (CR, LF, …); percent-encode it.")
+            }
+            guard lower.hasPrefix("http://") || lower.hasPrefix("https://") else {
                 throw .failed("'\(url)' is not an http:// or https:// URL; segget downloads HTTP and HTTPS only.")
             }
             urls.append(url)
