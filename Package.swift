@@ -8,11 +8,13 @@ let package = Package(
         .library(name: "Segget", targets: ["Segget"]),
         .library(name: "SeggetVerify", targets: ["SeggetVerify"]),
         .library(name: "SeggetJournal", targets: ["SeggetJournal"]),
+        .library(name: "SeggetQueue", targets: ["SeggetQueue"]),
         .executable(name: "segget", targets: ["segget"]),
         .executable(name: "segget-testserver", targets: ["segget-testserver"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     ],
     targets: [
         // libcurl through typed, non-variadic wrappers (the only C the project has).
@@ -33,19 +35,44 @@ let package = Package(
         .target(name: "SeggetJournal"),
         // The engine: probe, plan, fetch, storage, download orchestration.
         .target(name: "Segget", dependencies: ["CCurl", "SeggetVerify", "SeggetJournal"]),
+        // SQLite for the download queue's durable state.
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
+        // A durable download manager: scheduling, connection and speed budgets, SQLite state.
+        .target(name: "SeggetQueue", dependencies: ["Segget", "SeggetJournal", "SeggetVerify", "CSQLite"]),
         .executableTarget(
             name: "segget",
-            dependencies: ["Segget", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["Segget", "SeggetRPC", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        // aria2-compatible JSON-RPC over HTTP and WebSocket for `segget daemon`, on SwiftNIO.
+        .target(
+            name: "SeggetRPC",
+            dependencies: [
+                "Segget",
+                "SeggetQueue",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+            ]
         ),
         // An HTTP/1.1 server that misbehaves on purpose, for tests, demos and benchmarks.
         .target(name: "SeggetTestServer"),
         .executableTarget(name: "segget-testserver", dependencies: ["SeggetTestServer"]),
         // A program using the library's async API (docs/library.md); built so that it never rots.
         .executableTarget(name: "segget-example", dependencies: ["Segget"], path: "Examples/ProgressDownload"),
+        // A program using the queue (docs/queue.md); the durability tests kill -9 it.
+        .executableTarget(name: "segget-queue-example", dependencies: ["SeggetQueue"], path: "Examples/QueueDownload"),
 
         .testTarget(name: "SeggetTests", dependencies: ["Segget"]),
         .testTarget(name: "SeggetVerifyTests", dependencies: ["SeggetVerify"]),
         .testTarget(name: "SeggetJournalTests", dependencies: ["SeggetJournal"]),
+        .testTarget(name: "SeggetQueueTests", dependencies: ["SeggetQueue", "SeggetTestServer"]),
+        .testTarget(name: "SeggetRPCTests", dependencies: ["SeggetRPC", "SeggetQueue"]),
         .testTarget(
             name: "SeggetIntegrationTests",
             dependencies: ["Segget", "SeggetTestServer"]

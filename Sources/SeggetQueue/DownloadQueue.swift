@@ -1,0 +1,706 @@
+import Dispatch
+import Glibc
+import Segget
+import SeggetJournal
+import SeggetVerify
+import Synchronization
+
+/// A durable download manager: tasks queued, scheduled under limits, and kept in SQLite.
+///
+/// Every call that changes a task has written it to the database (WAL, synchronous=FULL) before it
+/// returns, so after `kill -9` or a power cut ``init(databasePath:settings:)`` finds every task in
+/// its last state; tasks that were active start again and resume from their journals (each task's
+/// output path is stored the first time it starts, so the restart targets the same file).
+///
+/// The scheduling decisions are ``QueueState``'s; this class carries out its actions: it starts and
+/// stops ``Download``s, stores rows, and publishes events. All state sits behind one lock; no lock is
+/// held while waiting on the network.
+public final class DownloadQueue: Sendable {
+    private let core: Mutex<Core>
+
+    private struct Live {
+        var grant: QueueState.Grant
+        var task: DownloadTask?
+        /// Set when a stop was asked for before the download existed (during its probe).
+        var stopRequested = false
+        var progress: DownloadProgress?
+        var lastSaved = 0.0
+    }
+
+    private struct Core {
+        var state: QueueState
+        var store: TaskStore?
+        var settings: QueueSettings
+        var policy: DirectoryPolicy
+        var records: [TaskID: TaskRecord]
+        var live: [TaskID: Live] = [:]
+        var subscribers: [Int: AsyncStream<QueueEvent>.Continuation] = [:]
+        var nextSubscriber = 0
+        var stoppedTotal: Int
+        var shutdownWaiters: [CheckedContinuation<Void, Never>] = []
+        var closed = false
+        /// The first storage failure of the current call (reported by the public method that caused it).
+        var storageError: QueueError?
+        var lastStorageError: QueueError?
+    }
+
+    /// Opens (or creates) the database at `databasePath` and restores every task in its last state.
+    /// Tasks that were active are started again when ``start()`` is called.
+    public init(databasePath: String, settings: QueueSettings) throws(QueueError) {
+        try Self.checkSettings(settings)
+        let policy = try DirectoryPolicy(root: settings.downloadRoot, allowAnyDirectory: settings.allowAnyDirectory)
+        let store: TaskStore
+        let records: [TaskRecord]
+        let stoppedTotal: Int64
+        do {
+            store = try TaskStore(path: databasePath)
+            records = try store.loadAll()
+            stoppedTotal = try store.counter("stopped_total")
+        } catch {
+            throw QueueError(
+                .storage,
+                "The queue database \(databasePath) could not be opened: \(error). Check the path and its permissions.")
+        }
+        var resolved = settings
+        resolved.downloadRoot = policy.root
+        let stored = records.map {
+            QueueState.Stored(id: $0.id, status: $0.status, want: Self.want($0.options), order: $0.order)
+        }
+        let state = QueueState(limits: Self.limits(resolved), restoring: stored)
+        core = Mutex(
+            Core(
+                state: state, store: store, settings: resolved, policy: policy,
+                records: Dictionary(uniqueKeysWithValues: records.map { ($0.id, $0) }),
+                stoppedTotal: max(Int(stoppedTotal), state.history.count)))
+    }
+
+    /// Begins scheduling: starts restored and queued tasks as the limits allow.
+    public func start() {
+        let launches = core.withLock { c -> [TaskID] in
+            guard !c.closed, !c.state.scheduling else { return [] }
+            return perform(c.state.startScheduling(), &c)
+        }
+        launch(launches)
+    }
+
+    /// A new subscription to task events: each access returns a fresh stream that sees every event
+    /// from then on (the newest 1,000 are buffered for a slow reader). It ends at ``shutdown(force:)``.
+    public var events: AsyncStream<QueueEvent> {
+        let (stream, sink) = AsyncStream.makeStream(of: QueueEvent.self, bufferingPolicy: .bufferingNewest(1000))
+        let key: Int? = core.withLock { c in
+            guard !c.closed else { return nil }
+            c.nextSubscriber += 1
+            c.subscribers[c.nextSubscriber] = sink
+            return c.nextSubscriber
+        }
+        if let key {
+            sink.onTermination = { [weak self] _ in self?.core.withLock { _ = $0.subscribers.removeValue(forKey: key) }
+            }
+        } else {
+            sink.finish()
+        }
+        return stream
+    }
+
+    // MARK: Changing tasks
+
+    /// Adds a task; it is in the database before this returns.
+    ///
+    /// - Parameters:
+    ///   - urls: the file's URL, then mirrors of the same file.
+    ///   - paused: add it paused (it waits for ``resume(_:)``).
+    ///   - position: its place in the waiting queue (0 = front); nil or past the end: the end.
+    @discardableResult
+    public func add(urls: [String], options: TaskOptions, paused: Bool = false, position: Int? = nil) throws(QueueError)
+        -> TaskID
+    {
+        try OptionRules.check(urls: urls, options: options)
+        let (id, launches) = try core.withLock { (c: inout Core) throws(QueueError) -> (TaskID, [TaskID]) in
+            try Self.checkOpen(c)
+            let directory = try c.policy.resolve(options.directory)
+            var id = TaskID(UInt64.random(in: 1...UInt64.max))
+            while c.records[id] != nil { id = TaskID(UInt64.random(in: 1...UInt64.max)) }
+            var next = c.state
+            let actions = next.add(id, want: Self.want(options), paused: paused, position: position)
+            let record = TaskRecord(
+                id: id, urls: urls, options: options, status: paused ? .paused : .waiting,
+                order: next.entry(id)?.order ?? 0,
+                directory: directory, path: options.outputName.map { OutputNames.join(directory, $0) },
+                createdAt: Int64(time(nil)))
+            do {
+                try c.store?.insert(record)
+            } catch {
+                throw QueueError(
+                    .storage, "The task could not be saved to the queue database: \(error). Nothing was added.")
+            }
+            c.records[id] = record
+            c.state = next
+            let launches = perform(actions, &c)
+            try Self.takeStorageError(&c)
+            return (id, launches)
+        }
+        launch(launches)
+        return id
+    }
+
+    /// Pauses a waiting or active task. An active one is stopped with its journal kept, so that
+    /// ``resume(_:)`` continues where it stopped, and moves to the front of the queue (as in aria2).
+    /// `force` is accepted for aria2's forcePause; both forms stop the transfer at once.
+    public func pause(_ id: TaskID, force: Bool = false) throws(QueueError) {
+        try change { (c: inout Core) throws(QueueError) in try c.state.pause(id) }
+    }
+
+    /// Pauses every waiting and active task.
+    public func pauseAll(force: Bool = false) {
+        try? change { (c: inout Core) in c.state.pauseAll() }
+    }
+
+    /// Puts a paused task back in the waiting queue, at its place.
+    public func resume(_ id: TaskID) throws(QueueError) {
+        try change { (c: inout Core) throws(QueueError) in try c.state.resume(id) }
+    }
+
+    public func resumeAll() {
+        try? change { (c: inout Core) in c.state.resumeAll() }
+    }
+
+    /// Stops a task (active, waiting or paused) and moves it to the history as `removed`. Its
+    /// partial file and journal stay on disk, as with aria2.
+    public func remove(_ id: TaskID, force: Bool = false) throws(QueueError) {
+        try change { (c: inout Core) throws(QueueError) in try c.state.remove(id) }
+    }
+
+    /// Forgets a stopped task (complete, error or removed).
+    public func removeResult(_ id: TaskID) throws(QueueError) {
+        try core.withLock { (c: inout Core) throws(QueueError) in
+            try Self.checkOpen(c)
+            try c.state.removeResult(id)
+            c.records[id] = nil
+            do { try c.store?.delete([id]) } catch {
+                throw QueueError(.storage, "The task could not be deleted from the queue database: \(error).")
+            }
+        }
+    }
+
+    /// Forgets every stopped task.
+    public func purgeResults() {
+        core.withLock { c in
+            guard !c.closed else { return }
+            let gone = c.state.purgeResults()
+            for id in gone { c.records[id] = nil }
+            do { try c.store?.delete(gone) } catch {
+                c.lastStorageError = QueueError(.storage, "Purging the history failed: \(error).")
+            }
+        }
+    }
+
+    /// Moves a waiting or paused task in the queue and returns its new place (clamped to the queue).
+    public func changePosition(_ id: TaskID, _ pos: Int, _ how: PositionOrigin) throws(QueueError) -> Int {
+        var place = 0
+        try change { (c: inout Core) throws(QueueError) in
+            let (p, actions) = try c.state.changePosition(id, pos, how)
+            place = p
+            return actions
+        }
+        return place
+    }
+
+    /// Replaces a task's options. Speed and connection changes apply the next time the task starts
+    /// (a running download cannot change them); directory and name only while it has no bytes yet.
+    public func changeOptions(_ id: TaskID, _ options: TaskOptions) throws(QueueError) {
+        guard let urls = core.withLock({ $0.records[id]?.urls }) else { throw QueueError.notFound(id) }
+        try OptionRules.check(urls: urls, options: options)
+        try core.withLock { (c: inout Core) throws(QueueError) in
+            try Self.checkOpen(c)
+            guard var r = c.records[id] else { throw QueueError.notFound(id) }
+            guard !r.status.isStopped else {
+                throw QueueError(
+                    .invalidState,
+                    "Task \(id.gid) has already stopped (\(r.status.rawValue)); its options can no longer change.")
+            }
+            if options.directory != r.options.directory || options.outputName != r.options.outputName {
+                guard r.status.isQueued, r.completedLength == 0, c.live[id] == nil else {
+                    throw QueueError(
+                        .invalidState,
+                        "Task \(id.gid) has already started writing its file, so its directory and name cannot change; remove it and add it again instead."
+                    )
+                }
+                r.directory = try c.policy.resolve(options.directory)
+                r.path = options.outputName.map { OutputNames.join(r.directory, $0) }
+            }
+            r.options = options
+            try c.state.setWant(id, Self.want(options))
+            do { try c.store?.update(r) } catch {
+                throw QueueError(.storage, "The options could not be saved: \(error).")
+            }
+            c.records[id] = r
+        }
+    }
+
+    // MARK: Reading
+
+    public func snapshot(_ id: TaskID) -> TaskSnapshot? {
+        core.withLock { c in c.records[id].map { Self.snapshot($0, c, position: c.state.position(of: id)) } }
+    }
+
+    /// Active tasks, in the order they started.
+    public func active() -> [TaskSnapshot] {
+        core.withLock { c in
+            c.state.activeOrder.compactMap { id in c.records[id].map { Self.snapshot($0, c, position: -1) } }
+        }
+    }
+
+    /// Waiting and paused tasks in queue order, aria2-style: offset ≥ 0 gives `[offset, offset+count)`;
+    /// a negative offset counts from the end (-1 = the last) and the list then runs backwards.
+    public func waiting(offset: Int, count: Int) -> [TaskSnapshot] {
+        core.withLock { c in
+            Self.window(Array(c.state.queue.indices), offset: offset, count: count).compactMap { i in
+                c.records[c.state.queue[i]].map { Self.snapshot($0, c, position: i) }
+            }
+        }
+    }
+
+    /// Stopped tasks (complete, error, removed), oldest first; negative offsets as for ``waiting(offset:count:)``.
+    public func stopped(offset: Int, count: Int) -> [TaskSnapshot] {
+        core.withLock { c in
+            Self.window(c.state.history, offset: offset, count: count).compactMap { id in
+                c.records[id].map { Self.snapshot($0, c, position: -1) }
+            }
+        }
+    }
+
+    public var settings: QueueSettings { core.withLock { $0.settings } }
+
+    /// Changes settings. Lowering `maxActive` or the budgets stops nothing: running tasks finish
+    /// under the grant they started with, and new starts wait until they fit.
+    public func changeSettings(_ s: QueueSettings) throws(QueueError) {
+        try Self.checkSettings(s)
+        let policy = try DirectoryPolicy(root: s.downloadRoot, allowAnyDirectory: s.allowAnyDirectory)
+        var resolved = s
+        resolved.downloadRoot = policy.root
+        try change { (c: inout Core) in
+            c.settings = resolved
+            c.policy = policy
+            return c.state.setLimits(Self.limits(resolved))
+        }
+    }
+
+    public func globalStat() -> GlobalStat {
+        core.withLock { c in
+            GlobalStat(
+                downloadSpeed: c.live.values.reduce(0) { $0 + Int64($1.progress?.bytesPerSecond ?? 0) },
+                numActive: c.state.activeOrder.count,
+                numWaiting: c.state.queue.count,
+                numStopped: c.state.history.count,
+                numStoppedTotal: c.stoppedTotal)
+        }
+    }
+
+    /// The last storage failure that no call could report (progress and background state writes).
+    public var lastStorageError: QueueError? { core.withLock { $0.lastStorageError } }
+
+    /// Stops every active task (journals kept; they stay active in the database, so that the next
+    /// open resumes them), stores progress, waits for the downloads to end and closes the database.
+    /// `force` is accepted for aria2's forceShutdown; both stop the transfers at once.
+    public func shutdown(force: Bool = false) async {
+        let first: Bool = core.withLock { c in
+            guard !c.closed && c.store != nil else { return false }
+            _ = perform(c.state.shutdown(), &c)
+            saveProgress(&c, force: true)
+            return true
+        }
+        guard first else { return }
+        await withCheckedContinuation { (k: CheckedContinuation<Void, Never>) in
+            let now: Bool = core.withLock { c in
+                if c.live.isEmpty { return true }
+                c.shutdownWaiters.append(k)
+                return false
+            }
+            if now { k.resume() }
+        }
+        let subscribers = core.withLock { c in
+            saveProgress(&c, force: true)
+            c.store?.close()
+            c.store = nil
+            c.closed = true
+            defer { c.subscribers = [:] }
+            return Array(c.subscribers.values)
+        }
+        // Outside the lock: finishing runs each stream's onTermination, which takes the lock.
+        for s in subscribers { s.finish() }
+    }
+
+    // MARK: Carrying out actions
+
+    /// Runs a state change and its actions under the lock, then launches what it started.
+    private func change(_ body: (inout Core) throws(QueueError) -> [QueueState.Action]) throws(QueueError) {
+        let launches = try core.withLock { (c: inout Core) throws(QueueError) -> [TaskID] in
+            try Self.checkOpen(c)
+            let actions = try body(&c)
+            let launches = perform(actions, &c)
+            try Self.takeStorageError(&c)
+            return launches
+        }
+        launch(launches)
+    }
+
+    /// Carries out actions under the lock; returns the tasks to launch once the lock is released.
+    private func perform(_ actions: [QueueState.Action], _ c: inout Core) -> [TaskID] {
+        var launches: [TaskID] = []
+        let now = Int64(time(nil))
+        for action in actions {
+            switch action {
+            case .start(let id, let grant):
+                c.live[id] = Live(grant: grant)
+                launches.append(id)
+            case .stop(let id):
+                if let task = c.live[id]?.task { task.cancel() } else { c.live[id]?.stopRequested = true }
+            case .status(let id, let status):
+                guard var r = c.records[id] else { continue }
+                r.status = status
+                r.order = c.state.entry(id)?.order ?? r.order
+                if status.isStopped {
+                    r.finishedAt = now
+                    c.stoppedTotal += 1
+                    let total = Int64(c.stoppedTotal)
+                    store(&c) { s throws(SQLiteError) in try s.setCounter("stopped_total", total) }
+                }
+                if status == .active {
+                    r.errorCode = nil
+                    r.errorMessage = nil
+                    r.failure = nil
+                    r.finishedAt = nil
+                }
+                c.records[id] = r
+                store(&c) { s throws(SQLiteError) in try s.update(r) }
+                let event: QueueEvent? =
+                    switch status {
+                    case .active: .started(id)
+                    case .paused: .paused(id)
+                    case .removed: .stopped(id)
+                    case .complete: .completed(id)
+                    case .error: .failed(id)
+                    case .waiting: nil
+                    }
+                if let event { for s in c.subscribers.values { s.yield(event) } }
+            case .reordered:
+                let orders = c.state.queue.compactMap { id in c.state.entry(id).map { (id, $0.order) } }
+                for (id, order) in orders { c.records[id]?.order = order }
+                store(&c) { s throws(SQLiteError) in try s.updateOrders(orders) }
+            }
+        }
+        return launches
+    }
+
+    /// Runs a store write, remembering a failure for the calling method to throw.
+    private func store(_ c: inout Core, _ body: (TaskStore) throws(SQLiteError) -> Void) {
+        guard let s = c.store else { return }
+        do {
+            try body(s)
+        } catch {
+            let e = QueueError(
+                .storage, "The queue database could not be written: \(error). The change is not durable.")
+            c.storageError = c.storageError ?? e
+            c.lastStorageError = e
+        }
+    }
+
+    private static func takeStorageError(_ c: inout Core) throws(QueueError) {
+        if let e = c.storageError {
+            c.storageError = nil
+            throw e
+        }
+    }
+
+    private static func checkOpen(_ c: Core) throws(QueueError) {
+        if c.closed { throw QueueError(.invalidState, "The queue has been shut down; open it again to make changes.") }
+    }
+
+    /// Stores completed lengths of running tasks (each at most every `progressSaveInterval` unless forced).
+    private func saveProgress(_ c: inout Core, force: Bool) {
+        let now = monotonicNow()
+        var rows: [(TaskID, total: Int64, completed: Int64)] = []
+        for (id, live) in c.live where force || now - live.lastSaved >= c.settings.progressSaveInterval {
+            guard let r = c.records[id], live.progress != nil else { continue }
+            rows.append((id, r.totalLength, r.completedLength))
+            c.live[id]?.lastSaved = now
+        }
+        store(&c) { s throws(SQLiteError) in try s.updateProgress(rows) }
+        c.storageError = nil
+    }
+
+    // MARK: Running downloads
+
+    private func launch(_ ids: [TaskID]) {
+        for id in ids {
+            DispatchQueue.global().async { self.prepareAndStart(id) }
+        }
+    }
+
+    /// Off the lock: creates the directory, fixes the output path (probing for the server's file
+    /// name the first time), then starts the download and watches it.
+    private func prepareAndStart(_ id: TaskID) {
+        guard
+            let (record, policy) = core.withLock({ c -> (TaskRecord, DirectoryPolicy)? in
+                guard let r = c.records[id], let l = c.live[id], !l.stopRequested else { return nil }
+                return (r, c.policy)
+            })
+        else {
+            ended(id, .interrupted)
+            return
+        }
+        let directory: String
+        do {
+            directory = try policy.prepare(record.directory)
+        } catch {
+            ended(id, .failed(SeggetError(.fileSystem, error.message)))
+            return
+        }
+        if let path = record.path, let size = Self.finishedEarlier(record, path: path) {
+            ended(id, .completed(path: path, bytes: size))
+            return
+        }
+        var suggested: String?
+        if record.path == nil {
+            let info = try? Download(url: record.urls[0], options: downloadOptions(record, grant: nil)).probe()
+            suggested = info?.suggestedFileName ?? FileName.fromURLPath(record.urls[0])
+        }
+        let started: DownloadTask? = core.withLock { c in
+            guard var r = c.records[id], c.live[id] != nil, c.live[id]?.stopRequested == false,
+                let grant = c.live[id]?.grant
+            else {
+                return nil
+            }
+            if r.path == nil, let name = suggested {
+                r.path = Self.freePath(name: name, directory: directory, records: c.records, except: id)
+                r.directory = directory
+                c.records[id] = r
+                let saved = r
+                store(&c) { s throws(SQLiteError) in try s.update(saved) }
+                c.storageError = nil
+            }
+            let task = Download(url: r.urls[0], options: downloadOptions(r, grant: grant)).start()
+            c.live[id]?.task = task
+            return task
+        }
+        guard let started else {
+            ended(id, .interrupted)
+            return
+        }
+        Task.detached {
+            for await p in started.progress { self.progressed(id, p) }
+            let finish: Finish
+            do throws(SeggetError) {
+                let r = try await started.result()
+                finish = .completed(path: r.path, bytes: r.bytes)
+            } catch {
+                finish = error.kind == .interrupted ? .interrupted : .failed(error)
+            }
+            self.ended(id, finish)
+        }
+    }
+
+    private func progressed(_ id: TaskID, _ p: DownloadProgress) {
+        core.withLock { c in
+            guard c.live[id] != nil, c.records[id] != nil else { return }
+            c.live[id]?.progress = p
+            c.records[id]?.completedLength = p.completedBytes
+            if let t = p.totalBytes { c.records[id]?.totalLength = t }
+            saveProgress(&c, force: false)
+        }
+    }
+
+    /// How one run of a task's download ended.
+    private enum Finish {
+        case completed(path: String, bytes: Int64)
+        case failed(SeggetError)
+        /// Stopped on request; the journal is kept.
+        case interrupted
+    }
+
+    /// The size of a file a killed run had already finished and renamed into place (the queue died
+    /// before storing that): the final file is there with the stored length and neither the partial
+    /// file nor the journal is left. Only for a task that had made progress, so that a file the
+    /// user already had under that name is never taken for it.
+    private static func finishedEarlier(_ r: TaskRecord, path: String) -> Int64? {
+        guard r.completedLength > 0, r.totalLength > 0, !exists(path + ".segget-part"),
+            !exists(path + ".segget-journal"),
+            let size = PosixFile.fileSize(path: path), size == r.totalLength
+        else { return nil }
+        return size
+    }
+
+    private func ended(_ id: TaskID, _ outcome: Finish) {
+        let launches: [TaskID] = core.withLock { c in
+            guard c.live.removeValue(forKey: id) != nil else { return [] }
+            let ending: QueueState.Ending
+            if var r = c.records[id] {
+                switch outcome {
+                case .completed(let path, let bytes):
+                    r.path = path
+                    r.totalLength = bytes
+                    r.completedLength = bytes
+                    ending = .completed
+                case .interrupted:
+                    ending = .interrupted
+                case .failed(let e):
+                    r.failure = e.kind
+                    r.errorCode = Self.aria2ErrorCode(e)
+                    r.errorMessage = e.message
+                    ending = .failed
+                }
+                c.records[id] = r
+                let saved = r
+                store(&c) { s throws(SQLiteError) in try s.update(saved) }
+            } else {
+                ending = .interrupted
+            }
+            let launches = perform(c.state.downloadEnded(id, ending), &c)
+            c.storageError = nil
+            if c.live.isEmpty {
+                for w in c.shutdownWaiters { w.resume() }
+                c.shutdownWaiters = []
+            }
+            return launches
+        }
+        launch(launches)
+    }
+
+    private func downloadOptions(_ r: TaskRecord, grant: QueueState.Grant?) -> DownloadOptions {
+        var o = DownloadOptions()
+        o.mirrors = Array(r.urls.dropFirst())
+        o.outputPath = r.path
+        o.directory = r.path == nil ? r.directory : nil
+        o.transfer.headers = r.options.headers
+        if let v = r.options.userAgent { o.transfer.userAgent = v }
+        o.transfer.referer = r.options.referer
+        o.transfer.proxy = r.options.proxy
+        if let c = r.options.checksum, let d = try? ExpectedDigest(parsing: c) { o.checksums = [d] }
+        if let g = grant {
+            o.connections = g.connections
+            o.maxSpeed = g.speed
+        }
+        return o
+    }
+
+    // MARK: Helpers
+
+    /// `directory/name`, numbered (`name.1.ext`, …) when another task or a file already has it.
+    private static func freePath(name: String, directory: String, records: [TaskID: TaskRecord], except: TaskID)
+        -> String
+    {
+        let taken = Set(records.values.filter { $0.id != except }.compactMap(\.path))
+        var n = 0
+        while true {
+            let candidate = OutputNames.join(directory, n == 0 ? name : OutputNames.numbered(name, n))
+            if !taken.contains(candidate) && !exists(candidate) && !exists(candidate + ".segget-part") {
+                return candidate
+            }
+            n += 1
+        }
+    }
+
+    private static func exists(_ path: String) -> Bool {
+        var st = stat()
+        return lstat(path, &st) == 0
+    }
+
+    private static func want(_ o: TaskOptions) -> QueueState.Want {
+        QueueState.Want(connections: o.connections, maxSpeed: o.maxSpeed.flatMap { $0 > 0 ? $0 : nil })
+    }
+
+    private static func limits(_ s: QueueSettings) -> QueueState.Limits {
+        QueueState.Limits(
+            maxActive: s.maxActive, connectionBudget: s.connectionBudget,
+            maxOverallSpeed: s.maxOverallSpeed.flatMap { $0 > 0 ? $0 : nil }, defaultConnections: s.defaultConnections)
+    }
+
+    private static func checkSettings(_ s: QueueSettings) throws(QueueError) {
+        guard (1...1000).contains(s.maxActive) else {
+            throw QueueError(
+                .badOption, "The number of active downloads must be between 1 and 1000 (got \(s.maxActive)).")
+        }
+        guard (1...1024).contains(s.connectionBudget) else {
+            throw QueueError(
+                .badOption, "The connection budget must be between 1 and 1024 (got \(s.connectionBudget)).")
+        }
+        guard (1...128).contains(s.defaultConnections) else {
+            throw QueueError(
+                .badOption, "The default number of connections must be between 1 and 128 (got \(s.defaultConnections))."
+            )
+        }
+        if let g = s.maxOverallSpeed, g < 0 {
+            throw QueueError(.badOption, "The overall speed limit cannot be negative (got \(g)); use 0 for no limit.")
+        }
+        guard s.progressSaveInterval > 0 else {
+            throw QueueError(.badOption, "The progress save interval must be positive (got \(s.progressSaveInterval)).")
+        }
+    }
+
+    private static func snapshot(_ r: TaskRecord, _ c: Core, position: Int) -> TaskSnapshot {
+        let live = c.live[r.id]
+        let p = live?.progress
+        let pieceLength: Int64 = 1 << 20
+        let numPieces = r.totalLength > 0 ? Int((r.totalLength + pieceLength - 1) / pieceLength) : 0
+        var bitfield: String?
+        if r.status == .complete && numPieces > 0 {
+            // Every piece is there; aria2 pads the last byte with zero bits.
+            var bits = [Character](repeating: "f", count: numPieces / 4)
+            let rest = numPieces % 4
+            if rest > 0 { bits.append(Character(String((0xF << (4 - rest)) & 0xF, radix: 16))) }
+            if bits.count % 2 == 1 { bits.append("0") }
+            bitfield = String(bits)
+        }
+        return TaskSnapshot(
+            id: r.id, urls: r.urls, status: r.status, options: r.options, path: r.path, directory: r.directory,
+            totalLength: r.totalLength, completedLength: r.completedLength,
+            downloadSpeed: Int64(p?.bytesPerSecond ?? 0),
+            connections: p?.connections.filter { $0.state != .idle }.count ?? 0,
+            grantedConnections: live?.grant.connections ?? 0, grantedSpeed: live?.grant.speed,
+            pieceLength: pieceLength, numPieces: numPieces, bitfield: bitfield,
+            errorCode: r.status == .error ? r.errorCode : nil, errorMessage: r.status == .error ? r.errorMessage : nil,
+            failure: r.status == .error ? r.failure : nil, position: position, createdAt: r.createdAt,
+            finishedAt: r.finishedAt)
+    }
+
+    /// aria2's slice: `[offset, offset+count)`, or for a negative offset, backwards from `count + offset`.
+    static func window<T>(_ items: [T], offset: Int, count: Int) -> [T] {
+        guard count > 0 else { return [] }
+        if offset >= 0 {
+            guard offset < items.count else { return [] }
+            return Array(items[offset..<(offset + min(count, items.count - offset))])
+        }
+        let first = items.count + offset
+        guard first >= 0 else { return [] }
+        return stride(from: first, to: max(-1, first - count), by: -1).map { items[$0] }
+    }
+
+    /// aria2's error numbers for segget's failures (front-ends show or match them).
+    static func aria2ErrorCode(_ e: SeggetError) -> Int {
+        switch e.kind {
+        case .network: return 6
+        case .httpStatus:
+            switch e.httpStatus {
+            case 404, 410: return 3
+            case 401, 403, 407: return 24
+            default: return 22
+            }
+        case .fileSystem:
+            let m = e.message
+            if m.contains("already exists") { return 13 }
+            if m.contains("space") || m.contains("disk is full") { return 9 }
+            return 16
+        case .verification: return 32
+        case .protocolViolation: return 22
+        case .usage: return 28
+        case .interrupted: return 7
+        case .internalError: return 1
+        }
+    }
+}
+
+private func monotonicNow() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+}

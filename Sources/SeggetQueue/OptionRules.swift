@@ -1,0 +1,179 @@
+import Glibc
+import SeggetVerify
+
+/// The checks a task's URLs and options must pass before the queue accepts them. Requests may come
+/// from a network client, so anything that could write outside the download root or inject header
+/// lines is refused with a sentence that says what to change.
+enum OptionRules {
+    /// Refuses bad URLs and option values that need no file system to judge.
+    static func check(urls: [String], options: TaskOptions) throws(QueueError) {
+        guard !urls.isEmpty else {
+            throw QueueError(.badOption, "No URL was given; add at least one http:// or https:// URL.")
+        }
+        for url in urls {
+            let lower = url.lowercased()
+            guard lower.hasPrefix("http://") || lower.hasPrefix("https://") else {
+                throw QueueError(
+                    .badOption,
+                    "The URL “\(shown(url))” is not an http:// or https:// URL; only those can be downloaded.")
+            }
+            guard !url.unicodeScalars.contains(where: { $0.value <= 0x20 || $0.value == 0x7F }) else {
+                throw QueueError(
+                    .badOption, "The URL “\(shown(url))” contains spaces or control characters; percent-encode them.")
+            }
+        }
+        if let out = options.outputName { try checkOutputName(out) }
+        for h in options.headers {
+            try checkNoLineBreak(h, what: "The header “\(shown(h))”")
+            guard let colon = h.firstIndex(of: ":"), colon != h.startIndex else {
+                throw QueueError(.badOption, "The header “\(shown(h))” is not of the form “Name: value”.")
+            }
+        }
+        if let v = options.userAgent { try checkNoLineBreak(v, what: "The user agent") }
+        if let v = options.referer { try checkNoLineBreak(v, what: "The referer") }
+        if let v = options.proxy { try checkNoLineBreak(v, what: "The proxy") }
+        if let n = options.connections, !(1...128).contains(n) {
+            throw QueueError(.badOption, "The number of connections must be between 1 and 128 (got \(n)).")
+        }
+        if let s = options.maxSpeed, s < 0 {
+            throw QueueError(.badOption, "The speed limit cannot be negative (got \(s)); use 0 for no limit.")
+        }
+        if let c = options.checksum {
+            do {
+                _ = try ExpectedDigest(parsing: c)
+            } catch {
+                throw QueueError(.badOption, "\(error)")
+            }
+        }
+    }
+
+    /// `out` is one file name: no slash, not `.` or `..`, no NUL, not empty.
+    static func checkOutputName(_ name: String) throws(QueueError) {
+        guard !name.isEmpty else {
+            throw QueueError(.badOption, "The output name is empty; give a file name or leave it out.")
+        }
+        guard name != "." && name != ".." && !name.contains("/") && !name.utf8.contains(0) else {
+            throw QueueError(
+                .badOption,
+                "The output name “\(shown(name))” must be a single file name, without “/”, and not “.” or “..”; use the directory option to choose where it goes."
+            )
+        }
+        try checkNoLineBreak(name, what: "The output name")
+    }
+
+    static func checkNoLineBreak(_ value: String, what: String) throws(QueueError) {
+        if value.utf8.contains(where: { $0 == 13 || $0 == 10 || $0 == 0 }) {
+            throw QueueError(
+                .badOption,
+                "\(what) contains a line break or NUL character, which could forge extra header lines; remove it.")
+        }
+    }
+
+    /// Long or odd values are cut for messages.
+    static func shown(_ s: String) -> String {
+        let clean = String(s.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? "?" : Character($0) })
+        return clean.count > 80 ? String(clean.prefix(77)) + "…" : clean
+    }
+}
+
+/// Where a task's file may go: the directory option resolved against the download root, with every
+/// symbolic link followed, and refused when it ends up outside the root (unless any is allowed).
+struct DirectoryPolicy: Sendable {
+    /// The download root, resolved (realpath).
+    let root: String
+    let allowAnyDirectory: Bool
+
+    /// Resolves the root, creating it when missing.
+    init(root: String, allowAnyDirectory: Bool) throws(QueueError) {
+        guard !root.isEmpty else { throw QueueError(.badOption, "The download root is empty; give a directory.") }
+        if !DirectoryPolicy.isDirectory(root) {
+            do throws(QueueError) { try DirectoryPolicy.makeDirectories(root) } catch {
+                throw QueueError(
+                    .badOption, "The download root \(root) does not exist and could not be created: \(error.message)")
+            }
+        }
+        guard let resolved = DirectoryPolicy.realPath(root) else {
+            throw QueueError(
+                .badOption, "The download root \(root) cannot be resolved: \(String(cString: strerror(errno))).")
+        }
+        self.root = resolved
+        self.allowAnyDirectory = allowAnyDirectory
+    }
+
+    /// The absolute, resolved directory for `requested` (relative paths are relative to the root;
+    /// nil is the root). Parts that do not exist yet are checked by name and created later with
+    /// ``prepare(_:)``, which checks again.
+    func resolve(_ requested: String?) throws(QueueError) -> String {
+        guard let requested, !requested.isEmpty else { return root }
+        guard !requested.utf8.contains(0) else {
+            throw QueueError(.badOption, "The directory contains a NUL character.")
+        }
+        try OptionRules.checkNoLineBreak(requested, what: "The directory")
+        let absolute = requested.hasPrefix("/") ? requested : root + "/" + requested
+        // Resolve the longest prefix that exists (following links), then append the rest literally.
+        var components = absolute.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+        var missing: [String] = []
+        var resolved: String?
+        while resolved == nil {
+            let prefix = "/" + components.joined(separator: "/")
+            if let r = Self.realPath(prefix) {
+                resolved = r
+            } else if errno == ENOENT, let last = components.popLast() {
+                missing.insert(last, at: 0)
+            } else {
+                throw QueueError(
+                    .badOption, "The directory \(requested) cannot be resolved: \(String(cString: strerror(errno))).")
+            }
+        }
+        for part in missing where part == ".." || part == "." {
+            throw QueueError(
+                .badOption,
+                "The directory \(requested) goes through “\(part)” below a directory that does not exist; give a plain path."
+            )
+        }
+        let base = resolved ?? "/"
+        let full = missing.isEmpty ? base : (base == "/" ? "" : base) + "/" + missing.joined(separator: "/")
+        guard allowAnyDirectory || Self.isInside(full, root: root) else {
+            throw QueueError(
+                .badOption,
+                "The directory \(requested) resolves to \(full), which is outside the download root \(root); choose a directory inside it (the daemon must be started with permission to write anywhere else)."
+            )
+        }
+        return full
+    }
+
+    /// Creates the directory (and parents) and checks that, links followed, it is still allowed.
+    func prepare(_ directory: String) throws(QueueError) -> String {
+        try Self.makeDirectories(directory)
+        return try resolve(directory)
+    }
+
+    static func isInside(_ path: String, root: String) -> Bool {
+        if root == "/" { return true }
+        return path == root || path.hasPrefix(root + "/")
+    }
+
+    static func realPath(_ path: String) -> String? {
+        guard let p = realpath(path, nil) else { return nil }
+        defer { free(p) }
+        return String(cString: p)
+    }
+
+    static func isDirectory(_ path: String) -> Bool {
+        var st = stat()
+        return stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
+    }
+
+    /// mkdir -p.
+    static func makeDirectories(_ path: String) throws(QueueError) {
+        var current = path.hasPrefix("/") ? "" : "."
+        for part in path.split(separator: "/", omittingEmptySubsequences: true) {
+            current += "/" + part
+            if mkdir(current, 0o755) != 0 && errno != EEXIST {
+                throw QueueError(
+                    .storage, "Could not create the directory \(current): \(String(cString: strerror(errno))).")
+            }
+        }
+        guard isDirectory(path) else { throw QueueError(.storage, "\(path) exists but is not a directory.") }
+    }
+}

@@ -1,0 +1,432 @@
+/// The queue's scheduling decisions as a value: tasks, their order and status, and what the
+/// connection and speed budgets granted. Every event is a `mutating func` that returns the actions
+/// the I/O shell (``DownloadQueue``) must carry out. No I/O, no clock: tested exhaustively alone.
+///
+/// A task is *running* while its download is alive: from `.start` until the shell reports
+/// ``downloadEnded(_:_:)``. A paused or removed task may still be running for a moment (stopping);
+/// its grant counts against the budgets until it has ended, so the budgets are never exceeded.
+struct QueueState: Sendable, Equatable {
+    /// The limits the scheduler enforces.
+    struct Limits: Sendable, Equatable {
+        var maxActive: Int
+        var connectionBudget: Int
+        var maxOverallSpeed: Int64?
+        var defaultConnections: Int
+
+        init(maxActive: Int = 5, connectionBudget: Int = 16, maxOverallSpeed: Int64? = nil, defaultConnections: Int = 8)
+        {
+            self.maxActive = maxActive
+            self.connectionBudget = connectionBudget
+            self.maxOverallSpeed = maxOverallSpeed
+            self.defaultConnections = defaultConnections
+        }
+    }
+
+    /// What a task asks for; nil means the queue's default (connections) or no cap (speed).
+    struct Want: Sendable, Equatable {
+        var connections: Int?
+        var maxSpeed: Int64?
+    }
+
+    /// What the budgets gave one run of a task. Fixed for the run: a download cannot change its
+    /// connection count or rate while it runs.
+    struct Grant: Sendable, Equatable {
+        var connections: Int
+        /// Bytes per second; nil when uncapped.
+        var speed: Int64?
+    }
+
+    struct Entry: Sendable, Equatable {
+        var status: TaskStatus
+        var want: Want
+        /// Present while the task's download is alive.
+        var running: Grant?
+        /// The stored sort key within the task's list (queue, active, history); only the relative
+        /// order matters, so most changes write one row, not the whole queue.
+        var order: Int = 0
+    }
+
+    enum Action: Sendable, Equatable {
+        /// Start a download with this grant.
+        case start(TaskID, Grant)
+        /// Stop the task's download, keeping its journal.
+        case stop(TaskID)
+        /// The task's status changed: store it and tell subscribers.
+        case status(TaskID, TaskStatus)
+        /// Queue places were renumbered: store the order of every queued task.
+        case reordered
+    }
+
+    /// How a download ended, as the shell reports it.
+    enum Ending: Sendable, Equatable {
+        case completed
+        case failed
+        /// Stopped on request (pause, remove, shutdown); the journal is kept.
+        case interrupted
+    }
+
+    private(set) var limits: Limits
+    private(set) var tasks: [TaskID: Entry] = [:]
+    /// Waiting and paused tasks, front first.
+    private(set) var queue: [TaskID] = []
+    /// Active tasks in the order they started.
+    private(set) var activeOrder: [TaskID] = []
+    /// Stopped tasks, oldest first.
+    private(set) var history: [TaskID] = []
+    /// Stopped tasks ever, purged ones included (aria2's numStoppedTotal).
+    private(set) var stoppedTotal = 0
+    /// False before ``startScheduling()`` and after ``shutdown()``: nothing new starts.
+    private(set) var scheduling = false
+    /// The next order key for an appended, started or stopped task.
+    private var nextOrder = 0
+    /// Tasks that were active when the state was stored; their stored status is fixed at start.
+    private var restoredActive: [TaskID] = []
+
+    init(limits: Limits) { self.limits = limits }
+
+    // MARK: Restore
+
+    /// A task as stored, for ``init(limits:restoring:)``.
+    struct Stored: Sendable, Equatable {
+        var id: TaskID
+        var status: TaskStatus
+        var want: Want
+        /// The entry's ``Entry/order``.
+        var order: Int
+    }
+
+    /// Rebuilds the state after a restart. Tasks that were active go to the front of the queue, in
+    /// the order they had started, so that they are the first to start again (and resume).
+    init(limits: Limits, restoring stored: [Stored]) {
+        self.limits = limits
+        let sorted = stored.sorted { ($0.order, $0.id) < ($1.order, $1.id) }
+        nextOrder = (sorted.map(\.order).max() ?? -1) + 1
+        for s in sorted where s.status == .active {
+            tasks[s.id] = Entry(status: .waiting, want: s.want)
+            queue.append(s.id)
+            restoredActive.append(s.id)
+        }
+        for s in sorted where s.status.isQueued {
+            tasks[s.id] = Entry(status: s.status, want: s.want)
+            queue.append(s.id)
+        }
+        renumberQueue()
+        for s in sorted where s.status.isStopped {
+            tasks[s.id] = Entry(status: s.status, want: s.want, order: s.order)
+            history.append(s.id)
+        }
+        stoppedTotal = history.count
+    }
+
+    // MARK: Queries
+
+    func entry(_ id: TaskID) -> Entry? { tasks[id] }
+
+    /// The task's place in the waiting queue (0 = front); -1 unless waiting or paused.
+    func position(of id: TaskID) -> Int {
+        guard let e = tasks[id], e.status.isQueued else { return -1 }
+        return queue.firstIndex(of: id) ?? -1
+    }
+
+    /// Tasks whose download is alive (active ones and ones still stopping).
+    var running: [TaskID] { tasks.filter { $0.value.running != nil }.map(\.key).sorted() }
+
+    var grantedConnections: Int { tasks.values.reduce(0) { $0 + ($1.running?.connections ?? 0) } }
+    var grantedSpeed: Int64 { tasks.values.reduce(0) { $0 + ($1.running?.speed ?? 0) } }
+
+    // MARK: Events
+
+    /// Lets tasks start (after a restore, once the shell is ready).
+    mutating func startScheduling() -> [Action] {
+        scheduling = true
+        // The store still says active for tasks restored from a crash: correct it, then start.
+        let corrected = restoredActive.compactMap { id in
+            tasks[id]?.status == .waiting ? Action.status(id, .waiting) : nil
+        }
+        restoredActive = []
+        return [.reordered] + corrected + schedule()
+    }
+
+    /// Adds a task at `position` in the queue (nil or past the end: at the end).
+    mutating func add(_ id: TaskID, want: Want, paused: Bool, position: Int?) -> [Action] {
+        precondition(tasks[id] == nil, "task \(id) added twice")
+        var actions: [Action] = []
+        if let p = position, p < queue.count {
+            tasks[id] = Entry(status: paused ? .paused : .waiting, want: want)
+            queue.insert(id, at: max(0, p))
+            renumberQueue()
+            actions.append(.reordered)
+        } else {
+            tasks[id] = Entry(status: paused ? .paused : .waiting, want: want, order: takeOrder())
+            queue.append(id)
+        }
+        return actions + schedule()
+    }
+
+    /// Pauses a waiting task in place, or stops an active one and puts it at the front of the queue
+    /// (as aria2 does). Pausing a paused task does nothing.
+    mutating func pause(_ id: TaskID) throws(QueueError) -> [Action] {
+        guard var e = tasks[id] else { throw QueueError.notFound(id) }
+        switch e.status {
+        case .paused:
+            return []
+        case .waiting:
+            e.status = .paused
+            tasks[id] = e
+            return [.status(id, .paused)] + schedule()
+        case .active:
+            e.status = .paused
+            e.order = frontOrder()
+            tasks[id] = e
+            activeOrder.removeAll { $0 == id }
+            queue.insert(id, at: 0)
+            return [.stop(id), .status(id, .paused)] + schedule()
+        case .complete, .error, .removed:
+            throw QueueError(
+                .invalidState, "Task \(id.gid) has already stopped (\(e.status.rawValue)), so it cannot be paused.")
+        }
+    }
+
+    /// Pauses every waiting and active task.
+    mutating func pauseAll() -> [Action] {
+        let ids = activeOrder + queue
+        return ids.flatMap { (try? pause($0)) ?? [] }
+    }
+
+    /// Puts a paused task back in the queue at its place. Resuming a waiting or active task does nothing.
+    mutating func resume(_ id: TaskID) throws(QueueError) -> [Action] {
+        guard var e = tasks[id] else { throw QueueError.notFound(id) }
+        switch e.status {
+        case .waiting, .active:
+            return []
+        case .paused:
+            e.status = .waiting
+            tasks[id] = e
+            return [.status(id, .waiting)] + schedule()
+        case .complete, .error, .removed:
+            throw QueueError(
+                .invalidState,
+                "Task \(id.gid) has already stopped (\(e.status.rawValue)); add it again to download it once more.")
+        }
+    }
+
+    mutating func resumeAll() -> [Action] {
+        queue.flatMap { (try? resume($0)) ?? [] }
+    }
+
+    /// Moves an active, waiting or paused task to the history as removed (stopping its download).
+    mutating func remove(_ id: TaskID) throws(QueueError) -> [Action] {
+        guard var e = tasks[id] else { throw QueueError.notFound(id) }
+        guard !e.status.isStopped else {
+            throw QueueError(
+                .invalidState,
+                "Task \(id.gid) has already stopped (\(e.status.rawValue)); use removeResult to forget it.")
+        }
+        let wasActive = e.status == .active
+        e.status = .removed
+        tasks[id] = e
+        activeOrder.removeAll { $0 == id }
+        queue.removeAll { $0 == id }
+        enterHistory(id)
+        var actions: [Action] = wasActive && e.running != nil ? [.stop(id)] : []
+        actions.append(.status(id, .removed))
+        return actions + schedule()
+    }
+
+    /// The shell reports that a task's download has ended.
+    mutating func downloadEnded(_ id: TaskID, _ ending: Ending) -> [Action] {
+        guard var e = tasks[id], e.running != nil else { return [] }
+        e.running = nil
+        tasks[id] = e
+        var actions: [Action] = []
+        switch (e.status, ending) {
+        case (.active, .completed):
+            activeOrder.removeAll { $0 == id }
+            tasks[id]?.status = .complete
+            enterHistory(id)
+            actions.append(.status(id, .complete))
+        case (.active, .failed):
+            activeOrder.removeAll { $0 == id }
+            tasks[id]?.status = .error
+            enterHistory(id)
+            actions.append(.status(id, .error))
+        case (.active, .interrupted) where !scheduling:
+            // Shut down: it stays active (in the store too), so that the next open resumes it.
+            break
+        case (.active, .interrupted):
+            // Stopped without a request from the queue: back to the front, to start again.
+            activeOrder.removeAll { $0 == id }
+            tasks[id]?.status = .waiting
+            let front = frontOrder()
+            tasks[id]?.order = front
+            queue.insert(id, at: 0)
+            actions.append(.status(id, .waiting))
+        case (.paused, .completed), (.waiting, .completed):
+            // It finished while being paused: the file is whole, so it is complete, not paused.
+            queue.removeAll { $0 == id }
+            tasks[id]?.status = .complete
+            enterHistory(id)
+            actions.append(.status(id, .complete))
+        default:
+            // Paused or removed while stopping; a failure then is the stop itself, and resuming retries.
+            break
+        }
+        return actions + schedule()
+    }
+
+    /// Forgets a stopped task.
+    mutating func removeResult(_ id: TaskID) throws(QueueError) {
+        guard let e = tasks[id] else { throw QueueError.notFound(id) }
+        guard e.status.isStopped, e.running == nil else {
+            throw QueueError(.invalidState, "Task \(id.gid) is \(e.status.rawValue), not stopped; remove it first.")
+        }
+        tasks[id] = nil
+        history.removeAll { $0 == id }
+    }
+
+    /// Forgets every stopped task whose download has ended; returns them.
+    mutating func purgeResults() -> [TaskID] {
+        let gone = history.filter { tasks[$0]?.running == nil }
+        for id in gone { tasks[id] = nil }
+        history.removeAll { tasks[$0] == nil }
+        return gone
+    }
+
+    /// Moves a queued task; returns its new place, clamped to the queue.
+    mutating func changePosition(_ id: TaskID, _ pos: Int, _ how: PositionOrigin) throws(QueueError) -> (Int, [Action])
+    {
+        guard let e = tasks[id] else { throw QueueError.notFound(id) }
+        guard e.status.isQueued, let current = queue.firstIndex(of: id) else {
+            throw QueueError(
+                .invalidState,
+                "Task \(id.gid) is \(e.status.rawValue); only waiting or paused tasks have a place in the queue.")
+        }
+        let target: Int
+        switch how {
+        case .set: target = pos
+        case .current: target = current + pos
+        case .end: target = queue.count - 1 + pos
+        }
+        let clamped = min(max(0, target), queue.count - 1)
+        guard clamped != current else { return (current, []) }
+        queue.remove(at: current)
+        queue.insert(id, at: clamped)
+        renumberQueue()
+        return (clamped, [.reordered] + schedule())
+    }
+
+    /// New wants for a task; a running task keeps its grant until its next start.
+    mutating func setWant(_ id: TaskID, _ want: Want) throws(QueueError) {
+        guard tasks[id] != nil else { throw QueueError.notFound(id) }
+        tasks[id]?.want = want
+    }
+
+    /// New limits. Nothing running is stopped: new starts wait until they fit.
+    mutating func setLimits(_ l: Limits) -> [Action] {
+        limits = l
+        return schedule()
+    }
+
+    /// Stops every running download without changing any status, so that the stored state still
+    /// says active and the next start resumes them. Nothing starts afterwards.
+    mutating func shutdown() -> [Action] {
+        scheduling = false
+        return activeOrder.filter { tasks[$0]?.running != nil }.map { .stop($0) }
+    }
+
+    // MARK: Scheduling
+
+    private mutating func enterHistory(_ id: TaskID) {
+        let order = takeOrder()
+        tasks[id]?.order = order
+        history.append(id)
+        stoppedTotal += 1
+    }
+
+    private mutating func takeOrder() -> Int {
+        defer { nextOrder += 1 }
+        return nextOrder
+    }
+
+    /// An order key before every queued task's.
+    private func frontOrder() -> Int {
+        (queue.first.flatMap { tasks[$0]?.order } ?? nextOrder) - 1
+    }
+
+    private mutating func renumberQueue() {
+        for (i, id) in queue.enumerated() { tasks[id]?.order = i - queue.count }
+    }
+
+    /// Starts waiting tasks in queue order while a slot and connections are free.
+    private mutating func schedule() -> [Action] {
+        guard scheduling else { return [] }
+        var actions: [Action] = []
+        // A task paused and resumed while its download is still stopping waits for that end.
+        while let next = queue.first(where: { tasks[$0]?.status == .waiting && tasks[$0]?.running == nil }) {
+            let runningCount = running.count
+            let slots = min(limits.maxActive, limits.connectionBudget)
+            guard runningCount < slots, let grant = grant(for: next, runningCount: runningCount, slots: slots) else {
+                break
+            }
+            queue.removeAll { $0 == next }
+            activeOrder.append(next)
+            tasks[next]?.status = .active
+            tasks[next]?.running = grant
+            let order = takeOrder()
+            tasks[next]?.order = order
+            actions += [.start(next, grant), .status(next, .active)]
+        }
+        return actions
+    }
+
+    /// The grant for a task about to start, or nil when the budgets have nothing left.
+    ///
+    /// Each budget is shared the same way: the task gets the least of what it asks for, an equal
+    /// share among the tasks that could run now, and what is left after keeping a minimum share for
+    /// every slot that would still be free. So the budget is never exceeded, and a task that arrives
+    /// later still gets its minimum without anyone being restarted.
+    private func grant(for id: TaskID, runningCount: Int, slots: Int) -> Grant? {
+        guard let e = tasks[id] else { return nil }
+        let runnable = queue.filter { tasks[$0]?.status == .waiting && tasks[$0]?.running == nil }.count
+        let contenders = max(1, min(slots, runningCount + runnable))
+        let freeSlotsAfter = max(0, slots - runningCount - 1)
+
+        let wantConnections = max(1, e.want.connections ?? limits.defaultConnections)
+        let connections = Self.share(
+            wanted: Int64(wantConnections), total: Int64(limits.connectionBudget), granted: Int64(grantedConnections),
+            contenders: contenders, freeSlotsAfter: freeSlotsAfter, floor: 1)
+        guard let connections, connections >= 1 else { return nil }
+
+        var speed = e.want.maxSpeed
+        if let total = limits.maxOverallSpeed {
+            // Nothing is left only after the limits changed under running tasks; the task then waits
+            // for them to finish rather than push the total over the limit.
+            guard
+                let shared = Self.share(
+                    wanted: e.want.maxSpeed ?? total, total: total, granted: grantedSpeed, contenders: contenders,
+                    freeSlotsAfter: freeSlotsAfter, floor: speedFloor(slots: slots))
+            else { return nil }
+            speed = min(e.want.maxSpeed ?? .max, shared)
+        }
+        return Grant(connections: Int(connections), speed: speed)
+    }
+
+    /// The least speed share a task starts with under a global limit: total / (2 · slots).
+    func speedFloor(slots: Int) -> Int64 {
+        max(1, (limits.maxOverallSpeed ?? 0) / Int64(2 * max(1, slots)))
+    }
+
+    /// min(wanted, total / contenders (rounded), what is left after a `floor` for each later slot), at least
+    /// `floor` when that much is left; nil when less than `floor` is left.
+    static func share(wanted: Int64, total: Int64, granted: Int64, contenders: Int, freeSlotsAfter: Int, floor: Int64)
+        -> Int64?
+    {
+        let left = total - granted
+        guard left >= floor else { return nil }
+        let reserve = Int64(freeSlotsAfter) * floor
+        // Rounded to the nearest: 5 connections over 3 tasks give 2, 2, 1 rather than 1, 1, 1.
+        let n = Int64(max(1, contenders))
+        let equal = max(floor, (total + n / 2) / n)
+        return max(floor, min(wanted, equal, left - reserve))
+    }
+}

@@ -1,0 +1,203 @@
+import Segget
+
+/// A task's identity: a random non-zero 64-bit number, shown as aria2's 16 lower-case hex digits.
+public struct TaskID: Hashable, Sendable, Comparable, CustomStringConvertible {
+    public let value: UInt64
+
+    public init(_ value: UInt64) { self.value = value }
+
+    /// Parses 16 hex digits (either case); nil for anything else, zero included.
+    public init?(gid: String) {
+        let isHex = gid.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0 | 0x20) }
+        guard gid.utf8.count == 16, isHex, let v = UInt64(gid, radix: 16), v != 0 else { return nil }
+        value = v
+    }
+
+    /// 16 lower-case hex digits, zero-padded.
+    public var gid: String {
+        let hex = String(value, radix: 16)
+        return String(repeating: "0", count: 16 - hex.utf8.count) + hex
+    }
+
+    public var description: String { gid }
+    public static func < (a: TaskID, b: TaskID) -> Bool { a.value < b.value }
+}
+
+/// Where a task stands, with aria2's names.
+public enum TaskStatus: String, Sendable, Codable, CaseIterable {
+    /// Downloading now.
+    case active
+    /// Queued; starts when a slot and budget are free.
+    case waiting
+    /// Held by the user; `resume` puts it back in the queue.
+    case paused
+    /// Failed; `errorCode` / `errorMessage` say why.
+    case error
+    /// Finished and verified, under its final name.
+    case complete
+    /// Removed by the user before it finished.
+    case removed
+
+    /// Waiting or paused: the task has a place in the queue.
+    public var isQueued: Bool { self == .waiting || self == .paused }
+    /// Complete, error or removed: the task is in the history.
+    public var isStopped: Bool { self == .error || self == .complete || self == .removed }
+}
+
+/// Per-task options. Every field is optional: nil (or empty) means the queue's default.
+public struct TaskOptions: Sendable, Equatable, Codable {
+    /// Directory to save into; must lie inside the queue's download root unless the queue allows any.
+    public var directory: String?
+    /// File name to save as: exactly one path component. nil: the server's name.
+    public var outputName: String?
+    /// Extra request header lines, `Name: value`.
+    public var headers: [String] = []
+    public var userAgent: String?
+    public var referer: String?
+    public var proxy: String?
+    /// Connections wanted (1…128); the queue's connection budget may grant fewer.
+    public var connections: Int?
+    /// Receive rate cap for this task, bytes per second.
+    public var maxSpeed: Int64?
+    /// A digest the file must match: `sha-256=HEX`, `sha256=HEX` or `md5=HEX`.
+    public var checksum: String?
+
+    public init(
+        directory: String? = nil, outputName: String? = nil, headers: [String] = [], userAgent: String? = nil,
+        referer: String? = nil, proxy: String? = nil, connections: Int? = nil, maxSpeed: Int64? = nil,
+        checksum: String? = nil
+    ) {
+        self.directory = directory
+        self.outputName = outputName
+        self.headers = headers
+        self.userAgent = userAgent
+        self.referer = referer
+        self.proxy = proxy
+        self.connections = connections
+        self.maxSpeed = maxSpeed
+        self.checksum = checksum
+    }
+}
+
+/// What a task looks like now: its stored state plus live progress while it runs.
+public struct TaskSnapshot: Sendable, Equatable {
+    public var id: TaskID
+    public var urls: [String]
+    public var status: TaskStatus
+    public var options: TaskOptions
+    /// The output path once known (decided when the task first starts, then kept across restarts).
+    public var path: String?
+    /// The directory the file is saved into (the option, else the download root), resolved.
+    public var directory: String
+    /// Bytes in the file, 0 while unknown.
+    public var totalLength: Int64
+    /// Bytes finished (live while active, stored every few seconds and on every state change).
+    public var completedLength: Int64
+    /// Receive rate, bytes per second; 0 unless active.
+    public var downloadSpeed: Int64
+    /// Connections in use; 0 unless active.
+    public var connections: Int
+    /// Connections the budget granted this run; 0 unless active.
+    public var grantedConnections: Int
+    /// Speed cap applied to this run (per-task and global share), bytes per second; nil when uncapped.
+    public var grantedSpeed: Int64?
+    /// aria2's piece view, derived from the byte counts (segget's journal is not exposed).
+    public var pieceLength: Int64
+    public var numPieces: Int
+    /// aria2-style hex bitfield of finished pieces (a prefix approximation); nil when the length is unknown.
+    public var bitfield: String?
+    /// aria2's error code (see ``QueueErrorCode``); nil unless the status is `error`.
+    public var errorCode: Int?
+    public var errorMessage: String?
+    /// segget's failure category (with its process exit code); nil unless the status is `error`.
+    public var failure: FailureKind?
+    /// Place in the waiting queue (waiting and paused tasks, 0-based); -1 for others.
+    public var position: Int
+    /// Unix seconds.
+    public var createdAt: Int64
+    public var finishedAt: Int64?
+}
+
+/// Queue-wide settings. `downloadRoot` is where tasks without a directory save, and the directory
+/// every task's `directory` must lie inside (after resolving symbolic links) unless `allowAnyDirectory`.
+public struct QueueSettings: Sendable, Equatable {
+    /// Downloads running at once.
+    public var maxActive = 5
+    /// Connections across all active downloads together.
+    public var connectionBudget = 16
+    /// Receive rate cap across all active downloads, bytes per second.
+    public var maxOverallSpeed: Int64? = nil
+    /// Connections for a task that does not ask for a number.
+    public var defaultConnections = 8
+    public var downloadRoot: String
+    public var allowAnyDirectory = false
+    /// Seconds between stores of a running task's completed length.
+    public var progressSaveInterval = 3.0
+
+    public init(downloadRoot: String) { self.downloadRoot = downloadRoot }
+}
+
+/// Counts for aria2's `getGlobalStat`.
+public struct GlobalStat: Sendable, Equatable {
+    public var downloadSpeed: Int64
+    public var numActive: Int
+    public var numWaiting: Int
+    /// Stopped tasks in the history (complete, error, removed).
+    public var numStopped: Int
+    /// Stopped tasks since the queue was opened, purged ones included.
+    public var numStoppedTotal: Int
+}
+
+/// Something that happened to a task, for aria2's notifications.
+public enum QueueEvent: Sendable, Equatable {
+    case started(TaskID)
+    case paused(TaskID)
+    /// Removed by the user (aria2's onDownloadStop).
+    case stopped(TaskID)
+    case completed(TaskID)
+    case failed(TaskID)
+
+    public var id: TaskID {
+        switch self {
+        case .started(let id), .paused(let id), .stopped(let id), .completed(let id), .failed(let id): id
+        }
+    }
+}
+
+/// How ``DownloadQueue/changePosition(_:_:_:)`` reads its number, as aria2's POS_SET/POS_CUR/POS_END.
+public enum PositionOrigin: String, Sendable {
+    /// From the front of the queue.
+    case set
+    /// Relative to the task's current place.
+    case current
+    /// Relative to the end (0 is the last place, -1 the one before).
+    case end
+}
+
+/// An error from the queue's API: a category and a full sentence.
+public struct QueueError: Error, CustomStringConvertible, Sendable, Equatable {
+    public enum Kind: String, Sendable {
+        /// No task has that id.
+        case notFound
+        /// The task cannot do that in its current state (e.g. pausing a finished task).
+        case invalidState
+        /// An option or URL was refused (bad directory, header with a line break…).
+        case badOption
+        /// The database could not be read or written.
+        case storage
+    }
+
+    public let kind: Kind
+    public let message: String
+
+    public init(_ kind: Kind, _ message: String) {
+        self.kind = kind
+        self.message = message
+    }
+
+    public var description: String { message }
+
+    static func notFound(_ id: TaskID) -> QueueError {
+        QueueError(.notFound, "No task has the id \(id.gid); list the tasks to see their ids.")
+    }
+}

@@ -1,0 +1,265 @@
+import Segget
+import SeggetQueue
+
+/// aria2's RPC methods over a `DownloadQueue`: each call's parameters checked, turned into one
+/// queue command, and its result rendered as aria2 renders it.
+public struct Aria2Methods: RPCMethodHandler {
+    public let queue: DownloadQueue
+    public let policy: RPCPolicy
+    /// A random id per daemon run (aria2's getSessionInfo).
+    public let sessionID: String
+    /// Called after shutdown/forceShutdown answered; `true` for forceShutdown.
+    public let requestShutdown: @Sendable (_ force: Bool) -> Void
+
+    public init(
+        queue: DownloadQueue, policy: RPCPolicy, sessionID: String, requestShutdown: @escaping @Sendable (Bool) -> Void
+    ) {
+        self.queue = queue
+        self.policy = policy
+        self.sessionID = sessionID
+        self.requestShutdown = requestShutdown
+    }
+
+    /// aria2's version this daemon answers like; front-ends check for at least 1.x features.
+    public static let compatibleVersion = "1.37.0"
+
+    public static let methods: [String] = [
+        "aria2.addUri", "aria2.addTorrent", "aria2.addMetalink", "aria2.remove", "aria2.forceRemove",
+        "aria2.pause", "aria2.pauseAll", "aria2.forcePause", "aria2.forcePauseAll", "aria2.unpause",
+        "aria2.unpauseAll", "aria2.tellStatus", "aria2.getUris", "aria2.getFiles", "aria2.getPeers",
+        "aria2.getServers", "aria2.tellActive", "aria2.tellWaiting", "aria2.tellStopped", "aria2.changePosition",
+        "aria2.changeUri", "aria2.getOption", "aria2.changeOption", "aria2.getGlobalOption",
+        "aria2.changeGlobalOption", "aria2.getGlobalStat", "aria2.purgeDownloadResult",
+        "aria2.removeDownloadResult", "aria2.getVersion", "aria2.getSessionInfo", "aria2.shutdown",
+        "aria2.forceShutdown", "aria2.saveSession", "system.multicall", "system.listMethods",
+        "system.listNotifications",
+    ]
+
+    public static let notifications: [String] = [
+        "aria2.onDownloadStart", "aria2.onDownloadPause", "aria2.onDownloadStop", "aria2.onDownloadComplete",
+        "aria2.onDownloadError", "aria2.onBtDownloadComplete",
+    ]
+
+    public func handle(_ call: RPCCall) throws(RPCError) -> JSON {
+        let p = call.params
+        switch call.method {
+        case "aria2.addUri": return try addUri(p)
+        case "aria2.tellStatus":
+            return Aria2Status.render(try task(p, 0), keys: try keys(p, 1))
+        case "aria2.getUris": return Aria2Status.uris(try task(p, 0))
+        case "aria2.getFiles": return Aria2Status.files(try task(p, 0))
+        case "aria2.getPeers", "aria2.getServers":
+            _ = try task(p, 0)
+            return .array([])
+        case "aria2.tellActive":
+            let k = try keys(p, 0)
+            return .array(queue.active().map { Aria2Status.render($0, keys: k) })
+        case "aria2.tellWaiting", "aria2.tellStopped":
+            let offset = try integer(p, 0, "offset")
+            let num = try integer(p, 1, "num")
+            guard num >= 0 else { throw .invalidParams("num must not be negative.") }
+            let k = try keys(p, 2)
+            let all =
+                call.method == "aria2.tellWaiting"
+                ? queue.waiting(offset: 0, count: Int.max) : queue.stopped(offset: 0, count: Int.max)
+            return .array(
+                Aria2Status.page(size: all.count, offset: offset, num: num).map { Aria2Status.render(all[$0], keys: k) }
+            )
+        case "aria2.pause", "aria2.forcePause":
+            let id = try gid(p, 0)
+            try run { try queue.pause(id, force: call.method == "aria2.forcePause") }
+            return .string(id.gid)
+        case "aria2.pauseAll", "aria2.forcePauseAll":
+            queue.pauseAll(force: call.method == "aria2.forcePauseAll")
+            return .string("OK")
+        case "aria2.unpause":
+            let id = try gid(p, 0)
+            try run { try queue.resume(id) }
+            return .string(id.gid)
+        case "aria2.unpauseAll":
+            queue.resumeAll()
+            return .string("OK")
+        case "aria2.remove", "aria2.forceRemove":
+            let id = try gid(p, 0)
+            try run { try queue.remove(id, force: call.method == "aria2.forceRemove") }
+            return .string(id.gid)
+        case "aria2.removeDownloadResult":
+            let id = try gid(p, 0)
+            try run { try queue.removeResult(id) }
+            return .string("OK")
+        case "aria2.purgeDownloadResult":
+            queue.purgeResults()
+            return .string("OK")
+        case "aria2.changePosition": return try changePosition(p)
+        case "aria2.getOption":
+            let t = try task(p, 0)
+            return Aria2TaskOptions.render(
+                t.options, effectiveDirectory: t.directory, defaultConnections: queue.settings.defaultConnections)
+        case "aria2.changeOption":
+            let t = try task(p, 0)
+            guard p.count >= 2 else { throw .invalidParams("changeOption takes a GID and an options object.") }
+            let parsed = try Aria2TaskOptions.parse(p[1], onto: t.options, policy: policy)
+            try run { try queue.changeOptions(t.id, parsed.options) }
+            return .string("OK")
+        case "aria2.getGlobalOption": return globalOptions()
+        case "aria2.changeGlobalOption":
+            guard p.count >= 1 else { throw .invalidParams("changeGlobalOption takes an options object.") }
+            try changeGlobalOptions(p[0])
+            return .string("OK")
+        case "aria2.getGlobalStat":
+            let s = queue.globalStat()
+            return .object([
+                ("downloadSpeed", .string(String(s.downloadSpeed))), ("uploadSpeed", .string("0")),
+                ("numActive", .string(String(s.numActive))), ("numWaiting", .string(String(s.numWaiting))),
+                ("numStopped", .string(String(s.numStopped))), ("numStoppedTotal", .string(String(s.numStoppedTotal))),
+            ])
+        case "aria2.getVersion":
+            return .object([
+                ("version", .string(Self.compatibleVersion)),
+                ("enabledFeatures", .array(["Async DNS", "HTTPS", "Checksum"].map(JSON.string))),
+                ("segget", .string(seggetVersion)),
+            ])
+        case "aria2.getSessionInfo": return .object([("sessionId", .string(sessionID))])
+        case "aria2.saveSession":
+            // Every change is in the database before its call returns; there is nothing left to save.
+            return .string("OK")
+        case "aria2.shutdown", "aria2.forceShutdown":
+            requestShutdown(call.method == "aria2.forceShutdown")
+            return .string("OK")
+        case "system.listMethods": return .array(Self.methods.map(JSON.string))
+        case "system.listNotifications": return .array(Self.notifications.map(JSON.string))
+        case "aria2.addTorrent", "aria2.addMetalink", "aria2.changeUri":
+            throw .failed(
+                "\(call.method) is not supported: segget downloads HTTP and HTTPS URLs only (no BitTorrent or Metalink)."
+            )
+        default:
+            throw .methodNotFound(call.method)
+        }
+    }
+
+    // MARK: Methods with more to check
+
+    func addUri(_ p: [JSON]) throws(RPCError) -> JSON {
+        guard case .array(let rawURIs)? = p.first, !rawURIs.isEmpty else {
+            throw .invalidParams("addUri takes an array of one or more URLs first.")
+        }
+        var urls: [String] = []
+        for raw in rawURIs {
+            guard case .string(let url) = raw else { throw .invalidParams("each URL must be a string.") }
+            let lower = url.lowercased()
+            guard !url.unicodeScalars.contains(where: { $0.value < 0x21 || $0.value == 0x7F }) else {
+                throw .failed("A URL contains a space or a control character (CR, LF, …); percent-encode it.")
+            }
+            guard lower.hasPrefix("http://") || lower.hasPrefix("https://") else {
+                throw .failed("'\(url)' is not an http:// or https:// URL; segget downloads HTTP and HTTPS only.")
+            }
+            urls.append(url)
+        }
+        let parsed = try Aria2TaskOptions.parse(p.count > 1 ? p[1] : nil, policy: policy)
+        var position: Int?
+        if p.count > 2 {
+            guard let v = p[2].intValue, v >= 0 else {
+                throw .invalidParams("position must be a non-negative integer.")
+            }
+            position = Int(v)
+        }
+        let options = parsed.options
+        let paused = parsed.paused
+        let id = try run { try queue.add(urls: urls, options: options, paused: paused, position: position) }
+        return .string(id.gid)
+    }
+
+    func changePosition(_ p: [JSON]) throws(RPCError) -> JSON {
+        let id = try gid(p, 0)
+        let pos = try integer(p, 1, "pos")
+        guard p.count > 2, case .string(let how) = p[2] else {
+            throw .invalidParams("changePosition takes a GID, a position and POS_SET, POS_CUR or POS_END.")
+        }
+        let origin: PositionOrigin
+        switch how {
+        case "POS_SET": origin = .set
+        case "POS_CUR": origin = .current
+        case "POS_END": origin = .end
+        default: throw .invalidParams("how must be POS_SET, POS_CUR or POS_END (got '\(how)').")
+        }
+        let result = try run { try queue.changePosition(id, pos, origin) }
+        return .int(Int64(result))
+    }
+
+    func globalOptions() -> JSON {
+        let s = queue.settings
+        return .object([
+            ("dir", .string(s.downloadRoot)),
+            ("max-concurrent-downloads", .string(String(s.maxActive))),
+            ("max-overall-download-limit", .string(String(s.maxOverallSpeed ?? 0))),
+            ("split", .string(String(s.defaultConnections))),
+            ("max-connection-per-server", .string(String(s.defaultConnections))),
+            ("max-download-limit", .string("0")),
+        ])
+    }
+
+    func changeGlobalOptions(_ raw: JSON) throws(RPCError) {
+        guard case .object(let members) = raw else { throw .invalidParams("options must be an object.") }
+        var s = queue.settings
+        for (key, value) in members {
+            switch key {
+            case "max-concurrent-downloads":
+                guard let v = value.intValue, (1...64).contains(v) else {
+                    throw .invalidParams("max-concurrent-downloads must be a number from 1 to 64.")
+                }
+                s.maxActive = Int(v)
+            case "max-overall-download-limit":
+                s.maxOverallSpeed = try Aria2TaskOptions.speed(value, key)
+            case "split", "max-connection-per-server":
+                s.defaultConnections = try Aria2TaskOptions.count(value, key)
+            default:
+                continue  // aria2 ignores global options that do not apply; so does segget
+            }
+        }
+        let settings = s
+        try run { try queue.changeSettings(settings) }
+    }
+
+    // MARK: Parameters
+
+    func gid(_ p: [JSON], _ i: Int) throws(RPCError) -> TaskID {
+        guard i < p.count, case .string(let text) = p[i] else { throw .invalidParams("a GID string is required.") }
+        guard let id = TaskID(gid: text) else { throw .failed("GID \(text) is not found") }
+        return id
+    }
+
+    func task(_ p: [JSON], _ i: Int) throws(RPCError) -> TaskSnapshot {
+        let id = try gid(p, i)
+        guard let t = queue.snapshot(id) else { throw .failed("GID \(id.gid) is not found") }
+        return t
+    }
+
+    func integer(_ p: [JSON], _ i: Int, _ name: String) throws(RPCError) -> Int {
+        guard i < p.count, let v = p[i].intValue, abs(v) < 1 << 40 else {
+            throw .invalidParams("\(name) must be an integer.")
+        }
+        return Int(v)
+    }
+
+    func keys(_ p: [JSON], _ i: Int) throws(RPCError) -> [String]? {
+        guard i < p.count else { return nil }
+        guard case .array(let items) = p[i] else { throw .invalidParams("keys must be an array of strings.") }
+        var out: [String] = []
+        for item in items {
+            guard case .string(let key) = item else { throw .invalidParams("keys must be an array of strings.") }
+            out.append(key)
+        }
+        return out
+    }
+
+    /// Runs a queue command, turning its error into aria2's code-1 failure with the queue's sentence.
+    func run<T>(_ body: () throws -> T) throws(RPCError) -> T {
+        do {
+            return try body()
+        } catch let error as RPCError {
+            throw error
+        } catch {
+            throw .failed(String(describing: error))
+        }
+    }
+}

@@ -1,0 +1,86 @@
+import SeggetQueue
+
+/// Renders task snapshots as aria2 status objects: every value a string, every key front-ends
+/// read by direct lookup present ("0" where it means nothing for segget, such as upload figures).
+public enum Aria2Status {
+    /// The keys of a full status object, in the order they are written.
+    public static let allKeys: [String] = [
+        "gid", "status", "totalLength", "completedLength", "uploadLength", "downloadSpeed", "uploadSpeed",
+        "connections", "numSeeders", "pieceLength", "numPieces", "dir", "files", "errorCode", "errorMessage",
+        "bitfield",
+    ]
+
+    /// `keys`: the filter of tellStatus/tellActive/…; nil or empty means all keys.
+    public static func render(_ task: TaskSnapshot, keys: [String]? = nil) -> JSON {
+        let wanted: Set<String>? = keys.flatMap { $0.isEmpty ? nil : Set($0) }
+        var members: [(String, JSON)] = []
+        for key in allKeys where wanted?.contains(key) ?? true {
+            if let value = value(of: key, in: task) { members.append((key, value)) }
+        }
+        return .object(members)
+    }
+
+    static func value(of key: String, in task: TaskSnapshot) -> JSON? {
+        switch key {
+        case "gid": return .string(task.id.gid)
+        case "status": return .string(task.status.rawValue)
+        case "totalLength": return .string(String(task.totalLength))
+        case "completedLength": return .string(String(task.completedLength))
+        case "uploadLength", "uploadSpeed", "numSeeders": return .string("0")
+        case "downloadSpeed": return .string(String(task.status == .active ? task.downloadSpeed : 0))
+        case "connections": return .string(String(task.status == .active ? task.connections : 0))
+        case "pieceLength": return .string(String(task.pieceLength))
+        case "numPieces": return .string(String(task.numPieces))
+        case "dir": return .string(task.directory)
+        case "files": return files(task)
+        case "errorCode":
+            // aria2 reports an error code only once a download has stopped.
+            switch task.status {
+            case .error: return .string(String(task.errorCode ?? 1))
+            case .complete, .removed: return .string("0")
+            default: return nil
+            }
+        case "errorMessage":
+            guard task.status == .error || task.errorMessage != nil else { return nil }
+            return .string(task.errorMessage ?? "")
+        case "bitfield": return task.bitfield.map(JSON.string)
+        default: return nil
+        }
+    }
+
+    /// One file per task; its path is empty until segget knows the name (as aria2 before the first response).
+    public static func files(_ task: TaskSnapshot) -> JSON {
+        let uriStatus = task.status == .active ? "used" : "waiting"
+        let uris: [JSON] = task.urls.map { .object([("uri", .string($0)), ("status", .string(uriStatus))]) }
+        return .array([
+            .object([
+                ("index", .string("1")),
+                ("path", .string(task.path ?? task.options.outputName.map { task.directory + "/" + $0 } ?? "")),
+                ("length", .string(String(task.totalLength))),
+                ("completedLength", .string(String(task.completedLength))),
+                ("selected", .string("true")),
+                ("uris", .array(uris)),
+            ])
+        ])
+    }
+
+    /// `getUris`: the task's URLs and whether each is in use.
+    public static func uris(_ task: TaskSnapshot) -> JSON {
+        let uriStatus = task.status == .active ? "used" : "waiting"
+        return .array(task.urls.map { .object([("uri", .string($0)), ("status", .string(uriStatus))]) })
+    }
+
+    /// The indices of a list of `size` items that aria2's tellWaiting/tellStopped return for
+    /// (offset, num): a negative offset counts from the end and walks backwards (newest first).
+    public static func page(size: Int, offset: Int, num: Int) -> [Int] {
+        guard num > 0, size > 0 else { return [] }
+        if offset >= 0 {
+            guard offset < size else { return [] }
+            return Array(offset..<min(size, offset + num))
+        }
+        let start = size + offset  // the first item returned; the walk goes down from there
+        guard start >= 0 else { return [] }
+        let end = max(0, start - num + 1)
+        return Array((end...start).reversed())
+    }
+}

@@ -1,0 +1,167 @@
+/// An error a JSON-RPC call answers with: `{"code": …, "message": …}`.
+///
+/// aria2 answers most failures of a method with code 1 and a sentence; the protocol-level codes
+/// (-32700 …) come from JSON-RPC 2.0.
+public struct RPCError: Error, Equatable, Sendable, CustomStringConvertible {
+    public let code: Int
+    public let message: String
+
+    public init(code: Int, message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public static let parse = RPCError(code: -32700, message: "Parse error.")
+    public static let invalidRequest = RPCError(code: -32600, message: "Invalid Request.")
+    /// webui-aria2 matches this exact text, so it is kept as aria2 writes it.
+    public static let unauthorized = RPCError(code: 1, message: "Unauthorized")
+
+    public static func methodNotFound(_ name: String) -> RPCError {
+        RPCError(code: -32601, message: "No such method: \(name)")
+    }
+    public static func invalidParams(_ why: String) -> RPCError { RPCError(code: -32602, message: why) }
+    /// A method that understood its call but could not do it (aria2's code 1).
+    public static func failed(_ why: String) -> RPCError { RPCError(code: 1, message: why) }
+
+    public var description: String { "\(message) (code \(code))" }
+
+    var json: JSON { .object([("code", .int(Int64(code))), ("message", .string(message))]) }
+}
+
+/// One call: what it asks for and the parameters after the token.
+public struct RPCCall: Sendable, Equatable {
+    public var method: String
+    public var params: [JSON]
+
+    public init(method: String, params: [JSON]) {
+        self.method = method
+        self.params = params
+    }
+}
+
+/// What a method implementation looks like to the envelope: a call in, a result or an error out.
+public protocol RPCMethodHandler: Sendable {
+    func handle(_ call: RPCCall) throws(RPCError) -> JSON
+}
+
+/// Parses JSON-RPC 2.0 envelopes (single calls, batches, `system.multicall`), checks the token,
+/// hands each call to a handler and renders the replies. No I/O: bytes in, bytes out.
+public struct RPCProcessor: Sendable {
+    public let secret: String?
+    public let handler: any RPCMethodHandler
+
+    /// Methods that aria2 answers without a token.
+    static let tokenFree: Set<String> = ["system.listMethods", "system.listNotifications"]
+
+    public init(secret: String?, handler: any RPCMethodHandler) {
+        self.secret = secret.flatMap { $0.isEmpty ? nil : $0 }
+        self.handler = handler
+    }
+
+    /// The reply to a request body (a single object or a batch array).
+    public func respond(to body: [UInt8]) -> JSON {
+        let request: JSON
+        do {
+            request = try JSON.parse(body)
+        } catch {
+            return Self.errorReply(id: .null, .parse)
+        }
+        if case .array(let items) = request {
+            guard !items.isEmpty else { return Self.errorReply(id: .null, .invalidRequest) }
+            return .array(items.map(respond(toSingle:)))
+        }
+        return respond(toSingle: request)
+    }
+
+    /// The reply to one call object of a request or a batch.
+    func respond(toSingle request: JSON) -> JSON {
+        guard case .object = request else { return Self.errorReply(id: .null, .invalidRequest) }
+        let id = request["id"] ?? .null
+        guard case .string(let method) = request["method"] ?? .null else {
+            return Self.errorReply(id: id, .invalidRequest)
+        }
+        let params: [JSON]
+        switch request["params"] {
+        case nil, .null?: params = []
+        case .array(let p)?: params = p
+        default: return Self.errorReply(id: id, .invalidParams("params must be an array."))
+        }
+        do {
+            let result = try call(method: method, params: params)
+            return .object([("id", id), ("jsonrpc", .string("2.0")), ("result", result)])
+        } catch {
+            return Self.errorReply(id: id, error)
+        }
+    }
+
+    /// Checks the token, then runs the method; `system.multicall` runs each of its calls the same way.
+    public func call(method: String, params: [JSON]) throws(RPCError) -> JSON {
+        var params = params
+        let hasToken: Bool
+        if case .string(let first)? = params.first, first.hasPrefix("token:") {
+            hasToken = Self.constantTimeEqual(first.utf8.dropFirst(6), secret?.utf8[...])
+            params.removeFirst()
+        } else {
+            hasToken = secret == nil
+        }
+        if method == "system.multicall" {
+            // The multicall itself carries no token; each of its calls carries its own.
+            return try multicall(params)
+        }
+        if !hasToken && !Self.tokenFree.contains(method) { throw .unauthorized }
+        return try handler.handle(RPCCall(method: method, params: params))
+    }
+
+    /// `system.multicall([{methodName, params}, …])`: each result wrapped in a one-element array,
+    /// each failure as a fault object, as aria2 does.
+    func multicall(_ params: [JSON]) throws(RPCError) -> JSON {
+        guard params.count == 1, case .array(let calls) = params[0] else {
+            throw .invalidParams("system.multicall takes one array of {methodName, params} objects.")
+        }
+        var results: [JSON] = []
+        for entry in calls {
+            guard case .string(let name)? = entry["methodName"] else {
+                results.append(RPCError.invalidRequest.json)
+                continue
+            }
+            if name == "system.multicall" {
+                results.append(RPCError.failed("Recursive system.multicall forbidden.").json)
+                continue
+            }
+            let sub: [JSON]
+            switch entry["params"] {
+            case nil, .null?: sub = []
+            case .array(let p)?: sub = p
+            default:
+                results.append(RPCError.invalidParams("params must be an array.").json)
+                continue
+            }
+            do {
+                results.append(.array([try call(method: name, params: sub)]))
+            } catch {
+                results.append(error.json)
+            }
+        }
+        return .array(results)
+    }
+
+    static func errorReply(id: JSON, _ error: RPCError) -> JSON {
+        .object([("id", id), ("jsonrpc", .string("2.0")), ("error", error.json)])
+    }
+
+    /// Compares a presented token with the secret in time that depends only on their lengths,
+    /// so that response timing does not reveal how much of a guess was right.
+    static func constantTimeEqual<A: Collection, B: Collection>(_ given: A, _ secret: B?) -> Bool
+    where A.Element == UInt8, B.Element == UInt8 {
+        guard let secret else { return true }
+        let a = Array(given)
+        let b = Array(secret)
+        var diff = UInt8(a.count == b.count ? 0 : 1)
+        for i in 0..<max(a.count, b.count) {
+            let x = i < a.count ? a[i] : 0
+            let y = i < b.count ? b[i] : 0
+            diff |= x ^ y
+        }
+        return diff == 0
+    }
+}

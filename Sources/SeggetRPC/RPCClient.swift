@@ -1,0 +1,136 @@
+import Glibc
+
+/// Why a call to the daemon failed: it could not be reached, or it answered with an error.
+public enum RPCClientError: Error, CustomStringConvertible, Sendable {
+    case unreachable(String)
+    case badResponse(String)
+    case remote(RPCError)
+
+    public var description: String {
+        switch self {
+        case .unreachable(let why), .badResponse(let why): return why
+        case .remote(let e): return e.message
+        }
+    }
+}
+
+/// A blocking JSON-RPC client for the CLI verbs: one HTTP/1.1 POST per call over a plain TCP
+/// socket to the daemon (loopback by default), no dependencies beyond libc.
+public struct RPCClient: Sendable {
+    public var host: String
+    public var port: Int
+    public var secret: String?
+    /// Seconds to wait for the daemon's answer.
+    public var timeout: Int = 30
+
+    public init(host: String = "127.0.0.1", port: Int = 6800, secret: String? = nil) {
+        self.host = host
+        self.port = port
+        self.secret = secret
+    }
+
+    /// Calls `method` with the token prepended, returns its result.
+    public func call(_ method: String, _ params: [JSON] = []) throws(RPCClientError) -> JSON {
+        var all = params
+        if let secret, !secret.isEmpty { all.insert(.string("token:" + secret), at: 0) }
+        let request = JSON.object([
+            ("jsonrpc", .string("2.0")), ("id", .string("segget")), ("method", .string(method)),
+            ("params", .array(all)),
+        ])
+        let reply = try post(request.serialized)
+        if let error = reply["error"] {
+            let code = error["code"]?.intValue ?? 1
+            throw .remote(RPCError(code: Int(code), message: error["message"]?.stringValue ?? "unknown error"))
+        }
+        guard let result = reply["result"] else { throw .badResponse("The daemon's answer has no result.") }
+        return result
+    }
+
+    /// Sends one POST /jsonrpc and parses the JSON body of the answer.
+    public func post(_ body: String) throws(RPCClientError) -> JSON {
+        let fd = try connectSocket()
+        defer { close(fd) }
+        let request =
+            "POST /jsonrpc HTTP/1.1\r\nHost: \(host):\(port)\r\nContent-Type: application/json\r\n"
+            + "Content-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n" + body
+        let bytes = Array(request.utf8)
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else {
+                throw .unreachable("Sending to the daemon failed: \(String(cString: strerror(errno))).")
+            }
+            sent += n
+        }
+        var response: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n < 0 && errno == EINTR { continue }
+            guard n >= 0 else {
+                throw .unreachable(
+                    "The daemon did not answer within \(timeout) s (\(String(cString: strerror(errno)))).")
+            }
+            if n == 0 { break }
+            response.append(contentsOf: buffer[0..<n])
+        }
+        return try Self.parseResponse(response)
+    }
+
+    /// Splits an HTTP response into status and body and parses the body as JSON.
+    static func parseResponse(_ response: [UInt8]) throws(RPCClientError) -> JSON {
+        let separator: [UInt8] = [13, 10, 13, 10]
+        guard let split = (0..<max(0, response.count - 3)).first(where: { Array(response[$0..<$0 + 4]) == separator })
+        else {
+            throw .badResponse("The daemon's answer is not HTTP.")
+        }
+        let head = String(decoding: response[0..<split], as: UTF8.self)
+        let statusLine = head.split(separator: "\r\n", maxSplits: 1).first.map(String.init) ?? ""
+        let status = statusLine.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
+        let body = Array(response[(split + 4)...])
+        guard status == 200 else {
+            let text = String(decoding: body, as: UTF8.self).trimmingTrailingNewlines
+            throw .badResponse("The daemon answered HTTP \(status): \(text)")
+        }
+        do {
+            return try JSON.parse(body)
+        } catch {
+            throw .badResponse("The daemon's answer is not JSON (\(error.reason) at byte \(error.offset)).")
+        }
+    }
+
+    func connectSocket() throws(RPCClientError) -> Int32 {
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var list: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(host, String(port), &hints, &list) == 0, let first = list else {
+            throw .unreachable("Cannot resolve the daemon's host \(host).")
+        }
+        defer { freeaddrinfo(list) }
+        var lastError: Int32 = ECONNREFUSED
+        var entry: UnsafeMutablePointer<addrinfo>? = first
+        while let ai = entry {
+            entry = ai.pointee.ai_next
+            let fd = socket(ai.pointee.ai_family, ai.pointee.ai_socktype, ai.pointee.ai_protocol)
+            guard fd >= 0 else { continue }
+            var tv = timeval(tv_sec: timeout, tv_usec: 0)
+            _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+            _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+            if connect(fd, ai.pointee.ai_addr, ai.pointee.ai_addrlen) == 0 { return fd }
+            lastError = errno
+            close(fd)
+        }
+        throw .unreachable(
+            "Cannot reach the segget daemon at \(host):\(port) (\(String(cString: strerror(lastError)))); start it with 'segget daemon', or give --rpc-port."
+        )
+    }
+}
+
+extension String {
+    var trimmingTrailingNewlines: String {
+        var s = self
+        while s.last == "\n" || s.last == "\r" { s.removeLast() }
+        return s
+    }
+}

@@ -1,0 +1,300 @@
+import Dispatch
+import Glibc
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOWebSocket
+
+/// Sends aria2 notifications (`aria2.onDownloadComplete` …) to every open WebSocket.
+public final class NotificationHub: Sendable {
+    private let clients = NIOLockedValueBox<[UInt64: AsyncStream<[UInt8]>.Continuation]>([:])
+    private let nextID = NIOLockedValueBox<UInt64>(0)
+
+    public init() {}
+
+    /// A stream of text messages for one WebSocket; `leave` when it closes.
+    func join() -> (id: UInt64, messages: AsyncStream<[UInt8]>, continuation: AsyncStream<[UInt8]>.Continuation) {
+        let id = nextID.withLockedValue { v in
+            v += 1
+            return v
+        }
+        let (stream, continuation) = AsyncStream<[UInt8]>.makeStream(bufferingPolicy: .bufferingNewest(4096))
+        clients.withLockedValue { $0[id] = continuation }
+        return (id, stream, continuation)
+    }
+
+    func leave(_ id: UInt64) {
+        let c = clients.withLockedValue { $0.removeValue(forKey: id) }
+        c?.finish()
+    }
+
+    public func notify(method: String, gid: String) {
+        let message = JSON.object([
+            ("jsonrpc", .string("2.0")), ("method", .string(method)),
+            ("params", .array([.object([("gid", .string(gid))])])),
+        ]).serializedBytes
+        for c in clients.withLockedValue({ Array($0.values) }) { c.yield(message) }
+    }
+
+    public func closeAll() {
+        for c in clients.withLockedValue({ d in
+            defer { d.removeAll() }; return Array(d.values)
+        }) { c.finish() }
+    }
+}
+
+/// aria2's JSON-RPC endpoint: POST /jsonrpc over HTTP/1.1 and WebSocket at the same path, with CORS.
+public final class RPCServer: Sendable {
+    public let processor: RPCProcessor
+    public let hub: NotificationHub
+    public let host: String
+    public let port: Int
+    public let maxRequestBytes: Int
+    /// An HTTP connection silent this long is closed (a WebSocket is not: it may rightly stay quiet).
+    public let idleTimeout: TimeAmount
+    /// All calls run here, one at a time: queue commands see one order, and the event loops never block.
+    private let work = DispatchQueue(label: "segget.rpc")
+    private let serverChannel = NIOLockedValueBox<Channel?>(nil)
+    /// Open client connections, closed by `close()` so that a keep-alive client cannot hold shutdown up.
+    private let connections = NIOLockedValueBox<[ObjectIdentifier: Channel]>([:])
+
+    public init(
+        processor: RPCProcessor, hub: NotificationHub, host: String, port: Int, maxRequestBytes: Int = 2 << 20,
+        idleTimeout: TimeAmount = .seconds(120)
+    ) {
+        self.processor = processor
+        self.hub = hub
+        self.host = host
+        self.port = port
+        self.maxRequestBytes = maxRequestBytes
+        self.idleTimeout = idleTimeout
+    }
+
+    enum Connection {
+        case websocket(NIOAsyncChannel<WebSocketFrame, WebSocketFrame>)
+        case http(NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>)
+    }
+
+    /// Binds, calls `ready` with the bound port, then serves until `close()`.
+    public func run(ready: @Sendable (Int) -> Void) async throws {
+        let maxBytes = maxRequestBytes
+        let idleTimeout = self.idleTimeout
+        let channel: NIOAsyncChannel<EventLoopFuture<Connection>, Never> = try await ServerBootstrap(
+            group: MultiThreadedEventLoopGroup.singleton
+        )
+        .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+        .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+        .bind(host: host, port: port) { [connections] channel in
+            let key = ObjectIdentifier(channel)
+            connections.withLockedValue { $0[key] = channel }
+            channel.closeFuture.whenComplete { _ in connections.withLockedValue { _ = $0.removeValue(forKey: key) } }
+            return channel.eventLoop.makeCompletedFuture {
+                try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: idleTimeout), name: "idle")
+                try channel.pipeline.syncOperations.addHandler(IdleConnectionCloser(), name: "idle-close")
+                let upgrader = NIOTypedWebSocketServerUpgrader<Connection>(
+                    maxFrameSize: maxBytes,
+                    shouldUpgrade: { channel, head in
+                        let path = head.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? head.uri
+                        return channel.eventLoop.makeSucceededFuture(path == "/jsonrpc" ? HTTPHeaders() : nil)
+                    },
+                    upgradePipelineHandler: { channel, _ in
+                        channel.eventLoop.makeCompletedFuture {
+                            channel.pipeline.syncOperations.removeHandler(name: "idle-close", promise: nil)
+                            channel.pipeline.syncOperations.removeHandler(name: "idle", promise: nil)
+                            try channel.pipeline.syncOperations.addHandler(
+                                NIOWebSocketFrameAggregator(
+                                    minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 1024,
+                                    maxAccumulatedFrameSize: maxBytes))
+                            return .websocket(try NIOAsyncChannel(wrappingChannelSynchronously: channel))
+                        }
+                    }
+                )
+                let upgrade = NIOTypedHTTPServerUpgradeConfiguration<Connection>(
+                    upgraders: [upgrader],
+                    notUpgradingCompletionHandler: { channel in
+                        channel.eventLoop.makeCompletedFuture {
+                            .http(try NIOAsyncChannel(wrappingChannelSynchronously: channel))
+                        }
+                    }
+                )
+                return try channel.pipeline.syncOperations.configureUpgradableHTTPServerPipeline(
+                    configuration: .init(upgradeConfiguration: upgrade))
+            }
+        }
+        serverChannel.withLockedValue { $0 = channel.channel }
+        ready(channel.channel.localAddress?.port ?? port)
+        try await withThrowingDiscardingTaskGroup { group in
+            try await channel.executeThenClose { inbound in
+                for try await connection in inbound {
+                    group.addTask {
+                        do {
+                            switch try await connection.get() {
+                            case .websocket(let ws): try await self.serveWebSocket(ws)
+                            case .http(let http): try await self.serveHTTP(http)
+                            }
+                        } catch {
+                            // One connection's failure (a reset, a protocol error) ends only that connection.
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The system's words for a failure to listen (NIO's own description names its internals).
+    public static func describe(_ error: any Error) -> String {
+        if let io = error as? IOError { return String(cString: strerror(io.errnoCode)) }
+        return String(describing: error)
+    }
+
+    /// Stops accepting connections and closes the open ones; `run` then returns.
+    public func close() {
+        let channel = serverChannel.withLockedValue { $0 }
+        channel?.close(promise: nil)
+        hub.closeAll()
+        for c in connections.withLockedValue({ Array($0.values) }) { c.close(promise: nil) }
+    }
+
+    func process(_ body: [UInt8]) async -> [UInt8] {
+        let processor = self.processor
+        return await withCheckedContinuation { continuation in
+            work.async { continuation.resume(returning: processor.respond(to: body).serializedBytes) }
+        }
+    }
+
+    // MARK: HTTP
+
+    func serveHTTP(_ channel: NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>) async throws {
+        try await channel.executeThenClose { inbound, outbound in
+            var head: HTTPRequestHead?
+            var body: [UInt8] = []
+            for try await part in inbound {
+                switch part {
+                case .head(let h):
+                    head = h
+                    body.removeAll(keepingCapacity: true)
+                    // Refuse an oversize body before reading it, then close: the rest is never read.
+                    if let length = h.headers.first(name: "content-length").flatMap(Int.init), length > maxRequestBytes
+                    {
+                        _ = try await respond(to: h, body: [], tooLarge: true, outbound: outbound)
+                        return
+                    }
+                case .body(var buffer):
+                    guard let h = head else { return }
+                    if body.count + buffer.readableBytes > maxRequestBytes {
+                        _ = try await respond(to: h, body: [], tooLarge: true, outbound: outbound)
+                        return
+                    }
+                    if let bytes = buffer.readBytes(length: buffer.readableBytes) { body.append(contentsOf: bytes) }
+                case .end:
+                    guard let h = head else { return }
+                    let keepAlive = try await respond(to: h, body: body, tooLarge: false, outbound: outbound)
+                    if !keepAlive { return }
+                    head = nil
+                }
+            }
+        }
+    }
+
+    /// Writes the response to one request; false when the connection should close.
+    func respond(
+        to head: HTTPRequestHead, body: [UInt8], tooLarge: Bool,
+        outbound: NIOAsyncChannelOutboundWriter<HTTPServerResponsePart>
+    ) async throws -> Bool {
+        let path = head.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? head.uri
+        var headers = HTTPHeaders()
+        headers.add(name: "Access-Control-Allow-Origin", value: "*")
+        var keepAlive = head.isKeepAlive
+        let status: HTTPResponseStatus
+        var text: [UInt8] = []
+        if path != "/jsonrpc" {
+            status = .notFound
+            text = Array("segget's JSON-RPC endpoint is /jsonrpc.\n".utf8)
+        } else if head.method == .OPTIONS {
+            // CORS preflight from browser front-ends.
+            status = .ok
+            headers.add(name: "Access-Control-Allow-Methods", value: "POST, GET, OPTIONS")
+            headers.add(
+                name: "Access-Control-Allow-Headers",
+                value: head.headers.first(name: "access-control-request-headers") ?? "Content-Type")
+            headers.add(name: "Access-Control-Max-Age", value: "1728000")
+        } else if head.method != .POST {
+            status = .methodNotAllowed
+            headers.add(name: "Allow", value: "POST, OPTIONS")
+            text = Array("Send JSON-RPC requests with POST, or open a WebSocket.\n".utf8)
+        } else if tooLarge {
+            status = .payloadTooLarge
+            text = Array("The request is larger than \(maxRequestBytes) bytes.\n".utf8)
+            keepAlive = false
+        } else {
+            status = .ok
+            text = await process(body)
+            headers.add(name: "Content-Type", value: "application/json-rpc")
+        }
+        if text.isEmpty == false && headers.first(name: "content-type") == nil {
+            headers.add(name: "Content-Type", value: "text/plain; charset=utf-8")
+        }
+        headers.add(name: "Content-Length", value: String(text.count))
+        if !keepAlive { headers.add(name: "Connection", value: "close") }
+        try await outbound.write(contentsOf: [
+            .head(HTTPResponseHead(version: head.version, status: status, headers: headers)),
+            .body(.byteBuffer(ByteBuffer(bytes: text))),
+            .end(nil),
+        ])
+        return keepAlive
+    }
+
+    // MARK: WebSocket
+
+    func serveWebSocket(_ channel: NIOAsyncChannel<WebSocketFrame, WebSocketFrame>) async throws {
+        let (id, messages, mailbox) = hub.join()
+        defer { hub.leave(id) }
+        try await channel.executeThenClose { inbound, outbound in
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                // The one writer: replies and notifications both go through the mailbox.
+                group.addTask {
+                    for await message in messages {
+                        try await outbound.write(
+                            WebSocketFrame(fin: true, opcode: .text, data: ByteBuffer(bytes: message)))
+                    }
+                }
+                group.addTask {
+                    for try await frame in inbound {
+                        switch frame.opcode {
+                        case .text, .binary:
+                            var data = frame.unmaskedData
+                            let bytes = data.readBytes(length: data.readableBytes) ?? []
+                            mailbox.yield(await self.process(bytes))
+                        case .ping:
+                            try await outbound.write(WebSocketFrame(fin: true, opcode: .pong, data: frame.unmaskedData))
+                        case .connectionClose:
+                            var data = frame.unmaskedData
+                            let code = data.readSlice(length: 2) ?? ByteBuffer()
+                            try? await outbound.write(WebSocketFrame(fin: true, opcode: .connectionClose, data: code))
+                            return
+                        default:
+                            continue
+                        }
+                    }
+                }
+                try await group.next()
+                group.cancelAll()
+                mailbox.finish()
+            }
+        }
+    }
+}
+
+/// Closes a connection when the IdleStateHandler before it reports silence.
+final class IdleConnectionCloser: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is IdleStateHandler.IdleStateEvent {
+            context.close(promise: nil)
+        } else {
+            context.fireUserInboundEventTriggered(event)
+        }
+    }
+}

@@ -1,0 +1,250 @@
+import ArgumentParser
+import Glibc
+import Segget
+import SeggetRPC
+
+/// Where the daemon listens, shared by the client verbs.
+struct DaemonAddress: ParsableArguments {
+    @Option(name: .customLong("rpc-port"), help: "The daemon's JSON-RPC port (default 6800, or $SEGGET_RPC_PORT).")
+    var port: Int?
+
+    @Option(name: .customLong("rpc-secret"), help: "The daemon's --rpc-secret (default $SEGGET_RPC_SECRET).")
+    var secret: String?
+
+    @Option(name: .customLong("rpc-host"), help: "The daemon's host (default 127.0.0.1).")
+    var host: String = "127.0.0.1"
+
+    var client: RPCClient {
+        let envPort = getenv("SEGGET_RPC_PORT").flatMap { Int(String(cString: $0)) }
+        let envSecret = getenv("SEGGET_RPC_SECRET").map { String(cString: $0) }
+        return RPCClient(host: host, port: port ?? envPort ?? 6800, secret: secret ?? envSecret)
+    }
+
+    /// Runs one call; a failure becomes a sentence and segget's exit code (3 unreachable, 2 refused).
+    func call(_ method: String, _ params: [JSON] = []) throws -> JSON {
+        do {
+            return try client.call(method, params)
+        } catch .remote(let e) {
+            throw SeggetError(.usage, "The daemon refused \(method): \(e.message)")
+        } catch {
+            throw SeggetError(.network, error.description)
+        }
+    }
+}
+
+/// `segget add URL…`: queue downloads in the running daemon.
+struct Add: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Queue downloads in the running daemon (see 'segget daemon'); prints each task's GID.")
+
+    @Argument(help: "The http:// or https:// URLs to queue, one task each.")
+    var urls: [String]
+
+    @Option(name: [.short, .customLong("dir")], help: "Save into this directory (inside the daemon's --dir).")
+    var directory: String?
+
+    @Option(name: .shortAndLong, help: "Save as this file name (one URL only).")
+    var output: String?
+
+    @Option(
+        name: [.customShort("n"), .customLong("connections")], help: "Parallel connections for each file, 1 to 128.")
+    var connections: Int?
+
+    @Option(name: [.customShort("H"), .long], help: "Extra request header 'Name: value' (repeatable).")
+    var header: [String] = []
+
+    @Option(name: [.customShort("A"), .customLong("user-agent")], help: "The User-Agent header to send.")
+    var userAgent: String?
+
+    @Option(name: [.customShort("e"), .long], help: "The Referer header to send.")
+    var referer: String?
+
+    @Option(help: "Proxy URL for these downloads.")
+    var proxy: String?
+
+    @Option(name: .customLong("max-speed"), help: "Cap each file's download rate, e.g. 2M.")
+    var maxSpeed: String?
+
+    @Option(help: "Expected digest sha256=HEX or md5=HEX (one URL only).")
+    var checksum: String?
+
+    @Flag(help: "Add the tasks paused.")
+    var paused = false
+
+    @OptionGroup var daemon: DaemonAddress
+
+    func validate() throws {
+        guard !urls.isEmpty else { throw ValidationError("give at least one URL to add.") }
+        if urls.count > 1 && output != nil { throw ValidationError("-o names one file; with several URLs use -d DIR.") }
+        if urls.count > 1 && checksum != nil { throw ValidationError("--checksum applies to one URL.") }
+        if let n = connections, !(1...128).contains(n) {
+            throw ValidationError("-n takes a number from 1 to 128 (got \(n)).")
+        }
+    }
+
+    /// The options object of aria2.addUri.
+    var aria2Options: JSON {
+        var o: [(String, JSON)] = []
+        if let d = directory {
+            // A relative -d means relative to here, as for a download; the daemon checks it against its root.
+            let absolute =
+                d.hasPrefix("/")
+                ? d
+                : (getcwd(nil, 0).map { p in
+                    defer { free(p) }; return String(cString: p)
+                } ?? ".") + "/" + d
+            o.append(("dir", .string(absolute)))
+        }
+        if let v = output { o.append(("out", .string(v))) }
+        if let n = connections {
+            o.append(("split", .string(String(n))))
+            o.append(("max-connection-per-server", .string(String(n))))
+        }
+        if !header.isEmpty { o.append(("header", .array(header.map(JSON.string)))) }
+        if let v = userAgent { o.append(("user-agent", .string(v))) }
+        if let v = referer { o.append(("referer", .string(v))) }
+        if let v = proxy { o.append(("all-proxy", .string(v))) }
+        if let v = maxSpeed { o.append(("max-download-limit", .string(v))) }
+        if let v = checksum {
+            // segget writes sha256=HEX; aria2 writes sha-256=HEX. Send aria2's form.
+            o.append(("checksum", .string(v.hasPrefix("sha256=") ? "sha-256=" + v.dropFirst(7) : v)))
+        }
+        if paused { o.append(("pause", .string("true"))) }
+        return .object(o)
+    }
+
+    func run() throws {
+        let options = aria2Options
+        for url in urls {
+            let gid = try daemon.call("aria2.addUri", [.array([.string(url)]), options])
+            StdoutLines.write(gid.stringValue ?? gid.serialized)
+        }
+    }
+}
+
+/// `segget pause|resume|rm GID…`.
+struct Pause: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Pause tasks in the running daemon (their progress is kept).")
+    @Argument(help: "The GIDs of the tasks ('all' for every task).") var gids: [String]
+    @OptionGroup var daemon: DaemonAddress
+    func run() throws {
+        if gids == ["all"] { _ = try daemon.call("aria2.forcePauseAll"); return }
+        for gid in gids { _ = try daemon.call("aria2.forcePause", [.string(gid)]) }
+    }
+}
+
+struct Resume: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Resume paused tasks in the running daemon.")
+    @Argument(help: "The GIDs of the tasks ('all' for every task).") var gids: [String]
+    @OptionGroup var daemon: DaemonAddress
+    func run() throws {
+        if gids == ["all"] { _ = try daemon.call("aria2.unpauseAll"); return }
+        for gid in gids { _ = try daemon.call("aria2.unpause", [.string(gid)]) }
+    }
+}
+
+struct Remove: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rm",
+        abstract: "Remove tasks from the running daemon: stop them if they run, and drop them from the history.")
+    @Argument(help: "The GIDs of the tasks.") var gids: [String]
+    @OptionGroup var daemon: DaemonAddress
+    func run() throws {
+        for gid in gids {
+            let status = try daemon.call("aria2.tellStatus", [.string(gid), .array([.string("status")])])["status"]?
+                .stringValue
+            if status == "active" || status == "waiting" || status == "paused" {
+                _ = try daemon.call("aria2.forceRemove", [.string(gid)])
+            } else {
+                _ = try daemon.call("aria2.removeDownloadResult", [.string(gid)])
+            }
+        }
+    }
+}
+
+/// `segget ls`: the daemon's tasks as a table, as JSON, or live.
+struct List: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ls", abstract: "List the running daemon's tasks: active, waiting, paused and finished.")
+
+    @Flag(help: "Print the aria2 status objects as one JSON array.")
+    var json = false
+
+    @Flag(name: .shortAndLong, help: "Redraw the table every second until interrupted.")
+    var watch = false
+
+    @OptionGroup var daemon: DaemonAddress
+
+    static let keys: JSON = .array(
+        [
+            "gid", "status", "totalLength", "completedLength", "downloadSpeed", "connections", "dir", "files",
+            "errorMessage",
+        ]
+        .map(JSON.string))
+
+    func fetch() throws -> [JSON] {
+        let active = try daemon.call("aria2.tellActive", [Self.keys]).arrayValue ?? []
+        let waiting = try daemon.call("aria2.tellWaiting", [.int(0), .int(1000), Self.keys]).arrayValue ?? []
+        let stopped = try daemon.call("aria2.tellStopped", [.int(0), .int(1000), Self.keys]).arrayValue ?? []
+        return active + waiting + stopped
+    }
+
+    func run() throws {
+        if json {
+            StdoutLines.write(JSON.array(try fetch()).serialized)
+            return
+        }
+        guard watch else {
+            StdoutLines.write(Self.table(try fetch()))
+            return
+        }
+        while true {
+            let stat = try daemon.call("aria2.getGlobalStat")
+            func n(_ key: String) -> String { stat[key]?.stringValue ?? "?" }
+            let speed = Format.rate(Double(stat["downloadSpeed"]?.stringValue ?? "") ?? 0)
+            let summary =
+                "\(n("numActive")) active, \(n("numWaiting")) waiting, \(n("numStopped")) stopped; \(speed) in all (Ctrl-C to quit)\n\n"
+            let text = summary + Self.table(try fetch())
+            // Home, draw, clear what is left of the previous frame.
+            StdoutLines.write("\u{1B}[H\u{1B}[2J" + text)
+            usleep(1_000_000)
+        }
+    }
+
+    /// One line per task: GID, status, progress, size, speed, name.
+    static func table(_ tasks: [JSON]) -> String {
+        var lines = [
+            pad("GID", 16) + "  " + pad("STATUS", 8) + "  " + pad("DONE", 6, right: true) + "  "
+                + pad("SIZE", 10, right: true) + "  " + pad("SPEED", 12, right: true) + "  NAME"
+        ]
+        for t in tasks {
+            let total = Int64(t["totalLength"]?.stringValue ?? "") ?? 0
+            let done = Int64(t["completedLength"]?.stringValue ?? "") ?? 0
+            let speed = Int64(t["downloadSpeed"]?.stringValue ?? "") ?? 0
+            let status = t["status"]?.stringValue ?? "?"
+            let percent = total > 0 ? String(done * 100 / total) + "%" : "-"
+            var name = t["files"]?.arrayValue?.first?["path"]?.stringValue ?? ""
+            if name.isEmpty {
+                name = t["files"]?.arrayValue?.first?["uris"]?.arrayValue?.first?["uri"]?.stringValue ?? ""
+            } else if let slash = name.lastIndex(of: "/") {
+                name = String(name[name.index(after: slash)...])
+            }
+            if status == "error", let message = t["errorMessage"]?.stringValue, !message.isEmpty {
+                name += "  (\(message))"
+            }
+            lines.append(
+                pad(t["gid"]?.stringValue ?? "", 16) + "  " + pad(status, 8) + "  " + pad(percent, 6, right: true)
+                    + "  "
+                    + pad(total > 0 ? Format.bytes(total) : "-", 10, right: true) + "  "
+                    + pad(status == "active" ? Format.rate(Double(speed)) : "", 12, right: true) + "  " + name)
+        }
+        if tasks.isEmpty { lines.append("(no tasks)") }
+        return lines.joined(separator: "\n")
+    }
+
+    static func pad(_ s: String, _ width: Int, right: Bool = false) -> String {
+        let fill = String(repeating: " ", count: max(0, width - s.count))
+        return right ? fill + s : s + fill
+    }
+}

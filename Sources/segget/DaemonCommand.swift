@@ -1,0 +1,231 @@
+import ArgumentParser
+import Dispatch
+import Glibc
+import Segget
+import SeggetQueue
+import SeggetRPC
+import Synchronization
+
+/// `segget daemon`: the download queue in the foreground, served over aria2's JSON-RPC.
+struct Daemon: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "daemon",
+        abstract: "Run the download manager in the foreground, controlled over aria2's JSON-RPC.",
+        discussion: """
+            The daemon keeps its queue in an SQLite database: every task is stored before the call \
+            that adds it returns, and after a crash, kill -9 or reboot the next start picks every \
+            task up where it was (active downloads resume from their journals). It serves aria2's \
+            JSON-RPC 2.0 at http://127.0.0.1:PORT/jsonrpc and ws://127.0.0.1:PORT/jsonrpc, so \
+            aria2p, AriaNg, webui-aria2 and segget's own add/ls/pause/resume/rm commands can drive \
+            it. SIGINT or SIGTERM stop it cleanly.
+            """
+    )
+
+    @Option(name: .customLong("rpc-listen-port"), help: "The TCP port for JSON-RPC (default 6800).")
+    var port: Int = 6800
+
+    @Option(name: .customLong("rpc-secret"), help: "Require this token ('token:SECRET') on every call.")
+    var secret: String?
+
+    @Flag(
+        name: .customLong("rpc-listen-all"),
+        help: "Listen on every interface instead of loopback only (needs --rpc-secret).")
+    var listenAll = false
+
+    @Option(
+        name: [.short, .customLong("dir")],
+        help:
+            "The download root: files go here, and a 'dir' sent over RPC must lie inside it (default: the current directory)."
+    )
+    var directory: String?
+
+    @Flag(
+        name: .customLong("allow-any-dir"),
+        help: "Let RPC clients save into any directory the daemon can write, not only under --dir.")
+    var allowAnyDirectory = false
+
+    @Option(name: .customLong("max-concurrent-downloads"), help: "Downloads running at once (default 5).")
+    var maxConcurrent: Int = 5
+
+    @Option(name: .customLong("total-connections"), help: "Connections across all running downloads (default 16).")
+    var totalConnections: Int = 16
+
+    @Option(
+        name: .customLong("max-overall-download-limit"),
+        help: "Cap the download rate of all downloads together, e.g. 20M (default: no cap).")
+    var maxOverall: String?
+
+    @Option(
+        help:
+            "The queue's SQLite database (default $XDG_STATE_HOME/segget/queue.sqlite or ~/.local/state/segget/queue.sqlite)."
+    )
+    var database: String?
+
+    func validate() throws {
+        guard (1...65535).contains(port) else {
+            throw ValidationError("--rpc-listen-port takes a port from 1 to 65535 (got \(port)).")
+        }
+        if listenAll && (secret ?? "").isEmpty {
+            throw ValidationError("--rpc-listen-all exposes the daemon to the network; give --rpc-secret too.")
+        }
+        guard (1...64).contains(maxConcurrent) else {
+            throw ValidationError("--max-concurrent-downloads takes a number from 1 to 64 (got \(maxConcurrent)).")
+        }
+        guard (1...512).contains(totalConnections) else {
+            throw ValidationError("--total-connections takes a number from 1 to 512 (got \(totalConnections)).")
+        }
+        if let m = maxOverall, parseByteSize(m) == nil {
+            throw ValidationError("--max-overall-download-limit must be a rate such as 20M (got '\(m)').")
+        }
+    }
+
+    /// `$XDG_STATE_HOME/segget/queue.sqlite`, else `~/.local/state/segget/queue.sqlite`.
+    static func defaultDatabasePath() -> String {
+        if let state = getenv("XDG_STATE_HOME").map({ String(cString: $0) }), state.hasPrefix("/") {
+            return state + "/segget/queue.sqlite"
+        }
+        let home = getenv("HOME").map { String(cString: $0) } ?? "."
+        return home + "/.local/state/segget/queue.sqlite"
+    }
+
+    /// Creates a directory and its parents (mode 0700 for state, which may hold header secrets).
+    static func makeDirectories(_ path: String, mode: mode_t) {
+        var prefix = ""
+        for part in path.split(separator: "/") {
+            prefix += "/" + part
+            _ = mkdir(path.hasPrefix("/") ? prefix : String(prefix.dropFirst()), mode)
+        }
+    }
+
+    func run() throws {
+        let cwd =
+            getcwd(nil, 0).map { p in
+                defer { free(p) }; return String(cString: p)
+            } ?? "."
+        var given = directory ?? cwd
+        if !given.hasPrefix("/") { given = cwd + "/" + given }
+        Self.makeDirectories(given, mode: 0o755)
+        let root = Aria2TaskOptions.resolvePath(given)
+        let dbPath = database ?? Self.defaultDatabasePath()
+        if let slash = dbPath.lastIndex(of: "/"), slash != dbPath.startIndex {
+            Self.makeDirectories(String(dbPath[..<slash]), mode: 0o700)
+        }
+
+        var settings = QueueSettings(downloadRoot: root)
+        settings.maxActive = maxConcurrent
+        settings.connectionBudget = totalConnections
+        settings.maxOverallSpeed = maxOverall.flatMap(parseByteSize).flatMap { $0 > 0 ? $0 : nil }
+        settings.allowAnyDirectory = allowAnyDirectory
+        let queue: DownloadQueue
+        do {
+            queue = try DownloadQueue(databasePath: dbPath, settings: settings)
+        } catch {
+            throw SeggetError(.fileSystem, "\(error.message) Give --database to use another file.")
+        }
+
+        let hub = NotificationHub()
+        let stop = ShutdownSignal()
+        let methods = Aria2Methods(
+            queue: queue, policy: RPCPolicy(root: root, allowAnyDirectory: allowAnyDirectory),
+            sessionID: Self.randomHex(20), requestShutdown: { force in stop.fire(force: force) })
+        let server = RPCServer(
+            processor: RPCProcessor(secret: secret, handler: methods), hub: hub,
+            host: listenAll ? "0.0.0.0" : "127.0.0.1", port: port)
+
+        // Signals arrive on a dispatch queue, not in a handler, so stopping can do real work.
+        for sig in [SIGINT, SIGTERM] { signal(sig, SIG_IGN) }
+        let sources = [SIGINT, SIGTERM].map { sig in
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            source.setEventHandler { stop.fire(force: false) }
+            source.resume()
+            return source
+        }
+        defer { sources.forEach { $0.cancel() } }
+
+        let done = DispatchSemaphore(value: 0)
+        let outcome = DaemonFailure()
+        let listenAll = self.listenAll
+        let port = self.port
+        Task {
+            let events = Task {
+                for await event in queue.events { Self.forward(event, to: hub) }
+            }
+            let serving = Task {
+                do {
+                    try await server.run { bound in
+                        writeStderr(
+                            "segget daemon: serving aria2 JSON-RPC on \(listenAll ? "0.0.0.0" : "127.0.0.1"):\(bound)/jsonrpc (HTTP and WebSocket); files under \(root); queue in \(dbPath)\n"
+                        )
+                    }
+                } catch {
+                    outcome.set(
+                        SeggetError(
+                            .network,
+                            "Cannot listen on port \(port): \(RPCServer.describe(error)). Is another daemon or aria2c running? Give another --rpc-listen-port."
+                        ))
+                    stop.fire(force: true)
+                }
+            }
+            queue.start()
+            let force = await stop.wait()
+            server.close()
+            // No notifications are wanted once stopping has begun.
+            events.cancel()
+            await queue.shutdown(force: force)
+            _ = await serving.result
+            done.signal()
+        }
+        done.wait()
+        if let error = outcome.error { throw error }
+        writeStderr("segget daemon: stopped; the queue is saved in \(dbPath).\n")
+    }
+
+    static func forward(_ event: QueueEvent, to hub: NotificationHub) {
+        switch event {
+        case .started(let id): hub.notify(method: "aria2.onDownloadStart", gid: id.gid)
+        case .paused(let id): hub.notify(method: "aria2.onDownloadPause", gid: id.gid)
+        case .stopped(let id): hub.notify(method: "aria2.onDownloadStop", gid: id.gid)
+        case .completed(let id): hub.notify(method: "aria2.onDownloadComplete", gid: id.gid)
+        case .failed(let id): hub.notify(method: "aria2.onDownloadError", gid: id.gid)
+        }
+    }
+
+    static func randomHex(_ count: Int) -> String {
+        var g = SystemRandomNumberGenerator()
+        return String((0..<count).map { _ in "0123456789abcdef".randomElement(using: &g) ?? "0" })
+    }
+}
+
+/// The first stop request wins: a signal, aria2.shutdown or a failed bind.
+final class ShutdownSignal: Sendable {
+    private let state = Mutex<(fired: Bool, force: Bool, waiter: CheckedContinuation<Bool, Never>?)>(
+        (false, false, nil))
+
+    func fire(force: Bool) {
+        let waiter = state.withLock { s -> CheckedContinuation<Bool, Never>? in
+            guard !s.fired else { return nil }
+            s.fired = true
+            s.force = force
+            defer { s.waiter = nil }
+            return s.waiter
+        }
+        waiter?.resume(returning: force)
+    }
+
+    func wait() async -> Bool {
+        await withCheckedContinuation { c in
+            let fired = state.withLock { s -> Bool? in
+                if s.fired { return s.force }
+                s.waiter = c
+                return nil
+            }
+            if let fired { c.resume(returning: fired) }
+        }
+    }
+}
+
+final class DaemonFailure: Sendable {
+    private let stored = Mutex<SeggetError?>(nil)
+    func set(_ e: SeggetError) { stored.withLock { if $0 == nil { $0 = e } } }
+    var error: SeggetError? { stored.withLock { $0 } }
+}

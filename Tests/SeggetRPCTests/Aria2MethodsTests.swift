@@ -1,0 +1,250 @@
+import Glibc
+import SeggetQueue
+import Synchronization
+import Testing
+
+@testable import SeggetRPC
+
+/// The shutdown requests a handler made: `force` for each.
+final class ShutdownLog: Sendable {
+    let calls = Mutex<[Bool]>([])
+}
+
+/// aria2's methods over a real DownloadQueue with a database in a temporary directory. The queue is
+/// never started, so nothing is downloaded: these check the mapping of calls to queue commands and
+/// the rendering of what the queue answers.
+final class MethodsFixture {
+    let root = makeTempDirectory()
+    let queue: DownloadQueue
+    let methods: Aria2Methods
+    let processor: RPCProcessor
+    let shutdowns = ShutdownLog()
+
+    init() throws {
+        queue = try DownloadQueue(databasePath: root + "/q.sqlite", settings: QueueSettings(downloadRoot: root))
+        let log = shutdowns
+        methods = Aria2Methods(
+            queue: queue, policy: RPCPolicy(root: root, allowAnyDirectory: false), sessionID: "abc",
+            requestShutdown: { force in log.calls.withLock { $0.append(force) } })
+        processor = RPCProcessor(secret: "tok", handler: methods)
+    }
+
+    deinit { removeTree(root) }
+
+    /// Calls a method with the token, returning the result or the error.
+    func call(_ method: String, _ params: [JSON] = []) -> Result<JSON, RPCError> {
+        do {
+            return .success(try processor.call(method: method, params: [.string("token:tok")] + params))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    func ok(_ method: String, _ params: [JSON] = [], sourceLocation: SourceLocation = #_sourceLocation) -> JSON {
+        switch call(method, params) {
+        case .success(let v): return v
+        case .failure(let e):
+            Issue.record("\(method) failed: \(e)", sourceLocation: sourceLocation)
+            return .null
+        }
+    }
+
+    func errorCode(_ method: String, _ params: [JSON] = []) -> Int? {
+        if case .failure(let e) = call(method, params) { return e.code }
+        return nil
+    }
+
+    func add(_ name: String, _ options: [(String, JSON)] = []) -> String {
+        ok("aria2.addUri", [.array([.string("http://127.0.0.1:9/\(name)")]), .object(options)]).stringValue ?? ""
+    }
+
+    func status(_ gid: String) -> String? {
+        ok("aria2.tellStatus", [.string(gid), .array([.string("status")])])["status"]?.stringValue
+    }
+
+    func gids(_ list: JSON) -> [String] { list.arrayValue?.compactMap { $0["gid"]?.stringValue } ?? [] }
+}
+
+@Suite(.serialized) struct Aria2MethodsTests {
+    @Test func addUriStoresOptionsAndAnswersAGid() throws {
+        let f = try MethodsFixture()
+        let gid = f.add("a.bin", [("out", .string("x.bin")), ("header", .string("A: 1")), ("split", .string("3"))])
+        #expect(gid.count == 16 && gid.allSatisfy(\.isHexDigit))
+        #expect(f.status(gid) == "waiting")
+        let options = f.ok("aria2.getOption", [.string(gid)])
+        #expect(options["out"] == .string("x.bin"))
+        #expect(options["header"] == .array([.string("A: 1")]))
+        #expect(options["split"] == .string("3"))
+        let uris = f.ok("aria2.getUris", [.string(gid)])
+        #expect(
+            uris == .array([.object([("uri", .string("http://127.0.0.1:9/a.bin")), ("status", .string("waiting"))])]))
+        let files = f.ok("aria2.getFiles", [.string(gid)]).arrayValue?.first
+        #expect(files?["path"]?.stringValue?.hasSuffix("/x.bin") == true)
+    }
+
+    @Test func addUriRefusals() throws {
+        let f = try MethodsFixture()
+        #expect(f.errorCode("aria2.addUri", []) == -32602)
+        #expect(f.errorCode("aria2.addUri", [.array([])]) == -32602)
+        #expect(f.errorCode("aria2.addUri", [.array([.int(5)])]) == -32602)
+        #expect(f.errorCode("aria2.addUri", [.array([.string("ftp://h/f")])]) == 1)
+        #expect(
+            f.errorCode("aria2.addUri", [.array([.string("http://h/f")]), .object([("dir", .string("/etc"))])]) == 1)
+        #expect(f.errorCode("aria2.addUri", [.array([.string("http://h/f")]), .object([]), .int(-1)]) == -32602)
+        #expect(f.gids(f.ok("aria2.tellWaiting", [.int(0), .int(100)])).isEmpty)
+    }
+
+    @Test func pauseAndUnpause() throws {
+        let f = try MethodsFixture()
+        let paused = f.add("p.bin", [("pause", .string("true"))])
+        #expect(f.status(paused) == "paused")
+        #expect(f.ok("aria2.unpause", [.string(paused)]) == .string(paused))
+        #expect(f.status(paused) == "waiting")
+        #expect(f.ok("aria2.forcePause", [.string(paused)]) == .string(paused))
+        #expect(f.status(paused) == "paused")
+        let other = f.add("q.bin")
+        #expect(f.ok("aria2.unpauseAll") == .string("OK"))
+        #expect(f.status(paused) == "waiting")
+        #expect(f.ok("aria2.pauseAll") == .string("OK"))
+        #expect(f.status(paused) == "paused" && f.status(other) == "paused")
+        #expect(f.ok("aria2.pause", [.string(other)]) == .string(other) || f.status(other) == "paused")
+    }
+
+    @Test func waitingPagesAndKeys() throws {
+        let f = try MethodsFixture()
+        let g = (0..<5).map { f.add("w\($0).bin") }
+        #expect(f.gids(f.ok("aria2.tellWaiting", [.int(0), .int(1000)])) == g)
+        #expect(f.gids(f.ok("aria2.tellWaiting", [.int(1), .int(2)])) == [g[1], g[2]])
+        #expect(f.gids(f.ok("aria2.tellWaiting", [.int(-1), .int(2)])) == [g[4], g[3]])
+        #expect(f.gids(f.ok("aria2.tellWaiting", [.int(-1), .int(1000)])) == g.reversed())
+        #expect(f.gids(f.ok("aria2.tellWaiting", [.string("0"), .string("1")])) == [g[0]])
+        let keyed = f.ok("aria2.tellWaiting", [.int(0), .int(1), .array([.string("gid")])])
+        #expect(keyed == .array([.object([("gid", .string(g[0]))])]))
+        #expect(f.errorCode("aria2.tellWaiting", [.int(0)]) == -32602)
+        #expect(f.errorCode("aria2.tellWaiting", [.int(0), .int(-1)]) == -32602)
+        #expect(f.errorCode("aria2.tellWaiting", [.int(0), .int(1), .string("gid")]) == -32602)
+        #expect(f.ok("aria2.tellActive") == .array([]))
+    }
+
+    @Test func changePosition() throws {
+        let f = try MethodsFixture()
+        let g = (0..<4).map { f.add("c\($0).bin") }
+        #expect(f.ok("aria2.changePosition", [.string(g[3]), .int(0), .string("POS_SET")]) == .int(0))
+        #expect(f.gids(f.ok("aria2.tellWaiting", [.int(0), .int(10)])) == [g[3], g[0], g[1], g[2]])
+        #expect(f.ok("aria2.changePosition", [.string(g[3]), .int(2), .string("POS_CUR")]) == .int(2))
+        #expect(f.gids(f.ok("aria2.tellWaiting", [.int(0), .int(10)])) == [g[0], g[1], g[3], g[2]])
+        #expect(f.ok("aria2.changePosition", [.string(g[0]), .int(0), .string("POS_END")]) == .int(3))
+        #expect(f.gids(f.ok("aria2.tellWaiting", [.int(0), .int(10)])) == [g[1], g[3], g[2], g[0]])
+        #expect(f.errorCode("aria2.changePosition", [.string(g[0]), .int(0), .string("POS_NOWHERE")]) == -32602)
+    }
+
+    @Test func removeAndHistory() throws {
+        let f = try MethodsFixture()
+        let a = f.add("r1.bin")
+        let b = f.add("r2.bin")
+        #expect(f.ok("aria2.remove", [.string(a)]) == .string(a))
+        #expect(f.ok("aria2.forceRemove", [.string(b)]) == .string(b))
+        #expect(f.status(a) == "removed")
+        #expect(f.gids(f.ok("aria2.tellStopped", [.int(0), .int(10)])) == [a, b])
+        #expect(f.gids(f.ok("aria2.tellStopped", [.int(-1), .int(10)])) == [b, a])
+        let stat = f.ok("aria2.getGlobalStat")
+        #expect(
+            stat["numStopped"] == .string("2") && stat["numWaiting"] == .string("0")
+                && stat["numActive"] == .string("0"))
+        #expect(f.ok("aria2.removeDownloadResult", [.string(a)]) == .string("OK"))
+        #expect(f.errorCode("aria2.tellStatus", [.string(a)]) == 1)
+        #expect(f.ok("aria2.purgeDownloadResult") == .string("OK"))
+        #expect(f.ok("aria2.tellStopped", [.int(0), .int(10)]) == .array([]))
+        #expect(f.ok("aria2.getGlobalStat")["numStoppedTotal"] == .string("2"))
+    }
+
+    @Test func unknownAndMalformedGids() throws {
+        let f = try MethodsFixture()
+        for method in [
+            "aria2.tellStatus", "aria2.pause", "aria2.unpause", "aria2.remove", "aria2.getOption", "aria2.getFiles",
+        ] {
+            #expect(f.errorCode(method, [.string("0123456789abcdef")]) == 1, "\(method)")
+            #expect(f.errorCode(method, [.string("nope")]) == 1, "\(method)")
+            #expect(f.errorCode(method, []) == -32602, "\(method)")
+        }
+    }
+
+    @Test func options() throws {
+        let f = try MethodsFixture()
+        let g = f.add("o.bin")
+        #expect(
+            f.ok(
+                "aria2.changeOption",
+                [.string(g), .object([("max-download-limit", .string("1M")), ("out", .string("n.bin"))])])
+                == .string("OK"))
+        let o = f.ok("aria2.getOption", [.string(g)])
+        #expect(o["max-download-limit"] == .string("1048576"))
+        #expect(o["out"] == .string("n.bin"))
+        #expect(
+            f.errorCode("aria2.changeOption", [.string(g), .object([("header", .string("A: 1\r\nB: 2"))])]) == -32602)
+        #expect(
+            f.ok(
+                "aria2.changeGlobalOption",
+                [.object([("max-concurrent-downloads", .string("3")), ("max-overall-download-limit", .string("2M"))])])
+                == .string("OK"))
+        let global = f.ok("aria2.getGlobalOption")
+        #expect(global["max-concurrent-downloads"] == .string("3"))
+        #expect(global["max-overall-download-limit"] == .string("2097152"))
+        #expect(f.queue.settings.maxActive == 3)
+        #expect(
+            f.errorCode("aria2.changeGlobalOption", [.object([("max-concurrent-downloads", .string("0"))])]) == -32602)
+    }
+
+    @Test func daemonMethods() throws {
+        let f = try MethodsFixture()
+        #expect(f.ok("aria2.getVersion")["version"]?.stringValue?.hasPrefix("1.") == true)
+        #expect(f.ok("aria2.getSessionInfo") == .object([("sessionId", .string("abc"))]))
+        #expect(f.ok("aria2.saveSession") == .string("OK"))
+        let methods = Set(f.ok("system.listMethods").arrayValue?.compactMap(\.stringValue) ?? [])
+        for m in [
+            "aria2.addUri", "aria2.tellStatus", "aria2.tellActive", "aria2.tellWaiting", "aria2.tellStopped",
+            "aria2.getFiles", "aria2.getUris", "aria2.pause", "aria2.forcePause", "aria2.pauseAll",
+            "aria2.forcePauseAll",
+            "aria2.unpause", "aria2.unpauseAll", "aria2.remove", "aria2.forceRemove", "aria2.removeDownloadResult",
+            "aria2.purgeDownloadResult", "aria2.changePosition", "aria2.getOption", "aria2.changeOption",
+            "aria2.getGlobalOption", "aria2.changeGlobalOption", "aria2.getGlobalStat", "aria2.getVersion",
+            "aria2.getSessionInfo", "aria2.saveSession", "aria2.shutdown", "aria2.forceShutdown",
+            "system.multicall", "system.listMethods", "system.listNotifications",
+        ] {
+            #expect(methods.contains(m), "\(m) not listed")
+        }
+        #expect(f.ok("system.listNotifications").arrayValue?.count == 6)
+        let g = f.add("s.bin")
+        #expect(f.ok("aria2.getPeers", [.string(g)]) == .array([]))
+        #expect(f.ok("aria2.getServers", [.string(g)]) == .array([]))
+        #expect(f.errorCode("aria2.addTorrent", [.string("AAAA")]) == 1)
+        #expect(f.errorCode("aria2.addMetalink", [.string("AAAA")]) == 1)
+        #expect(f.errorCode("aria2.getBitTorrentPeers") == -32601)
+        #expect(f.ok("aria2.shutdown") == .string("OK"))
+        #expect(f.ok("aria2.forceShutdown") == .string("OK"))
+        #expect(f.shutdowns.calls.withLock { $0 } == [false, true])
+    }
+
+    @Test func multicallOverTheQueue() throws {
+        let f = try MethodsFixture()
+        let g = f.add("m.bin")
+        let r = f.ok(
+            "system.multicall",
+            [
+                .array([
+                    .object([
+                        ("methodName", .string("aria2.tellStatus")),
+                        ("params", .array([.string("token:tok"), .string(g), .array([.string("status")])])),
+                    ]),
+                    .object([
+                        ("methodName", .string("aria2.pause")), ("params", .array([.string("token:tok"), .string(g)])),
+                    ]),
+                    .object([("methodName", .string("aria2.pause")), ("params", .array([.string(g)]))]),
+                ])
+            ])
+        #expect(r.arrayValue?[0] == .array([.object([("status", .string("waiting"))])]))
+        #expect(r.arrayValue?[1] == .array([.string(g)]))
+        #expect(r.arrayValue?[2]["message"] == .string("Unauthorized"))
+        #expect(f.status(g) == "paused")
+    }
+}

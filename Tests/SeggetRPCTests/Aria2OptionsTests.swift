@@ -1,0 +1,200 @@
+import Glibc
+import SeggetQueue
+import Testing
+
+@testable import SeggetRPC
+
+/// A fresh directory under /tmp; the caller removes it with `removeTree`.
+func makeTempDirectory() -> String {
+    var template = Array("/tmp/segget-rpc-test.XXXXXX".utf8CString)
+    let path = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
+    return String(cString: path!)
+}
+
+/// `rm -rf path`, without following symbolic links.
+func removeTree(_ path: String) {
+    var st = stat()
+    guard lstat(path, &st) == 0 else { return }
+    if st.st_mode & S_IFMT == S_IFDIR, let dir = opendir(path) {
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) {
+                String(cString: $0.bindMemory(to: CChar.self).baseAddress!)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        closedir(dir)
+        for name in names { removeTree(path + "/" + name) }
+        rmdir(path)
+    } else {
+        unlink(path)
+    }
+}
+
+@Suite struct Aria2OptionsTests {
+    let policy = RPCPolicy(root: "/tmp", allowAnyDirectory: false)
+
+    func parse(_ text: String, policy: RPCPolicy? = nil) throws(RPCError) -> Aria2TaskOptions {
+        let json: JSON
+        do { json = try JSON.parse(text) } catch { fatalError("bad test JSON") }
+        return try Aria2TaskOptions.parse(json, policy: policy ?? self.policy)
+    }
+
+    func code(_ text: String) -> Int? {
+        do {
+            _ = try parse(text)
+            return nil
+        } catch {
+            return error.code
+        }
+    }
+
+    @Test func emptyAndNullGiveDefaults() throws {
+        #expect(try Aria2TaskOptions.parse(nil, policy: policy) == Aria2TaskOptions())
+        #expect(try parse("null") == Aria2TaskOptions())
+        #expect(try parse("{}") == Aria2TaskOptions())
+        #expect(code("[]") == -32602)
+    }
+
+    @Test func simpleStrings() throws {
+        let o = try parse(#"{"out":"f.iso","user-agent":"UA/1","referer":"http://r/","all-proxy":"http://p:3128"}"#)
+            .options
+        #expect(o.outputName == "f.iso")
+        #expect(o.userAgent == "UA/1")
+        #expect(o.referer == "http://r/")
+        #expect(o.proxy == "http://p:3128")
+        #expect(try parse(#"{"all-proxy":""}"#).options.proxy == nil)
+    }
+
+    @Test func headerStringOrArray() throws {
+        #expect(try parse(#"{"header":"A: 1"}"#).options.headers == ["A: 1"])
+        #expect(try parse(#"{"header":["A: 1","B:2"]}"#).options.headers == ["A: 1", "B:2"])
+    }
+
+    @Test(arguments: [
+        #"{"header":"A: 1\r\nB: 2"}"#, #"{"header":["A: 1\n"]}"#, #"{"header":"no colon"}"#, #"{"header":": v"}"#,
+        #"{"header":"Bad Name: v"}"#, #"{"header":[1]}"#, #"{"header":5}"#, #"{"user-agent":"a\rb"}"#,
+        #"{"referer":"x\ny"}"#, #"{"all-proxy":"p\u0000"}"#,
+    ])
+    func headerInjectionRefused(_ text: String) {
+        #expect(code(text) == -32602)
+    }
+
+    @Test(arguments: ["a/b", "../x", "/etc/passwd", "..", ".", "", "a\nb"])
+    func outIsOneComponent(_ name: String) {
+        #expect(code(JSON.object([("out", .string(name))]).serialized) == -32602)
+    }
+
+    @Test func connections() throws {
+        #expect(try parse(#"{"split":"4"}"#).options.connections == 4)
+        #expect(try parse(#"{"max-connection-per-server":"3"}"#).options.connections == 3)
+        #expect(try parse(#"{"split":"16","max-connection-per-server":"4"}"#).options.connections == 4)
+        #expect(try parse(#"{"split":2,"max-connection-per-server":"8"}"#).options.connections == 2)
+        #expect(code(#"{"split":"0"}"#) == -32602)
+        #expect(code(#"{"split":"129"}"#) == -32602)
+        #expect(code(#"{"split":"many"}"#) == -32602)
+    }
+
+    @Test func speedUsesAria2SizeSyntax() throws {
+        #expect(try parse(#"{"max-download-limit":"1M"}"#).options.maxSpeed == 1 << 20)
+        #expect(try parse(#"{"max-download-limit":"500K"}"#).options.maxSpeed == 500 * 1024)
+        #expect(try parse(#"{"max-download-limit":"12345"}"#).options.maxSpeed == 12345)
+        #expect(try parse(#"{"max-download-limit":"0"}"#).options.maxSpeed == nil)
+        #expect(code(#"{"max-download-limit":"fast"}"#) == -32602)
+    }
+
+    @Test func checksum() throws {
+        let hex = String(repeating: "ab", count: 32)
+        #expect(try parse(#"{"checksum":"sha-256="# + hex + #""}"#).options.checksum == "sha-256=" + hex)
+        #expect(try parse(#"{"checksum":"SHA256="# + hex.uppercased() + #""}"#).options.checksum == "sha-256=" + hex)
+        #expect(
+            try parse(#"{"checksum":"md5=0123456789abcdef0123456789abcdef"}"#).options.checksum
+                == "md5=0123456789abcdef0123456789abcdef")
+        #expect(code(#"{"checksum":"sha-1=0123456789abcdef0123456789abcdef01234567"}"#) == -32602)
+        #expect(code(#"{"checksum":"sha-256=abc"}"#) == -32602)
+        #expect(code(#"{"checksum":"md5"}"#) == -32602)
+        #expect(code(#"{"checksum":"md5=0123456789abcdef0123456789abcdeg"}"#) == -32602)
+    }
+
+    @Test func pause() throws {
+        #expect(try parse(#"{"pause":"true"}"#).paused)
+        #expect(try parse(#"{"pause":true}"#).paused)
+        #expect(try !parse(#"{"pause":"false"}"#).paused)
+        #expect(code(#"{"pause":"yes"}"#) == -32602)
+    }
+
+    @Test func unknownOptionsAreIgnored() throws {
+        #expect(try parse(#"{"seed-time":"0","bt-tracker":"x","continue":"true"}"#) == Aria2TaskOptions())
+    }
+
+    @Test func changeOptionKeepsWhatItDoesNotName() throws {
+        let base = TaskOptions(outputName: "keep.bin", headers: ["A: 1"], connections: 3)
+        let o = try Aria2TaskOptions.parse(.object([("max-download-limit", .string("2M"))]), onto: base, policy: policy)
+            .options
+        #expect(o.outputName == "keep.bin")
+        #expect(o.headers == ["A: 1"])
+        #expect(o.connections == 3)
+        #expect(o.maxSpeed == 2 << 20)
+    }
+
+    @Test func directoryConfinedToRootThroughSymlinks() throws {
+        let root = makeTempDirectory()
+        defer { removeTree(root) }
+        let outside = makeTempDirectory()
+        defer { removeTree(outside) }
+        mkdir(root + "/sub", 0o755)
+        symlink(outside, root + "/escape")
+        symlink(root + "/sub", root + "/inside-link")
+        let policy = RPCPolicy(root: root, allowAnyDirectory: false)
+        let realRoot = Aria2TaskOptions.resolvePath(root)
+        func dir(_ d: String) throws(RPCError) -> String { try Aria2TaskOptions.confineDirectory(d, policy: policy) }
+
+        #expect(try dir(root) == realRoot)
+        #expect(try dir(root + "/sub") == realRoot + "/sub")
+        #expect(try dir("sub") == realRoot + "/sub")
+        #expect(try dir(root + "/new/deeper") == realRoot + "/new/deeper")
+        #expect(try dir(root + "/inside-link") == realRoot + "/sub")
+        #expect(try dir(root + "/sub/../sub/./") == realRoot + "/sub")
+        for bad in [
+            "/etc", root + "/escape", root + "/escape/x", root + "/..", root + "/new/../../etc", "../x", outside, "/",
+        ] {
+            #expect(throws: RPCError.self, "dir \(bad)") { try dir(bad) }
+        }
+        #expect(throws: RPCError.self) { try dir("") }
+        // A sibling whose name starts with the root's is not inside it.
+        let sibling = realRoot + "-other"
+        mkdir(sibling, 0o755)
+        defer { removeTree(sibling) }
+        #expect(throws: RPCError.self) { try dir(sibling) }
+
+        let any = RPCPolicy(root: root, allowAnyDirectory: true)
+        #expect(
+            try Aria2TaskOptions.confineDirectory(root + "/escape", policy: any)
+                == Aria2TaskOptions.resolvePath(outside))
+    }
+
+    @Test func dirOptionGoesThroughConfinement() throws {
+        let root = makeTempDirectory()
+        defer { removeTree(root) }
+        let policy = RPCPolicy(root: root, allowAnyDirectory: false)
+        #expect(
+            try Aria2TaskOptions.parse(.object([("dir", .string("d"))]), policy: policy).options.directory
+                == Aria2TaskOptions.resolvePath(root) + "/d")
+        #expect(throws: RPCError.self) {
+            try Aria2TaskOptions.parse(.object([("dir", .string("/etc"))]), policy: policy)
+        }
+    }
+
+    @Test func renderedOptionsAreStrings() {
+        let o = TaskOptions(directory: "/d", outputName: "o", headers: ["A: 1"], connections: 4, maxSpeed: 100)
+        let r = Aria2TaskOptions.render(o, effectiveDirectory: "/x", defaultConnections: 8)
+        #expect(r["dir"] == .string("/d"))
+        #expect(r["out"] == .string("o"))
+        #expect(r["split"] == .string("4"))
+        #expect(r["max-download-limit"] == .string("100"))
+        #expect(r["header"] == .array([.string("A: 1")]))
+        #expect(
+            Aria2TaskOptions.render(TaskOptions(), effectiveDirectory: "/x", defaultConnections: 8)["split"]
+                == .string("8"))
+    }
+}

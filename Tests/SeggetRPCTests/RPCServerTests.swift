@@ -1,0 +1,174 @@
+import Glibc
+import NIOCore
+import Synchronization
+import Testing
+
+@testable import SeggetRPC
+
+/// The port a server reported once bound.
+final class PortBox: Sendable {
+    let port = Mutex<Int?>(nil)
+}
+
+/// A real RPCServer on a loopback port with the echo handler, for one test.
+struct RunningServer {
+    let server: RPCServer
+    let port: Int
+    let task: Task<Void, any Error>
+
+    init(maxRequestBytes: Int = 4096, idleTimeout: TimeAmount = .seconds(120)) async throws {
+        let server = RPCServer(
+            processor: RPCProcessor(secret: "k", handler: EchoHandler()), hub: NotificationHub(), host: "127.0.0.1",
+            port: 0, maxRequestBytes: maxRequestBytes, idleTimeout: idleTimeout)
+        let box = PortBox()
+        task = Task { try await server.run { p in box.port.withLock { $0 = p } } }
+        var port: Int?
+        for _ in 0..<500 where port == nil {
+            port = box.port.withLock { $0 }
+            if port == nil { try await Task.sleep(for: .milliseconds(10)) }
+        }
+        self.server = server
+        self.port = try #require(port)
+    }
+
+    func stop() async {
+        server.close()
+        _ = await task.result
+    }
+
+    /// Sends raw bytes, returns everything the server sent until it closed.
+    func raw(_ request: String) throws -> String {
+        let fd = try RPCClient(port: port).connectSocket()
+        defer { close(fd) }
+        var bytes = Array(request.utf8)
+        _ = bytes.withUnsafeMutableBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        var out: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n <= 0 { break }
+            out.append(contentsOf: buffer[0..<n])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
+@Suite(.serialized) struct RPCServerTests {
+    @Test func callsOverHTTPWithTheClient() async throws {
+        let s = try await RunningServer()
+        #expect(
+            try RPCClient(port: s.port, secret: "k").call("echo", [.int(1), .string("a")])
+                == .array([.int(1), .string("a")]))
+        do {
+            _ = try RPCClient(port: s.port, secret: "wrong").call("echo")
+            Issue.record("a wrong secret was accepted")
+        } catch {
+            guard case .remote(let e) = error else { Issue.record("unexpected \(error)"); return }
+            #expect(e == .unauthorized)
+        }
+        await s.stop()
+    }
+
+    @Test func corsPreflightAndHeaders() async throws {
+        let s = try await RunningServer()
+        let pre = try s.raw(
+            "OPTIONS /jsonrpc HTTP/1.1\r\nHost: x\r\nOrigin: http://ui.example\r\nAccess-Control-Request-Method: POST\r\n"
+                + "Access-Control-Request-Headers: content-type\r\nConnection: close\r\n\r\n")
+        #expect(pre.hasPrefix("HTTP/1.1 200"))
+        #expect(pre.lowercased().contains("access-control-allow-origin: *"))
+        #expect(pre.lowercased().contains("access-control-allow-methods: post"))
+        #expect(pre.lowercased().contains("access-control-allow-headers: content-type"))
+        let body = #"{"id":1,"method":"echo","params":["token:k"]}"#
+        let post = try s.raw(
+            "POST /jsonrpc HTTP/1.1\r\nHost: x\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n"
+                + body)
+        #expect(post.hasPrefix("HTTP/1.1 200"))
+        #expect(post.lowercased().contains("access-control-allow-origin: *"))
+        #expect(post.hasSuffix(#"{"id":1,"jsonrpc":"2.0","result":[]}"#))
+        await s.stop()
+    }
+
+    @Test func oversizeAndWrongPaths() async throws {
+        let s = try await RunningServer(maxRequestBytes: 100)
+        let declared = try s.raw("POST /jsonrpc HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000000\r\n\r\n")
+        #expect(declared.hasPrefix("HTTP/1.1 413"))
+        let body = String(repeating: "x", count: 500)
+        let sent = try s.raw(
+            "POST /jsonrpc HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1f4\r\n\(body)\r\n0\r\n\r\n")
+        #expect(sent.hasPrefix("HTTP/1.1 413"))
+        #expect(
+            try s.raw("POST /other HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").hasPrefix(
+                "HTTP/1.1 404"))
+        #expect(try s.raw("GET /jsonrpc HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").hasPrefix("HTTP/1.1 405"))
+        // Still serving after all that.
+        #expect(try RPCClient(port: s.port, secret: "k").call("echo") == .array([]))
+        await s.stop()
+    }
+
+    @Test func keepAliveServesSeveralRequestsOnOneConnection() async throws {
+        let s = try await RunningServer()
+        let one = #"{"id":1,"method":"echo","params":["token:k",1]}"#
+        let two = #"{"id":2,"method":"echo","params":["token:k",2]}"#
+        let reply = try s.raw(
+            "POST /jsonrpc HTTP/1.1\r\nHost: x\r\nContent-Length: \(one.utf8.count)\r\n\r\n" + one
+                + "POST /jsonrpc HTTP/1.1\r\nHost: x\r\nContent-Length: \(two.utf8.count)\r\nConnection: close\r\n\r\n"
+                + two)
+        #expect(reply.contains(#"{"id":1,"jsonrpc":"2.0","result":[1]}"#))
+        #expect(reply.contains(#"{"id":2,"jsonrpc":"2.0","result":[2]}"#))
+        await s.stop()
+    }
+
+    @Test func stopClosesAnIdleKeepAliveConnection() async throws {
+        let s = try await RunningServer()
+        let fd = try RPCClient(port: s.port).connectSocket()
+        defer { close(fd) }
+        let started = ContinuousClock.now
+        await s.stop()
+        #expect(ContinuousClock.now - started < .seconds(5))
+    }
+
+    @Test func silentHTTPConnectionIsClosedButAWebSocketIsNot() async throws {
+        let s = try await RunningServer(idleTimeout: .milliseconds(300))
+        let quiet = try RPCClient(port: s.port).connectSocket()
+        defer { close(quiet) }
+        var tv = timeval(tv_sec: 5, tv_usec: 0)
+        _ = setsockopt(quiet, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        var byte: UInt8 = 0
+        let started = ContinuousClock.now
+        #expect(recv(quiet, &byte, 1, 0) == 0)  // closed by the server, not timed out here
+        #expect(ContinuousClock.now - started < .seconds(3))
+
+        let ws = try RPCClient(port: s.port).connectSocket()
+        defer { close(ws) }
+        _ = setsockopt(ws, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        let handshake = Array(
+            ("GET /jsonrpc HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").utf8)
+        _ = handshake.withUnsafeBytes { send(ws, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let n = buffer.withUnsafeMutableBytes { recv(ws, $0.baseAddress, $0.count, 0) }
+        #expect(String(decoding: buffer[0..<max(0, n)], as: UTF8.self).hasPrefix("HTTP/1.1 101"))
+        try await Task.sleep(for: .milliseconds(900))  // three idle timeouts
+        // One masked text frame carrying a call; the reply frame must come back.
+        let payload = Array(#"{"id":5,"method":"echo","params":["token:k",7]}"#.utf8)
+        let mask: [UInt8] = [1, 2, 3, 4]
+        var frame: [UInt8] = [0x81, 0x80 | UInt8(payload.count)] + mask
+        frame += payload.enumerated().map { $0.element ^ mask[$0.offset % 4] }
+        _ = frame.withUnsafeBytes { send(ws, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        let m = buffer.withUnsafeMutableBytes { recv(ws, $0.baseAddress, $0.count, 0) }
+        #expect(m > 2)
+        let reply = String(decoding: buffer[min(2, max(0, m))..<max(0, m)], as: UTF8.self)
+        #expect(reply == #"{"id":5,"jsonrpc":"2.0","result":[7]}"#)
+        await s.stop()
+    }
+
+    @Test func clientResponseParsing() throws {
+        let ok = Array("HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n{\"result\":1}".utf8)
+        #expect(try RPCClient.parseResponse(ok) == .object([("result", .int(1))]))
+        #expect(throws: RPCClientError.self) {
+            try RPCClient.parseResponse(Array("HTTP/1.1 413 Too Large\r\n\r\nbig\n".utf8))
+        }
+        #expect(throws: RPCClientError.self) { try RPCClient.parseResponse(Array("garbage".utf8)) }
+        #expect(throws: RPCClientError.self) { try RPCClient.parseResponse(Array("HTTP/1.1 200 OK\r\n\r\n{nope".utf8)) }
+    }
+}

@@ -1,0 +1,191 @@
+"""kill -9 of `segget daemon` with 3 downloads active and 5 waiting, then a restart: every task must
+finish byte-identical, at most 1 % of the bytes may be fetched twice (counted from the test server's
+log of bytes sent), and the finished history from before the kill must still be there.
+
+Usage: daemon_kill9.py --segget BIN --testserver BIN --work DIR [--aria2c BIN]
+With --aria2c the same scenario runs against aria2c instead (for comparison; it saves its session
+every second with --save-session-interval=1 and reads it back with --input-file at the restart).
+"""
+
+import argparse
+import filecmp
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+SIZE = 64 << 20          # per file; large enough that the chunks in flight at a kill stay under 1 %
+HISTORY_SIZE = 1 << 20   # two small files finished before the kill: the history to keep
+RATE = "6m"              # per connection; 2 connections per task
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class RPC:
+    def __init__(self, port):
+        self.url = f"http://127.0.0.1:{port}/jsonrpc"
+
+    def __call__(self, method, *params):
+        body = json.dumps({"jsonrpc": "2.0", "id": "k", "method": method, "params": ["token:kill9", *params]})
+        req = urllib.request.Request(self.url, body.encode(), {"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            reply = json.load(r)
+        if "error" in reply:
+            raise RuntimeError(f"{method}: {reply['error']}")
+        return reply["result"]
+
+
+def start_daemon(args, port, download_dir, db, tag):
+    log = open(os.path.join(args.work, f"daemon-{tag}.log"), "w")
+    if args.aria2c:
+        session = os.path.join(args.work, "aria2.session")
+        argv = [args.aria2c, "--enable-rpc", f"--rpc-listen-port={port}", "--rpc-secret=kill9", f"--dir={download_dir}",
+                "--max-concurrent-downloads=3", f"--save-session={session}", "--save-session-interval=1",
+                "--continue=true", "--quiet=true", "--max-download-result=1000"]
+        if os.path.exists(session):
+            argv.append(f"--input-file={session}")
+    else:
+        argv = [args.segget, "daemon", "--rpc-listen-port", str(port), "--rpc-secret", "kill9",
+                "--dir", download_dir, "--database", db, "--max-concurrent-downloads", "3"]
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return proc
+        except OSError:
+            if proc.poll() is not None:
+                sys.exit(f"daemon exited with {proc.returncode}; see {log.name}")
+            time.sleep(0.05)
+    sys.exit("daemon did not listen within 20 s")
+
+
+def wait_for(predicate, timeout, step=0.05):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(step)
+    return predicate()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    for name in ("segget", "testserver", "work"):
+        ap.add_argument("--" + name, required=True)
+    ap.add_argument("--aria2c")
+    args = ap.parse_args()
+    www = os.path.join(args.work, "www")
+    download_dir = os.path.join(args.work, "downloads")
+    os.makedirs(www, exist_ok=True)
+    os.makedirs(download_dir, exist_ok=True)
+    names = [f"f{i}.bin" for i in range(8)]
+    history = ["h0.bin", "h1.bin"]
+    for name in names + history:
+        with open(os.path.join(www, name), "wb") as f:
+            f.write(os.urandom(HISTORY_SIZE if name in history else SIZE))
+
+    server_log = os.path.join(args.work, "server.log")
+    server = subprocess.Popen([args.testserver, "--port", "0", "--dir", www, "--log", server_log],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    base = server.stdout.readline().split()[2]
+    port = free_port()
+    db = os.path.join(args.work, "queue.sqlite")
+    daemon = start_daemon(args, port, download_dir, db, "1")
+    rpc = RPC(port)
+    failures = []
+    try:
+        # The history: two small downloads that finish before the kill.
+        done_before = [rpc("aria2.addUri", [f"{base}/{h}"]) for h in history]
+        if not wait_for(lambda: all(rpc("aria2.tellStatus", g, ["status"])["status"] == "complete" for g in done_before), 30):
+            sys.exit("the history downloads did not finish")
+
+        opts = {"split": "2", "max-connection-per-server": "2"}
+        gids = [rpc("aria2.addUri", [f"{base}/{n}?rate={RATE}"], opts) for n in names]
+
+        def mid_way():
+            active = rpc("aria2.tellActive", ["gid", "completedLength", "totalLength"])
+            waiting = rpc("aria2.tellWaiting", 0, 100, ["gid"])
+            ok = len(active) == 3 and len(waiting) == 5 and all(
+                int(a["totalLength"]) > 0 and int(a["completedLength"]) > int(a["totalLength"]) // 4 for a in active)
+            return (active, waiting) if ok else None
+
+        state = wait_for(mid_way, 30)
+        if not state:
+            sys.exit("never saw 3 active downloads a quarter done with 5 waiting")
+        active, waiting = state
+        done_at_kill = sum(int(a["completedLength"]) for a in active)
+        daemon.send_signal(signal.SIGKILL)
+        daemon.wait()
+        print(f"killed with {len(active)} active ({done_at_kill / 1048576:.1f} MiB done among them) and {len(waiting)} waiting")
+
+        daemon = start_daemon(args, port, download_dir, db, "2")
+        def state(g):
+            try:
+                return rpc("aria2.tellStatus", g, ["status"])["status"]
+            except RuntimeError:
+                return "unknown"
+
+        after = {g: state(g) for g in gids}
+        known = sum(1 for s in after.values() if s in ("active", "waiting", "complete"))
+        print(f"after restart: {known}/8 tasks known ({', '.join(sorted(set(after.values())))})")
+        if known != 8:
+            failures.append(f"only {known} of 8 tasks came back: {after}")
+
+        started = time.time()
+        back = [g for g in gids if after[g] != "unknown"]
+        finished = back and wait_for(lambda: all(state(g) == "complete" for g in back), 180, 0.2) and len(back) == 8
+        print(f"all 8 finished {time.time() - started:.1f} s after the restart" if finished else "not all finished")
+        if not finished:
+            failures.append("not every task finished: " + str({g: state(g) for g in gids}))
+
+        for name in names + history:
+            path = os.path.join(download_dir, name)
+            if not (os.path.exists(path) and filecmp.cmp(path, os.path.join(www, name), shallow=False)):
+                failures.append(f"{name} is missing or differs from the source")
+        leftovers = [f for f in os.listdir(download_dir) if f.endswith((".segget-part", ".segget-journal"))]
+        if leftovers:
+            failures.append(f"left behind: {leftovers}")
+
+        stopped = {s["gid"]: s["status"] for s in rpc("aria2.tellStopped", 0, 1000, ["gid", "status"])}
+        if not all(stopped.get(g) == "complete" for g in done_before + gids):
+            failures.append(f"the history lacks entries: {stopped}")
+        else:
+            print(f"history: {len(stopped)} complete entries, the 2 from before the kill included")
+    finally:
+        if daemon.poll() is None:
+            daemon.terminate()
+            daemon.wait(10)
+        server.terminate()
+        server.wait(10)
+
+    with open(server_log) as f:
+        sent = sum(int(line.split()[3]) for line in f if len(line.split()) >= 4 and line.split()[3].isdigit())
+    wanted = 8 * SIZE + 2 * HISTORY_SIZE
+    extra = sent - wanted
+    share = 100.0 * extra / (8 * SIZE)
+    print(f"server sent {sent / 1048576:.1f} MiB for {wanted / 1048576:.1f} MiB of files: "
+          f"{extra / 1048576:.2f} MiB fetched twice ({share:.2f} % of the 8 files)")
+    if extra < 0:
+        failures.append("the server sent less than the files' bytes")
+    if share > 1.0:
+        failures.append(f"{share:.2f} % fetched twice exceeds 1 %")
+    for f in failures:
+        print("FAIL " + f)
+    print("daemon-kill9: " + ("OK" if not failures else "FAILED"))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
