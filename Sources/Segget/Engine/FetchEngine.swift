@@ -727,11 +727,12 @@ final class FetchEngine {
     }
 
     /// Answers that no retry can change, decided before anything else about a 200 or 206: a coded
-    /// range, ambiguous framing (see `FramingProblem`), several ranges for one.
+    /// range or several ranges for one (ranges are unusable: start over as one stream, as the probe
+    /// would have), ambiguous framing (see `FramingProblem`).
     private func permanentVerdict(_ h: ResponseHead, asked: String) -> StopReason? {
         guard h.status == 200 || h.status == 206 else { return nil }
         if target.ranged, h.status == 206, let enc = h.contentEncoding {
-            return .fatal(SeggetError(.protocolViolation, "the server applied Content-Encoding '\(enc)' to a byte range, which makes the offsets meaningless; try -n 1."))
+            return .rangesIgnored("the server applied Content-Encoding '\(enc)' to the byte range \(asked), which makes its offsets meaningless")
         }
         if let problem = h.framingProblem { return .fatal(Prober.framingError(problem, url: target.url)) }
         if target.ranged, h.status == 206, h.isMultipartByteRanges {

@@ -31,7 +31,7 @@ public enum FramingProblem: Equatable, Sendable, CustomStringConvertible {
         case .conflictingContentRange(let v):
             "it carries Content-Range headers that disagree (\(v.map { "'\($0)'" }.joined(separator: " and ")))"
         case .lengthContradictsRange(let n, let r):
-            "its Content-Length \(n) does not match its Content-Range '\(r)'"
+            "it declared Content-Length \(n), which does not match its Content-Range '\(r)'"
         case .transferEncodingWithContentLength:
             "it carries both Transfer-Encoding and Content-Length (an ambiguous framing used for request smuggling)"
         case .unsupportedTransferEncoding(let v):
