@@ -385,7 +385,7 @@ public final class Download: @unchecked Sendable {
                     maxWait: options.maxRetryWait, deadline: deadline, now: monotonicSeconds(), jitter: .random(in: 0.5...1.5))
                 {
                 case .giveUp(let message):
-                    throw SeggetError(.network, message, httpStatus: error.httpStatus)
+                    throw SeggetError(.network, message)
                 case .wait(let seconds, let note):
                     delay = seconds
                     if let note { reason = "\(RetryPolicy.sentence(reason).dropLast()); \(note)" }
