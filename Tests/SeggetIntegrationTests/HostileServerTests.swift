@@ -220,7 +220,8 @@ import Testing
         #expect(outcome.error?.kind == .network, "\(outcome.error?.message ?? "no error")")
         #expect(outcome.error?.message.contains("resolve") == true, "\(outcome.error?.message ?? "")")
         #expect(trace.retries <= 1, "retried \(trace.retries) times")
-        #expect(seconds < 5, "took \(seconds) s")
+        // Generous: a slow resolver may take seconds per lookup. The retry count is what tells.
+        #expect(seconds < 15, "took \(seconds) s")
     }
 
     /// One 200 kB header line (libcurl: "Out of memory") and a flood of 4000 header lines (libcurl:
