@@ -30,8 +30,11 @@ public struct DownloadOptions: Sendable {
     /// Retries per range after a failure, with exponential backoff from `retryWait` seconds.
     public var retries = 5
     public var retryWait = 1.0
-    /// Give up after this many seconds overall (the journal is kept).
+    /// Give up after this many seconds overall (the journal is kept): the probe, redirects, every
+    /// retry wait and the fetch all fit inside it, and a wait that cannot fails at once.
     public var timeout: Double?
+    /// The longest a server's `Retry-After` may make a retry wait; a longer ask waits this long.
+    public var maxRetryWait = RetryPolicy.defaultMaxWait
     /// Total receive rate cap, bytes per second, shared by all connections.
     public var maxSpeed: Int64?
     /// Seconds between durability checkpoints (`fdatasync` of data, then journal).
@@ -151,8 +154,11 @@ public final class Download: @unchecked Sendable {
         // One multi handle for the probe and the fetch: the probe's connection is kept alive for the
         // first range instead of a new one being opened.
         let multi = prepared?.multi ?? pool?.multi ?? MultiHandle()
+        let deadline = options.timeout.map { Deadline(limit: $0, from: started) }
         var probe = try prepared?.probe
-            ?? probeWithRetries(multi: multi, firstBytes: probeBytes(fresh: fresh, stream: stream), events: events, interrupt: interrupt)
+            ?? probeWithRetries(
+                multi: multi, firstBytes: probeBytes(fresh: fresh, stream: stream), deadline: deadline, events: events,
+                interrupt: interrupt)
         let finalPath = try resolveOutputPath(probe: probe)
         let partPath = finalPath + ".segget-part"
         let journalPath = finalPath + ".segget-journal"
@@ -255,7 +261,8 @@ public final class Download: @unchecked Sendable {
         settings.autoConnections = options.autoConnections
         settings.retries = options.retries
         settings.retryWait = options.retryWait
-        settings.timeout = options.timeout.map { max(0.001, $0 - (monotonicSeconds() - started)) }
+        settings.deadline = deadline
+        settings.maxRetryWait = options.maxRetryWait
         settings.maxSpeed = options.maxSpeed
         settings.redialSlow = options.redialSlowConnections
         settings.endGame = options.endGame
@@ -270,7 +277,7 @@ public final class Download: @unchecked Sendable {
             url: probe.finalURL, totalLength: probe.totalLength, ranged: ranged, etag: probe.etag,
             lastModified: probe.lastModified, ifRange: ranged ? probe.ifRangeValidator : nil)
         target.mainWithoutCredentials = probe.credentialsDropped
-        if ranged { target.mirrors = probeMirrors(main: probe, events: events) }
+        if ranged { target.mirrors = probeMirrors(main: probe, deadline: deadline, events: events) }
         let trusted = storage.trusted
         let engine = FetchEngine(
             target: target, settings: settings, data: storage.data, journal: storage.journal, plan: plan,
@@ -391,20 +398,41 @@ public final class Download: @unchecked Sendable {
     }
 
     private func probeWithRetries(
-        multi: MultiHandle, firstBytes: Int, events: (@Sendable (DownloadEvent) -> Void)?, interrupt: InterruptFlag
+        multi: MultiHandle, firstBytes: Int, deadline: Deadline?, events: (@Sendable (DownloadEvent) -> Void)?,
+        interrupt: InterruptFlag
     ) throws(SeggetError) -> ProbeResult {
-        let prober = Prober(options: options.transfer, firstBytes: firstBytes, multi: multi)
+        let prober = Prober(options: options.transfer, firstBytes: firstBytes, multi: multi, deadline: deadline)
         var attempt = 0
         while true {
             do {
                 return try prober.probe(url: url)
             } catch {
                 attempt += 1
-                let retryable = error.kind == .network && !error.message.contains("redirect")
-                    || (error.kind == .httpStatus && [408, 429, 500, 502, 503, 504].contains(error.httpStatus ?? 0))
+                let retryable: Bool
+                switch error.retryAdvice {
+                case .never: retryable = false
+                case .once: retryable = attempt == 1
+                case .mayChange:
+                    retryable = error.kind == .network
+                        || (error.kind == .httpStatus && [408, 429, 500, 502, 503, 504].contains(error.httpStatus ?? 0))
+                }
                 guard retryable, attempt <= options.retries, !interrupt.isSet else { throw error }
-                let delay = retryDelay(attempt: attempt, base: options.retryWait, retryAfter: error.retryAfter)
-                events?(.retry(connection: 0, attempt: attempt, delay: delay, reason: error.message))
+                let delay: Double
+                var reason = error.message
+                switch RetryPolicy.decide(
+                    attempt: attempt, reason: error.message, base: options.retryWait, retryAfter: error.retryAfter,
+                    maxWait: options.maxRetryWait, deadline: deadline, now: monotonicSeconds(), jitter: .random(in: 0.5...1.5))
+                {
+                case .giveUp(let message):
+                    throw SeggetError(.network, message)
+                case .wait(let seconds, let note):
+                    delay = seconds
+                    if let note { reason = "\(RetryPolicy.sentence(reason).dropLast()); \(note)" }
+                }
+                if error.retryAdvice == .once {
+                    reason = "\(RetryPolicy.sentence(reason).dropLast()); trying once more"
+                }
+                events?(.retry(connection: 0, attempt: attempt, delay: delay, reason: reason))
                 let until = monotonicSeconds() + delay
                 while monotonicSeconds() < until {
                     if interrupt.isSet { throw SeggetError(.interrupted, "interrupted before the download started.") }
@@ -415,11 +443,11 @@ public final class Download: @unchecked Sendable {
     }
 
     /// Probes each mirror; keeps those that agree with the main URL on length and validators.
-    private func probeMirrors(main: ProbeResult, events: (@Sendable (DownloadEvent) -> Void)?) -> [FetchSource] {
+    private func probeMirrors(main: ProbeResult, deadline: Deadline?, events: (@Sendable (DownloadEvent) -> Void)?) -> [FetchSource] {
         var kept: [FetchSource] = []
         let mainHost = URLParts(url)?.host
         for m in options.mirrors {
-            let prober = Prober(options: URLParts(m)?.host == mainHost ? options.transfer : options.transfer.withoutCredentials())
+            let prober = Prober(options: URLParts(m)?.host == mainHost ? options.transfer : options.transfer.withoutCredentials(), deadline: deadline)
             let shown = URLParts.redactingCredentials(m)
             let p: ProbeResult
             do {

@@ -68,4 +68,23 @@ public struct SeggetError: Error, CustomStringConvertible, Sendable, Equatable {
 
     public var description: String { message }
     public var exitCode: Int32 { kind.exitCode }
+
+    /// Whether the same request may get another answer, decided where the failure is classified
+    /// (not by reading the message): the probe retries only what may change.
+    var retryAdvice = RetryAdvice.mayChange
+
+    init(_ kind: FailureKind, _ message: String, httpStatus: Int? = nil, retryAfter: Double? = nil, retryAdvice: RetryAdvice) {
+        self.init(kind, message, httpStatus: httpStatus, retryAfter: retryAfter)
+        self.retryAdvice = retryAdvice
+    }
+}
+
+/// Whether retrying a failed request can help.
+enum RetryAdvice: Sendable, Equatable {
+    /// A transient failure (a dropped connection, a 503): retry with backoff.
+    case mayChange
+    /// Probably permanent but cheap to confirm (a host that did not resolve): one quick retry.
+    case once
+    /// The answer cannot change (a refused redirect, lying framing, a bad certificate): fail now.
+    case never
 }

@@ -44,6 +44,10 @@ struct Connection {
     /// Writes one response; returns whether the connection may serve another request.
     private mutating func respond(_ request: HTTPRequest, _ prepared: inout TestServer.Prepared) -> Bool {
         let plan = prepared.plan
+        if plan.silent {
+            waitForHangUp()
+            return false
+        }
         var closing = request.wantsClose || plan.closeConnection
         if case .untilClose = plan.framing { closing = true }
         if case .close = plan.cutoff { closing = true }
@@ -143,6 +147,7 @@ struct Connection {
         head += "Server: segget-testserver\r\n"
         for (name, value) in plan.headers { head += "\(name): \(value)\r\n" }
         switch plan.framing {
+        case _ where plan.omitFramingHeader: break
         case .contentLength(let length): head += "Content-Length: \(length)\r\n"
         case .chunked: head += "Transfer-Encoding: chunked\r\n"
         case .untilClose: break

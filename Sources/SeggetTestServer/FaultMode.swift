@@ -15,19 +15,25 @@
 /// | chunked | ignores Range, `Transfer-Encoding: chunked` | |
 /// | close-delimited | ignores Range, no length, body ends at close | |
 /// | redirect | `to` → Location (code), `hops=N` chain ending at `/NAME`, `loop=1` to itself | code (302), hops (1) |
-/// | status | answers `code` with a short body the first `times` requests, then normally | code (500), times (all), retryafter |
+/// | status | answers `code` with a short body to `times` requests from request number `from`, then normally | code (500), times (all), from (1), retryafter |
 /// | zeroonly | 206 only for ranges starting at 0, else 200 full | |
 /// | wrongrange | 206 whose Content-Range and bytes are moved by `shift` | shift (1) |
 /// | short | declares the right length, sends `missing` bytes less, closes | missing (1) |
 /// | long | declares the range, Content-Length and body `extra` bytes longer | extra (1) |
 /// | mid200 | request number ≥ `after` gets 200 full (the first is honoured) | after (2) |
 /// | changing | requests after the first `after` see a second version (other bytes, ETag, date) | after (1), newlength |
-/// | encoding | 206 responses carry `Content-Encoding: gzip` (body unchanged) | |
+/// | encoding | 206 responses from request number `after` on carry `Content-Encoding: gzip`; `shrink` declares and sends that many bytes less, as a compressed body would | after (1), shrink (0) |
 /// | always416 | every ranged GET gets 416 | |
 /// | stall | sends `after` body bytes then nothing, connection held until stop() | after (0) |
 /// | drop | closes after `after` body bytes, for the first `times` requests | after (0), times (all) |
 /// | digest | `Repr-Digest: sha-256=:…:` of the full representation | wrong=1 (flips a bit), md5=1 (`Content-MD5` instead), legacy=1 (`Digest: SHA-256=`) |
 /// | disposition | `Content-Disposition` set to the percent-decoded `cd` (CR/LF removed) | cd (attachment) |
+/// | silent | accepts and reads requests from number `after` on, never answers, holds the connection | after (1) |
+/// | dupheader | 206 with a second `Content-Range` shifted by `shift` (the body is the shifted range), or with `field=length` a second, larger `Content-Length` | field (range), shift (1) |
+/// | badlength | 206 whose `Content-Length` is the raw `value` (e.g. `-1`, `+5`, `1x`) | value (-1) |
+/// | smuggle | ambiguous framing on 206: `kind=te-cl` chunked body plus a `Content-Length`; `te-other` `Transfer-Encoding: gzip, chunked`; `fold` obs-folded `Content-Length`; `space` a space before the colon of `Content-Length` | kind (te-cl) |
+/// | multipart | requests from number `after` on get a 206 `multipart/byteranges` body with one part | after (1) |
+/// | bigheaders | adds a `size`-byte header line, or `lines` 100-byte header lines | size (200000), lines |
 public enum FaultMode: String, CaseIterable, Sendable {
     case normal
     case noranges
@@ -48,6 +54,12 @@ public enum FaultMode: String, CaseIterable, Sendable {
     case drop
     case digest
     case disposition
+    case silent
+    case dupheader
+    case badlength
+    case smuggle
+    case multipart
+    case bigheaders
 }
 
 /// A request resolved to a mode, a resource name and the decoded query parameters.

@@ -36,6 +36,10 @@ struct ResponsePlan {
     var framing: Framing
     var cutoff: Cutoff?
     var closeConnection = false
+    /// Leave the `Content-Length` / `Transfer-Encoding` line to `headers` (the framing modes lie there).
+    var omitFramingHeader = false
+    /// Read the request and never answer (the `silent` mode).
+    var silent = false
 
     init(status: Int, headers: [(String, String)] = [], body: Body = .empty, framing: Framing? = nil) {
         self.status = status
@@ -74,9 +78,14 @@ struct ResponsePlanner {
         switch route.mode {
         case .redirect:
             return redirect(request: request, route: route)
+        case .silent where n >= (p.int("after") ?? 1):
+            var plan = ResponsePlan(status: 0)
+            plan.silent = true
+            return plan
         case .status:
+            let from = p.int("from") ?? 1
             let times = p.int("times")
-            if times == nil || n <= (times ?? 0) {
+            if n >= from && (times == nil || n < from + (times ?? 0)) {
                 let code = Int(p.int("code") ?? 500)
                 var headers: [(String, String)] = []
                 if let after = p.params["retryafter"] { headers.append(("Retry-After", after)) }
@@ -127,8 +136,13 @@ struct ResponsePlanner {
         case .closeDelimited:
             plan.framing = .untilClose
             plan.closeConnection = true
-        case .encoding:
-            if plan.status == 206 { plan.headers.append(("Content-Encoding", "gzip")) }
+        case .encoding where plan.status == 206 && n >= (p.int("after") ?? 1):
+            plan.headers.append(("Content-Encoding", "gzip"))
+            let shrink = max(0, min(bodyCount, p.int("shrink") ?? 0))
+            if shrink > 0, case .slice(let rep, let offset, let count) = plan.body {
+                plan.body = .slice(rep, offset: offset, count: count - shrink)
+                plan.framing = .contentLength(count - shrink)
+            }
         case .short where hasBody:
             let missing = p.int("missing") ?? 1
             plan.cutoff = .close(after: max(0, bodyCount - missing))
@@ -160,6 +174,8 @@ struct ResponsePlanner {
             // CR and LF would split the header; everything else goes out raw on purpose.
             let value = (p.params["cd"] ?? "attachment").filter { $0 != "\r" && $0 != "\n" && $0 != "\r\n" }
             plan.headers.append(("Content-Disposition", value))
+        case .dupheader, .badlength, .smuggle, .multipart, .bigheaders:
+            misframe(&plan, route: route, representation: representation, requestNumber: n)
         default:
             break
         }

@@ -138,8 +138,11 @@ struct Get: ParsableCommand {
     @Option(name: .customLong("stall-timeout"), help: "Drop and retry a connection silent for this many seconds (default 20).")
     var stallTimeout: Double = 20
 
-    @Option(help: "Give up on a file after this many seconds (the partial download is kept).")
+    @Option(help: "Give up on a file after this many seconds in all: probe, redirects, retry waits and transfer (the partial download is kept).")
     var timeout: Double?
+
+    @Option(name: .customLong("max-retry-wait"), help: "Wait at most this many seconds when a server asks to retry later with Retry-After (default 300).")
+    var maxRetryWait: Double = 300
 
     @Option(name: .customLong("max-speed"), help: "Cap the download rate of each file, all its connections together, e.g. 20M (bytes per second).")
     var maxSpeed: String?
@@ -210,6 +213,7 @@ struct Get: ParsableCommand {
             throw ValidationError("--write-path takes adaptive, direct or page-cache (got '\(writePath)').")
         }
         if fsync && noFsync { throw ValidationError("give either --fsync or --no-fsync, not both.") }
+        guard maxRetryWait >= 0 && maxRetryWait <= 86400 else { throw ValidationError("--max-retry-wait must be between 0 and 86400 seconds.") }
         if output != nil && directory != nil { throw ValidationError("give either -o FILE or -d DIR, not both.") }
         for h in header where !h.contains(":") {
             throw ValidationError("-H takes 'Name: value' (got '\(h)').")
@@ -237,6 +241,7 @@ struct Get: ParsableCommand {
         o.retries = retries
         o.retryWait = retryWait
         o.timeout = timeout
+        o.maxRetryWait = maxRetryWait
         o.maxSpeed = maxSpeed.flatMap(parseByteSize)
         o.checkpointInterval = syncInterval
         o.syncBeforeRename = fsync

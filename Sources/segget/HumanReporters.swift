@@ -100,7 +100,7 @@ final class BatchUI: Reporter {
             switch e {
             case .notice(let text): line(&s, "segget: \(name): \(text)")
             case .retry(let c, let attempt, let delay, let reason):
-                line(&s, "segget: \(name): connection \(c + 1): \(reason); retry \(attempt) in \(Format.seconds(delay)).")
+                line(&s, "segget: \(name): connection \(c + 1): \(Format.retry(reason: reason, attempt: attempt, delay: delay))")
             case .redial(let c, let reason):
                 line(&s, "segget: \(name): connection \(c + 1) is slow (\(reason)); reconnecting.")
             }

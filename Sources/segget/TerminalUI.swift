@@ -38,7 +38,7 @@ final class TerminalUI: @unchecked Sendable {
         case .notice(let text):
             write(line: "segget: \(text)")
         case .retry(let c, let attempt, let delay, let reason):
-            write(line: "segget: connection \(c + 1): \(reason); retry \(attempt) in \(Format.seconds(delay)).")
+            write(line: "segget: connection \(c + 1): \(Format.retry(reason: reason, attempt: attempt, delay: delay))")
         case .redial(let c, let reason):
             write(line: "segget: connection \(c + 1) is slow (\(reason)); reconnecting.")
         }

@@ -259,7 +259,7 @@ import Testing
     }
 
     /// `long`: a Content-Length one byte longer than the range asked: refused as a protocol error
-    /// (exit 7) after the retries; never a file under the final name.
+    /// (exit 7) at once, since it contradicts the Content-Range; never a file under the final name.
     @Test func longRangesAreAProtocolError() async throws {
         let server = try Self.server(TestFiles.pattern(Int(8 * Self.chunk), seed: 23))
         defer { server.stop() }

@@ -45,7 +45,9 @@ struct FetchSettings {
     var autoConnections = false
     var retries = 5
     var retryWait = 1.0
-    var timeout: Double?
+    /// `--timeout`: the loop ends there, and a retry that would wait past it fails at once.
+    var deadline: Deadline?
+    var maxRetryWait = RetryPolicy.defaultMaxWait
     var maxSpeed: Int64?
     var redialSlow = true
     var maxRedialsPerConnection = 3
@@ -296,8 +298,8 @@ final class FetchEngine {
                 throw SeggetError(.interrupted, "interrupted")
             }
             let now = monotonicSeconds()
-            if let t = settings.timeout, now - startedAt > t {
-                throw SeggetError(.network, "the download did not finish within --timeout \(Format.seconds(t)); run the same command to continue.")
+            if let d = settings.deadline, now >= d.at {
+                throw d.expired("the download")
             }
             try throwIfStopped()
             if isDone { break }
@@ -675,6 +677,10 @@ final class FetchEngine {
             w.stop = .retry("HTTP \(h.status)", after: h.value("retry-after").flatMap { parseRetryAfter($0) }, kind: .httpStatus)
             return
         }
+        if let verdict = permanentVerdict(h, asked: asked) {
+            w.stop = verdict
+            return
+        }
         if !target.ranged {
             guard h.status == 200 else {
                 w.stop = .fatal(Prober.statusError(h.status, url: target.url))
@@ -726,6 +732,21 @@ final class FetchEngine {
         }
     }
 
+    /// Answers that no retry can change, decided before anything else about a 200 or 206: a coded
+    /// range or several ranges for one (ranges are unusable: start over as one stream, as the probe
+    /// would have), ambiguous framing (see `FramingProblem`).
+    private func permanentVerdict(_ h: ResponseHead, asked: String) -> StopReason? {
+        guard h.status == 200 || h.status == 206 else { return nil }
+        if target.ranged, h.status == 206, let enc = h.contentEncoding {
+            return .rangesIgnored("the server applied Content-Encoding '\(enc)' to the byte range \(asked), which makes its offsets meaningless")
+        }
+        if let problem = h.framingProblem { return .fatal(Prober.framingError(problem, url: target.url)) }
+        if target.ranged, h.status == 206, h.isMultipartByteRanges {
+            return .rangesIgnored("the server answered the byte range \(asked) with a multipart/byteranges body")
+        }
+        return nil
+    }
+
     private func validatorChange(_ h: ResponseHead, _ w: Worker) -> String? {
         let src = sources[w.source % sources.count]
         if let want = src.etag, let got = h.etag, want != got { return "its ETag changed from \(want) to \(got)" }
@@ -764,10 +785,10 @@ final class FetchEngine {
                 if target.ranged { becomeIdle(w) }
             } else if code == .ok || code == .partialFile {
                 scheduleRetry(w, reason: "the connection ended \(w.end - w.pos) bytes early", after: nil, kind: .network)
-            } else if code.isTransient || code == .writeError {
+            } else if code.isTransient && !Prober.headersTooLarge(code, head: w.head) || code == .writeError {
                 scheduleRetry(w, reason: code.description, after: nil, kind: .network)
             } else {
-                fatalError = Prober.networkError(code, url: target.url)
+                fatalError = Prober.networkError(code, url: target.url, head: w.head)
             }
         }
     }
@@ -792,9 +813,16 @@ final class FetchEngine {
             fatalError = SeggetError(kind, "bytes \(w.pos)-\(w.end - 1) failed \(w.attempts) time\(w.attempts == 1 ? "" : "s") (last: \(reason)); \(hint).")
             return
         }
-        let delay = retryDelay(attempt: w.attempts, base: settings.retryWait, retryAfter: after)
-        w.waitUntil = monotonicSeconds() + delay
-        onEvent?(.retry(connection: w.id, attempt: w.attempts, delay: delay, reason: reason))
+        switch RetryPolicy.decide(
+            attempt: w.attempts, reason: reason, base: settings.retryWait, retryAfter: after, maxWait: settings.maxRetryWait,
+            deadline: settings.deadline, now: monotonicSeconds(), jitter: .random(in: 0.5...1.5))
+        {
+        case .giveUp(let message):
+            if fatalError == nil { fatalError = SeggetError(.network, message) }
+        case .wait(let delay, let note):
+            w.waitUntil = monotonicSeconds() + delay
+            onEvent?(.retry(connection: w.id, attempt: w.attempts, delay: delay, reason: note.map { "\(reason); \($0)" } ?? reason))
+        }
     }
 
     private func flushRemovals() {
@@ -1078,11 +1106,4 @@ func sampledRate(_ samples: [(Double, Int64)], endingAt end: Double, window: Dou
         last.0 - first.0 >= max(minSpan, 0.001)
     else { return nil }
     return Double(last.1 - first.1) / (last.0 - first.0)
-}
-
-/// Seconds to wait before retry number `attempt`: what the server asked (`Retry-After`, at most five
-/// minutes), else `base` doubling per attempt up to a minute, with ±50 % jitter.
-func retryDelay(attempt: Int, base: Double, retryAfter: Double?) -> Double {
-    if let asked = retryAfter { return min(asked, 300) }
-    return min(60, base * Double(1 << min(max(attempt, 1) - 1, 10))) * Double.random(in: 0.5...1.5)
 }

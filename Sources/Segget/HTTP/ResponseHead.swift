@@ -11,12 +11,19 @@ public struct ResponseHead: Sendable, Equatable {
     public private(set) var fields: [(name: String, value: String)] = []
     /// True once the empty line that ends the head has been seen.
     public private(set) var isComplete = false
+    /// Bytes of header lines received for this response so far (status line included).
+    public private(set) var byteCount = 0
+    /// Fields continued on a following line (obs-fold, RFC 9112 §5.2), lowercased, in arrival order.
+    public private(set) var foldedNames: [String] = []
+    /// Fields with whitespace between the name and the colon (RFC 9112 §5.1), lowercased.
+    public private(set) var spacedNames: [String] = []
 
     public init() {}
 
     public static func == (a: ResponseHead, b: ResponseHead) -> Bool {
         a.status == b.status && a.httpVersion == b.httpVersion && a.isComplete == b.isComplete
             && a.fields.elementsEqual(b.fields, by: { $0.name == $1.name && $0.value == $1.value })
+            && a.foldedNames == b.foldedNames && a.spacedNames == b.spacedNames
     }
 
     /// Feeds one raw header line (with or without its CRLF).
@@ -24,20 +31,36 @@ public struct ResponseHead: Sendable, Equatable {
         let line = raw.trimmingASCIIWhitespace()
         if line.hasPrefix("HTTP/") {
             self = ResponseHead()
+            byteCount = raw.utf8.count
             let parts = line.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: true)
             httpVersion = parts.first.map(String.init) ?? ""
             if parts.count >= 2, let code = Int(parts[1]), (100...999).contains(code) { status = code }
             return
         }
+        byteCount += raw.utf8.count
         if line.isEmpty {
             // An interim 1xx head is followed by the real one; keep waiting for it.
             if status >= 200 { isComplete = true }
             return
         }
+        if let first = raw.unicodeScalars.first, first == " " || first == "\t", let last = fields.indices.last {
+            // obs-fold: the line continues the previous field; a recipient reads it as one space.
+            foldedNames.append(fields[last].name)
+            fields[last].value = fields[last].value.isEmpty ? String(line) : fields[last].value + " " + line
+            return
+        }
         guard let colon = line.firstIndex(of: ":") else { return }
-        let name = line[..<colon].trimmingASCIIWhitespace().lowercased()
+        let rawName = line[..<colon]
+        let name = rawName.trimmingASCIIWhitespace().lowercased()
+        if rawName.unicodeScalars.last.map({ $0 == " " || $0 == "\t" }) ?? false { spacedNames.append(name) }
         let value = line[line.index(after: colon)...].trimmingASCIIWhitespace()
         fields.append((name, String(value)))
+    }
+
+    /// All values of a field, one per field line, in arrival order.
+    public func values(_ name: String) -> [String] {
+        let n = name.lowercased()
+        return fields.filter { $0.name == n }.map(\.value)
     }
 
     /// The first value of a field (case-insensitive name), or nil.
@@ -53,7 +76,14 @@ public struct ResponseHead: Sendable, Equatable {
         return vs.isEmpty ? nil : vs.joined(separator: ", ")
     }
 
-    public var contentLength: Int64? { value("content-length").flatMap { parseDecimal($0) } }
+    /// The declared body length: the one value every `Content-Length` field and list member agrees
+    /// on (`42, 42` is 42); nil when absent, malformed or disagreeing (see `framingProblem`).
+    public var contentLength: Int64? {
+        let members = values("content-length").flatMap { $0.split(separator: ",", omittingEmptySubsequences: false) }
+        let lengths = members.map { parseDecimal($0.trimmingASCIIWhitespace()) }
+        guard let first = lengths.first, let n = first, lengths.allSatisfy({ $0 == n }) else { return nil }
+        return n
+    }
     public var contentRange: ContentRange? { value("content-range").flatMap { ContentRange(parsing: $0) } }
     public var etag: String? { value("etag") }
     public var lastModified: String? { value("last-modified") }

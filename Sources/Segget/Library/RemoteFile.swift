@@ -58,8 +58,10 @@ extension Download {
     /// a file and then download it with one request less, over the connections of `pool`.
     public func prepare(pool: ConnectionPool? = nil) throws(SeggetError) -> PreparedDownload {
         let multi = pool?.multi ?? MultiHandle()
-        let p = try Prober(options: options.transfer, firstBytes: probeBytes(fresh: !options.resume, stream: false), multi: multi)
-            .probe(url: url)
+        let deadline = options.timeout.map { Deadline(limit: $0, from: monotonicSeconds()) }
+        let p = try Prober(
+            options: options.transfer, firstBytes: probeBytes(fresh: !options.resume, stream: false), multi: multi, deadline: deadline
+        ).probe(url: url)
         return PreparedDownload(url: url, probe: p, multi: multi)
     }
 }

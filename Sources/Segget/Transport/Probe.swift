@@ -82,6 +82,8 @@ struct Prober {
     /// Run the request on this multi handle, so that its connection stays in that handle's cache for
     /// the transfers that follow; nil runs it on its own.
     var multi: MultiHandle? = nil
+    /// The end of `--timeout`: every request of the probe (redirects included) must end by then.
+    var deadline: Deadline? = nil
 
     func probe(url: String) throws(SeggetError) -> ProbeResult {
         guard let first = URLParts(url) else {
@@ -96,27 +98,45 @@ struct Prober {
         var opts = options
         var hops = 0
         while true {
+            if let deadline, deadline.remaining(now: monotonicSeconds()) <= 0 {
+                throw deadline.expired("the first request to \(URLParts.redactingCredentials(current))")
+            }
             let (ctx, code) = request(current, options: opts)
             let head = ctx.head
+            if head.status == 200 || head.status == 206, !(head.status == 206 && head.contentEncoding != nil),
+                let problem = head.framingProblem
+            {
+                // Checked before libcurl's verdict: it rejects some of these itself, as a "weird reply".
+                throw Self.framingError(problem, url: current)
+            }
             if code != .ok && !(code == .writeError && head.isComplete) {
-                throw Self.networkError(code, url: current)
+                if let deadline, code == CurlCode(CURLE_OPERATION_TIMEDOUT), deadline.remaining(now: monotonicSeconds()) < 0.1 {
+                    throw deadline.expired("the first request to \(URLParts.redactingCredentials(current))")
+                }
+                throw Self.networkError(code, url: current, head: head)
             }
             if (300...399).contains(head.status), head.status != 304 {
-                guard let location = head.value("location"), let next = resolveURL(location, against: current) else {
-                    throw SeggetError(.protocolViolation, "the server answered \(head.status) without a Location header; there is nothing to follow.", httpStatus: head.status)
+                guard let location = head.value("location") else {
+                    throw SeggetError(.protocolViolation, "the server answered \(head.status) without a Location header; there is nothing to follow.", httpStatus: head.status, retryAdvice: .never)
+                }
+                guard !location.isEmpty else {
+                    throw SeggetError(.protocolViolation, "the server answered \(head.status) with an empty Location header; there is nothing to follow.", httpStatus: head.status, retryAdvice: .never)
+                }
+                guard let next = resolveURL(location, against: current) else {
+                    throw SeggetError(.protocolViolation, "the server redirected (\(head.status)) to '\(URLParts.redactingCredentials(location))', which is not a valid URL; there is nothing to follow.", httpStatus: head.status, retryAdvice: .never)
                 }
                 hops += 1
                 if hops > options.maxRedirects {
-                    throw SeggetError(.network, "more than \(options.maxRedirects) redirects; the server may be misconfigured.")
+                    throw SeggetError(.network, "more than \(options.maxRedirects) redirects; the server may be misconfigured.", retryAdvice: .never)
                 }
                 if visited.contains(next) {
-                    throw SeggetError(.network, "redirect loop: \(URLParts.redactingCredentials(next)) was already visited.")
+                    throw SeggetError(.network, "redirect loop: \(URLParts.redactingCredentials(next)) was already visited.", retryAdvice: .never)
                 }
                 guard let nextParts = URLParts(next), nextParts.isHTTPFamily else {
-                    throw SeggetError(.protocolViolation, "refusing a redirect to '\(URLParts.redactingCredentials(next))': only http and https are allowed.")
+                    throw SeggetError(.protocolViolation, "refusing a redirect to '\(URLParts.redactingCredentials(next))': only http and https are allowed.", retryAdvice: .never)
                 }
                 if currentParts.scheme == "https" && nextParts.scheme == "http" && !options.allowInsecureRedirect {
-                    throw SeggetError(.protocolViolation, "refusing a redirect from https to plain http (\(URLParts.redactingCredentials(next))); pass --allow-insecure-redirect to follow it.")
+                    throw SeggetError(.protocolViolation, "refusing a redirect from https to plain http (\(URLParts.redactingCredentials(next))); pass --allow-insecure-redirect to follow it.", retryAdvice: .never)
                 }
                 if nextParts.host != currentParts.host {
                     opts = opts.withoutCredentials()
@@ -143,6 +163,12 @@ struct Prober {
         let e = EasyHandle()
         e.configure(url: url, options: options)
         e.set(CURLOPT_RANGE, "0-\(ctx.limit - 1)")
+        if let deadline {
+            // The whole request, a server that never answers included, ends at the deadline.
+            let ms = max(1, Int((deadline.remaining(now: monotonicSeconds()) * 1000).rounded(.up)))
+            e.set(CURLOPT_TIMEOUT_MS, ms)
+            e.set(CURLOPT_CONNECTTIMEOUT_MS, min(ms, Int(options.connectTimeout * 1000)))
+        }
         let ud = Unmanaged.passUnretained(ctx).toOpaque()
         e.collectHeaders(into: ctx.headCollector)
         e.set(CURLOPT_WRITEFUNCTION, dataCallback: probeWriteCallback)
@@ -165,6 +191,8 @@ struct Prober {
             result.suggestedFileName = FileName.sanitize(name)
         }
         switch head.status {
+        case 206 where head.isMultipartByteRanges:
+            result.noRangesReason = "the server answered a single byte range with a multipart/byteranges body"
         case 206:
             guard let cr = head.contentRange, cr.first == 0, let last = cr.last, last < Int64(max(1, firstBytes)),
                 let total = cr.completeLength, last < total
@@ -213,23 +241,49 @@ struct Prober {
         return SeggetError(.httpStatus, "\(u) answered HTTP \(status); \(hint).", httpStatus: status)
     }
 
-    static func networkError(_ code: CurlCode, url: String) -> SeggetError {
+    /// A response whose framing cannot be trusted (see `FramingProblem`); retrying cannot help.
+    static func framingError(_ problem: FramingProblem, url: String) -> SeggetError {
+        SeggetError(
+            .protocolViolation,
+            "the answer from \(URLParts.redactingCredentials(url)) cannot be trusted: \(problem). segget refuses such a response rather than guess which bytes it holds; the server, or a proxy in between, is broken. Try another server.",
+            retryAdvice: .never)
+    }
+
+    /// True when libcurl gave up on a response head too large to accept: one line over its limit
+    /// (`CURLE_OUT_OF_MEMORY` before 8.6), all lines together over its limit (a receive error after
+    /// some 300 KiB of head), or `CURLE_TOO_LARGE` (100) from 8.6 on.
+    static func headersTooLarge(_ code: CurlCode, head: ResponseHead) -> Bool {
+        guard !head.isComplete else { return false }
+        switch CURLcode(rawValue: code.rawValue) {
+        case CURLE_OUT_OF_MEMORY: return true
+        case CURLE_RECV_ERROR: return head.byteCount >= 200 * 1024
+        default: return code.rawValue == 100
+        }
+    }
+
+    static func networkError(_ code: CurlCode, url: String, head: ResponseHead = ResponseHead()) -> SeggetError {
         let u = URLParts.redactingCredentials(url)
+        if headersTooLarge(code, head: head) {
+            return SeggetError(.protocolViolation, "the server's response headers are too large to accept (more than libcurl allows) for \(u); the server is misbehaving.", retryAdvice: .never)
+        }
         switch CURLcode(rawValue: code.rawValue) {
         case CURLE_URL_MALFORMAT:
             return SeggetError(.usage, "'\(u)' is not a valid URL.")
         case CURLE_UNSUPPORTED_PROTOCOL:
             return SeggetError(.usage, "'\(u)' uses a scheme segget does not download; use http:// or https://.")
         case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE:
-            return SeggetError(.network, "the TLS certificate of \(u) could not be verified (\(code)); pass -k/--insecure only if you trust this server.")
+            return SeggetError(.network, "the TLS certificate of \(u) could not be verified (\(code)); pass -k/--insecure only if you trust this server.", retryAdvice: .never)
         case CURLE_COULDNT_RESOLVE_HOST:
-            return SeggetError(.network, "could not resolve the host of \(u); check the URL and your network.")
+            return SeggetError(.network, "could not resolve the host of \(u); check the URL and your network.", retryAdvice: .once)
+        case CURLE_WEIRD_SERVER_REPLY:
+            // libcurl refuses a malformed head (an invalid or folded Content-Length, a bad status line).
+            return SeggetError(.protocolViolation, "the answer from \(u) is not valid HTTP (\(code)); the server, or a proxy in between, is broken.", retryAdvice: .never)
         case CURLE_COULDNT_CONNECT:
             return SeggetError(.network, "could not connect to \(u); check that the server is up and reachable.")
         case CURLE_OPERATION_TIMEDOUT:
             return SeggetError(.network, "\(u) timed out; the network or server is too slow or unreachable.")
         default:
-            return SeggetError(.network, "the request to \(u) failed: \(code).")
+            return SeggetError(.network, "the request to \(u) failed: \(code).", retryAdvice: code.isTransient ? .mayChange : .never)
         }
     }
 }
