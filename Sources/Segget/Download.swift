@@ -176,8 +176,13 @@ public final class Download: @unchecked Sendable {
                 // Read what an earlier run recorded (trusted only in the same boot), then start afresh.
                 if journal.openedInSameBoot, let trusted = storage.trusted {
                     let plan = ChunkPlan(totalLength: total, chunkSize: storage.chunkSize)
-                    storage.partial = ProgressSlots.read(path: progressPath, journal: journal.header, plan: plan)
+                    let recorded = ProgressSlots.read(path: progressPath, journal: journal.header, plan: plan)
                         .filter { !trusted[$0.key] }
+                    let (kept, rejected) = ChunkVoucher.keepMatchingPartials(recorded, data: storage.data, plan: plan)
+                    if rejected > 0 {
+                        events?(.notice("\(rejected) partly written chunk\(rejected == 1 ? "" : "s") in \(partPath) did not match the recorded checksum; fetching \(rejected == 1 ? "it" : "them") from the start."))
+                    }
+                    storage.partial = kept
                 }
                 storage.progress = try? ProgressSlots.create(path: progressPath, journal: journal.header)
             }
@@ -248,9 +253,16 @@ public final class Download: @unchecked Sendable {
         engine.onProgress = progress.map { p in { p($0) } }
         engine.onEvent = events.map { e in { e($0) } }
         engine.onPrefix = hasher.map { h in { h.advance(to: $0) } }
-        engine.writer.onFlush = hasher.map { h in { h.offer($0, at: $1) } }
+        engine.onFlush = hasher.map { h in { h.offer($0, at: $1) } }
         engine.progressSlots = storage.progress
-        engine.partialChunks = storage.partial
+        engine.resume(partials: storage.partial)
+        if let journal = storage.journal, let kept = trusted {
+            // Every kept chunk is read back and checked behind the download, in file order.
+            let claims = (0..<plan.chunkCount).filter { kept[$0] }.map {
+                ChunkVoucher.Claim(chunk: $0, crc: journal.chunkCRCs[$0])
+            }
+            if !claims.isEmpty { engine.vouch(with: ChunkVoucher(data: storage.data, plan: plan, claims: claims)) }
+        }
         if options.syncBeforeRename {
             // A head start on the final fdatasync, off the fetch thread.
             let file = UncheckedBox(storage.data)
@@ -324,7 +336,7 @@ public final class Download: @unchecked Sendable {
             throw SeggetError(.fileSystem, "could not move the finished download to \(finalPath): \(error).")
         }
         return DownloadResult(
-            path: finalPath, bytes: length, resumedBytes: resumedBytes, receivedBytes: engine.receivedBytes,
+            path: finalPath, bytes: length, resumedBytes: resumedBytes - engine.rejectedBytes, receivedBytes: engine.receivedBytes,
             seconds: monotonicSeconds() - fetchStarted, connections: settings.connections, verified: verified,
             usedRanges: ranged)
     }
@@ -446,8 +458,8 @@ public final class Download: @unchecked Sendable {
         var trusted: ChunkBitmap?
         var chunkSize: Int64
         var progress: ProgressSlots? = nil
-        /// Chunks an earlier run (same boot) had partly written: chunk → offset written up to.
-        var partial: [Int: Int64] = [:]
+        /// Chunks an earlier run (same boot) had partly written, whose bytes still match their checksum.
+        var partial: [Int: PartialChunk] = [:]
     }
 
     private func openForResume(
@@ -461,6 +473,9 @@ public final class Download: @unchecked Sendable {
             if PosixFile.fileSize(path: partPath) != nil {
                 events?(.notice("found \(partPath) without its journal, so its contents cannot be trusted; starting over."))
             }
+            return nil
+        } catch .damaged(.unsupportedVersion(let version)) {
+            events?(.notice("the journal \(journalPath) has unsupported version \(version) (another segget wrote it; this one reads journal format \(JournalCodec.currentVersion) only); starting over."))
             return nil
         } catch .damaged(let why) {
             events?(.notice("the journal \(journalPath) is damaged (\(why.shortDescription)); starting over."))

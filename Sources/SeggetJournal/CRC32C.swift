@@ -2,8 +2,8 @@
 /// used by iSCSI, ext4 and SCTP. `CRC32C.checksum("123456789")` is 0xE3069283.
 ///
 /// The journal keeps one per finished chunk so that a resume can vouch for the bytes it keeps. Slicing
-/// by 8 (eight 256-entry tables, eight bytes per step) keeps it off the download's critical path: see
-/// `CRC32CTests.testThroughput` for the measured rate.
+/// by 8 (eight 256-entry tables, eight bytes per step) computed 1,230–1,720 MiB/s on the 2-core VM
+/// (`swiftc -O`, 256 MiB, best of 5, other builds running), against 150 MiB/s a byte at a time.
 public enum CRC32C {
     /// `tables[t * 256 + b]`: the CRC of byte `b` followed by `t` zero bytes.
     private static let tables: [UInt32] = {

@@ -198,23 +198,33 @@ final class FetchEngine {
     private var changed: String?
     private var ignored: String?
 
-    private var prefixChunks = 0
+    var prefixChunks = 0
     private var streamPrefix: Int64 = 0
     /// What may happen only once the writer has written everything handed over up to a ticket: the
     /// journal bit of a chunk, a progress slot, the hasher's prefix. In ticket order.
     private enum AfterWrite {
         case chunk(Int)
-        case slot(worker: Int, chunk: Int, upTo: Int64)
+        case slot(worker: Int, chunk: Int, upTo: Int64, crc: UInt32)
         case stream(Int64)
     }
     private var afterWrites: [(ticket: Int64, action: AfterWrite)] = []
     private var afterWritesDone = 0
     /// Chunks whose bytes are in the file (for the hasher's prefix), unlike `scheduler.finished`,
     /// which counts chunks as soon as their last byte is received.
-    private var inFile: [Bool] = []
+    var inFile: [Bool] = []
     /// Bytes received from the network in this run.
     private(set) var receivedBytes: Int64 = 0
     private var finishedBytes: Int64 = 0
+    /// The CRC-32C of each chunk's bytes as they are handed to the writer (see `ChunkVouching.swift`).
+    var chunkCRCs: ChunkCRCTracker
+    /// Checks the chunks a resumed journal claims, behind the download (see `vouch(with:)`).
+    var vouching: ChunkVoucher?
+    /// Claimed chunks whose bytes did not match their checksum, and their bytes: fetched again.
+    var rejectedChunks = 0
+    var rejectedBytes: Int64 = 0
+    /// Called with every run of bytes handed to the writer (for the hasher's memory window); the bytes
+    /// are valid only during the call.
+    var onFlush: ((UnsafeRawBufferPointer, Int64) -> Void)?
     private var rateSamples: [(Double, Int64)] = []
     private var startedAt = 0.0
     private var totalRedials = 0
@@ -234,6 +244,7 @@ final class FetchEngine {
         self.journal = journal
         self.plan = plan
         self.interrupt = interrupt
+        chunkCRCs = ChunkCRCTracker(plan: plan)
         let n = target.ranged ? settings.connections : 1
         sources = target.sources
         workerLimit = target.ranged && settings.autoConnections ? min(n, FetchEngine.autoInitial) : n
@@ -249,6 +260,10 @@ final class FetchEngine {
         for k in 0..<plan.chunkCount where scheduler.finished[k] { finishedBytes += Int64(plan.byteRange(ofChunk: k).count) }
         prefixChunks = scheduler.finishedPrefix(from: 0)
         inFile = scheduler.finished
+        writer.onFlush = { [unowned self] bytes, offset in
+            if target.ranged { chunkCRCs.add(bytes, at: offset) }
+            onFlush?(bytes, offset)
+        }
     }
 
     // MARK: The loop
@@ -267,6 +282,7 @@ final class FetchEngine {
             runAfterWrites(waiting: true)
             recordFinalSlots()
             checkpointThread?.stop()
+            vouching?.stop()
         }
         if target.ranged {
             onPrefix?(plan.byteRange(ofChunks: 0..<prefixChunks).upperBound)
@@ -306,6 +322,7 @@ final class FetchEngine {
             flushRemovals()
             resumePausedTransfers()
             runAfterWrites()
+            collectVouched()
             try throwIfStopped()
             if now - lastTick >= settings.progressInterval {
                 lastTick = now
@@ -344,19 +361,20 @@ final class FetchEngine {
             switch action {
             case .chunk(let k):
                 do {
-                    try journal?.markWritten(chunk: k)
+                    // A chunk without a checksum (see `ChunkCRCTracker`) is not claimed: a resume fetches it.
+                    if let crc = chunkCRCs.takeFinished(k) {
+                        try journal?.markWritten(chunk: k, crc: crc)
+                    } else {
+                        trace("chunk \(k) has no checksum; not recorded in the journal")
+                    }
                 } catch {
                     if fatalError == nil {
                         fatalError = SeggetError(.fileSystem, "could not update the journal: \(error). Free some space or fix permissions, then run the same command to resume.")
                     }
                 }
-                inFile[k] = true
-                if k == prefixChunks {
-                    while prefixChunks < inFile.count && inFile[prefixChunks] { prefixChunks += 1 }
-                    onPrefix?(plan.byteRange(ofChunks: 0..<prefixChunks).upperBound)
-                }
-            case .slot(let id, let chunk, let upTo):
-                try? progressSlots?.record(slot: id, chunk: chunk, upTo: upTo)
+                markInFile(k)
+            case .slot(let id, let chunk, let upTo, let crc):
+                try? progressSlots?.record(slot: id, chunk: chunk, upTo: upTo, crc: crc)
             case .stream(let p):
                 if p > streamPrefix {
                     streamPrefix = p
@@ -377,9 +395,28 @@ final class FetchEngine {
         guard let slots = progressSlots, target.ranged, (try? writer.completedTicket()) == writer.submitted else { return }
         for w in workers where !w.isDuplicate && w.staging != nil && w.pos > 0 && w.pos < plan.totalLength {
             let k = plan.chunk(containing: w.pos - 1)
-            guard !scheduler.finished[k], w.pos < plan.byteRange(ofChunk: k).upperBound, w.pos > w.slotPos else { continue }
-            try? slots.record(slot: w.id, chunk: k, upTo: w.pos)
+            guard !scheduler.finished[k], w.pos < plan.byteRange(ofChunk: k).upperBound, w.pos > w.slotPos,
+                let crc = chunkCRCs.crc(ofChunk: k, upTo: w.pos)
+            else { continue }
+            try? slots.record(slot: w.id, chunk: k, upTo: w.pos, crc: crc)
         }
+    }
+
+    /// Chunk `k`'s bytes are in the file (written in this run, or kept and vouched for): the finished
+    /// prefix may grow.
+    func markInFile(_ k: Int) {
+        inFile[k] = true
+        if k == prefixChunks {
+            while prefixChunks < inFile.count && inFile[prefixChunks] { prefixChunks += 1 }
+            onPrefix?(plan.byteRange(ofChunks: 0..<prefixChunks).upperBound)
+        }
+    }
+
+    /// Chunk `k`, counted as finished, is fetched again (its kept bytes failed their check).
+    func reopen(_ k: Int) {
+        guard scheduler.finished[k] else { return }
+        scheduler.reopen(k)
+        finishedBytes -= Int64(plan.byteRange(ofChunk: k).count)
     }
 
     /// Ends the loop with whatever a transfer decided for the whole download.
@@ -390,7 +427,8 @@ final class FetchEngine {
     }
 
     private var isDone: Bool {
-        if target.ranged { return scheduler.isComplete }
+        // Nothing is finished before every chunk kept from an earlier run was vouched for.
+        if target.ranged { return scheduler.isComplete && (vouching?.isDone ?? true) }
         let w = workers[0]
         return !w.active && w.waitUntil == nil && w.pos >= w.end
     }
@@ -868,8 +906,11 @@ final class FetchEngine {
     /// a kill then loses only the staged and queued bytes and what never arrived.
     private func moveSlot(_ w: Worker, atLeast step: Int64) {
         guard progressSlots != nil, !w.isDuplicate, w.staging.start - w.slotPos >= step else { return }
+        let chunk = plan.chunk(containing: w.staging.start - 1)
+        // Covered exactly up to here unless a racer got further (then the next move records it).
+        guard let crc = chunkCRCs.crc(ofChunk: chunk, upTo: w.staging.start) else { return }
         w.slotPos = w.staging.start
-        afterWrites.append((writer.submitted, .slot(worker: w.id, chunk: plan.chunk(containing: w.slotPos - 1), upTo: w.slotPos)))
+        afterWrites.append((writer.submitted, .slot(worker: w.id, chunk: chunk, upTo: w.slotPos, crc: crc)))
     }
 
     /// A connection that delivered nothing for `stallTimeout` seconds is dropped and retried from the
