@@ -253,7 +253,7 @@ public final class Download: @unchecked Sendable {
         engine.onProgress = progress.map { p in { p($0) } }
         engine.onEvent = events.map { e in { e($0) } }
         engine.onPrefix = hasher.map { h in { h.advance(to: $0) } }
-        engine.onFlush = hasher.map { h in { h.offer($0, at: $1) } }
+        engine.writer.onFlush = hasher.map { h in { h.offer($0, at: $1) } }
         engine.progressSlots = storage.progress
         engine.resume(partials: storage.partial)
         if let journal = storage.journal, let kept = trusted {

@@ -51,4 +51,23 @@ struct CRC32CTests {
             #expect(crc == whole)
         }
     }
+
+    @Test func combiningSeparatelyChecksummedPiecesEqualsTheWhole() {
+        var rng = SplitMix64(seed: 34)
+        let bytes = (0..<20_000).map { _ in UInt8.random(in: 0...255, using: &rng) }
+        for _ in 0..<300 {
+            let cut = Int.random(in: 0...bytes.count, using: &rng)
+            let end = Int.random(in: cut...bytes.count, using: &rng)
+            let combined = CRC32C.combine(
+                CRC32C.checksum(bytes[0..<cut]), CRC32C.checksum(bytes[cut..<end]), secondLength: Int64(end - cut))
+            #expect(combined == CRC32C.checksum(bytes[0..<end]), "cut \(cut), end \(end)")
+        }
+        // A long second piece exercises high powers: 8 MiB of zeros after "123456789".
+        let zeros = [UInt8](repeating: 0, count: 1 << 20)
+        var crc = CRC32C.checksum(Array("123456789".utf8))
+        let zerosCRC = zeros.withUnsafeBytes { z in (0..<8).reduce(UInt32(0)) { c, _ in CRC32C.update(c, z) } }
+        let combined = CRC32C.combine(crc, zerosCRC, secondLength: 8 << 20)
+        crc = zeros.withUnsafeBytes { z in (0..<8).reduce(crc) { c, _ in CRC32C.update(c, z) } }
+        #expect(combined == crc)
+    }
 }

@@ -22,7 +22,7 @@ private final class MemoryStorage: BlockStorage, @unchecked Sendable {
     func truncate(to length: Int64) throws(Errno) {}
 }
 
-@Suite struct ChunkCRCTrackerTests {
+@Suite struct ChunkChecksumsTests {
     static let plan = ChunkPlan(totalLength: 10_000, chunkSize: 1_000)
     static let data: [UInt8] = {
         var g = FuzzRandom(seed: 44)
@@ -30,60 +30,79 @@ private final class MemoryStorage: BlockStorage, @unchecked Sendable {
     }()
     static func crc(_ range: Range<Int>) -> UInt32 { CRC32C.checksum(data[range]) }
 
-    func add(_ t: inout ChunkCRCTracker, _ range: Range<Int>) {
+    func add(_ t: ChunkChecksums, _ range: Range<Int>) {
         Self.data.withUnsafeBytes { t.add(UnsafeRawBufferPointer(rebasing: $0[range]), at: Int64(range.lowerBound)) }
     }
 
-    @Test func piecesInOrderAcrossChunkBoundariesGiveEachChunksChecksum() {
-        var g = FuzzRandom(seed: 1)
-        var t = ChunkCRCTracker(plan: Self.plan)
+    /// Random pieces tiling the file, across chunk boundaries.
+    func randomPieces(seed: UInt64) -> [Range<Int>] {
+        var g = FuzzRandom(seed: seed)
+        var pieces: [Range<Int>] = []
         var at = 0
         while at < 10_000 {
             let n = min(10_000 - at, Int.random(in: 1...2_500, using: &g))
-            add(&t, at..<(at + n))
+            pieces.append(at..<(at + n))
             at += n
         }
+        return pieces
+    }
+
+    @Test func piecesInOrderAcrossChunkBoundariesGiveEachChunksChecksum() {
+        let t = ChunkChecksums(plan: Self.plan)
+        for p in randomPieces(seed: 1) { add(t, p) }
         for k in 0..<10 {
             #expect(t.takeFinished(k) == Self.crc((k * 1000)..<((k + 1) * 1000)), "chunk \(k)")
             #expect(t.takeFinished(k) == nil, "taken once")
         }
     }
 
+    @Test func piecesInAnyOrderGiveTheSameChecksums() {
+        for seed in UInt64(2)...20 {
+            var g = FuzzRandom(seed: seed)
+            let t = ChunkChecksums(plan: Self.plan)
+            for p in randomPieces(seed: seed).shuffled(using: &g) { add(t, p) }
+            for k in 0..<10 { #expect(t.takeFinished(k) == Self.crc((k * 1000)..<((k + 1) * 1000)), "seed \(seed), chunk \(k)") }
+        }
+    }
+
     @Test func anEndGameRaceWithOverlappingPiecesStillGivesTheRightChecksum() {
-        var t = ChunkCRCTracker(plan: Self.plan)
-        add(&t, 2000..<2300)  // the owner
-        add(&t, 2300..<2700)  // the racer, from where the owner had got
-        add(&t, 2300..<2500)  // the owner again: already covered
-        add(&t, 2450..<2800)  // the owner, partly beyond
-        add(&t, 2700..<3000)  // the racer finishes
+        let t = ChunkChecksums(plan: Self.plan)
+        add(t, 2000..<2300)  // the owner
+        add(t, 2300..<2700)  // the racer, from where the owner had got
+        add(t, 2300..<2500)  // the owner goes on over the same bytes
+        add(t, 2500..<2800)
+        add(t, 2700..<3000)  // the racer finishes
         #expect(t.takeFinished(2) == Self.crc(2000..<3000))
     }
 
     @Test func aGapLeavesTheChunkWithoutAChecksum() {
-        var t = ChunkCRCTracker(plan: Self.plan)
-        add(&t, 0..<400)
-        add(&t, 500..<1000)
+        let t = ChunkChecksums(plan: Self.plan)
+        add(t, 0..<400)
+        add(t, 500..<1000)
         #expect(t.takeFinished(0) == nil)
         // Bytes that start mid-chunk with nothing before them are not a checksum either.
-        add(&t, 1500..<2000)
+        add(t, 1500..<2000)
         #expect(t.takeFinished(1) == nil)
     }
 
     @Test func prefixChecksumsForSlotsAndSeedsForResumedPartials() {
-        var t = ChunkCRCTracker(plan: Self.plan)
-        add(&t, 3000..<3400)
+        let t = ChunkChecksums(plan: Self.plan)
+        add(t, 3000..<3400)
+        add(t, 3400..<3700)
         #expect(t.crc(ofChunk: 3, upTo: 3400) == Self.crc(3000..<3400))
+        #expect(t.crc(ofChunk: 3, upTo: 3700) == Self.crc(3000..<3700))
         #expect(t.crc(ofChunk: 3, upTo: 3300) == nil)
         // A rerun continues chunk 3 at 3400 from the checksum its slot recorded.
-        var resumed = ChunkCRCTracker(plan: Self.plan)
+        let resumed = ChunkChecksums(plan: Self.plan)
         resumed.seed(chunk: 3, upTo: 3400, crc: Self.crc(3000..<3400))
-        add(&resumed, 3400..<4000)
+        add(resumed, 3400..<4000)
         #expect(resumed.takeFinished(3) == Self.crc(3000..<4000))
         // A chunk fetched again from its start after `forget` does not reuse the old state.
-        var again = ChunkCRCTracker(plan: Self.plan)
+        let again = ChunkChecksums(plan: Self.plan)
         again.seed(chunk: 4, upTo: 4500, crc: 0xBAD)
         again.forget(4)
-        add(&again, 4000..<5000)
+        add(again, 4000..<4500)
+        add(again, 4500..<5000)
         #expect(again.takeFinished(4) == Self.crc(4000..<5000))
     }
 }

@@ -1,64 +1,83 @@
 import Dispatch
 import SeggetJournal
 import SeggetVerify
+import Synchronization
 
-/// The CRC-32C of each chunk as its bytes are handed to the writer, for the journal (and of each
-/// connection's partial chunk, for its progress slot). Loop thread only.
+/// The CRC-32C of each chunk, from its bytes as they are handed to the writer (for the journal), and of
+/// the first part of a chunk a connection is writing (for its progress slot). Thread-safe: pieces may
+/// be added from any thread, in any order.
 ///
-/// Bytes of one chunk arrive in file order from one connection, except in an end-game race, where a
-/// second connection continues from where the first had got, and both may then hand over the same
-/// offsets (with the same bytes). So a running checksum grows by whatever part of a piece lies beyond
-/// what it already covers; a piece that starts beyond it (a gap) leaves it alone, and the chunk then
-/// gets no checksum: it is not recorded in the journal and is fetched again after a resume.
-struct ChunkCRCTracker {
+/// Each piece is checksummed on its own and joined to what it continues with `CRC32C.combine`. A chunk's
+/// bytes normally arrive in order from one connection, but in an end-game race a second connection
+/// continues from where the first had got, and both may then hand over the same offsets (with the same
+/// bytes); a retry continues where the connection stopped; a rerun continues a partial chunk from its
+/// progress slot (`seed`). So the tracker keeps, per chunk, every offset up to which the bytes from the
+/// chunk's start are covered (with their checksum), and pieces that start elsewhere until something
+/// reaches their start. A chunk that is never covered end to end has no checksum: it is not recorded
+/// in the journal, and is fetched again after a resume.
+final class ChunkChecksums: Sendable {
     let plan: ChunkPlan
-    /// Chunk → (offset up to which its bytes are covered, their CRC-32C).
-    private(set) var running: [Int: (upTo: Int64, crc: UInt32)] = [:]
+
+    private struct Coverage {
+        /// Offset → checksum of the chunk's bytes from its start up to that offset.
+        var reachable: [Int64: UInt32]
+        /// Pieces whose start is not reachable yet: start → (end, checksum of the piece).
+        var waiting: [Int64: [(end: Int64, crc: UInt32)]] = [:]
+    }
+    private let chunks = Mutex<[Int: Coverage]>([:])
 
     init(plan: ChunkPlan) { self.plan = plan }
 
-    /// Starts chunk `chunk`'s checksum at `upTo` with the checksum of its bytes before (a partial chunk
-    /// of an earlier run, whose bytes on disk were checked against `crc`).
-    mutating func seed(chunk: Int, upTo: Int64, crc: UInt32) {
-        running[chunk] = (upTo, crc)
-    }
-
     /// Takes in `bytes`, which are handed over for file offset `offset`.
-    mutating func add(_ bytes: UnsafeRawBufferPointer, at offset: Int64) {
+    func add(_ bytes: UnsafeRawBufferPointer, at offset: Int64) {
         var at = offset
         let end = offset + Int64(bytes.count)
         while at < end {
             let k = plan.chunk(containing: at)
-            let range = plan.byteRange(ofChunk: k)
-            let pieceEnd = min(end, range.upperBound)
-            let covered = running[k]?.upTo ?? range.lowerBound
-            if covered >= at && covered < pieceEnd {
-                let from = Int(covered - offset)
-                let piece = UnsafeRawBufferPointer(rebasing: bytes[from..<Int(pieceEnd - offset)])
-                running[k] = (pieceEnd, CRC32C.update(running[k]?.crc ?? 0, piece))
-            }
+            let pieceEnd = min(end, plan.byteRange(ofChunk: k).upperBound)
+            let crc = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[Int(at - offset)..<Int(pieceEnd - offset)]))
+            chunks.withLock { insert(&$0, chunk: k, from: at, to: pieceEnd, crc: crc) }
             at = pieceEnd
         }
     }
 
-    /// The checksum of chunk `chunk`'s bytes from its start up to `upTo`, if that is exactly how far
-    /// it is covered.
-    func crc(ofChunk chunk: Int, upTo: Int64) -> UInt32? {
-        guard let r = running[chunk], r.upTo == upTo else { return nil }
-        return r.crc
+    /// Starts chunk `chunk` at `upTo` with `crc`, the checksum of its bytes before (a partial chunk of
+    /// an earlier run, whose bytes on disk were checked against it).
+    func seed(chunk: Int, upTo: Int64, crc: UInt32) {
+        chunks.withLock { insert(&$0, chunk: chunk, from: plan.byteRange(ofChunk: chunk).lowerBound, to: upTo, crc: crc) }
     }
 
-    /// The checksum of the whole of chunk `chunk`, if all of it was covered; forgets the chunk.
-    mutating func takeFinished(_ chunk: Int) -> UInt32? {
-        guard let r = running.removeValue(forKey: chunk), r.upTo == plan.byteRange(ofChunk: chunk).upperBound else {
-            return nil
-        }
-        return r.crc
+    /// The checksum of chunk `chunk`'s bytes from its start up to `upTo`, if they are covered.
+    func crc(ofChunk chunk: Int, upTo: Int64) -> UInt32? {
+        chunks.withLock { $0[chunk]?.reachable[upTo] }
+    }
+
+    /// The checksum of the whole of chunk `chunk`, if all of it is covered; forgets the chunk.
+    func takeFinished(_ chunk: Int) -> UInt32? {
+        chunks.withLock { $0.removeValue(forKey: chunk)?.reachable[plan.byteRange(ofChunk: chunk).upperBound] }
     }
 
     /// Forgets chunk `chunk` (it is to be fetched again from its start).
-    mutating func forget(_ chunk: Int) {
-        running[chunk] = nil
+    func forget(_ chunk: Int) {
+        _ = chunks.withLock { $0.removeValue(forKey: chunk) }
+    }
+
+    /// Records that the piece `from..<to` of chunk `chunk` has checksum `crc`, and follows every piece
+    /// that now continues from the chunk's start.
+    private func insert(_ all: inout [Int: Coverage], chunk: Int, from: Int64, to: Int64, crc: UInt32) {
+        let start = plan.byteRange(ofChunk: chunk).lowerBound
+        var c = all[chunk] ?? Coverage(reachable: [start: 0])
+        var work = [(from: from, to: to, crc: crc)]
+        while let p = work.popLast() {
+            guard let before = c.reachable[p.from] else {
+                c.waiting[p.from, default: []].append((p.to, p.crc))
+                continue
+            }
+            guard c.reachable[p.to] == nil else { continue }
+            c.reachable[p.to] = CRC32C.combine(before, p.crc, secondLength: p.to - p.from)
+            for next in c.waiting.removeValue(forKey: p.to) ?? [] { work.append((p.to, next.end, next.crc)) }
+        }
+        all[chunk] = c
     }
 }
 
@@ -82,7 +101,6 @@ final class ChunkVoucher: @unchecked Sendable {
     private let lock = ConditionLock()
     // Guarded by `lock`.
     private var results: [(chunk: Int, matches: Bool)] = []
-    private var produced = 0
     private var stopping = false
     private var running = true
     // Loop thread only.
@@ -130,10 +148,7 @@ final class ChunkVoucher: @unchecked Sendable {
         for claim in claims {
             if lock.withLock({ stopping }) { return }
             let matches = Self.crc(of: plan.byteRange(ofChunk: claim.chunk), in: data, buffer: buffer) == claim.crc
-            lock.withLock {
-                results.append((claim.chunk, matches))
-                produced += 1
-            }
+            lock.withLock { results.append((claim.chunk, matches)) }
         }
     }
 

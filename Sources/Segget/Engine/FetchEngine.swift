@@ -204,7 +204,7 @@ final class FetchEngine {
     /// journal bit of a chunk, a progress slot, the hasher's prefix. In ticket order.
     private enum AfterWrite {
         case chunk(Int)
-        case slot(worker: Int, chunk: Int, upTo: Int64, crc: UInt32)
+        case slot(worker: Int, chunk: Int, upTo: Int64)
         case stream(Int64)
     }
     private var afterWrites: [(ticket: Int64, action: AfterWrite)] = []
@@ -216,15 +216,12 @@ final class FetchEngine {
     private(set) var receivedBytes: Int64 = 0
     private var finishedBytes: Int64 = 0
     /// The CRC-32C of each chunk's bytes as they are handed to the writer (see `ChunkVouching.swift`).
-    var chunkCRCs: ChunkCRCTracker
+    let chunkCRCs: ChunkChecksums
     /// Checks the chunks a resumed journal claims, behind the download (see `vouch(with:)`).
     var vouching: ChunkVoucher?
     /// Claimed chunks whose bytes did not match their checksum, and their bytes: fetched again.
     var rejectedChunks = 0
     var rejectedBytes: Int64 = 0
-    /// Called with every run of bytes handed to the writer (for the hasher's memory window); the bytes
-    /// are valid only during the call.
-    var onFlush: ((UnsafeRawBufferPointer, Int64) -> Void)?
     private var rateSamples: [(Double, Int64)] = []
     private var startedAt = 0.0
     private var totalRedials = 0
@@ -244,7 +241,7 @@ final class FetchEngine {
         self.journal = journal
         self.plan = plan
         self.interrupt = interrupt
-        chunkCRCs = ChunkCRCTracker(plan: plan)
+        chunkCRCs = ChunkChecksums(plan: plan)
         let n = target.ranged ? settings.connections : 1
         sources = target.sources
         workerLimit = target.ranged && settings.autoConnections ? min(n, FetchEngine.autoInitial) : n
@@ -260,9 +257,9 @@ final class FetchEngine {
         for k in 0..<plan.chunkCount where scheduler.finished[k] { finishedBytes += Int64(plan.byteRange(ofChunk: k).count) }
         prefixChunks = scheduler.finishedPrefix(from: 0)
         inFile = scheduler.finished
-        writer.onFlush = { [unowned self] bytes, offset in
-            if target.ranged { chunkCRCs.add(bytes, at: offset) }
-            onFlush?(bytes, offset)
+        if target.ranged {
+            // Checksummed beside the write, off the fetch loop, from the very buffer that is written.
+            writer.besideWrite = { [chunkCRCs] bytes, offset in chunkCRCs.add(bytes, at: offset) }
         }
     }
 
@@ -361,7 +358,7 @@ final class FetchEngine {
             switch action {
             case .chunk(let k):
                 do {
-                    // A chunk without a checksum (see `ChunkCRCTracker`) is not claimed: a resume fetches it.
+                    // A chunk without a checksum (see `ChunkChecksums`) is not claimed: a resume fetches it.
                     if let crc = chunkCRCs.takeFinished(k) {
                         try journal?.markWritten(chunk: k, crc: crc)
                     } else {
@@ -373,8 +370,10 @@ final class FetchEngine {
                     }
                 }
                 markInFile(k)
-            case .slot(let id, let chunk, let upTo, let crc):
-                try? progressSlots?.record(slot: id, chunk: chunk, upTo: upTo, crc: crc)
+            case .slot(let id, let chunk, let upTo):
+                if let crc = chunkCRCs.crc(ofChunk: chunk, upTo: upTo) {
+                    try? progressSlots?.record(slot: id, chunk: chunk, upTo: upTo, crc: crc)
+                }
             case .stream(let p):
                 if p > streamPrefix {
                     streamPrefix = p
@@ -906,11 +905,8 @@ final class FetchEngine {
     /// a kill then loses only the staged and queued bytes and what never arrived.
     private func moveSlot(_ w: Worker, atLeast step: Int64) {
         guard progressSlots != nil, !w.isDuplicate, w.staging.start - w.slotPos >= step else { return }
-        let chunk = plan.chunk(containing: w.staging.start - 1)
-        // Covered exactly up to here unless a racer got further (then the next move records it).
-        guard let crc = chunkCRCs.crc(ofChunk: chunk, upTo: w.staging.start) else { return }
         w.slotPos = w.staging.start
-        afterWrites.append((writer.submitted, .slot(worker: w.id, chunk: chunk, upTo: w.slotPos, crc: crc)))
+        afterWrites.append((writer.submitted, .slot(worker: w.id, chunk: plan.chunk(containing: w.slotPos - 1), upTo: w.slotPos)))
     }
 
     /// A connection that delivered nothing for `stallTimeout` seconds is dropped and retried from the
