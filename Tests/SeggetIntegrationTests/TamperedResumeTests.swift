@@ -2,6 +2,7 @@ import Segget
 import SeggetJournal
 import SeggetTestServer
 import SeggetVerify
+import Synchronization
 import Testing
 
 @testable import Segget
@@ -113,6 +114,24 @@ private final class TamperFixture: @unchecked Sendable {
         image.replaceSubrange(offset..<(offset + replacement.count), with: replacement)
         try TestFiles.write(part, image)
     }
+}
+
+/// The data file as a disk that takes `delay` seconds for every read.
+private final class SlowReads: BlockStorage, @unchecked Sendable {
+    let file: PosixFile
+    let delay: Double
+    init(_ file: PosixFile, delay: Double) {
+        self.file = file
+        self.delay = delay
+    }
+    func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(Errno) -> Int {
+        usleep(useconds_t(delay * 1_000_000))
+        return try file.read(into: buffer, at: offset)
+    }
+    func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws(Errno) { try file.write(bytes, at: offset) }
+    func sync() throws(Errno) { try file.sync() }
+    func size() throws(Errno) -> Int64 { try file.size() }
+    func truncate(to length: Int64) throws(Errno) { try file.truncate(to: length) }
 }
 
 /// Sets every chunk's bit (and no padding bit) in the bitmap that starts at `offset`.
@@ -237,5 +256,43 @@ private func claimEveryChunk(_ image: inout [UInt8], bitmapAt offset: Int64, chu
         #expect(log.notices.contains { $0.contains("unsupported version 1") && $0.hasSuffix("starting over.") }, "\(log.notices)")
         #expect(result.resumedBytes == 0)
         #expect(sent >= Int64(f.bytes.count))
+    }
+
+    @Test func keptChunksAreCheckedBehindTheDownloadNotBeforeIt() async throws {
+        // Half of the file is kept from an "earlier run", one kept chunk of it damaged, and reading it
+        // back is slow (0.1 s per chunk: 1.6 s for 16 chunks). The missing half must start arriving at
+        // once, the engine must not finish before the last kept chunk was checked, and the damaged
+        // one must be fetched again.
+        let f = try TamperFixture(size: 32 * 64 * 1024, rate: "1m")
+        let plan = ChunkPlan(totalLength: Int64(f.bytes.count), chunkSize: f.chunk)
+        var kept = [UInt8](repeating: 0, count: f.bytes.count)
+        kept.replaceSubrange(0..<(16 * 65536), with: f.bytes[0..<(16 * 65536)])
+        kept[3 * 65536 + 5] ^= 0xFF
+        try TestFiles.write(f.part, kept)
+        let file = try PosixFile.open(path: f.part, mode: .openExisting)
+        defer { file.close() }
+        var settings = FetchSettings()
+        settings.connections = 4
+        settings.checkpointInterval = 0
+        let target = FetchTarget(url: f.url, totalLength: plan.totalLength, ranged: true, etag: "\"v1\"", lastModified: nil, ifRange: nil)
+        let engine = FetchEngine(
+            target: target, settings: settings, data: file, journal: nil, plan: plan, isFinished: { $0 < 16 },
+            interrupt: InterruptFlag())
+        let claims = (0..<16).map { k in
+            ChunkVoucher.Claim(chunk: k, crc: CRC32C.checksum(f.bytes[f.range(ofChunk: k)]))
+        }
+        engine.vouch(with: ChunkVoucher(data: SlowReads(file, delay: 0.1), plan: plan, claims: claims))
+        let firstBytes = Mutex<Double?>(nil)
+        let started = nowSeconds()
+        engine.onProgress = { p in
+            if p.receivedBytes > 0 { firstBytes.withLock { $0 = $0 ?? nowSeconds() - started } }
+        }
+        try engine.run()
+        let took = nowSeconds() - started
+        let arrived = try #require(firstBytes.withLock { $0 })
+        #expect(arrived < 0.8, "the first bytes came after \(arrived) s: the download waited for the check")
+        #expect(took >= 1.5, "finished after \(took) s, before every kept chunk was checked")
+        #expect(engine.rejectedChunks == 1)
+        #expect(TestFiles.fileDifference(f.part, f.bytes) == nil)
     }
 }
