@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import hashlib
 import json
 import os
 import platform
@@ -25,6 +26,7 @@ from pathlib import Path
 sys.dont_write_bytecode = True  # keep __pycache__ out of the source tree
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import disk  # noqa: E402
 import measure  # noqa: E402
 import report  # noqa: E402
 import tools as toolmod  # noqa: E402
@@ -32,9 +34,14 @@ from nginx import Nginx  # noqa: E402
 
 MiB = 1 << 20
 GiB = 1 << 30
+# segget's re-dial notice ("connection 3 is slow (...); reconnecting.") and its --json event.
+REDIAL = re.compile(r"reconnecting|is slow|\"redial\"", re.IGNORECASE)
 REPO = Path(__file__).resolve().parents[2]
 
-ALL_SCENARIOS = ["uncapped", "capped", "uneven", "tls", "small", "killresume"]
+ALL_SCENARIOS = ["uncapped", "capped", "uneven", "tls", "small", "seq-small", "batch-small",
+                 "batch-capped", "disk-busy", "memory", "killresume"]
+# segget's peak-memory variants: -n 8, -n 64 and -n 8 with a digest check (issue 13's three figures).
+MEMORY_VARIANTS = [("-n 8", 8, False), ("-n 64", 64, False), ("-n 8 --checksum sha256", 8, True)]
 ALL_TOOLS = ["segget", "curl", "aria2c", "axel", "lftp", "wget2"]
 
 
@@ -43,7 +50,7 @@ class Scenario:
     name: str
     location: str       # nginx location: uncapped, capped or uneven
     tls: bool
-    kind: str           # "throughput", "small" or "killresume"
+    kind: str           # "throughput", "small", "seq", "batch", "diskbusy", "memory" or "killresume"
     description: str
     skip: dict[str, str] = field(default_factory=dict)  # tool -> why it does not take part
 
@@ -69,6 +76,33 @@ SCENARIOS = {
         "small", "uncapped", False, "small",
         "a batch of sequential downloads of one 1 MiB file (fresh process each time): start-up "
         "and probe overhead"),
+    "seq-small": Scenario(
+        "seq-small", "uncapped", False, "seq",
+        "one 1 MiB file downloaded again and again by a shell loop, one process per download, every "
+        "output kept under its own name; the loop is timed as a whole"),
+    "batch-small": Scenario(
+        "batch-small", "uncapped", False, "batch",
+        "many small files from one URL list in one process, no rate limit: the per-file costs "
+        "(probe, connection, syncs)",
+        skip={"axel": "no list mode (one URL per process)",
+              "lftp": "its list mode (`mget`) is not set up here"}),
+    "batch-capped": Scenario(
+        "batch-capped", "capped", False, "batch",
+        "many 4 MiB files from one URL list in one process, every connection limited to 16 MiB/s",
+        skip={"axel": "no list mode (one URL per process)",
+              "lftp": "its list mode (`mget`) is not set up here"}),
+    "disk-busy": Scenario(
+        "disk-busy", "capped", False, "diskbusy",
+        "the capped download alone (quiet) and while `dd` writes to the download directory's disk "
+        "in a loop; re-dials show as extra connections and, for segget, as \"is slow ... "
+        "reconnecting\" lines (segget runs without -q here)",
+        skip={"curl": "one connection at 16 MiB/s: the disk is never what limits it",
+              "wget2": "one connection in practice, as for curl"}),
+    "memory": Scenario(
+        "memory", "uncapped", False, "memory",
+        "peak resident memory of segget alone on the main file, uncapped, at -n 8, at -n 64 and at "
+        "-n 8 with `--checksum sha256=…` (the digest computed as it downloads); the peers' peak RSS "
+        "is in every other table"),
     "killresume": Scenario(
         "killresume", "capped", False, "killresume",
         "capped location; SIGKILL after a few seconds, run the same (resume) command again, "
@@ -133,6 +167,43 @@ def with_reason(fail: str | None, log_path: Path) -> str | None:
     return f"{fail} ({line})" if line else fail
 
 
+def same_bytes(a: Path, b: Path) -> bool:
+    """Byte-for-byte comparison in Python, for many small files (no process per file)."""
+    try:
+        if a.stat().st_size != b.stat().st_size:
+            return False
+        with open(a, "rb") as fa, open(b, "rb") as fb:
+            while True:
+                x, y = fa.read(4 * MiB), fb.read(4 * MiB)
+                if x != y:
+                    return False
+                if not x:
+                    return True
+    except OSError:
+        return False
+
+
+def parse_batch(text: str) -> tuple[int, int]:
+    """'500x64K' -> (500, 65536)."""
+    m = re.fullmatch(r"\s*(\d+)\s*[xX×]\s*(\S+)\s*", text)
+    if not m or int(m.group(1)) < 1:
+        raise argparse.ArgumentTypeError(f"not COUNTxSIZE: {text!r} (try 500x64K)")
+    return int(m.group(1)), parse_size(m.group(2))
+
+
+def ensure_batch_files(data_dir: Path, count: int, size: int) -> tuple[Path, list[str]]:
+    """data/batch-COUNTxSIZE/f0000.bin … of random bytes; reused when all are there with the right size."""
+    d = data_dir / f"batch-{count}x{size}"
+    names = [f"f{i:04d}.bin" for i in range(count)]
+    d.mkdir(parents=True, exist_ok=True)
+    if all((d / n).exists() and (d / n).stat().st_size == size for n in names):
+        return d, names
+    log(f"generating {count} files of {human_size(size)} in {d} ...")
+    for n in names:
+        (d / n).write_bytes(os.urandom(size))
+    return d, names
+
+
 def same_content(out: Path, src: Path) -> bool:
     """Byte-for-byte comparison (cmp reads both files; both are in the page cache)."""
     if not out.exists() or out.stat().st_size != src.stat().st_size:
@@ -158,6 +229,10 @@ class Bench:
         self.runs_path.write_text("")
         self.records: list[dict] = []
         self.files: dict[str, Path] = {}
+        self.batches: dict[str, tuple[Path, list[str], Path, Path]] = {}  # dir, names, URL list, curl config
+        self.device = disk.block_dir(disk.mount_of(self.dl_dir)["source"])
+        self.disk: dict = {"filesystem": disk.describe(self.dl_dir), "dd_before": None, "dd_after": None}
+        self.main_digest: str | None = None  # sha256 of the main file, for the memory scenario
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -167,6 +242,44 @@ class Bench:
                 shutil.rmtree(p)
             else:
                 p.unlink()
+
+    def settle(self) -> None:
+        """Flush what earlier runs (or anyone else) left dirty and let the disk go idle, so that no run
+        pays for another's write-back."""
+        measure.sync_all()
+        time.sleep(self.args.settle)
+
+    def run_until_on_disk(self, argv: list[str], log_path: Path, timeout: float) -> tuple[measure.Measured, dict]:
+        """Run a tool after settle(), then `sync` at once: on_disk_s spans the tool's start to sync's end."""
+        self.settle()
+        before = disk.sectors_written(self.device)
+        m = measure.run(argv, self.dl_dir, log_path, timeout)
+        sync_s = measure.sync_all()
+        on_disk_s = time.monotonic() - m.started
+        after = disk.sectors_written(self.device)
+        written = (after - before) * 512 if before is not None and after is not None else None
+        return m, {"sync_s": sync_s, "on_disk_s": on_disk_s, "device_written_bytes": written}
+
+    def check_exit(self, m: measure.Measured) -> str | None:
+        if m.killed_by == "timeout":
+            return f"timeout after {m.wall_s:.0f} s"
+        if m.exit_code != 0:
+            return f"exit code {m.exit_code}"
+        return None
+
+    def check_files(self, out_dir: Path, expected: dict[str, Path]) -> str | None:
+        """None when out_dir holds exactly the names in `expected`, each byte-for-byte its source."""
+        found = {str(p.relative_to(out_dir)) for p in out_dir.rglob("*") if p.is_file()}
+        missing = [n for n in expected if n not in found]
+        extra = sorted(found - set(expected))
+        if missing:
+            return f"{len(missing)} of {len(expected)} files missing (first: {missing[0]})"
+        if extra:
+            return f"{len(extra)} unexpected files left (first: {extra[0]})"
+        differ = [n for n, src in expected.items() if not same_bytes(out_dir / n, src)]
+        if differ:
+            return f"{len(differ)} of {len(expected)} files differ from the source (first: {differ[0]})"
+        return None
 
     def check_output(self, m: measure.Measured, out: Path, src: Path) -> str | None:
         """None when the run is good, else why it FAILed."""
@@ -184,6 +297,12 @@ class Bench:
 
     def timeout_for(self, scn: Scenario, tool: toolmod.Tool, size: int) -> float:
         conns = tool.connections(self.args.connections)
+        if scn.kind == "batch":
+            count, each = self.args.batch_spec[scn.name]
+            rate = 16 * MiB * self.args.batch_jobs if scn.location == "capped" else 50 * MiB
+            return 5 * (count * each / rate + count * 0.05) + 30
+        if scn.kind == "seq":
+            return self.args.seq_count * 30.0
         if scn.location == "capped":
             expected = size / (16 * MiB * conns)
         elif scn.location == "uneven":
@@ -207,16 +326,22 @@ class Bench:
         self.records.append(rec)
         with open(self.runs_path, "a") as f:
             f.write(json.dumps(rec) + "\n")
+        label = rec["tool"] + (f" ({rec['variant']})" if rec.get("variant") else "")
         if rec["ok"]:
             if rec["scenario"] == "killresume":
                 speed = f"kills {rec['kills']}, fetched twice {rec['twice_bytes'] / MiB:6.0f} MiB"
             else:
                 speed = f"{rec['mib_s']:8.1f} MiB/s"
-            log(f"  {rec['tool']:<17} {rec['wall_s']:7.2f} s  {speed}  "
+            extra = ""
+            if rec.get("on_disk_s") is not None:
+                extra += f"  on disk {rec['on_disk_s']:6.2f} s"
+            if rec.get("redial_lines"):
+                extra += f"  re-dial lines {rec['redial_lines']}"
+            log(f"  {label:<22} {rec['wall_s']:7.2f} s  {speed}  "
                 f"cpu {rec['cpu_s']:5.2f} s  rss {rec['maxrss_kib'] / 1024:6.1f} MiB  "
-                f"conns {rec['connections']}")
+                f"conns {rec['connections']}{extra}")
         else:
-            log(f"  {rec['tool']:<17} FAIL: {rec['fail']}")
+            log(f"  {label:<22} FAIL: {rec['fail']}")
 
     def base_record(self, scn: Scenario, tool: toolmod.Tool, rep: int, size: int) -> dict:
         return {
@@ -236,7 +361,7 @@ class Bench:
         self.clean_dl()
         offset = self.nginx.log_offset()
         log_path = self.logs_dir / f"{scn.name}-{tool.name}.log"
-        m = measure.run(argv, self.dl_dir, log_path, self.timeout_for(scn, tool, size))
+        m, on_disk = self.run_until_on_disk(argv, log_path, self.timeout_for(scn, tool, size))
         self.nginx.quiesce()
         fail = with_reason(self.check_output(m, out, src), log_path)
         self.clean_dl()
@@ -244,10 +369,147 @@ class Bench:
         rec.update(
             cmd=shlex.join(argv), ok=fail is None, fail=fail, exit_code=m.exit_code,
             wall_s=m.wall_s, user_s=m.user_s, sys_s=m.sys_s, cpu_s=m.cpu_s, maxrss_kib=m.maxrss_kib,
-            mib_s=size / MiB / m.wall_s,
+            mib_s=size / MiB / m.wall_s, total_bytes=size, **on_disk,
             **self.server_stats(self.nginx.entries_since(offset)),
         )
         return rec
+
+    def run_seq(self, scn: Scenario, tool: toolmod.Tool, rep: int) -> dict:
+        """One shell loop of `seq_count` downloads of the small file, each to its own name."""
+        src = self.files["small"]
+        size = src.stat().st_size
+        url = self.nginx.url(scn.location, src.name, scn.tls)
+        seq_dir = self.dl_dir / "seq"
+        names = [f"{i:03d}.bin" for i in range(self.args.seq_count)]
+        commands = [tool.build(self.args.connections, seq_dir / n, url, scn.tls, size, False) for n in names]
+        script = self.out / "lists" / f"{scn.name}-{tool.name}.sh"
+        script.write_text("set -e\n" + "".join(shlex.join(c) + "\n" for c in commands))
+        self.clean_dl()
+        seq_dir.mkdir()
+        offset = self.nginx.log_offset()
+        log_path = self.logs_dir / f"{scn.name}-{tool.name}.log"
+        m, on_disk = self.run_until_on_disk(["sh", str(script)], log_path, self.timeout_for(scn, tool, size))
+        self.nginx.quiesce()
+        fail = with_reason(self.check_exit(m), log_path) or self.check_files(seq_dir, {n: src for n in names})
+        self.clean_dl()
+        rec = self.base_record(scn, tool, rep, size)
+        total = size * len(names)
+        rec.update(
+            cmd=f"sh {script}  # {len(names)} lines like: {shlex.join(commands[0])}", ok=fail is None,
+            fail=fail, exit_code=m.exit_code, batch=len(names), wall_s=m.wall_s, user_s=m.user_s,
+            sys_s=m.sys_s, cpu_s=m.cpu_s, maxrss_kib=m.maxrss_kib, mib_s=total / MiB / m.wall_s,
+            total_bytes=total, **on_disk, **self.server_stats(self.nginx.entries_since(offset)),
+        )
+        return rec
+
+    def run_batch(self, scn: Scenario, tool: toolmod.Tool, rep: int) -> dict:
+        """All files of the scenario's list in one process, `batch_jobs` at a time."""
+        src_dir, names, url_list, curl_config = self.batches[scn.name]
+        count, size = self.args.batch_spec[scn.name]
+        out_dir = self.dl_dir / "batch"
+        assert tool.batch is not None
+        argv = tool.batch(url_list, curl_config, out_dir, self.args.batch_jobs)
+        self.clean_dl()
+        out_dir.mkdir()
+        offset = self.nginx.log_offset()
+        log_path = self.logs_dir / f"{scn.name}-{tool.name}.log"
+        m, on_disk = self.run_until_on_disk(argv, log_path, self.timeout_for(scn, tool, size))
+        self.nginx.quiesce()
+        fail = (with_reason(self.check_exit(m), log_path)
+                or self.check_files(out_dir, {n: src_dir / n for n in names}))
+        self.clean_dl()
+        rec = self.base_record(scn, tool, rep, size)
+        total = count * size
+        rec.update(
+            cmd=shlex.join(argv), ok=fail is None, fail=fail, exit_code=m.exit_code, files=count,
+            jobs=self.args.batch_jobs, wall_s=m.wall_s, user_s=m.user_s, sys_s=m.sys_s, cpu_s=m.cpu_s,
+            maxrss_kib=m.maxrss_kib, mib_s=total / MiB / m.wall_s, total_bytes=total, **on_disk,
+            **self.server_stats(self.nginx.entries_since(offset)),
+        )
+        return rec
+
+    def run_diskbusy(self, scn: Scenario, tool: toolmod.Tool, rep: int, writer_mode: str | None) -> dict:
+        """The capped download, with no other writer (writer_mode None) or with a `dd` loop writing."""
+        src = self.files["main"]
+        size = src.stat().st_size
+        url = self.nginx.url(scn.location, src.name, scn.tls)
+        out = self.dl_dir / "download.bin"
+        argv = tool.build(self.args.connections, out, url, scn.tls, size, False)
+        if tool.name.startswith("segget"):
+            argv = [a for a in argv if a != "-q"]  # -q would hide the re-dial notices counted here
+        self.clean_dl()
+        self.settle()
+        offset = self.nginx.log_offset()
+        log_path = self.logs_dir / f"{scn.name}-{tool.name}.log"
+        log_start = log_path.stat().st_size if log_path.exists() else 0
+        writer = None
+        try:  # the writer must not outlive an interrupted run
+            if writer_mode:
+                writer = disk.BusyWriter(self.out / "busy", writer_mode, self.args.busy_size)
+                time.sleep(1.0)  # let the writer reach its steady rate before the clock starts
+            before = disk.sectors_written(self.device)
+            m = measure.run(argv, self.dl_dir, log_path, self.timeout_for(scn, tool, size))
+            after = disk.sectors_written(self.device)
+            writer_alive = writer.alive() if writer else True
+        finally:
+            if writer:
+                writer.stop()
+        self.nginx.quiesce()
+        fail = with_reason(self.check_output(m, out, src), log_path)
+        if fail is None and not writer_alive:
+            fail = "the dd writer stopped before the download ended (disk full?); the run does not count"
+        self.clean_dl()
+        with open(log_path, "rb") as f:
+            f.seek(log_start)
+            output = f.read().decode("utf-8", "replace").splitlines()
+        redials = [l.strip() for l in output if REDIAL.search(l)]
+        rec = self.base_record(scn, tool, rep, size)
+        rec.update(
+            cmd=shlex.join(argv), variant=f"dd {writer_mode}" if writer_mode else "quiet",
+            writer_cmd=writer.cmd if writer else None, ok=fail is None, fail=fail,
+            exit_code=m.exit_code, wall_s=m.wall_s, user_s=m.user_s, sys_s=m.sys_s, cpu_s=m.cpu_s,
+            maxrss_kib=m.maxrss_kib, mib_s=size / MiB / m.wall_s, total_bytes=size,
+            device_written_bytes=(after - before) * 512 if before is not None and after is not None else None,
+            redial_lines=len(redials), redial_examples=redials[:3],
+            **self.server_stats(self.nginx.entries_since(offset)),
+        )
+        return rec
+
+    def run_memory(self, scn: Scenario, tool: toolmod.Tool, rep: int, variant: tuple[str, int, bool]) -> dict:
+        """segget alone, one of MEMORY_VARIANTS; -n 64 goes past --connections' limit of 16 on purpose."""
+        label, n, checksum = variant
+        src = self.files["main"]
+        size = src.stat().st_size
+        url = self.nginx.url(scn.location, src.name, scn.tls)
+        out = self.dl_dir / "download.bin"
+        argv = tool.build(n, out, url, scn.tls, size, False)
+        if checksum:
+            argv[-1:-1] = ["--checksum", f"sha256={self.main_sha256()}"]
+        self.clean_dl()
+        self.settle()
+        offset = self.nginx.log_offset()
+        log_path = self.logs_dir / f"{scn.name}-{tool.name}.log"
+        m = measure.run(argv, self.dl_dir, log_path, self.timeout_for(scn, tool, size))
+        self.nginx.quiesce()
+        fail = with_reason(self.check_output(m, out, src), log_path)
+        self.clean_dl()
+        rec = self.base_record(scn, tool, rep, size)
+        rec.update(
+            cmd=shlex.join(argv), variant=label, ok=fail is None, fail=fail, exit_code=m.exit_code,
+            wall_s=m.wall_s, user_s=m.user_s, sys_s=m.sys_s, cpu_s=m.cpu_s, maxrss_kib=m.maxrss_kib,
+            mib_s=size / MiB / m.wall_s, total_bytes=size,
+            **self.server_stats(self.nginx.entries_since(offset)),
+        )
+        return rec
+
+    def main_sha256(self) -> str:
+        if self.main_digest is None:
+            h = hashlib.sha256()
+            with open(self.files["main"], "rb") as f:
+                while chunk := f.read(8 * MiB):
+                    h.update(chunk)
+            self.main_digest = h.hexdigest()
+        return self.main_digest
 
     def run_small(self, scn: Scenario, tool: toolmod.Tool, rep: int) -> dict:
         src = self.files["small"]
@@ -258,6 +520,7 @@ class Bench:
         self.clean_dl()
         offset = self.nginx.log_offset()
         walls, cpu, user, sys_, rss, fail, codes = [], 0.0, 0.0, 0.0, 0, None, []
+        self.settle()
         for _ in range(self.args.small_batch):
             log_path = self.logs_dir / f"{scn.name}-{tool.name}.log"
             m = measure.run(argv, self.dl_dir, log_path, 30)
@@ -286,6 +549,7 @@ class Bench:
         offset = self.nginx.log_offset()
         attempts = []
         log_path = self.logs_dir / f"{scn.name}-{tool.name}.log"
+        self.settle()
         for i in range(self.args.kills + 1):
             final = i == self.args.kills
             argv = tool.build(self.args.connections, out, url, scn.tls, size, i > 0)
@@ -321,7 +585,17 @@ class Bench:
         result = []
         for name in names:
             tool = self.tools[name]
-            if scn.kind == "killresume":
+            if scn.kind == "batch":
+                if tool.batch is None:
+                    continue
+                result.append(tool)
+                if name == "segget":
+                    # With its default -n, and with one connection per file as the peers use.
+                    result.append(toolmod.make_segget(tool.binary, 1))
+            elif scn.kind == "memory":
+                if name == "segget":
+                    result.append(tool)
+            elif scn.kind == "killresume":
                 if not tool.can_resume:
                     continue
                 result.append(tool)
@@ -331,17 +605,47 @@ class Bench:
                 result.append(tool)
         return result
 
+    def write_lists(self, scn: Scenario) -> None:
+        """The URL list (segget, aria2c, wget2) and the curl config (url/output pairs) of a batch."""
+        count, size = self.args.batch_spec[scn.name]
+        src_dir, names = ensure_batch_files(self.data_dir, count, size)
+        lists = self.out / "lists"
+        urls = [self.nginx.url(scn.location, f"{src_dir.name}/{n}", scn.tls) for n in names]
+        url_list, curl_config = lists / f"{scn.name}.txt", lists / f"{scn.name}.curl"
+        url_list.write_text("".join(u + "\n" for u in urls))
+        out_dir = self.dl_dir / "batch"
+        curl_config.write_text("".join(f'url = "{u}"\noutput = "{out_dir / n}"\n' for u, n in zip(urls, names)))
+        self.batches[scn.name] = (src_dir, names, url_list, curl_config)
+
+    def measure_disk(self, when: str) -> None:
+        if self.args.dd_size <= 0:
+            return
+        log(f"dd: writing {human_size(self.args.dd_size)} into {self.out / 'ddtest'} three ways ({when}) ...")
+        results = disk.dd_rates(self.out / "ddtest", self.args.dd_size)
+        for r in results:
+            rate = f"{r['mib_s']:.0f} MiB/s" if r["mib_s"] else f"failed: {r['error']}"
+            log(f"  {r['name']:<30} {r['seconds']:6.2f} s  {rate}")
+        self.disk[f"dd_{when}"] = results
+
     def run(self) -> None:
         scns = [SCENARIOS[s] for s in self.args.scenarios]
-        self.files["main"] = ensure_random_file(self.data_dir, self.args.size)
-        if any(s.kind == "small" for s in scns):
+        (self.out / "lists").mkdir(exist_ok=True)
+        if any(s.kind in ("throughput", "diskbusy", "memory") for s in scns):
+            self.files["main"] = ensure_random_file(self.data_dir, self.args.size)
+        if any(s.kind in ("small", "seq") for s in scns):
             self.files["small"] = ensure_random_file(self.data_dir, MiB)
         if any(s.kind == "killresume" for s in scns):
             self.files["kill"] = ensure_random_file(self.data_dir, self.args.kill_size)
+        for scn in scns:
+            if scn.kind == "batch":
+                ensure_batch_files(self.data_dir, *self.args.batch_spec[scn.name])
+        self.measure_disk("before")
         self.nginx.start()
         log(f"nginx pid {self.nginx.proc.pid} on 127.0.0.1:{self.nginx.http_port} "
             f"(TLS {self.nginx.tls_port}), prefix {self.nginx.prefix}")
         for scn in scns:
+            if scn.kind == "batch":
+                self.write_lists(scn)
             tools = self.scenario_tools(scn)
             reps = self.args.kill_reps if scn.kind == "killresume" else self.args.reps
             for rep in range(reps):
@@ -349,9 +653,24 @@ class Bench:
                 order = tools[k:] + tools[:k]
                 log(f"[{scn.name}] rep {rep + 1}/{reps}: {', '.join(t.name for t in order)}")
                 for tool in order:
+                    if scn.kind == "diskbusy":
+                        # Quiet and busy runs of one tool back to back, their order rotated too.
+                        variants: list[str | None] = [None, *self.args.busy_writers]
+                        j = rep % len(variants)
+                        for mode in variants[j:] + variants[:j]:
+                            self.save(self.run_diskbusy(scn, tool, rep + 1, mode))
+                        continue
+                    if scn.kind == "memory":
+                        j = rep % len(MEMORY_VARIANTS)
+                        for variant in MEMORY_VARIANTS[j:] + MEMORY_VARIANTS[:j]:
+                            self.save(self.run_memory(scn, tool, rep + 1, variant))
+                        continue
                     runner = {"throughput": self.run_throughput, "small": self.run_small,
+                              "seq": self.run_seq, "batch": self.run_batch,
                               "killresume": self.run_killresume}[scn.kind]
                     self.save(runner(scn, tool, rep + 1))
+        self.nginx.stop()
+        self.measure_disk("after")
 
 
 # -- setup -----------------------------------------------------------------------------------------
@@ -434,6 +753,23 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--kill-reps", type=int, help="Repetitions of kill-and-resume (default --reps; --quick 1).")
     p.add_argument("--small-batch", type=int,
                    help="Downloads of the 1 MiB file per small run (default 20; --quick 10).")
+    p.add_argument("--seq-count", type=int, default=20,
+                   help="Downloads of the 1 MiB file in one seq-small loop (default 20).")
+    p.add_argument("--batch-small", type=parse_batch, default=(500, 64 << 10),
+                   help="Files of batch-small, COUNTxSIZE (default 500x64K).")
+    p.add_argument("--batch-capped", type=parse_batch, default=(100, 4 * MiB),
+                   help="Files of batch-capped, COUNTxSIZE (default 100x4M).")
+    p.add_argument("--batch-jobs", type=int, default=16,
+                   help="Files in flight in the batch scenarios (default 16).")
+    p.add_argument("--dd-size", type=parse_size, default=GiB,
+                   help="Bytes dd writes to measure the disk before and after the runs (default 1G; 0 skips).")
+    p.add_argument("--settle", type=float, default=0.5,
+                   help="Seconds of rest after the `sync` that precedes every run (default 0.5).")
+    p.add_argument("--busy-writers", default="direct,buffered",
+                   help="disk-busy: the dd writers, each in runs of its own: direct (oflag=direct), "
+                        "buffered (conv=fdatasync), or both comma-separated (default both).")
+    p.add_argument("--busy-size", type=parse_size, default=4 * GiB,
+                   help="disk-busy: bytes each dd of the writer loop writes (default 4G).")
     args = p.parse_args(argv)
     args.size = args.size or (256 * MiB if args.quick else GiB)
     args.reps = args.reps or (2 if args.quick else 3)
@@ -447,6 +783,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     for t in args.tools:
         if t not in ALL_TOOLS:
             p.error(f"unknown tool {t!r}; choose from {', '.join(ALL_TOOLS)}")
+    args.busy_writers = [w.strip() for w in args.busy_writers.split(",") if w.strip()]
+    for w in args.busy_writers:
+        if w not in ("direct", "buffered"):
+            p.error(f"unknown --busy-writers entry {w!r}; choose from direct, buffered")
+    if not 1 <= args.batch_jobs <= 32:
+        p.error("--batch-jobs must be between 1 and 32 (segget's -j allows at most 32)")
+    args.batch_spec = {"batch-small": args.batch_small, "batch-capped": args.batch_capped}
     if args.connections < 1 or args.connections > 16:
         p.error("--connections must be between 1 and 16 (aria2c allows at most 16 per server)")
     args.out = args.out.resolve()
@@ -473,6 +816,7 @@ def main(argv: list[str]) -> int:
 
     started = time.monotonic()
     started_at = dt.datetime.now(dt.timezone.utc)
+    machine = machine_info()  # before the runs: its load average is the one at the start
     bench = Bench(args, tools, notes)
 
     def on_term(signum, frame):
@@ -493,17 +837,20 @@ def main(argv: list[str]) -> int:
 
     context = {
         "command_line": command_line, "date": started_at.isoformat(timespec="seconds"),
-        "elapsed_s": elapsed, "machine": machine_info(),
+        "elapsed_s": elapsed, "machine": machine, "disk": bench.disk,
         "versions": {t.name: toolmod.version_line(t) for t in tools.values()}
         | {"nginx": nginx_version()},
         "args": args, "notes": notes, "scenarios": SCENARIOS, "tools": tools,
     }
+    header = {k: context[k] for k in ("command_line", "date", "elapsed_s", "machine", "disk", "versions", "notes")}
+    header["args"] = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    (args.out / "header.json").write_text(json.dumps(header, indent=2) + "\n")
     md = report.markdown(bench.records, context)
     svg = report.svg(bench.records, context)
     (args.out / "results.md").write_text(md)
     (args.out / "throughput.svg").write_text(svg)
     print(md)
-    written = [args.out / "results.md", args.out / "throughput.svg", bench.runs_path]
+    written = [args.out / "results.md", args.out / "header.json", args.out / "throughput.svg", bench.runs_path]
     if args.write_results and not interrupted:
         (REPO / "Benchmarks" / "RESULTS.md").write_text(md)
         (REPO / "Benchmarks" / "throughput.svg").write_text(svg)

@@ -29,6 +29,8 @@ class Measured:
     sys_s: float
     maxrss_kib: int         # ru_maxrss is in KiB on Linux
     killed_by: str | None   # "timeout", "kill-after" or None
+    started: float = 0.0    # time.monotonic() at spawn and at exit, for spans that go past the exit
+    ended: float = 0.0
 
     @property
     def cpu_s(self) -> float:
@@ -116,8 +118,15 @@ def run(argv: list[str], cwd: Path, log: Path, timeout: float, kill_after: float
         code = proc.returncode
     return Measured(
         exit_code=code, wall_s=wall, user_s=ru.ru_utime, sys_s=ru.ru_stime,
-        maxrss_kib=rss, killed_by=why[0] if why else None,
+        maxrss_kib=rss, killed_by=why[0] if why else None, started=start, ended=start + wall,
     )
+
+
+def sync_all() -> float:
+    """Run `sync(1)` (every file system) and return the seconds it took."""
+    start = time.monotonic()
+    subprocess.run(["sync"], stdin=subprocess.DEVNULL, check=False)
+    return time.monotonic() - start
 
 
 def kill_current() -> None:

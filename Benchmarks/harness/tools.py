@@ -38,6 +38,9 @@ class Tool:
     build: Callable[[int, Path, str, bool, int, bool], list[str]]
     can_resume: bool
     version_argv: list[str]
+    # Many files in one process: batch(url_list, curl_config, out_dir, jobs), or None when the tool
+    # has no list mode. The URL list has one URL a line; the curl config pairs each with its output.
+    batch: Callable[[Path, Path, Path, int], list[str]] | None = None
 
 
 def _curl(n: int, out: Path, url: str, tls: bool, size: int, resume: bool) -> list[str]:
@@ -85,19 +88,42 @@ def _wget2(n: int, out: Path, url: str, tls: bool, size: int, resume: bool) -> l
     ]
 
 
-def make_segget(binary: str) -> Tool:
+def _curl_batch(urls: Path, config: Path, out_dir: Path, jobs: int) -> list[str]:
+    # The config file holds `url = ...` / `output = ...` pairs: -O would also work, but names the
+    # outputs in the working directory only.
+    return ["curl", "-sS", "--parallel", "--parallel-max", str(jobs), "-K", str(config)]
+
+
+def _aria2c_batch(urls: Path, config: Path, out_dir: Path, jobs: int) -> list[str]:
+    return ["aria2c", "-j", str(jobs), "--file-allocation=none", "--allow-overwrite=true", "-q",
+            "-d", str(out_dir), "-i", str(urls)]
+
+
+def _wget2_batch(urls: Path, config: Path, out_dir: Path, jobs: int) -> list[str]:
+    return ["wget2", "-q", f"--max-threads={jobs}", "-P", str(out_dir), "-i", str(urls)]
+
+
+def make_segget(binary: str, batch_connections: int | None = None) -> Tool:
+    """segget; in batch scenarios with its default -n, or with `-n batch_connections` (tool segget-nK)."""
     def build(n: int, out: Path, url: str, tls: bool, size: int, resume: bool) -> list[str]:
         # The same command resumes an interrupted download.
         return [binary, "-n", str(n), "-q", *(["-k"] if tls else []), "-o", str(out), url]
-    return Tool("segget", binary, lambda n: n, build, True, [binary, "--version"])
+
+    def batch(urls: Path, config: Path, out_dir: Path, jobs: int) -> list[str]:
+        n = ["-n", str(batch_connections)] if batch_connections else []
+        return [binary, "-q", "-i", str(urls), "-j", str(jobs), *n, "-d", str(out_dir)]
+
+    name = f"segget-n{batch_connections}" if batch_connections else "segget"
+    return Tool(name, binary, lambda n: n, build, True, [binary, "--version"], batch)
 
 
 PEERS: dict[str, Tool] = {
-    "curl": Tool("curl", "curl", lambda n: 1, _curl, False, ["curl", "--version"]),
-    "aria2c": Tool("aria2c", "aria2c", lambda n: n, _aria2c([]), True, ["aria2c", "--version"]),
+    "curl": Tool("curl", "curl", lambda n: 1, _curl, False, ["curl", "--version"], _curl_batch),
+    "aria2c": Tool("aria2c", "aria2c", lambda n: n, _aria2c([]), True, ["aria2c", "--version"],
+                   _aria2c_batch),
     "axel": Tool("axel", "axel", lambda n: n, _axel, True, ["axel", "--version"]),
     "lftp": Tool("lftp", "lftp", lambda n: n, _lftp, True, ["lftp", "--version"]),
-    "wget2": Tool("wget2", "wget2", lambda n: n, _wget2, False, ["wget2", "--version"]),
+    "wget2": Tool("wget2", "wget2", lambda n: n, _wget2, False, ["wget2", "--version"], _wget2_batch),
 }
 
 # Extra entry for the kill-and-resume scenario only: aria2c saving its control file every second

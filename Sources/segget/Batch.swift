@@ -128,12 +128,15 @@ struct Batch: Sendable {
 
         // A probe learns the server's name (and size for the start message). Its failure is not
         // reported: the download itself retries and gives the real error.
-        var info: RemoteFileInfo?
+        // The probe's answer (with the file's first chunk) goes on to the download, which then starts
+        // without asking again.
+        var prepared: PreparedDownload?
         // A checksum file is looked up by the name the file will be saved under, which may come from
         // the server (Content-Disposition), so probe for it then too.
         if (planPaths || (checksumFile != nil && opts.outputPath == nil)) && !interrupt.isSet {
-            info = try? download0.probe()
+            prepared = try? download0.prepare()
         }
+        let info = prepared?.info
 
         // Names are claimed strictly in list order, so a rerun picks the same names.
         while shared.withLock({ $0.named }) != k { usleep(2000) }
@@ -182,7 +185,8 @@ struct Batch: Sendable {
         let download = Download(url: entry.url, options: opts)
         do throws(SeggetError) {
             let result = try download.run(
-                progress: { reporter.progress(id: id, $0) }, events: { reporter.event(id: id, $0) }, interrupt: interrupt)
+                progress: { reporter.progress(id: id, $0) }, events: { reporter.event(id: id, $0) }, interrupt: interrupt,
+                prepared: prepared)
             reporter.finished(id: id, url: entry.url, result)
             return Outcome(id: id, url: entry.url, path: result.path, status: .done(result))
         } catch {

@@ -147,10 +147,16 @@ struct Get: ParsableCommand {
     @Option(name: .customLong("sync-interval"), help: "Seconds between durability checkpoints (default 5).")
     var syncInterval: Double = 5
 
-    @Flag(name: .customLong("no-fsync"), help: "Do not flush the finished file to disk before giving it its name (faster; a power cut soon after may leave it incomplete).")
+    @Flag(name: .customLong("fsync"), help: "Wait until the finished file is on the disk before giving it its name, so that it survives a power cut right after (slower on a slow disk).")
+    var fsync = false
+
+    @Flag(name: .customLong("no-fsync"), help: .hidden)
     var noFsync = false
 
-    @Flag(name: .customLong("buffered-io"), help: "Write through the page cache instead of with O_DIRECT (segget falls back to this by itself where the file system refuses O_DIRECT).")
+    @Option(name: .customLong("write-path"), help: "How data reaches the disk: adaptive (O_DIRECT while the disk keeps up, the page cache for the rest), direct, or page-cache (default adaptive).")
+    var writePath: String = "adaptive"
+
+    @Flag(name: .customLong("buffered-io"), help: .hidden)
     var bufferedIO = false
 
     @Flag(help: "Allow HTTP/2 (ranges may then share one connection).")
@@ -200,6 +206,10 @@ struct Get: ParsableCommand {
             throw ValidationError("timeouts and --sync-interval must be positive numbers of seconds.")
         }
         if let t = timeout, t <= 0 { throw ValidationError("--timeout must be a positive number of seconds.") }
+        if WritePath(rawValue: writePath) == nil {
+            throw ValidationError("--write-path takes adaptive, direct or page-cache (got '\(writePath)').")
+        }
+        if fsync && noFsync { throw ValidationError("give either --fsync or --no-fsync, not both.") }
         if output != nil && directory != nil { throw ValidationError("give either -o FILE or -d DIR, not both.") }
         for h in header where !h.contains(":") {
             throw ValidationError("-H takes 'Name: value' (got '\(h)').")
@@ -229,8 +239,8 @@ struct Get: ParsableCommand {
         o.timeout = timeout
         o.maxSpeed = maxSpeed.flatMap(parseByteSize)
         o.checkpointInterval = syncInterval
-        o.syncBeforeRename = !noFsync
-        o.directIO = !bufferedIO
+        o.syncBeforeRename = fsync
+        o.writePath = bufferedIO ? .pageCache : (WritePath(rawValue: writePath) ?? .adaptive)
         o.verifyServerDigests = !noVerify
         o.checksums = try checksum.map { try ExpectedDigest(parsing: $0) }
         var t = TransferOptions()

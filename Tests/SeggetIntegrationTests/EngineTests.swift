@@ -83,12 +83,14 @@ import Testing
             #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
             let ranged = server.requests.dropFirst(before).filter { $0.status == 206 && $0.bodyBytesSent > 1 }
             let slow = ranged.filter { [0, 1].contains($0.remotePort % 10) }
-            // Only a connection that drew a slow port for its initial run (which starts at a multiple
-            // of the 4 MiB share) has enough left to be worth re-dialling; one that opens late for a
-            // stolen remainder may just finish.
+            // Only a connection that drew a slow port for its initial run (about a 4 MiB share: the
+            // probe brings the first chunk) has enough left to be worth re-dialling; one that opens
+            // late for a stolen remainder may just finish.
             let initialSlow = slow.filter { r in
-                guard let spec = r.headers["range"], let from = Int64(spec.dropFirst(6).prefix { $0 != "-" }) else { return false }
-                return from % (4 << 20) == 0
+                guard let spec = r.headers["range"]?.dropFirst(6), let dash = spec.firstIndex(of: "-"),
+                    let from = Int64(spec[..<dash]), let to = Int64(spec[spec.index(after: dash)...])
+                else { return false }
+                return to - from >= 3 << 20
             }
             guard !initialSlow.isEmpty else { continue }
             checked = true

@@ -75,7 +75,7 @@ import Testing
             return start % (1 << 20) != 0
         }
         #expect(!midChunk.isEmpty, "no range started inside a chunk: \(ranged.map { $0.headers["range"] ?? "" })")
-        #expect(server.bodyBytesSent < unfinished, "sent \(server.bodyBytesSent), chunk-level resume needs \(unfinished)")
+        #expect(server.bodyBytesSent < unfinished, "sent \(server.bodyBytesSent), chunk-level resume needs \(unfinished): \(server.requests.map { "\($0.headers["range"] ?? "") \($0.bodyBytesSent)" })")
         #expect(!TestFiles.exists(dir.path("out.bin.segget-progress")))
     }
 }

@@ -52,6 +52,20 @@ import Testing
 @Suite struct SchedulerTests {
     func plan(_ chunks: Int) -> ChunkPlan { ChunkPlan(totalLength: Int64(chunks) * 10, chunkSize: 10) }
 
+    /// A partly written chunk (from an earlier run) begins a run, held or free, in both planning
+    /// modes, so that its request can skip what is already written; nothing is lost or doubled.
+    @Test(arguments: [nil, 3] as [Int?])
+    func partlyWrittenChunksBeginRuns(maxRunChunks: Int?) {
+        let starts: Set<Int> = [1, 5, 6, 13]
+        let s = Scheduler(plan: plan(16), connections: 4, isFinished: { $0 == 0 }, maxRunChunks: maxRunChunks, runStarts: starts)
+        let all = Array(s.runs.values) + s.free
+        #expect(all.flatMap { Array($0) }.sorted() == Array(1..<16))
+        for r in all { #expect(r.dropFirst().allSatisfy { !starts.contains($0) }, "\(r) holds a partial chunk past its start") }
+        #expect(s.runs.count == 4)
+        let unsplit = Scheduler(plan: plan(16), connections: 4, isFinished: { $0 == 0 }, maxRunChunks: maxRunChunks)
+        #expect(unsplit.runs.values.contains { r in r.dropFirst().contains { starts.contains($0) } }, "the test needs runs that do get cut")
+    }
+
     @Test func stealsUpperHalfOfLargestRemainder() {
         var s = Scheduler(plan: plan(16), connections: 2)
         #expect(s.run(of: 0) == 0..<8)

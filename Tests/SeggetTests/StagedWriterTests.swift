@@ -16,15 +16,15 @@ import Testing
 
     /// Several "connections" fill disjoint ranges (unaligned starts and ends included) in random
     /// piece sizes, flushing at random moments; the file must equal the source exactly.
-    @Test(arguments: [(true, UInt64(1)), (true, 2), (true, 3), (false, 4), (false, 5)])
-    func randomRangesAndPiecesLandExactly(direct: Bool, seed: UInt64) throws {
+    @Test(arguments: [(WritePath.direct, UInt64(1)), (.direct, 2), (.direct, 3), (.pageCache, 4), (.pageCache, 5), (.adaptive, 6), (.adaptive, 7)])
+    func randomRangesAndPiecesLandExactly(writePath: WritePath, seed: UInt64) throws {
         var g = FuzzRandom(seed: seed)
         let length = 3 << 20 | Int.random(in: 0..<4096, using: &g)
         let source = (0..<length).map { _ in UInt8.random(in: 0...255, using: &g) }
         let (file, path) = try Self.temporaryFile(length: length)
         defer { file.close(); unlink(path) }
-        let writer = StagedWriter(data: file, direct: direct, bufferSize: 64 << 10, maxInFlight: 4)
-        #expect(writer.isDirect == direct)
+        let writer = StagedWriter(data: file, path: writePath, bufferSize: 64 << 10, maxInFlight: 4)
+        #expect(writer.isDirect == (writePath != .pageCache))
         var flushedRuns: [(Int64, Int)] = []
         writer.onFlush = { bytes, offset in flushedRuns.append((offset, bytes.count)) }
 
@@ -64,7 +64,7 @@ import Testing
     @Test func fullBuffersAreHandedOverAtOnce() throws {
         let (file, path) = try Self.temporaryFile(length: 1 << 20)
         defer { file.close(); unlink(path) }
-        let writer = StagedWriter(data: file, direct: true, bufferSize: 64 << 10)
+        let writer = StagedWriter(data: file, path: .direct, bufferSize: 64 << 10)
         let s = writer.makeStaging()
         let bytes = [UInt8](repeating: 0xAB, count: 100 << 10)
         let flushed = bytes.withUnsafeBytes { writer.append(s, $0.baseAddress!, count: $0.count, at: 0) }
@@ -88,7 +88,7 @@ import Testing
     func wholeBlocksGoOutAndThePartialBlockStays(direct: Bool) throws {
         let (file, path) = try Self.temporaryFile(length: 1 << 20)
         defer { file.close(); unlink(path) }
-        let writer = StagedWriter(data: file, direct: direct, bufferSize: 64 << 10)
+        let writer = StagedWriter(data: file, path: direct ? .direct : .pageCache, bufferSize: 64 << 10)
         let s = writer.makeStaging()
         let bytes = (0..<(40 << 10)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 9) }
         // Staged from 1000 to 1000 + 30000: blocks up to 28672 are whole, 28672..<31000 is partial.
@@ -108,6 +108,40 @@ import Testing
         #expect(try file.read(count: 39960, at: 1000) == Array(bytes[1000..<40960]))
     }
 
+    /// Adaptive: a writer that keeps up (each buffer written before the next arrives) writes every
+    /// whole block with `O_DIRECT`; a burst that queues many buffers behind the first sends the queued
+    /// ones through the page cache, so the sender does not wait for the device. Fixed paths never mix.
+    @Test func adaptiveWritesDirectWhileTheDiskKeepsUpAndCachesABacklog() throws {
+        let (file, path) = try Self.temporaryFile(length: 8 << 20)
+        defer { file.close(); unlink(path) }
+        let bytes = [UInt8](repeating: 0x5A, count: 64 << 10)
+        func send(_ writer: StagedWriter, buffers: Int, from: Int64, drainingEach: Bool) throws {
+            let s = writer.makeStaging()
+            for i in 0..<buffers {
+                _ = bytes.withUnsafeBytes { writer.append(s, $0.baseAddress!, count: $0.count, at: from + Int64(i) * Int64(bytes.count)) }
+                if drainingEach { try writer.drain() }
+            }
+            writer.flush(s)
+            try writer.drain()
+        }
+        let keepingUp = StagedWriter(data: file, path: .adaptive, bufferSize: 64 << 10, maxInFlight: 64)
+        try #require(keepingUp.isDirect, "the temporary directory refuses O_DIRECT")
+        try send(keepingUp, buffers: 16, from: 0, drainingEach: true)
+        #expect(keepingUp.bytesWritten == (direct: 1 << 20, pageCache: 0))
+
+        let burst = StagedWriter(data: file, path: .adaptive, bufferSize: 64 << 10, maxInFlight: 64)
+        try send(burst, buffers: 48, from: 1 << 20, drainingEach: false)
+        let split = burst.bytesWritten
+        #expect(split.direct + split.pageCache == 3 << 20)
+        #expect(split.direct >= 64 << 10, "the first buffer finds no backlog")
+        #expect(split.pageCache > 0, "buffers queued behind a direct write go to the page cache")
+
+        let alwaysDirect = StagedWriter(data: file, path: .direct, bufferSize: 64 << 10, maxInFlight: 64)
+        try send(alwaysDirect, buffers: 48, from: 4 << 20, drainingEach: false)
+        #expect(alwaysDirect.bytesWritten == (direct: 3 << 20, pageCache: 0))
+        #expect(try file.read(count: 7 << 20, at: 0) == [UInt8](repeating: 0x5A, count: 7 << 20))
+    }
+
     /// A write error (here: a descriptor opened read-only) surfaces from `completedTicket` and
     /// `drain`, and the writer does not hang.
     @Test func writeErrorsSurface() throws {
@@ -116,7 +150,7 @@ import Testing
         defer { unlink(path) }
         let readOnly = try PosixFile.open(path: path, mode: .readOnly)
         defer { readOnly.close() }
-        let writer = StagedWriter(data: readOnly, direct: false, bufferSize: 64 << 10, maxInFlight: 2)
+        let writer = StagedWriter(data: readOnly, path: .pageCache, bufferSize: 64 << 10, maxInFlight: 2)
         let s = writer.makeStaging()
         let bytes = [UInt8](repeating: 1, count: 300 << 10)
         _ = bytes.withUnsafeBytes { writer.append(s, $0.baseAddress!, count: $0.count, at: 0) }
@@ -125,23 +159,24 @@ import Testing
         #expect(throws: Errno.self) { try writer.completedTicket() }
     }
 
-    /// 1 MiB buffers up to 16 connections, then halving to stay within 16 MiB, never below 256 KiB.
+    /// 1 MiB buffers up to 2 connections, then halving to stay within 2 MiB, never below 256 KiB.
     @Test func bufferSizesFollowTheConnectionCount() {
         #expect(StagedWriter.bufferSize(connections: 1) == 1 << 20)
-        #expect(StagedWriter.bufferSize(connections: 16) == 1 << 20)
-        #expect(StagedWriter.bufferSize(connections: 17) == 512 << 10)
-        #expect(StagedWriter.bufferSize(connections: 32) == 512 << 10)
-        #expect(StagedWriter.bufferSize(connections: 64) == 256 << 10)
+        #expect(StagedWriter.bufferSize(connections: 2) == 1 << 20)
+        #expect(StagedWriter.bufferSize(connections: 3) == 512 << 10)
+        #expect(StagedWriter.bufferSize(connections: 4) == 512 << 10)
+        #expect(StagedWriter.bufferSize(connections: 5) == 256 << 10)
+        #expect(StagedWriter.bufferSize(connections: 8) == 256 << 10)
         #expect(StagedWriter.bufferSize(connections: 128) == 256 << 10)
-        #expect(StagedWriter.maxInFlight(bufferSize: 1 << 20) == 8)
-        #expect(StagedWriter.maxInFlight(bufferSize: 256 << 10) == 32)
+        #expect(StagedWriter.maxInFlight(bufferSize: 1 << 20) == 4)
+        #expect(StagedWriter.maxInFlight(bufferSize: 256 << 10) == 4)
     }
 
     /// A discarded buffer (a cancelled duplicate) writes nothing.
     @Test func discardWritesNothing() throws {
         let (file, path) = try Self.temporaryFile(length: 1 << 20)
         defer { file.close(); unlink(path) }
-        let writer = StagedWriter(data: file, direct: true)
+        let writer = StagedWriter(data: file, path: .direct)
         let s = writer.makeStaging()
         let bytes = [UInt8](repeating: 7, count: 10000)
         _ = bytes.withUnsafeBytes { writer.append(s, $0.baseAddress!, count: $0.count, at: 4096) }

@@ -228,10 +228,9 @@ struct PartialChunk: Equatable, Sendable {
 }
 
 extension FetchEngine {
-    /// Continues the partial chunks of an earlier run where they stopped: their checksums go on from
-    /// the recorded ones.
-    func resume(partials: [Int: PartialChunk]) {
-        partialChunks = partials.mapValues(\.upTo)
+    /// The partial chunks (`partialChunks`) are continued where they stopped: their checksums go on
+    /// from the recorded ones.
+    func continueChecksums(of partials: [Int: PartialChunk]) {
         for (chunk, p) in partials { chunkCRCs.seed(chunk: chunk, upTo: p.upTo, crc: p.crc) }
     }
 }

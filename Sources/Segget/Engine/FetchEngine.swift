@@ -54,8 +54,8 @@ struct FetchSettings {
     /// Hand out work in file order, in runs of at most this many chunks (while hashing in order).
     var maxRunChunks: Int?
     var progressInterval = 0.25
-    /// Write through per-connection buffers with `O_DIRECT` where the file system allows it.
-    var directIO = true
+    /// How the per-connection buffers reach the file (see `StagedWriter`).
+    var writePath = WritePath.adaptive
 }
 
 /// Why a worker's transfer ended early (set inside callbacks, acted on by the loop).
@@ -170,13 +170,14 @@ final class FetchEngine {
 
     /// Called when the finished prefix of the file grows (for hashing behind the download).
     var onPrefix: ((Int64) -> Void)?
-    /// Called every `writebackStep` bytes received, to start writing dirty pages back early so that
-    /// the final sync has little left to do.
+    /// Called every `writebackStep` bytes written through the page cache, to start writing dirty pages
+    /// back early, so that the data reaches the disk while the download goes on and a final sync (or
+    /// the user's `sync`) has little left to do.
     var onWriteback: (() -> Void)?
     var writebackStep: Int64 = 64 << 20
     private var lastWriteback: Int64 = 0
 
-    private let multi = MultiHandle()
+    private let multi: MultiHandle
     /// `SEGGET_DEBUG=1` traces scheduling decisions on stderr (for tuning, not for users).
     private let debug = getenv("SEGGET_DEBUG") != nil
 
@@ -230,13 +231,15 @@ final class FetchEngine {
     private var lastLoopTime = 0.0
 
     init(target: FetchTarget, settings: FetchSettings, data: BlockStorage, journal: Journal?,
-         plan: ChunkPlan, isFinished: (Int) -> Bool, interrupt: InterruptFlag) {
+         plan: ChunkPlan, isFinished: (Int) -> Bool, interrupt: InterruptFlag, multi: MultiHandle = MultiHandle(),
+         partialChunks: [Int: Int64] = [:]) {
         self.target = target
+        self.multi = multi
         self.settings = settings
         self.data = data
         let bufferSize = StagedWriter.bufferSize(connections: target.ranged ? settings.connections : 1)
         writer = StagedWriter(
-            data: data, direct: settings.directIO, bufferSize: bufferSize,
+            data: data, path: settings.writePath, bufferSize: bufferSize,
             maxInFlight: StagedWriter.maxInFlight(bufferSize: bufferSize))
         self.journal = journal
         self.plan = plan
@@ -245,7 +248,10 @@ final class FetchEngine {
         let n = target.ranged ? settings.connections : 1
         sources = target.sources
         workerLimit = target.ranged && settings.autoConnections ? min(n, FetchEngine.autoInitial) : n
-        scheduler = Scheduler(plan: plan, connections: workerLimit, isFinished: isFinished, maxRunChunks: settings.maxRunChunks)
+        self.partialChunks = partialChunks
+        scheduler = Scheduler(
+            plan: plan, connections: workerLimit, isFinished: isFinished, maxRunChunks: settings.maxRunChunks,
+            runStarts: Set(partialChunks.keys))
         workers = (0..<n).map { Worker(id: $0) }
         for w in workers {
             w.engine = self
@@ -269,7 +275,7 @@ final class FetchEngine {
     func run() throws {
         startedAt = monotonicSeconds()
         trace("writes: \(writer.isDirect ? "O_DIRECT" : "page cache")")
-        defer { trace("writes at the end: \(writer.isDirect ? "O_DIRECT" : "page cache")") }
+        defer { trace("writes at the end: \(writer.isDirect ? "O_DIRECT" : "page cache"), \(writer.bytesWritten)") }
         if let journal, settings.checkpointInterval > 0 {
             checkpointThread = CheckpointWorker(journal: journal, data: data, interval: settings.checkpointInterval)
         }
@@ -857,9 +863,12 @@ final class FetchEngine {
         if settings.redialSlow && target.ranged { redialSlowConnections(now: now) }
         if settings.autoConnections && target.ranged { growConnections(now: now) }
         checkpointThread?.poke()
-        if let kick = onWriteback, !writer.isDirect, receivedBytes - lastWriteback >= writebackStep {
-            lastWriteback = receivedBytes
-            kick()
+        if let kick = onWriteback {
+            let cached = writer.bytesWritten.pageCache
+            if cached - lastWriteback >= writebackStep {
+                lastWriteback = cached
+                kick()
+            }
         }
         if target.ranged { flushSlowStaging() }
         if !target.ranged, let s = workers[0].staging, !s.isEmpty {

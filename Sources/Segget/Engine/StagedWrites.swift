@@ -8,27 +8,32 @@ import SeggetJournal
 import SeggetVerify
 
 /// Writes received bytes to the data file through one staging buffer per connection, on a writer
-/// thread.
+/// thread, choosing for every buffer between `O_DIRECT` and the page cache.
 ///
-/// Why: on Linux, writing through the page cache costs CPU for every new page (allocation, zeroing of
-/// partly written blocks, the copy, later writeback). On the 2-core VM the benchmarks run on that was
-/// about 2.5 CPU-seconds per GiB, more than the whole network side. `O_DIRECT` writes go from an
-/// aligned user buffer straight to the device: about 0.1 CPU-seconds per GiB, and nothing is left dirty
-/// for the final `fdatasync`. They do wait for the device, which is why a writer thread makes them,
-/// while the fetch loop goes on receiving into a fresh buffer.
+/// Why two paths: on Linux, writing through the page cache costs CPU for every new page (allocation,
+/// the copy, later writeback), about 2.5 CPU-seconds per GiB on the 2-core VM the benchmarks ran on,
+/// more than the whole network side. `O_DIRECT` writes go from an aligned user buffer straight to the
+/// device for about 0.1 CPU-seconds per GiB, but they wait for the device: on a disk slower than the
+/// network (CI's virtio disk wrote 1 GiB in 2.0–3.3 s; throttled cloud volumes, HDDs) a download
+/// written only with `O_DIRECT` runs at the disk's speed while the page cache could absorb it.
+///
+/// The adaptive rule (the default): a buffer is written with `O_DIRECT` while the disk keeps up, that
+/// is while fewer than `directBacklogLimit` other buffers wait behind it; otherwise through the page
+/// cache, which returns at memory speed. A disk that keeps up therefore sees only direct writes, and
+/// one that does not sees as many direct writes as it can take, the rest going to the page cache:
+/// the fetch loop never waits for the device while memory can absorb the data.
 ///
 /// How: a connection copies what libcurl hands it into its `Staging`, which maps a window of the file
 /// starting at a 4 KiB boundary. A full buffer is handed to the writer (`flush`) and the connection
 /// continues in another buffer from a small pool. Every hand-over gets a ticket; `completedTicket()`
 /// says up to which ticket the writes are done. The engine marks a chunk in the journal, records a
 /// progress slot or tells the hasher about a prefix only once the ticket of the chunk's last bytes is
-/// completed, so "bytes the journal vouches for are in the file" holds exactly as with direct
-/// `pwrite`s.
+/// completed, so "bytes the journal vouches for are in the file" holds whichever path wrote them.
 ///
 /// Pieces that do not cover a whole 4 KiB block (a range starting or ending inside a block: the file's
-/// end, or a chunk size that is not a multiple of 4 KiB) go through the ordinary descriptor. A block is
-/// therefore never written both ways within a run. If the file system refuses `O_DIRECT` (at open or on
-/// the first write) everything goes through the ordinary descriptor, still in large writes.
+/// end, or a chunk size that is not a multiple of 4 KiB) go through the ordinary descriptor. If the
+/// file system refuses `O_DIRECT` (at open or on the first write) everything goes through the ordinary
+/// descriptor, still in large writes.
 final class StagedWriter: @unchecked Sendable {
     static let alignment = directAlignment
 
@@ -52,23 +57,36 @@ final class StagedWriter: @unchecked Sendable {
     private let maxInFlight: Int
     private var completed: Int64 = 0
     private var failure: Errno?
+    private var directBytes: Int64 = 0
+    private var pageCacheBytes: Int64 = 0
+    private let adaptive: Bool
     // Loop thread only.
     private(set) var submitted: Int64 = 0
 
     /// `maxInFlight` bounds the memory: when that many buffers wait for the writer, `flush` waits too.
-    init(data: BlockStorage, direct: Bool, bufferSize: Int = 256 << 10, maxInFlight: Int = 16) {
+    init(data: BlockStorage, path: WritePath, bufferSize: Int = 256 << 10, maxInFlight: Int = 16) {
         self.data = data
         self.bufferSize = bufferSize
         self.maxInFlight = max(1, maxInFlight)
-        if direct, let file = data as? PosixFile { directFD = Self.openDirect(file) }
+        adaptive = path == .adaptive
+        if path != .pageCache, let file = data as? PosixFile { directFD = Self.openDirect(file) }
     }
+
+    /// In adaptive mode, a buffer goes through the page cache when at least this many others wait
+    /// behind it: the device has fallen behind the network. Two rather than one, so that a single
+    /// slow write (a device flush, a busy neighbour) does not send the next buffer to the cache.
+    static let directBacklogLimit = 2
+
+    /// Bytes written with `O_DIRECT` and through the page cache so far (whole jobs; the partial
+    /// blocks at a job's edges count as page cache).
+    var bytesWritten: (direct: Int64, pageCache: Int64) { lock.withLock { (directBytes, pageCacheBytes) } }
 
     deinit {
         // Every queued write holds a reference to the writer, so no write is in flight here.
         if directFD >= 0 { _ = close(directFD) }
     }
 
-    /// True while whole blocks are written with `O_DIRECT`.
+    /// True while whole blocks may be written with `O_DIRECT`.
     var isDirect: Bool { lock.withLock { directFD >= 0 } }
 
     /// Opens a second descriptor on the same file with `O_DIRECT`, through `/proc/self/fd`, so that it
@@ -85,19 +103,24 @@ final class StagedWriter: @unchecked Sendable {
         return fd
     }
 
-    /// The staging buffer size for `connections`: 1 MiB up to 16 connections, less beyond so that all
-    /// of them together stay within 16 MiB, and at least 256 KiB. Each `O_DIRECT` write costs the VM a
-    /// device notification and a wait: 1 GiB uncapped took 0.77 s with 1 MiB buffers, 0.91 s with
-    /// 512 KiB and 1.17 s with 256 KiB (medians of 5).
+    /// The staging buffer size for `connections`: all of them together within 2 MiB, each between
+    /// 256 KiB and 1 MiB (1 MiB up to 2 connections, 512 KiB up to 4, 256 KiB from 5). Smaller buffers
+    /// keep the peak memory (32 MiB at `-n 8` is the goal) and what a `kill -9` loses small; larger
+    /// ones make fewer `O_DIRECT` writes, each of which costs the VM a device round trip (1 GiB with
+    /// only direct writes: 0.77 s with 1 MiB buffers, 0.91 s with 512 KiB, 1.17 s with 256 KiB). The
+    /// adaptive path sends what direct writes cannot keep up with to the page cache, so the smaller
+    /// size no longer slows the download.
     static func bufferSize(connections: Int) -> Int {
-        let share = (16 << 20) / max(1, connections)
+        let share = (2 << 20) / max(1, connections)
         var size = 1 << 20
         while size > share && size > 256 << 10 { size /= 2 }
         return size
     }
 
-    /// How many buffers may wait for the writer: 8 MiB worth, at least 4.
-    static func maxInFlight(bufferSize: Int) -> Int { max(4, (8 << 20) / bufferSize) }
+    /// How many buffers may wait for the writer: 1 MiB worth, at least 4. With the adaptive path
+    /// the queue rarely holds more than `directBacklogLimit`; the bound matters when the page cache
+    /// too is full of dirty pages and the kernel makes writers wait for the disk.
+    static func maxInFlight(bufferSize: Int) -> Int { max(4, (1 << 20) / bufferSize) }
 
     /// A connection's staging area, with a buffer from the pool.
     func makeStaging() -> Staging { Staging(buffer: lock.withLock { pool.popLast() } ?? StagingBuffer(capacity: bufferSize)) }
@@ -221,23 +244,30 @@ final class StagedWriter: @unchecked Sendable {
         return reused ?? StagingBuffer(capacity: bufferSize)
     }
 
-    /// Writes one job: partial blocks through the page cache, whole blocks with `O_DIRECT`.
+    /// Writes one job: partial blocks through the page cache; whole blocks with `O_DIRECT` unless the
+    /// adaptive rule sends them to the page cache too (see `directBacklogLimit`).
     private func write(_ job: WriteJob) -> Errno? {
         let a = Int64(Self.alignment)
         var from = job.range.lowerBound
         let end = job.range.upperBound
+        let useDirect = lock.withLock { directFD >= 0 && (!adaptive || inFlight - 1 < Self.directBacklogLimit) }
         do throws(Errno) {
-            if lock.withLock({ directFD >= 0 }) {
+            if useDirect {
                 let bodyStart = (from + a - 1) / a * a
                 let bodyEnd = end / a * a
                 if bodyStart < bodyEnd {
                     if bodyStart > from {
                         try writeBuffered(job, from..<bodyStart)
                     }
-                    from = try writeDirect(job, bodyStart..<bodyEnd)
+                    let reached = try writeDirect(job, bodyStart..<bodyEnd)
+                    lock.withLock { directBytes += reached - bodyStart }
+                    from = reached
                 }
             }
-            if from < end { try writeBuffered(job, from..<end) }
+            if from < end {
+                try writeBuffered(job, from..<end)
+                lock.withLock { pageCacheBytes += end - from }
+            }
             return nil
         } catch {
             return error
@@ -276,6 +306,18 @@ final class StagedWriter: @unchecked Sendable {
         }
         return at
     }
+}
+
+/// How the data file is written.
+public enum WritePath: String, Sendable, CaseIterable {
+    /// `O_DIRECT` while the disk keeps up with the network, the page cache for what it cannot take
+    /// (see `StagedWriter`). Falls back to the page cache where the file system refuses `O_DIRECT`.
+    case adaptive
+    /// Whole blocks always with `O_DIRECT` where the file system allows it: the download runs at most
+    /// at the disk's speed, with the least CPU.
+    case direct
+    /// Always through the page cache.
+    case pageCache = "page-cache"
 }
 
 /// Aligned memory for staged bytes.

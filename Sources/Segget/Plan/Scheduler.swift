@@ -37,7 +37,14 @@ public struct Scheduler: Sendable {
     /// With `maxRunChunks`, work is instead cut into runs of at most that many chunks handed out in
     /// file order (idle workers take the lowest free run), so that the finished prefix of the file
     /// grows with the download: what a hasher reading the file in order needs.
-    public init(plan: ChunkPlan, connections: Int, isFinished: (Int) -> Bool = { _ in false }, maxRunChunks: Int? = nil) {
+    ///
+    /// Every chunk in `runStarts` begins a run of its own: a chunk partly written by an earlier run
+    /// is continued from where that run got, which only the first chunk of a request can do.
+    public init(
+        plan: ChunkPlan, connections: Int, isFinished: (Int) -> Bool = { _ in false }, maxRunChunks: Int? = nil,
+        runStarts: Set<Int> = []
+    ) {
+        defer { if !runStarts.isEmpty { cutRuns(at: runStarts) } }
         self.plan = plan
         let n = plan.chunkCount
         var done = [Bool](repeating: false, count: n)
@@ -71,6 +78,27 @@ public struct Scheduler: Sendable {
     }
 
     public var isComplete: Bool { finishedCount == finished.count }
+
+    /// Splits every run (held or free) before each chunk of `starts` inside it; the pieces after the
+    /// first of a held run go to the free pool.
+    private mutating func cutRuns(at starts: Set<Int>) {
+        func pieces(_ r: Range<Int>) -> [Range<Int>] {
+            var out: [Range<Int>] = []
+            var lo = r.lowerBound
+            for k in r.dropFirst() where starts.contains(k) {
+                out.append(lo..<k)
+                lo = k
+            }
+            out.append(lo..<r.upperBound)
+            return out
+        }
+        for (w, r) in runs {
+            let p = pieces(r)
+            runs[w] = p[0]
+            free.append(contentsOf: p.dropFirst())
+        }
+        free = free.flatMap(pieces)
+    }
 
     /// The chunks worker `w` holds, if any (its first one is in flight).
     public func run(of w: Int) -> Range<Int>? { runs[w] }

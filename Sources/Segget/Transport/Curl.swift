@@ -114,6 +114,20 @@ final class EasyHandle {
 
     func perform() -> CurlCode { CurlCode(curl_easy_perform(raw)) }
 
+    /// Runs this one transfer to its end on `multi` (which must have no other transfer), so that its
+    /// connection stays in `multi`'s cache for the transfers that follow. `cut` is asked every 10 ms;
+    /// when it says so the transfer is ended as a write callback refusing bytes would (`.writeError`).
+    func perform(on multi: MultiHandle, cut: () -> Bool) -> CurlCode {
+        multi.add(self)
+        defer { multi.remove(self) }
+        while true {
+            _ = multi.perform()
+            if let done = multi.completed().first(where: { $0.0 == raw }) { return done.1 }
+            if cut() { return .writeError }
+            multi.poll(timeoutMs: 10)
+        }
+    }
+
     var responseCode: Int {
         var v = 0
         _ = segget_easy_getinfo_long(raw, CURLINFO_RESPONSE_CODE, &v)

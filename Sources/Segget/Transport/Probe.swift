@@ -21,6 +21,10 @@ public struct ProbeResult: Sendable, Equatable {
     public var noRangesReason: String?
     /// True when a redirect led to another host, so credentials must not be sent to the final URL.
     public var credentialsDropped = false
+    /// The first bytes of the file, when the probe asked for more than one byte and the server sent
+    /// them in a 206 starting at 0: a download writes them instead of asking again, and a file no
+    /// longer than this needs no other request.
+    var prefix: [UInt8] = []
 
     /// A strong validator for `If-Range`: a strong ETag, else Last-Modified.
     public var ifRangeValidator: String? {
@@ -29,23 +33,33 @@ public struct ProbeResult: Sendable, Equatable {
     }
 }
 
-/// Collects one response's head (and at most a few body bytes) from libcurl callbacks.
+/// Collects one response's head (and the body of a 206, up to what was asked) from libcurl callbacks.
 final class ProbeContext {
     let headCollector = HeadCollector()
     var head: ResponseHead { headCollector.head }
-    var bodyBytes = 0
+    /// Bytes asked for (`Range: bytes=0-(limit-1)`).
+    let limit: Int
+    var body: [UInt8] = []
+    /// When the first body bytes arrived (monotonic seconds), 0 before.
+    var bodyStartedAt = 0.0
+
+    init(limit: Int) { self.limit = limit }
 }
 
 private func probeWriteCallback(
     _ ptr: UnsafeMutablePointer<CChar>?, _ size: Int, _ n: Int, _ ud: UnsafeMutableRawPointer?
 ) -> Int {
-    guard let ud else { return 0 }
+    guard let ud, let ptr else { return 0 }
     let ctx = Unmanaged<ProbeContext>.fromOpaque(ud).takeUnretainedValue()
-    // Only a 206 to `bytes=0-0` has a body worth reading (one byte). Anything else would be the
-    // whole file: stop now, the fetch phase will ask again properly.
-    guard ctx.head.status == 206 else { return 0 }
-    ctx.bodyBytes += size * n
-    return ctx.bodyBytes <= 1 ? size * n : 0
+    // Only a 206 has a body worth keeping (at most what was asked). Anything else would be the whole
+    // file: stop now, the fetch phase will ask again properly.
+    guard ctx.head.status == 206, ctx.head.contentEncoding == nil, ctx.body.count + size * n <= ctx.limit else { return 0 }
+    if ctx.body.isEmpty {
+        ctx.body.reserveCapacity(ctx.limit)
+        ctx.bodyStartedAt = monotonicSeconds()
+    }
+    ctx.body.append(contentsOf: UnsafeRawBufferPointer(start: ptr, count: size * n))
+    return size * n
 }
 
 /// Header bytes are Latin-1 on the wire (RFC 9110 §5.5); decode them as such so nothing is lost.
@@ -59,6 +73,15 @@ func decodingLatin1(_ bytes: UnsafeRawBufferPointer) -> String {
 /// (userinfo, `Authorization`, `Cookie`) never sent to a host other than the one they were given for.
 struct Prober {
     let options: TransferOptions
+    /// How many bytes the probe asks for: 1 to learn about the file, more to start downloading it.
+    var firstBytes = 1
+    /// The most time the body of a probe asking for more than a byte may take once it started; a
+    /// slower one is cut there and what arrived is kept, so that a server slow on its first answer
+    /// delays the other connections by no more than this.
+    static let prefixSeconds = 0.25
+    /// Run the request on this multi handle, so that its connection stays in that handle's cache for
+    /// the transfers that follow; nil runs it on its own.
+    var multi: MultiHandle? = nil
 
     func probe(url: String) throws(SeggetError) -> ProbeResult {
         guard let first = URLParts(url) else {
@@ -105,21 +128,29 @@ struct Prober {
             }
             var result = try interpret(head, finalURL: current, redirects: hops, options: opts)
             result.credentialsDropped = currentParts.host != first.host
+            if result.acceptsRanges, let last = head.contentRange?.last, ctx.body.count <= last + 1 {
+                // Whatever arrived (all of it, or what came before the cut) is the file's beginning.
+                result.prefix = ctx.body
+            }
             return result
         }
     }
 
-    /// One request with `Range: bytes=0-0`, performed to completion or until the head is known.
+    /// One request with `Range: bytes=0-(firstBytes-1)`, performed to completion or until the head
+    /// shows that the body is not worth reading.
     private func request(_ url: String, options: TransferOptions) -> (ProbeContext, CurlCode) {
-        let ctx = ProbeContext()
+        let ctx = ProbeContext(limit: max(1, firstBytes))
         let e = EasyHandle()
         e.configure(url: url, options: options)
-        e.set(CURLOPT_RANGE, "0-0")
+        e.set(CURLOPT_RANGE, "0-\(ctx.limit - 1)")
         let ud = Unmanaged.passUnretained(ctx).toOpaque()
         e.collectHeaders(into: ctx.headCollector)
         e.set(CURLOPT_WRITEFUNCTION, dataCallback: probeWriteCallback)
         e.set(CURLOPT_WRITEDATA, pointer: ud)
-        let code = withExtendedLifetime(ctx) { e.perform() }
+        let code = withExtendedLifetime(ctx) {
+            guard let multi else { return e.perform() }
+            return e.perform(on: multi) { ctx.bodyStartedAt > 0 && monotonicSeconds() - ctx.bodyStartedAt > Self.prefixSeconds }
+        }
         return (ctx, code)
     }
 
@@ -128,14 +159,16 @@ struct Prober {
             finalURL: finalURL, totalLength: nil, acceptsRanges: false, etag: head.etag,
             lastModified: head.lastModified, suggestedFileName: FileName.fromURLPath(finalURL),
             reprDigest: head.joinedValue("repr-digest"), digest: head.joinedValue("digest"),
-            // Content-MD5 covers the body of this response: on a 206 that is one byte, not the file.
+            // Content-MD5 covers the body of this response: on a 206 that is a range, not the file.
             contentMD5: head.status == 200 ? head.value("content-md5") : nil, redirects: redirects, noRangesReason: nil)
         if let cd = head.value("content-disposition"), let name = ContentDisposition.fileName(from: cd) {
             result.suggestedFileName = FileName.sanitize(name)
         }
         switch head.status {
         case 206:
-            guard let cr = head.contentRange, cr.first == 0, cr.last == 0, let total = cr.completeLength else {
+            guard let cr = head.contentRange, cr.first == 0, let last = cr.last, last < Int64(max(1, firstBytes)),
+                let total = cr.completeLength, last < total
+            else {
                 result.totalLength = nil
                 result.noRangesReason = "the server's answer to a range request had an unusable Content-Range (\(head.value("content-range") ?? "none"))"
                 return result
