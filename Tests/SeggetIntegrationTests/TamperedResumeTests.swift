@@ -151,6 +151,24 @@ private func claimEveryChunk(_ image: inout [UInt8], bitmapAt offset: Int64, chu
         #expect(sent <= Int64(f.bytes.count) - kept + 4 * f.chunk, "sent \(sent) with \(kept) kept")
     }
 
+    @Test func everyRecordedChecksumIsTheChecksumOfTheServedBytes() async throws {
+        // 2 MiB chunks: the probe brings the first 1 MiB, so chunk 0 is finished by a connection that
+        // continues it from the probe's checksum. Every claimed chunk's recorded checksum must be the
+        // served bytes' own, and an undamaged resume must keep them all.
+        let f = try TamperFixture(size: 12 << 20, chunk: 2 << 20, rate: "2m")
+        let claimed = try await f.interruptedRun(at: 0.5)
+        try #require(claimed.contains(0))
+        let (j, _) = try Journal.open(path: f.journal, currentBootID: Journal.currentBootID())
+        let recorded = j.chunkCRCs
+        j.close()
+        for k in claimed {
+            #expect(recorded[k] == CRC32C.checksum(f.bytes[f.range(ofChunk: k)]), "chunk \(k)")
+        }
+        let (result, log, _) = try await f.completeRun()
+        #expect(!log.notices.contains { $0.contains("did not match") }, "\(log.notices)")
+        #expect(result.resumedBytes == claimed.reduce(Int64(0)) { $0 + Int64(f.range(ofChunk: $1).count) })
+    }
+
     @Test func bitmapsThatClaimUnfinishedChunksAreCheckedNotTrusted() async throws {
         let f = try TamperFixture()
         let claimed = try await f.interruptedRun()
