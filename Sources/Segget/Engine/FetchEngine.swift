@@ -263,7 +263,7 @@ final class FetchEngine {
         for k in 0..<plan.chunkCount where scheduler.finished[k] { finishedBytes += Int64(plan.byteRange(ofChunk: k).count) }
         prefixChunks = scheduler.finishedPrefix(from: 0)
         inFile = scheduler.finished
-        if target.ranged {
+        if target.ranged && journal != nil {
             // Checksummed beside the write, off the fetch loop, from the very buffer that is written.
             writer.besideWrite = { [chunkCRCs] bytes, offset in chunkCRCs.add(bytes, at: offset) }
         }
