@@ -207,8 +207,13 @@ public final class Download: @unchecked Sendable {
                 // Read what an earlier run recorded (trusted only in the same boot), then start afresh.
                 if journal.openedInSameBoot, let trusted = storage.trusted {
                     let plan = ChunkPlan(totalLength: total, chunkSize: storage.chunkSize)
-                    storage.partial = ProgressSlots.read(path: progressPath, journal: journal.header, plan: plan)
+                    let recorded = ProgressSlots.read(path: progressPath, journal: journal.header, plan: plan)
                         .filter { !trusted[$0.key] }
+                    let (kept, rejected) = ChunkVoucher.keepMatchingPartials(recorded, data: storage.data, plan: plan)
+                    if rejected > 0 {
+                        events?(.notice("\(rejected) partly written chunk\(rejected == 1 ? "" : "s") in \(partPath) did not match the recorded checksum; fetching \(rejected == 1 ? "it" : "them") from the start."))
+                    }
+                    storage.partial = kept
                 }
                 storage.progress = try? ProgressSlots.create(path: progressPath, journal: journal.header)
             }
@@ -281,12 +286,22 @@ public final class Download: @unchecked Sendable {
         let trusted = storage.trusted
         let engine = FetchEngine(
             target: target, settings: settings, data: storage.data, journal: storage.journal, plan: plan,
-            isFinished: { trusted?[$0] ?? false }, interrupt: interrupt, multi: multi, partialChunks: storage.partial)
+            isFinished: { trusted?[$0] ?? false }, interrupt: interrupt, multi: multi,
+            partialChunks: storage.partial.mapValues(\.upTo))
         engine.onProgress = progress.map { p in { p($0) } }
         engine.onEvent = events.map { e in { e($0) } }
         engine.onPrefix = hasher.map { h in { h.advance(to: $0) } }
         engine.writer.onFlush = hasher.map { h in { h.offer($0, at: $1) } }
         engine.progressSlots = storage.progress
+        engine.continueChecksums(of: storage.partial)
+        if !storage.isNew, let journal = storage.journal, let kept = trusted {
+            // Every chunk kept from an earlier run is read back and checked behind the download, in
+            // file order. (A new file's chunks, the probe's included, were written by this run.)
+            let claims = (0..<plan.chunkCount).filter { kept[$0] }.map {
+                ChunkVoucher.Claim(chunk: $0, crc: journal.chunkCRCs[$0])
+            }
+            if !claims.isEmpty { engine.vouch(with: ChunkVoucher(data: storage.data, plan: plan, claims: claims)) }
+        }
         if options.syncBeforeRename {
             // A head start on the final fdatasync, off the fetch thread. Not without --fsync: on a
             // disk slower than the network, writeback started during the download made buffered
@@ -363,7 +378,7 @@ public final class Download: @unchecked Sendable {
             throw SeggetError(.fileSystem, "could not move the finished download to \(finalPath): \(error).")
         }
         return DownloadResult(
-            path: finalPath, bytes: length, resumedBytes: resumedBytes, receivedBytes: engine.receivedBytes,
+            path: finalPath, bytes: length, resumedBytes: resumedBytes - engine.rejectedBytes, receivedBytes: engine.receivedBytes,
             seconds: monotonicSeconds() - fetchStarted, connections: settings.connections, verified: verified,
             usedRanges: ranged)
     }
@@ -510,8 +525,9 @@ public final class Download: @unchecked Sendable {
         var trusted: ChunkBitmap?
         var chunkSize: Int64
         var progress: ProgressSlots? = nil
-        /// Chunks an earlier run (same boot) had partly written: chunk → offset written up to.
-        var partial: [Int: Int64] = [:]
+        /// Chunks partly written by an earlier run (same boot; their bytes still match their checksum)
+        /// or by the probe.
+        var partial: [Int: PartialChunk] = [:]
         /// Created by this run (nothing to resume).
         var isNew = false
     }
@@ -546,12 +562,15 @@ public final class Download: @unchecked Sendable {
         var covered = storage.trusted ?? ChunkBitmap(count: plan.chunkCount)
         for k in 0..<plan.chunkCount {
             let r = plan.byteRange(ofChunk: k)
-            if r.upperBound > Int64(prefix.count) {
-                if r.lowerBound < Int64(prefix.count) { storage.partial[k] = Int64(prefix.count) }
+            let upTo = min(r.upperBound, Int64(prefix.count))
+            guard upTo > r.lowerBound else { break }
+            let crc = CRC32C.checksum(prefix[Int(r.lowerBound)..<Int(upTo)])
+            if upTo < r.upperBound {
+                storage.partial[k] = PartialChunk(upTo: upTo, crc: crc)
                 break
             }
             covered.set(k)
-            try? storage.journal?.markWritten(chunk: k)
+            try? storage.journal?.markWritten(chunk: k, crc: crc)
         }
         storage.trusted = covered
     }
@@ -567,6 +586,9 @@ public final class Download: @unchecked Sendable {
             if PosixFile.fileSize(path: partPath) != nil {
                 events?(.notice("found \(partPath) without its journal, so its contents cannot be trusted; starting over."))
             }
+            return nil
+        } catch .damaged(.unsupportedVersion(let version)) {
+            events?(.notice("the journal \(journalPath) has unsupported version \(version) (another segget wrote it; this one reads journal format \(JournalCodec.currentVersion) only); starting over."))
             return nil
         } catch .damaged(let why) {
             events?(.notice("the journal \(journalPath) is damaged (\(why.shortDescription)); starting over."))

@@ -36,6 +36,12 @@ public struct CheckpointSnapshot: Sendable {
 /// On open, the boot ID decides: the same boot means the page cache survived and `written` is trusted;
 /// another boot (or an unknown one) means only `durable` is.
 ///
+/// Beside each bit, the chunk's CRC-32C (`chunkCRCs`), computed from the bytes as they were handed to the
+/// data file. A bit only says which chunks are worth checking: a resume keeps a claimed chunk only once
+/// its bytes read back from the data file match this checksum. The checksum is written before the
+/// written bit, and synced before the durable bit is written, so no bit ever names a chunk whose
+/// checksum could be older on disk than the bit.
+///
 /// Not thread-safe: use a journal from one thread (the engine's loop). The data file's `fdatasync` may
 /// run elsewhere between `beginCheckpoint()` and `completeCheckpoint(_:)`.
 public final class Journal: @unchecked Sendable {
@@ -45,6 +51,12 @@ public final class Journal: @unchecked Sendable {
     public private(set) var written: ChunkBitmap
     /// The chunks whose data a completed `fdatasync` covered.
     public private(set) var durable: ChunkBitmap
+    /// The CRC-32C of each chunk's bytes as recorded by `markWritten(chunk:crc:)`; 0 where none was.
+    public private(set) var chunkCRCs: [UInt32]
+    /// True while a checksum written since the journal's last sync may not be on disk yet.
+    private var checksumsUnsynced = false
+    /// False only in tests that show the power-cut checker catches a journal without this sync.
+    internal var syncsChecksumsBeforeDurableBits = true
     /// True when `open` found the boot ID of this boot: nothing rebooted since the journal was last
     /// opened, so the page cache (and anything recorded beside the journal in it) is intact.
     public private(set) var openedInSameBoot = false
@@ -63,12 +75,13 @@ public final class Journal: @unchecked Sendable {
 
     private init(
         storage: BlockStorage, header: JournalHeader, written: ChunkBitmap, durable: ChunkBitmap,
-        onClose: @escaping () -> Void
+        chunkCRCs: [UInt32], onClose: @escaping () -> Void
     ) {
         self.storage = storage
         self.header = header
         self.written = written
         self.durable = durable
+        self.chunkCRCs = chunkCRCs
         self.writtenOffset = JournalCodec.writtenBitmapOffset(header: header)
         self.durableOffset = JournalCodec.durableBitmapOffset(header: header)
         self.onClose = onClose
@@ -110,12 +123,15 @@ public final class Journal: @unchecked Sendable {
         try storage.truncate(to: 0)
         try storage.write(image, at: 0)
         try storage.sync()
-        self.init(storage: storage, header: header, written: empty, durable: empty, onClose: onClose)
+        self.init(
+            storage: storage, header: header, written: empty, durable: empty,
+            chunkCRCs: [UInt32](repeating: 0, count: header.chunkCount), onClose: onClose)
     }
 
     // MARK: Opening
 
-    /// Opens the journal at `path` to resume, and returns the chunks that can be trusted to be on disk.
+    /// Opens the journal at `path` to resume, and returns the chunks that may be on disk: each must still
+    /// be checked against its checksum in `chunkCRCs` before it is kept.
     ///
     /// See `open(storage:currentBootID:)` for what is trusted when.
     public static func open(
@@ -165,7 +181,8 @@ public final class Journal: @unchecked Sendable {
         let trusted = sameBoot ? stored.written.union(stored.durable) : stored.durable
         let header = stored.header.with(bootID: currentBootID)
         let journal = Journal(
-            storage: storage, header: header, written: trusted, durable: stored.durable, onClose: onClose)
+            storage: storage, header: header, written: trusted, durable: stored.durable,
+            chunkCRCs: stored.chunkCRCs, onClose: onClose)
         journal.openedInSameBoot = sameBoot
         do throws(Errno) {
             if trusted != stored.written {
@@ -189,7 +206,9 @@ public final class Journal: @unchecked Sendable {
     /// is rejected before it is read.
     private static func readImage(
         _ storage: BlockStorage
-    ) throws(JournalOpenError) -> (header: JournalHeader, written: ChunkBitmap, durable: ChunkBitmap) {
+    ) throws(JournalOpenError) -> (
+        header: JournalHeader, written: ChunkBitmap, durable: ChunkBitmap, chunkCRCs: [UInt32]
+    ) {
         func io<T>(_ body: () throws(Errno) -> T) throws(JournalOpenError) -> T {
             do { return try body() } catch { throw .io(error) }
         }
@@ -213,11 +232,17 @@ public final class Journal: @unchecked Sendable {
 
     // MARK: Recording progress
 
-    /// Records that every byte of `chunk` has been written to the data file: sets its written bit with
-    /// one 1-byte write. Call right after the chunk's last data write returns. Setting a set bit does
-    /// nothing.
-    public func markWritten(chunk: Int) throws(Errno) {
+    /// Records that every byte of `chunk` has been written to the data file and that their CRC-32C is
+    /// `crc`: writes the checksum (one 4-byte write), then sets the written bit (one 1-byte write). Call
+    /// right after the chunk's last data write returns. A chunk written again (its old bytes failed their
+    /// check) gets its new checksum; its bit is already set.
+    public func markWritten(chunk: Int, crc: UInt32) throws(Errno) {
         precondition(!isClosed, "markWritten on a closed journal")
+        if chunkCRCs[chunk] != crc || !written[chunk] {
+            try storage.write(JournalCodec.encodeChecksum(crc), at: JournalCodec.checksumOffset(header: header, chunk: chunk))
+            chunkCRCs[chunk] = crc
+            checksumsUnsynced = true
+        }
         guard !written[chunk] else { return }
         var updated = written
         updated.set(chunk)
@@ -244,7 +269,9 @@ public final class Journal: @unchecked Sendable {
     /// Marks the snapshot's chunks durable. Call only after an `fdatasync` of the data file that
     /// started after `beginCheckpoint()` has returned successfully.
     ///
-    /// Writes the changed bytes of the durable bitmap in one write, then syncs the journal.
+    /// Syncs the journal if checksums were written since its last sync (so that every checksum is on disk
+    /// before a durable bit that claims its chunk can be), then writes the changed bytes of the durable
+    /// bitmap in one write, then syncs the journal.
     public func completeCheckpoint(_ snapshot: CheckpointSnapshot) throws(Errno) {
         precondition(!isClosed, "checkpoint on a closed journal")
         precondition(snapshot.written.count == durable.count, "a snapshot of another journal")
@@ -252,6 +279,10 @@ public final class Journal: @unchecked Sendable {
         guard let first = updated.bytes.indices.first(where: { updated.bytes[$0] != durable.bytes[$0] }),
               let last = updated.bytes.indices.last(where: { updated.bytes[$0] != durable.bytes[$0] })
         else { return }  // nothing new is durable
+        if checksumsUnsynced && syncsChecksumsBeforeDurableBits {
+            try storage.sync()
+            checksumsUnsynced = false
+        }
         try storage.write(Array(updated.bytes[first...last]), at: durableOffset + Int64(first))
         try storage.sync()
         durable = updated

@@ -15,8 +15,10 @@ public enum JournalDecodeError: Error, Equatable, Hashable, Sendable, CustomStri
     case inconsistentGeometry
     /// A bit beyond the last chunk is set in a bitmap.
     case bitmapPaddingBitsSet
-    /// The file is longer than its header and bitmaps.
+    /// The file is longer than its header, bitmaps and checksum table.
     case trailingBytes
+    /// The padding before the checksum table is not zero.
+    case nonZeroPadding
 
     /// A stable short form for logs and for embedding in a longer message, e.g. "header checksum mismatch".
     public var shortDescription: String {
@@ -29,6 +31,7 @@ public enum JournalDecodeError: Error, Equatable, Hashable, Sendable, CustomStri
         case .inconsistentGeometry: "inconsistent chunk geometry"
         case .bitmapPaddingBitsSet: "bitmap padding bits set"
         case .trailingBytes: "trailing bytes"
+        case .nonZeroPadding: "non-zero padding"
         }
     }
 
@@ -49,7 +52,9 @@ public enum JournalDecodeError: Error, Equatable, Hashable, Sendable, CustomStri
         case .bitmapPaddingBitsSet:
             "The journal marks chunks beyond the end of the file as finished, so it is damaged; the download will start over."
         case .trailingBytes:
-            "The journal file is longer than its header and bitmaps, so it is damaged; the download will start over."
+            "The journal file is longer than its header, bitmaps and checksums, so it is damaged; the download will start over."
+        case .nonZeroPadding:
+            "The journal's padding bytes are not zero, so it is damaged; the download will start over."
         }
     }
 }
@@ -59,7 +64,7 @@ public enum JournalDecodeError: Error, Equatable, Hashable, Sendable, CustomStri
 /// Layout (all integers little-endian; see docs/journal-format.md):
 ///
 ///     0      8   magic "SGGTJRNL"
-///     8      2   format version (1)
+///     8      2   format version (2)
 ///     10     2   flags: bit 0 ETag present, bit 1 Last-Modified present
 ///     12     4   header length H, CRC included
 ///     16     8   total length             24   8   chunk size
@@ -69,6 +74,12 @@ public enum JournalDecodeError: Error, Equatable, Hashable, Sendable, CustomStri
 ///     H      64  boot record: length n ≤ 59, n bytes of boot ID, zero padding, CRC-32 of its first 60 bytes
 ///     H+64   B   written bitmap, B = ceil(chunk count / 8)
 ///     H+64+B B   durable bitmap
+///     …      P   zero padding, so that the table below starts at a multiple of 4 (P < 4)
+///     T      4N  chunk checksums: CRC-32C of each written chunk's bytes, 0 where none was recorded
+///
+/// A chunk's checksum is written before its written bit, and made durable before its durable bit (see
+/// `Journal`). The bitmaps only say which chunks to check; a resume keeps a chunk only if its bytes in
+/// the data file match its checksum.
 ///
 /// The header is written once and never changes. Only the boot record is rewritten (at every open), so
 /// a power cut during that rewrite can tear nothing but the boot record, whose own CRC then fails: that
@@ -77,7 +88,7 @@ public enum JournalCodec {
     /// The magic bytes that open every journal.
     public static let magic: [UInt8] = Array("SGGTJRNL".utf8)
     /// The format version this build writes and reads.
-    public static let currentVersion: UInt16 = 1
+    public static let currentVersion: UInt16 = 2
     /// The length of the boot record that follows the header.
     public static let bootRecordLength = 64
 
@@ -109,9 +120,28 @@ public enum JournalCodec {
         writtenBitmapOffset(header: header) + Int64(ChunkBitmap.byteCount(forChunks: header.chunkCount))
     }
 
+    /// The offset of the chunk checksum table: after the durable bitmap, rounded up to a multiple of 4
+    /// so that no entry straddles a sector.
+    public static func checksumTableOffset(header: JournalHeader) -> Int64 {
+        let end = durableBitmapOffset(header: header) + Int64(ChunkBitmap.byteCount(forChunks: header.chunkCount))
+        return (end + 3) / 4 * 4
+    }
+
+    /// The offset of chunk `chunk`'s checksum.
+    public static func checksumOffset(header: JournalHeader, chunk: Int) -> Int64 {
+        checksumTableOffset(header: header) + 4 * Int64(chunk)
+    }
+
     /// The whole journal file's length.
     public static func encodedLength(header: JournalHeader) -> Int64 {
-        durableBitmapOffset(header: header) + Int64(ChunkBitmap.byteCount(forChunks: header.chunkCount))
+        checksumTableOffset(header: header) + 4 * Int64(header.chunkCount)
+    }
+
+    /// One entry of the checksum table.
+    public static func encodeChecksum(_ crc: UInt32) -> [UInt8] {
+        var out: [UInt8] = []
+        appendLE(&out, crc)
+        return out
     }
 
     /// The header's bytes, CRC included (the boot ID is not part of them).
@@ -168,35 +198,55 @@ public enum JournalCodec {
     /// The boot ID that never matches the current one.
     public static let unknownBootID = "unknown"
 
-    /// The whole journal: header, written bitmap, durable bitmap.
+    /// The whole journal: header, written bitmap, durable bitmap, chunk checksums (all 0 if nil).
     ///
-    /// - Precondition: both bitmaps have `header.chunkCount` chunks.
-    public static func encode(header: JournalHeader, written: ChunkBitmap, durable: ChunkBitmap) -> [UInt8] {
+    /// - Precondition: both bitmaps have `header.chunkCount` chunks, and so has `chunkCRCs` if given.
+    public static func encode(
+        header: JournalHeader, written: ChunkBitmap, durable: ChunkBitmap, chunkCRCs: [UInt32]? = nil
+    ) -> [UInt8] {
         precondition(written.count == header.chunkCount && durable.count == header.chunkCount,
                      "bitmaps must have one bit per chunk")
-        return encodeHeader(header) + encodeBootRecord(header.bootID) + written.bytes + durable.bytes
+        precondition(chunkCRCs == nil || chunkCRCs?.count == header.chunkCount, "one checksum per chunk")
+        var out = encodeHeader(header) + encodeBootRecord(header.bootID) + written.bytes + durable.bytes
+        out += [UInt8](repeating: 0, count: Int(checksumTableOffset(header: header)) - out.count)
+        out.reserveCapacity(Int(encodedLength(header: header)))
+        if let chunkCRCs {
+            for crc in chunkCRCs { appendLE(&out, crc) }
+        } else {
+            out += [UInt8](repeating: 0, count: 4 * header.chunkCount)
+        }
+        return out
     }
 
     /// Decodes a whole journal file. Throws rather than return anything it cannot vouch for.
     ///
     /// A damaged boot record is not an error: it decodes as `unknownBootID`, which a resume treats as
-    /// a reboot (it trusts only the durable bitmap).
+    /// a reboot (it trusts only the durable bitmap). The checksums are returned as stored: whether a
+    /// chunk's bytes match its checksum is for the reader of the data file to find out.
     public static func decode(
         _ bytes: [UInt8]
-    ) throws(JournalDecodeError) -> (header: JournalHeader, written: ChunkBitmap, durable: ChunkBitmap) {
+    ) throws(JournalDecodeError) -> (
+        header: JournalHeader, written: ChunkBitmap, durable: ChunkBitmap, chunkCRCs: [UInt32]
+    ) {
         let (withoutBoot, headerLength) = try decodeHeader(bytes)
-        let bitmapLength = ChunkBitmap.byteCount(forChunks: withoutBoot.chunkCount)
+        let count = withoutBoot.chunkCount
+        let bitmapLength = ChunkBitmap.byteCount(forChunks: count)
         let writtenStart = headerLength + bootRecordLength
         let durableStart = writtenStart + bitmapLength
-        let expected = durableStart + bitmapLength  // the geometry check keeps this from overflowing
+        let durableEnd = durableStart + bitmapLength  // the geometry check keeps these from overflowing
+        let tableStart = (durableEnd + 3) / 4 * 4
+        let expected = tableStart + 4 * count
         if bytes.count < expected { throw .truncated }
         if bytes.count > expected { throw .trailingBytes }
         guard
-            let written = ChunkBitmap(bytes: Array(bytes[writtenStart..<durableStart]), count: withoutBoot.chunkCount),
-            let durable = ChunkBitmap(bytes: Array(bytes[durableStart..<expected]), count: withoutBoot.chunkCount)
+            let written = ChunkBitmap(bytes: Array(bytes[writtenStart..<durableStart]), count: count),
+            let durable = ChunkBitmap(bytes: Array(bytes[durableStart..<durableEnd]), count: count)
         else { throw .bitmapPaddingBitsSet }
+        if bytes[durableEnd..<tableStart].contains(where: { $0 != 0 }) { throw .nonZeroPadding }
+        var crcs = [UInt32](repeating: 0, count: count)
+        for k in 0..<count { crcs[k] = readLE(bytes, at: tableStart + 4 * k) }
         let header = withoutBoot.with(bootID: decodeBootRecord(bytes[headerLength..<writtenStart]))
-        return (header, written, durable)
+        return (header, written, durable, crcs)
     }
 
     /// The header length H declared by the first 16 bytes, after checking magic and version.
@@ -243,8 +293,8 @@ public enum JournalCodec {
 
         guard totalLength >= 0, chunkSize > 0,
               chunkCount == JournalHeader.chunkCount(totalLength: totalLength, chunkSize: chunkSize),
-              // Both bitmaps must be addressable: H + 64 + 2 * ceil(count / 8) fits in Int.
-              chunkCount <= Int64(Int.max - length - bootRecordLength) / 4
+              // Bitmaps and table must be addressable: H + 64 + 2 * ceil(count / 8) + 3 + 4 * count fits in Int.
+              chunkCount <= Int64(Int.max - length - bootRecordLength - 8) / 8
         else { throw .inconsistentGeometry }
 
         let header = JournalHeader(

@@ -20,14 +20,17 @@ import Testing
         let path = dir.path("p")
         let plan = ChunkPlan(totalLength: 10 * Self.chunk, chunkSize: Self.chunk)
         let slots = try ProgressSlots.create(path: path, journal: header(total: plan.totalLength))
-        try slots.record(slot: 0, chunk: 3, upTo: 3 * Self.chunk + 100)
-        try slots.record(slot: 1, chunk: 5, upTo: 5 * Self.chunk)  // nothing written yet: ignored
-        try slots.record(slot: 2, chunk: 6, upTo: 8 * Self.chunk)  // outside its chunk: ignored
-        try slots.record(slot: 127, chunk: 9, upTo: 9 * Self.chunk + 1)
+        try slots.record(slot: 0, chunk: 3, upTo: 3 * Self.chunk + 100, crc: 0xDEAD_BEEF)
+        try slots.record(slot: 1, chunk: 5, upTo: 5 * Self.chunk, crc: 1)  // nothing written yet: ignored
+        try slots.record(slot: 2, chunk: 6, upTo: 8 * Self.chunk, crc: 2)  // outside its chunk: ignored
+        try slots.record(slot: 127, chunk: 9, upTo: 9 * Self.chunk + 1, crc: 0x0102_0304)
         slots.close()
         #expect(TestFiles.mode(path) == 0o600)
-        #expect(ProgressSlots.read(path: path, journal: header(total: plan.totalLength), plan: plan)
-            == [3: 3 * Self.chunk + 100, 9: 9 * Self.chunk + 1])
+        let expected: [Int: PartialChunk] = [
+            3: PartialChunk(upTo: 3 * Self.chunk + 100, crc: 0xDEAD_BEEF),
+            9: PartialChunk(upTo: 9 * Self.chunk + 1, crc: 0x0102_0304),
+        ]
+        #expect(ProgressSlots.read(path: path, journal: header(total: plan.totalLength), plan: plan) == expected)
         // Bound to its journal: another journal (other creation time) sees nothing.
         #expect(ProgressSlots.read(path: path, journal: header(total: plan.totalLength, createdAt: 2), plan: plan).isEmpty)
         // A damaged or missing file sees nothing either.

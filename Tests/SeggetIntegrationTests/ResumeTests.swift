@@ -205,7 +205,7 @@ enum ResumeDamage: CustomTestStringConvertible, Sendable {
             let lastWrittenByte = headerLength + 64 + (chunks + 7) / 8 - 1
             j[lastWrittenByte] |= 0x80
         case .foreignVersion:
-            j[8] = 2
+            j[8] = 99  // a future format
             j[9] = 0
         case .randomGarbage:
             var g = SystemRandomNumberGenerator()
@@ -213,7 +213,7 @@ enum ResumeDamage: CustomTestStringConvertible, Sendable {
             if j.starts(with: Array("SGGT".utf8)) { j[0] = 0 }
         case .magicThenGarbage:
             var g = SystemRandomNumberGenerator()
-            j = Array("SGGTJRNL".utf8) + [1, 0] + (10..<j.count).map { _ in UInt8.random(in: 0...255, using: &g) }
+            j = Array("SGGTJRNL".utf8) + [2, 0] + (10..<j.count).map { _ in UInt8.random(in: 0...255, using: &g) }
         }
         try TestFiles.write(journal, j)
         chmod(journal, 0o600)

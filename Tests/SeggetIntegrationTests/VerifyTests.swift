@@ -455,7 +455,23 @@ struct VerifyTests {
         f.expectIdentical(out)
     }
 
-    @Test("a resumed download whose finished chunk was tampered with on disk fails verification (exit 6)")
+    /// Changes one bit of chunk `chunk` in the partial file and rewrites that chunk's CRC-32C in the
+    /// journal to match: a deliberate forgery that the resume's chunk check cannot see.
+    private func forgeChunk(_ out: String, chunk: Int, chunkSize: Int64, at offset: Int64) throws {
+        try VT.flipBit(in: out + ".segget-part", at: Int64(chunk) * chunkSize + offset)
+        let opened = try Journal.open(path: out + ".segget-journal", currentBootID: Journal.currentBootID())
+        let header = opened.journal.header
+        opened.journal.close()
+        let part = try #require(TestFiles.read(out + ".segget-part"))
+        let range = header.byteRange(ofChunk: chunk)
+        let crc = CRC32C.checksum(part[Int(range.lowerBound)..<Int(range.upperBound)])
+        var journal = try #require(TestFiles.read(out + ".segget-journal"))
+        let at = Int(JournalCodec.checksumOffset(header: header, chunk: chunk))
+        journal.replaceSubrange(at..<(at + 4), with: JournalCodec.encodeChecksum(crc))
+        try TestFiles.write(out + ".segget-journal", journal)
+    }
+
+    @Test("a resumed download whose finished chunk was tampered with on disk fetches it again (exit 0)")
     func tamperedPartAfterResume() throws {
         let f = try Fixture(size: 4 << 20)
         let url = f.url(query: "rate=256k")
@@ -463,13 +479,30 @@ struct VerifyTests {
         let chunkSize = try interruptHalfway(f, url: url, out: out)
         let done = try writtenChunks(out)
         try #require(!done.isEmpty)
-        // Corrupt the middle of the last chunk the journal calls finished, and one byte of the first.
+        // Corrupt the middle of the last chunk the journal calls finished.
         let victim = Int64(done.last!)
         try VT.flipBit(in: out + ".segget-part", at: victim * chunkSize + chunkSize / 2)
-        // The resumed run trusts the journal, skips that chunk, and must still catch the damage.
+        // The resumed run checks the chunk against its CRC-32C, fetches it again, and verifies.
+        let r = try VT.segget(["-o", out, "-n", "4", "--checksum", "sha256=\(f.sha256)", url], in: f.scratch.path)
+        #expect(r.status == 0, "\(r)")
+        #expect(r.stderr.contains("resuming"), "the run must have resumed for this test to mean anything: \(r.stderr)")
+        #expect(r.stderr.contains("1 of \(done.count) chunks kept from the last run did not match"), "\(r.stderr)")
+        f.expectIdentical(out)
+    }
+
+    @Test("a chunk forged together with its journal checksum gets past the resume, not --checksum (exit 6)")
+    func forgedPartAfterResume() throws {
+        let f = try Fixture(size: 4 << 20)
+        let url = f.url(query: "rate=256k")
+        let out = f.out()
+        let chunkSize = try interruptHalfway(f, url: url, out: out)
+        let done = try writtenChunks(out)
+        try #require(!done.isEmpty)
+        try forgeChunk(out, chunk: done.last!, chunkSize: chunkSize, at: chunkSize / 2)
         let r = try VT.segget(["-o", out, "-n", "4", "--checksum", "sha256=\(f.sha256)", url], in: f.scratch.path)
         #expect(r.status == 6, "\(r)")
         #expect(r.stderr.contains("resuming"), "the run must have resumed for this test to mean anything: \(r.stderr)")
+        #expect(!r.stderr.contains("did not match their checksums"), "the forgery was meant to pass the chunk check")
         #expect(r.stderr.contains("SHA-256") && r.stderr.contains(f.sha256), "\(r.stderr)")
         f.expectNothingLeft(out)
 
@@ -479,7 +512,7 @@ struct VerifyTests {
         f.expectIdentical(out)
     }
 
-    @Test("a tampered resume is caught by the server's Repr-Digest as well")
+    @Test("a forged resume is caught by the server's Repr-Digest as well")
     func tamperedPartServerDigest() throws {
         let f = try Fixture(size: 4 << 20)
         let url = f.url("digest", query: "rate=256k")
@@ -487,7 +520,7 @@ struct VerifyTests {
         let chunkSize = try interruptHalfway(f, url: url, out: out)
         let done = try writtenChunks(out)
         try #require(!done.isEmpty)
-        try VT.flipBit(in: out + ".segget-part", at: Int64(done.first!) * chunkSize + 17)
+        try forgeChunk(out, chunk: done.first!, chunkSize: chunkSize, at: 17)
         let r = try VT.segget(["-q", "-o", out, "-n", "4", url], in: f.scratch.path)
         #expect(r.status == 6, "\(r)")
         f.expectNothingLeft(out)

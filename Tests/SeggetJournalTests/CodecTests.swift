@@ -109,17 +109,30 @@ struct CredentialTests {
 @Suite("Journal codec")
 struct CodecTests {
     func roundTrip(_ header: JournalHeader, _ written: ChunkBitmap, _ durable: ChunkBitmap) throws {
-        let bytes = JournalCodec.encode(header: header, written: written, durable: durable)
+        // Checksums that differ per chunk and use all four bytes.
+        let crcs = (0..<header.chunkCount).map { UInt32(truncatingIfNeeded: $0 &* 0x9E37_79B1 &+ 0x0102_0304) }
+        let bytes = JournalCodec.encode(header: header, written: written, durable: durable, chunkCRCs: crcs)
         #expect(Int64(bytes.count) == JournalCodec.encodedLength(header: header))
         let decoded = try JournalCodec.decode(bytes)
         #expect(decoded.header == header)
         #expect(decoded.written == written)
         #expect(decoded.durable == durable)
-        // The bitmaps sit where the offsets say.
+        #expect(decoded.chunkCRCs == crcs)
+        // The bitmaps and checksums sit where the offsets say; the table starts at a multiple of 4.
         let w = Int(JournalCodec.writtenBitmapOffset(header: header))
         let d = Int(JournalCodec.durableBitmapOffset(header: header))
+        let t = Int(JournalCodec.checksumTableOffset(header: header))
+        #expect(t % 4 == 0 && t - (d + durable.bytes.count) < 4)
         #expect(Array(bytes[w..<d]) == written.bytes)
-        #expect(Array(bytes[d...]) == durable.bytes)
+        #expect(Array(bytes[d..<(d + durable.bytes.count)]) == durable.bytes)
+        #expect(bytes[(d + durable.bytes.count)..<t].allSatisfy { $0 == 0 })
+        for k in [0, header.chunkCount / 2, header.chunkCount - 1] where k >= 0 && k < header.chunkCount {
+            let at = Int(JournalCodec.checksumOffset(header: header, chunk: k))
+            #expect(Array(bytes[at..<(at + 4)]) == JournalCodec.encodeChecksum(crcs[k]))
+        }
+        // Without checksums given, every entry is 0: no chunk is vouched for.
+        let plain = try JournalCodec.decode(JournalCodec.encode(header: header, written: written, durable: durable))
+        #expect(plain.chunkCRCs.allSatisfy { $0 == 0 })
     }
 
     @Test func theDocumentedExampleLayout() throws {
@@ -131,10 +144,11 @@ struct CodecTests {
         #expect(JournalCodec.bootRecordOffset(header: header) == 123)
         #expect(JournalCodec.writtenBitmapOffset(header: header) == 187)
         #expect(JournalCodec.durableBitmapOffset(header: header) == 189)
-        #expect(JournalCodec.encodedLength(header: header) == 191)
+        #expect(JournalCodec.checksumTableOffset(header: header) == 192)
+        #expect(JournalCodec.encodedLength(header: header) == 232)
         let bytes = JournalCodec.encode(header: header, written: ChunkBitmap(count: 10), durable: ChunkBitmap(count: 10))
         #expect(Array(bytes[0..<8]) == Array("SGGTJRNL".utf8))
-        #expect(bytes[8] == 1 && bytes[9] == 0)
+        #expect(bytes[8] == 2 && bytes[9] == 0)
         #expect(bytes[10] == 1)  // ETag present, Last-Modified absent
         #expect(bytes[12] == 123)
     }

@@ -33,7 +33,9 @@ struct DamageTests {
 
     @Test func everyTruncationIsRejected() {
         let full = image
-        #expect(full.count == JournalCodec.headerLength(of: header) + 64 + 20)
+        // Header, boot record, two 10-byte bitmaps, padding to a multiple of 4, 78 checksums.
+        let bitmapsEnd = JournalCodec.headerLength(of: header) + 64 + 20
+        #expect(full.count == (bitmapsEnd + 3) / 4 * 4 + 4 * 78)
         for length in 0..<full.count {
             let error = decodeError(Array(full[0..<length]))
             #expect(error == .truncated, "a journal cut to \(length) of \(full.count) bytes")
@@ -59,16 +61,27 @@ struct DamageTests {
         #expect(kinds.contains { if case .unsupportedVersion = $0 { true } else { false } })
     }
 
-    @Test func bitmapFlipsAreNotCheckedButStayInBounds() {
-        // The bitmaps are updated in place a byte at a time, so no checksum covers them; a flipped bit
-        // decodes as a different, well-formed bitmap (padding bits excepted).
+    @Test func bitmapAndChecksumFlipsAreNotCheckedHereButStayInBounds() {
+        // The bitmaps and checksums are updated in place, so no checksum covers them; a flipped bit
+        // decodes as a different, well-formed journal (padding bits excepted). What catches it is the
+        // resume's check of each claimed chunk's bytes against its checksum.
         let full = image
         let start = Int(JournalCodec.writtenBitmapOffset(header: header))
+        let padding = Int(JournalCodec.durableBitmapOffset(header: header)) + 10..<Int(JournalCodec.checksumTableOffset(header: header))
+        #expect(!padding.isEmpty)
         for byte in start..<full.count {
             var damaged = full
             damaged[byte] ^= 0x01
-            #expect(decodeError(damaged) == nil)
+            #expect(decodeError(damaged) == (padding.contains(byte) ? .nonZeroPadding : nil), "byte \(byte)")
         }
+    }
+
+    @Test func aVersion1JournalIsRefused() {
+        // Version 1 had no checksums: its bitmaps alone cannot vouch for any byte.
+        var old = image
+        old[8] = 1
+        #expect(decodeError(old) == .unsupportedVersion(1))
+        #expect(decodeError(resealed(old)) == .unsupportedVersion(1))
     }
 
     @Test func wrongMagic() {
@@ -82,11 +95,11 @@ struct DamageTests {
 
     @Test func futureVersion() {
         var damaged = image
-        damaged[8] = 2
-        #expect(decodeError(damaged) == .unsupportedVersion(2))
+        damaged[8] = 3
+        #expect(decodeError(damaged) == .unsupportedVersion(3))
         damaged[8] = 0
         #expect(decodeError(damaged) == .unsupportedVersion(0))
-        #expect(JournalDecodeError.unsupportedVersion(2).description.contains("version 2"))
+        #expect(JournalDecodeError.unsupportedVersion(3).description.contains("version 3"))
     }
 
     @Test func geometryMismatches() {
@@ -126,7 +139,7 @@ struct DamageTests {
         damaged[writtenStart + 9] |= 0x80
         #expect(decodeError(damaged) == .bitmapPaddingBitsSet)
         damaged = image
-        damaged[damaged.count - 1] |= 0x40
+        damaged[Int(JournalCodec.durableBitmapOffset(header: header)) + 9] |= 0x40
         #expect(decodeError(damaged) == .bitmapPaddingBitsSet)
     }
 
@@ -179,7 +192,7 @@ struct DamageTests {
     @Test func everyErrorReadsAsASentence() {
         let all: [JournalDecodeError] = [
             .truncated, .badMagic, .unsupportedVersion(9), .headerChecksumMismatch, .malformedHeader,
-            .inconsistentGeometry, .bitmapPaddingBitsSet, .trailingBytes,
+            .inconsistentGeometry, .bitmapPaddingBitsSet, .trailingBytes, .nonZeroPadding,
         ]
         for error in all {
             #expect(error.description.first?.isUppercase == true && error.description.hasSuffix("."))

@@ -16,9 +16,9 @@ struct JournalFileTests {
         let journal = try Journal.create(path: path, header: header)
         #expect(try system_lstat_mode(path).get() & 0o777 == 0o600)
         #expect(PosixFile.fileSize(path: path) == JournalCodec.encodedLength(header: header))
-        for chunk in [0, 1, 2, 9] { try journal.markWritten(chunk: chunk) }
+        for chunk in [0, 1, 2, 9] { try journal.markWritten(chunk: chunk, crc: 0xC0DE_0000 + UInt32(chunk)) }
         try journal.checkpoint(syncingData: data)
-        for chunk in [3, 19] { try journal.markWritten(chunk: chunk) }
+        for chunk in [3, 19] { try journal.markWritten(chunk: chunk, crc: 0xC0DE_0000 + UInt32(chunk)) }
         #expect(journal.durable.setIndices == [0, 1, 2, 9])
         #expect(journal.written.setIndices == [0, 1, 2, 3, 9, 19])
         journal.close()
@@ -26,6 +26,9 @@ struct JournalFileTests {
         // Same boot: the written bitmap is trusted.
         let (same, trustedSame) = try Journal.open(path: path, currentBootID: "boot-A")
         #expect(trustedSame.setIndices == [0, 1, 2, 3, 9, 19])
+        for chunk in 0..<20 {
+            #expect(same.chunkCRCs[chunk] == ([0, 1, 2, 3, 9, 19].contains(chunk) ? 0xC0DE_0000 + UInt32(chunk) : 0))
+        }
         #expect(same.durable.setIndices == [0, 1, 2, 9])
         same.close()
 

@@ -37,11 +37,13 @@ struct JournalFuzzTests {
             #expect(decoded.written.count == decoded.header.chunkCount)
             #expect(decoded.durable.count == decoded.header.chunkCount)
             #expect(decoded.header.totalLength >= 0 && decoded.header.chunkSize > 0)
-            let again = JournalCodec.encode(header: decoded.header, written: decoded.written, durable: decoded.durable)
+            let again = JournalCodec.encode(
+                header: decoded.header, written: decoded.written, durable: decoded.durable, chunkCRCs: decoded.chunkCRCs)
             let redecoded = try? JournalCodec.decode(again)
             #expect(redecoded?.header == decoded.header, "round \(round)")
             #expect(redecoded?.written == decoded.written)
             #expect(redecoded?.durable == decoded.durable)
+            #expect(redecoded?.chunkCRCs == decoded.chunkCRCs)
         }
         // Bitmap-only edits and boot-record edits are accepted by design; make sure the fuzzer got there.
         #expect(accepted > 0)
@@ -54,7 +56,7 @@ struct JournalFuzzTests {
             for _ in 0..<rng.below(300) { bytes.append(UInt8(truncatingIfNeeded: rng.next())) }
             if rng.below(2) == 0, bytes.count > 16 {
                 // A plausible version and a header length within the buffer, then resealed.
-                bytes[8] = 1
+                bytes[8] = UInt8(JournalCodec.currentVersion)
                 bytes[9] = 0
                 let length = min(bytes.count, 40 + rng.below(200))
                 for k in 0..<4 { bytes[12 + k] = UInt8(truncatingIfNeeded: length >> (8 * k)) }

@@ -13,6 +13,8 @@ enum RecorderFlaw: CaseIterable, Sendable {
     case checkpointWithoutDataSync
     /// Ignores reboots: always presents the first boot's ID, so the written bitmap is always trusted.
     case trustWrittenAfterReboot
+    /// Writes durable bits without first syncing the chunk checksums written since the last sync.
+    case durableBitBeforeChecksumSync
 }
 
 /// What one simulated download went through.
@@ -49,6 +51,9 @@ func runTrial(seed: UInt64, flaw: RecorderFlaw) -> TrialReport {
     // The old contents of the preallocated file differ from the right data at every byte, so a claimed
     // chunk that is not on disk can never pass by luck.
     let garbage = expected.map { $0 ^ UInt8.random(in: 1...255, using: &rng) }
+    let expectedCRCs = (0..<chunkCount).map { chunk in
+        CRC32C.checksum(expected[(chunk * Int(chunkSize))..<min(expected.count, (chunk + 1) * Int(chunkSize))])
+    }
     let clock = CrashClock()
     let data = SimulatedDisk(contents: garbage, clock: clock, seed: rng.next())
     let journalDisk = SimulatedDisk(contents: [], clock: clock, seed: rng.next())
@@ -94,14 +99,19 @@ func runTrial(seed: UInt64, flaw: RecorderFlaw) -> TrialReport {
                 created = true
             }
             guard let journal else { return report }
+            if flaw == .durableBitBeforeChecksumSync { journal.syncsChecksumsBeforeDurableBits = false }
 
             // The guarantee: every trusted chunk's exact data is on the disk the process now sees.
             for chunk in trusted.setIndices {
                 let range = template.byteRange(ofChunk: chunk)
                 let slice = Int(range.lowerBound)..<Int(range.upperBound)
+                let how = lastDeath?.powerCut == true ? "a power cut" : "kill -9"
                 if !data.cache[slice].elementsEqual(expected[slice]) {
-                    let how = lastDeath?.powerCut == true ? "a power cut" : "kill -9"
                     violation("after \(how), chunk \(chunk) is trusted but its data is not on disk")
+                }
+                // And the checksum a resume checks the data against is the right one, so a resume keeps it.
+                if journal.chunkCRCs[chunk] != expectedCRCs[chunk] {
+                    violation("after \(how), chunk \(chunk) is trusted but its checksum on disk is \(journal.chunkCRCs[chunk])")
                 }
             }
             if let death = lastDeath, let before = death.written {
@@ -125,7 +135,8 @@ func runTrial(seed: UInt64, flaw: RecorderFlaw) -> TrialReport {
             lastDeath = nil
 
             try fetch(
-                journal: journal, trusted: trusted, data: data, expected: expected, flaw: flaw, rng: &rng)
+                journal: journal, trusted: trusted, data: data, expected: expected, crcs: expectedCRCs, flaw: flaw,
+                rng: &rng)
             // Finished without dying: cut the power once more; a final resume must trust everything.
             lastDeath = (journal.written, true)
             data.powerCut()
@@ -154,8 +165,8 @@ func runTrial(seed: UInt64, flaw: RecorderFlaw) -> TrialReport {
 
 /// Fetches every chunk not in `trusted` the way the engine does, recording progress with the flaw.
 private func fetch(
-    journal: Journal, trusted: ChunkBitmap, data: SimulatedDisk, expected: [UInt8], flaw: RecorderFlaw,
-    rng: inout SplitMix64
+    journal: Journal, trusted: ChunkBitmap, data: SimulatedDisk, expected: [UInt8], crcs: [UInt32],
+    flaw: RecorderFlaw, rng: inout SplitMix64
 ) throws(Errno) {
     let header = journal.header
     var remaining = (0..<header.chunkCount).filter { !trusted[$0] }.shuffled(using: &rng)
@@ -190,7 +201,7 @@ private func fetch(
             if inFlight[k].next == end {
                 let chunk = inFlight[k].chunk
                 inFlight.remove(at: k)
-                try journal.markWritten(chunk: chunk)
+                try journal.markWritten(chunk: chunk, crc: crcs[chunk])
                 if flaw == .durableBitWithWrittenBit { try writeDurableBitAtOnce(journal, chunk) }
             }
         } else if action < 90 {

@@ -201,7 +201,7 @@ final class FetchEngine {
     private var changed: String?
     private var ignored: String?
 
-    private var prefixChunks = 0
+    var prefixChunks = 0
     private var streamPrefix: Int64 = 0
     /// What may happen only once the writer has written everything handed over up to a ticket: the
     /// journal bit of a chunk, a progress slot, the hasher's prefix. In ticket order.
@@ -214,10 +214,17 @@ final class FetchEngine {
     private var afterWritesDone = 0
     /// Chunks whose bytes are in the file (for the hasher's prefix), unlike `scheduler.finished`,
     /// which counts chunks as soon as their last byte is received.
-    private var inFile: [Bool] = []
+    var inFile: [Bool] = []
     /// Bytes received from the network in this run.
     private(set) var receivedBytes: Int64 = 0
     private var finishedBytes: Int64 = 0
+    /// The CRC-32C of each chunk's bytes as they are handed to the writer (see `ChunkVouching.swift`).
+    let chunkCRCs: ChunkChecksums
+    /// Checks the chunks a resumed journal claims, behind the download (see `vouch(with:)`).
+    var vouching: ChunkVoucher?
+    /// Claimed chunks whose bytes did not match their checksum, and their bytes: fetched again.
+    var rejectedChunks = 0
+    var rejectedBytes: Int64 = 0
     private var rateSamples: [(Double, Int64)] = []
     private var startedAt = 0.0
     private var totalRedials = 0
@@ -239,6 +246,7 @@ final class FetchEngine {
         self.journal = journal
         self.plan = plan
         self.interrupt = interrupt
+        chunkCRCs = ChunkChecksums(plan: plan)
         let n = target.ranged ? settings.connections : 1
         sources = target.sources
         workerLimit = target.ranged && settings.autoConnections ? min(n, FetchEngine.autoInitial) : n
@@ -257,6 +265,10 @@ final class FetchEngine {
         for k in 0..<plan.chunkCount where scheduler.finished[k] { finishedBytes += Int64(plan.byteRange(ofChunk: k).count) }
         prefixChunks = scheduler.finishedPrefix(from: 0)
         inFile = scheduler.finished
+        if target.ranged && journal != nil {
+            // Checksummed beside the write, off the fetch loop, from the very buffer that is written.
+            writer.besideWrite = { [chunkCRCs] bytes, offset in chunkCRCs.add(bytes, at: offset) }
+        }
     }
 
     // MARK: The loop
@@ -275,6 +287,7 @@ final class FetchEngine {
             runAfterWrites(waiting: true)
             recordFinalSlots()
             checkpointThread?.stop()
+            vouching?.stop()
         }
         if target.ranged {
             onPrefix?(plan.byteRange(ofChunks: 0..<prefixChunks).upperBound)
@@ -314,6 +327,7 @@ final class FetchEngine {
             flushRemovals()
             resumePausedTransfers()
             runAfterWrites()
+            collectVouched()
             try throwIfStopped()
             if now - lastTick >= settings.progressInterval {
                 lastTick = now
@@ -352,19 +366,22 @@ final class FetchEngine {
             switch action {
             case .chunk(let k):
                 do {
-                    try journal?.markWritten(chunk: k)
+                    // A chunk without a checksum (see `ChunkChecksums`) is not claimed: a resume fetches it.
+                    if let crc = chunkCRCs.takeFinished(k) {
+                        try journal?.markWritten(chunk: k, crc: crc)
+                    } else {
+                        trace("chunk \(k) has no checksum; not recorded in the journal")
+                    }
                 } catch {
                     if fatalError == nil {
                         fatalError = SeggetError(.fileSystem, "could not update the journal: \(error). Free some space or fix permissions, then run the same command to resume.")
                     }
                 }
-                inFile[k] = true
-                if k == prefixChunks {
-                    while prefixChunks < inFile.count && inFile[prefixChunks] { prefixChunks += 1 }
-                    onPrefix?(plan.byteRange(ofChunks: 0..<prefixChunks).upperBound)
-                }
+                markInFile(k)
             case .slot(let id, let chunk, let upTo):
-                try? progressSlots?.record(slot: id, chunk: chunk, upTo: upTo)
+                if let crc = chunkCRCs.crc(ofChunk: chunk, upTo: upTo) {
+                    try? progressSlots?.record(slot: id, chunk: chunk, upTo: upTo, crc: crc)
+                }
             case .stream(let p):
                 if p > streamPrefix {
                     streamPrefix = p
@@ -385,9 +402,28 @@ final class FetchEngine {
         guard let slots = progressSlots, target.ranged, (try? writer.completedTicket()) == writer.submitted else { return }
         for w in workers where !w.isDuplicate && w.staging != nil && w.pos > 0 && w.pos < plan.totalLength {
             let k = plan.chunk(containing: w.pos - 1)
-            guard !scheduler.finished[k], w.pos < plan.byteRange(ofChunk: k).upperBound, w.pos > w.slotPos else { continue }
-            try? slots.record(slot: w.id, chunk: k, upTo: w.pos)
+            guard !scheduler.finished[k], w.pos < plan.byteRange(ofChunk: k).upperBound, w.pos > w.slotPos,
+                let crc = chunkCRCs.crc(ofChunk: k, upTo: w.pos)
+            else { continue }
+            try? slots.record(slot: w.id, chunk: k, upTo: w.pos, crc: crc)
         }
+    }
+
+    /// Chunk `k`'s bytes are in the file (written in this run, or kept and vouched for): the finished
+    /// prefix may grow.
+    func markInFile(_ k: Int) {
+        inFile[k] = true
+        if k == prefixChunks {
+            while prefixChunks < inFile.count && inFile[prefixChunks] { prefixChunks += 1 }
+            onPrefix?(plan.byteRange(ofChunks: 0..<prefixChunks).upperBound)
+        }
+    }
+
+    /// Chunk `k`, counted as finished, is fetched again (its kept bytes failed their check).
+    func reopen(_ k: Int) {
+        guard scheduler.finished[k] else { return }
+        scheduler.reopen(k)
+        finishedBytes -= Int64(plan.byteRange(ofChunk: k).count)
     }
 
     /// Ends the loop with whatever a transfer decided for the whole download.
@@ -398,7 +434,8 @@ final class FetchEngine {
     }
 
     private var isDone: Bool {
-        if target.ranged { return scheduler.isComplete }
+        // Nothing is finished before every chunk kept from an earlier run was vouched for.
+        if target.ranged { return scheduler.isComplete && (vouching?.isDone ?? true) }
         let w = workers[0]
         return !w.active && w.waitUntil == nil && w.pos >= w.end
     }

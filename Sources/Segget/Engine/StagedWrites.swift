@@ -43,6 +43,10 @@ final class StagedWriter: @unchecked Sendable {
     /// Called on the loop thread with every run of bytes as it is handed over (to feed the hasher's
     /// memory window); the bytes are valid only during the call.
     var onFlush: ((UnsafeRawBufferPointer, Int64) -> Void)?
+    /// Called on another thread with every run of bytes while the writer writes it (the buffer is reused
+    /// only after both returned): work on the written bytes that must not hold up the fetch loop, such
+    /// as the chunk checksums of the journal. Set before the first hand-over.
+    var besideWrite: (@Sendable (UnsafeRawBufferPointer, Int64) -> Void)?
 
     private let queue = DispatchQueue(label: "segget.writer")
     private let lock = ConditionLock()
@@ -160,8 +164,16 @@ final class StagedWriter: @unchecked Sendable {
         let ticket = submitted
         s.buffer = takeBuffer()
         lock.withLock { inFlight += 1 }
+        let beside = besideWrite
         queue.async { [self] in
+            let alongside = DispatchGroup()
+            if let beside {
+                DispatchQueue.global(qos: .userInitiated).async(group: alongside) {
+                    beside(UnsafeRawBufferPointer(start: job.buffer.base + Int(job.range.lowerBound - job.window), count: job.range.count), job.range.lowerBound)
+                }
+            }
             let error = lock.withLock { failure } == nil ? write(job) : nil
+            alongside.wait()
             lock.withLock {
                 if let error, failure == nil { failure = error }
                 completed = ticket

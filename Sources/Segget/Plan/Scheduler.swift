@@ -247,6 +247,16 @@ public struct Scheduler: Sendable {
         addFree((r.lowerBound + 1)..<r.upperBound)
     }
 
+    /// Chunk `k`, counted as finished, must be fetched again after all (its kept bytes failed their
+    /// check): it becomes unfinished and goes back to the pool. Nobody holds a finished chunk, so no
+    /// worker is affected.
+    public mutating func reopen(_ k: Int) {
+        guard finished[k] else { return }
+        finished[k] = false
+        finishedCount -= 1
+        addFree(k..<(k + 1))
+    }
+
     /// Worker `w` stops for good (failed, or cancelled): everything it held returns to the pool.
     public mutating func abandon(_ w: Int) {
         if let r = runs[w] {
