@@ -32,7 +32,9 @@ let package = Package(
         // Digests: hashing, checksum specs, server digest headers.
         .target(name: "SeggetVerify", dependencies: ["CCrypto"]),
         // The resume journal: chunk bitmap, on-disk codec, checkpoint discipline.
-        .target(name: "SeggetJournal"),
+        // CRC-32C with the CPU's crc32 instruction where it has one (header-only C, no flags).
+        .systemLibrary(name: "CCRC32C"),
+        .target(name: "SeggetJournal", dependencies: ["CCRC32C"]),
         // The engine: probe, plan, fetch, storage, download orchestration.
         .target(name: "Segget", dependencies: ["CCurl", "SeggetVerify", "SeggetJournal"]),
         // SQLite for the download queue's durable state.

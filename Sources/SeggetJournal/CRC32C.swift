@@ -1,10 +1,13 @@
+import CCRC32C
+
 /// CRC-32C (Castagnoli: reflected polynomial 0x82F63B78, initial value and final XOR 0xFFFFFFFF), as
 /// used by iSCSI, ext4 and SCTP. `CRC32C.checksum("123456789")` is 0xE3069283.
 ///
-/// The journal keeps one per finished chunk so that a resume can vouch for the bytes it keeps. Slicing
-/// by 16 (sixteen 256-entry tables, 16 KiB that stay in the L1 cache, sixteen bytes per step) computed
-/// 2,010–2,210 MiB/s on the 2-core VM (`swiftc -O`, 256 MiB, best of 5, other builds running), against
-/// 1,580–1,680 MiB/s by 8 and 150 MiB/s a byte at a time.
+/// The journal keeps one per finished chunk so that a resume can vouch for the bytes it keeps. On
+/// x86-64 the CPU's SSE 4.2 `crc32` instruction computes it (6,900–8,900 MiB/s measured on the 2-core
+/// VM); elsewhere slicing by 16 (sixteen 256-entry tables, 16 KiB that stay in the L1 cache, sixteen
+/// bytes per step) computed 2,010–2,210 MiB/s (`swiftc -O`, 256 MiB, best of 5, other builds
+/// running), against 1,580–1,680 MiB/s by 8 and 150 MiB/s a byte at a time.
 public enum CRC32C {
     /// `tables[t * 256 + b]`: the CRC of byte `b` followed by `t` zero bytes.
     private static let tables: [UInt32] = {
@@ -81,6 +84,18 @@ public enum CRC32C {
     /// The checksum of the bytes whose checksum is `crc`, followed by `bytes`: a running checksum can be
     /// continued piece by piece. `update(0, …)` starts one.
     public static func update(_ crc: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
+        guard !bytes.isEmpty, let base = bytes.baseAddress else { return crc }
+        if hardware {
+            return ~segget_crc32c_hw(~crc, base.assumingMemoryBound(to: UInt8.self), bytes.count)
+        }
+        return updateWithTables(crc, bytes)
+    }
+
+    /// The CPU has the SSE 4.2 `crc32` instruction (x86-64): about 4 times as fast as the tables.
+    static let hardware = segget_crc32c_hw_available() != 0
+
+    /// `update` without the CPU's instruction (other CPUs, and the tests that compare both).
+    static func updateWithTables(_ crc: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
         guard var p = bytes.baseAddress, !bytes.isEmpty else { return crc }
         var left = bytes.count
         var c = ~crc

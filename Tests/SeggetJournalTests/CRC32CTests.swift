@@ -30,10 +30,20 @@ struct CRC32CTests {
             for start in 0..<9 {
                 for length in 0...(bytes.count - start) where length < 40 || length % 13 == 0 {
                     let piece = UnsafeRawBufferPointer(rebasing: all[start..<(start + length)])
-                    #expect(CRC32C.checksum(piece) == Self.reference(Array(piece)), "start \(start), length \(length)")
+                    let want = Self.reference(Array(piece))
+                    #expect(CRC32C.checksum(piece) == want, "start \(start), length \(length)")
+                    // Both paths, whichever one this CPU uses for `checksum`.
+                    #expect(CRC32C.updateWithTables(0, piece) == want, "tables: start \(start), length \(length)")
                 }
             }
         }
+    }
+
+    /// The x86-64 build uses the CPU's `crc32` instruction (every x86-64 CPU since 2008 has it).
+    @Test func theInstructionIsUsedWhereTheCPUHasIt() {
+        #if arch(x86_64)
+        #expect(CRC32C.hardware)
+        #endif
     }
 
     @Test func continuingPieceByPieceEqualsTheWhole() {

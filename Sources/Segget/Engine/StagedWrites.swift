@@ -43,9 +43,12 @@ final class StagedWriter: @unchecked Sendable {
     /// Called on the loop thread with every run of bytes as it is handed over (to feed the hasher's
     /// memory window); the bytes are valid only during the call.
     var onFlush: ((UnsafeRawBufferPointer, Int64) -> Void)?
-    /// Called on another thread with every run of bytes while the writer writes it (the buffer is reused
-    /// only after both returned): work on the written bytes that must not hold up the fetch loop, such
-    /// as the chunk checksums of the journal. Set before the first hand-over.
+    /// Called on the writer thread with every run of bytes just before it is written (the buffer is
+    /// reused only after both): work on the written bytes that must not hold up the fetch loop, such as
+    /// the chunk checksums of the journal. With the CPU's CRC instruction a 256 KiB buffer takes about
+    /// 30 µs, less than handing it to another thread and waiting for it cost (1 GiB uncapped, 3 runs
+    /// each, interleaved with runs without checksums: 0.86–1.05 s that way against 0.62–0.64 s; inline
+    /// 0.73–0.92 s against 0.69–0.93 s). Set before the first hand-over.
     var besideWrite: (@Sendable (UnsafeRawBufferPointer, Int64) -> Void)?
 
     private let queue = DispatchQueue(label: "segget.writer")
@@ -166,14 +169,8 @@ final class StagedWriter: @unchecked Sendable {
         lock.withLock { inFlight += 1 }
         let beside = besideWrite
         queue.async { [self] in
-            let alongside = DispatchGroup()
-            if let beside {
-                DispatchQueue.global(qos: .userInitiated).async(group: alongside) {
-                    beside(UnsafeRawBufferPointer(start: job.buffer.base + Int(job.range.lowerBound - job.window), count: job.range.count), job.range.lowerBound)
-                }
-            }
+            beside?(UnsafeRawBufferPointer(start: job.buffer.base + Int(job.range.lowerBound - job.window), count: job.range.count), job.range.lowerBound)
             let error = lock.withLock { failure } == nil ? write(job) : nil
-            alongside.wait()
             lock.withLock {
                 if let error, failure == nil { failure = error }
                 completed = ticket
