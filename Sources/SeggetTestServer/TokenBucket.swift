@@ -17,7 +17,8 @@ struct TokenBucket {
         let newRate = Double(bytesPerSecond)
         if newRate == rate { return }
         rate = newRate
-        sliceSize = Int(min(64 * 1024, max(512, newRate / 50)))
+        // Below 512 B/s a slice is as small as one second's worth: a trickle must never pause for long.
+        sliceSize = Int(min(64 * 1024, max(min(512, newRate), newRate / 50)))
         burst = Double(2 * sliceSize)
         tokens = min(tokens, Double(sliceSize))
         last = MonotonicClock.seconds
