@@ -102,9 +102,12 @@ final class Worker {
     var stop = StopReason.none
     var isDuplicate = false
 
-    /// What the current HTTP request asked for, half-open.
+    /// What the current HTTP request asked for, half-open; `requestEnd` moves down to where a shorter
+    /// answer ends.
     var requestStart: Int64 = 0
     var requestEnd: Int64 = 0
+    /// Where this worker's bytes in its current chunk begin (for progress).
+    var progressFrom: Int64 = 0
     /// Next byte to write, and where this worker must stop (≤ requestEnd; shrinks when robbed).
     var pos: Int64 = 0
     var end: Int64 = 0
@@ -493,7 +496,8 @@ final class FetchEngine {
 
     /// Starts (or restarts) `w` on `bytes`, reusing a kept-alive connection unless `fresh` forces a new
     /// TCP connection; `newPath` also gives it a random source port (see `randomSourcePort`).
-    private func start(_ w: Worker, bytes: Range<Int64>, fresh: Bool = false, newPath: Bool = false) {
+    /// `continuing` asks for the rest after a shorter answer: the same transfer to the rate rules.
+    private func start(_ w: Worker, bytes: Range<Int64>, fresh: Bool = false, newPath: Bool = false, continuing: Bool = false) {
         if w.staging == nil { w.staging = writer.makeStaging() }
         settle(w)
         let e = w.easy
@@ -520,16 +524,20 @@ final class FetchEngine {
         e.collectHeaders(into: w.headCollector)
         w.validated = false
         w.stop = .none
+        // Bytes of the chunk this worker already received before `bytes` still count as progress.
+        if bytes.lowerBound != w.pos { w.progressFrom = bytes.lowerBound }
         w.requestStart = bytes.lowerBound
         w.requestEnd = bytes.upperBound
         w.pos = bytes.lowerBound
         w.end = bytes.upperBound
         w.chunkEnd = target.ranged ? plan.byteRange(ofChunk: plan.chunk(containing: w.pos)).upperBound : bytes.upperBound
-        w.transferStartedAt = monotonicSeconds()
-        w.lastByteAt = w.transferStartedAt
+        w.lastByteAt = monotonicSeconds()
         w.slotPos = w.pos
-        w.transferBytes = 0
-        w.samples = []
+        if !continuing {
+            w.transferStartedAt = w.lastByteAt
+            w.transferBytes = 0
+            w.samples = []
+        }
         w.waitUntil = nil
         w.rampStart = false
         w.paused = false
@@ -587,7 +595,8 @@ final class FetchEngine {
         }
         var offset = 0
         while offset < n {
-            let room = w.end - w.pos
+            // The assignment can reach past a shorter answer's end (see `ContentRange.Answer.prefix`).
+            let room = min(w.end, w.requestEnd) - w.pos
             if room <= 0 {
                 if w.requestEnd > w.end {
                     w.stop = .reachedEnd
@@ -691,7 +700,13 @@ final class FetchEngine {
                 w.stop = .resourceChanged("its length changed from \(target.totalLength ?? 0) to \(total) bytes")
                 return
             }
-            guard cr.first == w.requestStart, cr.last == w.requestEnd - 1 else {
+            switch cr.answer(asked: w.requestStart..<w.requestEnd, total: target.totalLength) {
+            case .whole:
+                break
+            case .prefix(let end):
+                // An honest shorter answer: take it, and `finish` asks for the rest (not a failure).
+                w.requestEnd = end
+            case .mismatch:
                 w.stop = .retry("asked for bytes \(asked), the server sent \(h.value("content-range") ?? "?")", after: nil, kind: .protocolViolation)
                 return
             }
@@ -756,6 +771,11 @@ final class FetchEngine {
             }
             if w.pos >= w.end {
                 if target.ranged { becomeIdle(w) }
+            } else if target.ranged && code == .ok && w.pos == w.requestEnd {
+                // The server answered a shorter range than asked, in full: ask for the rest at once,
+                // on the same connection, without counting a failure.
+                trace("w\(w.id) continues at \(w.pos) after a shorter answer")
+                start(w, bytes: w.pos..<w.end, continuing: true)
             } else if code == .ok || code == .partialFile {
                 scheduleRetry(w, reason: "the connection ended \(w.end - w.pos) bytes early", after: nil, kind: .network)
             } else if code.isTransient || code == .writeError {
@@ -976,7 +996,7 @@ final class FetchEngine {
             else if w.isDuplicate { state = .racing }
             else { state = .receiving }
             if target.ranged, w.active, !w.isDuplicate, w.pos < w.chunkEnd {
-                completed += w.pos - max(plan.byteRange(ofChunk: plan.chunk(containing: w.pos)).lowerBound, w.requestStart)
+                completed += w.pos - max(plan.byteRange(ofChunk: plan.chunk(containing: w.pos)).lowerBound, w.progressFrom)
             }
             conns.append(ConnectionProgress(id: w.id, state: state, bytesPerSecond: w.rate(now: now, window: 2) ?? 0, remainingBytes: max(0, w.end - w.pos)))
         }
