@@ -185,6 +185,23 @@ import Testing
         #expect(s.nextAssignment(for: 1) == .run(1..<10))
     }
 
+    /// Work a slow connection gave back is spread over the idle workers of one round, not handed
+    /// whole to the first of them while the others wait.
+    @Test func freeRunIsSharedByTheIdleWorkersOfARound() {
+        var s = Scheduler(plan: plan(10), connections: 1)
+        s.releaseNotStarted(of: 0)
+        #expect(s.nextAssignment(for: 1, thieves: 3) == .run(1..<4))
+        #expect(s.nextAssignment(for: 2, thieves: 2) == .run(4..<7))
+        #expect(s.nextAssignment(for: 3, thieves: 1) == .run(7..<10))
+        #expect(s.free.isEmpty)
+        // More idle workers than chunks: one chunk each, the rest get nothing to share.
+        var t = Scheduler(plan: plan(3), connections: 1)
+        t.releaseNotStarted(of: 0)
+        #expect(t.nextAssignment(for: 1, allowDuplicates: false, thieves: 5) == .run(1..<2))
+        #expect(t.nextAssignment(for: 2, allowDuplicates: false, thieves: 4) == .run(2..<3))
+        #expect(t.nextAssignment(for: 3, allowDuplicates: false, thieves: 3) == nil)
+    }
+
     @Test func endGameDuplicatesSlowestAndCancelsLoser() {
         var s = Scheduler(plan: plan(2), connections: 2)
         _ = s.chunkFinished(0, by: 0)
@@ -198,6 +215,21 @@ import Testing
         #expect(s.isComplete)
         #expect(s.run(of: 1) == nil)
         #expect(s.duplicates.isEmpty)
+    }
+
+    /// A racer that is slow too (the server slows some requests, and the racer drew one) does not
+    /// leave the chunk stuck: another idle worker may race it, up to `maxRacers`.
+    @Test func aSlowRacerGetsCompanyUpToTheLimit() {
+        var s = Scheduler(plan: plan(1), connections: 1)
+        #expect(s.nextAssignment(for: 1, remainingSeconds: { _ in 9 }, minRemainingSeconds: 0.5, maxRacers: 2) == .duplicate(chunk: 0, owner: 0))
+        // The first racer is fast: no second one.
+        #expect(s.nextAssignment(for: 2, remainingSeconds: { $0 == 1 ? 0.1 : 9 }, minRemainingSeconds: 0.5, maxRacers: 2) == nil)
+        // Slow as well: a second racer, but never a third.
+        #expect(s.nextAssignment(for: 2, remainingSeconds: { _ in 9 }, minRemainingSeconds: 0.5, maxRacers: 2) == .duplicate(chunk: 0, owner: 0))
+        #expect(s.nextAssignment(for: 3, remainingSeconds: { _ in 9 }, minRemainingSeconds: 0.5, maxRacers: 2) == nil)
+        // Whoever wins, the other two are cancelled.
+        #expect(s.chunkFinished(0, by: 2) == [0, 1])
+        #expect(s.isComplete && s.duplicates.isEmpty)
     }
 
     @Test func racesOnlyChunksExpectedToTakeAWhile() {
