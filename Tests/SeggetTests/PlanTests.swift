@@ -321,3 +321,121 @@ import Testing
         for (_, k) in s.duplicates { #expect(!s.finished[k]) }
     }
 }
+
+@Suite struct SlowConnectionRuleTests {
+    typealias Observation = SlowConnectionRule.Observation
+    static let mib: Int64 = 1 << 20
+
+    /// Half a second at `mibPerSecond`, with `held` seconds of it held back by segget.
+    static func seen(_ id: Int, _ mibPerSecond: Double, held: Double = 0, left: Int64 = 8 << 20, redials: Int = 0) -> Observation {
+        Observation(id: id, bytes: Int64(mibPerSecond * 0.5 * Double(mib)), seconds: 0.5, heldSeconds: held, remainingBytes: left, consecutiveRedials: redials)
+    }
+
+    @Test func aConnectionFarBelowTheMedianIsRedialled() {
+        var rule = SlowConnectionRule(maxTotalRedials: 24)
+        let v = rule.judge([Self.seen(0, 16), Self.seen(1, 16), Self.seen(2, 15), Self.seen(3, 2)], now: 0)
+        #expect(v.map(\.id) == [3])
+        #expect(v.first?.action == .redial)
+        #expect(rule.typical == Double(16 << 20))
+        #expect(rule.totalRedials == 1)
+        // 0.4 of the median is the line; a connection at half of it is left alone.
+        #expect(rule.judge([Self.seen(0, 16), Self.seen(1, 16), Self.seen(2, 8)], now: 0).isEmpty)
+    }
+
+    /// At the end of a download the connections still receiving are the slow ones: they are judged
+    /// against the rates their peers had before running out of work, not against each other.
+    @Test func theTailIsJudgedAgainstPeersThatJustFinished() {
+        var rule = SlowConnectionRule(maxTotalRedials: 24)
+        // Never three measured: nothing to compare with yet.
+        #expect(rule.judge([Self.seen(0, 16), Self.seen(1, 0.001)], now: 0).isEmpty)
+        _ = rule.judge([Self.seen(0, 16), Self.seen(1, 16), Self.seen(2, 16), Self.seen(3, 16)], now: 1)
+        // Three trickling connections left (an owner and two racers), 0-3 idle since.
+        let tail = [Self.seen(4, 0.000001), Self.seen(5, 0.000002), Self.seen(6, 0.000001)]
+        let v = rule.judge(tail, now: 2)
+        #expect(v.map(\.id) == [4, 5, 6])
+        #expect(v.allSatisfy { $0.action == .redial })
+        // Long after the others finished (past `memory`), the last typical rate still stands.
+        #expect(rule.judge(tail.prefix(2).map { $0 }, now: 30).map(\.id) == [4, 5])
+        // But three fresh measurements replace it: if everything is that slow now, nothing is slow.
+        #expect(rule.judge(tail, now: 31).isEmpty)
+    }
+
+    /// A connection once judged slow that then finished quick requests (each too short to judge)
+    /// must not keep dragging the typical rate down.
+    @Test func finishedRequestsRefreshAConnectionsRate() {
+        var rule = SlowConnectionRule(maxTotalRedials: 24)
+        _ = rule.judge([Self.seen(0, 8), Self.seen(1, 0.001), Self.seen(2, 0.001), Self.seen(3, 0.001)], now: 0)
+        #expect((rule.typical ?? 0) < Double(1 << 20))
+        for id in 1...3 { rule.recordFinished(id: id, bytes: 1 << 20, seconds: 0.13, now: 1) }
+        // A request of a few bytes over a moment says nothing.
+        rule.recordFinished(id: 0, bytes: 10, seconds: 0.001, now: 1)
+        let v = rule.judge([Self.seen(4, 0.001)], now: 2)
+        #expect((rule.typical ?? 0) > Double(7 << 20))
+        #expect(v.map(\.id) == [4])
+    }
+
+    /// Issue 13: connections paused while the writer was behind must not look slow. Held time is
+    /// left out of the connection's own rate, and the typical rate is over the whole window.
+    @Test func timeHeldBackBySeggetIsNotTheNetworksFault() {
+        var rule = SlowConnectionRule(maxTotalRedials: 24)
+        // Connection 3 got a quarter of its peers' bytes, but was held for 0.2 of the 0.5 s:
+        // 1 MiB in 0.3 s free is 3.3 MiB/s against a typical 8 MiB/s, above the 0.4 line.
+        let held = [Self.seen(0, 8), Self.seen(1, 8), Self.seen(2, 8), Self.seen(3, 2, held: 0.2)]
+        #expect(rule.judge(held, now: 0).isEmpty)
+        // The same bytes without the hold are a slow network.
+        var plain = SlowConnectionRule(maxTotalRedials: 24)
+        #expect(plain.judge([Self.seen(0, 8), Self.seen(1, 8), Self.seen(2, 8), Self.seen(3, 2)], now: 0).map(\.id) == [3])
+        // Bytes caught up after a hold make a fast free-time rate but do not raise the median
+        // that the others are measured against (it is taken over the whole window).
+        var burst = SlowConnectionRule(maxTotalRedials: 24)
+        let caughtUp = [Self.seen(0, 16, held: 0.2), Self.seen(1, 16, held: 0.2), Self.seen(2, 16, held: 0.2), Self.seen(3, 16)]
+        #expect(burst.judge(caughtUp, now: 0).isEmpty)
+        #expect(burst.typical == Double(16 << 20))
+    }
+
+    @Test func aConnectionHeldForMostOfTheWindowIsNotJudged() {
+        var rule = SlowConnectionRule(maxTotalRedials: 24)
+        // All held for 0.4 of 0.5 s (the writer stalled the loop): nobody is judged, and the
+        // typical rate is not learnt from such a window either.
+        let stalled = (0..<4).map { Self.seen($0, $0 == 3 ? 0.01 : 8, held: 0.4) }
+        #expect(rule.judge(stalled, now: 0).isEmpty)
+        #expect(rule.typical == nil)
+    }
+
+    @Test func aFirstByteThatTakesFarLongerThanUsualIsSlow() {
+        var rule = SlowConnectionRule(maxTotalRedials: 24)
+        let peers = [Self.seen(0, 8), Self.seen(1, 8), Self.seen(2, 8)]
+        func waiting(_ s: Double) -> Observation {
+            Observation(id: 3, bytes: 0, seconds: 0, waitingForFirstByte: s, remainingBytes: 8 << 20)
+        }
+        // First bytes usually take 0.05 s: at least the window (half a second) of grace.
+        #expect(rule.judge(peers + [waiting(0.45)], now: 0, usualFirstByteWait: 0.05).isEmpty)
+        #expect(rule.judge(peers + [waiting(0.55)], now: 0, usualFirstByteWait: 0.05).map(\.id) == [3])
+        // A server whose first bytes take 0.5 s gets four times that.
+        #expect(rule.judge(peers + [waiting(1.9)], now: 0, usualFirstByteWait: 0.5).isEmpty)
+        #expect(rule.judge(peers + [waiting(2.1)], now: 0, usualFirstByteWait: 0.5).map(\.id) == [3])
+    }
+
+    @Test func redialsAreBoundedThenTheWorkIsTakenAway() {
+        var rule = SlowConnectionRule(maxConsecutiveRedials: 3, maxTotalRedials: 4)
+        let peers = [Self.seen(0, 8), Self.seen(1, 8), Self.seen(2, 8)]
+        #expect(rule.judge(peers + [Self.seen(3, 0.1, redials: 2)], now: 0).first?.action == .redial)
+        #expect(rule.judge(peers + [Self.seen(3, 0.1, redials: 3)], now: 0).first?.action == .keepOnlyTheChunkInFlight)
+        for _ in 0..<3 { _ = rule.judge(peers + [Self.seen(3, 0.1)], now: 0) }
+        #expect(rule.totalRedials == 4)
+        // The download's budget is spent: a slow connection now only loses its not-started work.
+        #expect(rule.judge(peers + [Self.seen(3, 0.1)], now: 0).first?.action == .keepOnlyTheChunkInFlight)
+        #expect(rule.totalRedials == 4)
+    }
+
+    @Test func aSlowConnectionAboutToFinishIsLeftAlone() {
+        var rule = SlowConnectionRule(maxTotalRedials: 24)
+        // 100 KiB left at 0.1 MiB/s is one second: not worth a new connection (> 2 windows needed).
+        let peers = [Self.seen(0, 8), Self.seen(1, 8), Self.seen(2, 8)]
+        #expect(rule.judge(peers + [Self.seen(3, 0.1, left: 50 << 10)], now: 0).isEmpty)
+        #expect(rule.judge(peers + [Self.seen(3, 0.1, left: 200 << 10)], now: 0).map(\.id) == [3])
+        // Too slow a download overall to tell paths apart.
+        var slowAll = SlowConnectionRule(maxTotalRedials: 24)
+        #expect(slowAll.judge([Self.seen(0, 0.2), Self.seen(1, 0.2), Self.seen(2, 0.2), Self.seen(3, 0.01)], now: 0).isEmpty)
+    }
+}
