@@ -50,7 +50,7 @@ struct Connection {
         guard writeHead(plan, closing: closing) else { return false }
         if request.method == "HEAD" { return !closing }
 
-        bucket.configure(bytesPerSecond: prepared.pacing.rate)
+        bucket.configure(bytesPerSecond: prepared.pacing.rate, catchUp: prepared.pacing.catchUp)
         let slowdown = prepared.pacing.slowdown
 
         let total = plan.body.count

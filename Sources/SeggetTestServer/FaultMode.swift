@@ -5,7 +5,8 @@
 /// first N requests for this exact target get `slowrate`) or `slowevery=N&slowrate=1` (every Nth
 /// request for this exact target, counting the first as 1, gets `slowrate`; `slowrate=1` trickles one
 /// byte per second, never silent long enough for a stall timeout). `slowafter=256k` makes a slow
-/// request start at `rate` and drop to `slowrate` only after that many body bytes.
+/// request start at `rate` and drop to `slowrate` only after that many body bytes. `catchup=1` paces
+/// like nginx's `limit_rate`: a client that stopped reading for a while gets the arrears at full speed.
 ///
 /// Counters behind `times` and `after` are kept per exact request target (path and query), so two
 /// tests using different parameters never share them.
@@ -70,12 +71,12 @@ struct Route {
     /// `rate`; any other request gets `rate`. A nil rate means unthrottled.
     func pacing(forRemotePort remotePort: Int, requestNumber: Int) -> Pacing {
         let rate = params["rate"].flatMap(URLText.parseRate)
-        guard let slow = params["slowrate"].flatMap(URLText.parseRate) else { return Pacing(rate: rate) }
+        guard let slow = params["slowrate"].flatMap(URLText.parseRate) else { return Pacing(rate: rate, catchUp: flag("catchup")) }
         var isSlow = false
         if let ports = params["slowports"], ports.contains(Character(String(remotePort % 10))) { isSlow = true }
         if let first = int("slowfirst"), requestNumber <= first { isSlow = true }
         if let every = int("slowevery"), every > 0, Int64(requestNumber) % every == 0 { isSlow = true }
-        guard isSlow else { return Pacing(rate: rate) }
+        guard isSlow else { return Pacing(rate: rate, catchUp: flag("catchup")) }
         if let after = params["slowafter"].flatMap(URLText.parseRate) {
             return Pacing(rate: rate, slowdown: (after: after, rate: slow))
         }
@@ -98,8 +99,9 @@ struct Route {
 }
 
 /// How fast one response's body goes out: `rate` (nil: unthrottled), then `slowdown.rate` once
-/// `slowdown.after` body bytes were sent.
+/// `slowdown.after` body bytes were sent; `catchUp` as nginx does (see `TokenBucket`).
 struct Pacing {
     var rate: Int64?
     var slowdown: (after: Int64, rate: Int64)?
+    var catchUp = false
 }

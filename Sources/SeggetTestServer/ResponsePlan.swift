@@ -208,7 +208,7 @@ struct ResponsePlanner {
             } else {
                 // The chain ends at the normal resource, keeping only the pacing parameters.
                 let pacing = pairs.filter { $0.hasPrefix("rate=") || $0.hasPrefix("slowports=") || $0.hasPrefix("slowfirst=") || $0.hasPrefix("slowrate=")
-                    || $0.hasPrefix("slowevery=") || $0.hasPrefix("slowafter=") }
+                    || $0.hasPrefix("slowevery=") || $0.hasPrefix("slowafter=") || $0.hasPrefix("catchup=") }
                 location = "\(baseURL)/\(name)" + (pacing.isEmpty ? "" : "?" + pacing.joined(separator: "&"))
             }
         }

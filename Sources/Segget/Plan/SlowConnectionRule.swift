@@ -4,9 +4,10 @@
 /// A connection's *network rate* counts only the time it was free to receive. Time segget held it
 /// back itself (paused for `--max-speed`, or the whole loop waiting for a writer that is behind the
 /// network) is not the server's doing, so a stall of the disk never reads as a slow server. Leaving
-/// held time out can only raise a connection's own rate (the same bytes over fewer seconds); the
-/// peers' typical rate is taken over the whole window, so bytes caught up after a hold do not raise
-/// the bar either. A connection held for more than half the window is not judged at all.
+/// held time out can only raise a connection's own rate (the same bytes over fewer seconds). A hold
+/// of more than a tenth of the window stops all judging for two windows: while segget itself is the
+/// bottleneck a slow path costs nothing, and right after a hold the peers' rates are not typical
+/// either (a server pacing like nginx's `limit_rate` sends the arrears at full speed).
 ///
 /// The typical rate is the median of the latest rates of every connection measured in the last
 /// `memory` seconds, receiving now or not, once there are at least three; with fewer, the last such
@@ -88,6 +89,11 @@ public struct SlowConnectionRule: Sendable {
     public private(set) var totalRedials = 0
     /// Each connection's latest rate over a whole window, and when it was measured.
     private var latest: [Int: (rate: Double, at: Double)] = [:]
+    /// When a round last saw a connection held back for more than a tenth of the window.
+    private var lastHoldAt: Double?
+
+    /// True while judging waits after a hold (see above).
+    func isSuspended(at now: Double) -> Bool { lastHoldAt.map { now - $0 < 2 * window } ?? false }
 
     public init(window: Double = 0.5, maxConsecutiveRedials: Int = 3, maxTotalRedials: Int) {
         self.window = window
@@ -99,7 +105,7 @@ public struct SlowConnectionRule: Sendable {
     /// back), if it ran long enough or carried enough bytes to say anything.
     public mutating func recordFinished(id: Int, bytes: Int64, seconds: Double, heldSeconds: Double = 0, now: Double) {
         let free = seconds - min(max(0, heldSeconds), seconds)
-        guard free >= window / 2 || (bytes >= 256 << 10 && free > 0.01) else { return }
+        guard !isSuspended(at: now), free >= window / 2 || (bytes >= 256 << 10 && free > 0.01) else { return }
         latest[id] = (Double(bytes) / seconds, now)
     }
 
@@ -107,6 +113,8 @@ public struct SlowConnectionRule: Sendable {
     /// `usualFirstByteWait` is how long first bytes recently took (nil if unknown). Counts the
     /// re-dials it orders.
     public mutating func judge(_ observations: [Observation], now: Double, usualFirstByteWait: Double? = nil) -> [Verdict] {
+        if observations.contains(where: { $0.heldSeconds > window / 10 }) { lastHoldAt = now }
+        guard !isSuspended(at: now) else { return [] }
         for o in observations where o.waitingForFirstByte == nil && o.freeSeconds >= window / 2 && o.seconds > 0 {
             latest[o.id] = (Double(o.bytes) / o.seconds, now)
         }
