@@ -133,9 +133,10 @@ final class Worker {
     /// writer), summed over its life; a pause in progress began at `pausedAt`.
     var heldTotal = 0.0
     var pausedAt: Double?
-    /// When the current request went out, and `held(at:)` then.
+    /// When the current request went out, and `held(at:)` then and at `transferStartedAt`.
     var requestStartedAt = 0.0
     var heldAtRequest = 0.0
+    var heldAtTransfer = 0.0
     /// Received bytes not yet written: `staging.start..<pos` (see `StagedWriter`).
     var staging: Staging!
 
@@ -592,6 +593,7 @@ final class FetchEngine {
         w.heldAtRequest = w.heldTotal
         if !continuing {
             w.transferStartedAt = w.lastByteAt
+            w.heldAtTransfer = w.heldTotal
             w.transferBytes = 0
             w.samples = []
             w.heldSamples = []
@@ -812,7 +814,7 @@ final class FetchEngine {
         detach(w)
         if target.ranged {
             let now = monotonicSeconds()
-            slowRule.recordFinished(id: w.id, bytes: w.transferBytes, seconds: now - w.transferStartedAt, heldSeconds: w.held(at: now) - (w.heldSamples.first ?? w.heldTotal), now: now)
+            slowRule.recordFinished(id: w.id, bytes: w.transferBytes, seconds: now - w.transferStartedAt, heldSeconds: w.held(at: now) - w.heldAtTransfer, now: now)
         }
         trace("w\(w.id) done code=\(code.rawValue) stop=\(w.stop) pos=\(w.pos) end=\(w.end) port=\(w.easy.localPort) rate=\(Format.rate(Double(w.transferBytes) / max(0.001, monotonicSeconds() - w.transferStartedAt)))")
         // No response head at all (refused, reset, timed out): a network failure, not an HTTP answer.
