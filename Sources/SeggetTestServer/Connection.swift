@@ -54,7 +54,8 @@ struct Connection {
         guard writeHead(plan, closing: closing) else { return false }
         if request.method == "HEAD" { return !closing }
 
-        bucket.configure(bytesPerSecond: prepared.rate)
+        bucket.configure(bytesPerSecond: prepared.pacing.rate, catchUp: prepared.pacing.catchUp)
+        let slowdown = prepared.pacing.slowdown
 
         let total = plan.body.count
         var limit = total
@@ -67,7 +68,15 @@ struct Connection {
 
         var sent: Int64 = 0
         while sent < limit {
-            let n = Int(min(Int64(bucket.sliceSize), limit - sent))
+            var n = Int(min(Int64(bucket.sliceSize), limit - sent))
+            if let slowdown {
+                if sent >= slowdown.after {
+                    bucket.configure(bytesPerSecond: slowdown.rate)
+                    n = Int(min(Int64(bucket.sliceSize), limit - sent))
+                } else {
+                    n = Int(min(Int64(n), slowdown.after - sent))
+                }
+            }
             guard bucket.acquire(n, stop: stop) else { return false }
             // Count before sending: a client may read the bytes and look at the counters before this
             // thread runs again, so the counters must never lag behind what the client can see.

@@ -1,8 +1,12 @@
 /// How the server (mis)behaves for a request, chosen by the first path segment: `/MODE/NAME?params`.
 /// `/NAME` is `.normal`. Every mode also takes the pacing parameters `rate=16m` (bytes per second per
 /// connection; suffixes k, m, g are powers of 1024) and `slowports=01&slowrate=2m` (connections whose
-/// client port ends in one of those decimal digits get `slowrate`) or `slowfirst=N&slowrate=2m` (the
-/// first N requests for this exact target get `slowrate`).
+/// client port ends in one of those decimal digits get `slowrate`), `slowfirst=N&slowrate=2m` (the
+/// first N requests for this exact target get `slowrate`) or `slowevery=N&slowrate=1` (every Nth
+/// request for this exact target, counting the first as 1, gets `slowrate`; `slowrate=1` trickles one
+/// byte per second, never silent long enough for a stall timeout). `slowafter=256k` makes a slow
+/// request start at `rate` and drop to `slowrate` only after that many body bytes. `catchup=1` paces
+/// like nginx's `limit_rate`: a client that stopped reading for a while gets the arrears at full speed.
 ///
 /// Counters behind `times` and `after` are kept per exact request target (path and query), so two
 /// tests using different parameters never share them.
@@ -18,6 +22,7 @@
 /// | status | answers `code` with a short body to `times` requests from request number `from`, then normally | code (500), times (all), from (1), retryafter |
 /// | zeroonly | 206 only for ranges starting at 0, else 200 full | |
 /// | wrongrange | 206 whose Content-Range and bytes are moved by `shift` | shift (1) |
+/// | capped | an honest 206 for at most `max` bytes from the asked start (RFC 9110 allows less) | max (1m) |
 /// | short | declares the right length, sends `missing` bytes less, closes | missing (1) |
 /// | long | declares the range, Content-Length and body `extra` bytes longer | extra (1) |
 /// | mid200 | request number ≥ `after` gets 200 full (the first is honoured) | after (2) |
@@ -44,6 +49,7 @@ public enum FaultMode: String, CaseIterable, Sendable {
     case status
     case zeroonly
     case wrongrange
+    case capped
     case short
     case long
     case mid200
@@ -71,15 +77,22 @@ struct Route {
     func int(_ key: String) -> Int64? { params[key].flatMap { Int64($0) } }
     func flag(_ key: String) -> Bool { params[key].map { $0 == "1" || $0 == "true" || $0 == "yes" } ?? false }
 
-    /// The pacing for request number `requestNumber` (per target, from 1) from `remotePort`:
-    /// `slowrate` when the port's last decimal digit is in `slowports` or the request is among the
-    /// first `slowfirst`, else `rate`; nil means unthrottled.
-    func rate(forRemotePort remotePort: Int, requestNumber: Int) -> Int64? {
-        if let slow = params["slowrate"].flatMap(URLText.parseRate) {
-            if let ports = params["slowports"], ports.contains(Character(String(remotePort % 10))) { return slow }
-            if let first = int("slowfirst"), requestNumber <= first { return slow }
+    /// The pacing for request number `requestNumber` (per target, from 1) from `remotePort`: a slow
+    /// request (its port's last decimal digit in `slowports`, among the first `slowfirst`, or a
+    /// multiple of `slowevery`) gets `slowrate`, from its first byte or after `slowafter` bytes at
+    /// `rate`; any other request gets `rate`. A nil rate means unthrottled.
+    func pacing(forRemotePort remotePort: Int, requestNumber: Int) -> Pacing {
+        let rate = params["rate"].flatMap(URLText.parseRate)
+        guard let slow = params["slowrate"].flatMap(URLText.parseRate) else { return Pacing(rate: rate, catchUp: flag("catchup")) }
+        var isSlow = false
+        if let ports = params["slowports"], ports.contains(Character(String(remotePort % 10))) { isSlow = true }
+        if let first = int("slowfirst"), requestNumber <= first { isSlow = true }
+        if let every = int("slowevery"), every > 0, Int64(requestNumber) % every == 0 { isSlow = true }
+        guard isSlow else { return Pacing(rate: rate, catchUp: flag("catchup")) }
+        if let after = params["slowafter"].flatMap(URLText.parseRate) {
+            return Pacing(rate: rate, slowdown: (after: after, rate: slow))
         }
-        return params["rate"].flatMap(URLText.parseRate)
+        return Pacing(rate: slow)
     }
 
     /// Resolves `path` against the registered names: an exact name is the normal mode, otherwise the
@@ -95,4 +108,12 @@ struct Route {
         guard isRegistered(name) else { return nil }
         return Route(mode: mode, name: name, params: params)
     }
+}
+
+/// How fast one response's body goes out: `rate` (nil: unthrottled), then `slowdown.rate` once
+/// `slowdown.after` body bytes were sent; `catchUp` as nginx does (see `TokenBucket`).
+struct Pacing {
+    var rate: Int64?
+    var slowdown: (after: Int64, rate: Int64)?
+    var catchUp = false
 }

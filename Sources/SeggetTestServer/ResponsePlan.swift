@@ -122,6 +122,11 @@ struct ResponsePlanner {
                 let newLast = min(max(newFirst, last + shift), length - 1)
                 decision = .partial(first: newFirst, last: newLast)
             }
+        case .capped:
+            if case .partial(let first, let last) = decision {
+                let most = p.params["max"].flatMap(URLText.parseRate) ?? 1 << 20
+                decision = .partial(first: first, last: min(last, first + most - 1))
+            }
         default:
             break
         }
@@ -218,7 +223,8 @@ struct ResponsePlanner {
                 location = "\(baseURL)/redirect/\(name)?" + (["hops=\(hops - 1)"] + rest.map(String.init)).joined(separator: "&")
             } else {
                 // The chain ends at the normal resource, keeping only the pacing parameters.
-                let pacing = pairs.filter { $0.hasPrefix("rate=") || $0.hasPrefix("slowports=") || $0.hasPrefix("slowfirst=") || $0.hasPrefix("slowrate=") }
+                let pacing = pairs.filter { $0.hasPrefix("rate=") || $0.hasPrefix("slowports=") || $0.hasPrefix("slowfirst=") || $0.hasPrefix("slowrate=")
+                    || $0.hasPrefix("slowevery=") || $0.hasPrefix("slowafter=") || $0.hasPrefix("catchup=") }
                 location = "\(baseURL)/\(name)" + (pacing.isEmpty ? "" : "?" + pacing.joined(separator: "&"))
             }
         }

@@ -233,8 +233,8 @@ public final class TestServer: @unchecked Sendable {
         var plan: ResponsePlan
         var record: RecordedRequest
         var handle: RecordHandle
-        /// Pacing for this response (nil: unthrottled).
-        var rate: Int64?
+        /// Pacing for this response.
+        var pacing: Pacing
     }
 
     struct RecordHandle {
@@ -263,7 +263,7 @@ public final class TestServer: @unchecked Sendable {
             method: request.method, path: request.path, query: request.query, headers: request.headers,
             remotePort: remotePort, status: plan.status, bodyBytesSent: 0)
         return Prepared(
-            plan: plan, record: record, handle: append(record), rate: route?.rate(forRemotePort: remotePort, requestNumber: number))
+            plan: plan, record: record, handle: append(record), pacing: route?.pacing(forRemotePort: remotePort, requestNumber: number) ?? Pacing())
     }
 
     func append(_ record: RecordedRequest) -> RecordHandle {

@@ -7,18 +7,22 @@ struct TokenBucket {
     private var tokens: Double = 0
     private var last: Double = 0
 
-    /// nil turns pacing off.
-    mutating func configure(bytesPerSecond: Int64?) {
+    /// nil turns pacing off. `catchUp` lets unused time pile up (up to 10 s worth), so that a client
+    /// that stopped reading gets the arrears at full speed once it reads again, as nginx's
+    /// `limit_rate` does (it paces by bytes sent against time since the response began).
+    mutating func configure(bytesPerSecond: Int64?, catchUp: Bool = false) {
         guard let bytesPerSecond else {
             rate = 0
             sliceSize = 256 * 1024
             return
         }
         let newRate = Double(bytesPerSecond)
-        if newRate == rate { return }
+        // nginx paces each response from its own start: arrears never carry over between requests.
+        if newRate == rate && !catchUp { return }
         rate = newRate
-        sliceSize = Int(min(64 * 1024, max(512, newRate / 50)))
-        burst = Double(2 * sliceSize)
+        // Below 512 B/s a slice is as small as one second's worth: a trickle must never pause for long.
+        sliceSize = Int(min(64 * 1024, max(min(512, newRate), newRate / 50)))
+        burst = catchUp ? newRate * 10 : Double(2 * sliceSize)
         tokens = min(tokens, Double(sliceSize))
         last = MonotonicClock.seconds
     }

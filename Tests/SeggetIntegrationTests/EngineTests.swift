@@ -102,6 +102,32 @@ import Testing
         #expect(checked, "no download drew a slow port in 6 tries")
     }
 
+    /// Issue 16, no slow tail: one request in three trickles at 1 byte per second (never silent, so
+    /// the stall timeout never fires), from its start, after a good start, or only for the first
+    /// requests. Healthy, 32 MiB over 8 connections at 4 MiB/s each takes about 1 s; segget before
+    /// the fix held a trickling chunk for days (1 MiB at 1 B/s). The bound is loose on purpose, for a
+    /// loaded machine: re-dials, races and stealing keep the tail within seconds.
+    @Test(arguments: ["slowevery=3&slowrate=1", "slowevery=3&slowrate=1&slowafter=300k", "slowfirst=5&slowrate=1"])
+    func tricklingRequestsDoNotDecideTheFinishTime(_ pacing: String) throws {
+        let server = try TestServer()
+        try server.start()
+        defer { server.stop() }
+        let body = TestFiles.pattern(32 << 20, seed: 31)
+        server.addResource(name: "f", bytes: body)
+        let dir = try TempDir()
+        var o = Self.options(8, dir: dir)
+        o.chunkSize = 1 << 20
+        o.timeout = 60
+        let (log, sink) = Self.events()
+        let started = ContinuousClock.now
+        _ = try Download(url: server.baseURL + "/f?rate=4m&" + pacing, options: o).run(events: sink)
+        let seconds = (ContinuousClock.now - started) / .seconds(1)
+        #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
+        #expect(seconds < 15, "\(pacing): \(seconds) s, \(log.redials) re-dials")
+        // Bounded: at most the download's re-dial budget (3 per connection and 1 per 8 chunks).
+        #expect(log.redials <= 3 * 8 + 4)
+    }
+
     /// The end game races a slow owner's chunk from where the owner got; when the racer wins, the
     /// owner's bytes before that point must still be in the file. Two 1 MiB chunks: the probe and
     /// the first range (connection 0, chunk 0) get 100 KiB/s, everything after is fast, so

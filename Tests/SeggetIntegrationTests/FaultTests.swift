@@ -293,6 +293,30 @@ import Testing
         }
     }
 
+    /// A server that answers every range with at most `max` bytes and an honest `Content-Range`
+    /// (RFC 9110 allows less than asked): every answer is written and the rest asked for, with no
+    /// retry and no fallback to one stream. 100 KiB is not a multiple of the 64 KiB chunk, so answers
+    /// end inside chunks; 1 MiB caps answers at 16 chunks of a 4 MiB run.
+    @Test(arguments: [100 * 1024, 1 << 20])
+    func cappedAnswersAreUsedAndTheRestAskedFor(_ cap: Int) async throws {
+        let size = 8 * 1024 * 1024 + 9
+        let body = TestFiles.pattern(size, seed: 40)
+        let server = try Self.server(body)
+        defer { server.stop() }
+        let dir = try TempDir()
+        let trace = FaultTrace()
+        let outcome = await faultDownload(server.url("f", mode: .capped, query: "max=\(cap)"), Self.options(8, dir: dir), trace: trace)
+        #expect(outcome.error == nil, "\(outcome.error?.message ?? "")")
+        #expect(outcome.result?.usedRanges == true)
+        #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
+        #expect(trace.retries == 0, "\(trace.notices)")
+        // Not absurdly many requests: each answer is a full `cap` except the last of each run, so
+        // about size/cap plus a few per connection for the runs that work stealing and races cut.
+        let ranged = server.requests.filter { $0.status == 206 }
+        let least = (size + cap - 1) / cap
+        #expect(ranged.count >= least && ranged.count <= least + 4 * 8, "\(ranged.count) requests for \(least) answers")
+    }
+
     /// Ranges honoured only at offset 0 (`zeroonly`) or only for the first request (`mid200`): the
     /// engine notices the 200 and starts over as one stream; the file is identical.
     @Test(arguments: ["zeroonly", "mid200"])

@@ -253,6 +253,17 @@ struct ResumeTests {
         #expect(sent >= remaining - Int64(ResumeGeometry.connections) * ResumeGeometry.chunk)
     }
 
+    @Test("a server that caps every answer (honest shorter 206s): interrupted, resumed, identical")
+    func cappedAnswersResume() async throws {
+        let f = try ResumeFixture()
+        // 100 KiB answers end inside the 64 KiB chunks: the interruption leaves partial chunks.
+        let url = "\(f.server.baseURL)/capped/\(f.name)?rate=\(f.rate)&max=100k"
+        try await f.interruptedRun(at: 0.4, url: url)
+        let (_, log, sent) = try await f.completeRun(url: url)
+        #expect(log.retries == 0)
+        #expect(sent < Int64(ResumeGeometry.size))
+    }
+
     @Test("interrupted twice, then finished: still identical")
     func interruptTwice() async throws {
         let f = try ResumeFixture(seed: 12)

@@ -434,6 +434,47 @@ private func base64OfToolDigest(_ tool: String, _ path: String) throws -> String
         }
     }
 
+    @Test func cappedAnswersAnHonestPrefixOfTheRange() throws {
+        try withServer(["f.bin": body]) { server in
+            let r = try fetch(server, "/capped/f.bin?max=1k", ["Range: bytes=100-9999"])
+            #expect(r.status == 206)
+            #expect(r.headers["content-range"] == "bytes 100-1123/100000")
+            #expect(r.headers["content-length"] == "1024")
+            #expect(r.body == Array(body[100..<1124]))
+            // A range within the cap is answered whole.
+            let small = try fetch(server, "/capped/f.bin?max=1k", ["Range: bytes=5-9"])
+            #expect(small.headers["content-range"] == "bytes 5-9/100000")
+        }
+    }
+
+    /// `slowevery=3` slows requests 3, 6, … for a target, and `slowafter` lets a slow one start fast.
+    @Test func slowEveryPacesEveryNthRequestAndSlowAfterStartsFast() throws {
+        let big = patternBytes(64 * 1024)
+        try withServer(["f.bin": big]) { server in
+            var elapsed: [Double] = []
+            for _ in 0..<3 {
+                let start = Date()
+                let r = try fetch(server, "/f.bin?slowevery=3&slowrate=32k&slowafter=32k", ["Range: bytes=0-65535"])
+                elapsed.append(Date().timeIntervalSince(start))
+                #expect(r.body == big)
+            }
+            // The third: 32 KiB at once, then 32 KiB at 32 KiB/s.
+            #expect(elapsed[0] < 0.5 && elapsed[1] < 0.5, "\(elapsed)")
+            #expect(elapsed[2] > 0.6 && elapsed[2] < 5, "\(elapsed)")
+        }
+    }
+
+    /// `slowrate=1` trickles a byte at a time rather than a 512-byte slice every 512 s.
+    @Test func trickleSendsSingleBytes() throws {
+        try withServer(["f.bin": body]) { server in
+            let client = try RawClient(port: server.port)
+            try client.request("GET", "/stall/f.bin?slowfirst=1&slowrate=1&after=99999", ["Range: bytes=0-99"])
+            Thread.sleep(forTimeInterval: 2.5)
+            let sent = server.requests.last?.bodyBytesSent ?? 0
+            #expect(sent >= 1 && sent <= 5, "\(sent) bytes in 2.5 s")
+        }
+    }
+
     @Test func shortBodyStopsEarlyAndCloses() throws {
         try withServer(["f.bin": body]) { server in
             let client = try RawClient(port: server.port)

@@ -2,6 +2,26 @@ import Testing
 @testable import Segget
 
 @Suite struct ContentRangeTests {
+    /// A shorter answer from the asked start is a usable prefix; everything else stays unusable.
+    @Test func answerToARequest() {
+        func judge(_ header: String, _ asked: Range<Int64>, total: Int64? = 1000) -> ContentRange.Answer? {
+            ContentRange(parsing: header)?.answer(asked: asked, total: total)
+        }
+        #expect(judge("bytes 100-199/1000", 100..<200) == .whole)
+        #expect(judge("bytes 100-199/*", 100..<200) == .whole)
+        #expect(judge("bytes 100-149/1000", 100..<200) == .prefix(end: 150))
+        #expect(judge("bytes 100-100/1000", 100..<200) == .prefix(end: 101))
+        // Another start, either way, is wrong (the `wrongrange` mode).
+        #expect(judge("bytes 101-199/1000", 100..<200) == .mismatch)
+        #expect(judge("bytes 99-199/1000", 100..<200) == .mismatch)
+        // More than asked, or less without the total (or with another one), is not trusted.
+        #expect(judge("bytes 100-200/1000", 100..<200) == .mismatch)
+        #expect(judge("bytes 100-149/*", 100..<200) == .mismatch)
+        #expect(judge("bytes 100-149/999", 100..<200) == .mismatch)
+        #expect(judge("bytes 100-149/1000", 100..<200, total: nil) == .mismatch)
+        #expect(ContentRange(first: nil, last: nil, completeLength: 1000).answer(asked: 100..<200, total: 1000) == .mismatch)
+    }
+
     @Test func parsesSatisfiedRange() {
         #expect(ContentRange(parsing: "bytes 0-99/1000") == ContentRange(first: 0, last: 99, completeLength: 1000))
         #expect(ContentRange(parsing: "  BYTES 5-5/6 ") == ContentRange(first: 5, last: 5, completeLength: 6))

@@ -199,6 +199,23 @@ import Testing
         #expect(s.nextAssignment(for: 1) == .run(1..<10))
     }
 
+    /// Work a slow connection gave back is spread over the idle workers of one round, not handed
+    /// whole to the first of them while the others wait.
+    @Test func freeRunIsSharedByTheIdleWorkersOfARound() {
+        var s = Scheduler(plan: plan(10), connections: 1)
+        s.releaseNotStarted(of: 0)
+        #expect(s.nextAssignment(for: 1, thieves: 3) == .run(1..<4))
+        #expect(s.nextAssignment(for: 2, thieves: 2) == .run(4..<7))
+        #expect(s.nextAssignment(for: 3, thieves: 1) == .run(7..<10))
+        #expect(s.free.isEmpty)
+        // More idle workers than chunks: one chunk each, the rest get nothing to share.
+        var t = Scheduler(plan: plan(3), connections: 1)
+        t.releaseNotStarted(of: 0)
+        #expect(t.nextAssignment(for: 1, allowDuplicates: false, thieves: 5) == .run(1..<2))
+        #expect(t.nextAssignment(for: 2, allowDuplicates: false, thieves: 4) == .run(2..<3))
+        #expect(t.nextAssignment(for: 3, allowDuplicates: false, thieves: 3) == nil)
+    }
+
     @Test func endGameDuplicatesSlowestAndCancelsLoser() {
         var s = Scheduler(plan: plan(2), connections: 2)
         _ = s.chunkFinished(0, by: 0)
@@ -212,6 +229,21 @@ import Testing
         #expect(s.isComplete)
         #expect(s.run(of: 1) == nil)
         #expect(s.duplicates.isEmpty)
+    }
+
+    /// A racer that is slow too (the server slows some requests, and the racer drew one) does not
+    /// leave the chunk stuck: another idle worker may race it, up to `maxRacers`.
+    @Test func aSlowRacerGetsCompanyUpToTheLimit() {
+        var s = Scheduler(plan: plan(1), connections: 1)
+        #expect(s.nextAssignment(for: 1, remainingSeconds: { _ in 9 }, minRemainingSeconds: 0.5, maxRacers: 2) == .duplicate(chunk: 0, owner: 0))
+        // The first racer is fast: no second one.
+        #expect(s.nextAssignment(for: 2, remainingSeconds: { $0 == 1 ? 0.1 : 9 }, minRemainingSeconds: 0.5, maxRacers: 2) == nil)
+        // Slow as well: a second racer, but never a third.
+        #expect(s.nextAssignment(for: 2, remainingSeconds: { _ in 9 }, minRemainingSeconds: 0.5, maxRacers: 2) == .duplicate(chunk: 0, owner: 0))
+        #expect(s.nextAssignment(for: 3, remainingSeconds: { _ in 9 }, minRemainingSeconds: 0.5, maxRacers: 2) == nil)
+        // Whoever wins, the other two are cancelled.
+        #expect(s.chunkFinished(0, by: 2) == [0, 1])
+        #expect(s.isComplete && s.duplicates.isEmpty)
     }
 
     @Test func racesOnlyChunksExpectedToTakeAWhile() {
@@ -301,5 +333,134 @@ import Testing
         }
         for r in s.runs.values { #expect(!r.isEmpty && !s.finished[r.lowerBound]) }
         for (_, k) in s.duplicates { #expect(!s.finished[k]) }
+    }
+}
+
+@Suite struct SlowConnectionRuleTests {
+    typealias Observation = SlowConnectionRule.Observation
+    static let mib: Int64 = 1 << 20
+
+    /// Half a second at `mibPerSecond`, with `held` seconds of it held back by segget.
+    static func seen(_ id: Int, _ mibPerSecond: Double, held: Double = 0, left: Int64 = 8 << 20, redials: Int = 0) -> Observation {
+        Observation(id: id, bytes: Int64(mibPerSecond * 0.5 * Double(mib)), seconds: 0.5, heldSeconds: held, remainingBytes: left, consecutiveRedials: redials)
+    }
+
+    @Test func aConnectionFarBelowTheMedianIsRedialled() {
+        var rule = SlowConnectionRule(maxTotalRedials: 24)
+        let v = rule.judge([Self.seen(0, 16), Self.seen(1, 16), Self.seen(2, 15), Self.seen(3, 2)], now: 0)
+        #expect(v.map(\.id) == [3])
+        #expect(v.first?.action == .redial)
+        #expect(rule.typical == Double(16 << 20))
+        #expect(rule.totalRedials == 1)
+        // 0.4 of the median is the line; a connection at half of it is left alone.
+        #expect(rule.judge([Self.seen(0, 16), Self.seen(1, 16), Self.seen(2, 8)], now: 0).isEmpty)
+    }
+
+    /// At the end of a download the connections still receiving are the slow ones: they are judged
+    /// against the rates their peers had before running out of work, not against each other.
+    @Test func theTailIsJudgedAgainstPeersThatJustFinished() {
+        var rule = SlowConnectionRule(maxTotalRedials: 24)
+        // Never three measured: nothing to compare with yet.
+        #expect(rule.judge([Self.seen(0, 16), Self.seen(1, 0.001)], now: 0).isEmpty)
+        _ = rule.judge([Self.seen(0, 16), Self.seen(1, 16), Self.seen(2, 16), Self.seen(3, 16)], now: 1)
+        // Three trickling connections left (an owner and two racers), 0-3 idle since.
+        let tail = [Self.seen(4, 0.000001), Self.seen(5, 0.000002), Self.seen(6, 0.000001)]
+        let v = rule.judge(tail, now: 2)
+        #expect(v.map(\.id) == [4, 5, 6])
+        #expect(v.allSatisfy { $0.action == .redial })
+        // Long after the others finished (past `memory`), the last typical rate still stands.
+        #expect(rule.judge(tail.prefix(2).map { $0 }, now: 30).map(\.id) == [4, 5])
+        // But three fresh measurements replace it: if everything is that slow now, nothing is slow.
+        #expect(rule.judge(tail, now: 31).isEmpty)
+    }
+
+    /// A connection once judged slow that then finished quick requests (each too short to judge)
+    /// must not keep dragging the typical rate down.
+    @Test func finishedRequestsRefreshAConnectionsRate() {
+        var rule = SlowConnectionRule(maxTotalRedials: 24)
+        _ = rule.judge([Self.seen(0, 8), Self.seen(1, 0.001), Self.seen(2, 0.001), Self.seen(3, 0.001)], now: 0)
+        #expect((rule.typical ?? 0) < Double(1 << 20))
+        for id in 1...3 { rule.recordFinished(id: id, bytes: 1 << 20, seconds: 0.13, now: 1) }
+        // A request of a few bytes over a moment says nothing.
+        rule.recordFinished(id: 0, bytes: 10, seconds: 0.001, now: 1)
+        let v = rule.judge([Self.seen(4, 0.001)], now: 2)
+        #expect((rule.typical ?? 0) > Double(7 << 20))
+        #expect(v.map(\.id) == [4])
+    }
+
+    /// Issue 13: connections held back by segget (the loop waiting for the writer, or --max-speed)
+    /// must not look slow. A short hold is left out of the connection's own rate.
+    @Test func aShortHoldIsLeftOutOfTheRate() {
+        // 1.55 MiB in 0.5 s is 3.1 MiB/s, below 0.4 of the typical 8; but 0.04 s of it were held, and
+        // over the 0.46 s free it is 3.4 MiB/s.
+        var rule = SlowConnectionRule(maxTotalRedials: 24)
+        let peers = [Self.seen(0, 8), Self.seen(1, 8), Self.seen(2, 8)]
+        #expect(rule.judge(peers + [Self.seen(3, 3.1, held: 0.04)], now: 0).isEmpty)
+        var plain = SlowConnectionRule(maxTotalRedials: 24)
+        #expect(plain.judge(peers + [Self.seen(3, 3.1)], now: 0).map(\.id) == [3])
+    }
+
+    /// A longer hold stops all judging for two windows, and what was measured meanwhile (a paced
+    /// server catching up after the hold) is not remembered as typical.
+    @Test func aLongHoldSuspendsJudging() {
+        var rule = SlowConnectionRule(maxTotalRedials: 24)
+        let peers = [Self.seen(0, 8), Self.seen(1, 8), Self.seen(2, 8)]
+        _ = rule.judge(peers, now: 0)
+        #expect(rule.typical == Double(8 << 20))
+        // The writer held the loop for 0.3 s; connection 3 got little even over its free time.
+        #expect(rule.judge(peers.map { var o = $0; o.heldSeconds = 0.3; return o } + [Self.seen(3, 0.1, held: 0.3)], now: 1).isEmpty)
+        // Catching up right after: the others at 40 MiB/s, connection 3 at its honest 8.
+        let catchUp = [Self.seen(0, 40), Self.seen(1, 40), Self.seen(2, 40), Self.seen(3, 8)]
+        #expect(rule.judge(catchUp, now: 1.5).isEmpty)
+        rule.recordFinished(id: 4, bytes: 40 << 20, seconds: 1, now: 1.6)
+        #expect(rule.typical == Double(8 << 20))
+        // Two windows after the hold, judging resumes on fresh measurements.
+        #expect(rule.judge(peers + [Self.seen(3, 0.1)], now: 2.1).map(\.id) == [3])
+    }
+
+    @Test func aConnectionHeldForMostOfTheWindowIsNotJudged() {
+        var rule = SlowConnectionRule(maxTotalRedials: 24)
+        // All held for 0.4 of 0.5 s (the writer stalled the loop): nobody is judged, and the
+        // typical rate is not learnt from such a window either.
+        let stalled = (0..<4).map { Self.seen($0, $0 == 3 ? 0.01 : 8, held: 0.4) }
+        #expect(rule.judge(stalled, now: 0).isEmpty)
+        #expect(rule.typical == nil)
+    }
+
+    @Test func aFirstByteThatTakesFarLongerThanUsualIsSlow() {
+        var rule = SlowConnectionRule(maxTotalRedials: 24)
+        let peers = [Self.seen(0, 8), Self.seen(1, 8), Self.seen(2, 8)]
+        func waiting(_ s: Double) -> Observation {
+            Observation(id: 3, bytes: 0, seconds: 0, waitingForFirstByte: s, remainingBytes: 8 << 20)
+        }
+        // First bytes usually take 0.05 s: at least the window (half a second) of grace.
+        #expect(rule.judge(peers + [waiting(0.45)], now: 0, usualFirstByteWait: 0.05).isEmpty)
+        #expect(rule.judge(peers + [waiting(0.55)], now: 0, usualFirstByteWait: 0.05).map(\.id) == [3])
+        // A server whose first bytes take 0.5 s gets four times that.
+        #expect(rule.judge(peers + [waiting(1.9)], now: 0, usualFirstByteWait: 0.5).isEmpty)
+        #expect(rule.judge(peers + [waiting(2.1)], now: 0, usualFirstByteWait: 0.5).map(\.id) == [3])
+    }
+
+    @Test func redialsAreBoundedThenTheWorkIsTakenAway() {
+        var rule = SlowConnectionRule(maxConsecutiveRedials: 3, maxTotalRedials: 4)
+        let peers = [Self.seen(0, 8), Self.seen(1, 8), Self.seen(2, 8)]
+        #expect(rule.judge(peers + [Self.seen(3, 0.1, redials: 2)], now: 0).first?.action == .redial)
+        #expect(rule.judge(peers + [Self.seen(3, 0.1, redials: 3)], now: 0).first?.action == .keepOnlyTheChunkInFlight)
+        for _ in 0..<3 { _ = rule.judge(peers + [Self.seen(3, 0.1)], now: 0) }
+        #expect(rule.totalRedials == 4)
+        // The download's budget is spent: a slow connection now only loses its not-started work.
+        #expect(rule.judge(peers + [Self.seen(3, 0.1)], now: 0).first?.action == .keepOnlyTheChunkInFlight)
+        #expect(rule.totalRedials == 4)
+    }
+
+    @Test func aSlowConnectionAboutToFinishIsLeftAlone() {
+        var rule = SlowConnectionRule(maxTotalRedials: 24)
+        // 100 KiB left at 0.1 MiB/s is one second: not worth a new connection (> 2 windows needed).
+        let peers = [Self.seen(0, 8), Self.seen(1, 8), Self.seen(2, 8)]
+        #expect(rule.judge(peers + [Self.seen(3, 0.1, left: 50 << 10)], now: 0).isEmpty)
+        #expect(rule.judge(peers + [Self.seen(3, 0.1, left: 200 << 10)], now: 0).map(\.id) == [3])
+        // Too slow a download overall to tell paths apart.
+        var slowAll = SlowConnectionRule(maxTotalRedials: 24)
+        #expect(slowAll.judge([Self.seen(0, 0.2), Self.seen(1, 0.2), Self.seen(2, 0.2), Self.seen(3, 0.01)], now: 0).isEmpty)
     }
 }

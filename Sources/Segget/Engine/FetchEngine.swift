@@ -104,9 +104,12 @@ final class Worker {
     var stop = StopReason.none
     var isDuplicate = false
 
-    /// What the current HTTP request asked for, half-open.
+    /// What the current HTTP request asked for, half-open; `requestEnd` moves down to where a shorter
+    /// answer ends.
     var requestStart: Int64 = 0
     var requestEnd: Int64 = 0
+    /// Where this worker's bytes in its current chunk begin (for progress).
+    var progressFrom: Int64 = 0
     /// Next byte to write, and where this worker must stop (≤ requestEnd; shrinks when robbed).
     var pos: Int64 = 0
     var end: Int64 = 0
@@ -114,6 +117,7 @@ final class Worker {
     var chunkEnd: Int64 = 0
 
     var attempts = 0
+    /// Re-dials since this worker last finished a chunk (see `SlowConnectionRule`).
     var redials = 0
     /// Index into the target's sources (main URL, then mirrors).
     var source = 0
@@ -125,6 +129,16 @@ final class Worker {
     var lastByteAt = 0.0
     /// (time, transferBytes) samples for the rate, newest last.
     var samples: [(Double, Int64)] = []
+    /// `held(at:)` at the time of each sample in `samples`.
+    var heldSamples: [Double] = []
+    /// Seconds segget held this worker back (paused for `--max-speed`, or the loop waiting for the
+    /// writer), summed over its life; a pause in progress began at `pausedAt`.
+    var heldTotal = 0.0
+    var pausedAt: Double?
+    /// When the current request went out, and `held(at:)` then and at `transferStartedAt`.
+    var requestStartedAt = 0.0
+    var heldAtRequest = 0.0
+    var heldAtTransfer = 0.0
     /// Received bytes not yet written: `staging.start..<pos` (see `StagedWriter`).
     var staging: Staging!
 
@@ -135,6 +149,19 @@ final class Worker {
     /// further, or the rate would be unknown whenever the clock sits just before a sample.
     func rate(now: Double, window: Double) -> Double? {
         sampledRate(samples, endingAt: now, window: window + engine.settings.progressInterval, minSpan: window * 0.75)
+    }
+
+    /// Seconds held back so far, counting a pause in progress.
+    func held(at now: Double) -> Double { heldTotal + (pausedAt.map { max(0, now - $0) } ?? 0) }
+
+    /// Bytes, seconds and held seconds over the same samples `rate(now:window:)` uses.
+    func recent(now: Double, window: Double) -> (bytes: Int64, seconds: Double, held: Double)? {
+        let reach = window + engine.settings.progressInterval
+        guard let last = samples.indices.last, heldSamples.count == samples.count,
+            let first = samples.firstIndex(where: { now - $0.0 <= reach + 0.01 }),
+            samples[last].0 - samples[first].0 >= max(window * 0.75, 0.001)
+        else { return nil }
+        return (samples[last].1 - samples[first].1, samples[last].0 - samples[first].0, heldSamples[last] - heldSamples[first])
     }
 }
 
@@ -227,7 +254,12 @@ final class FetchEngine {
     var rejectedBytes: Int64 = 0
     private var rateSamples: [(Double, Int64)] = []
     private var startedAt = 0.0
-    private var totalRedials = 0
+    /// Decides which connections are too slow to keep their work (see `redialSlowConnections`).
+    private var slowRule: SlowConnectionRule
+    /// How long recent first body bytes took after their request (held time left out), newest last.
+    private var firstByteWaits: [Double] = []
+    /// `writer.waitedSeconds` already counted as held time.
+    private var writerWaitSeen = 0.0
     private var checkpointThread: CheckpointWorker?
     /// Time at the top of the current loop iteration (cheaper than a clock read per callback).
     private var lastLoopTime = 0.0
@@ -250,6 +282,9 @@ final class FetchEngine {
         let n = target.ranged ? settings.connections : 1
         sources = target.sources
         workerLimit = target.ranged && settings.autoConnections ? min(n, FetchEngine.autoInitial) : n
+        slowRule = SlowConnectionRule(
+            maxConsecutiveRedials: settings.maxRedialsPerConnection,
+            maxTotalRedials: Self.maxTotalRedials(connections: n, chunks: plan.chunkCount))
         self.partialChunks = partialChunks
         scheduler = Scheduler(
             plan: plan, connections: workerLimit, isFinished: isFinished, maxRunChunks: settings.maxRunChunks,
@@ -277,7 +312,7 @@ final class FetchEngine {
     func run() throws {
         startedAt = monotonicSeconds()
         trace("writes: \(writer.isDirect ? "O_DIRECT" : "page cache")")
-        defer { trace("writes at the end: \(writer.isDirect ? "O_DIRECT" : "page cache"), \(writer.bytesWritten)") }
+        defer { trace("writes at the end: \(writer.isDirect ? "O_DIRECT" : "page cache"), \(writer.bytesWritten); waited \(Format.fixed(writer.waitedSeconds, 2)) s for the writer") }
         if let journal, settings.checkpointInterval > 0 {
             checkpointThread = CheckpointWorker(journal: journal, data: data, interval: settings.checkpointInterval)
         }
@@ -325,13 +360,15 @@ final class FetchEngine {
                 finish(w, code: code)
             }
             flushRemovals()
+            countWriterWaits()
             resumePausedTransfers()
             runAfterWrites()
             collectVouched()
             try throwIfStopped()
             if now - lastTick >= settings.progressInterval {
                 lastTick = now
-                tick(now: now)
+                // Samples are timed after the bytes they count (`perform` can take a while).
+                tick(now: monotonicSeconds())
             }
             if isDone { break }
             // A connection that just finished gets its next work at once, not after the next poll
@@ -458,7 +495,7 @@ final class FetchEngine {
             guard let a = scheduler.nextAssignment(
                 for: w.id, allowDuplicates: settings.endGame,
                 remainingSeconds: { self.remainingSeconds(self.workers[$0], now: now) },
-                minRemainingSeconds: FetchEngine.minRaceSeconds, thieves: idle.count - i,
+                minRemainingSeconds: FetchEngine.minRaceSeconds, maxRacers: FetchEngine.maxRacers, thieves: idle.count - i,
                 chunkSeconds: typicalRate(now: now).map { Double(plan.chunkSize) / $0 },
                 runSeconds: { self.runSeconds(self.workers[$0], now: now) },
                 worthStealing: { self.worthStealing(self.workers[$0], notStartedChunks: $1, now: now) })
@@ -496,14 +533,24 @@ final class FetchEngine {
     /// while, since a fast server may already have sent everything beyond the cut.
     private func worthStealing(_ v: Worker, notStartedChunks: Int, now: Double) -> Bool {
         guard v.active else { return true }
-        guard let r = v.rate(now: now, window: 1) else { return false }
+        guard let r = v.rate(now: now, window: 1) ?? averageRate(v, now: now) else { return false }
         let bytes = Double(notStartedChunks) * Double(plan.chunkSize)
         return bytes / max(r, 1) >= FetchEngine.minStealSeconds
+    }
+
+    /// The current request's average rate, once it had `minEvidenceSeconds` free to receive (and, if
+    /// no byte came yet, far longer than first bytes usually take); nil before.
+    private func averageRate(_ w: Worker, now: Double) -> Double? {
+        let elapsed = now - w.requestStartedAt - (w.held(at: now) - w.heldAtRequest)
+        guard elapsed >= max(FetchEngine.minEvidenceSeconds, w.validated ? 0 : 4 * (usualFirstByteWait ?? 0)) else { return nil }
+        return Double(w.pos - w.requestStart) / elapsed
     }
 
     /// Racing a chunk costs a connection and up to a chunk of bandwidth: only worth it for one that
     /// is expected to take longer than this.
     static let minRaceSeconds = 0.5
+    /// A second racer joins only when the first is slow too (see `Scheduler`).
+    static let maxRacers = 2
 
     /// Seconds the worker still needs for its in-flight chunk: large when it is waiting to retry,
     /// zero while its rate is not known yet (racing is decided on evidence, not at once).
@@ -529,16 +576,28 @@ final class FetchEngine {
         return max(1, rates[rates.count / 2])
     }
 
+    /// (Until a second of samples is known, the request's average so far decides (`averageRate`): in
+    /// the end game the idle connections have nothing better to do than race a request that trickles
+    /// from its start.)
     private func remainingSeconds(_ w: Worker, now: Double) -> Double {
         if !w.active { return 1e9 }
         let left = Double(max(0, w.chunkEnd - w.pos))
-        guard let r = w.rate(now: now, window: 1) else { return 0 }
+        guard let r = w.rate(now: now, window: 1) ?? averageRate(w, now: now) else { return 0 }
         return left / max(r, 1)
+    }
+
+    /// The least time a request must have had before its average rate stands for it.
+    static let minEvidenceSeconds = 0.25
+
+    /// The median of recent first-byte waits; nil before the first.
+    private var usualFirstByteWait: Double? {
+        firstByteWaits.isEmpty ? nil : firstByteWaits.sorted()[firstByteWaits.count / 2]
     }
 
     /// Starts (or restarts) `w` on `bytes`, reusing a kept-alive connection unless `fresh` forces a new
     /// TCP connection; `newPath` also gives it a random source port (see `randomSourcePort`).
-    private func start(_ w: Worker, bytes: Range<Int64>, fresh: Bool = false, newPath: Bool = false) {
+    /// `continuing` asks for the rest after a shorter answer: the same transfer to the rate rules.
+    private func start(_ w: Worker, bytes: Range<Int64>, fresh: Bool = false, newPath: Bool = false, continuing: Bool = false) {
         if w.staging == nil { w.staging = writer.makeStaging() }
         settle(w)
         let e = w.easy
@@ -565,16 +624,25 @@ final class FetchEngine {
         e.collectHeaders(into: w.headCollector)
         w.validated = false
         w.stop = .none
+        // Bytes of the chunk this worker already received before `bytes` still count as progress.
+        if bytes.lowerBound != w.pos { w.progressFrom = bytes.lowerBound }
         w.requestStart = bytes.lowerBound
         w.requestEnd = bytes.upperBound
         w.pos = bytes.lowerBound
         w.end = bytes.upperBound
         w.chunkEnd = target.ranged ? plan.byteRange(ofChunk: plan.chunk(containing: w.pos)).upperBound : bytes.upperBound
-        w.transferStartedAt = monotonicSeconds()
-        w.lastByteAt = w.transferStartedAt
+        w.lastByteAt = monotonicSeconds()
         w.slotPos = w.pos
-        w.transferBytes = 0
-        w.samples = []
+        endPause(w, now: w.lastByteAt)
+        w.requestStartedAt = w.lastByteAt
+        w.heldAtRequest = w.heldTotal
+        if !continuing {
+            w.transferStartedAt = w.lastByteAt
+            w.heldAtTransfer = w.heldTotal
+            w.transferBytes = 0
+            w.samples = []
+            w.heldSamples = []
+        }
         w.waitUntil = nil
         w.rampStart = false
         w.paused = false
@@ -619,6 +687,8 @@ final class FetchEngine {
         if !w.validated {
             validate(w)
             guard case .none = w.stop else { return 0 }
+            firstByteWaits.append(max(0, lastLoopTime - w.requestStartedAt - (w.held(at: lastLoopTime) - w.heldAtRequest)))
+            if firstByteWaits.count > 16 { firstByteWaits.removeFirst() }
         }
         guard case .none = w.stop else { return 0 }
         if budget != nil {
@@ -626,13 +696,15 @@ final class FetchEngine {
             guard budget!.allowsReceiving else {
                 // libcurl keeps these bytes and hands them over again after `curl_easy_pause`.
                 w.paused = true
+                if w.pausedAt == nil { w.pausedAt = budget!.updatedAt }
                 return Int(CURL_WRITEFUNC_PAUSE)
             }
             budget!.spend(n)
         }
         var offset = 0
         while offset < n {
-            let room = w.end - w.pos
+            // The assignment can reach past a shorter answer's end (see `ContentRange.Answer.prefix`).
+            let room = min(w.end, w.requestEnd) - w.pos
             if room <= 0 {
                 if w.requestEnd > w.end {
                     w.stop = .reachedEnd
@@ -688,6 +760,7 @@ final class FetchEngine {
             finishedBytes += Int64(plan.byteRange(ofChunk: k).count)
             afterWrites.append((writer.submitted, .chunk(k)))
             w.attempts = 0
+            w.redials = 0
         }
         for l in losers {
             let o = workers[l]
@@ -740,7 +813,13 @@ final class FetchEngine {
                 w.stop = .resourceChanged("its length changed from \(target.totalLength ?? 0) to \(total) bytes")
                 return
             }
-            guard cr.first == w.requestStart, cr.last == w.requestEnd - 1 else {
+            switch cr.answer(asked: w.requestStart..<w.requestEnd, total: target.totalLength) {
+            case .whole:
+                break
+            case .prefix(let end):
+                // An honest shorter answer: take it, and `finish` asks for the rest (not a failure).
+                w.requestEnd = end
+            case .mismatch:
                 w.stop = .retry("asked for bytes \(asked), the server sent \(h.value("content-range") ?? "?")", after: nil, kind: .protocolViolation)
                 return
             }
@@ -797,6 +876,10 @@ final class FetchEngine {
 
     private func finish(_ w: Worker, code: CurlCode) {
         detach(w)
+        if target.ranged {
+            let now = monotonicSeconds()
+            slowRule.recordFinished(id: w.id, bytes: w.transferBytes, seconds: now - w.transferStartedAt, heldSeconds: w.held(at: now) - w.heldAtTransfer, now: now)
+        }
         trace("w\(w.id) done code=\(code.rawValue) stop=\(w.stop) pos=\(w.pos) end=\(w.end) port=\(w.easy.localPort) rate=\(Format.rate(Double(w.transferBytes) / max(0.001, monotonicSeconds() - w.transferStartedAt)))")
         // No response head at all (refused, reset, timed out): a network failure, not an HTTP answer.
         if case .none = w.stop, !w.validated, w.head.status != 0 { validate(w) }
@@ -820,6 +903,11 @@ final class FetchEngine {
             }
             if w.pos >= w.end {
                 if target.ranged { becomeIdle(w) }
+            } else if target.ranged && code == .ok && w.pos == w.requestEnd {
+                // The server answered a shorter range than asked, in full: ask for the rest at once,
+                // on the same connection, without counting a failure.
+                trace("w\(w.id) continues at \(w.pos) after a shorter answer")
+                start(w, bytes: w.pos..<w.end, continuing: true)
             } else if code == .ok || code == .partialFile {
                 scheduleRetry(w, reason: "the connection ended \(w.end - w.pos) bytes early", after: nil, kind: .network)
             } else if code.isTransient && !Prober.headersTooLarge(code, head: w.head) || code == .writeError {
@@ -883,7 +971,11 @@ final class FetchEngine {
     private func tick(now: Double) {
         for w in workers where w.active {
             w.samples.append((now, w.transferBytes))
-            if w.samples.count > 16 { w.samples.removeFirst(w.samples.count - 16) }
+            w.heldSamples.append(w.held(at: now))
+            if w.samples.count > 16 {
+                w.samples.removeFirst(w.samples.count - 16)
+                w.heldSamples.removeFirst(w.heldSamples.count - 16)
+            }
         }
         rateSamples.append((now, receivedBytes))
         if rateSamples.count > 20 { rateSamples.removeFirst() }
@@ -919,6 +1011,7 @@ final class FetchEngine {
             let w = workers[(resumeCursor + i) % n]
             guard w.paused else { continue }
             w.paused = false
+            endPause(w, now: monotonicSeconds())
             guard w.active else { continue }
             w.lastByteAt = monotonicSeconds()
             resumeCursor = (w.id + 1) % n
@@ -959,39 +1052,69 @@ final class FetchEngine {
         }
     }
 
-    /// A connection far slower than its peers gives back its not-started chunks and reconnects.
+    /// A connection far slower than its peers (see `SlowConnectionRule`), owner or end-game racer,
+    /// gives back its not-started chunks and reconnects; out of re-dials, it only gives them back.
     private func redialSlowConnections(now: Double) {
         // Half a second tells a connection capped 8x lower from its peers: nginx sends a 2 MiB/s
         // connection its first 2 MiB at once and then nothing for a second, while a 16 MiB/s one gets
         // 2 MiB every 125 ms. On the uneven benchmark the slow ones were re-dialled after 0.76 s
         // instead of 1.26 s with a 1 s window (8 runs each: median 8.32 s against 8.37 s, slowest
         // 8.61 s against 9.09 s), and no capped run re-dialled anything.
-        let window = 0.5
-        let measured = workers.compactMap { w -> (Worker, Double)? in
-            guard w.active, w.validated, !w.isDuplicate, now - w.transferStartedAt >= window,
-                let r = w.rate(now: now, window: window)
-            else { return nil }
-            return (w, r)
+        let window = slowRule.window
+        var observations: [SlowConnectionRule.Observation] = []
+        for w in workers where w.active && now - w.transferStartedAt >= window {
+            let left = max(0, w.end - w.pos)
+            if !w.validated {
+                let waited = now - w.requestStartedAt - (w.held(at: now) - w.heldAtRequest)
+                observations.append(.init(id: w.id, bytes: 0, seconds: 0, waitingForFirstByte: waited, remainingBytes: left, consecutiveRedials: w.redials))
+            } else if let m = w.recent(now: now, window: window) {
+                observations.append(.init(id: w.id, bytes: m.bytes, seconds: m.seconds, heldSeconds: m.held, remainingBytes: left, consecutiveRedials: w.redials))
+            }
         }
-        guard measured.count >= 3 else { return }
-        let rates = measured.map(\.1).sorted()
-        let median = rates[rates.count / 2]
-        guard median > 256 * 1024 else { return }
-        for (w, r) in measured where r < median * 0.4 {
-            guard w.redials < settings.maxRedialsPerConnection, totalRedials < settings.connections * 3 else { continue }
-            // Only worth it when the remaining work would take a while at this rate.
-            let left = Double(w.end - w.pos)
-            guard left / max(r, 1) > 2 * window else { continue }
-            w.redials += 1
-            totalRedials += 1
-            trace("w\(w.id) redial at \(Format.rate(r)) vs median \(Format.rate(median)) port=\(w.easy.localPort)")
-            scheduler.releaseNotStarted(of: w.id)
-            w.end = min(w.end, w.chunkEnd)
-            onEvent?(.redial(connection: w.id, reason: "\(Format.rate(r)) against a median of \(Format.rate(median))"))
-            // Abort now and continue on a fresh connection from the exact byte reached.
-            detach(w)
-            start(w, bytes: w.pos..<w.end, fresh: true, newPath: true)
+        let verdicts = slowRule.judge(observations, now: now, usualFirstByteWait: usualFirstByteWait)
+        for v in verdicts {
+            let w = workers[v.id]
+            switch v.action {
+            case .keepOnlyTheChunkInFlight:
+                guard w.end > w.chunkEnd else { continue }
+                trace("w\(w.id) keeps only its chunk at \(Format.rate(v.rate)) vs typical \(Format.rate(v.typical))")
+                scheduler.releaseNotStarted(of: w.id)
+                w.end = w.chunkEnd
+            case .redial:
+                w.redials += 1
+                trace("w\(w.id) redial at \(Format.rate(v.rate)) vs typical \(Format.rate(v.typical)) port=\(w.easy.localPort)\(w.isDuplicate ? " (racer)" : "")")
+                scheduler.releaseNotStarted(of: w.id)
+                w.end = min(w.end, w.chunkEnd)
+                onEvent?(.redial(connection: w.id, reason: "\(Format.rate(v.rate)) against a median of \(Format.rate(v.typical))"))
+                // Abort now and continue on a fresh connection from the exact byte reached.
+                detach(w)
+                start(w, bytes: w.pos..<w.end, fresh: true, newPath: true)
+            }
         }
+    }
+
+    /// Re-dials allowed per download: three per connection, and more for a long download, in
+    /// which a server that slows some requests down keeps drawing new slow ones.
+    static func maxTotalRedials(connections: Int, chunks: Int) -> Int { 3 * connections + chunks / 8 }
+
+    /// Counts the time the loop just waited for the writer as held time for every connection
+    /// receiving: they were not read meanwhile, so neither the slow rule nor the stall timeout may
+    /// blame the network for it.
+    private func countWriterWaits() {
+        let waited = writer.waitedSeconds - writerWaitSeen
+        guard waited > 0 else { return }
+        writerWaitSeen = writer.waitedSeconds
+        for w in workers where w.active {
+            w.heldTotal += waited
+            w.lastByteAt += waited
+        }
+    }
+
+    /// Ends a `--max-speed` pause of `w` (if any), counting it as held time.
+    private func endPause(_ w: Worker, now: Double) {
+        guard let p = w.pausedAt else { return }
+        w.heldTotal += max(0, now - p)
+        w.pausedAt = nil
     }
 
     /// How many consecutive source ports libcurl may try from the random one before giving up.
@@ -1050,7 +1173,7 @@ final class FetchEngine {
             else if w.isDuplicate { state = .racing }
             else { state = .receiving }
             if target.ranged, w.active, !w.isDuplicate, w.pos < w.chunkEnd {
-                completed += w.pos - max(plan.byteRange(ofChunk: plan.chunk(containing: w.pos)).lowerBound, w.requestStart)
+                completed += w.pos - max(plan.byteRange(ofChunk: plan.chunk(containing: w.pos)).lowerBound, w.progressFrom)
             }
             conns.append(ConnectionProgress(id: w.id, state: state, bytesPerSecond: w.rate(now: now, window: 2) ?? 0, remainingBytes: max(0, w.end - w.pos)))
         }

@@ -65,6 +65,9 @@ final class StagedWriter: @unchecked Sendable {
     private let adaptive: Bool
     // Loop thread only.
     private(set) var submitted: Int64 = 0
+    /// Seconds `flush` waited for a free buffer: the writer behind the network (the fetch loop does not
+    /// read any connection meanwhile).
+    private(set) var waitedSeconds = 0.0
 
     /// `maxInFlight` bounds the memory: when that many buffers wait for the writer, `flush` waits too.
     init(data: BlockStorage, path: WritePath, bufferSize: Int = 256 << 10, maxInFlight: Int = 16) {
@@ -232,12 +235,15 @@ final class StagedWriter: @unchecked Sendable {
     /// A buffer to stage into while the full one is written: waits while `maxInFlight` buffers are
     /// queued, then reuses a written one or allocates.
     private func takeBuffer() -> StagingBuffer {
+        var waitStart: Double?
         let reused: StagingBuffer? = lock.withLock {
             while inFlight >= maxInFlight && failure == nil {
+                if waitStart == nil { waitStart = monotonicSeconds() }
                 lock.wait()
             }
             return pool.popLast()
         }
+        if let waitStart { waitedSeconds += monotonicSeconds() - waitStart }
         return reused ?? StagingBuffer(capacity: bufferSize)
     }
 

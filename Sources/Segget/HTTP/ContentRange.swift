@@ -75,3 +75,26 @@ extension Substring {
         return Substring(scalars[first...last])
     }
 }
+
+extension ContentRange {
+    /// How a 206's range answers a request for `asked` (half-open) of a `total`-byte resource.
+    public enum Answer: Equatable, Sendable {
+        /// Exactly what was asked.
+        case whole
+        /// Bytes from the asked start up to `end` (exclusive), before the asked end: RFC 9110 lets a
+        /// server send less than asked (a cap per response, say). Write them and ask for the rest.
+        case prefix(end: Int64)
+        /// Anything else (another start, past the asked end, no byte positions, unknown total for a
+        /// shorter answer): unusable.
+        case mismatch
+    }
+
+    /// Judges this range against the request. A shorter answer is trusted only with the complete
+    /// length stated, so that "less" cannot stand for "a different file".
+    public func answer(asked: Range<Int64>, total: Int64?) -> Answer {
+        guard let first, let last, first == asked.lowerBound, !asked.isEmpty else { return .mismatch }
+        if last == asked.upperBound - 1 { return .whole }
+        guard last < asked.upperBound - 1, let total, completeLength == total else { return .mismatch }
+        return .prefix(end: last + 1)
+    }
+}

@@ -4,11 +4,13 @@
 /// Every connection ("worker", numbered from 0) that has work holds a *run*: a contiguous range of
 /// unfinished chunks whose first chunk is in flight and whose others are not started. Chunks nobody
 /// holds sit in the free pool. An idle worker takes, in order of preference:
-/// 1. the largest free run;
+/// 1. the largest free run, or its first `1/thieves` when several idle workers are handed work at
+///    once (a run given back by a slow connection is then spread over all of them);
 /// 2. a share of the largest not-started remainder of a busy worker's run, sized so that the
 ///    helpers finish together (work stealing);
 /// 3. in the end game, when nothing is left to steal, a duplicate of the in-flight chunk expected to
-///    finish last. Whichever copy finishes first wins; the scheduler names the loser to cancel.
+///    finish last. Whichever copy finishes first wins; the scheduler names the losers to cancel. A
+///    chunk gets another racer (up to `maxRacers`) only when the racers it has are slow as well.
 public struct Scheduler: Sendable {
     public let plan: ChunkPlan
     public private(set) var finished: [Bool]
@@ -112,9 +114,9 @@ public struct Scheduler: Sendable {
 
     /// Hands idle worker `w` its next work, or nil when there is nothing useful for it to do.
     ///
-    /// `remainingSeconds(worker)` estimates how long a busy worker still needs for its in-flight
-    /// chunk; the end game duplicates the chunk with the largest estimate, if it is at least
-    /// `minRemainingSeconds`. `worthStealing(victim, notStartedChunks)` may veto robbing a worker
+    /// `remainingSeconds(worker)` estimates how long a busy worker (owner or racer) still needs for
+    /// its in-flight chunk; the end game duplicates the chunk whose copies are expected to finish
+    /// last, if that is at least `minRemainingSeconds` away and it has fewer than `maxRacers` racers. `worthStealing(victim, notStartedChunks)` may veto robbing a worker
     /// that will soon finish anyway.
     ///
     /// How much a thief takes is decided so that everyone who can help finishes at about the same
@@ -128,7 +130,7 @@ public struct Scheduler: Sendable {
     /// while the others are about to finish half of what should be spread over all of them.
     public mutating func nextAssignment(
         for w: Int, allowDuplicates: Bool = true, remainingSeconds: (Int) -> Double = { _ in 0 },
-        minRemainingSeconds: Double = 0, thieves: Int = 1,
+        minRemainingSeconds: Double = 0, maxRacers: Int = 1, thieves: Int = 1,
         chunkSeconds: Double? = nil, runSeconds: (Int) -> Double? = { _ in nil },
         worthStealing: (_ victim: Int, _ notStartedChunks: Int) -> Bool = { _, _ in true }
     ) -> Assignment? {
@@ -140,7 +142,12 @@ public struct Scheduler: Sendable {
             pick = free.indices.max(by: { free[$0].count < free[$1].count || (free[$0].count == free[$1].count && $0 > $1) })
         }
         if let i = pick {
-            let r = free.remove(at: i)
+            var r = free.remove(at: i)
+            if !inOrder && thieves > 1 && r.count > 1 {
+                let take = (r.count + thieves - 1) / thieves
+                free.append((r.lowerBound + take)..<r.upperBound)
+                r = r.lowerBound..<(r.lowerBound + take)
+            }
             runs[w] = r
             return .run(r)
         }
@@ -172,11 +179,15 @@ public struct Scheduler: Sendable {
             return .stolen(stolen, victim: v, victimNewEnd: cut)
         }
         guard allowDuplicates else { return nil }
-        // End game: race the in-flight chunk expected to finish last, one duplicate per chunk.
-        let raced = Set(duplicates.values)
+        // End game: race the in-flight chunk expected to finish last; it finishes when its first
+        // copy does.
+        var racers: [Int: [Int]] = [:]
+        for (d, c) in duplicates { racers[c, default: []].append(d) }
         var target: (owner: Int, chunk: Int, eta: Double)?
-        for (v, r) in runs.sorted(by: { $0.key < $1.key }) where !raced.contains(r.lowerBound) {
-            let eta = remainingSeconds(v)
+        for (v, r) in runs.sorted(by: { $0.key < $1.key }) {
+            let copies = racers[r.lowerBound] ?? []
+            guard copies.count < max(1, maxRacers) else { continue }
+            let eta = copies.map(remainingSeconds).reduce(remainingSeconds(v), min)
             guard eta >= minRemainingSeconds else { continue }
             if eta > (target?.eta ?? -1) { target = (v, r.lowerBound, eta) }
         }
