@@ -823,14 +823,8 @@ final class FetchEngine {
                 w.stop = .retry("asked for bytes \(asked), the server sent \(h.value("content-range") ?? "?")", after: nil, kind: .protocolViolation)
                 return
             }
-            if let cl = h.contentLength, cl != w.requestEnd - w.requestStart {
-                w.stop = .retry("the server declared \(cl) bytes for a range of \(w.requestEnd - w.requestStart)", after: nil, kind: .protocolViolation)
-                return
-            }
-            if let enc = h.contentEncoding {
-                w.stop = .fatal(SeggetError(.protocolViolation, "the server applied Content-Encoding '\(enc)' to a byte range, which makes the offsets meaningless; try -n 1."))
-                return
-            }
+            // A Content-Length that disagrees with the range, and a content coding, were refused by
+            // `permanentVerdict` already.
             if let reason = validatorChange(h, w) { w.stop = .resourceChanged(reason) }
         case 200:
             if let reason = validatorChange(h, w) {
