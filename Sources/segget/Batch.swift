@@ -95,21 +95,31 @@ struct Batch: Sendable {
         let started = DispatchTime.now().uptimeNanoseconds
         let shared = SharedBox(count: entries.count)
         let group = DispatchGroup()
-        for _ in 0..<parallelFiles {
-            DispatchQueue.global().async(group: group) {
-                // Each worker's files reuse its kept-alive connections.
-                let pool = ConnectionPool()
-                while true {
-                    let k: Int = shared.withLock { s in
-                        defer { s.next += 1 }
-                        return s.next
-                    }
-                    guard k < entries.count else { return }
-                    let outcome = runOne(k, shared: shared, pool: pool, reporter: reporter, interrupt: interrupt)
-                    shared.withLock { $0.outcomes[k] = outcome }
+        // One thread per file in flight (not Dispatch's global queue, which runs about one per CPU).
+        let work: @Sendable () -> Void = {
+            // Each worker's files reuse its kept-alive connections.
+            let pool = ConnectionPool()
+            while true {
+                let k: Int = shared.withLock { s in
+                    defer { s.next += 1 }
+                    return s.next
                 }
+                guard k < entries.count else { return }
+                let outcome = runOne(k, shared: shared, pool: pool, reporter: reporter, interrupt: interrupt)
+                shared.withLock { $0.outcomes[k] = outcome }
             }
         }
+        var threads = 0
+        for _ in 0..<parallelFiles {
+            group.enter()
+            if DownloadThread.start({ work(); group.leave() }) {
+                threads += 1
+            } else {
+                // No thread to be had: this worker's share goes to the ones that started.
+                group.leave()
+            }
+        }
+        if threads == 0 { work() }
         group.wait()
         let outcomes = shared.withLock { s in
             s.outcomes.enumerated().map { $0.element ?? Outcome(id: $0.offset + 1, url: entries[$0.offset].url, status: .notStarted) }

@@ -113,14 +113,18 @@ extension Download {
 }
 
 /// A detached POSIX thread for one blocking download (8 MiB stack, like the main thread).
-enum DownloadThread {
+///
+/// Blocking work belongs on threads of its own: on Linux, Dispatch's global queues run about one
+/// thread per CPU, so downloads started there ran two at a time on a 2-core machine however many a
+/// batch asked for.
+public enum DownloadThread {
     private final class Box {
         let body: () -> Void
         init(_ body: @escaping () -> Void) { self.body = body }
     }
 
-    /// Returns false (with `errno` set) when the thread could not be created.
-    static func start(_ body: @escaping @Sendable () -> Void) -> Bool {
+    /// Runs `body` on a new thread. Returns false (with `errno` set) when it could not be created.
+    public static func start(_ body: @escaping @Sendable () -> Void) -> Bool {
         var attr = pthread_attr_t()
         pthread_attr_init(&attr)
         defer { pthread_attr_destroy(&attr) }
