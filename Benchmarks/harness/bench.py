@@ -685,10 +685,10 @@ def find_segget(args: argparse.Namespace, notes: list[str]) -> str | None:
     path = REPO / ".build" / "release" / "segget"
     if not path.exists() and not args.no_build:
         build_log = args.out / "segget-build.log"
-        log(f"building segget (swift build -c release --product segget, log in {build_log}) ...")
+        log(f"building segget (swift build -c release --product segget --static-swift-stdlib, log in {build_log}) ...")
         with open(build_log, "wb") as f:
             try:
-                r = subprocess.run(["swift", "build", "-c", "release", "--product", "segget"],
+                r = subprocess.run(["swift", "build", "-c", "release", "--product", "segget", "--static-swift-stdlib"],
                                    cwd=REPO, stdout=f, stderr=f, timeout=1800)
                 if r.returncode != 0:
                     notes.append(f"segget: the release build failed (exit {r.returncode}, see "

@@ -17,6 +17,7 @@ command -v aria2c >/dev/null || ensure_packages aria2
 VENV="$ROOT/.build/aria2p-venv"
 if [ ! -x "$VENV/bin/aria2p" ]; then
     log "creating $VENV with aria2p and websockets"
+    python3 -c 'import ensurepip' 2>/dev/null || ensure_packages python3-venv
     python3 -m venv "$VENV"
     "$VENV/bin/pip" install -q aria2p websockets || {
         rm -rf "$VENV"
