@@ -513,8 +513,7 @@ public final class Download: @unchecked Sendable {
                 throw SeggetError(.fileSystem, "could not create the directory \(dir): \(Errno(rawValue: errno)).")
             }
         }
-        let name = FileName.sanitize(probe.suggestedFileName)
-        return dir == "." ? name : (dir.hasSuffix("/") ? dir + name : dir + "/" + name)
+        return OutputNames.join(dir, FileName.sanitize(probe.suggestedFileName))
     }
 
     // MARK: Storage

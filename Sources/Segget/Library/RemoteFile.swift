@@ -8,19 +8,23 @@ public struct RemoteFileInfo: Sendable, Equatable {
     public var totalBytes: Int64?
     /// True when the server answered a byte-range request properly.
     public var acceptsRanges: Bool
+
+    init(_ probe: ProbeResult) {
+        finalURL = probe.finalURL
+        suggestedFileName = FileName.sanitize(probe.suggestedFileName)
+        totalBytes = probe.totalLength
+        acceptsRanges = probe.acceptsRanges
+    }
 }
 
 extension Download {
     /// Sends one probing request (`Range: bytes=0-0`, following redirects under segget's policy)
     /// and reports the server's file name, length and range support. No retries, nothing written.
     ///
-    /// Batches use it to give every file a distinct name before any of them starts, and `--json`
-    /// to announce a file's path and size.
+    /// The download manager uses it to fix a task's file name before its first start. A batch, which
+    /// goes on to download the file, uses ``prepare(pool:)`` instead.
     public func probe() throws(SeggetError) -> RemoteFileInfo {
-        let p = try Prober(options: options.transfer).probe(url: url)
-        return RemoteFileInfo(
-            finalURL: p.finalURL, suggestedFileName: FileName.sanitize(p.suggestedFileName), totalBytes: p.totalLength,
-            acceptsRanges: p.acceptsRanges)
+        RemoteFileInfo(try Prober(options: options.transfer).probe(url: url))
     }
 }
 
@@ -46,9 +50,7 @@ public final class PreparedDownload: @unchecked Sendable {
         self.url = url
         self.probe = probe
         self.multi = multi
-        info = RemoteFileInfo(
-            finalURL: probe.finalURL, suggestedFileName: FileName.sanitize(probe.suggestedFileName),
-            totalBytes: probe.totalLength, acceptsRanges: probe.acceptsRanges)
+        info = RemoteFileInfo(probe)
     }
 }
 
