@@ -777,93 +777,23 @@ final class FetchEngine {
 
     // MARK: Validation
 
-    /// Checks the response head before the first body byte is written: status, Content-Range equal
-    /// to the request, exact length, no content coding, unchanged validators.
+    /// Checks the response head before the first body byte is written (see `ResponseVerdict`).
     private func validate(_ w: Worker) {
         w.validated = true
-        let h = w.head
-        let asked = "\(w.requestStart)-\(w.requestEnd - 1)"
-        if h.status == 429 || h.status == 503 || (500...599).contains(h.status) || h.status == 408 {
-            w.stop = .retry("HTTP \(h.status)", after: h.value("retry-after").flatMap { parseRetryAfter($0) }, kind: .httpStatus)
-            return
-        }
-        if let verdict = permanentVerdict(h, asked: asked) {
-            w.stop = verdict
-            return
-        }
-        if !target.ranged {
-            guard h.status == 200 else {
-                w.stop = .fatal(Prober.statusError(h.status, url: target.url))
-                return
-            }
-            if let total = target.totalLength, let cl = h.contentLength, cl != total {
-                w.stop = .resourceChanged("its length changed from \(total) to \(cl) bytes")
-            } else if let reason = validatorChange(h, w) {
-                w.stop = .resourceChanged(reason)
-            }
-            return
-        }
-        switch h.status {
-        case 206:
-            guard let cr = h.contentRange else {
-                w.stop = .retry("a 206 without a usable Content-Range for bytes \(asked)", after: nil, kind: .protocolViolation)
-                return
-            }
-            if let total = cr.completeLength, total != target.totalLength {
-                w.stop = .resourceChanged("its length changed from \(target.totalLength ?? 0) to \(total) bytes")
-                return
-            }
-            switch cr.answer(asked: w.requestStart..<w.requestEnd, total: target.totalLength) {
-            case .whole:
-                break
-            case .prefix(let end):
-                // An honest shorter answer: take it, and `finish` asks for the rest (not a failure).
-                w.requestEnd = end
-            case .mismatch:
-                w.stop = .retry("asked for bytes \(asked), the server sent \(h.value("content-range") ?? "?")", after: nil, kind: .protocolViolation)
-                return
-            }
-            // A Content-Length that disagrees with the range, and a content coding, were refused by
-            // `permanentVerdict` already.
-            if let reason = validatorChange(h, w) { w.stop = .resourceChanged(reason) }
-        case 200:
-            if let reason = validatorChange(h, w) {
-                w.stop = .resourceChanged(reason)
-            } else if let cl = h.contentLength, let total = target.totalLength, cl != total {
-                w.stop = .resourceChanged("its length changed from \(total) to \(cl) bytes")
-            } else {
-                // Same validators (or none to compare): the server ignores ranges at this offset.
-                w.stop = .rangesIgnored("the server ignored the byte range \(asked) and sent the whole file")
-            }
-        case 416:
-            w.stop = .resourceChanged("the server says bytes \(asked) no longer exist (416)")
-        default:
-            w.stop = .fatal(Prober.statusError(h.status, url: target.url))
-        }
-    }
-
-    /// Answers that no retry can change, decided before anything else about a 200 or 206: a coded
-    /// range or several ranges for one (ranges are unusable: start over as one stream, as the probe
-    /// would have), ambiguous framing (see `FramingProblem`).
-    private func permanentVerdict(_ h: ResponseHead, asked: String) -> StopReason? {
-        guard h.status == 200 || h.status == 206 else { return nil }
-        if target.ranged, h.status == 206, let enc = h.contentEncoding {
-            return .rangesIgnored("the server applied Content-Encoding '\(enc)' to the byte range \(asked), which makes its offsets meaningless")
-        }
-        if let problem = h.framingProblem { return .fatal(Prober.framingError(problem, url: target.url)) }
-        if target.ranged, h.status == 206, h.isMultipartByteRanges {
-            return .rangesIgnored("the server answered the byte range \(asked) with a multipart/byteranges body")
-        }
-        return nil
-    }
-
-    private func validatorChange(_ h: ResponseHead, _ w: Worker) -> String? {
         let src = sources[w.source % sources.count]
-        if let want = src.etag, let got = h.etag, want != got { return "its ETag changed from \(want) to \(got)" }
-        if let want = src.lastModified, let got = h.lastModified, want != got {
-            return "its Last-Modified changed from \(want) to \(got)"
+        let question = ResponseQuestion(
+            range: w.requestStart..<w.requestEnd, ranged: target.ranged, totalLength: target.totalLength,
+            etag: src.etag, lastModified: src.lastModified, url: target.url)
+        switch ResponseVerdict(for: question, head: w.head) {
+        case .accept: break
+        case .acceptPrefix(let end):
+            // An honest shorter answer: take it, and `finish` asks for the rest (not a failure).
+            w.requestEnd = end
+        case .retry(let why, let after, let kind): w.stop = .retry(why, after: after, kind: kind)
+        case .rangesIgnored(let why): w.stop = .rangesIgnored(why)
+        case .resourceChanged(let why): w.stop = .resourceChanged(why)
+        case .fatal(let e): w.stop = .fatal(e)
         }
-        return nil
     }
 
     // MARK: Completion

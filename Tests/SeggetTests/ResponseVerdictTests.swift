@@ -1,0 +1,151 @@
+import Testing
+@testable import Segget
+
+/// `ResponseVerdict`: every answer a server can give to a ranged request or a plain stream, and the
+/// order in which the checks name the reason. No sockets: heads are built line by line.
+@Suite struct ResponseVerdictTests {
+    static let url = "http://user:secret@example.com/f"
+
+    func head(_ status: Int, _ lines: [String] = []) -> ResponseHead {
+        var h = ResponseHead()
+        h.append(line: Substring("HTTP/1.1 \(status) X\r\n"))
+        for l in lines { h.append(line: Substring(l + "\r\n")) }
+        h.append(line: "\r\n")
+        return h
+    }
+
+    func ranged(_ range: Range<Int64> = 100..<200, total: Int64? = 1000, etag: String? = "\"v1\"", lastModified: String? = nil) -> ResponseQuestion {
+        ResponseQuestion(range: range, ranged: true, totalLength: total, etag: etag, lastModified: lastModified, url: Self.url)
+    }
+
+    func stream(total: Int64? = 1000, etag: String? = "\"v1\"") -> ResponseQuestion {
+        ResponseQuestion(range: 0..<(total ?? .max), ranged: false, totalLength: total, etag: etag, lastModified: nil, url: Self.url)
+    }
+
+    func verdict(_ q: ResponseQuestion, _ status: Int, _ lines: [String] = []) -> ResponseVerdict {
+        ResponseVerdict(for: q, head: head(status, lines))
+    }
+
+    // MARK: Ranged requests
+
+    @Test func exactRangeIsAccepted() {
+        #expect(verdict(ranged(), 206, ["Content-Range: bytes 100-199/1000", "Content-Length: 100", "ETag: \"v1\""]) == .accept)
+        // No validators on either side, or only on one, is no change.
+        #expect(verdict(ranged(etag: nil), 206, ["Content-Range: bytes 100-199/1000", "ETag: \"v2\""]) == .accept)
+        #expect(verdict(ranged(), 206, ["Content-Range: bytes 100-199/1000"]) == .accept)
+        // An unknown complete length is no contradiction.
+        #expect(verdict(ranged(), 206, ["Content-Range: bytes 100-199/*"]) == .accept)
+    }
+
+    @Test func honestShorterAnswerIsAPrefix() {
+        #expect(verdict(ranged(), 206, ["Content-Range: bytes 100-149/1000", "Content-Length: 50"]) == .acceptPrefix(end: 150))
+    }
+
+    @Test func shorterAnswerWithoutTotalIsRetried() {
+        #expect(verdict(ranged(), 206, ["Content-Range: bytes 100-149/*"])
+            == .retry("asked for bytes 100-199, the server sent bytes 100-149/*", after: nil, kind: .protocolViolation))
+    }
+
+    @Test(arguments: ["bytes 101-199/1000", "bytes 100-200/1000", "bytes 0-99/1000", "bytes */1000"])
+    func wrongRangeIsRetried(_ cr: String) {
+        #expect(verdict(ranged(), 206, ["Content-Range: \(cr)"])
+            == .retry("asked for bytes 100-199, the server sent \(cr)", after: nil, kind: .protocolViolation))
+    }
+
+    @Test func missingOrGarbledContentRangeIsRetried() {
+        let expected = ResponseVerdict.retry("a 206 without a usable Content-Range for bytes 100-199", after: nil, kind: .protocolViolation)
+        #expect(verdict(ranged(), 206) == expected)
+        #expect(verdict(ranged(), 206, ["Content-Range: lines 1-2/3"]) == expected)
+    }
+
+    @Test func changedLengthIsAChangedResource() {
+        #expect(verdict(ranged(), 206, ["Content-Range: bytes 100-199/2000"]) == .resourceChanged("its length changed from 1000 to 2000 bytes"))
+    }
+
+    @Test func changedValidatorsAreAChangedResource() {
+        #expect(verdict(ranged(), 206, ["Content-Range: bytes 100-199/1000", "ETag: \"v2\""])
+            == .resourceChanged("its ETag changed from \"v1\" to \"v2\""))
+        let lm = ranged(etag: nil, lastModified: "Mon, 02 Jan 2023 00:00:00 GMT")
+        #expect(verdict(lm, 206, ["Content-Range: bytes 100-199/1000", "Last-Modified: Tue, 03 Jan 2023 00:00:00 GMT"])
+            == .resourceChanged("its Last-Modified changed from Mon, 02 Jan 2023 00:00:00 GMT to Tue, 03 Jan 2023 00:00:00 GMT"))
+        // A changed ETag outranks an honest prefix.
+        #expect(verdict(ranged(), 206, ["Content-Range: bytes 100-149/1000", "ETag: \"v2\""])
+            == .resourceChanged("its ETag changed from \"v1\" to \"v2\""))
+    }
+
+    @Test func wholeFileForARangeMeansRangesAreIgnored() {
+        #expect(verdict(ranged(), 200, ["Content-Length: 1000", "ETag: \"v1\""])
+            == .rangesIgnored("the server ignored the byte range 100-199 and sent the whole file"))
+        #expect(verdict(ranged(), 200) == .rangesIgnored("the server ignored the byte range 100-199 and sent the whole file"))
+    }
+
+    @Test func wholeOtherFileIsAChangedResource() {
+        #expect(verdict(ranged(), 200, ["ETag: \"v2\""]) == .resourceChanged("its ETag changed from \"v1\" to \"v2\""))
+        #expect(verdict(ranged(), 200, ["Content-Length: 999"]) == .resourceChanged("its length changed from 1000 to 999 bytes"))
+    }
+
+    @Test func codedOrMultipartRangeMeansRangesAreIgnored() {
+        #expect(verdict(ranged(), 206, ["Content-Range: bytes 100-199/1000", "Content-Encoding: gzip"])
+            == .rangesIgnored("the server applied Content-Encoding 'gzip' to the byte range 100-199, which makes its offsets meaningless"))
+        #expect(verdict(ranged(), 206, ["Content-Range: bytes 100-199/1000", "Content-Encoding: identity"]) == .accept)
+        #expect(verdict(ranged(), 206, ["Content-Type: multipart/byteranges; boundary=X"])
+            == .rangesIgnored("the server answered the byte range 100-199 with a multipart/byteranges body"))
+    }
+
+    @Test func unsatisfiableRangeIsAChangedResource() {
+        #expect(verdict(ranged(), 416) == .resourceChanged("the server says bytes 100-199 no longer exist (416)"))
+    }
+
+    @Test(arguments: [301, 304, 400, 401, 403, 404, 410, 418])
+    func otherStatusesAreFatal(_ status: Int) {
+        #expect(verdict(ranged(), status) == .fatal(Prober.statusError(status, url: Self.url)))
+    }
+
+    // MARK: Both kinds
+
+    @Test(arguments: [408, 429, 500, 502, 503, 504, 599])
+    func overloadedServerIsRetried(_ status: Int) {
+        for q in [ranged(), stream()] {
+            #expect(verdict(q, status) == .retry("HTTP \(status)", after: nil, kind: .httpStatus))
+            #expect(verdict(q, status, ["Retry-After: 7"]) == .retry("HTTP \(status)", after: 7, kind: .httpStatus))
+        }
+    }
+
+    @Test func ambiguousFramingIsFatalBeforeAnythingElse() {
+        let lines = ["Content-Length: 100", "Content-Length: 101", "Content-Range: bytes 100-199/1000", "ETag: \"v2\""]
+        let h = head(206, lines)
+        let problem = try! #require(h.framingProblem)
+        #expect(verdict(ranged(), 206, lines) == .fatal(Prober.framingError(problem, url: Self.url)))
+        let streamLines = ["Content-Length: 1000", "Content-Length: 1001"]
+        let sp = try! #require(head(200, streamLines).framingProblem)
+        #expect(verdict(stream(), 200, streamLines) == .fatal(Prober.framingError(sp, url: Self.url)))
+    }
+
+    @Test func codingOutranksFraming() {
+        // A coded range is unusable whatever its framing says: start over as one stream.
+        let lines = ["Content-Length: 100", "Content-Length: 101", "Content-Encoding: br"]
+        #expect(verdict(ranged(), 206, lines)
+            == .rangesIgnored("the server applied Content-Encoding 'br' to the byte range 100-199, which makes its offsets meaningless"))
+    }
+
+    // MARK: Plain streams
+
+    @Test func streamWantsA200OfTheSameFile() {
+        #expect(verdict(stream(), 200, ["Content-Length: 1000", "ETag: \"v1\""]) == .accept)
+        #expect(verdict(stream(total: nil), 200, ["Transfer-Encoding: chunked"]) == .accept)
+        #expect(verdict(stream(), 200, ["Content-Length: 999"]) == .resourceChanged("its length changed from 1000 to 999 bytes"))
+        #expect(verdict(stream(), 200, ["ETag: \"v2\""]) == .resourceChanged("its ETag changed from \"v1\" to \"v2\""))
+        // Length is checked before validators.
+        #expect(verdict(stream(), 200, ["Content-Length: 999", "ETag: \"v2\""]) == .resourceChanged("its length changed from 1000 to 999 bytes"))
+    }
+
+    @Test(arguments: [206, 404, 416, 304])
+    func streamRefusesAnyOtherStatus(_ status: Int) {
+        #expect(verdict(stream(), status, ["Content-Range: bytes 0-999/1000"]) == .fatal(Prober.statusError(status, url: Self.url)))
+    }
+
+    @Test func streamIgnoresRangeHeadersItDidNotAskFor() {
+        // A coded or multipart body is only a ranged request's problem.
+        #expect(verdict(stream(), 200, ["Content-Encoding: gzip"]) == .accept)
+    }
+}
