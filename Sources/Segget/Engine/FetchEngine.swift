@@ -60,22 +60,6 @@ struct FetchSettings {
     var writePath = WritePath.adaptive
 }
 
-/// Why a worker's transfer ended early (set inside callbacks, acted on by the loop).
-enum StopReason {
-    case none
-    /// Reached the end of an assignment that shrank (stolen work): not an error.
-    case reachedEnd
-    /// Lost an end-game race.
-    case cancelled
-    /// Retry after a delay (seconds; nil means backoff); `kind` is the failure if retries run out.
-    case retry(String, after: Double?, kind: FailureKind)
-    /// The server answered a range with the whole file (same validators): ranges are unusable.
-    case rangesIgnored(String)
-    /// The resource changed on the server; the download must start over.
-    case resourceChanged(String)
-    case fatal(SeggetError)
-}
-
 /// The resource changed while downloading; the caller restarts from zero.
 struct ResourceChanged: Error {
     let reason: String
@@ -92,17 +76,10 @@ final class Worker {
     let easy = EasyHandle()
     unowned(unsafe) var engine: FetchEngine!
 
-    var active = false
-    var waitUntil: Double?
-    /// `waitUntil` is this worker's first start (see `FetchEngine.rampStep`), not a retry.
-    var rampStart = false
-    /// Its transfer is paused until `--max-speed`'s budget allows receiving again.
-    var paused = false
+    /// Idle, waiting, awaiting a head, receiving, paused or stopping (see `ConnectionMachine`).
+    var machine = ConnectionMachine()
     let headCollector = HeadCollector()
     var head: ResponseHead { headCollector.head }
-    var validated = false
-    var stop = StopReason.none
-    var isDuplicate = false
 
     /// What the current HTTP request asked for, half-open; `requestEnd` moves down to where a shorter
     /// answer ends.
@@ -110,9 +87,10 @@ final class Worker {
     var requestEnd: Int64 = 0
     /// Where this worker's bytes in its current chunk begin (for progress).
     var progressFrom: Int64 = 0
-    /// Next byte to write, and where this worker must stop (≤ requestEnd; shrinks when robbed).
+    /// Next byte to write.
     var pos: Int64 = 0
-    var end: Int64 = 0
+    /// Where a plain stream ends (see `FetchEngine.end(of:)` for ranged requests).
+    var streamEnd: Int64 = 0
     /// End of the chunk that holds `pos`.
     var chunkEnd: Int64 = 0
 
@@ -131,10 +109,6 @@ final class Worker {
     var samples: [(Double, Int64)] = []
     /// `held(at:)` at the time of each sample in `samples`.
     var heldSamples: [Double] = []
-    /// Seconds segget held this worker back (paused for `--max-speed`, or the loop waiting for the
-    /// writer), summed over its life; a pause in progress began at `pausedAt`.
-    var heldTotal = 0.0
-    var pausedAt: Double?
     /// When the current request went out, and `held(at:)` then and at `transferStartedAt`.
     var requestStartedAt = 0.0
     var heldAtRequest = 0.0
@@ -152,7 +126,7 @@ final class Worker {
     }
 
     /// Seconds held back so far, counting a pause in progress.
-    func held(at now: Double) -> Double { heldTotal + (pausedAt.map { max(0, now - $0) } ?? 0) }
+    func held(at now: Double) -> Double { machine.held(at: now) }
 
     /// Bytes, seconds and held seconds over the same samples `rate(now:window:)` uses.
     func recent(now: Double, window: Double) -> (bytes: Int64, seconds: Double, held: Double)? {
@@ -317,7 +291,7 @@ final class FetchEngine {
             checkpointThread = CheckpointWorker(journal: journal, data: data, interval: settings.checkpointInterval)
         }
         defer {
-            for w in workers where w.active { detach(w) }
+            for w in workers where w.machine.isTransferring { _ = detach(w) }
             // Whatever was received is written and recorded, also when stopping early.
             runAfterWrites(waiting: true)
             recordFinalSlots()
@@ -332,12 +306,12 @@ final class FetchEngine {
                 if k == 0, let r = scheduler.run(of: w.id) {
                     start(w, bytes: runBytes(r))
                 } else {
-                    w.waitUntil = startedAt + Double(k) * step
-                    w.rampStart = true
+                    w.machine.wait(until: startedAt + Double(k) * step, .ramp)
                 }
             }
         } else {
-            start(workers[0], bytes: 0..<(target.totalLength ?? Int64.max))
+            workers[0].streamEnd = target.totalLength ?? Int64.max
+            start(workers[0], bytes: 0..<workers[0].streamEnd)
         }
         var lastTick = 0.0
         while true {
@@ -437,7 +411,7 @@ final class FetchEngine {
     /// than the staging buffer, slots are otherwise written only at chunk ends.)
     private func recordFinalSlots() {
         guard let slots = progressSlots, target.ranged, (try? writer.completedTicket()) == writer.submitted else { return }
-        for w in workers where !w.isDuplicate && w.staging != nil && w.pos > 0 && w.pos < plan.totalLength {
+        for w in workers where !isRacing(w) && w.staging != nil && w.pos > 0 && w.pos < plan.totalLength {
             let k = plan.chunk(containing: w.pos - 1)
             guard !scheduler.finished[k], w.pos < plan.byteRange(ofChunk: k).upperBound, w.pos > w.slotPos,
                 let crc = chunkCRCs.crc(ofChunk: k, upTo: w.pos)
@@ -474,13 +448,13 @@ final class FetchEngine {
         // Nothing is finished before every chunk kept from an earlier run was vouched for.
         if target.ranged { return scheduler.isComplete && (vouching?.isDone ?? true) }
         let w = workers[0]
-        return !w.active && w.waitUntil == nil && w.pos >= w.end
+        return w.machine.isIdle && w.pos >= w.streamEnd
     }
 
     private func pollTimeout(now: Double) -> Int32 {
         var ms = 100.0
-        for w in workers { if let t = w.waitUntil { ms = min(ms, max(0, (t - now) * 1000)) } }
-        if let b = budget, workers.contains(where: { $0.paused }) {
+        for w in workers { if let t = w.machine.waitingUntil { ms = min(ms, max(0, (t - now) * 1000)) } }
+        if let b = budget, workers.contains(where: { $0.machine.isPaused }) {
             ms = min(ms, max(1, (b.secondsUntilAllowed * 1000).rounded(.up)))
         }
         return Int32(ms)
@@ -489,24 +463,25 @@ final class FetchEngine {
     // MARK: Assignment
 
     private func assignIdleWorkers() {
-        let idle = workers.prefix(workerLimit).filter { !$0.active && $0.waitUntil == nil && scheduler.run(of: $0.id) == nil && scheduler.duplicates[$0.id] == nil }
+        let idle = workers.prefix(workerLimit).filter { $0.machine.isIdle && scheduler.run(of: $0.id) == nil && scheduler.duplicates[$0.id] == nil }
         for (i, w) in idle.enumerated() {
             let now = monotonicSeconds()
+            // Read before the scheduler is asked (it cannot be read while it decides).
+            let runSeconds = workers.map { self.runSeconds($0, now: now) }
             guard let a = scheduler.nextAssignment(
                 for: w.id, allowDuplicates: settings.endGame,
                 remainingSeconds: { self.remainingSeconds(self.workers[$0], now: now) },
                 minRemainingSeconds: FetchEngine.minRaceSeconds, maxRacers: FetchEngine.maxRacers, thieves: idle.count - i,
                 chunkSeconds: typicalRate(now: now).map { Double(plan.chunkSize) / $0 },
-                runSeconds: { self.runSeconds(self.workers[$0], now: now) },
+                runSeconds: { runSeconds[$0] },
                 worthStealing: { self.worthStealing(self.workers[$0], notStartedChunks: $1, now: now) })
             else { continue }
             trace("w\(w.id) gets \(a)")
             switch a {
             case .run(let r):
                 start(w, bytes: runBytes(r))
-            case .stolen(let r, let victim, let newEnd):
-                let v = workers[victim]
-                v.end = min(v.end, plan.byteRange(ofChunk: newEnd - 1).upperBound)
+            case .stolen(let r, _, _):
+                // The victim's run now ends at the cut (`end(of:)` reads it from the scheduler).
                 start(w, bytes: runBytes(r))
             case .duplicate(let chunk, let owner):
                 let o = workers[owner]
@@ -516,7 +491,6 @@ final class FetchEngine {
                 // the file whoever wins (a losing owner's staged bytes are discarded), and before the
                 // winner's journal bit, which is queued behind a later ticket.
                 settle(o)
-                w.isDuplicate = true
                 start(w, bytes: from..<chunkRange.upperBound)
             }
         }
@@ -532,7 +506,7 @@ final class FetchEngine {
     /// is robbed only on evidence, like a race: once its rate is known and its remainder would take a
     /// while, since a fast server may already have sent everything beyond the cut.
     private func worthStealing(_ v: Worker, notStartedChunks: Int, now: Double) -> Bool {
-        guard v.active else { return true }
+        guard v.machine.isTransferring else { return true }
         guard let r = v.rate(now: now, window: 1) ?? averageRate(v, now: now) else { return false }
         let bytes = Double(notStartedChunks) * Double(plan.chunkSize)
         return bytes / max(r, 1) >= FetchEngine.minStealSeconds
@@ -542,7 +516,7 @@ final class FetchEngine {
     /// no byte came yet, far longer than first bytes usually take); nil before.
     private func averageRate(_ w: Worker, now: Double) -> Double? {
         let elapsed = now - w.requestStartedAt - (w.held(at: now) - w.heldAtRequest)
-        guard elapsed >= max(FetchEngine.minEvidenceSeconds, w.validated ? 0 : 4 * (usualFirstByteWait ?? 0)) else { return nil }
+        guard elapsed >= max(FetchEngine.minEvidenceSeconds, w.machine.headJudged ? 0 : 4 * (usualFirstByteWait ?? 0)) else { return nil }
         return Double(w.pos - w.requestStart) / elapsed
     }
 
@@ -565,13 +539,13 @@ final class FetchEngine {
 
     /// Seconds `w` still needs for its whole run at its current rate; nil while that is unknown.
     private func runSeconds(_ w: Worker, now: Double) -> Double? {
-        guard w.active, !w.isDuplicate, let r = w.rate(now: now, window: 1) else { return nil }
-        return Double(max(0, w.end - w.pos)) / max(r, 1)
+        guard w.machine.isTransferring, !isRacing(w), let r = w.rate(now: now, window: 1) else { return nil }
+        return Double(max(0, end(of: w) - w.pos)) / max(r, 1)
     }
 
     /// The median rate of the connections receiving now, for sizing steals; nil if none is known.
     private func typicalRate(now: Double) -> Double? {
-        let rates = workers.compactMap { w in w.active && !w.isDuplicate ? w.rate(now: now, window: 1) : nil }.sorted()
+        let rates = workers.compactMap { w in w.machine.isTransferring && !isRacing(w) ? w.rate(now: now, window: 1) : nil }.sorted()
         guard !rates.isEmpty else { return nil }
         return max(1, rates[rates.count / 2])
     }
@@ -580,7 +554,7 @@ final class FetchEngine {
     /// the end game the idle connections have nothing better to do than race a request that trickles
     /// from its start.)
     private func remainingSeconds(_ w: Worker, now: Double) -> Double {
-        if !w.active { return 1e9 }
+        if !w.machine.isTransferring { return 1e9 }
         let left = Double(max(0, w.chunkEnd - w.pos))
         guard let r = w.rate(now: now, window: 1) ?? averageRate(w, now: now) else { return 0 }
         return left / max(r, 1)
@@ -622,31 +596,24 @@ final class FetchEngine {
         e.set(CURLOPT_WRITEDATA, pointer: ud)
         w.headCollector.head = ResponseHead()
         e.collectHeaders(into: w.headCollector)
-        w.validated = false
-        w.stop = .none
         // Bytes of the chunk this worker already received before `bytes` still count as progress.
         if bytes.lowerBound != w.pos { w.progressFrom = bytes.lowerBound }
         w.requestStart = bytes.lowerBound
         w.requestEnd = bytes.upperBound
         w.pos = bytes.lowerBound
-        w.end = bytes.upperBound
         w.chunkEnd = target.ranged ? plan.byteRange(ofChunk: plan.chunk(containing: w.pos)).upperBound : bytes.upperBound
         w.lastByteAt = monotonicSeconds()
         w.slotPos = w.pos
-        endPause(w, now: w.lastByteAt)
         w.requestStartedAt = w.lastByteAt
-        w.heldAtRequest = w.heldTotal
+        w.heldAtRequest = w.held(at: w.lastByteAt)
         if !continuing {
             w.transferStartedAt = w.lastByteAt
-            w.heldAtTransfer = w.heldTotal
+            w.heldAtTransfer = w.heldAtRequest
             w.transferBytes = 0
             w.samples = []
             w.heldSamples = []
         }
-        w.waitUntil = nil
-        w.rampStart = false
-        w.paused = false
-        w.active = true
+        w.machine.start()
         multi.add(e)
     }
 
@@ -663,20 +630,32 @@ final class FetchEngine {
 
     private func startWaitingWorkers(now: Double) {
         for w in workers {
-            guard let t = w.waitUntil, t <= now else { continue }
-            w.waitUntil = nil
-            if w.rampStart {
-                w.rampStart = false
-                // Robbed of everything meanwhile: it is idle and gets work like any idle worker.
+            switch w.machine.tick(now: now) {
+            case .startRequest(.ramp):
+                // Robbed of everything meanwhile: it is idle and gets work like any idle connection.
                 if let r = scheduler.run(of: w.id) { start(w, bytes: runBytes(r)) }
+            case .startRequest(.retry):
+                if target.ranged {
+                    guard isRacing(w) || scheduler.run(of: w.id) != nil else { continue }
+                }
+                // Without ranges a retry can only start over from byte 0.
+                start(w, bytes: (target.ranged ? w.pos : 0)..<end(of: w), fresh: true)
+            default:
                 continue
             }
-            if target.ranged {
-                guard w.isDuplicate || scheduler.run(of: w.id) != nil else { continue }
-            }
-            // Without ranges a retry can only start over from byte 0.
-            start(w, bytes: (target.ranged ? w.pos : 0)..<w.end, fresh: true)
         }
+    }
+
+    /// Whether `w` races another connection for a chunk (the scheduler alone knows).
+    private func isRacing(_ w: Worker) -> Bool { scheduler.duplicates[w.id] != nil }
+
+    /// Where `w` must stop: the end of its run or of the chunk it races for, as the scheduler has
+    /// them now (a robbed run ends at the cut); its position when it holds nothing.
+    func end(of w: Worker) -> Int64 {
+        guard target.ranged else { return w.streamEnd }
+        if let r = scheduler.run(of: w.id) { return plan.byteRange(ofChunk: r.upperBound - 1).upperBound }
+        if let k = scheduler.duplicates[w.id] { return plan.byteRange(ofChunk: k).upperBound }
+        return w.pos
     }
 
     // MARK: The hot path
@@ -684,34 +663,35 @@ final class FetchEngine {
     /// The write callback: validates the response once, then pwrites each byte at its offset.
     /// Returns fewer bytes than given to make libcurl abort the transfer.
     func receive(_ w: Worker, _ ptr: UnsafeRawPointer, _ n: Int) -> Int {
-        if !w.validated {
-            validate(w)
-            guard case .none = w.stop else { return 0 }
+        if !w.machine.headJudged {
+            guard w.machine.headArrived(refusal: judgeHead(w)) == .write else { return 0 }
             firstByteWaits.append(max(0, lastLoopTime - w.requestStartedAt - (w.held(at: lastLoopTime) - w.heldAtRequest)))
             if firstByteWaits.count > 16 { firstByteWaits.removeFirst() }
         }
-        guard case .none = w.stop else { return 0 }
+        var allows = true
         if budget != nil {
             budget!.refill(now: monotonicSeconds())
-            guard budget!.allowsReceiving else {
-                // libcurl keeps these bytes and hands them over again after `curl_easy_pause`.
-                w.paused = true
-                if w.pausedAt == nil { w.pausedAt = budget!.updatedAt }
-                return Int(CURL_WRITEFUNC_PAUSE)
-            }
-            budget!.spend(n)
+            allows = budget!.allowsReceiving
         }
+        switch w.machine.bytesArrived(budgetAllows: allows, now: budget?.updatedAt ?? lastLoopTime) {
+        case .write: break
+        // libcurl keeps these bytes and hands them over again after `curl_easy_pause`.
+        case .pause: return Int(CURL_WRITEFUNC_PAUSE)
+        default: return 0
+        }
+        if budget != nil { budget!.spend(n) }
         var offset = 0
         while offset < n {
             // The assignment can reach past a shorter answer's end (see `ContentRange.Answer.prefix`).
-            let room = min(w.end, w.requestEnd) - w.pos
+            let end = end(of: w)
+            let room = min(end, w.requestEnd) - w.pos
             if room <= 0 {
-                if w.requestEnd > w.end {
-                    w.stop = .reachedEnd
+                if w.requestEnd > end {
+                    w.machine.stop(.reachedEnd, now: lastLoopTime)
                 } else if target.ranged {
-                    w.stop = .retry("the server sent more bytes than the range it declared", after: nil, kind: .protocolViolation)
+                    w.machine.stop(.retry("the server sent more bytes than the range it declared", after: nil, kind: .protocolViolation), now: lastLoopTime)
                 } else {
-                    w.stop = .fatal(SeggetError(.protocolViolation, "the server sent more than the \(w.end) bytes it announced; the file on the server may have changed. Run the command again."))
+                    w.machine.stop(.fatal(SeggetError(.protocolViolation, "the server sent more than the \(end) bytes it announced; the file on the server may have changed. Run the command again.")), now: lastLoopTime)
                 }
                 return offset
             }
@@ -727,7 +707,7 @@ final class FetchEngine {
             } else if flushed {
                 moveSlot(w, atLeast: Self.slotStep)
             }
-            if case .none = w.stop {} else { return offset == n ? n : offset }
+            if w.machine.stopReason != nil { return offset == n ? n : offset }
         }
         return n
     }
@@ -738,11 +718,12 @@ final class FetchEngine {
         if let s = w.staging { writer.flush(s) }
     }
 
-    /// Ends `w`'s transfer (if libcurl has not already) and hands over what it received.
-    private func detach(_ w: Worker) {
+    /// Ends `w`'s transfer (if libcurl has not already) and hands over what it received. Returns why
+    /// the transfer had to end, if that was decided before.
+    private func detach(_ w: Worker) -> StopReason? {
         multi.remove(w.easy)
-        w.active = false
         settle(w)
+        return w.machine.transferEnded(now: monotonicSeconds())
     }
 
     private func crossedChunkEnd(_ w: Worker) {
@@ -750,11 +731,12 @@ final class FetchEngine {
         settle(w)
         guard target.ranged else {
             afterWrites.append((writer.submitted, .stream(w.pos)))
-            w.chunkEnd = w.end
+            w.chunkEnd = w.streamEnd
             return
         }
         let k = plan.chunk(containing: w.chunkEnd - 1)
         let wasFinished = scheduler.finished[k]
+        let wasRacing = isRacing(w)
         let losers = scheduler.chunkFinished(k, by: w.id)
         if !wasFinished {
             finishedBytes += Int64(plan.byteRange(ofChunk: k).count)
@@ -764,51 +746,50 @@ final class FetchEngine {
         }
         for l in losers {
             let o = workers[l]
-            o.stop = .cancelled
-            o.waitUntil = nil
-            if o.active { pendingRemoval.append(l) } else { o.isDuplicate = false; o.end = o.pos }
+            o.machine.cancel(now: lastLoopTime)
+            if o.machine.isTransferring { pendingRemoval.append(l) }
         }
-        if w.isDuplicate {
-            // The race is over either way; this worker is free again.
-            w.stop = w.pos < w.requestEnd ? .reachedEnd : w.stop
+        if wasRacing && w.pos < w.requestEnd {
+            // The race is over either way; this connection is free again.
+            w.machine.stop(.reachedEnd, now: lastLoopTime)
         }
         w.chunkEnd = min(w.chunkEnd + plan.chunkSize, plan.totalLength)
     }
 
     // MARK: Validation
 
-    /// Checks the response head before the first body byte is written (see `ResponseVerdict`).
-    private func validate(_ w: Worker) {
-        w.validated = true
+    /// Judges the response head before the first body byte is written (see `ResponseVerdict`): nil
+    /// accepts it, a stop reason refuses it.
+    private func judgeHead(_ w: Worker) -> StopReason? {
         let src = sources[w.source % sources.count]
         let question = ResponseQuestion(
             range: w.requestStart..<w.requestEnd, ranged: target.ranged, totalLength: target.totalLength,
             etag: src.etag, lastModified: src.lastModified, url: target.url)
         switch ResponseVerdict(for: question, head: w.head) {
-        case .accept: break
+        case .accept: return nil
         case .acceptPrefix(let end):
             // An honest shorter answer: take it, and `finish` asks for the rest (not a failure).
             w.requestEnd = end
-        case .retry(let why, let after, let kind): w.stop = .retry(why, after: after, kind: kind)
-        case .rangesIgnored(let why): w.stop = .rangesIgnored(why)
-        case .resourceChanged(let why): w.stop = .resourceChanged(why)
-        case .fatal(let e): w.stop = .fatal(e)
+            return nil
+        case .retry(let why, let after, let kind): return .retry(why, after: after, kind: kind)
+        case .rangesIgnored(let why): return .rangesIgnored(why)
+        case .resourceChanged(let why): return .resourceChanged(why)
+        case .fatal(let e): return .fatal(e)
         }
     }
 
     // MARK: Completion
 
     private func finish(_ w: Worker, code: CurlCode) {
-        detach(w)
+        let headJudged = w.machine.headJudged
+        var reason = detach(w)
         if target.ranged {
             let now = monotonicSeconds()
             slowRule.recordFinished(id: w.id, bytes: w.transferBytes, seconds: now - w.transferStartedAt, heldSeconds: w.held(at: now) - w.heldAtTransfer, now: now)
         }
-        trace("w\(w.id) done code=\(code.rawValue) stop=\(w.stop) pos=\(w.pos) end=\(w.end) port=\(w.easy.localPort) rate=\(Format.rate(Double(w.transferBytes) / max(0.001, monotonicSeconds() - w.transferStartedAt)))")
+        trace("w\(w.id) done code=\(code.rawValue) stop=\(reason.map { "\($0)" } ?? "none") pos=\(w.pos) end=\(end(of: w)) port=\(w.easy.localPort) rate=\(Format.rate(Double(w.transferBytes) / max(0.001, monotonicSeconds() - w.transferStartedAt)))")
         // No response head at all (refused, reset, timed out): a network failure, not an HTTP answer.
-        if case .none = w.stop, !w.validated, w.head.status != 0 { validate(w) }
-        let reason = w.stop
-        w.stop = .none
+        if reason == nil, !headJudged, w.head.status != 0 { reason = judgeHead(w) }
         switch reason {
         case .reachedEnd, .cancelled:
             becomeIdle(w)
@@ -820,20 +801,21 @@ final class FetchEngine {
             scheduleRetry(w, reason: why, after: after, kind: kind)
         case .rangesIgnored(let r):
             if ignored == nil { ignored = r }
-        case .none:
+        case nil:
             if !target.ranged && target.totalLength == nil && code == .ok {
                 // A chunked or close-delimited body ends when the server says so.
-                w.end = w.pos
+                w.streamEnd = w.pos
             }
-            if w.pos >= w.end {
+            let end = end(of: w)
+            if w.pos >= end {
                 if target.ranged { becomeIdle(w) }
             } else if target.ranged && code == .ok && w.pos == w.requestEnd {
                 // The server answered a shorter range than asked, in full: ask for the rest at once,
                 // on the same connection, without counting a failure.
                 trace("w\(w.id) continues at \(w.pos) after a shorter answer")
-                start(w, bytes: w.pos..<w.end, continuing: true)
+                start(w, bytes: w.pos..<end, continuing: true)
             } else if code == .ok || code == .partialFile {
-                scheduleRetry(w, reason: "the connection ended \(w.end - w.pos) bytes early", after: nil, kind: .network)
+                scheduleRetry(w, reason: "the connection ended \(end - w.pos) bytes early", after: nil, kind: .network)
             } else if code.isTransient && !Prober.headersTooLarge(code, head: w.head) || code == .writeError {
                 scheduleRetry(w, reason: code.description, after: nil, kind: .network)
             } else {
@@ -842,16 +824,13 @@ final class FetchEngine {
         }
     }
 
+    /// `w` has nothing more to do; a racer gives up its race (its owner is still on the chunk).
     private func becomeIdle(_ w: Worker) {
-        if w.isDuplicate {
-            scheduler.abandon(w.id)
-            w.isDuplicate = false
-        }
-        w.end = w.pos
+        if isRacing(w) { scheduler.abandon(w.id) }
     }
 
     private func scheduleRetry(_ w: Worker, reason: String, after: Double?, kind: FailureKind) {
-        if w.isDuplicate {
+        if isRacing(w) {
             // A failed racer just stops; the owner is still on it.
             becomeIdle(w)
             return
@@ -859,7 +838,7 @@ final class FetchEngine {
         w.attempts += 1
         if w.attempts > settings.retries {
             let hint = kind == .protocolViolation ? "the server's answers are unusable; try -n 1 or another server" : "run the same command to resume later, or raise --retries"
-            fatalError = SeggetError(kind, "bytes \(w.pos)-\(w.end - 1) failed \(w.attempts) time\(w.attempts == 1 ? "" : "s") (last: \(reason)); \(hint).")
+            fatalError = SeggetError(kind, "bytes \(w.pos)-\(end(of: w) - 1) failed \(w.attempts) time\(w.attempts == 1 ? "" : "s") (last: \(reason)); \(hint).")
             return
         }
         switch RetryPolicy.decide(
@@ -869,7 +848,7 @@ final class FetchEngine {
         case .giveUp(let message):
             if fatalError == nil { fatalError = SeggetError(.network, message) }
         case .wait(let delay, let note):
-            w.waitUntil = monotonicSeconds() + delay
+            w.machine.wait(until: monotonicSeconds() + delay, .retry)
             onEvent?(.retry(connection: w.id, attempt: w.attempts, delay: delay, reason: note.map { "\(reason); \($0)" } ?? reason))
         }
     }
@@ -877,15 +856,12 @@ final class FetchEngine {
     private func flushRemovals() {
         for id in pendingRemoval {
             let w = workers[id]
-            if w.active {
+            if w.machine.isTransferring {
                 multi.remove(w.easy)
-                w.active = false
+                _ = w.machine.transferEnded(now: monotonicSeconds())
             }
             // It lost the race: another connection wrote this chunk.
             if let s = w.staging { writer.discard(s) }
-            w.stop = .none
-            w.isDuplicate = false
-            w.end = w.pos
         }
         pendingRemoval.removeAll()
     }
@@ -893,7 +869,7 @@ final class FetchEngine {
     // MARK: Periodic work
 
     private func tick(now: Double) {
-        for w in workers where w.active {
+        for w in workers where w.machine.isTransferring {
             w.samples.append((now, w.transferBytes))
             w.heldSamples.append(w.held(at: now))
             if w.samples.count > 16 {
@@ -927,16 +903,14 @@ final class FetchEngine {
     /// first last time, so that every connection gets its turn. Resuming can hand over the held bytes
     /// at once (`receive` runs inside `curl_easy_pause`) and pause the transfer again.
     private func resumePausedTransfers() {
-        guard budget != nil, workers.contains(where: { $0.paused }) else { return }
+        guard budget != nil, workers.contains(where: { $0.machine.isPaused }) else { return }
         budget!.refill(now: monotonicSeconds())
         let n = workers.count
         for i in 0..<n {
             guard budget!.allowsReceiving else { break }
             let w = workers[(resumeCursor + i) % n]
-            guard w.paused else { continue }
-            w.paused = false
-            endPause(w, now: monotonicSeconds())
-            guard w.active else { continue }
+            guard w.machine.isPaused else { continue }
+            w.machine.resume(now: monotonicSeconds())
             w.lastByteAt = monotonicSeconds()
             resumeCursor = (w.id + 1) % n
             _ = curl_easy_pause(w.easy.raw, 0)  // CURLPAUSE_CONT
@@ -948,7 +922,7 @@ final class FetchEngine {
     /// otherwise keep its bytes in memory, where a kill loses them. A fast one fills its buffer many
     /// times per tick, so this adds at most one smaller write per connection and tick.
     private func flushSlowStaging() {
-        for w in workers where w.active && !w.isDuplicate {
+        for w in workers where w.machine.isTransferring && !isRacing(w) {
             guard let s = w.staging, s.end - s.start >= Self.slotStep / 2, writer.flushWholeBlocks(s) else { continue }
             moveSlot(w, atLeast: Self.slotStep / 2)
         }
@@ -958,7 +932,7 @@ final class FetchEngine {
     /// `step` beyond the last record. Recorded after the data reached the file, like a journal bit:
     /// a kill then loses only the staged and queued bytes and what never arrived.
     private func moveSlot(_ w: Worker, atLeast step: Int64) {
-        guard progressSlots != nil, !w.isDuplicate, w.staging.start - w.slotPos >= step else { return }
+        guard progressSlots != nil, !isRacing(w), w.staging.start - w.slotPos >= step else { return }
         w.slotPos = w.staging.start
         afterWrites.append((writer.submitted, .slot(worker: w.id, chunk: plan.chunk(containing: w.slotPos - 1), upTo: w.slotPos)))
     }
@@ -968,10 +942,15 @@ final class FetchEngine {
     private func dropStalledConnections(now: Double) {
         let limit = settings.transfer.stallTimeout
         guard limit > 0 else { return }
-        for w in workers where w.active && !w.paused && now - w.lastByteAt > limit {
+        for w in workers where w.machine.isTransferring && !w.machine.isPaused && now - w.lastByteAt > limit {
             trace("w\(w.id) stalled for \(Format.fixed(now - w.lastByteAt, 1)) s")
-            detach(w)
-            w.stop = .none
+            switch detach(w) {
+            case .reachedEnd, .cancelled:
+                // It had finished its part (a race won or lost) and waited for its last bytes.
+                becomeIdle(w)
+                continue
+            default: break
+            }
             scheduleRetry(w, reason: "no data for \(Format.seconds(now - w.lastByteAt))", after: nil, kind: .network)
         }
     }
@@ -986,9 +965,9 @@ final class FetchEngine {
         // 8.61 s against 9.09 s), and no capped run re-dialled anything.
         let window = slowRule.window
         var observations: [SlowConnectionRule.Observation] = []
-        for w in workers where w.active && now - w.transferStartedAt >= window {
-            let left = max(0, w.end - w.pos)
-            if !w.validated {
+        for w in workers where w.machine.isTransferring && now - w.transferStartedAt >= window {
+            let left = max(0, end(of: w) - w.pos)
+            if !w.machine.headJudged {
                 let waited = now - w.requestStartedAt - (w.held(at: now) - w.heldAtRequest)
                 observations.append(.init(id: w.id, bytes: 0, seconds: 0, waitingForFirstByte: waited, remainingBytes: left, consecutiveRedials: w.redials))
             } else if let m = w.recent(now: now, window: window) {
@@ -1000,19 +979,18 @@ final class FetchEngine {
             let w = workers[v.id]
             switch v.action {
             case .keepOnlyTheChunkInFlight:
-                guard w.end > w.chunkEnd else { continue }
+                guard end(of: w) > w.chunkEnd else { continue }
                 trace("w\(w.id) keeps only its chunk at \(Format.rate(v.rate)) vs typical \(Format.rate(v.typical))")
+                // The run now ends with the chunk in flight (`end(of:)`).
                 scheduler.releaseNotStarted(of: w.id)
-                w.end = w.chunkEnd
             case .redial:
                 w.redials += 1
-                trace("w\(w.id) redial at \(Format.rate(v.rate)) vs typical \(Format.rate(v.typical)) port=\(w.easy.localPort)\(w.isDuplicate ? " (racer)" : "")")
+                trace("w\(w.id) redial at \(Format.rate(v.rate)) vs typical \(Format.rate(v.typical)) port=\(w.easy.localPort)\(isRacing(w) ? " (racer)" : "")")
                 scheduler.releaseNotStarted(of: w.id)
-                w.end = min(w.end, w.chunkEnd)
                 onEvent?(.redial(connection: w.id, reason: "\(Format.rate(v.rate)) against a median of \(Format.rate(v.typical))"))
                 // Abort now and continue on a fresh connection from the exact byte reached.
-                detach(w)
-                start(w, bytes: w.pos..<w.end, fresh: true, newPath: true)
+                _ = detach(w)
+                start(w, bytes: w.pos..<end(of: w), fresh: true, newPath: true)
             }
         }
     }
@@ -1028,18 +1006,12 @@ final class FetchEngine {
         let waited = writer.waitedSeconds - writerWaitSeen
         guard waited > 0 else { return }
         writerWaitSeen = writer.waitedSeconds
-        for w in workers where w.active {
-            w.heldTotal += waited
+        for w in workers where w.machine.isTransferring {
+            w.machine.heldByWriter(waited)
             w.lastByteAt += waited
         }
     }
 
-    /// Ends a `--max-speed` pause of `w` (if any), counting it as held time.
-    private func endPause(_ w: Worker, now: Double) {
-        guard let p = w.pausedAt else { return }
-        w.heldTotal += max(0, now - p)
-        w.pausedAt = nil
-    }
 
     /// How many consecutive source ports libcurl may try from the random one before giving up.
     static let sourcePortTries = 64
@@ -1092,14 +1064,14 @@ final class FetchEngine {
         var conns: [ConnectionProgress] = []
         for w in workers {
             let state: ConnectionProgress.State
-            if w.waitUntil != nil { state = .waiting }
-            else if !w.active { state = .idle }
-            else if w.isDuplicate { state = .racing }
+            if w.machine.isWaiting { state = .waiting }
+            else if !w.machine.isTransferring { state = .idle }
+            else if isRacing(w) { state = .racing }
             else { state = .receiving }
-            if target.ranged, w.active, !w.isDuplicate, w.pos < w.chunkEnd {
+            if target.ranged, w.machine.isTransferring, !isRacing(w), w.pos < w.chunkEnd {
                 completed += w.pos - max(plan.byteRange(ofChunk: plan.chunk(containing: w.pos)).lowerBound, w.progressFrom)
             }
-            conns.append(ConnectionProgress(id: w.id, state: state, bytesPerSecond: w.rate(now: now, window: 2) ?? 0, remainingBytes: max(0, w.end - w.pos)))
+            conns.append(ConnectionProgress(id: w.id, state: state, bytesPerSecond: w.rate(now: now, window: 2) ?? 0, remainingBytes: max(0, end(of: w) - w.pos)))
         }
         if !target.ranged { completed = workers[0].pos }
         onProgress(DownloadProgress(
