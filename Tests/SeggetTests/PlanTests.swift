@@ -433,12 +433,61 @@ import Testing
         func waiting(_ s: Double) -> Observation {
             Observation(id: 3, bytes: 0, seconds: 0, waitingForFirstByte: s, remainingBytes: 8 << 20)
         }
-        // First bytes usually take 0.05 s: at least the window (half a second) of grace.
-        #expect(rule.judge(peers + [waiting(0.45)], now: 0, usualFirstByteWait: 0.05).isEmpty)
-        #expect(rule.judge(peers + [waiting(0.55)], now: 0, usualFirstByteWait: 0.05).map(\.id) == [3])
+        // First bytes usually take 0.01 s: at least `minJudgeSeconds` (0.15 s) of grace.
+        #expect(rule.judge(peers + [waiting(0.14)], now: 0, usualFirstByteWait: 0.01).isEmpty)
+        #expect(rule.judge(peers + [waiting(0.16)], now: 0, usualFirstByteWait: 0.01).map(\.id) == [3])
+        // First bytes usually take 0.05 s: four times that.
+        #expect(rule.judge(peers + [waiting(0.19)], now: 0, usualFirstByteWait: 0.05).isEmpty)
+        #expect(rule.judge(peers + [waiting(0.21)], now: 0, usualFirstByteWait: 0.05).map(\.id) == [3])
         // A server whose first bytes take 0.5 s gets four times that.
         #expect(rule.judge(peers + [waiting(1.9)], now: 0, usualFirstByteWait: 0.5).isEmpty)
         #expect(rule.judge(peers + [waiting(2.1)], now: 0, usualFirstByteWait: 0.5).map(\.id) == [3])
+    }
+
+    /// Issue 16: a request that trickles from its start is judged on its own first moments, once a
+    /// peer at the typical rate would have delivered `evidenceBytes`, not after a whole window.
+    @Test func aYoungRequestThatTricklesIsJudgedAtOnce() {
+        var rule = SlowConnectionRule(maxTotalRedials: 24)
+        let peers = [Self.seen(0, 4), Self.seen(1, 4), Self.seen(2, 4)]
+        func young(_ seconds: Double, bytes: Int64) -> Observation {
+            Observation(id: 3, bytes: bytes, seconds: seconds, remainingBytes: 8 << 20)
+        }
+        // 0.1 s is too soon, whatever arrived.
+        #expect(rule.judge(peers + [young(0.1, bytes: 3)], now: 0, usualFirstByteWait: 0.01).isEmpty)
+        // 0.16 s at one byte per second, where a peer would have sent 0.64 MiB: slow.
+        #expect(rule.judge(peers + [young(0.16, bytes: 3)], now: 0, usualFirstByteWait: 0.01).map(\.id) == [3])
+        // A young request near the typical rate is left alone.
+        #expect(rule.judge(peers + [young(0.16, bytes: 600 << 10)], now: 0, usualFirstByteWait: 0.01).isEmpty)
+        // On a long path (first bytes take 0.05 s) TCP is still opening its window: wait four of them
+        // (from half a window on, the window's rule judges, as before).
+        #expect(rule.judge(peers + [young(0.19, bytes: 3)], now: 0, usualFirstByteWait: 0.05).isEmpty)
+        #expect(rule.judge(peers + [young(0.21, bytes: 3)], now: 0, usualFirstByteWait: 0.05).map(\.id) == [3])
+    }
+
+    /// Where the typical rate is low, a young request's shortfall is not yet evidence: a peer would
+    /// have sent less than `evidenceBytes` in its time.
+    @Test func aYoungRequestNeedsEnoughEvidence() {
+        var rule = SlowConnectionRule(maxTotalRedials: 24)
+        let peers = [Self.seen(0, 1), Self.seen(1, 1), Self.seen(2, 1)]
+        let young = Observation(id: 3, bytes: 0, seconds: 0.2, remainingBytes: 8 << 20)
+        #expect(rule.judge(peers + [young], now: 0).isEmpty)
+        // The half-second window judges it as before.
+        #expect(rule.judge(peers + [Self.seen(3, 0.01)], now: 0).map(\.id) == [3])
+    }
+
+    /// Young requests that carried enough bytes make the typical rate known within the first tenths
+    /// of a second, so that a trickle among the first requests is caught as early.
+    @Test func youngRequestsTeachTheTypicalRate() {
+        var rule = SlowConnectionRule(maxTotalRedials: 24)
+        let fast = (0..<3).map { Observation(id: $0, bytes: 640 << 10, seconds: 0.16, remainingBytes: 8 << 20) }
+        let trickle = Observation(id: 3, bytes: 2, seconds: 0.16, remainingBytes: 8 << 20)
+        #expect(rule.judge(fast + [trickle], now: 0.2).map(\.id) == [3])
+        #expect(rule.typical == Double(640 << 10) / 0.16)
+        // Too few bytes, or too short a time, teach nothing.
+        var other = SlowConnectionRule(maxTotalRedials: 24)
+        let thin = (0..<3).map { Observation(id: $0, bytes: 100 << 10, seconds: 0.16, remainingBytes: 8 << 20) }
+        #expect(other.judge(thin + [trickle], now: 0.2).isEmpty)
+        #expect(other.typical == nil)
     }
 
     @Test func redialsAreBoundedThenTheWorkIsTakenAway() {

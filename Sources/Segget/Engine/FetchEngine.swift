@@ -113,6 +113,11 @@ final class Worker {
     var requestStartedAt = 0.0
     var heldAtRequest = 0.0
     var heldAtTransfer = 0.0
+    /// When the current transfer's first body byte arrived, with `held(at:)` and `transferBytes` then
+    /// (for judging a request younger than the slow rule's window).
+    var firstByteAt: Double?
+    var heldAtFirstByte = 0.0
+    var bytesAtFirstByte: Int64 = 0
     /// Received bytes not yet written: `staging.start..<pos` (see `StagedWriter`).
     var staging: Staging!
 
@@ -314,6 +319,7 @@ final class FetchEngine {
             start(workers[0], bytes: 0..<workers[0].streamEnd)
         }
         var lastTick = 0.0
+        var lastJudged = 0.0
         while true {
             lastLoopTime = monotonicSeconds()
             if interrupt.isSet {
@@ -343,6 +349,10 @@ final class FetchEngine {
                 lastTick = now
                 // Samples are timed after the bytes they count (`perform` can take a while).
                 tick(now: monotonicSeconds())
+            }
+            if settings.redialSlow && target.ranged && now - lastJudged >= Self.slowJudgeInterval {
+                lastJudged = now
+                redialSlowConnections(now: monotonicSeconds())
             }
             if isDone { break }
             // A connection that just finished gets its next work at once, not after the next poll
@@ -610,6 +620,7 @@ final class FetchEngine {
             w.transferStartedAt = w.lastByteAt
             w.heldAtTransfer = w.heldAtRequest
             w.transferBytes = 0
+            w.firstByteAt = nil
             w.samples = []
             w.heldSamples = []
         }
@@ -667,6 +678,11 @@ final class FetchEngine {
             guard w.machine.headArrived(refusal: judgeHead(w)) == .write else { return 0 }
             firstByteWaits.append(max(0, lastLoopTime - w.requestStartedAt - (w.held(at: lastLoopTime) - w.heldAtRequest)))
             if firstByteWaits.count > 16 { firstByteWaits.removeFirst() }
+            if w.firstByteAt == nil {
+                w.firstByteAt = lastLoopTime
+                w.heldAtFirstByte = w.held(at: lastLoopTime)
+                w.bytesAtFirstByte = w.transferBytes
+            }
         }
         var allows = true
         if budget != nil {
@@ -880,7 +896,6 @@ final class FetchEngine {
         rateSamples.append((now, receivedBytes))
         if rateSamples.count > 20 { rateSamples.removeFirst() }
         dropStalledConnections(now: now)
-        if settings.redialSlow && target.ranged { redialSlowConnections(now: now) }
         if settings.autoConnections && target.ranged { growConnections(now: now) }
         checkpointThread?.poke()
         if let kick = onWriteback {
@@ -965,13 +980,18 @@ final class FetchEngine {
         // 8.61 s against 9.09 s), and no capped run re-dialled anything.
         let window = slowRule.window
         var observations: [SlowConnectionRule.Observation] = []
-        for w in workers where w.machine.isTransferring && now - w.transferStartedAt >= window {
+        // A request younger than the window is measured from its first byte; the rule judges it only
+        // on clear evidence (see `SlowConnectionRule.minJudgeSeconds`).
+        for w in workers where w.machine.isTransferring {
             let left = max(0, end(of: w) - w.pos)
             if !w.machine.headJudged {
                 let waited = now - w.requestStartedAt - (w.held(at: now) - w.heldAtRequest)
                 observations.append(.init(id: w.id, bytes: 0, seconds: 0, waitingForFirstByte: waited, remainingBytes: left, consecutiveRedials: w.redials))
-            } else if let m = w.recent(now: now, window: window) {
+            } else if now - w.transferStartedAt >= window, let m = w.recent(now: now, window: window) {
                 observations.append(.init(id: w.id, bytes: m.bytes, seconds: m.seconds, heldSeconds: m.held, remainingBytes: left, consecutiveRedials: w.redials))
+            } else if let first = w.firstByteAt, now - first > 0 {
+                observations.append(.init(id: w.id, bytes: w.transferBytes - w.bytesAtFirstByte, seconds: now - first,
+                    heldSeconds: w.held(at: now) - w.heldAtFirstByte, remainingBytes: left, consecutiveRedials: w.redials))
             }
         }
         let verdicts = slowRule.judge(observations, now: now, usualFirstByteWait: usualFirstByteWait)
@@ -985,7 +1005,7 @@ final class FetchEngine {
                 scheduler.releaseNotStarted(of: w.id)
             case .redial:
                 w.redials += 1
-                trace("w\(w.id) redial at \(Format.rate(v.rate)) vs typical \(Format.rate(v.typical)) port=\(w.easy.localPort)\(isRacing(w) ? " (racer)" : "")")
+                trace("w\(w.id) redial at \(Format.rate(v.rate)) vs typical \(Format.rate(v.typical)) (first bytes take \(Format.fixed(usualFirstByteWait ?? -1, 3)) s) port=\(w.easy.localPort)\(isRacing(w) ? " (racer)" : "")")
                 scheduler.releaseNotStarted(of: w.id)
                 onEvent?(.redial(connection: w.id, reason: "\(Format.rate(v.rate)) against a median of \(Format.rate(v.typical))"))
                 // Abort now and continue on a fresh connection from the exact byte reached.
@@ -994,6 +1014,11 @@ final class FetchEngine {
             }
         }
     }
+
+    /// How often the slow rule judges, seconds: more often than progress ticks, so that a young request
+    /// that trickles is caught soon after `SlowConnectionRule.minJudgeSeconds` (the loop wakes at least
+    /// every 0.1 s). Judging reuses the tick's samples for the half-second window and costs microseconds.
+    static let slowJudgeInterval = 0.05
 
     /// Re-dials allowed per download: three per connection, and more for a long download, in
     /// which a server that slows some requests down keeps drawing new slow ones.

@@ -17,6 +17,14 @@
 /// A connection that has not received its first byte yet is judged once it waited much longer than
 /// its peers' first bytes usually take.
 ///
+/// A request younger than half the window is judged on what it received since its first byte, once
+/// it had `minJudgeSeconds` (and four usual first-byte waits, so that TCP slow start on a long path is
+/// not mistaken for a slow server) and a peer at the typical rate would have delivered
+/// `evidenceBytes` in that time: then a shortfall below `slowFraction` is no accident of timing. This
+/// is what keeps a server that trickles some of its answers from deciding the finish time (issue 16:
+/// with one request in three trickling, each such request cost its connection 0.5–0.8 s before it was
+/// judged on a half-second window, and one in three re-dials drew a trickle again).
+///
 /// Bounds: a connection is re-dialled at most `maxConsecutiveRedials` times in a row (the count
 /// starts again when it finishes a chunk) and the download at most `maxTotalRedials` times. Past
 /// either, a slow connection only gives up its not-started work, so that it holds one chunk at most,
@@ -77,9 +85,15 @@ public struct SlowConnectionRule: Sendable {
     public var maxConsecutiveRedials: Int
     public var maxTotalRedials: Int
     /// A first byte may take this many times its peers' usual wait, and at least `minFirstByteWait`
-    /// (nil: the window).
+    /// (nil: `minJudgeSeconds`).
     public var firstByteFactor = 4.0
     public var minFirstByteWait: Double?
+    /// A young request is judged after this much free time since its first byte (see above). The
+    /// fetch loop ticks every 0.1 s, so this is the second tick of a request's life.
+    public var minJudgeSeconds = 0.15
+    /// What a peer at the typical rate must have delivered in a young request's time before the
+    /// request may be judged or counted towards the typical rate.
+    public var evidenceBytes: Int64 = 256 << 10
 
     /// How long a connection's latest rate counts towards the typical rate, seconds.
     public var memory = 10.0
@@ -115,7 +129,8 @@ public struct SlowConnectionRule: Sendable {
     public mutating func judge(_ observations: [Observation], now: Double, usualFirstByteWait: Double? = nil) -> [Verdict] {
         if observations.contains(where: { $0.heldSeconds > window / 10 }) { lastHoldAt = now }
         guard !isSuspended(at: now) else { return [] }
-        for o in observations where o.waitingForFirstByte == nil && o.freeSeconds >= window / 2 && o.seconds > 0 {
+        for o in observations where o.waitingForFirstByte == nil && o.seconds > 0
+            && (o.freeSeconds >= window / 2 || (o.freeSeconds >= minJudgeSeconds && o.bytes >= evidenceBytes)) {
             latest[o.id] = (Double(o.bytes) / o.seconds, now)
         }
         latest = latest.filter { now - $0.value.at <= memory }
@@ -124,7 +139,8 @@ public struct SlowConnectionRule: Sendable {
             typical = rates[rates.count / 2]
         }
         guard let typical, typical > minTypicalRate else { return [] }
-        let firstByteLimit = max(minFirstByteWait ?? window, firstByteFactor * (usualFirstByteWait ?? 0))
+        let firstByteLimit = max(minFirstByteWait ?? minJudgeSeconds, firstByteFactor * (usualFirstByteWait ?? 0))
+        let youngLimit = max(minJudgeSeconds, firstByteFactor * (usualFirstByteWait ?? 0))
         var verdicts: [Verdict] = []
         for o in observations {
             let rate: Double
@@ -132,7 +148,9 @@ public struct SlowConnectionRule: Sendable {
                 guard waited >= firstByteLimit else { continue }
                 rate = 0
             } else {
-                guard o.freeSeconds >= window / 2, o.seconds > 0 else { continue }
+                guard o.seconds > 0 else { continue }
+                let young = o.freeSeconds < window / 2
+                if young && (o.freeSeconds < youngLimit || typical * o.freeSeconds < Double(evidenceBytes)) { continue }
                 rate = Double(o.bytes) / o.freeSeconds
             }
             guard rate < typical * slowFraction else { continue }

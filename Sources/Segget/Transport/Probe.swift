@@ -75,8 +75,8 @@ struct Prober {
     let options: TransferOptions
     /// How many bytes the probe asks for: 1 to learn about the file, more to start downloading it.
     var firstBytes = 1
-    /// The most time the body of a probe asking for more than a byte may take once it started; a
-    /// slower one is cut there and what arrived is kept, so that a server slow on its first answer
+    /// The most time the body of a probe asking for more than a byte may take once it started (or,
+    /// if no body byte came, once the head arrived); a slower one is cut there and what arrived is kept, so that a server slow on its first answer
     /// delays the other connections by no more than this.
     static let prefixSeconds = 0.25
     /// Run the request on this multi handle, so that its connection stays in that handle's cache for
@@ -175,7 +175,15 @@ struct Prober {
         e.set(CURLOPT_WRITEDATA, pointer: ud)
         let code = withExtendedLifetime(ctx) {
             guard let multi else { return e.perform() }
-            return e.perform(on: multi) { ctx.bodyStartedAt > 0 && monotonicSeconds() - ctx.bodyStartedAt > Self.prefixSeconds }
+            // Timed from the head, not the first body byte: a server that answers at once and then
+            // holds back the body (a trickle starting at one byte per second) is cut as soon.
+            var headAt: Double?
+            return e.perform(on: multi) {
+                guard ctx.head.isComplete else { return false }
+                let now = monotonicSeconds()
+                if headAt == nil { headAt = now }
+                return now - (ctx.bodyStartedAt > 0 ? ctx.bodyStartedAt : headAt!) > Self.prefixSeconds
+            }
         }
         return (ctx, code)
     }
