@@ -174,11 +174,11 @@ import Testing
     }
 
     @Test func connectionStartsAreSpreadOverATenthOfASecond() {
-        #expect(FetchEngine.rampStep(connections: 1) == 0)
-        #expect(FetchEngine.rampStep(connections: 2) == 0.015)
-        #expect(FetchEngine.rampStep(connections: 8) == 0.0125)
+        #expect(Coordinator.rampStep(connections: 1) == 0)
+        #expect(Coordinator.rampStep(connections: 2) == 0.015)
+        #expect(Coordinator.rampStep(connections: 8) == 0.0125)
         for n in 2...256 {
-            let step = FetchEngine.rampStep(connections: n)
+            let step = Coordinator.rampStep(connections: n)
             #expect(step > 0 && step <= 0.015)
             #expect(Double(n - 1) * step < 0.1 + 1e-9)
         }

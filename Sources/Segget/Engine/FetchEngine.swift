@@ -1,159 +1,36 @@
 import CCurl
-import Dispatch
 import Glibc
 import SeggetJournal
-import Synchronization
 
-/// One server that holds the file (the main URL or a mirror), with its validators.
-struct FetchSource {
-    var url: String
-    var etag: String?
-    var lastModified: String?
-    /// Sent as `If-Range` so that a changed file yields a 200 instead of mixed bytes.
-    var ifRange: String?
-    /// Send no credentials here (another host than the one they were given for).
-    var withoutCredentials = false
-}
-
-/// How a fetch validates what the server sends.
-struct FetchTarget {
-    var url: String
-    /// Total length; nil only in stream mode with an unknown length.
-    var totalLength: Int64?
-    /// Ranged (one request per run of chunks) or one plain stream from byte 0.
-    var ranged: Bool
-    var etag: String?
-    var lastModified: String?
-    /// Sent as `If-Range` so that a changed file yields a 200 instead of mixed bytes.
-    var ifRange: String?
-    /// Mirrors besides the main URL; connection i uses source i mod (mirrors + 1).
-    var mirrors: [FetchSource] = []
-
-    /// Send no credentials to the main URL (a redirect moved it to another host).
-    var mainWithoutCredentials = false
-
-    var sources: [FetchSource] {
-        [FetchSource(url: url, etag: etag, lastModified: lastModified, ifRange: ifRange, withoutCredentials: mainWithoutCredentials)] + mirrors
-    }
-}
-
-/// Knobs of the fetch loop.
-struct FetchSettings {
-    var transfer = TransferOptions()
-    var connections = 8
-    /// Start with a few connections and add more while throughput rises, up to `connections`.
-    var autoConnections = false
-    var retries = 5
-    var retryWait = 1.0
-    /// `--timeout`: the loop ends there, and a retry that would wait past it fails at once.
-    var deadline: Deadline?
-    var maxRetryWait = RetryPolicy.defaultMaxWait
-    var maxSpeed: Int64?
-    var redialSlow = true
-    var maxRedialsPerConnection = 3
-    var endGame = true
-    var checkpointInterval = 5.0
-    /// Hand out work in file order, in runs of at most this many chunks (while hashing in order).
-    var maxRunChunks: Int?
-    var progressInterval = 0.25
-    /// How the per-connection buffers reach the file (see `StagedWriter`).
-    var writePath = WritePath.adaptive
-}
-
-/// The resource changed while downloading; the caller restarts from zero.
-struct ResourceChanged: Error {
-    let reason: String
-}
-
-/// The server stopped honouring byte ranges; the caller restarts with one stream from byte 0.
-struct RangesIgnored: Error {
-    let reason: String
-}
-
-/// One connection: an easy handle plus the byte range it is filling.
-final class Worker {
+/// What the engine holds for one connection beside the coordinator's `Connection`: its libcurl
+/// handle, the response head being collected, and the bytes received but not yet written.
+final class ConnectionIO {
     let id: Int
     let easy = EasyHandle()
     unowned(unsafe) var engine: FetchEngine!
-
-    /// Idle, waiting, awaiting a head, receiving, paused or stopping (see `ConnectionMachine`).
-    var machine = ConnectionMachine()
     let headCollector = HeadCollector()
     var head: ResponseHead { headCollector.head }
-
-    /// What the current HTTP request asked for, half-open; `requestEnd` moves down to where a shorter
-    /// answer ends.
-    var requestStart: Int64 = 0
-    var requestEnd: Int64 = 0
-    /// Where this worker's bytes in its current chunk begin (for progress).
-    var progressFrom: Int64 = 0
-    /// Next byte to write.
-    var pos: Int64 = 0
-    /// Where a plain stream ends (see `FetchEngine.end(of:)` for ranged requests).
-    var streamEnd: Int64 = 0
-    /// End of the chunk that holds `pos`.
-    var chunkEnd: Int64 = 0
-
-    var attempts = 0
-    /// Re-dials since this worker last finished a chunk (see `SlowConnectionRule`).
-    var redials = 0
-    /// Index into the target's sources (main URL, then mirrors).
-    var source = 0
-    /// `pos` when this worker's progress slot was last written.
-    var slotPos: Int64 = 0
-    var transferStartedAt = 0.0
-    var transferBytes: Int64 = 0
-    /// When the last byte arrived (or the transfer started), for the stall timeout.
-    var lastByteAt = 0.0
-    /// (time, transferBytes) samples for the rate, newest last.
-    var samples: [(Double, Int64)] = []
-    /// `held(at:)` at the time of each sample in `samples`.
-    var heldSamples: [Double] = []
-    /// When the current request went out, and `held(at:)` then and at `transferStartedAt`.
-    var requestStartedAt = 0.0
-    var heldAtRequest = 0.0
-    var heldAtTransfer = 0.0
-    /// When the current transfer's first body byte arrived, with `held(at:)` and `transferBytes` then
-    /// (for judging a request younger than the slow rule's window).
-    var firstByteAt: Double?
-    var heldAtFirstByte = 0.0
-    var bytesAtFirstByte: Int64 = 0
     /// Received bytes not yet written: `staging.start..<pos` (see `StagedWriter`).
     var staging: Staging!
+    /// Where this connection's progress slot was last written up to.
+    var slotPos: Int64 = 0
 
     init(id: Int) { self.id = id }
-
-    /// The rate over about the last `window` seconds, from samples taken every `progressInterval`;
-    /// nil until they span at least three quarters of it. The samples may reach back one interval
-    /// further, or the rate would be unknown whenever the clock sits just before a sample.
-    func rate(now: Double, window: Double) -> Double? {
-        sampledRate(samples, endingAt: now, window: window + engine.settings.progressInterval, minSpan: window * 0.75)
-    }
-
-    /// Seconds held back so far, counting a pause in progress.
-    func held(at now: Double) -> Double { machine.held(at: now) }
-
-    /// Bytes, seconds and held seconds over the same samples `rate(now:window:)` uses.
-    func recent(now: Double, window: Double) -> (bytes: Int64, seconds: Double, held: Double)? {
-        let reach = window + engine.settings.progressInterval
-        guard let last = samples.indices.last, heldSamples.count == samples.count,
-            let first = samples.firstIndex(where: { now - $0.0 <= reach + 0.01 }),
-            samples[last].0 - samples[first].0 >= max(window * 0.75, 0.001)
-        else { return nil }
-        return (samples[last].1 - samples[first].1, samples[last].0 - samples[first].0, heldSamples[last] - heldSamples[first])
-    }
 }
 
-private func workerWriteCallback(
+private func connectionWriteCallback(
     _ ptr: UnsafeMutablePointer<CChar>?, _ size: Int, _ n: Int, _ ud: UnsafeMutableRawPointer?
 ) -> Int {
     guard let ptr, let ud else { return 0 }
-    let w = Unmanaged<Worker>.fromOpaque(ud).takeUnretainedValue()
-    return w.engine.receive(w, UnsafeRawPointer(ptr), size * n)
+    let c = Unmanaged<ConnectionIO>.fromOpaque(ud).takeUnretainedValue()
+    return c.engine.receive(c, UnsafeRawPointer(ptr), size * n)
 }
 
-/// The fetch loop: one libcurl multi handle driving one easy handle per connection, on the calling
-/// thread. Each write callback `pwrite`s the received bytes straight to their offset in the data file.
+/// The fetch loop: the I/O shell around a `Coordinator`. One libcurl multi handle drives one easy
+/// handle per connection, on the calling thread; the coordinator decides, the engine carries its
+/// commands out. Received bytes go through per-connection staging buffers to the `StagedWriter`;
+/// what may happen only once they are in the file (journal bits, progress slots, the hasher's
+/// prefix) waits in the ledger of `FetchEngine+Writes.swift`.
 final class FetchEngine {
     let target: FetchTarget
     let settings: FetchSettings
@@ -162,17 +39,16 @@ final class FetchEngine {
     let writer: StagedWriter
     let journal: Journal?
     let plan: ChunkPlan
-    var scheduler: Scheduler
+    /// Every decision about the connections (see `Coordinator`).
+    var coordinator: Coordinator
     /// `--max-speed`, shared by all connections (see `RateBudget`).
     private var budget: RateBudget?
     private var resumeCursor = 0
     let interrupt: InterruptFlag
     var onProgress: ((DownloadProgress) -> Void)?
     var onEvent: ((DownloadEvent) -> Void)?
-    /// Where each connection got inside its current chunk (survives `kill -9`), and what an earlier
-    /// run recorded there: chunk → offset up to which it is already written.
+    /// Where each connection got inside its current chunk (survives `kill -9`).
     var progressSlots: ProgressSlots?
-    var partialChunks: [Int: Int64] = [:]
     /// A slot is rewritten after at least this many new bytes, to keep the syscalls few.
     static let slotStep: Int64 = 128 << 10
 
@@ -183,47 +59,22 @@ final class FetchEngine {
     /// the user's `sync`) has little left to do.
     var onWriteback: (() -> Void)?
     var writebackStep: Int64 = 64 << 20
-    private var lastWriteback: Int64 = 0
+    var lastWriteback: Int64 = 0
 
     private let multi: MultiHandle
     /// `SEGGET_DEBUG=1` traces scheduling decisions on stderr (for tuning, not for users).
     private let debug = getenv("SEGGET_DEBUG") != nil
-
-    private func trace(_ text: @autoclosure () -> String) {
-        guard debug else { return }
-        let line = "[\(Format.fixed(monotonicSeconds() - startedAt, 2))] \(text())\n"
-        _ = line.withCString { write(2, $0, strlen($0)) }
-    }
-    private let sources: [FetchSource]
     private lazy var strippedTransfer = settings.transfer.withoutCredentials()
-    /// How many workers may take work now (grows in auto mode).
-    private var workerLimit: Int
-    private var autoLastRate = 0.0
-    private var autoLastChange = 0.0
-    private var autoSettled = false
-    private(set) var workers: [Worker] = []
-    private var pendingRemoval: [Int] = []
-    private var fatalError: SeggetError?
-    private var changed: String?
-    private var ignored: String?
+    private(set) var io: [ConnectionIO] = []
+    var pendingRemoval: [Int] = []
 
     var prefixChunks = 0
-    private var streamPrefix: Int64 = 0
-    /// What may happen only once the writer has written everything handed over up to a ticket: the
-    /// journal bit of a chunk, a progress slot, the hasher's prefix. In ticket order.
-    private enum AfterWrite {
-        case chunk(Int)
-        case slot(worker: Int, chunk: Int, upTo: Int64)
-        case stream(Int64)
-    }
-    private var afterWrites: [(ticket: Int64, action: AfterWrite)] = []
-    private var afterWritesDone = 0
+    var streamPrefix: Int64 = 0
+    var afterWrites: [(ticket: Int64, action: AfterWrite)] = []
+    var afterWritesDone = 0
     /// Chunks whose bytes are in the file (for the hasher's prefix), unlike `scheduler.finished`,
     /// which counts chunks as soon as their last byte is received.
     var inFile: [Bool] = []
-    /// Bytes received from the network in this run.
-    private(set) var receivedBytes: Int64 = 0
-    private var finishedBytes: Int64 = 0
     /// The CRC-32C of each chunk's bytes as they are handed to the writer (see `ChunkVouching.swift`).
     let chunkCRCs: ChunkChecksums
     /// Checks the chunks a resumed journal claims, behind the download (see `vouch(with:)`).
@@ -231,15 +82,10 @@ final class FetchEngine {
     /// Claimed chunks whose bytes did not match their checksum, and their bytes: fetched again.
     var rejectedChunks = 0
     var rejectedBytes: Int64 = 0
-    private var rateSamples: [(Double, Int64)] = []
     private var startedAt = 0.0
-    /// Decides which connections are too slow to keep their work (see `redialSlowConnections`).
-    private var slowRule: SlowConnectionRule
-    /// How long recent first body bytes took after their request (held time left out), newest last.
-    private var firstByteWaits: [Double] = []
     /// `writer.waitedSeconds` already counted as held time.
     private var writerWaitSeen = 0.0
-    private var checkpointThread: CheckpointWorker?
+    var checkpointThread: CheckpointWorker?
     /// Time at the top of the current loop iteration (cheaper than a clock read per callback).
     private var lastLoopTime = 0.0
 
@@ -250,7 +96,8 @@ final class FetchEngine {
         self.multi = multi
         self.settings = settings
         self.data = data
-        let bufferSize = StagedWriter.bufferSize(connections: target.ranged ? settings.connections : 1)
+        let n = target.ranged ? settings.connections : 1
+        let bufferSize = StagedWriter.bufferSize(connections: n)
         writer = StagedWriter(
             data: data, path: settings.writePath, bufferSize: bufferSize,
             maxInFlight: StagedWriter.maxInFlight(bufferSize: bufferSize))
@@ -258,36 +105,32 @@ final class FetchEngine {
         self.plan = plan
         self.interrupt = interrupt
         chunkCRCs = ChunkChecksums(plan: plan)
-        let n = target.ranged ? settings.connections : 1
-        sources = target.sources
-        workerLimit = target.ranged && settings.autoConnections ? min(n, FetchEngine.autoInitial) : n
-        slowRule = SlowConnectionRule(
-            maxConsecutiveRedials: settings.maxRedialsPerConnection,
-            maxTotalRedials: Self.maxTotalRedials(connections: n, chunks: plan.chunkCount))
-        self.partialChunks = partialChunks
-        scheduler = Scheduler(
-            plan: plan, connections: workerLimit, isFinished: isFinished, maxRunChunks: settings.maxRunChunks,
-            runStarts: Set(partialChunks.keys))
-        workers = (0..<n).map { Worker(id: $0) }
-        for w in workers {
-            w.engine = self
-            w.source = w.id % sources.count
-        }
+        coordinator = Coordinator(
+            plan: plan, connections: n, config: Coordinator.Config(target: target, settings: settings),
+            isFinished: isFinished, maxRunChunks: settings.maxRunChunks, partialChunks: partialChunks)
+        coordinator.tracing = debug
+        io = (0..<n).map { ConnectionIO(id: $0) }
+        for c in io { c.engine = self }
         multi.setMultiplexing(settings.transfer.http2)
         multi.setMaxConnectionCache(max(n * 2, 16))
         if let cap = settings.maxSpeed { budget = RateBudget(bytesPerSecond: cap, now: monotonicSeconds()) }
-        for k in 0..<plan.chunkCount where scheduler.finished[k] { finishedBytes += Int64(plan.byteRange(ofChunk: k).count) }
-        prefixChunks = scheduler.finishedPrefix(from: 0)
-        inFile = scheduler.finished
+        prefixChunks = coordinator.scheduler.finishedPrefix(from: 0)
+        inFile = coordinator.scheduler.finished
         if target.ranged && journal != nil {
             // Checksummed beside the write, off the fetch loop, from the very buffer that is written.
             writer.besideWrite = { [chunkCRCs] bytes, offset in chunkCRCs.add(bytes, at: offset) }
         }
     }
 
+    func trace(_ text: @autoclosure () -> String) {
+        guard debug else { return }
+        let line = "[\(Format.fixed(monotonicSeconds() - startedAt, 2))] \(text())\n"
+        _ = line.withCString { write(2, $0, strlen($0)) }
+    }
+
     // MARK: The loop
 
-    /// Runs until every chunk is written. Throws `SeggetError` or `ResourceChanged`.
+    /// Runs until every chunk is written. Throws `SeggetError`, `ResourceChanged` or `RangesIgnored`.
     func run() throws {
         startedAt = monotonicSeconds()
         trace("writes: \(writer.isDirect ? "O_DIRECT" : "page cache")")
@@ -296,28 +139,19 @@ final class FetchEngine {
             checkpointThread = CheckpointWorker(journal: journal, data: data, interval: settings.checkpointInterval)
         }
         defer {
-            for w in workers where w.machine.isTransferring { _ = detach(w) }
+            for c in io where coordinator.connections[c.id].machine.isTransferring {
+                multi.remove(c.easy)
+                settle(c)
+                coordinator.removed(c.id, now: monotonicSeconds())
+            }
             // Whatever was received is written and recorded, also when stopping early.
             runAfterWrites(waiting: true)
             recordFinalSlots()
             checkpointThread?.stop()
             vouching?.stop()
         }
-        if target.ranged {
-            onPrefix?(plan.byteRange(ofChunks: 0..<prefixChunks).upperBound)
-            let starting = workers.filter { scheduler.run(of: $0.id) != nil }
-            let step = Self.rampStep(connections: starting.count)
-            for (k, w) in starting.enumerated() {
-                if k == 0, let r = scheduler.run(of: w.id) {
-                    start(w, bytes: runBytes(r))
-                } else {
-                    w.machine.wait(until: startedAt + Double(k) * step, .ramp)
-                }
-            }
-        } else {
-            workers[0].streamEnd = target.totalLength ?? Int64.max
-            start(workers[0], bytes: 0..<workers[0].streamEnd)
-        }
+        if target.ranged { onPrefix?(plan.byteRange(ofChunks: 0..<prefixChunks).upperBound) }
+        execute(coordinator.begin(now: startedAt))
         var lastTick = 0.0
         var lastJudged = 0.0
         while true {
@@ -331,13 +165,13 @@ final class FetchEngine {
             }
             try throwIfStopped()
             if isDone { break }
-            startWaitingWorkers(now: now)
-            if target.ranged { assignIdleWorkers() }
+            execute(coordinator.startDue(now: now))
+            execute(coordinator.assignIdle(now: monotonicSeconds()))
             _ = multi.perform()
             let completed = multi.completed()
             for (h, code) in completed {
-                guard let w = workers.first(where: { $0.easy.raw == h }) else { continue }
-                finish(w, code: code)
+                guard let c = io.first(where: { $0.easy.raw == h }) else { continue }
+                finish(c, code: code)
             }
             flushRemovals()
             countWriterWaits()
@@ -350,9 +184,9 @@ final class FetchEngine {
                 // Samples are timed after the bytes they count (`perform` can take a while).
                 tick(now: monotonicSeconds())
             }
-            if settings.redialSlow && target.ranged && now - lastJudged >= Self.slowJudgeInterval {
+            if now - lastJudged >= Coordinator.slowJudgeInterval {
                 lastJudged = now
-                redialSlowConnections(now: monotonicSeconds())
+                execute(coordinator.judgeSlowConnections(now: monotonicSeconds()))
             }
             if isDone { break }
             // A connection that just finished gets its next work at once, not after the next poll
@@ -369,225 +203,55 @@ final class FetchEngine {
         tick(now: monotonicSeconds())
     }
 
-    /// Carries out what waited for the writer (see `AfterWrite`), up to the last completed write, or,
-    /// `waiting`, after every write handed over so far. A write error stops the download.
-    private func runAfterWrites(waiting: Bool = false) {
-        guard waiting || afterWritesDone < afterWrites.count else { return }
-        let done: Int64
-        do {
-            if waiting { try writer.drain() }
-            done = try writer.completedTicket()
-        } catch {
-            if fatalError == nil { fatalError = Self.writeError(error) }
-            return
-        }
-        while afterWritesDone < afterWrites.count, afterWrites[afterWritesDone].ticket <= done {
-            let action = afterWrites[afterWritesDone].action
-            afterWritesDone += 1
-            switch action {
-            case .chunk(let k):
-                do {
-                    // A chunk without a checksum (see `ChunkChecksums`) is not claimed: a resume fetches it.
-                    if let crc = chunkCRCs.takeFinished(k) {
-                        try journal?.markWritten(chunk: k, crc: crc)
-                    } else {
-                        trace("chunk \(k) has no checksum; not recorded in the journal")
-                    }
-                } catch {
-                    if fatalError == nil {
-                        fatalError = SeggetError(.fileSystem, "could not update the journal: \(error). Free some space or fix permissions, then run the same command to resume.")
-                    }
-                }
-                markInFile(k)
-            case .slot(let id, let chunk, let upTo):
-                if let crc = chunkCRCs.crc(ofChunk: chunk, upTo: upTo) {
-                    try? progressSlots?.record(slot: id, chunk: chunk, upTo: upTo, crc: crc)
-                }
-            case .stream(let p):
-                if p > streamPrefix {
-                    streamPrefix = p
-                    onPrefix?(p)
-                }
-            }
-        }
-        if afterWritesDone >= 4096 {
-            afterWrites.removeFirst(afterWritesDone)
-            afterWritesDone = 0
-        }
-    }
-
-    /// On the way out (Ctrl-C, an error), once everything received is written: records where each
-    /// connection got inside its chunk, so that a rerun continues from there. (With chunks no larger
-    /// than the staging buffer, slots are otherwise written only at chunk ends.)
-    private func recordFinalSlots() {
-        guard let slots = progressSlots, target.ranged, (try? writer.completedTicket()) == writer.submitted else { return }
-        for w in workers where !isRacing(w) && w.staging != nil && w.pos > 0 && w.pos < plan.totalLength {
-            let k = plan.chunk(containing: w.pos - 1)
-            guard !scheduler.finished[k], w.pos < plan.byteRange(ofChunk: k).upperBound, w.pos > w.slotPos,
-                let crc = chunkCRCs.crc(ofChunk: k, upTo: w.pos)
-            else { continue }
-            try? slots.record(slot: w.id, chunk: k, upTo: w.pos, crc: crc)
-        }
-    }
-
-    /// Chunk `k`'s bytes are in the file (written in this run, or kept and vouched for): the finished
-    /// prefix may grow.
-    func markInFile(_ k: Int) {
-        inFile[k] = true
-        if k == prefixChunks {
-            while prefixChunks < inFile.count && inFile[prefixChunks] { prefixChunks += 1 }
-            onPrefix?(plan.byteRange(ofChunks: 0..<prefixChunks).upperBound)
-        }
-    }
-
-    /// Chunk `k`, counted as finished, is fetched again (its kept bytes failed their check).
-    func reopen(_ k: Int) {
-        guard scheduler.finished[k] else { return }
-        scheduler.reopen(k)
-        finishedBytes -= Int64(plan.byteRange(ofChunk: k).count)
-    }
-
-    /// Ends the loop with whatever a transfer decided for the whole download.
+    /// Ends the loop with whatever a transfer or a write decided for the whole download.
     private func throwIfStopped() throws {
-        if let e = fatalError { throw e }
-        if let c = changed { throw ResourceChanged(reason: c) }
-        if let r = ignored { throw RangesIgnored(reason: r) }
+        if let e = coordinator.stop { throw e }
     }
 
     private var isDone: Bool {
         // Nothing is finished before every chunk kept from an earlier run was vouched for.
-        if target.ranged { return scheduler.isComplete && (vouching?.isDone ?? true) }
-        let w = workers[0]
-        return w.machine.isIdle && w.pos >= w.streamEnd
+        coordinator.isComplete && (!target.ranged || (vouching?.isDone ?? true))
     }
 
     private func pollTimeout(now: Double) -> Int32 {
         var ms = 100.0
-        for w in workers { if let t = w.machine.waitingUntil { ms = min(ms, max(0, (t - now) * 1000)) } }
-        if let b = budget, workers.contains(where: { $0.machine.isPaused }) {
+        for c in coordinator.connections { if let t = c.machine.waitingUntil { ms = min(ms, max(0, (t - now) * 1000)) } }
+        if let b = budget, coordinator.connections.contains(where: { $0.machine.isPaused }) {
             ms = min(ms, max(1, (b.secondsUntilAllowed * 1000).rounded(.up)))
         }
         return Int32(ms)
     }
 
-    // MARK: Assignment
+    // MARK: Carrying out the coordinator's commands
 
-    private func assignIdleWorkers() {
-        let idle = workers.prefix(workerLimit).filter { $0.machine.isIdle && scheduler.run(of: $0.id) == nil && scheduler.duplicates[$0.id] == nil }
-        for (i, w) in idle.enumerated() {
-            let now = monotonicSeconds()
-            // Read before the scheduler is asked (it cannot be read while it decides).
-            let runSeconds = workers.map { self.runSeconds($0, now: now) }
-            guard let a = scheduler.nextAssignment(
-                for: w.id, allowDuplicates: settings.endGame,
-                remainingSeconds: { self.remainingSeconds(self.workers[$0], now: now) },
-                minRemainingSeconds: FetchEngine.minRaceSeconds, maxRacers: FetchEngine.maxRacers, thieves: idle.count - i,
-                chunkSeconds: typicalRate(now: now).map { Double(plan.chunkSize) / $0 },
-                runSeconds: { runSeconds[$0] },
-                worthStealing: { self.worthStealing(self.workers[$0], notStartedChunks: $1, now: now) })
-            else { continue }
-            trace("w\(w.id) gets \(a)")
-            switch a {
-            case .run(let r):
-                start(w, bytes: runBytes(r))
-            case .stolen(let r, _, _):
-                // The victim's run now ends at the cut (`end(of:)` reads it from the scheduler).
-                start(w, bytes: runBytes(r))
-            case .duplicate(let chunk, let owner):
-                let o = workers[owner]
-                let chunkRange = plan.byteRange(ofChunk: chunk)
-                let from = max(chunkRange.lowerBound, min(o.pos, chunkRange.upperBound - 1))
-                // The racer fetches only from `from` on; what the owner received before it must reach
-                // the file whoever wins (a losing owner's staged bytes are discarded), and before the
-                // winner's journal bit, which is queued behind a later ticket.
-                settle(o)
-                start(w, bytes: from..<chunkRange.upperBound)
+    func execute(_ commands: [Coordinator.Command]) {
+        for command in commands {
+            switch command {
+            case .start(let id, let bytes, let fresh, let newPath):
+                startRequest(io[id], bytes: bytes, fresh: fresh, newPath: newPath)
+            case .settle(let id):
+                settle(io[id])
+            case .remove(let id):
+                multi.remove(io[id].easy)
+                settle(io[id])
+            case .event(let e):
+                onEvent?(e)
+            case .trace(let line):
+                trace(line)
             }
         }
     }
 
-    /// Robbing a connection aborts its request at the cut (what is already in flight beyond it is
-    /// wasted) and costs the thief a new request: worth it only when the victim would otherwise need
-    /// a while for the rest. 0.2 s rather than 0.5 s shortened the uneven benchmark's tail (median of
-    /// 4: 8.55 s against 8.84 s) and changed nothing measurable capped or uncapped.
-    static let minStealSeconds = 0.2
-
-    /// A victim waiting to retry has nothing in flight and may always be robbed. One that is receiving
-    /// is robbed only on evidence, like a race: once its rate is known and its remainder would take a
-    /// while, since a fast server may already have sent everything beyond the cut.
-    private func worthStealing(_ v: Worker, notStartedChunks: Int, now: Double) -> Bool {
-        guard v.machine.isTransferring else { return true }
-        guard let r = v.rate(now: now, window: 1) ?? averageRate(v, now: now) else { return false }
-        let bytes = Double(notStartedChunks) * Double(plan.chunkSize)
-        return bytes / max(r, 1) >= FetchEngine.minStealSeconds
-    }
-
-    /// The current request's average rate, once it had `minEvidenceSeconds` free to receive (and, if
-    /// no byte came yet, far longer than first bytes usually take); nil before.
-    private func averageRate(_ w: Worker, now: Double) -> Double? {
-        let elapsed = now - w.requestStartedAt - (w.held(at: now) - w.heldAtRequest)
-        guard elapsed >= max(FetchEngine.minEvidenceSeconds, w.machine.headJudged ? 0 : 4 * (usualFirstByteWait ?? 0)) else { return nil }
-        return Double(w.pos - w.requestStart) / elapsed
-    }
-
-    /// Racing a chunk costs a connection and up to a chunk of bandwidth: only worth it for one that
-    /// is expected to take longer than this.
-    static let minRaceSeconds = 0.5
-    /// A second racer joins only when the first is slow too (see `Scheduler`).
-    static let maxRacers = 2
-
-    /// Seconds the worker still needs for its in-flight chunk: large when it is waiting to retry,
-    /// zero while its rate is not known yet (racing is decided on evidence, not at once).
-    /// The bytes of a run, skipping the part of its first chunk an earlier run already wrote.
-    private func runBytes(_ r: Range<Int>) -> Range<Int64> {
-        let bytes = plan.byteRange(ofChunks: r)
-        guard let done = partialChunks.removeValue(forKey: r.lowerBound), done > bytes.lowerBound,
-            done < plan.byteRange(ofChunk: r.lowerBound).upperBound
-        else { return bytes }
-        return done..<bytes.upperBound
-    }
-
-    /// Seconds `w` still needs for its whole run at its current rate; nil while that is unknown.
-    private func runSeconds(_ w: Worker, now: Double) -> Double? {
-        guard w.machine.isTransferring, !isRacing(w), let r = w.rate(now: now, window: 1) else { return nil }
-        return Double(max(0, end(of: w) - w.pos)) / max(r, 1)
-    }
-
-    /// The median rate of the connections receiving now, for sizing steals; nil if none is known.
-    private func typicalRate(now: Double) -> Double? {
-        let rates = workers.compactMap { w in w.machine.isTransferring && !isRacing(w) ? w.rate(now: now, window: 1) : nil }.sorted()
-        guard !rates.isEmpty else { return nil }
-        return max(1, rates[rates.count / 2])
-    }
-
-    /// (Until a second of samples is known, the request's average so far decides (`averageRate`): in
-    /// the end game the idle connections have nothing better to do than race a request that trickles
-    /// from its start.)
-    private func remainingSeconds(_ w: Worker, now: Double) -> Double {
-        if !w.machine.isTransferring { return 1e9 }
-        let left = Double(max(0, w.chunkEnd - w.pos))
-        guard let r = w.rate(now: now, window: 1) ?? averageRate(w, now: now) else { return 0 }
-        return left / max(r, 1)
-    }
-
-    /// The least time a request must have had before its average rate stands for it.
-    static let minEvidenceSeconds = 0.25
-
-    /// The median of recent first-byte waits; nil before the first.
-    private var usualFirstByteWait: Double? {
-        firstByteWaits.isEmpty ? nil : firstByteWaits.sorted()[firstByteWaits.count / 2]
-    }
-
-    /// Starts (or restarts) `w` on `bytes`, reusing a kept-alive connection unless `fresh` forces a new
-    /// TCP connection; `newPath` also gives it a random source port (see `randomSourcePort`).
-    /// `continuing` asks for the rest after a shorter answer: the same transfer to the rate rules.
-    private func start(_ w: Worker, bytes: Range<Int64>, fresh: Bool = false, newPath: Bool = false, continuing: Bool = false) {
-        if w.staging == nil { w.staging = writer.makeStaging() }
-        settle(w)
-        let e = w.easy
+    /// Sends connection `c`'s request for `bytes` (the coordinator has prepared its bookkeeping),
+    /// reusing a kept-alive connection unless `fresh` forces a new TCP connection; `newPath` also
+    /// gives it a random source port (see `randomSourcePort`).
+    private func startRequest(_ c: ConnectionIO, bytes: Range<Int64>, fresh: Bool, newPath: Bool) {
+        if c.staging == nil { c.staging = writer.makeStaging() }
+        settle(c)
+        let e = c.easy
         e.reset()
         var extra: [String] = []
-        let src = sources[w.source % sources.count]
+        let src = target.sources[coordinator.connections[c.id].source % target.sources.count]
         if target.ranged, let v = src.ifRange { extra.append("If-Range: \(v)") }
         e.configure(url: src.url, options: src.withoutCredentials ? strippedTransfer : settings.transfer, extraHeaders: extra,
             lowSpeedBackstop: false)
@@ -601,95 +265,30 @@ final class FetchEngine {
             e.set(CURLOPT_LOCALPORT, port)
             e.set(CURLOPT_LOCALPORTRANGE, Self.sourcePortTries)
         }
-        let ud = Unmanaged.passUnretained(w).toOpaque()
-        e.set(CURLOPT_WRITEFUNCTION, dataCallback: workerWriteCallback)
+        let ud = Unmanaged.passUnretained(c).toOpaque()
+        e.set(CURLOPT_WRITEFUNCTION, dataCallback: connectionWriteCallback)
         e.set(CURLOPT_WRITEDATA, pointer: ud)
-        w.headCollector.head = ResponseHead()
-        e.collectHeaders(into: w.headCollector)
-        // Bytes of the chunk this worker already received before `bytes` still count as progress.
-        if bytes.lowerBound != w.pos { w.progressFrom = bytes.lowerBound }
-        w.requestStart = bytes.lowerBound
-        w.requestEnd = bytes.upperBound
-        w.pos = bytes.lowerBound
-        w.chunkEnd = target.ranged ? plan.byteRange(ofChunk: plan.chunk(containing: w.pos)).upperBound : bytes.upperBound
-        w.lastByteAt = monotonicSeconds()
-        w.slotPos = w.pos
-        w.requestStartedAt = w.lastByteAt
-        w.heldAtRequest = w.held(at: w.lastByteAt)
-        if !continuing {
-            w.transferStartedAt = w.lastByteAt
-            w.heldAtTransfer = w.heldAtRequest
-            w.transferBytes = 0
-            w.firstByteAt = nil
-            w.samples = []
-            w.heldSamples = []
-        }
-        w.machine.start()
+        c.headCollector.head = ResponseHead()
+        e.collectHeaders(into: c.headCollector)
+        c.slotPos = bytes.lowerBound
         multi.add(e)
-    }
-
-    /// The connections start one after another, `rampStep` apart, so that their first requests
-    /// reach the server spread over about 0.1 s rather than in one burst. A pacing server (nginx's
-    /// `limit_rate`) sends each response in bursts on a timer; requests that arrive together share one
-    /// timer tick and are served one after another in it, so every burst waits for the others' sends.
-    /// Measured on the capped benchmark (8 × 16 MiB/s, 8 connections on one nginx worker): 8 curl
-    /// processes started at once took 8.23–8.44 s, started 15 ms apart 8.15–8.34 s including the
-    /// stagger. The later connections lose nothing that work stealing does not make up at the end.
-    static func rampStep(connections n: Int) -> Double {
-        n <= 1 ? 0 : min(0.015, 0.1 / Double(n))
-    }
-
-    private func startWaitingWorkers(now: Double) {
-        for w in workers {
-            switch w.machine.tick(now: now) {
-            case .startRequest(.ramp):
-                // Robbed of everything meanwhile: it is idle and gets work like any idle connection.
-                if let r = scheduler.run(of: w.id) { start(w, bytes: runBytes(r)) }
-            case .startRequest(.retry):
-                if target.ranged {
-                    guard isRacing(w) || scheduler.run(of: w.id) != nil else { continue }
-                }
-                // Without ranges a retry can only start over from byte 0.
-                start(w, bytes: (target.ranged ? w.pos : 0)..<end(of: w), fresh: true)
-            default:
-                continue
-            }
-        }
-    }
-
-    /// Whether `w` races another connection for a chunk (the scheduler alone knows).
-    private func isRacing(_ w: Worker) -> Bool { scheduler.duplicates[w.id] != nil }
-
-    /// Where `w` must stop: the end of its run or of the chunk it races for, as the scheduler has
-    /// them now (a robbed run ends at the cut); its position when it holds nothing.
-    func end(of w: Worker) -> Int64 {
-        guard target.ranged else { return w.streamEnd }
-        if let r = scheduler.run(of: w.id) { return plan.byteRange(ofChunk: r.upperBound - 1).upperBound }
-        if let k = scheduler.duplicates[w.id] { return plan.byteRange(ofChunk: k).upperBound }
-        return w.pos
     }
 
     // MARK: The hot path
 
-    /// The write callback: validates the response once, then pwrites each byte at its offset.
-    /// Returns fewer bytes than given to make libcurl abort the transfer.
-    func receive(_ w: Worker, _ ptr: UnsafeRawPointer, _ n: Int) -> Int {
-        if !w.machine.headJudged {
-            guard w.machine.headArrived(refusal: judgeHead(w)) == .write else { return 0 }
-            firstByteWaits.append(max(0, lastLoopTime - w.requestStartedAt - (w.held(at: lastLoopTime) - w.heldAtRequest)))
-            if firstByteWaits.count > 16 { firstByteWaits.removeFirst() }
-            if w.firstByteAt == nil {
-                w.firstByteAt = lastLoopTime
-                w.heldAtFirstByte = w.held(at: lastLoopTime)
-                w.bytesAtFirstByte = w.transferBytes
-            }
+    /// The write callback: judges the response once, then hands each byte to the writer at its
+    /// offset. Returns fewer bytes than given to make libcurl abort the transfer.
+    func receive(_ c: ConnectionIO, _ ptr: UnsafeRawPointer, _ n: Int) -> Int {
+        let id = c.id
+        if !coordinator.connections[id].machine.headJudged {
+            guard coordinator.headArrived(id, head: c.head, now: lastLoopTime) else { return 0 }
         }
         var allows = true
         if budget != nil {
             budget!.refill(now: monotonicSeconds())
             allows = budget!.allowsReceiving
         }
-        switch w.machine.bytesArrived(budgetAllows: allows, now: budget?.updatedAt ?? lastLoopTime) {
+        switch coordinator.bytesArrived(id, budgetAllows: allows, now: budget?.updatedAt ?? lastLoopTime) {
         case .write: break
         // libcurl keeps these bytes and hands them over again after `curl_easy_pause`.
         case .pause: return Int(CURL_WRITEFUNC_PAUSE)
@@ -698,186 +297,49 @@ final class FetchEngine {
         if budget != nil { budget!.spend(n) }
         var offset = 0
         while offset < n {
-            // The assignment can reach past a shorter answer's end (see `ContentRange.Answer.prefix`).
-            let end = end(of: w)
-            let room = min(end, w.requestEnd) - w.pos
-            if room <= 0 {
-                if w.requestEnd > end {
-                    w.machine.stop(.reachedEnd, now: lastLoopTime)
-                } else if target.ranged {
-                    w.machine.stop(.retry("the server sent more bytes than the range it declared", after: nil, kind: .protocolViolation), now: lastLoopTime)
-                } else {
-                    w.machine.stop(.fatal(SeggetError(.protocolViolation, "the server sent more than the \(end) bytes it announced; the file on the server may have changed. Run the command again.")), now: lastLoopTime)
-                }
-                return offset
-            }
-            let take = min(n - offset, Int(min(room, w.chunkEnd - w.pos)))
-            let flushed = writer.append(w.staging, ptr + offset, count: take, at: w.pos)
-            w.pos += Int64(take)
-            w.transferBytes += Int64(take)
-            w.lastByteAt = lastLoopTime
-            receivedBytes += Int64(take)
+            guard let room = coordinator.room(id, now: lastLoopTime) else { return offset }
+            let take = min(n - offset, Int(room))
+            let at = coordinator.connections[id].pos
+            let flushed = writer.append(c.staging, ptr + offset, count: take, at: at)
             offset += take
-            if w.pos == w.chunkEnd {
-                crossedChunkEnd(w)
+            if let crossing = coordinator.wrote(id, take, now: lastLoopTime) {
+                crossedChunkEnd(c, crossing)
             } else if flushed {
-                moveSlot(w, atLeast: Self.slotStep)
+                moveSlot(c, atLeast: Self.slotStep)
             }
-            if w.machine.stopReason != nil { return offset == n ? n : offset }
+            if coordinator.connections[id].machine.stopReason != nil { return offset == n ? n : offset }
         }
         return n
     }
 
-    /// Hands what `w` has staged to the writer, so that every byte before `w.pos` is written or
-    /// queued. (Write errors surface through `runAfterWrites`.)
-    private func settle(_ w: Worker) {
-        if let s = w.staging { writer.flush(s) }
-    }
-
-    /// Ends `w`'s transfer (if libcurl has not already) and hands over what it received. Returns why
-    /// the transfer had to end, if that was decided before.
-    private func detach(_ w: Worker) -> StopReason? {
-        multi.remove(w.easy)
-        settle(w)
-        return w.machine.transferEnded(now: monotonicSeconds())
-    }
-
-    private func crossedChunkEnd(_ w: Worker) {
-        // The chunk's bytes must be in the file before anything vouches for them (see `AfterWrite`).
-        settle(w)
-        guard target.ranged else {
-            afterWrites.append((writer.submitted, .stream(w.pos)))
-            w.chunkEnd = w.streamEnd
-            return
-        }
-        let k = plan.chunk(containing: w.chunkEnd - 1)
-        let wasFinished = scheduler.finished[k]
-        let wasRacing = isRacing(w)
-        let losers = scheduler.chunkFinished(k, by: w.id)
-        if !wasFinished {
-            finishedBytes += Int64(plan.byteRange(ofChunk: k).count)
-            afterWrites.append((writer.submitted, .chunk(k)))
-            w.attempts = 0
-            w.redials = 0
-        }
-        for l in losers {
-            let o = workers[l]
-            o.machine.cancel(now: lastLoopTime)
-            if o.machine.isTransferring { pendingRemoval.append(l) }
-        }
-        if wasRacing && w.pos < w.requestEnd {
-            // The race is over either way; this connection is free again.
-            w.machine.stop(.reachedEnd, now: lastLoopTime)
-        }
-        w.chunkEnd = min(w.chunkEnd + plan.chunkSize, plan.totalLength)
-    }
-
-    // MARK: Validation
-
-    /// Judges the response head before the first body byte is written (see `ResponseVerdict`): nil
-    /// accepts it, a stop reason refuses it.
-    private func judgeHead(_ w: Worker) -> StopReason? {
-        let src = sources[w.source % sources.count]
-        let question = ResponseQuestion(
-            range: w.requestStart..<w.requestEnd, ranged: target.ranged, totalLength: target.totalLength,
-            etag: src.etag, lastModified: src.lastModified, url: target.url)
-        switch ResponseVerdict(for: question, head: w.head) {
-        case .accept: return nil
-        case .acceptPrefix(let end):
-            // An honest shorter answer: take it, and `finish` asks for the rest (not a failure).
-            w.requestEnd = end
-            return nil
-        case .retry(let why, let after, let kind): return .retry(why, after: after, kind: kind)
-        case .rangesIgnored(let why): return .rangesIgnored(why)
-        case .resourceChanged(let why): return .resourceChanged(why)
-        case .fatal(let e): return .fatal(e)
-        }
-    }
-
     // MARK: Completion
 
-    private func finish(_ w: Worker, code: CurlCode) {
-        let headJudged = w.machine.headJudged
-        var reason = detach(w)
-        if target.ranged {
-            let now = monotonicSeconds()
-            slowRule.recordFinished(id: w.id, bytes: w.transferBytes, seconds: now - w.transferStartedAt, heldSeconds: w.held(at: now) - w.heldAtTransfer, now: now)
+    private func finish(_ c: ConnectionIO, code: CurlCode) {
+        multi.remove(c.easy)
+        settle(c)
+        trace("w\(c.id) done code=\(code.rawValue) pos=\(coordinator.connections[c.id].pos) port=\(c.easy.localPort) rate=\(Format.rate(Double(coordinator.connections[c.id].transferBytes) / max(0.001, monotonicSeconds() - coordinator.connections[c.id].transferStartedAt)))")
+        let end: Coordinator.TransferEnd
+        if code == .ok {
+            end = .ok
+        } else if code == .partialFile {
+            end = .partial
+        } else if code.isTransient && !Prober.headersTooLarge(code, head: c.head) || code == .writeError {
+            end = .transient(code.description)
+        } else {
+            end = .failed(Prober.networkError(code, url: target.url, head: c.head))
         }
-        trace("w\(w.id) done code=\(code.rawValue) stop=\(reason.map { "\($0)" } ?? "none") pos=\(w.pos) end=\(end(of: w)) port=\(w.easy.localPort) rate=\(Format.rate(Double(w.transferBytes) / max(0.001, monotonicSeconds() - w.transferStartedAt)))")
-        // No response head at all (refused, reset, timed out): a network failure, not an HTTP answer.
-        if reason == nil, !headJudged, w.head.status != 0 { reason = judgeHead(w) }
-        switch reason {
-        case .reachedEnd, .cancelled:
-            becomeIdle(w)
-        case .fatal(let e):
-            if fatalError == nil { fatalError = e }
-        case .resourceChanged(let r):
-            if changed == nil { changed = r }
-        case .retry(let why, let after, let kind):
-            scheduleRetry(w, reason: why, after: after, kind: kind)
-        case .rangesIgnored(let r):
-            if ignored == nil { ignored = r }
-        case nil:
-            if !target.ranged && target.totalLength == nil && code == .ok {
-                // A chunked or close-delimited body ends when the server says so.
-                w.streamEnd = w.pos
-            }
-            let end = end(of: w)
-            if w.pos >= end {
-                if target.ranged { becomeIdle(w) }
-            } else if target.ranged && code == .ok && w.pos == w.requestEnd {
-                // The server answered a shorter range than asked, in full: ask for the rest at once,
-                // on the same connection, without counting a failure.
-                trace("w\(w.id) continues at \(w.pos) after a shorter answer")
-                start(w, bytes: w.pos..<end, continuing: true)
-            } else if code == .ok || code == .partialFile {
-                scheduleRetry(w, reason: "the connection ended \(end - w.pos) bytes early", after: nil, kind: .network)
-            } else if code.isTransient && !Prober.headersTooLarge(code, head: w.head) || code == .writeError {
-                scheduleRetry(w, reason: code.description, after: nil, kind: .network)
-            } else {
-                fatalError = Prober.networkError(code, url: target.url, head: w.head)
-            }
-        }
+        execute(coordinator.transferEnded(c.id, end, head: c.head, now: monotonicSeconds()))
     }
 
-    /// `w` has nothing more to do; a racer gives up its race (its owner is still on the chunk).
-    private func becomeIdle(_ w: Worker) {
-        if isRacing(w) { scheduler.abandon(w.id) }
-    }
-
-    private func scheduleRetry(_ w: Worker, reason: String, after: Double?, kind: FailureKind) {
-        if isRacing(w) {
-            // A failed racer just stops; the owner is still on it.
-            becomeIdle(w)
-            return
-        }
-        w.attempts += 1
-        if w.attempts > settings.retries {
-            let hint = kind == .protocolViolation ? "the server's answers are unusable; try -n 1 or another server" : "run the same command to resume later, or raise --retries"
-            fatalError = SeggetError(kind, "bytes \(w.pos)-\(end(of: w) - 1) failed \(w.attempts) time\(w.attempts == 1 ? "" : "s") (last: \(reason)); \(hint).")
-            return
-        }
-        switch RetryPolicy.decide(
-            attempt: w.attempts, reason: reason, base: settings.retryWait, retryAfter: after, maxWait: settings.maxRetryWait,
-            deadline: settings.deadline, now: monotonicSeconds(), jitter: .random(in: 0.5...1.5))
-        {
-        case .giveUp(let message):
-            if fatalError == nil { fatalError = SeggetError(.network, message) }
-        case .wait(let delay, let note):
-            w.machine.wait(until: monotonicSeconds() + delay, .retry)
-            onEvent?(.retry(connection: w.id, attempt: w.attempts, delay: delay, reason: note.map { "\(reason); \($0)" } ?? reason))
-        }
-    }
-
+    /// Removes the losers of end-game races; their staged bytes are discarded (the winner wrote them).
     private func flushRemovals() {
         for id in pendingRemoval {
-            let w = workers[id]
-            if w.machine.isTransferring {
-                multi.remove(w.easy)
-                _ = w.machine.transferEnded(now: monotonicSeconds())
+            let c = io[id]
+            if coordinator.connections[id].machine.isTransferring {
+                multi.remove(c.easy)
+                coordinator.removed(id, now: monotonicSeconds())
             }
-            // It lost the race: another connection wrote this chunk.
-            if let s = w.staging { writer.discard(s) }
+            if let s = c.staging { writer.discard(s) }
         }
         pendingRemoval.removeAll()
     }
@@ -885,18 +347,7 @@ final class FetchEngine {
     // MARK: Periodic work
 
     private func tick(now: Double) {
-        for w in workers where w.machine.isTransferring {
-            w.samples.append((now, w.transferBytes))
-            w.heldSamples.append(w.held(at: now))
-            if w.samples.count > 16 {
-                w.samples.removeFirst(w.samples.count - 16)
-                w.heldSamples.removeFirst(w.heldSamples.count - 16)
-            }
-        }
-        rateSamples.append((now, receivedBytes))
-        if rateSamples.count > 20 { rateSamples.removeFirst() }
-        dropStalledConnections(now: now)
-        if settings.autoConnections && target.ranged { growConnections(now: now) }
+        execute(coordinator.tick(now: now))
         checkpointThread?.poke()
         if let kick = onWriteback {
             let cached = writer.bytesWritten.pageCache
@@ -905,124 +356,26 @@ final class FetchEngine {
                 kick()
             }
         }
-        if target.ranged { flushSlowStaging() }
-        if !target.ranged, let s = workers[0].staging, !s.isEmpty {
-            // A stream has no chunk ends at which to hand its bytes over; do it every tick.
-            settle(workers[0])
-            afterWrites.append((writer.submitted, .stream(workers[0].pos)))
-        }
-        reportProgress(now: now)
+        if target.ranged { flushSlowStaging() } else { settleStream() }
+        onProgress?(coordinator.progress(now: now, elapsed: now - startedAt))
     }
 
     /// Resumes transfers paused by `--max-speed` while the budget allows, starting after the one resumed
     /// first last time, so that every connection gets its turn. Resuming can hand over the held bytes
     /// at once (`receive` runs inside `curl_easy_pause`) and pause the transfer again.
     private func resumePausedTransfers() {
-        guard budget != nil, workers.contains(where: { $0.machine.isPaused }) else { return }
+        guard budget != nil, coordinator.connections.contains(where: { $0.machine.isPaused }) else { return }
         budget!.refill(now: monotonicSeconds())
-        let n = workers.count
+        let n = io.count
         for i in 0..<n {
             guard budget!.allowsReceiving else { break }
-            let w = workers[(resumeCursor + i) % n]
-            guard w.machine.isPaused else { continue }
-            w.machine.resume(now: monotonicSeconds())
-            w.lastByteAt = monotonicSeconds()
-            resumeCursor = (w.id + 1) % n
-            _ = curl_easy_pause(w.easy.raw, 0)  // CURLPAUSE_CONT
+            let c = io[(resumeCursor + i) % n]
+            guard coordinator.connections[c.id].machine.isPaused else { continue }
+            coordinator.resume(c.id, now: monotonicSeconds())
+            resumeCursor = (c.id + 1) % n
+            _ = curl_easy_pause(c.easy.raw, 0)  // CURLPAUSE_CONT
         }
     }
-
-    /// Every tick, what each connection has staged goes to the file in whole blocks, and its progress
-    /// slot follows: a slow connection (2 MiB/s takes half a second to fill a 1 MiB buffer) would
-    /// otherwise keep its bytes in memory, where a kill loses them. A fast one fills its buffer many
-    /// times per tick, so this adds at most one smaller write per connection and tick.
-    private func flushSlowStaging() {
-        for w in workers where w.machine.isTransferring && !isRacing(w) {
-            guard let s = w.staging, s.end - s.start >= Self.slotStep / 2, writer.flushWholeBlocks(s) else { continue }
-            moveSlot(w, atLeast: Self.slotStep / 2)
-        }
-    }
-
-    /// Moves `w`'s progress slot to where the bytes it handed to the writer end, if that is at least
-    /// `step` beyond the last record. Recorded after the data reached the file, like a journal bit:
-    /// a kill then loses only the staged and queued bytes and what never arrived.
-    private func moveSlot(_ w: Worker, atLeast step: Int64) {
-        guard progressSlots != nil, !isRacing(w), w.staging.start - w.slotPos >= step else { return }
-        w.slotPos = w.staging.start
-        afterWrites.append((writer.submitted, .slot(worker: w.id, chunk: plan.chunk(containing: w.slotPos - 1), upTo: w.slotPos)))
-    }
-
-    /// A connection that delivered nothing for `stallTimeout` seconds is dropped and retried from the
-    /// byte it reached. (libcurl's low-speed limit averages over several seconds, so it reacts late.)
-    private func dropStalledConnections(now: Double) {
-        let limit = settings.transfer.stallTimeout
-        guard limit > 0 else { return }
-        for w in workers where w.machine.isTransferring && !w.machine.isPaused && now - w.lastByteAt > limit {
-            trace("w\(w.id) stalled for \(Format.fixed(now - w.lastByteAt, 1)) s")
-            switch detach(w) {
-            case .reachedEnd, .cancelled:
-                // It had finished its part (a race won or lost) and waited for its last bytes.
-                becomeIdle(w)
-                continue
-            default: break
-            }
-            scheduleRetry(w, reason: "no data for \(Format.seconds(now - w.lastByteAt))", after: nil, kind: .network)
-        }
-    }
-
-    /// A connection far slower than its peers (see `SlowConnectionRule`), owner or end-game racer,
-    /// gives back its not-started chunks and reconnects; out of re-dials, it only gives them back.
-    private func redialSlowConnections(now: Double) {
-        // Half a second tells a connection capped 8x lower from its peers: nginx sends a 2 MiB/s
-        // connection its first 2 MiB at once and then nothing for a second, while a 16 MiB/s one gets
-        // 2 MiB every 125 ms. On the uneven benchmark the slow ones were re-dialled after 0.76 s
-        // instead of 1.26 s with a 1 s window (8 runs each: median 8.32 s against 8.37 s, slowest
-        // 8.61 s against 9.09 s), and no capped run re-dialled anything.
-        let window = slowRule.window
-        var observations: [SlowConnectionRule.Observation] = []
-        // A request younger than the window is measured from its first byte; the rule judges it only
-        // on clear evidence (see `SlowConnectionRule.minJudgeSeconds`).
-        for w in workers where w.machine.isTransferring {
-            let left = max(0, end(of: w) - w.pos)
-            if !w.machine.headJudged {
-                let waited = now - w.requestStartedAt - (w.held(at: now) - w.heldAtRequest)
-                observations.append(.init(id: w.id, bytes: 0, seconds: 0, waitingForFirstByte: waited, remainingBytes: left, consecutiveRedials: w.redials))
-            } else if now - w.transferStartedAt >= window, let m = w.recent(now: now, window: window) {
-                observations.append(.init(id: w.id, bytes: m.bytes, seconds: m.seconds, heldSeconds: m.held, remainingBytes: left, consecutiveRedials: w.redials))
-            } else if let first = w.firstByteAt, now - first > 0 {
-                observations.append(.init(id: w.id, bytes: w.transferBytes - w.bytesAtFirstByte, seconds: now - first,
-                    heldSeconds: w.held(at: now) - w.heldAtFirstByte, remainingBytes: left, consecutiveRedials: w.redials))
-            }
-        }
-        let verdicts = slowRule.judge(observations, now: now, usualFirstByteWait: usualFirstByteWait)
-        for v in verdicts {
-            let w = workers[v.id]
-            switch v.action {
-            case .keepOnlyTheChunkInFlight:
-                guard end(of: w) > w.chunkEnd else { continue }
-                trace("w\(w.id) keeps only its chunk at \(Format.rate(v.rate)) vs typical \(Format.rate(v.typical))")
-                // The run now ends with the chunk in flight (`end(of:)`).
-                scheduler.releaseNotStarted(of: w.id)
-            case .redial:
-                w.redials += 1
-                trace("w\(w.id) redial at \(Format.rate(v.rate)) vs typical \(Format.rate(v.typical)) (first bytes take \(Format.fixed(usualFirstByteWait ?? -1, 3)) s) port=\(w.easy.localPort)\(isRacing(w) ? " (racer)" : "")")
-                scheduler.releaseNotStarted(of: w.id)
-                onEvent?(.redial(connection: w.id, reason: "\(Format.rate(v.rate)) against a median of \(Format.rate(v.typical))"))
-                // Abort now and continue on a fresh connection from the exact byte reached.
-                _ = detach(w)
-                start(w, bytes: w.pos..<end(of: w), fresh: true, newPath: true)
-            }
-        }
-    }
-
-    /// How often the slow rule judges, seconds: more often than progress ticks, so that a young request
-    /// that trickles is caught soon after `SlowConnectionRule.minJudgeSeconds` (the loop wakes at least
-    /// every 0.1 s). Judging reuses the tick's samples for the half-second window and costs microseconds.
-    static let slowJudgeInterval = 0.05
-
-    /// Re-dials allowed per download: three per connection, and more for a long download, in
-    /// which a server that slows some requests down keeps drawing new slow ones.
-    static func maxTotalRedials(connections: Int, chunks: Int) -> Int { 3 * connections + chunks / 8 }
 
     /// Counts the time the loop just waited for the writer as held time for every connection
     /// receiving: they were not read meanwhile, so neither the slow rule nor the stall timeout may
@@ -1031,12 +384,8 @@ final class FetchEngine {
         let waited = writer.waitedSeconds - writerWaitSeen
         guard waited > 0 else { return }
         writerWaitSeen = writer.waitedSeconds
-        for w in workers where w.machine.isTransferring {
-            w.machine.heldByWriter(waited)
-            w.lastByteAt += waited
-        }
+        coordinator.heldByWriter(waited)
     }
-
 
     /// How many consecutive source ports libcurl may try from the random one before giving up.
     static let sourcePortTries = 64
@@ -1055,136 +404,13 @@ final class FetchEngine {
         }
         return Int.random(in: low...(high - sourcePortTries))
     }
-
-    static let autoInitial = 4
-    static let autoStep = 2
-    static let autoInterval = 2.0
-
-    /// `-n auto`: every `autoInterval` seconds, add `autoStep` connections while the total rate
-    /// over the last interval grew by at least 10 %; stop at the first interval that did not.
-    private func growConnections(now: Double) {
-        guard !autoSettled, workerLimit < workers.count else { return }
-        if autoLastChange == 0 { autoLastChange = now; return }
-        guard now - autoLastChange >= FetchEngine.autoInterval else { return }
-        let rate = totalRate(window: FetchEngine.autoInterval)
-        if autoLastRate > 0 && rate < autoLastRate * 1.10 {
-            autoSettled = true
-            onEvent?(.notice("using \(workerLimit) connections (more did not raise the throughput)."))
-            return
-        }
-        autoLastRate = rate
-        autoLastChange = now
-        workerLimit = min(workers.count, workerLimit + FetchEngine.autoStep)
-    }
-
-    private func totalRate(window: Double) -> Double {
-        guard let last = rateSamples.last else { return 0 }
-        return sampledRate(rateSamples, endingAt: last.0, window: window, minSpan: 0) ?? 0
-    }
-
-    private func reportProgress(now: Double) {
-        guard let onProgress else { return }
-        let rate = rateSamples.last.flatMap { sampledRate(rateSamples, endingAt: $0.0, window: 3, minSpan: 0.2) } ?? 0
-        var completed = finishedBytes
-        var conns: [ConnectionProgress] = []
-        for w in workers {
-            let state: ConnectionProgress.State
-            if w.machine.isWaiting { state = .waiting }
-            else if !w.machine.isTransferring { state = .idle }
-            else if isRacing(w) { state = .racing }
-            else { state = .receiving }
-            if target.ranged, w.machine.isTransferring, !isRacing(w), w.pos < w.chunkEnd {
-                completed += w.pos - max(plan.byteRange(ofChunk: plan.chunk(containing: w.pos)).lowerBound, w.progressFrom)
-            }
-            conns.append(ConnectionProgress(id: w.id, state: state, bytesPerSecond: w.rate(now: now, window: 2) ?? 0, remainingBytes: max(0, end(of: w) - w.pos)))
-        }
-        if !target.ranged { completed = workers[0].pos }
-        onProgress(DownloadProgress(
-            completedBytes: completed, totalBytes: target.totalLength, receivedBytes: receivedBytes,
-            bytesPerSecond: rate, elapsed: now - startedAt, connections: conns))
-    }
-
-    static func writeError(_ error: any Error) -> SeggetError {
-        if let e = error as? Errno, e.rawValue == ENOSPC {
-            return SeggetError(.fileSystem, "the disk is full. Free some space, then run the same command to resume; nothing already downloaded is lost.")
-        }
-        return SeggetError(.fileSystem, "could not write the downloaded data: \(error). Fix the problem, then run the same command to resume.")
-    }
-}
-
-/// Runs journal checkpoints with the data file's `fdatasync` on a background queue, so that a sync
-/// never stalls the fetch loop. The journal itself is only touched on the loop thread.
-final class CheckpointWorker {
-    private let journal: Journal
-    private let data: BlockStorage
-    private let interval: Double
-    private let queue = DispatchQueue(label: "segget.checkpoint")
-    private let finished = ResultSlot()
-    private var lastCheckpoint = monotonicSeconds()
-    private var inFlight = false
-
-    struct CheckpointResult: Sendable {
-        let snapshot: CheckpointSnapshot
-        let ok: Bool
-    }
-
-    /// The background sync's result, handed back to the loop thread.
-    final class ResultSlot: Sendable {
-        private let slot = Mutex<CheckpointResult?>(nil)
-        func put(_ r: CheckpointResult) { slot.withLock { $0 = r } }
-        func take() -> CheckpointResult? { slot.withLock { r in defer { r = nil }; return r } }
-    }
-
-    init(journal: Journal, data: BlockStorage, interval: Double) {
-        self.journal = journal
-        self.data = data
-        self.interval = interval
-    }
-
-    /// Called on every tick of the loop: completes a finished sync, starts the next one when due.
-    func poke() {
-        if let done = finished.take() {
-            if done.ok { try? journal.completeCheckpoint(done.snapshot) }
-            inFlight = false
-        }
-        let now = monotonicSeconds()
-        guard !inFlight, now - lastCheckpoint >= interval else { return }
-        lastCheckpoint = now
-        inFlight = true
-        let snapshot = journal.beginCheckpoint()
-        let box = UncheckedBox(data)
-        let finished = self.finished
-        queue.async {
-            let ok = (try? box.value.sync()) != nil
-            finished.put(CheckpointResult(snapshot: snapshot, ok: ok))
-        }
-    }
-
-    /// Waits for a sync in flight (so no background work outlives the download).
-    func stop() {
-        queue.sync {}
-        poke()
-    }
-}
-
-/// Carries a non-Sendable reference to a queue that is the only other user while it runs.
-struct UncheckedBox<T>: @unchecked Sendable {
-    let value: T
-    init(_ value: T) { self.value = value }
 }
 
 extension FetchEngine {
     /// Bytes of finished chunks (ranged) or bytes written (stream), for the interrupted message.
-    var finishedBytesForReport: Int64 { target.ranged ? finishedBytes : workers[0].pos }
+    var finishedBytesForReport: Int64 { target.ranged ? coordinator.finishedBytes : coordinator.connections[0].pos }
     /// Bytes written by the single stream.
-    var streamLength: Int64 { workers[0].pos }
-}
-
-/// Bytes per second over the newest `window` seconds (counted back from `end`) of (time, total
-/// bytes) samples; nil when those samples span less than `minSpan` seconds.
-func sampledRate(_ samples: [(Double, Int64)], endingAt end: Double, window: Double, minSpan: Double) -> Double? {
-    guard let last = samples.last, let first = samples.first(where: { end - $0.0 <= window + 0.01 }),
-        last.0 - first.0 >= max(minSpan, 0.001)
-    else { return nil }
-    return Double(last.1 - first.1) / (last.0 - first.0)
+    var streamLength: Int64 { coordinator.connections[0].pos }
+    /// Bytes received from the network in this run.
+    var receivedBytes: Int64 { coordinator.receivedBytes }
 }

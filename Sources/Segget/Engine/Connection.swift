@@ -1,0 +1,110 @@
+/// What the coordinator knows about one connection: its state machine, where its current request
+/// and its bytes are, and the samples its rate is measured from. A pure value; the libcurl handle,
+/// the head being collected and the staging buffer live beside it in the engine (`ConnectionIO`).
+struct Connection {
+    let id: Int
+    /// Idle, waiting, awaiting a head, receiving, paused or stopping (see `ConnectionMachine`).
+    var machine = ConnectionMachine()
+    /// Index into the target's sources (main URL, then mirrors).
+    var source = 0
+
+    /// What the current HTTP request asked for, half-open; `requestEnd` moves down to where a shorter
+    /// answer ends.
+    var requestStart: Int64 = 0
+    var requestEnd: Int64 = 0
+    /// Where this connection's bytes in its current chunk begin (for progress).
+    var progressFrom: Int64 = 0
+    /// Next byte to write.
+    var pos: Int64 = 0
+    /// Where a plain stream ends (see `Coordinator.end(of:)` for ranged requests).
+    var streamEnd: Int64 = 0
+    /// End of the chunk that holds `pos`.
+    var chunkEnd: Int64 = 0
+
+    /// Failed attempts at the current work since a chunk was last finished.
+    var attempts = 0
+    /// Re-dials since this connection last finished a chunk (see `SlowConnectionRule`).
+    var redials = 0
+    var transferStartedAt = 0.0
+    var transferBytes: Int64 = 0
+    /// When the last byte arrived (or the transfer started), for the stall timeout.
+    var lastByteAt = 0.0
+    /// (time, transferBytes) samples for the rate, newest last.
+    var samples: [(Double, Int64)] = []
+    /// `held(at:)` at the time of each sample in `samples`.
+    var heldSamples: [Double] = []
+    /// When the current request went out, and `held(at:)` then and at `transferStartedAt`.
+    var requestStartedAt = 0.0
+    var heldAtRequest = 0.0
+    var heldAtTransfer = 0.0
+    /// When the current transfer's first body byte arrived, with `held(at:)` and `transferBytes` then
+    /// (for judging a request younger than the slow rule's window).
+    var firstByteAt: Double?
+    var heldAtFirstByte = 0.0
+    var bytesAtFirstByte: Int64 = 0
+
+    init(id: Int) { self.id = id }
+
+    /// Seconds held back so far, counting a pause in progress.
+    func held(at now: Double) -> Double { machine.held(at: now) }
+
+    /// The rate over about the last `window` seconds, from samples taken every `interval`; nil until
+    /// they span at least three quarters of it. The samples may reach back one interval further, or
+    /// the rate would be unknown whenever the clock sits just before a sample.
+    func rate(now: Double, window: Double, interval: Double) -> Double? {
+        sampledRate(samples, endingAt: now, window: window + interval, minSpan: window * 0.75)
+    }
+
+    /// Bytes, seconds and held seconds over the same samples `rate(now:window:interval:)` uses.
+    func recent(now: Double, window: Double, interval: Double) -> (bytes: Int64, seconds: Double, held: Double)? {
+        let reach = window + interval
+        guard let last = samples.indices.last, heldSamples.count == samples.count,
+            let first = samples.firstIndex(where: { now - $0.0 <= reach + 0.01 }),
+            samples[last].0 - samples[first].0 >= max(window * 0.75, 0.001)
+        else { return nil }
+        return (samples[last].1 - samples[first].1, samples[last].0 - samples[first].0, heldSamples[last] - heldSamples[first])
+    }
+
+    /// Keeps a sample of the bytes received so far (taken every progress tick), the newest 16.
+    mutating func sample(now: Double) {
+        samples.append((now, transferBytes))
+        heldSamples.append(held(at: now))
+        if samples.count > 16 {
+            samples.removeFirst(samples.count - 16)
+            heldSamples.removeFirst(heldSamples.count - 16)
+        }
+    }
+
+    /// Prepares a request for `bytes` at `now`: a new transfer unless `continuing` (the rest after a
+    /// shorter answer, the same transfer to the rate rules). `chunkEnd` is the end of the chunk that
+    /// holds `bytes.lowerBound`.
+    mutating func begin(_ bytes: Range<Int64>, chunkEnd: Int64, continuing: Bool, now: Double) {
+        // Bytes of the chunk this connection already received before `bytes` still count as progress.
+        if bytes.lowerBound != pos { progressFrom = bytes.lowerBound }
+        requestStart = bytes.lowerBound
+        requestEnd = bytes.upperBound
+        pos = bytes.lowerBound
+        self.chunkEnd = chunkEnd
+        lastByteAt = now
+        requestStartedAt = now
+        heldAtRequest = held(at: now)
+        if !continuing {
+            transferStartedAt = now
+            heldAtTransfer = heldAtRequest
+            transferBytes = 0
+            firstByteAt = nil
+            samples = []
+            heldSamples = []
+        }
+        machine.start()
+    }
+}
+
+/// Bytes per second over the newest `window` seconds (counted back from `end`) of (time, total
+/// bytes) samples; nil when those samples span less than `minSpan` seconds.
+func sampledRate(_ samples: [(Double, Int64)], endingAt end: Double, window: Double, minSpan: Double) -> Double? {
+    guard let last = samples.last, let first = samples.first(where: { end - $0.0 <= window + 0.01 }),
+        last.0 - first.0 >= max(minSpan, 0.001)
+    else { return nil }
+    return Double(last.1 - first.1) / (last.0 - first.0)
+}

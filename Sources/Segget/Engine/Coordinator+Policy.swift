@@ -1,0 +1,245 @@
+/// The coordinator's policy: rate estimates, and the periodic decisions built on them (stall drop,
+/// re-dial of slow connections, auto growth). The constants are named and cite the measurements
+/// that chose them.
+extension Coordinator {
+    /// The connections start one after another, `rampStep` apart, so that their first requests
+    /// reach the server spread over about 0.1 s rather than in one burst. A pacing server (nginx's
+    /// `limit_rate`) sends each response in bursts on a timer; requests that arrive together share one
+    /// timer tick and are served one after another in it, so every burst waits for the others' sends.
+    /// Measured on the capped benchmark (8 × 16 MiB/s, 8 connections on one nginx worker): 8 curl
+    /// processes started at once took 8.23–8.44 s, started 15 ms apart 8.15–8.34 s including the
+    /// stagger. The later connections lose nothing that work stealing does not make up at the end.
+    static func rampStep(connections n: Int) -> Double {
+        n <= 1 ? 0 : min(0.015, 0.1 / Double(n))
+    }
+
+    /// Robbing a connection aborts its request at the cut (what is already in flight beyond it is
+    /// wasted) and costs the thief a new request: worth it only when the victim would otherwise need
+    /// a while for the rest. 0.2 s rather than 0.5 s shortened the uneven benchmark's tail (median of
+    /// 4: 8.55 s against 8.84 s) and changed nothing measurable capped or uncapped.
+    static let minStealSeconds = 0.2
+
+    /// Racing a chunk costs a connection and up to a chunk of bandwidth: only worth it for one that
+    /// is expected to take longer than this.
+    static let minRaceSeconds = 0.5
+    /// A second racer joins only when the first is slow too (see `Scheduler`).
+    static let maxRacers = 2
+
+    /// The least time a request must have had before its average rate stands for it.
+    static let minEvidenceSeconds = 0.25
+
+    /// How often the slow rule judges, seconds: more often than progress ticks, so that a young request
+    /// that trickles is caught soon after `SlowConnectionRule.minJudgeSeconds` (the loop wakes at least
+    /// every 0.1 s). Judging reuses the tick's samples for the half-second window and costs microseconds.
+    static let slowJudgeInterval = 0.05
+
+    /// Re-dials allowed per download: three per connection, and more for a long download, in
+    /// which a server that slows some requests down keeps drawing new slow ones.
+    static func maxTotalRedials(connections: Int, chunks: Int) -> Int { 3 * connections + chunks / 8 }
+
+    /// `-n auto`: start with `autoInitial` connections; every `autoInterval` seconds add `autoStep`
+    /// while the total rate over the last interval grew by at least 10 %.
+    static let autoInitial = 4
+    static let autoStep = 2
+    static let autoInterval = 2.0
+
+    /// Where `-n auto` stands.
+    struct AutoGrowth {
+        var lastRate = 0.0
+        var lastChange = 0.0
+        /// More connections stopped raising the throughput: the limit stays.
+        var settled = false
+    }
+
+    // MARK: Rates
+
+    /// The rate of connection `c` over about the last second; nil until known.
+    func rate(_ c: Connection, now: Double, window: Double = 1) -> Double? {
+        c.rate(now: now, window: window, interval: config.progressInterval)
+    }
+
+    /// A victim waiting to retry has nothing in flight and may always be robbed (`rate` infinite).
+    /// One that is receiving is robbed only on evidence, like a race: once its rate is known (else
+    /// `rate` is negative) and its remainder would take a while, since a fast server may already
+    /// have sent everything beyond the cut.
+    static func worthStealing(rate: Double, notStartedChunks: Int, chunkSize: Double) -> Bool {
+        guard rate.isFinite else { return true }
+        guard rate >= 0 else { return false }
+        return Double(notStartedChunks) * chunkSize / max(rate, 1) >= minStealSeconds
+    }
+
+    /// The current request's average rate, once it had `minEvidenceSeconds` free to receive (and, if
+    /// no byte came yet, far longer than first bytes usually take); nil before.
+    func averageRate(_ c: Connection, now: Double) -> Double? {
+        let elapsed = now - c.requestStartedAt - (c.held(at: now) - c.heldAtRequest)
+        guard elapsed >= max(Self.minEvidenceSeconds, c.machine.headJudged ? 0 : 4 * (usualFirstByteWait ?? 0)) else { return nil }
+        return Double(c.pos - c.requestStart) / elapsed
+    }
+
+    /// Seconds `c` still needs for its whole run at its current rate; nil while that is unknown.
+    func runSeconds(_ c: Connection, now: Double) -> Double? {
+        guard c.machine.isTransferring, !isRacing(c.id), let r = rate(c, now: now) else { return nil }
+        return Double(max(0, end(of: c.id) - c.pos)) / max(r, 1)
+    }
+
+    /// The median rate of the connections receiving now, for sizing steals; nil if none is known.
+    func typicalRate(now: Double) -> Double? {
+        let rates = connections.compactMap { c in c.machine.isTransferring && !isRacing(c.id) ? rate(c, now: now) : nil }.sorted()
+        guard !rates.isEmpty else { return nil }
+        return max(1, rates[rates.count / 2])
+    }
+
+    /// Seconds `c` still needs for its in-flight chunk: large when it is waiting to retry, zero
+    /// while its rate is not known yet (racing is decided on evidence, not at once). Until a second
+    /// of samples is known, the request's average so far decides (`averageRate`): in the end game
+    /// the idle connections have nothing better to do than race a request that trickles from its
+    /// start.
+    func remainingSeconds(_ c: Connection, now: Double) -> Double {
+        if !c.machine.isTransferring { return 1e9 }
+        let left = Double(max(0, c.chunkEnd - c.pos))
+        guard let r = rate(c, now: now) ?? averageRate(c, now: now) else { return 0 }
+        return left / max(r, 1)
+    }
+
+    /// The median of recent first-byte waits; nil before the first.
+    var usualFirstByteWait: Double? {
+        firstByteWaits.isEmpty ? nil : firstByteWaits.sorted()[firstByteWaits.count / 2]
+    }
+
+    /// The total rate over the newest `window` seconds of progress ticks.
+    func totalRate(window: Double, minSpan: Double = 0) -> Double? {
+        guard let last = rateSamples.last else { return nil }
+        return sampledRate(rateSamples, endingAt: last.0, window: window, minSpan: minSpan)
+    }
+
+    // MARK: Periodic decisions
+
+    /// A progress tick: rate samples, then the stall timeout and auto growth.
+    mutating func tick(now: Double) -> [Command] {
+        for id in connections.indices where connections[id].machine.isTransferring { connections[id].sample(now: now) }
+        rateSamples.append((now, receivedBytes))
+        if rateSamples.count > 20 { rateSamples.removeFirst() }
+        var commands = dropStalledConnections(now: now)
+        if config.autoConnections && config.ranged { commands += growConnections(now: now) }
+        return commands
+    }
+
+    /// A connection that delivered nothing for the stall timeout is dropped and retried from the
+    /// byte it reached. (libcurl's low-speed limit averages over several seconds, so it reacts late.)
+    /// Time held back (a `--max-speed` pause, the writer) does not count.
+    mutating func dropStalledConnections(now: Double) -> [Command] {
+        let limit = config.stallTimeout
+        guard limit > 0 else { return [] }
+        var commands: [Command] = []
+        for id in connections.indices {
+            let c = connections[id]
+            guard c.machine.isTransferring, !c.machine.isPaused, now - c.lastByteAt > limit else { continue }
+            if tracing { commands.append(.trace("w\(id) stalled for \(Format.fixed(now - c.lastByteAt, 1)) s")) }
+            commands.append(.remove(id))
+            switch connections[id].machine.transferEnded(now: now) {
+            case .reachedEnd, .cancelled:
+                // It had finished its part (a race won or lost) and waited for its last bytes.
+                becomeIdle(id)
+            default:
+                commands += scheduleRetry(id, reason: "no data for \(Format.seconds(now - c.lastByteAt))", after: nil, kind: .network, now: now)
+            }
+        }
+        return commands
+    }
+
+    /// A connection far slower than its peers (see `SlowConnectionRule`), owner or end-game racer,
+    /// gives back its not-started chunks and reconnects; out of re-dials, it only gives them back.
+    mutating func judgeSlowConnections(now: Double) -> [Command] {
+        guard config.redialSlow && config.ranged else { return [] }
+        // Half a second tells a connection capped 8x lower from its peers: nginx sends a 2 MiB/s
+        // connection its first 2 MiB at once and then nothing for a second, while a 16 MiB/s one gets
+        // 2 MiB every 125 ms. On the uneven benchmark the slow ones were re-dialled after 0.76 s
+        // instead of 1.26 s with a 1 s window (8 runs each: median 8.32 s against 8.37 s, slowest
+        // 8.61 s against 9.09 s), and no capped run re-dialled anything.
+        let window = slowRule.window
+        var observations: [SlowConnectionRule.Observation] = []
+        // A request younger than the window is measured from its first byte; the rule judges it only
+        // on clear evidence (see `SlowConnectionRule.minJudgeSeconds`).
+        for c in connections where c.machine.isTransferring {
+            let left = max(0, end(of: c.id) - c.pos)
+            if !c.machine.headJudged {
+                let waited = now - c.requestStartedAt - (c.held(at: now) - c.heldAtRequest)
+                observations.append(.init(id: c.id, bytes: 0, seconds: 0, waitingForFirstByte: waited, remainingBytes: left, consecutiveRedials: c.redials))
+            } else if now - c.transferStartedAt >= window, let m = c.recent(now: now, window: window, interval: config.progressInterval) {
+                observations.append(.init(id: c.id, bytes: m.bytes, seconds: m.seconds, heldSeconds: m.held, remainingBytes: left, consecutiveRedials: c.redials))
+            } else if let first = c.firstByteAt, now - first > 0 {
+                observations.append(.init(id: c.id, bytes: c.transferBytes - c.bytesAtFirstByte, seconds: now - first,
+                    heldSeconds: c.held(at: now) - c.heldAtFirstByte, remainingBytes: left, consecutiveRedials: c.redials))
+            }
+        }
+        let verdicts = slowRule.judge(observations, now: now, usualFirstByteWait: usualFirstByteWait)
+        var commands: [Command] = []
+        for v in verdicts {
+            let c = connections[v.id]
+            switch v.action {
+            case .keepOnlyTheChunkInFlight:
+                guard end(of: c.id) > c.chunkEnd else { continue }
+                if tracing { commands.append(.trace("w\(c.id) keeps only its chunk at \(Format.rate(v.rate)) vs typical \(Format.rate(v.typical))")) }
+                // The run now ends with the chunk in flight (`end(of:)`).
+                scheduler.releaseNotStarted(of: c.id)
+            case .redial:
+                connections[c.id].redials += 1
+                if tracing {
+                    commands.append(.trace("w\(c.id) redial at \(Format.rate(v.rate)) vs typical \(Format.rate(v.typical)) (first bytes take \(Format.fixed(usualFirstByteWait ?? -1, 3)) s)\(isRacing(c.id) ? " (racer)" : "")"))
+                }
+                scheduler.releaseNotStarted(of: c.id)
+                commands.append(.event(.redial(connection: c.id, reason: "\(Format.rate(v.rate)) against a median of \(Format.rate(v.typical))")))
+                // Abort now and continue on a fresh connection from the exact byte reached.
+                commands.append(.remove(c.id))
+                _ = connections[c.id].machine.transferEnded(now: now)
+                commands.append(start(c.id, bytes: c.pos..<end(of: c.id), fresh: true, newPath: true, now: now))
+            }
+        }
+        return commands
+    }
+
+    /// `-n auto`: every `autoInterval` seconds, add `autoStep` connections while the total rate
+    /// over the last interval grew by at least 10 %; stop at the first interval that did not.
+    mutating func growConnections(now: Double) -> [Command] {
+        guard !auto.settled, connectionLimit < connections.count else { return [] }
+        if auto.lastChange == 0 {
+            auto.lastChange = now
+            return []
+        }
+        guard now - auto.lastChange >= Self.autoInterval else { return [] }
+        let rate = totalRate(window: Self.autoInterval) ?? 0
+        if auto.lastRate > 0 && rate < auto.lastRate * 1.10 {
+            auto.settled = true
+            return [.event(.notice("using \(connectionLimit) connections (more did not raise the throughput)."))]
+        }
+        auto.lastRate = rate
+        auto.lastChange = now
+        connectionLimit = min(connections.count, connectionLimit + Self.autoStep)
+        return []
+    }
+
+    // MARK: Progress
+
+    /// Bytes done (finished chunks plus what each owner has of its chunk in flight) and each
+    /// connection's state, rate and remaining bytes.
+    func progress(now: Double, elapsed: Double) -> DownloadProgress {
+        let rate = totalRate(window: 3, minSpan: 0.2) ?? 0
+        var completed = finishedBytes
+        var conns: [ConnectionProgress] = []
+        for c in connections {
+            let state: ConnectionProgress.State
+            if c.machine.isWaiting { state = .waiting }
+            else if !c.machine.isTransferring { state = .idle }
+            else if isRacing(c.id) { state = .racing }
+            else { state = .receiving }
+            if config.ranged, c.machine.isTransferring, !isRacing(c.id), c.pos < c.chunkEnd {
+                completed += c.pos - max(plan.byteRange(ofChunk: plan.chunk(containing: c.pos)).lowerBound, c.progressFrom)
+            }
+            conns.append(ConnectionProgress(id: c.id, state: state, bytesPerSecond: self.rate(c, now: now, window: 2) ?? 0, remainingBytes: max(0, end(of: c.id) - c.pos)))
+        }
+        if !config.ranged { completed = connections[0].pos }
+        return DownloadProgress(
+            completedBytes: completed, totalBytes: config.totalLength, receivedBytes: receivedBytes,
+            bytesPerSecond: rate, elapsed: elapsed, connections: conns)
+    }
+}

@@ -1,0 +1,86 @@
+/// One server that holds the file (the main URL or a mirror), with its validators.
+struct FetchSource {
+    var url: String
+    var etag: String?
+    var lastModified: String?
+    /// Sent as `If-Range` so that a changed file yields a 200 instead of mixed bytes.
+    var ifRange: String?
+    /// Send no credentials here (another host than the one they were given for).
+    var withoutCredentials = false
+}
+
+/// How a fetch validates what the server sends.
+struct FetchTarget {
+    var url: String
+    /// Total length; nil only in stream mode with an unknown length.
+    var totalLength: Int64?
+    /// Ranged (one request per run of chunks) or one plain stream from byte 0.
+    var ranged: Bool
+    var etag: String?
+    var lastModified: String?
+    /// Sent as `If-Range` so that a changed file yields a 200 instead of mixed bytes.
+    var ifRange: String?
+    /// Mirrors besides the main URL; connection i uses source i mod (mirrors + 1).
+    var mirrors: [FetchSource] = []
+
+    /// Send no credentials to the main URL (a redirect moved it to another host).
+    var mainWithoutCredentials = false
+
+    var sources: [FetchSource] {
+        [FetchSource(url: url, etag: etag, lastModified: lastModified, ifRange: ifRange, withoutCredentials: mainWithoutCredentials)] + mirrors
+    }
+}
+
+/// Knobs of the fetch loop.
+struct FetchSettings {
+    var transfer = TransferOptions()
+    var connections = 8
+    /// Start with a few connections and add more while throughput rises, up to `connections`.
+    var autoConnections = false
+    var retries = 5
+    var retryWait = 1.0
+    /// `--timeout`: the loop ends there, and a retry that would wait past it fails at once.
+    var deadline: Deadline?
+    var maxRetryWait = RetryPolicy.defaultMaxWait
+    var maxSpeed: Int64?
+    var redialSlow = true
+    var maxRedialsPerConnection = 3
+    var endGame = true
+    var checkpointInterval = 5.0
+    /// Hand out work in file order, in runs of at most this many chunks (while hashing in order).
+    var maxRunChunks: Int?
+    var progressInterval = 0.25
+    /// How the per-connection buffers reach the file (see `StagedWriter`).
+    var writePath = WritePath.adaptive
+}
+
+/// The resource changed while downloading; the caller restarts from zero.
+struct ResourceChanged: Error {
+    let reason: String
+}
+
+/// The server stopped honouring byte ranges; the caller restarts with one stream from byte 0.
+struct RangesIgnored: Error {
+    let reason: String
+}
+
+extension Coordinator.Config {
+    /// The coordinator's knobs for fetching `target` with `settings`.
+    init(target: FetchTarget, settings: FetchSettings) {
+        self.init()
+        ranged = target.ranged
+        totalLength = target.totalLength
+        url = target.url
+        sources = target.sources
+        endGame = settings.endGame
+        redialSlow = settings.redialSlow
+        autoConnections = settings.autoConnections
+        maxRedialsPerConnection = settings.maxRedialsPerConnection
+        retries = settings.retries
+        retryWait = settings.retryWait
+        maxRetryWait = settings.maxRetryWait
+        deadline = settings.deadline
+        stallTimeout = settings.transfer.stallTimeout
+        progressInterval = settings.progressInterval
+    }
+}
