@@ -1,0 +1,298 @@
+import Testing
+@testable import Segget
+
+/// `Coordinator` on scripted timelines: connections deliver bytes at rates the script sets, the
+/// clock moves in 10 ms steps, and the commands it returns are recorded. No socket, no file.
+@Suite struct CoordinatorTests {
+    static let MiB = 1 << 20
+
+    /// A download driven the way `FetchEngine` drives it: due starts, assignment, bytes, progress
+    /// ticks every 0.25 s and slow-rule rounds every 0.05 s.
+    struct Script {
+        var c: Coordinator
+        var now = 0.0
+        var log: [Coordinator.Command] = []
+        /// Bytes per second per connection (missing: `defaultRate`).
+        var rates: [Int: Double] = [:]
+        var defaultRate = 8.0 * Double(1 << 20)
+        var carry: [Double]
+        var lastTick = -1.0
+        var lastJudge = -1.0
+
+        init(size: Int, chunk: Int = 1 << 20, connections n: Int, _ configure: (inout Coordinator.Config) -> Void = { _ in }) {
+            var config = Coordinator.Config()
+            config.totalLength = Int64(size)
+            config.stallTimeout = 20
+            config.jitter = { 1 }
+            configure(&config)
+            c = Coordinator(plan: ChunkPlan(totalLength: Int64(size), chunkSize: Int64(chunk)), connections: n, config: config)
+            carry = Array(repeating: 0, count: n)
+        }
+
+        var events: [DownloadEvent] { log.compactMap { if case .event(let e) = $0 { e } else { nil } } }
+        var redialled: [Int] { events.compactMap { if case .redial(let id, _) = $0 { id } else { nil } } }
+        var retried: [Int] { events.compactMap { if case .retry(let id, _, _, _) = $0 { id } else { nil } } }
+        func starts(of id: Int) -> [(bytes: Range<Int64>, fresh: Bool, newPath: Bool)] {
+            log.compactMap { if case .start(id, let b, let f, let p) = $0 { (b, f, p) } else { nil } }
+        }
+
+        mutating func begin() { log += c.begin(now: now) }
+
+        /// Runs the clock to `t`.
+        mutating func run(until t: Double, heldByWriter: (at: Double, seconds: Double)? = nil) {
+            while now < t - 1e-9 {
+                now += 0.01
+                log += c.startDue(now: now)
+                log += c.assignIdle(now: now)
+                for id in c.connections.indices where c.connections[id].machine.isTransferring {
+                    carry[id] += (rates[id] ?? defaultRate) * 0.01
+                    let n = Int(carry[id])
+                    carry[id] -= Double(n)
+                    deliver(id, n)
+                }
+                if let h = heldByWriter, abs(now - h.at) < 0.005 {
+                    // The loop was stuck in the writer: nobody was read, the clock jumped.
+                    now += h.seconds
+                    c.heldByWriter(h.seconds)
+                }
+                if now - lastTick >= 0.25 {
+                    lastTick = now
+                    log += c.tick(now: now)
+                }
+                if now - lastJudge >= Coordinator.slowJudgeInterval {
+                    lastJudge = now
+                    log += c.judgeSlowConnections(now: now)
+                }
+                if c.isComplete { return }
+            }
+        }
+
+        func head(_ id: Int) -> ResponseHead {
+            let conn = c.connections[id]
+            var h = ResponseHead()
+            h.append(line: "HTTP/1.1 206 Partial Content\r\n")
+            h.append(line: Substring("Content-Range: bytes \(conn.requestStart)-\(conn.requestEnd - 1)/\(c.plan.totalLength)\r\n"))
+            h.append(line: "\r\n")
+            return h
+        }
+
+        /// `n` bytes arrive for connection `id` (the first ones with its response head).
+        mutating func deliver(_ id: Int, _ n: Int) {
+            guard n > 0 else { return }
+            if !c.connections[id].machine.headJudged {
+                guard c.headArrived(id, head: head(id), now: now) else { return end(id, .transient("aborted")) }
+            }
+            guard c.bytesArrived(id, budgetAllows: true, now: now) == .write else { return end(id, .transient("aborted")) }
+            var left = n
+            while left > 0, let room = c.room(id, now: now) {
+                let take = min(left, Int(room))
+                if let crossing = c.wrote(id, take, now: now) {
+                    for l in crossing.losers { c.removed(l, now: now) }
+                }
+                left -= take
+                if c.connections[id].machine.stopReason != nil { break }
+            }
+            let conn = c.connections[id]
+            if conn.machine.stopReason != nil {
+                end(id, .transient("aborted"))
+            } else if conn.pos >= conn.requestEnd {
+                end(id, .ok)
+            }
+        }
+
+        mutating func end(_ id: Int, _ how: Coordinator.TransferEnd) {
+            log += c.transferEnded(id, how, head: head(id), now: now)
+        }
+    }
+
+    @Test func everyConnectionStartsOnARampAndTheDownloadCompletes() {
+        var s = Script(size: 16 * Self.MiB, connections: 4)
+        s.begin()
+        #expect(s.starts(of: 0).count == 1)
+        #expect(s.c.connections[1].machine.state == .waiting(until: Coordinator.rampStep(connections: 4), .ramp))
+        s.run(until: 5)
+        #expect(s.c.isComplete)
+        #expect(s.c.finishedBytes == Int64(16 * Self.MiB))
+        #expect(s.events.isEmpty, "\(s.events)")
+    }
+
+    @Test func aTricklingConnectionIsRedialled() {
+        var s = Script(size: 64 * Self.MiB, connections: 4)
+        s.rates[3] = 64 * 1024
+        s.begin()
+        s.run(until: 2)
+        #expect(s.redialled.first == 3, "\(s.events)")
+        #expect(Set(s.redialled) == [3])
+        // It continues from the byte it reached, on a new TCP connection and source port.
+        let redial = s.starts(of: 3).last!
+        #expect(redial.fresh && redial.newPath)
+        #expect(s.log.contains(.remove(3)))
+        // Its not-started chunks went back: it now holds only the chunk in flight.
+        #expect(s.c.end(of: 3) == s.c.connections[3].chunkEnd)
+    }
+
+    @Test func aWriterStallBlamesNobody() {
+        var s = Script(size: 64 * Self.MiB, connections: 4) { $0.stallTimeout = 1 }
+        s.begin()
+        s.run(until: 3, heldByWriter: (at: 1.5, seconds: 1.5))
+        #expect(s.redialled.isEmpty, "\(s.events)")
+        #expect(s.retried.isEmpty, "\(s.events)")
+        #expect(!s.log.contains { if case .remove = $0 { true } else { false } })
+    }
+
+    @Test func theSameStallNotHeldIsAStall() {
+        // The counter-test: were the writer's wait not held time, the stall timeout would fire.
+        var s = Script(size: 64 * Self.MiB, connections: 4) {
+            $0.stallTimeout = 1
+            $0.redialSlow = false
+        }
+        s.begin()
+        s.run(until: 1.5)
+        s.now += 1.5
+        s.log += s.c.tick(now: s.now)
+        #expect(Set(s.retried) == [0, 1, 2, 3])
+    }
+
+    @Test func aSilentConnectionIsDroppedAtTheStallTimeout() {
+        var s = Script(size: 256 * Self.MiB, connections: 4) {
+            $0.stallTimeout = 2
+            $0.redialSlow = false
+        }
+        s.rates[2] = 0
+        s.begin()
+        s.run(until: 0.1)
+        let from = s.c.connections[2].pos
+        #expect(from == Int64(128 * Self.MiB))
+        s.run(until: 2.1)
+        #expect(s.retried.isEmpty)
+        s.run(until: 2.6)
+        #expect(s.log.contains(.remove(2)))
+        #expect(s.events.contains(.retry(connection: 2, attempt: 1, delay: 1, reason: "no data for 2.2 s")), "\(s.events)")
+        #expect(s.c.connections[2].machine.isWaiting)
+        // After the delay it starts again, on a fresh connection, from where it was.
+        s.rates[2] = nil
+        s.run(until: 4)
+        let retry = s.starts(of: 2).last!
+        #expect(retry.fresh && retry.bytes.lowerBound == from)
+        #expect(s.c.connections[2].machine.state == .receiving)
+    }
+
+    @Test func theEndGameRacesTheSlowLastChunk() {
+        var s = Script(size: 8 * Self.MiB, connections: 2) { $0.redialSlow = false }
+        s.rates[1] = 256 * 1024
+        s.begin()
+        // Connection 0 finishes its run, steals what is not started, then races 1's chunk.
+        s.run(until: 3)
+        let raced = s.starts(of: 0).last!.bytes
+        #expect(s.c.plan.chunk(containing: raced.lowerBound) == s.c.plan.chunk(containing: s.c.connections[1].pos))
+        s.run(until: 10)
+        #expect(s.c.isComplete)
+        // The racer won; the slow owner was cancelled and holds nothing.
+        #expect(s.c.connections[1].machine.isIdle)
+        #expect(!s.c.isRacing(0) && !s.c.isRacing(1))
+        #expect(s.c.scheduler.run(of: 1) == nil)
+    }
+
+    @Test func autoGrowthAddsConnectionsWhileThroughputRises() {
+        var s = Script(size: 512 * Self.MiB, connections: 8) {
+            $0.autoConnections = true
+            $0.redialSlow = false
+        }
+        #expect(s.c.connectionLimit == Coordinator.autoInitial)
+        s.begin()
+        s.run(until: 2.5)
+        #expect(s.c.connectionLimit == 6)
+        s.run(until: 5)
+        #expect(s.c.connectionLimit == 8)
+        #expect(s.c.connections[7].machine.isTransferring)
+        #expect(s.events.isEmpty, "\(s.events)")
+    }
+
+    @Test func autoGrowthStopsWhenThroughputDoesNot() {
+        var s = Script(size: 512 * Self.MiB, connections: 8) {
+            $0.autoConnections = true
+            $0.redialSlow = false
+        }
+        s.begin()
+        s.run(until: 2.5)
+        #expect(s.c.connectionLimit == 6)
+        // The link is full: six connections share what four had.
+        s.defaultRate = 8.0 * Double(Self.MiB) * 4 / 6
+        s.run(until: 7)
+        #expect(s.c.connectionLimit == 6)
+        #expect(s.events == [.notice("using 6 connections (more did not raise the throughput).")])
+    }
+
+    @Test func aRefusedHeadIsRetriedAndFailsAfterTheRetries() {
+        var s = Script(size: 4 * Self.MiB, connections: 1) { $0.retries = 1 }
+        s.begin()
+        var h = ResponseHead()
+        h.append(line: "HTTP/1.1 503 Busy\r\n")
+        h.append(line: "Retry-After: 2\r\n")
+        h.append(line: "\r\n")
+        s.now = 0.1
+        let r1 = s.c.headArrived(0, head: h, now: s.now)
+        #expect(!r1)
+        s.log += s.c.transferEnded(0, .transient("aborted"), head: h, now: s.now)
+        #expect(s.events == [.retry(connection: 0, attempt: 1, delay: 2, reason: "HTTP 503")])
+        #expect(s.c.connections[0].machine.state == .waiting(until: 2.1, .retry))
+        s.now = 2.2
+        s.log += s.c.startDue(now: s.now)
+        let retry = s.starts(of: 0).last!
+        #expect(retry.bytes == 0..<Int64(4 * Self.MiB) && retry.fresh && !retry.newPath)
+        let r2 = s.c.headArrived(0, head: h, now: s.now)
+        #expect(!r2)
+        s.log += s.c.transferEnded(0, .transient("aborted"), head: h, now: s.now)
+        let failure = s.c.stop as? SeggetError
+        #expect(failure?.kind == .httpStatus)
+        #expect(failure?.message == "bytes 0-4194303 failed 2 times (last: HTTP 503); run the same command to resume later, or raise --retries.")
+    }
+
+    @Test func aShorterAnswerIsContinuedWithoutAFailure() {
+        var s = Script(size: 4 * Self.MiB, connections: 1)
+        s.begin()
+        var h = ResponseHead()
+        h.append(line: "HTTP/1.1 206 Partial Content\r\n")
+        h.append(line: Substring("Content-Range: bytes 0-99999/\(4 * Self.MiB)\r\n"))
+        h.append(line: "\r\n")
+        let r3 = s.c.headArrived(0, head: h, now: 0)
+        #expect(r3)
+        let r4 = s.c.bytesArrived(0, budgetAllows: true, now: 0)
+        #expect(r4 == .write)
+        let r5 = s.c.room(0, now: 0)
+        #expect(r5 == 100_000)
+        _ = s.c.wrote(0, 100_000, now: 0)
+        // libcurl ends the transfer there (a byte more would be refused: see `room`).
+        #expect(s.c.connections[0].machine.stopReason == nil)
+        let commands = s.c.transferEnded(0, .ok, head: h, now: 0.1)
+        #expect(commands == [.start(0, bytes: 100_000..<Int64(4 * Self.MiB), fresh: false, newPath: false)])
+        #expect(s.c.connections[0].attempts == 0)
+    }
+
+    @Test func aStreamRetriesFromByteZero() {
+        var s = Script(size: 4 * Self.MiB, connections: 1) {
+            $0.ranged = false
+            $0.totalLength = nil
+        }
+        s.begin()
+        #expect(s.starts(of: 0).last!.bytes == 0..<Int64.max)
+        var h = ResponseHead()
+        h.append(line: "HTTP/1.1 200 OK\r\n")
+        h.append(line: "\r\n")
+        let r7 = s.c.headArrived(0, head: h, now: 0)
+        #expect(r7)
+        _ = s.c.bytesArrived(0, budgetAllows: true, now: 0)
+        _ = s.c.wrote(0, 1000, now: 0)
+        s.log += s.c.transferEnded(0, .transient("reset"), head: h, now: 0.5)
+        s.now = 5
+        s.log += s.c.startDue(now: s.now)
+        #expect(s.starts(of: 0).last!.bytes == 0..<Int64.max)
+        // A chunked body that ends cleanly ends the stream where it is.
+        let r8 = s.c.headArrived(0, head: h, now: 5)
+        #expect(r8)
+        _ = s.c.bytesArrived(0, budgetAllows: true, now: 5)
+        _ = s.c.wrote(0, 2000, now: 5)
+        s.log += s.c.transferEnded(0, .ok, head: h, now: 6)
+        #expect(s.c.isComplete && s.c.connections[0].pos == 2000)
+    }
+}
