@@ -270,29 +270,55 @@ import Testing
     }
 
     @Test func aStreamRetriesFromByteZero() {
-        var s = Script(size: 4 * Self.MiB, connections: 1) {
-            $0.ranged = false
-            $0.totalLength = nil
-        }
-        s.begin()
-        #expect(s.starts(of: 0).last!.bytes == 0..<Int64.max)
+        var config = Coordinator.Config()
+        config.ranged = false
+        config.totalLength = nil
+        config.jitter = { 1 }
+        var s = SingleStream(config: config)
+        var log = s.begin(now: 0)
+        #expect(log == [.start(0, bytes: 0..<Int64.max, fresh: false, newPath: false)])
         var h = ResponseHead()
         h.append(line: "HTTP/1.1 200 OK\r\n")
         h.append(line: "\r\n")
-        let r7 = s.c.headArrived(0, head: h, now: 0)
-        #expect(r7)
-        _ = s.c.bytesArrived(0, budgetAllows: true, now: 0)
-        _ = s.c.wrote(0, 1000, now: 0)
-        s.log += s.c.transferEnded(0, .transient("reset"), head: h, now: 0.5)
-        s.now = 5
-        s.log += s.c.startDue(now: s.now)
-        #expect(s.starts(of: 0).last!.bytes == 0..<Int64.max)
+        let accepted = s.headArrived(0, head: h, now: 0)
+        #expect(accepted)
+        _ = s.bytesArrived(0, budgetAllows: true, now: 0)
+        _ = s.wrote(0, 1000, now: 0)
+        log = s.transferEnded(0, .transient("reset"), head: h, now: 0.5)
+        #expect(log == [.event(.retry(connection: 0, attempt: 1, delay: 1, reason: "reset"))])
+        #expect(s.startDue(now: 1.4).isEmpty)
+        #expect(s.startDue(now: 1.5) == [.start(0, bytes: 0..<Int64.max, fresh: true, newPath: false)])
         // A chunked body that ends cleanly ends the stream where it is.
-        let r8 = s.c.headArrived(0, head: h, now: 5)
-        #expect(r8)
-        _ = s.c.bytesArrived(0, budgetAllows: true, now: 5)
-        _ = s.c.wrote(0, 2000, now: 5)
-        s.log += s.c.transferEnded(0, .ok, head: h, now: 6)
-        #expect(s.c.isComplete && s.c.connections[0].pos == 2000)
+        let again = s.headArrived(0, head: h, now: 5)
+        #expect(again)
+        _ = s.bytesArrived(0, budgetAllows: true, now: 5)
+        _ = s.wrote(0, 2000, now: 5)
+        #expect(s.transferEnded(0, .ok, head: h, now: 6).isEmpty)
+        #expect(s.isComplete && s.finishedBytes == 2000)
+        #expect(s.progress(now: 6, elapsed: 6).completedBytes == 2000)
+    }
+
+    @Test func aStreamOfKnownLengthRefusesMoreAndRetriesWhenCutShort() {
+        var config = Coordinator.Config()
+        config.ranged = false
+        config.totalLength = 100
+        config.jitter = { 1 }
+        var s = SingleStream(config: config)
+        _ = s.begin(now: 0)
+        var h = ResponseHead()
+        h.append(line: "HTTP/1.1 200 OK\r\n")
+        h.append(line: "Content-Length: 100\r\n")
+        h.append(line: "\r\n")
+        _ = s.headArrived(0, head: h, now: 0)
+        _ = s.bytesArrived(0, budgetAllows: true, now: 0)
+        #expect(s.room(0, now: 0) == 100)
+        _ = s.wrote(0, 60, now: 0)
+        #expect(s.transferEnded(0, .ok, head: h, now: 1) == [.event(.retry(connection: 0, attempt: 1, delay: 1, reason: "the connection ended 40 bytes early"))])
+        _ = s.startDue(now: 2)
+        _ = s.headArrived(0, head: h, now: 2)
+        _ = s.bytesArrived(0, budgetAllows: true, now: 2)
+        _ = s.wrote(0, 100, now: 2)
+        #expect(s.room(0, now: 2) == nil)
+        #expect(s.connections[0].machine.stopReason == .fatal(SeggetError(.protocolViolation, "the server sent more than the 100 bytes it announced; the file on the server may have changed. Run the command again.")))
     }
 }

@@ -1,6 +1,6 @@
-/// The coordinator's policy: rate estimates, and the periodic decisions built on them (stall drop,
-/// re-dial of slow connections, auto growth). The constants are named and cite the measurements
-/// that chose them.
+/// The coordinator's policy: rate estimates, and the periodic decisions built on them (re-dial of
+/// slow connections, auto growth; the stall timeout is shared with `SingleStream`). The constants
+/// are named and cite the measurements that chose them.
 extension Coordinator {
     /// The connections start one after another, `rampStep` apart, so that their first requests
     /// reach the server spread over about 0.1 s rather than in one burst. A pacing server (nginx's
@@ -53,11 +53,6 @@ extension Coordinator {
 
     // MARK: Rates
 
-    /// The rate of connection `c` over about the last second; nil until known.
-    func rate(_ c: Connection, now: Double, window: Double = 1) -> Double? {
-        c.rate(now: now, window: window, interval: config.progressInterval)
-    }
-
     /// A victim waiting to retry has nothing in flight and may always be robbed (`rate` infinite).
     /// One that is receiving is robbed only on evidence, like a race: once its rate is known (else
     /// `rate` is negative) and its remainder would take a while, since a fast server may already
@@ -101,56 +96,17 @@ extension Coordinator {
         return left / max(r, 1)
     }
 
-    /// The median of recent first-byte waits; nil before the first.
-    var usualFirstByteWait: Double? {
-        firstByteWaits.isEmpty ? nil : firstByteWaits.sorted()[firstByteWaits.count / 2]
-    }
-
-    /// The total rate over the newest `window` seconds of progress ticks.
-    func totalRate(window: Double, minSpan: Double = 0) -> Double? {
-        guard let last = rateSamples.last else { return nil }
-        return sampledRate(rateSamples, endingAt: last.0, window: window, minSpan: minSpan)
-    }
-
     // MARK: Periodic decisions
 
-    /// A progress tick: rate samples, then the stall timeout and auto growth.
-    mutating func tick(now: Double) -> [Command] {
-        for id in connections.indices where connections[id].machine.isTransferring { connections[id].sample(now: now) }
-        rateSamples.append((now, receivedBytes))
-        if rateSamples.count > 20 { rateSamples.removeFirst() }
-        var commands = dropStalledConnections(now: now)
-        if config.autoConnections && config.ranged { commands += growConnections(now: now) }
-        return commands
-    }
-
-    /// A connection that delivered nothing for the stall timeout is dropped and retried from the
-    /// byte it reached. (libcurl's low-speed limit averages over several seconds, so it reacts late.)
-    /// Time held back (a `--max-speed` pause, the writer) does not count.
-    mutating func dropStalledConnections(now: Double) -> [Command] {
-        let limit = config.stallTimeout
-        guard limit > 0 else { return [] }
-        var commands: [Command] = []
-        for id in connections.indices {
-            let c = connections[id]
-            guard c.machine.isTransferring, !c.machine.isPaused, now - c.lastByteAt > limit else { continue }
-            if tracing { commands.append(.trace("w\(id) stalled for \(Format.fixed(now - c.lastByteAt, 1)) s")) }
-            commands.append(.remove(id))
-            switch connections[id].machine.transferEnded(now: now) {
-            case .reachedEnd, .cancelled:
-                // It had finished its part (a race won or lost) and waited for its last bytes.
-                becomeIdle(id)
-            default:
-                commands += scheduleRetry(id, reason: "no data for \(Format.seconds(now - c.lastByteAt))", after: nil, kind: .network, now: now)
-            }
-        }
-        return commands
+    /// A progress tick's own decision: auto growth.
+    mutating func periodicDecisions(now: Double) -> [Command] {
+        config.autoConnections ? growConnections(now: now) : []
     }
 
     /// A connection far slower than its peers (see `SlowConnectionRule`), owner or end-game racer,
     /// gives back its not-started chunks and reconnects; out of re-dials, it only gives them back.
     mutating func judgeSlowConnections(now: Double) -> [Command] {
-        guard config.redialSlow && config.ranged else { return [] }
+        guard config.redialSlow else { return [] }
         // Half a second tells a connection capped 8x lower from its peers: nginx sends a 2 MiB/s
         // connection its first 2 MiB at once and then nothing for a second, while a 16 MiB/s one gets
         // 2 MiB every 125 ms. On the uneven benchmark the slow ones were re-dialled after 0.76 s
@@ -232,12 +188,11 @@ extension Coordinator {
             else if !c.machine.isTransferring { state = .idle }
             else if isRacing(c.id) { state = .racing }
             else { state = .receiving }
-            if config.ranged, c.machine.isTransferring, !isRacing(c.id), c.pos < c.chunkEnd {
+            if c.machine.isTransferring, !isRacing(c.id), c.pos < c.chunkEnd {
                 completed += c.pos - max(plan.byteRange(ofChunk: plan.chunk(containing: c.pos)).lowerBound, c.progressFrom)
             }
             conns.append(ConnectionProgress(id: c.id, state: state, bytesPerSecond: self.rate(c, now: now, window: 2) ?? 0, remainingBytes: max(0, end(of: c.id) - c.pos)))
         }
-        if !config.ranged { completed = connections[0].pos }
         return DownloadProgress(
             completedBytes: completed, totalBytes: config.totalLength, receivedBytes: receivedBytes,
             bytesPerSecond: rate, elapsed: elapsed, connections: conns)

@@ -1,7 +1,8 @@
-/// Every decision of a download's connections, as a pure value driven by a clock passed in: who
-/// fetches what (the `Scheduler`'s runs, steals and end-game races), what a response head and the
-/// end of a transfer mean, when to retry, and (in `Coordinator+Policy.swift`) which connection is
-/// re-dialled, dropped for a stall, and how many connections auto mode uses.
+/// Every decision of a ranged download's connections, as a pure value driven by a clock passed in:
+/// who fetches what (the `Scheduler`'s runs, steals and end-game races), what the end of a transfer
+/// means, and (in `Coordinator+Policy.swift`) which connection is re-dialled and how many
+/// connections auto mode uses. What it shares with `SingleStream` (head verdicts, retries, the
+/// stall timeout, held time) is in `Coordinating.swift`.
 ///
 /// It never touches libcurl, the file or the clock: it returns `Command`s that the engine carries
 /// out, so that scripted timelines test it without a socket (`CoordinatorTests`).
@@ -11,7 +12,7 @@
 ///
 /// Its stored state is internal so that `Coordinator+Policy.swift` can decide too; only the
 /// coordinator changes it (the engine reads it).
-struct Coordinator {
+struct Coordinator: Coordinating {
     /// The knobs the decisions depend on (from `FetchTarget` and `FetchSettings`).
     struct Config {
         /// Ranged requests, or one plain stream from byte 0 (a server without ranges).
@@ -79,7 +80,7 @@ struct Coordinator {
     var connectionLimit: Int
     /// Chunk → offset up to which an earlier run wrote it (continued from there).
     var partialChunks: [Int: Int64]
-    /// Bytes received from the network in this run, and bytes of finished chunks.
+    /// Bytes received from the network in this run (see `Coordinating`), and bytes of finished chunks.
     var receivedBytes: Int64 = 0
     var finishedBytes: Int64 = 0
     /// (time, receivedBytes) every progress tick, newest last.
@@ -90,16 +91,15 @@ struct Coordinator {
     var slowRule: SlowConnectionRule
     var auto = AutoGrowth()
 
-    /// The download must end: the first failure, a changed resource, or unusable ranges (in this
-    /// order of precedence).
-    private(set) var failure: SeggetError?
-    private(set) var changed: String?
-    private(set) var ignored: String?
+    var failure: SeggetError?
+    var changed: String?
+    var ignored: String?
 
     init(plan: ChunkPlan, connections n: Int, config: Config, isFinished: (Int) -> Bool = { _ in false },
          maxRunChunks: Int? = nil, partialChunks: [Int: Int64] = [:]) {
         self.config = config
-        connectionLimit = config.ranged && config.autoConnections ? min(n, Self.autoInitial) : n
+        precondition(config.ranged, "a stream is a SingleStream")
+        connectionLimit = config.autoConnections ? min(n, Self.autoInitial) : n
         slowRule = SlowConnectionRule(
             maxConsecutiveRedials: config.maxRedialsPerConnection,
             maxTotalRedials: Self.maxTotalRedials(connections: n, chunks: plan.chunkCount))
@@ -120,36 +120,19 @@ struct Coordinator {
     /// Where connection `id` must stop: the end of its run or of the chunk it races for, as the
     /// scheduler has them now (a robbed run ends at the cut); its position when it holds nothing.
     func end(of id: Int) -> Int64 {
-        guard config.ranged else { return connections[id].streamEnd }
         if let r = scheduler.run(of: id) { return plan.byteRange(ofChunk: r.upperBound - 1).upperBound }
         if let k = scheduler.duplicates[id] { return plan.byteRange(ofChunk: k).upperBound }
         return connections[id].pos
     }
 
-    /// Every chunk is received (ranged), or the stream has ended.
-    var isComplete: Bool {
-        if config.ranged { return scheduler.isComplete }
-        let c = connections[0]
-        return c.machine.isIdle && c.pos >= c.streamEnd
-    }
-
-    /// The error that ends the download, if one was decided.
-    var stop: (any Error)? {
-        if let failure { return failure }
-        if let changed { return ResourceChanged(reason: changed) }
-        if let ignored { return RangesIgnored(reason: ignored) }
-        return nil
-    }
+    /// Every chunk is received.
+    var isComplete: Bool { scheduler.isComplete }
+    var finishedChunks: [Bool] { scheduler.finished }
 
     // MARK: Starting
 
-    /// The first requests: ranged, the connections with work start `rampStep` apart (the first at
-    /// once); a stream starts its one request.
+    /// The first requests: the connections with work start `rampStep` apart (the first at once).
     mutating func begin(now: Double) -> [Command] {
-        guard config.ranged else {
-            connections[0].streamEnd = config.totalLength ?? Int64.max
-            return [start(0, bytes: 0..<connections[0].streamEnd, now: now)]
-        }
         let starting = connections.map(\.id).filter { scheduler.run(of: $0) != nil }
         let step = Self.rampStep(connections: starting.count)
         var commands: [Command] = []
@@ -166,9 +149,8 @@ struct Coordinator {
     /// Prepares connection `id`'s request for `bytes` and says so.
     mutating func start(_ id: Int, bytes: Range<Int64>, fresh: Bool = false, newPath: Bool = false,
                         continuing: Bool = false, now: Double) -> Command {
-        let chunkEnd = config.ranged ? plan.byteRange(ofChunk: plan.chunk(containing: bytes.lowerBound)).upperBound : bytes.upperBound
-        connections[id].begin(bytes, chunkEnd: chunkEnd, continuing: continuing, now: now)
-        return .start(id, bytes: bytes, fresh: fresh, newPath: newPath)
+        let chunkEnd = plan.byteRange(ofChunk: plan.chunk(containing: bytes.lowerBound)).upperBound
+        return start(id, bytes: bytes, chunkEnd: chunkEnd, fresh: fresh, newPath: newPath, continuing: continuing, now: now)
     }
 
     /// The bytes of a run, skipping the part of its first chunk an earlier run already wrote.
@@ -189,12 +171,9 @@ struct Coordinator {
                 // Robbed of everything meanwhile: it is idle and gets work like any idle connection.
                 if let r = scheduler.run(of: id) { commands.append(start(id, bytes: runBytes(r), now: now)) }
             case .startRequest(.retry):
-                if config.ranged {
-                    guard isRacing(id) || scheduler.run(of: id) != nil else { continue }
-                }
-                // Without ranges a retry can only start over from byte 0.
-                let from = config.ranged ? connections[id].pos : 0
-                commands.append(start(id, bytes: from..<end(of: id), fresh: true, now: now))
+                // Robbed of everything meanwhile: nothing to retry.
+                guard isRacing(id) || scheduler.run(of: id) != nil else { continue }
+                commands.append(start(id, bytes: connections[id].pos..<end(of: id), fresh: true, now: now))
             default:
                 continue
             }
@@ -205,7 +184,6 @@ struct Coordinator {
     /// Hands work to the idle connections within the limit: a free run, a share stolen from a busy
     /// connection, or in the end game a race for the chunk expected to finish last.
     mutating func assignIdle(now: Double) -> [Command] {
-        guard config.ranged else { return [] }
         let idle = connections.prefix(connectionLimit).map(\.id).filter {
             connections[$0].machine.isIdle && scheduler.run(of: $0) == nil && scheduler.duplicates[$0] == nil
         }
@@ -243,47 +221,6 @@ struct Coordinator {
 
     // MARK: Receiving
 
-    /// The first body bytes of connection `id`'s response arrived: judges its head (see
-    /// `ResponseVerdict`). False refuses the bytes (the transfer is ending).
-    mutating func headArrived(_ id: Int, head: ResponseHead, now: Double) -> Bool {
-        guard connections[id].machine.headArrived(refusal: judge(id, head: head)) == .write else { return false }
-        let c = connections[id]
-        firstByteWaits.append(max(0, now - c.requestStartedAt - (c.held(at: now) - c.heldAtRequest)))
-        if firstByteWaits.count > 16 { firstByteWaits.removeFirst() }
-        if c.firstByteAt == nil {
-            connections[id].firstByteAt = now
-            connections[id].heldAtFirstByte = c.held(at: now)
-            connections[id].bytesAtFirstByte = c.transferBytes
-        }
-        return true
-    }
-
-    /// Judges a response head: nil accepts it (a shorter honest answer moves `requestEnd`), a stop
-    /// reason refuses it.
-    private mutating func judge(_ id: Int, head: ResponseHead) -> StopReason? {
-        let c = connections[id]
-        let src = config.sources[c.source % config.sources.count]
-        let question = ResponseQuestion(
-            range: c.requestStart..<c.requestEnd, ranged: config.ranged, totalLength: config.totalLength,
-            etag: src.etag, lastModified: src.lastModified, url: config.url)
-        switch ResponseVerdict(for: question, head: head) {
-        case .accept: return nil
-        case .acceptPrefix(let end):
-            // An honest shorter answer: take it, and `transferEnded` asks for the rest (not a failure).
-            connections[id].requestEnd = end
-            return nil
-        case .retry(let why, let after, let kind): return .retry(why, after: after, kind: kind)
-        case .rangesIgnored(let why): return .rangesIgnored(why)
-        case .resourceChanged(let why): return .resourceChanged(why)
-        case .fatal(let e): return .fatal(e)
-        }
-    }
-
-    /// Body bytes arrived; `budgetAllows` is false when `--max-speed` has nothing to spend now.
-    mutating func bytesArrived(_ id: Int, budgetAllows: Bool, now: Double) -> ConnectionMachine.Action {
-        connections[id].machine.bytesArrived(budgetAllows: budgetAllows, now: now)
-    }
-
     /// How many bytes connection `id` may write at its position now: up to its chunk's end, its
     /// work's end and its request's end. Nil when it must write no more (the reason is decided).
     mutating func room(_ id: Int, now: Double) -> Int64? {
@@ -292,14 +229,8 @@ struct Coordinator {
         // The assignment can reach past a shorter answer's end (see `ContentRange.Answer.prefix`).
         let room = min(end, c.requestEnd) - c.pos
         guard room <= 0 else { return min(room, c.chunkEnd - c.pos) }
-        let reason: StopReason
-        if c.requestEnd > end {
-            reason = .reachedEnd
-        } else if config.ranged {
-            reason = .retry("the server sent more bytes than the range it declared", after: nil, kind: .protocolViolation)
-        } else {
-            reason = .fatal(SeggetError(.protocolViolation, "the server sent more than the \(end) bytes it announced; the file on the server may have changed. Run the command again."))
-        }
+        let reason: StopReason = c.requestEnd > end
+            ? .reachedEnd : .retry("the server sent more bytes than the range it declared", after: nil, kind: .protocolViolation)
         connections[id].machine.stop(reason, now: now)
         return nil
     }
@@ -307,15 +238,7 @@ struct Coordinator {
     /// `count` bytes of connection `id` went to the writer. Returns the chunk end they reached, if
     /// they did (the engine then settles the connection's bytes before recording the chunk).
     mutating func wrote(_ id: Int, _ count: Int, now: Double) -> Crossing? {
-        connections[id].pos += Int64(count)
-        connections[id].transferBytes += Int64(count)
-        connections[id].lastByteAt = now
-        receivedBytes += Int64(count)
-        guard connections[id].pos == connections[id].chunkEnd else { return nil }
-        guard config.ranged else {
-            connections[id].chunkEnd = connections[id].streamEnd
-            return Crossing()
-        }
+        guard advance(id, by: count, now: now) else { return nil }
         let c = connections[id]
         let k = plan.chunk(containing: c.chunkEnd - 1)
         let wasFinished = scheduler.finished[k]
@@ -340,12 +263,6 @@ struct Coordinator {
         return crossing
     }
 
-    /// The budget allows receiving again: a paused connection continues.
-    mutating func resume(_ id: Int, now: Double) {
-        connections[id].machine.resume(now: now)
-        connections[id].lastByteAt = now
-    }
-
     /// A chunk counted as finished must be fetched again (its kept bytes failed their check).
     mutating func reopen(_ k: Int) {
         guard scheduler.finished[k] else { return }
@@ -355,106 +272,29 @@ struct Coordinator {
 
     // MARK: Ending
 
-    /// The loser of a race was taken out of libcurl.
-    mutating func removed(_ id: Int, now: Double) {
-        if connections[id].machine.isTransferring { _ = connections[id].machine.transferEnded(now: now) }
-    }
-
-    /// Connection `id`'s transfer is gone: `end` says how libcurl ended it, `head` is what came of
-    /// the response. Decides what follows: nothing (idle), the rest of a shorter answer, a retry,
-    /// or the end of the download.
-    mutating func transferEnded(_ id: Int, _ end: TransferEnd, head: ResponseHead, now: Double) -> [Command] {
-        let headJudged = connections[id].machine.headJudged
-        var reason = connections[id].machine.transferEnded(now: now)
-        if config.ranged {
-            let c = connections[id]
-            slowRule.recordFinished(id: id, bytes: c.transferBytes, seconds: now - c.transferStartedAt, heldSeconds: c.held(at: now) - c.heldAtTransfer, now: now)
-        }
-        // No response head at all (refused, reset, timed out): a network failure, not an HTTP answer.
-        if reason == nil, !headJudged, head.status != 0 { reason = judge(id, head: head) }
-        var commands: [Command] = []
-        if tracing { commands.append(.trace("w\(id) ended: \(reason.map { "\($0)" } ?? "none") pos=\(connections[id].pos) end=\(self.end(of: id))")) }
-        switch reason {
-        case .reachedEnd, .cancelled:
-            becomeIdle(id)
-        case .fatal(let e):
-            if failure == nil { failure = e }
-        case .resourceChanged(let r):
-            if changed == nil { changed = r }
-        case .retry(let why, let after, let kind):
-            commands += scheduleRetry(id, reason: why, after: after, kind: kind, now: now)
-        case .rangesIgnored(let r):
-            if ignored == nil { ignored = r }
-        case nil:
-            if !config.ranged && config.totalLength == nil && end == .ok {
-                // A chunked or close-delimited body ends when the server says so.
-                connections[id].streamEnd = connections[id].pos
-            }
-            let c = connections[id]
-            let stop = self.end(of: id)
-            if c.pos >= stop {
-                if config.ranged { becomeIdle(id) }
-            } else if config.ranged && end == .ok && c.pos == c.requestEnd {
-                // The server answered a shorter range than asked, in full: ask for the rest at once,
-                // on the same connection, without counting a failure.
-                if tracing { commands.append(.trace("w\(id) continues at \(c.pos) after a shorter answer")) }
-                commands.append(start(id, bytes: c.pos..<stop, continuing: true, now: now))
-            } else if end == .ok || end == .partial {
-                commands += scheduleRetry(id, reason: "the connection ended \(stop - c.pos) bytes early", after: nil, kind: .network, now: now)
-            } else if case .transient(let why) = end {
-                commands += scheduleRetry(id, reason: why, after: nil, kind: .network, now: now)
-            } else if case .failed(let e) = end {
-                failure = e
-            }
-        }
-        return commands
-    }
-
-    /// Connection `id` has nothing more to do; a racer gives up its race (its owner is still on it).
-    mutating func becomeIdle(_ id: Int) {
-        if isRacing(id) { scheduler.abandon(id) }
-    }
-
-    /// Counts a failure of connection `id` and schedules its retry, or ends the download when the
-    /// retries or the time are used up.
-    mutating func scheduleRetry(_ id: Int, reason: String, after: Double?, kind: FailureKind, now: Double) -> [Command] {
-        if isRacing(id) {
-            // A failed racer just stops; the owner is still on it.
-            becomeIdle(id)
+    /// A transfer that ended by itself: done with its work (idle), the rest of a shorter answer
+    /// asked for at once, or a retry.
+    mutating func endedByItself(_ id: Int, _ end: TransferEnd, now: Double) -> [Command] {
+        let c = connections[id]
+        let stop = self.end(of: id)
+        if c.pos >= stop {
+            if isRacing(id) { abandonRace(id) }
             return []
         }
-        connections[id].attempts += 1
-        let attempts = connections[id].attempts
-        if attempts > config.retries {
-            let hint = kind == .protocolViolation ? "the server's answers are unusable; try -n 1 or another server" : "run the same command to resume later, or raise --retries"
-            failure = SeggetError(kind, "bytes \(connections[id].pos)-\(end(of: id) - 1) failed \(attempts) time\(attempts == 1 ? "" : "s") (last: \(reason)); \(hint).")
-            return []
+        if end == .ok && c.pos == c.requestEnd {
+            // The server answered a shorter range than asked, in full: ask for the rest at once,
+            // on the same connection, without counting a failure.
+            var commands: [Command] = []
+            if tracing { commands.append(.trace("connection \(id) continues at \(c.pos) after a shorter answer")) }
+            return commands + [start(id, bytes: c.pos..<stop, continuing: true, now: now)]
         }
-        switch RetryPolicy.decide(
-            attempt: attempts, reason: reason, base: config.retryWait, retryAfter: after, maxWait: config.maxRetryWait,
-            deadline: config.deadline, now: now, jitter: config.jitter())
-        {
-        case .giveUp(let message):
-            if failure == nil { failure = SeggetError(.network, message) }
-            return []
-        case .wait(let delay, let note):
-            connections[id].machine.wait(until: now + delay, .retry)
-            return [.event(.retry(connection: id, attempt: attempts, delay: delay, reason: note.map { "\(reason); \($0)" } ?? reason))]
-        }
+        return retryOrFail(id, end, missing: stop - c.pos, now: now)
     }
 
-    /// A write or journal failure ends the download (the first failure stands).
-    mutating func fail(_ error: SeggetError) {
-        if failure == nil { failure = error }
+    mutating func recordFinished(_ id: Int, now: Double) {
+        let c = connections[id]
+        slowRule.recordFinished(id: id, bytes: c.transferBytes, seconds: now - c.transferStartedAt, heldSeconds: c.held(at: now) - c.heldAtTransfer, now: now)
     }
 
-    /// The loop waited `seconds` for the writer: held time for every connection with a transfer,
-    /// which neither the slow rule nor the stall timeout may blame on the network.
-    mutating func heldByWriter(_ seconds: Double) {
-        guard seconds > 0 else { return }
-        for id in connections.indices where connections[id].machine.isTransferring {
-            connections[id].machine.heldByWriter(seconds)
-            connections[id].lastByteAt += seconds
-        }
-    }
+    mutating func abandonRace(_ id: Int) { scheduler.abandon(id) }
 }

@@ -86,7 +86,7 @@ extension FetchEngine {
             let pos = coordinator.connections[c.id].pos
             guard pos > 0 && pos < plan.totalLength else { continue }
             let k = plan.chunk(containing: pos - 1)
-            guard !coordinator.scheduler.finished[k], pos < plan.byteRange(ofChunk: k).upperBound, pos > c.slotPos,
+            guard !coordinator.finishedChunks[k], pos < plan.byteRange(ofChunk: k).upperBound, pos > c.slotPos,
                 let crc = chunkCRCs.crc(ofChunk: k, upTo: pos)
             else { continue }
             try? slots.record(slot: c.id, chunk: k, upTo: pos, crc: crc)

@@ -39,8 +39,9 @@ final class FetchEngine {
     let writer: StagedWriter
     let journal: Journal?
     let plan: ChunkPlan
-    /// Every decision about the connections (see `Coordinator`).
-    var coordinator: Coordinator
+    /// Every decision about the connections: a `Coordinator` for ranged requests, a `SingleStream`
+    /// for a server without ranges.
+    var coordinator: any Coordinating
     /// `--max-speed`, shared by all connections (see `RateBudget`).
     private var budget: RateBudget?
     private var resumeCursor = 0
@@ -105,17 +106,22 @@ final class FetchEngine {
         self.plan = plan
         self.interrupt = interrupt
         chunkCRCs = ChunkChecksums(plan: plan)
-        coordinator = Coordinator(
-            plan: plan, connections: n, config: Coordinator.Config(target: target, settings: settings),
-            isFinished: isFinished, maxRunChunks: settings.maxRunChunks, partialChunks: partialChunks)
+        let config = Coordinator.Config(target: target, settings: settings)
+        if target.ranged {
+            coordinator = Coordinator(
+                plan: plan, connections: n, config: config, isFinished: isFinished, maxRunChunks: settings.maxRunChunks,
+                partialChunks: partialChunks)
+        } else {
+            coordinator = SingleStream(config: config)
+        }
         coordinator.tracing = debug
         io = (0..<n).map { ConnectionIO(id: $0) }
         for c in io { c.engine = self }
         multi.setMultiplexing(settings.transfer.http2)
         multi.setMaxConnectionCache(max(n * 2, 16))
         if let cap = settings.maxSpeed { budget = RateBudget(bytesPerSecond: cap, now: monotonicSeconds()) }
-        prefixChunks = coordinator.scheduler.finishedPrefix(from: 0)
-        inFile = coordinator.scheduler.finished
+        inFile = coordinator.finishedChunks
+        prefixChunks = inFile.prefix(while: { $0 }).count
         if target.ranged && journal != nil {
             // Checksummed beside the write, off the fetch loop, from the very buffer that is written.
             writer.besideWrite = { [chunkCRCs] bytes, offset in chunkCRCs.add(bytes, at: offset) }
@@ -408,7 +414,7 @@ final class FetchEngine {
 
 extension FetchEngine {
     /// Bytes of finished chunks (ranged) or bytes written (stream), for the interrupted message.
-    var finishedBytesForReport: Int64 { target.ranged ? coordinator.finishedBytes : coordinator.connections[0].pos }
+    var finishedBytesForReport: Int64 { coordinator.finishedBytes }
     /// Bytes written by the single stream.
     var streamLength: Int64 { coordinator.connections[0].pos }
     /// Bytes received from the network in this run.

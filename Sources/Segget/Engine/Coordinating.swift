@@ -1,0 +1,276 @@
+/// What `FetchEngine` asks of the pure value that decides for its connections: `Coordinator` for
+/// ranged requests (chunks, steals, races, re-dials), `SingleStream` for one plain stream from
+/// byte 0 (a server without ranges). Both are driven by a clock passed in and answer with
+/// `Coordinator.Command`s; what they share (head verdicts, retries, the stall timeout, held time,
+/// rate samples) is implemented once, below.
+protocol Coordinating {
+    var connections: [Connection] { get set }
+    var config: Coordinator.Config { get }
+    var tracing: Bool { get set }
+    /// Bytes received from the network in this run.
+    var receivedBytes: Int64 { get set }
+    /// (time, receivedBytes) every progress tick, newest last.
+    var rateSamples: [(Double, Int64)] { get set }
+    /// How long recent first body bytes took after their request (held time left out), newest last.
+    var firstByteWaits: [Double] { get set }
+    /// What ends the download, in this order of precedence: a failure, a changed resource, ranges
+    /// that turned out unusable.
+    var failure: SeggetError? { get set }
+    var changed: String? { get set }
+    var ignored: String? { get set }
+
+    /// Bytes done for good: finished chunks, or the stream's bytes.
+    var finishedBytes: Int64 { get }
+    /// Which chunks are received (empty for a stream).
+    var finishedChunks: [Bool] { get }
+    var isComplete: Bool { get }
+    /// Where connection `id` must stop.
+    func end(of id: Int) -> Int64
+    /// Whether connection `id` races another for a chunk.
+    func isRacing(_ id: Int) -> Bool
+
+    /// The first requests.
+    mutating func begin(now: Double) -> [Coordinator.Command]
+    /// Starts the connections whose ramp step or retry delay has come.
+    mutating func startDue(now: Double) -> [Coordinator.Command]
+    /// Hands work to idle connections.
+    mutating func assignIdle(now: Double) -> [Coordinator.Command]
+    /// How many bytes connection `id` may write now; nil when it must write no more (the reason is
+    /// decided).
+    mutating func room(_ id: Int, now: Double) -> Int64?
+    /// `count` bytes of connection `id` went to the writer; the chunk end they reached, if any.
+    mutating func wrote(_ id: Int, _ count: Int, now: Double) -> Coordinator.Crossing?
+    /// What follows when a transfer ended by itself (no stop reason was decided).
+    mutating func endedByItself(_ id: Int, _ end: Coordinator.TransferEnd, now: Double) -> [Coordinator.Command]
+    /// Notes a finished transfer's rate (for the slow rule).
+    mutating func recordFinished(_ id: Int, now: Double)
+    /// A racer gives up its race (its owner is still on the chunk).
+    mutating func abandonRace(_ id: Int)
+    /// A progress tick's decisions (after the shared samples and stall timeout).
+    mutating func periodicDecisions(now: Double) -> [Coordinator.Command]
+    mutating func judgeSlowConnections(now: Double) -> [Coordinator.Command]
+    func progress(now: Double, elapsed: Double) -> DownloadProgress
+    /// A chunk counted as finished must be fetched again.
+    mutating func reopen(_ k: Int)
+}
+
+extension Coordinating {
+    typealias Command = Coordinator.Command
+
+    /// The error that ends the download, if one was decided.
+    var stop: (any Error)? {
+        if let failure { return failure }
+        if let changed { return ResourceChanged(reason: changed) }
+        if let ignored { return RangesIgnored(reason: ignored) }
+        return nil
+    }
+
+    /// Prepares connection `id`'s request for `bytes`, whose first byte lies in a chunk (or stream)
+    /// ending at `chunkEnd`, and says so.
+    mutating func start(_ id: Int, bytes: Range<Int64>, chunkEnd: Int64, fresh: Bool = false, newPath: Bool = false,
+                        continuing: Bool = false, now: Double) -> Command {
+        connections[id].begin(bytes, chunkEnd: chunkEnd, continuing: continuing, now: now)
+        return .start(id, bytes: bytes, fresh: fresh, newPath: newPath)
+    }
+
+    // MARK: Receiving
+
+    /// The first body bytes of connection `id`'s response arrived: judges its head (see
+    /// `ResponseVerdict`). False refuses the bytes (the transfer is ending).
+    mutating func headArrived(_ id: Int, head: ResponseHead, now: Double) -> Bool {
+        guard connections[id].machine.headArrived(refusal: judge(id, head: head)) == .write else { return false }
+        let c = connections[id]
+        firstByteWaits.append(max(0, now - c.requestStartedAt - (c.held(at: now) - c.heldAtRequest)))
+        if firstByteWaits.count > 16 { firstByteWaits.removeFirst() }
+        if c.firstByteAt == nil {
+            connections[id].firstByteAt = now
+            connections[id].heldAtFirstByte = c.held(at: now)
+            connections[id].bytesAtFirstByte = c.transferBytes
+        }
+        return true
+    }
+
+    /// Judges a response head: nil accepts it (a shorter honest answer moves `requestEnd`), a stop
+    /// reason refuses it.
+    mutating func judge(_ id: Int, head: ResponseHead) -> StopReason? {
+        let c = connections[id]
+        let src = config.sources[c.source % config.sources.count]
+        let question = ResponseQuestion(
+            range: c.requestStart..<c.requestEnd, ranged: config.ranged, totalLength: config.totalLength,
+            etag: src.etag, lastModified: src.lastModified, url: config.url)
+        switch ResponseVerdict(for: question, head: head) {
+        case .accept: return nil
+        case .acceptPrefix(let end):
+            // An honest shorter answer: take it, and `transferEnded` asks for the rest (not a failure).
+            connections[id].requestEnd = end
+            return nil
+        case .retry(let why, let after, let kind): return .retry(why, after: after, kind: kind)
+        case .rangesIgnored(let why): return .rangesIgnored(why)
+        case .resourceChanged(let why): return .resourceChanged(why)
+        case .fatal(let e): return .fatal(e)
+        }
+    }
+
+    /// Body bytes arrived; `budgetAllows` is false when `--max-speed` has nothing to spend now.
+    mutating func bytesArrived(_ id: Int, budgetAllows: Bool, now: Double) -> ConnectionMachine.Action {
+        connections[id].machine.bytesArrived(budgetAllows: budgetAllows, now: now)
+    }
+
+    /// Counts `count` written bytes of connection `id`; true when they reach its chunk's end.
+    mutating func advance(_ id: Int, by count: Int, now: Double) -> Bool {
+        connections[id].pos += Int64(count)
+        connections[id].transferBytes += Int64(count)
+        connections[id].lastByteAt = now
+        receivedBytes += Int64(count)
+        return connections[id].pos == connections[id].chunkEnd
+    }
+
+    /// The budget allows receiving again: a paused connection continues.
+    mutating func resume(_ id: Int, now: Double) {
+        connections[id].machine.resume(now: now)
+        connections[id].lastByteAt = now
+    }
+
+    // MARK: Ending
+
+    /// Connection `id`'s transfer was taken out of libcurl (a lost race, the end of the loop).
+    mutating func removed(_ id: Int, now: Double) {
+        if connections[id].machine.isTransferring { _ = connections[id].machine.transferEnded(now: now) }
+    }
+
+    /// Connection `id`'s transfer is gone: `end` says how libcurl ended it, `head` is what came of
+    /// the response. Decides what follows: nothing (idle), the rest of a shorter answer, a retry,
+    /// or the end of the download.
+    mutating func transferEnded(_ id: Int, _ end: Coordinator.TransferEnd, head: ResponseHead, now: Double) -> [Command] {
+        let headJudged = connections[id].machine.headJudged
+        var reason = connections[id].machine.transferEnded(now: now)
+        recordFinished(id, now: now)
+        // No response head at all (refused, reset, timed out): a network failure, not an HTTP answer.
+        if reason == nil, !headJudged, head.status != 0 { reason = judge(id, head: head) }
+        var commands: [Command] = []
+        if tracing { commands.append(.trace("connection \(id) ended: \(reason.map { "\($0)" } ?? "none") pos=\(connections[id].pos) end=\(self.end(of: id))")) }
+        switch reason {
+        case .reachedEnd, .cancelled:
+            if isRacing(id) { abandonRace(id) }
+        case .fatal(let e):
+            if failure == nil { failure = e }
+        case .resourceChanged(let r):
+            if changed == nil { changed = r }
+        case .retry(let why, let after, let kind):
+            commands += scheduleRetry(id, reason: why, after: after, kind: kind, now: now)
+        case .rangesIgnored(let r):
+            if ignored == nil { ignored = r }
+        case nil:
+            commands += endedByItself(id, end, now: now)
+        }
+        return commands
+    }
+
+    /// The common end of a transfer that ended by itself short of its work: a retry for a transfer
+    /// cut short or a transient error, the end of the download for any other error.
+    mutating func retryOrFail(_ id: Int, _ end: Coordinator.TransferEnd, missing: Int64, now: Double) -> [Command] {
+        switch end {
+        case .ok, .partial:
+            return scheduleRetry(id, reason: "the connection ended \(missing) bytes early", after: nil, kind: .network, now: now)
+        case .transient(let why):
+            return scheduleRetry(id, reason: why, after: nil, kind: .network, now: now)
+        case .failed(let e):
+            failure = e
+            return []
+        }
+    }
+
+    /// Counts a failure of connection `id` and schedules its retry, or ends the download when the
+    /// retries or the time are used up.
+    mutating func scheduleRetry(_ id: Int, reason: String, after: Double?, kind: FailureKind, now: Double) -> [Command] {
+        if isRacing(id) {
+            // A failed racer just stops; the owner is still on it.
+            abandonRace(id)
+            return []
+        }
+        connections[id].attempts += 1
+        let attempts = connections[id].attempts
+        if attempts > config.retries {
+            let hint = kind == .protocolViolation ? "the server's answers are unusable; try -n 1 or another server" : "run the same command to resume later, or raise --retries"
+            failure = SeggetError(kind, "bytes \(connections[id].pos)-\(end(of: id) - 1) failed \(attempts) time\(attempts == 1 ? "" : "s") (last: \(reason)); \(hint).")
+            return []
+        }
+        switch RetryPolicy.decide(
+            attempt: attempts, reason: reason, base: config.retryWait, retryAfter: after, maxWait: config.maxRetryWait,
+            deadline: config.deadline, now: now, jitter: config.jitter())
+        {
+        case .giveUp(let message):
+            if failure == nil { failure = SeggetError(.network, message) }
+            return []
+        case .wait(let delay, let note):
+            connections[id].machine.wait(until: now + delay, .retry)
+            return [.event(.retry(connection: id, attempt: attempts, delay: delay, reason: note.map { "\(reason); \($0)" } ?? reason))]
+        }
+    }
+
+    /// A write or journal failure ends the download (the first failure stands).
+    mutating func fail(_ error: SeggetError) {
+        if failure == nil { failure = error }
+    }
+
+    // MARK: Time
+
+    /// The loop waited `seconds` for the writer: held time for every connection with a transfer,
+    /// which neither the slow rule nor the stall timeout may blame on the network.
+    mutating func heldByWriter(_ seconds: Double) {
+        guard seconds > 0 else { return }
+        for id in connections.indices where connections[id].machine.isTransferring {
+            connections[id].machine.heldByWriter(seconds)
+            connections[id].lastByteAt += seconds
+        }
+    }
+
+    /// A progress tick: rate samples, the stall timeout, then what else the mode decides then.
+    mutating func tick(now: Double) -> [Command] {
+        for id in connections.indices where connections[id].machine.isTransferring { connections[id].sample(now: now) }
+        rateSamples.append((now, receivedBytes))
+        if rateSamples.count > 20 { rateSamples.removeFirst() }
+        return dropStalledConnections(now: now) + periodicDecisions(now: now)
+    }
+
+    /// A connection that delivered nothing for the stall timeout is dropped and retried from the
+    /// byte it reached. (libcurl's low-speed limit averages over several seconds, so it reacts late.)
+    /// Time held back (a `--max-speed` pause, the writer) does not count.
+    mutating func dropStalledConnections(now: Double) -> [Command] {
+        let limit = config.stallTimeout
+        guard limit > 0 else { return [] }
+        var commands: [Command] = []
+        for id in connections.indices {
+            let c = connections[id]
+            guard c.machine.isTransferring, !c.machine.isPaused, now - c.lastByteAt > limit else { continue }
+            if tracing { commands.append(.trace("connection \(id) stalled for \(Format.fixed(now - c.lastByteAt, 1)) s")) }
+            commands.append(.remove(id))
+            switch connections[id].machine.transferEnded(now: now) {
+            case .reachedEnd, .cancelled:
+                // It had finished its part (a race won or lost) and waited for its last bytes.
+                if isRacing(id) { abandonRace(id) }
+            default:
+                commands += scheduleRetry(id, reason: "no data for \(Format.seconds(now - c.lastByteAt))", after: nil, kind: .network, now: now)
+            }
+        }
+        return commands
+    }
+
+    // MARK: Rates
+
+    /// The rate of connection `c` over about the last `window` seconds; nil until known.
+    func rate(_ c: Connection, now: Double, window: Double = 1) -> Double? {
+        c.rate(now: now, window: window, interval: config.progressInterval)
+    }
+
+    /// The median of recent first-byte waits; nil before the first.
+    var usualFirstByteWait: Double? {
+        firstByteWaits.isEmpty ? nil : firstByteWaits.sorted()[firstByteWaits.count / 2]
+    }
+
+    /// The total rate over the newest `window` seconds of progress ticks.
+    func totalRate(window: Double, minSpan: Double = 0) -> Double? {
+        guard let last = rateSamples.last else { return nil }
+        return sampledRate(rateSamples, endingAt: last.0, window: window, minSpan: minSpan)
+    }
+}

@@ -1,0 +1,78 @@
+/// The decisions for a server without ranges: one connection, one plain stream from byte 0. A
+/// retry can only start over from the beginning; a body of unknown length ends when the server
+/// closes it cleanly. Nothing to schedule, steal, race or re-dial (see `Coordinator` for that).
+struct SingleStream: Coordinating {
+    var connections = [Connection(id: 0)]
+    let config: Coordinator.Config
+    var tracing = false
+    var receivedBytes: Int64 = 0
+    var rateSamples: [(Double, Int64)] = []
+    var firstByteWaits: [Double] = []
+    var failure: SeggetError?
+    var changed: String?
+    var ignored: String?
+
+    init(config: Coordinator.Config) {
+        precondition(!config.ranged, "ranged requests are a Coordinator's")
+        self.config = config
+        // Where the stream ends: its announced length, or wherever the server closes it.
+        connections[0].streamEnd = config.totalLength ?? Int64.max
+    }
+
+    /// The stream's bytes so far (all of them are in order).
+    var finishedBytes: Int64 { connections[0].pos }
+    var finishedChunks: [Bool] { [] }
+    var isComplete: Bool { connections[0].machine.isIdle && connections[0].pos >= connections[0].streamEnd }
+    func end(of id: Int) -> Int64 { connections[id].streamEnd }
+    func isRacing(_ id: Int) -> Bool { false }
+
+    mutating func begin(now: Double) -> [Command] {
+        [start(0, bytes: 0..<connections[0].streamEnd, chunkEnd: connections[0].streamEnd, now: now)]
+    }
+
+    mutating func startDue(now: Double) -> [Command] {
+        guard case .startRequest = connections[0].machine.tick(now: now) else { return [] }
+        // Without ranges a retry can only start over from byte 0.
+        let end = connections[0].streamEnd
+        return [start(0, bytes: 0..<end, chunkEnd: end, fresh: true, now: now)]
+    }
+
+    mutating func assignIdle(now: Double) -> [Command] { [] }
+
+    mutating func room(_ id: Int, now: Double) -> Int64? {
+        let c = connections[id]
+        let room = min(c.streamEnd, c.requestEnd) - c.pos
+        guard room <= 0 else { return room }
+        connections[id].machine.stop(.fatal(SeggetError(.protocolViolation, "the server sent more than the \(c.streamEnd) bytes it announced; the file on the server may have changed. Run the command again.")), now: now)
+        return nil
+    }
+
+    mutating func wrote(_ id: Int, _ count: Int, now: Double) -> Coordinator.Crossing? {
+        advance(id, by: count, now: now) ? Coordinator.Crossing() : nil
+    }
+
+    mutating func endedByItself(_ id: Int, _ end: Coordinator.TransferEnd, now: Double) -> [Command] {
+        if config.totalLength == nil && end == .ok {
+            // A chunked or close-delimited body ends when the server says so.
+            connections[id].streamEnd = connections[id].pos
+        }
+        let c = connections[id]
+        guard c.pos < c.streamEnd else { return [] }
+        return retryOrFail(id, end, missing: c.streamEnd - c.pos, now: now)
+    }
+
+    mutating func recordFinished(_ id: Int, now: Double) {}
+    mutating func abandonRace(_ id: Int) {}
+    mutating func periodicDecisions(now: Double) -> [Command] { [] }
+    mutating func judgeSlowConnections(now: Double) -> [Command] { [] }
+    mutating func reopen(_ k: Int) {}
+
+    func progress(now: Double, elapsed: Double) -> DownloadProgress {
+        let c = connections[0]
+        let state: ConnectionProgress.State = c.machine.isWaiting ? .waiting : c.machine.isTransferring ? .receiving : .idle
+        return DownloadProgress(
+            completedBytes: c.pos, totalBytes: config.totalLength, receivedBytes: receivedBytes,
+            bytesPerSecond: totalRate(window: 3, minSpan: 0.2) ?? 0, elapsed: elapsed,
+            connections: [ConnectionProgress(id: 0, state: state, bytesPerSecond: rate(c, now: now, window: 2) ?? 0, remainingBytes: max(0, c.streamEnd - c.pos)) ])
+    }
+}
