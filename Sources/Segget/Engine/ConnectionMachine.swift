@@ -34,7 +34,7 @@ enum StopReason: Equatable {
 /// nothing in a correct engine and names the broken transition in a broken one.
 struct ConnectionMachine: Equatable {
     enum WaitCause: Equatable {
-        /// Its first start, staggered (see `FetchEngine.rampStep`).
+        /// Its first start, staggered (see `Coordinator.rampStep`).
         case ramp
         /// A retry after a failure or a stall.
         case retry

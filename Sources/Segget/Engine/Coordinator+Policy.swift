@@ -135,13 +135,13 @@ extension Coordinator {
             switch v.action {
             case .keepOnlyTheChunkInFlight:
                 guard end(of: c.id) > c.chunkEnd else { continue }
-                if tracing { commands.append(.trace("w\(c.id) keeps only its chunk at \(Format.rate(v.rate)) vs typical \(Format.rate(v.typical))")) }
+                if tracing { commands.append(.trace("connection \(c.id) keeps only its chunk at \(Format.rate(v.rate)) vs typical \(Format.rate(v.typical))")) }
                 // The run now ends with the chunk in flight (`end(of:)`).
                 scheduler.releaseNotStarted(of: c.id)
             case .redial:
                 connections[c.id].redials += 1
                 if tracing {
-                    commands.append(.trace("w\(c.id) redial at \(Format.rate(v.rate)) vs typical \(Format.rate(v.typical)) (first bytes take \(Format.fixed(usualFirstByteWait ?? -1, 3)) s)\(isRacing(c.id) ? " (racer)" : "")"))
+                    commands.append(.trace("connection \(c.id) redial at \(Format.rate(v.rate)) vs typical \(Format.rate(v.typical)) (first bytes take \(Format.fixed(usualFirstByteWait ?? -1, 3)) s)\(isRacing(c.id) ? " (racer)" : "")"))
                 }
                 scheduler.releaseNotStarted(of: c.id)
                 commands.append(.event(.redial(connection: c.id, reason: "\(Format.rate(v.rate)) against a median of \(Format.rate(v.typical))")))

@@ -201,7 +201,7 @@ struct Coordinator: Coordinating {
                 chunkSeconds: chunkSeconds, runSeconds: { runTimes[$0] },
                 worthStealing: { Self.worthStealing(rate: stealRates[$0], notStartedChunks: $1, chunkSize: chunkSize) })
             else { continue }
-            if tracing { commands.append(.trace("w\(id) gets \(a)")) }
+            if tracing { commands.append(.trace("connection \(id) gets \(a)")) }
             switch a {
             case .run(let r), .stolen(let r, _, _):
                 // A victim's run now ends at the cut (`end(of:)` reads it from the scheduler).

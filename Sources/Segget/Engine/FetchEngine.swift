@@ -323,7 +323,7 @@ final class FetchEngine {
     private func finish(_ c: ConnectionIO, code: CurlCode) {
         multi.remove(c.easy)
         settle(c)
-        trace("w\(c.id) done code=\(code.rawValue) pos=\(coordinator.connections[c.id].pos) port=\(c.easy.localPort) rate=\(Format.rate(Double(coordinator.connections[c.id].transferBytes) / max(0.001, monotonicSeconds() - coordinator.connections[c.id].transferStartedAt)))")
+        trace("connection \(c.id) done code=\(code.rawValue) pos=\(coordinator.connections[c.id].pos) port=\(c.easy.localPort) rate=\(Format.rate(Double(coordinator.connections[c.id].transferBytes) / max(0.001, monotonicSeconds() - coordinator.connections[c.id].transferStartedAt)))")
         let end: Coordinator.TransferEnd
         if code == .ok {
             end = .ok

@@ -1,12 +1,12 @@
 /// Which connection fetches which chunks: the pure state machine behind work stealing and the end
 /// game. Values in, values out; the fetch loop owns one and asks it what to do next.
 ///
-/// Every connection ("worker", numbered from 0) that has work holds a *run*: a contiguous range of
+/// Every connection (numbered from 0) that has work holds a *run*: a contiguous range of
 /// unfinished chunks whose first chunk is in flight and whose others are not started. Chunks nobody
-/// holds sit in the free pool. An idle worker takes, in order of preference:
-/// 1. the largest free run, or its first `1/thieves` when several idle workers are handed work at
+/// holds sit in the free pool. An idle connection takes, in order of preference:
+/// 1. the largest free run, or its first `1/thieves` when several idle connections are handed work at
 ///    once (a run given back by a slow connection is then spread over all of them);
-/// 2. a share of the largest not-started remainder of a busy worker's run, sized so that the
+/// 2. a share of the largest not-started remainder of a busy connection's run, sized so that the
 ///    helpers finish together (work stealing);
 /// 3. in the end game, when nothing is left to steal, a duplicate of the in-flight chunk expected to
 ///    finish last. Whichever copy finishes first wins; the scheduler names the losers to cancel. A
@@ -16,11 +16,11 @@ public struct Scheduler: Sendable {
     public private(set) var finished: [Bool]
     public private(set) var free: [Range<Int>]
     public private(set) var runs: [Int: Range<Int>] = [:]
-    /// Duplicate worker → the chunk it races for.
+    /// Racing connection → the chunk it races for (the only record of who races).
     public private(set) var duplicates: [Int: Int] = [:]
     public private(set) var finishedCount = 0
 
-    /// What an idle worker should do next.
+    /// What an idle connection should do next.
     public enum Assignment: Equatable, Sendable {
         /// Fetch this run of chunks (from the free pool).
         case run(Range<Int>)
@@ -34,10 +34,10 @@ public struct Scheduler: Sendable {
     public let inOrder: Bool
 
     /// Starts with the given chunks already finished (from a resumed journal) and the unfinished ones
-    /// spread over up to `connections` workers (0, 1, …).
+    /// spread over up to `connections` connections (0, 1, …).
     ///
     /// With `maxRunChunks`, work is instead cut into runs of at most that many chunks handed out in
-    /// file order (idle workers take the lowest free run), so that the finished prefix of the file
+    /// file order (idle connections take the lowest free run), so that the finished prefix of the file
     /// grows with the download: what a hasher reading the file in order needs.
     ///
     /// Every chunk in `runStarts` begins a run of its own: a chunk partly written by an earlier run
@@ -102,7 +102,7 @@ public struct Scheduler: Sendable {
         free = free.flatMap(pieces)
     }
 
-    /// The chunks worker `w` holds, if any (its first one is in flight).
+    /// The chunks connection `w` holds, if any (its first one is in flight).
     public func run(of w: Int) -> Range<Int>? { runs[w] }
 
     /// Length of the finished prefix, in chunks.
@@ -112,21 +112,21 @@ public struct Scheduler: Sendable {
         return k
     }
 
-    /// Hands idle worker `w` its next work, or nil when there is nothing useful for it to do.
+    /// Hands idle connection `w` its next work, or nil when there is nothing useful for it to do.
     ///
-    /// `remainingSeconds(worker)` estimates how long a busy worker (owner or racer) still needs for
+    /// `remainingSeconds(connection)` estimates how long a busy connection (owner or racer) still needs for
     /// its in-flight chunk; the end game duplicates the chunk whose copies are expected to finish
-    /// last, if that is at least `minRemainingSeconds` away and it has fewer than `maxRacers` racers. `worthStealing(victim, notStartedChunks)` may veto robbing a worker
+    /// last, if that is at least `minRemainingSeconds` away and it has fewer than `maxRacers` racers. `worthStealing(victim, notStartedChunks)` may veto robbing a connection
     /// that will soon finish anyway.
     ///
     /// How much a thief takes is decided so that everyone who can help finishes at about the same
-    /// time (see `fairShare`). The helpers are the `thieves` idle workers being handed work in this
-    /// round (this one included), the victim with its in-flight chunk, and every busy worker whose
-    /// whole run ends sooner than that: `runSeconds(worker)` estimates when, nil if unknown. Without
+    /// time (see `fairShare`). The helpers are the `thieves` idle connections being handed work in this
+    /// round (this one included), the victim with its in-flight chunk, and every busy connection whose
+    /// whole run ends sooner than that: `runSeconds(connection)` estimates when, nil if unknown. Without
     /// `chunkSeconds` (the time one chunk takes at a typical rate; nil while no rate is known) only
     /// the idle thieves and the victim count, and each takes `1/(thieves + 1)` of the not-started
     /// chunks. Halving instead would leave the first thief with the largest share, which nobody
-    /// may take from it until its rate is known, and would hand a worker that runs out of work
+    /// may take from it until its rate is known, and would hand a connection that runs out of work
     /// while the others are about to finish half of what should be spread over all of them.
     public mutating func nextAssignment(
         for w: Int, allowDuplicates: Bool = true, remainingSeconds: (Int) -> Double = { _ in 0 },
@@ -134,7 +134,7 @@ public struct Scheduler: Sendable {
         chunkSeconds: Double? = nil, runSeconds: (Int) -> Double? = { _ in nil },
         worthStealing: (_ victim: Int, _ notStartedChunks: Int) -> Bool = { _, _ in true }
     ) -> Assignment? {
-        precondition(runs[w] == nil && duplicates[w] == nil, "worker \(w) is not idle")
+        precondition(runs[w] == nil && duplicates[w] == nil, "connection \(w) is not idle")
         let pick: Int?
         if inOrder {
             pick = free.indices.min(by: { free[$0].lowerBound < free[$1].lowerBound })
@@ -216,9 +216,9 @@ public struct Scheduler: Sendable {
         return min(notStarted, max(1, Int(chunks)))
     }
 
-    /// Records that worker `w` wrote the last byte of chunk `k`. Returns the workers that must stop
+    /// Records that connection `w` wrote the last byte of chunk `k`. Returns the connections that must stop
     /// because the chunk they were racing for is done (losers of an end-game race); a returned
-    /// worker holds nothing afterwards.
+    /// connection holds nothing afterwards.
     public mutating func chunkFinished(_ k: Int, by w: Int) -> [Int] {
         var cancel: [Int] = []
         if !finished[k] {
@@ -250,7 +250,7 @@ public struct Scheduler: Sendable {
         return cancel.sorted()
     }
 
-    /// Worker `w` keeps only its in-flight chunk and gives the rest of its run back (a slow connection
+    /// Connection `w` keeps only its in-flight chunk and gives the rest of its run back (a slow connection
     /// about to be re-dialled).
     public mutating func releaseNotStarted(of w: Int) {
         guard let r = runs[w], r.count > 1 else { return }
@@ -260,7 +260,7 @@ public struct Scheduler: Sendable {
 
     /// Chunk `k`, counted as finished, must be fetched again after all (its kept bytes failed their
     /// check): it becomes unfinished and goes back to the pool. Nobody holds a finished chunk, so no
-    /// worker is affected.
+    /// connection is affected.
     public mutating func reopen(_ k: Int) {
         guard finished[k] else { return }
         finished[k] = false
@@ -268,7 +268,7 @@ public struct Scheduler: Sendable {
         addFree(k..<(k + 1))
     }
 
-    /// Worker `w` stops for good (failed, or cancelled): everything it held returns to the pool.
+    /// Connection `w` stops for good (failed, or cancelled): everything it held returns to the pool.
     public mutating func abandon(_ w: Int) {
         if let r = runs[w] {
             runs[w] = nil

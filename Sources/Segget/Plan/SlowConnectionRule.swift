@@ -76,7 +76,7 @@ public struct SlowConnectionRule: Sendable {
         public var typical: Double
     }
 
-    /// The measuring window, seconds (see `FetchEngine.redialSlowConnections` for why 0.5 s).
+    /// The measuring window, seconds (see `Coordinator.judgeSlowConnections` for why 0.5 s).
     public var window: Double
     /// Slow means below this fraction of the typical rate.
     public var slowFraction = 0.4
