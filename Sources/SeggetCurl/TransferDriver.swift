@@ -54,7 +54,7 @@ package final class TransferDriver {
 
     // MARK: Clients and transfers
 
-    /// Lets `client` tick every `tickInterval` seconds (0: on every pass of `run`).
+    /// Lets `client` tick every `tickInterval` seconds (0: on every pass of `run`, after each wait).
     package func register(_ client: any TransferClient, tickInterval: Double) {
         registrations[ObjectIdentifier(client)] = Registration(client: client, tickInterval: tickInterval, lastTick: clock())
     }
@@ -119,10 +119,12 @@ package final class TransferDriver {
         }
     }
 
-    /// Seconds until the next client's tick is due (0 if one is), nil without registered clients.
+    /// Seconds until the next client's tick is due (0 if one is), nil without a client that ticks
+    /// at an interval (those that tick on every pass do not shorten a wait).
     package func secondsToNextTick() -> Double? {
         let now = clock()
-        return registrations.values.filter { $0.client != nil }.map { max(0, $0.lastTick + $0.tickInterval - now) }.min()
+        return registrations.values.filter { $0.client != nil && $0.tickInterval > 0 }
+            .map { max(0, $0.lastTick + $0.tickInterval - now) }.min()
     }
 
     /// Waits for activity on any transfer, at most `timeoutMs`.

@@ -90,6 +90,18 @@ import Testing
         #expect(stays.completed.map(\.code) == [.ok])
     }
 
+    @Test func clientsTickAtTheirOwnIntervals() throws {
+        let driver = TransferDriver()
+        let slow = Recorder(), everyPass = Recorder()
+        driver.register(slow, tickInterval: 0.05)
+        driver.register(everyPass, tickInterval: 0)
+        let start = driver.clock()
+        try driver.run(maxWaitMs: 10) { driver.clock() - start >= 0.3 }
+        // About six ticks of 50 ms in 300 ms (a loaded machine may lose some); a pass every 10 ms at most.
+        #expect((2...7).contains(slow.ticks))
+        #expect(everyPass.ticks > slow.ticks)
+    }
+
     @Test func theMultiHandleKeepsItsHandlesUntilRemoved() throws {
         let multi = MultiHandle()
         weak var weakHandle: EasyHandle?

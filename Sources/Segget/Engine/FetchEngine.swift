@@ -692,7 +692,7 @@ final class FetchEngine {
     // MARK: The hot path
 
     /// The write callback: validates the response once, then pwrites each byte at its offset.
-    /// Returns fewer bytes than given to make libcurl abort the transfer.
+    /// `.abort` ends the transfer (with `CurlCode.writeError`); `.pause` holds the bytes for `--max-speed`.
     func receive(_ w: Worker, _ ptr: UnsafeRawPointer, _ n: Int) -> WriteDecision {
         if !w.validated {
             validate(w)
