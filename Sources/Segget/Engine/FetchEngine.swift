@@ -1,4 +1,4 @@
-import CCurl
+import SeggetCurl
 import Dispatch
 import Glibc
 import SeggetJournal
@@ -98,8 +98,7 @@ final class Worker {
     var rampStart = false
     /// Its transfer is paused until `--max-speed`'s budget allows receiving again.
     var paused = false
-    let headCollector = HeadCollector()
-    var head: ResponseHead { headCollector.head }
+    var head = ResponseHead()
     var validated = false
     var stop = StopReason.none
     var isDuplicate = false
@@ -170,12 +169,12 @@ final class Worker {
     }
 }
 
-private func workerWriteCallback(
-    _ ptr: UnsafeMutablePointer<CChar>?, _ size: Int, _ n: Int, _ ud: UnsafeMutableRawPointer?
-) -> Int {
-    guard let ptr, let ud else { return 0 }
-    let w = Unmanaged<Worker>.fromOpaque(ud).takeUnretainedValue()
-    return w.engine.receive(w, UnsafeRawPointer(ptr), size * n)
+extension Worker: TransferDelegate {
+    func transfer(_ handle: EasyHandle, received body: UnsafeRawBufferPointer) -> WriteDecision {
+        guard let ptr = body.baseAddress else { return .proceed }
+        return engine.receive(self, ptr, body.count)
+    }
+    func transfer(_ handle: EasyHandle, receivedHeaderLine line: String) { head.append(line: Substring(line)) }
 }
 
 /// The fetch loop: one libcurl multi handle driving one easy handle per connection, on the calling
@@ -211,7 +210,8 @@ final class FetchEngine {
     var writebackStep: Int64 = 64 << 20
     private var lastWriteback: Int64 = 0
 
-    private let multi: MultiHandle
+    /// Runs this engine's transfers; the engine is its one client (see `transferDriver(_:completed:with:)`).
+    private let driver: TransferDriver
     /// `SEGGET_DEBUG=1` traces scheduling decisions on stderr (for tuning, not for users).
     private let debug = getenv("SEGGET_DEBUG") != nil
 
@@ -273,7 +273,7 @@ final class FetchEngine {
          plan: ChunkPlan, isFinished: (Int) -> Bool, interrupt: InterruptFlag, multi: MultiHandle = MultiHandle(),
          partialChunks: [Int: Int64] = [:]) {
         self.target = target
-        self.multi = multi
+        driver = TransferDriver(multi: multi, clock: monotonicSeconds)
         self.settings = settings
         self.data = data
         let bufferSize = StagedWriter.bufferSize(connections: target.ranged ? settings.connections : 1)
@@ -299,8 +299,6 @@ final class FetchEngine {
             w.engine = self
             w.source = w.id % sources.count
         }
-        multi.setMultiplexing(settings.transfer.http2)
-        multi.setMaxConnectionCache(max(n * 2, 16))
         if let cap = settings.maxSpeed { budget = RateBudget(bytesPerSecond: cap, now: monotonicSeconds()) }
         for k in 0..<plan.chunkCount where scheduler.finished[k] { finishedBytes += Int64(plan.byteRange(ofChunk: k).count) }
         prefixChunks = scheduler.finishedPrefix(from: 0)
@@ -316,6 +314,10 @@ final class FetchEngine {
     /// Runs until every chunk is written. Throws `SeggetError` or `ResourceChanged`.
     func run() throws {
         startedAt = monotonicSeconds()
+        try libcurl { () throws(CurlError) in
+            try driver.multi.setMultiplexing(settings.transfer.http2)
+            try driver.multi.setMaxConnectionCache(max(workers.count * 2, 16))
+        }
         trace("writes: \(writer.isDirect ? "O_DIRECT" : "page cache")")
         defer { trace("writes at the end: \(writer.isDirect ? "O_DIRECT" : "page cache"), \(writer.bytesWritten); waited \(Format.fixed(writer.waitedSeconds, 2)) s for the writer") }
         if let journal, settings.checkpointInterval > 0 {
@@ -359,15 +361,11 @@ final class FetchEngine {
             if isDone { break }
             startWaitingWorkers(now: now)
             if target.ranged { assignIdleWorkers() }
-            _ = multi.perform()
-            let completed = multi.completed()
-            for (h, code) in completed {
-                guard let w = workers.first(where: { $0.easy.raw == h }) else { continue }
-                finish(w, code: code)
-            }
+            // Each ended transfer comes back through `transferDriver(_:completed:with:)`.
+            let completed = try libcurl(driver.performAndDispatch)
             flushRemovals()
             countWriterWaits()
-            resumePausedTransfers()
+            try resumePausedTransfers()
             runAfterWrites()
             collectVouched()
             try throwIfStopped()
@@ -383,8 +381,8 @@ final class FetchEngine {
             if isDone { break }
             // A connection that just finished gets its next work at once, not after the next poll
             // (which can wait up to 100 ms while the others receive in paced bursts).
-            if !completed.isEmpty { continue }
-            multi.poll(timeoutMs: pollTimeout(now: now))
+            if completed > 0 { continue }
+            try libcurl { () throws(CurlError) in try driver.wait(timeoutMs: pollTimeout(now: now)) }
         }
         runAfterWrites(waiting: true)
         try throwIfStopped()
@@ -612,26 +610,13 @@ final class FetchEngine {
         settle(w)
         let e = w.easy
         e.reset()
-        var extra: [String] = []
-        let src = sources[w.source % sources.count]
-        if target.ranged, let v = src.ifRange { extra.append("If-Range: \(v)") }
-        e.configure(url: src.url, options: src.withoutCredentials ? strippedTransfer : settings.transfer, extraHeaders: extra,
-            lowSpeedBackstop: false)
-        if target.ranged {
-            e.set(CURLOPT_RANGE, "\(bytes.lowerBound)-\(bytes.upperBound - 1)")
+        do throws(CurlError) {
+            try configureRequest(e, for: w, bytes: bytes, fresh: fresh, newPath: newPath)
+        } catch {
+            if fatalError == nil { fatalError = SeggetError(error) }
+            return
         }
-        if fresh {
-            e.set(CURLOPT_FRESH_CONNECT, true)
-        }
-        if newPath, let port = Self.randomSourcePort() {
-            e.set(CURLOPT_LOCALPORT, port)
-            e.set(CURLOPT_LOCALPORTRANGE, Self.sourcePortTries)
-        }
-        let ud = Unmanaged.passUnretained(w).toOpaque()
-        e.set(CURLOPT_WRITEFUNCTION, dataCallback: workerWriteCallback)
-        e.set(CURLOPT_WRITEDATA, pointer: ud)
-        w.headCollector.head = ResponseHead()
-        e.collectHeaders(into: w.headCollector)
+        w.head = ResponseHead()
         w.validated = false
         w.stop = .none
         // Bytes of the chunk this worker already received before `bytes` still count as progress.
@@ -658,7 +643,32 @@ final class FetchEngine {
         w.rampStart = false
         w.paused = false
         w.active = true
-        multi.add(e)
+        do throws(CurlError) {
+            try driver.start(e, for: self)
+        } catch {
+            w.active = false
+            if fatalError == nil { fatalError = SeggetError(error) }
+        }
+    }
+
+    /// The request `start` sends: `bytes` of `w`'s source, over a new connection when `fresh`, from a
+    /// random source port when `newPath`.
+    private func configureRequest(_ e: EasyHandle, for w: Worker, bytes: Range<Int64>, fresh: Bool, newPath: Bool) throws(CurlError) {
+        var extra: [String] = []
+        let src = sources[w.source % sources.count]
+        if target.ranged, let v = src.ifRange { extra.append("If-Range: \(v)") }
+        try e.configure(url: src.url, options: src.withoutCredentials ? strippedTransfer : settings.transfer, extraHeaders: extra,
+            lowSpeedBackstop: false)
+        if target.ranged {
+            try e.setRange(bytes)
+        }
+        if fresh {
+            try e.setFreshConnect(true)
+        }
+        if newPath, let port = Self.randomSourcePort() {
+            try e.setLocalPort(port, tries: Self.sourcePortTries)
+        }
+        e.delegate = w
     }
 
     /// The connections start one after another, `rampStep` apart, so that their first requests
@@ -693,11 +703,11 @@ final class FetchEngine {
     // MARK: The hot path
 
     /// The write callback: validates the response once, then pwrites each byte at its offset.
-    /// Returns fewer bytes than given to make libcurl abort the transfer.
-    func receive(_ w: Worker, _ ptr: UnsafeRawPointer, _ n: Int) -> Int {
+    /// `.abort` ends the transfer (with `CurlCode.writeError`); `.pause` holds the bytes for `--max-speed`.
+    func receive(_ w: Worker, _ ptr: UnsafeRawPointer, _ n: Int) -> WriteDecision {
         if !w.validated {
             validate(w)
-            guard case .none = w.stop else { return 0 }
+            guard case .none = w.stop else { return .abort }
             firstByteWaits.append(max(0, lastLoopTime - w.requestStartedAt - (w.held(at: lastLoopTime) - w.heldAtRequest)))
             if firstByteWaits.count > 16 { firstByteWaits.removeFirst() }
             if w.firstByteAt == nil {
@@ -706,14 +716,14 @@ final class FetchEngine {
                 w.bytesAtFirstByte = w.transferBytes
             }
         }
-        guard case .none = w.stop else { return 0 }
+        guard case .none = w.stop else { return .abort }
         if budget != nil {
             budget!.refill(now: monotonicSeconds())
             guard budget!.allowsReceiving else {
-                // libcurl keeps these bytes and hands them over again after `curl_easy_pause`.
+                // libcurl keeps these bytes and hands them over again after `unpause()`.
                 w.paused = true
                 if w.pausedAt == nil { w.pausedAt = budget!.updatedAt }
-                return Int(CURL_WRITEFUNC_PAUSE)
+                return .pause
             }
             budget!.spend(n)
         }
@@ -729,7 +739,7 @@ final class FetchEngine {
                 } else {
                     w.stop = .fatal(SeggetError(.protocolViolation, "the server sent more than the \(w.end) bytes it announced; the file on the server may have changed. Run the command again."))
                 }
-                return offset
+                return .abort
             }
             let take = min(n - offset, Int(min(room, w.chunkEnd - w.pos)))
             let flushed = writer.append(w.staging, ptr + offset, count: take, at: w.pos)
@@ -743,9 +753,9 @@ final class FetchEngine {
             } else if flushed {
                 moveSlot(w, atLeast: Self.slotStep)
             }
-            if case .none = w.stop {} else { return offset == n ? n : offset }
+            if case .none = w.stop {} else { return offset == n ? .proceed : .abort }
         }
-        return n
+        return .proceed
     }
 
     /// Hands what `w` has staged to the writer, so that every byte before `w.pos` is written or
@@ -756,7 +766,7 @@ final class FetchEngine {
 
     /// Ends `w`'s transfer (if libcurl has not already) and hands over what it received.
     private func detach(_ w: Worker) {
-        multi.remove(w.easy)
+        driver.cancel(w.easy)
         w.active = false
         settle(w)
     }
@@ -890,7 +900,7 @@ final class FetchEngine {
             let now = monotonicSeconds()
             slowRule.recordFinished(id: w.id, bytes: w.transferBytes, seconds: now - w.transferStartedAt, heldSeconds: w.held(at: now) - w.heldAtTransfer, now: now)
         }
-        trace("w\(w.id) done code=\(code.rawValue) stop=\(w.stop) pos=\(w.pos) end=\(w.end) port=\(w.easy.localPort) rate=\(Format.rate(Double(w.transferBytes) / max(0.001, monotonicSeconds() - w.transferStartedAt)))")
+        trace("w\(w.id) done code=\(code.rawValue) stop=\(w.stop) pos=\(w.pos) end=\(w.end) port=\((try? w.easy.localPort()).map(String.init) ?? "?") rate=\(Format.rate(Double(w.transferBytes) / max(0.001, monotonicSeconds() - w.transferStartedAt)))")
         // No response head at all (refused, reset, timed out): a network failure, not an HTTP answer.
         if case .none = w.stop, !w.validated, w.head.status != 0 { validate(w) }
         let reason = w.stop
@@ -964,7 +974,7 @@ final class FetchEngine {
         for id in pendingRemoval {
             let w = workers[id]
             if w.active {
-                multi.remove(w.easy)
+                driver.cancel(w.easy)
                 w.active = false
             }
             // It lost the race: another connection wrote this chunk.
@@ -1010,8 +1020,8 @@ final class FetchEngine {
 
     /// Resumes transfers paused by `--max-speed` while the budget allows, starting after the one resumed
     /// first last time, so that every connection gets its turn. Resuming can hand over the held bytes
-    /// at once (`receive` runs inside `curl_easy_pause`) and pause the transfer again.
-    private func resumePausedTransfers() {
+    /// at once (`receive` runs inside `unpause()`) and pause the transfer again.
+    private func resumePausedTransfers() throws(SeggetError) {
         guard budget != nil, workers.contains(where: { $0.paused }) else { return }
         budget!.refill(now: monotonicSeconds())
         let n = workers.count
@@ -1024,7 +1034,13 @@ final class FetchEngine {
             guard w.active else { continue }
             w.lastByteAt = monotonicSeconds()
             resumeCursor = (w.id + 1) % n
-            _ = curl_easy_pause(w.easy.raw, 0)  // CURLPAUSE_CONT
+            do throws(CurlError) {
+                try w.easy.unpause()
+            } catch where error.code == .easy(.writeError) {
+                // `receive` refused the held bytes and recorded why; the transfer ends with this error.
+            } catch {
+                throw SeggetError(error)
+            }
         }
     }
 
@@ -1096,7 +1112,7 @@ final class FetchEngine {
                 w.end = w.chunkEnd
             case .redial:
                 w.redials += 1
-                trace("w\(w.id) redial at \(Format.rate(v.rate)) vs typical \(Format.rate(v.typical)) (first bytes take \(Format.fixed(usualFirstByteWait ?? -1, 3)) s) port=\(w.easy.localPort)\(w.isDuplicate ? " (racer)" : "")")
+                trace("w\(w.id) redial at \(Format.rate(v.rate)) vs typical \(Format.rate(v.typical)) (first bytes take \(Format.fixed(usualFirstByteWait ?? -1, 3)) s) port=\((try? w.easy.localPort()).map(String.init) ?? "?")\(w.isDuplicate ? " (racer)" : "")")
                 scheduler.releaseNotStarted(of: w.id)
                 w.end = min(w.end, w.chunkEnd)
                 onEvent?(.redial(connection: w.id, reason: "\(Format.rate(v.rate)) against a median of \(Format.rate(v.typical))"))
@@ -1285,4 +1301,12 @@ func sampledRate(_ samples: [(Double, Int64)], endingAt end: Double, window: Dou
         last.0 - first.0 >= max(minSpan, 0.001)
     else { return nil }
     return Double(last.1 - first.1) / (last.0 - first.0)
+}
+
+extension FetchEngine: TransferClient {
+    /// A connection's transfer ended (the driver has removed it already).
+    func transferDriver(_ driver: TransferDriver, completed handle: EasyHandle, with code: CurlCode) {
+        guard let w = workers.first(where: { $0.easy === handle }) else { return }
+        finish(w, code: code)
+    }
 }
