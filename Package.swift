@@ -23,6 +23,9 @@ let package = Package(
             pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
+        // The libcurl driver: easy and multi handles with named, checked setters, write decisions as an
+        // enum, and one loop that runs the transfers of several downloads. The only importer of CCurl.
+        .target(name: "SeggetCurl", dependencies: ["CCurl"]),
         // OpenSSL libcrypto (EVP digests) for the verifier.
         .systemLibrary(
             name: "CCrypto",
@@ -36,7 +39,7 @@ let package = Package(
         .systemLibrary(name: "CCRC32C"),
         .target(name: "SeggetJournal", dependencies: ["CCRC32C"]),
         // The engine: probe, plan, fetch, storage, download orchestration.
-        .target(name: "Segget", dependencies: ["CCurl", "SeggetVerify", "SeggetJournal"]),
+        .target(name: "Segget", dependencies: ["SeggetCurl", "SeggetVerify", "SeggetJournal"]),
         // SQLite for the download queue's durable state.
         .systemLibrary(
             name: "CSQLite",
@@ -71,6 +74,7 @@ let package = Package(
         .executableTarget(name: "segget-queue-example", dependencies: ["SeggetQueue"], path: "Examples/QueueDownload"),
 
         .testTarget(name: "SeggetTests", dependencies: ["Segget"]),
+        .testTarget(name: "SeggetCurlTests", dependencies: ["SeggetCurl", "SeggetTestServer"]),
         .testTarget(name: "SeggetVerifyTests", dependencies: ["SeggetVerify"]),
         .testTarget(name: "SeggetJournalTests", dependencies: ["SeggetJournal"]),
         .testTarget(name: "SeggetQueueTests", dependencies: ["SeggetQueue", "SeggetTestServer"]),

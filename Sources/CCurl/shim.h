@@ -68,4 +68,9 @@ static inline long segget_curl_global_all(void) { return CURL_GLOBAL_ALL; }
 static inline long segget_curl_http_version_1_1(void) { return CURL_HTTP_VERSION_1_1; }
 static inline long segget_curl_http_version_2tls(void) { return CURL_HTTP_VERSION_2TLS; }
 static inline long segget_curl_auth_basic(void) { return (long)CURLAUTH_BASIC; }
+// CURLVERSION_NOW is a macro naming an enum value, which Swift does not import.
+static inline const char *segget_curl_version(void) {
+    const curl_version_info_data *info = curl_version_info(CURLVERSION_NOW);
+    return info && info->version ? info->version : "(unknown)";
+}
 #endif

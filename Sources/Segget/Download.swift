@@ -1,5 +1,6 @@
 import Dispatch
 import Glibc
+import SeggetCurl
 import SeggetJournal
 import SeggetVerify
 

@@ -1,4 +1,4 @@
-import CCurl
+import SeggetCurl
 import Glibc
 import SeggetJournal
 
@@ -8,8 +8,7 @@ final class ConnectionIO {
     let id: Int
     let easy = EasyHandle()
     unowned(unsafe) var engine: FetchEngine!
-    let headCollector = HeadCollector()
-    var head: ResponseHead { headCollector.head }
+    var head = ResponseHead()
     /// Received bytes not yet written: `staging.start..<pos` (see `StagedWriter`).
     var staging: Staging!
     /// Where this connection's progress slot was last written up to.
@@ -18,17 +17,17 @@ final class ConnectionIO {
     init(id: Int) { self.id = id }
 }
 
-private func connectionWriteCallback(
-    _ ptr: UnsafeMutablePointer<CChar>?, _ size: Int, _ n: Int, _ ud: UnsafeMutableRawPointer?
-) -> Int {
-    guard let ptr, let ud else { return 0 }
-    let c = Unmanaged<ConnectionIO>.fromOpaque(ud).takeUnretainedValue()
-    return c.engine.receive(c, UnsafeRawPointer(ptr), size * n)
+extension ConnectionIO: TransferDelegate {
+    func transfer(_ handle: EasyHandle, received body: UnsafeRawBufferPointer) -> WriteDecision {
+        guard let ptr = body.baseAddress else { return .proceed }
+        return engine.receive(self, ptr, body.count)
+    }
+    func transfer(_ handle: EasyHandle, receivedHeaderLine line: String) { head.append(line: Substring(line)) }
 }
 
-/// The fetch loop: the I/O shell around a `Coordinator`. One libcurl multi handle drives one easy
-/// handle per connection, on the calling thread; the coordinator decides, the engine carries its
-/// commands out. Received bytes go through per-connection staging buffers to the `StagedWriter`;
+/// The fetch loop: the I/O shell around a `Coordinator` (or a `SingleStream`). A `TransferDriver`
+/// runs one easy handle per connection on the calling thread, with this engine as its one client;
+/// the coordinator decides, the engine carries its commands out. Received bytes go through per-connection staging buffers to the `StagedWriter`;
 /// what may happen only once they are in the file (journal bits, progress slots, the hasher's
 /// prefix) waits in the ledger of `FetchEngine+Writes.swift`.
 final class FetchEngine {
@@ -62,7 +61,8 @@ final class FetchEngine {
     var writebackStep: Int64 = 64 << 20
     var lastWriteback: Int64 = 0
 
-    private let multi: MultiHandle
+    /// Runs this engine's transfers; the engine is its one client (see `transferDriver(_:completed:with:)`).
+    private let driver: TransferDriver
     /// `SEGGET_DEBUG=1` traces scheduling decisions on stderr (for tuning, not for users).
     private let debug = getenv("SEGGET_DEBUG") != nil
     private lazy var strippedTransfer = settings.transfer.withoutCredentials()
@@ -94,7 +94,7 @@ final class FetchEngine {
          plan: ChunkPlan, isFinished: (Int) -> Bool, interrupt: InterruptFlag, multi: MultiHandle = MultiHandle(),
          partialChunks: [Int: Int64] = [:]) {
         self.target = target
-        self.multi = multi
+        driver = TransferDriver(multi: multi, clock: monotonicSeconds)
         self.settings = settings
         self.data = data
         let n = target.ranged ? settings.connections : 1
@@ -117,8 +117,6 @@ final class FetchEngine {
         coordinator.tracing = debug
         io = (0..<n).map { ConnectionIO(id: $0) }
         for c in io { c.engine = self }
-        multi.setMultiplexing(settings.transfer.http2)
-        multi.setMaxConnectionCache(max(n * 2, 16))
         if let cap = settings.maxSpeed { budget = RateBudget(bytesPerSecond: cap, now: monotonicSeconds()) }
         inFile = coordinator.finishedChunks
         prefixChunks = inFile.prefix(while: { $0 }).count
@@ -139,6 +137,10 @@ final class FetchEngine {
     /// Runs until every chunk is written. Throws `SeggetError`, `ResourceChanged` or `RangesIgnored`.
     func run() throws {
         startedAt = monotonicSeconds()
+        try libcurl { () throws(CurlError) in
+            try driver.multi.setMultiplexing(settings.transfer.http2)
+            try driver.multi.setMaxConnectionCache(max(io.count * 2, 16))
+        }
         trace("writes: \(writer.isDirect ? "O_DIRECT" : "page cache")")
         defer { trace("writes at the end: \(writer.isDirect ? "O_DIRECT" : "page cache"), \(writer.bytesWritten); waited \(Format.fixed(writer.waitedSeconds, 2)) s for the writer") }
         if let journal, settings.checkpointInterval > 0 {
@@ -146,7 +148,7 @@ final class FetchEngine {
         }
         defer {
             for c in io where coordinator.connections[c.id].machine.isTransferring {
-                multi.remove(c.easy)
+                driver.cancel(c.easy)
                 settle(c)
                 coordinator.removed(c.id, now: monotonicSeconds())
             }
@@ -173,15 +175,11 @@ final class FetchEngine {
             if isDone { break }
             execute(coordinator.startDue(now: now))
             execute(coordinator.assignIdle(now: monotonicSeconds()))
-            _ = multi.perform()
-            let completed = multi.completed()
-            for (h, code) in completed {
-                guard let c = io.first(where: { $0.easy.raw == h }) else { continue }
-                finish(c, code: code)
-            }
+            // Each ended transfer comes back through `transferDriver(_:completed:with:)`.
+            let completed = try libcurl(driver.performAndDispatch)
             flushRemovals()
             countWriterWaits()
-            resumePausedTransfers()
+            try resumePausedTransfers()
             runAfterWrites()
             collectVouched()
             try throwIfStopped()
@@ -197,8 +195,8 @@ final class FetchEngine {
             if isDone { break }
             // A connection that just finished gets its next work at once, not after the next poll
             // (which can wait up to 100 ms while the others receive in paced bursts).
-            if !completed.isEmpty { continue }
-            multi.poll(timeoutMs: pollTimeout(now: now))
+            if completed > 0 { continue }
+            try libcurl { () throws(CurlError) in try driver.wait(timeoutMs: pollTimeout(now: now)) }
         }
         runAfterWrites(waiting: true)
         try throwIfStopped()
@@ -238,7 +236,7 @@ final class FetchEngine {
             case .settle(let id):
                 settle(io[id])
             case .remove(let id):
-                multi.remove(io[id].easy)
+                driver.cancel(io[id].easy)
                 settle(io[id])
             case .event(let e):
                 onEvent?(e)
@@ -248,46 +246,54 @@ final class FetchEngine {
         }
     }
 
-    /// Sends connection `c`'s request for `bytes` (the coordinator has prepared its bookkeeping),
-    /// reusing a kept-alive connection unless `fresh` forces a new TCP connection; `newPath` also
-    /// gives it a random source port (see `randomSourcePort`).
+    /// Sends connection `c`'s request for `bytes` (the coordinator has prepared its bookkeeping).
+    /// A request libcurl refuses to set up ends the download.
     private func startRequest(_ c: ConnectionIO, bytes: Range<Int64>, fresh: Bool, newPath: Bool) {
         if c.staging == nil { c.staging = writer.makeStaging() }
         settle(c)
+        c.easy.reset()
+        c.head = ResponseHead()
+        c.slotPos = bytes.lowerBound
+        do throws(CurlError) {
+            try configureRequest(c, bytes: bytes, fresh: fresh, newPath: newPath)
+            try driver.start(c.easy, for: self)
+        } catch {
+            coordinator.removed(c.id, now: monotonicSeconds())
+            coordinator.fail(SeggetError(error))
+        }
+    }
+
+    /// The request `startRequest` sends: `bytes` of `c`'s source, reusing a kept-alive connection
+    /// unless `fresh` forces a new TCP connection; `newPath` also gives it a random source port (see
+    /// `randomSourcePort`).
+    private func configureRequest(_ c: ConnectionIO, bytes: Range<Int64>, fresh: Bool, newPath: Bool) throws(CurlError) {
         let e = c.easy
-        e.reset()
         var extra: [String] = []
         let src = target.sources[coordinator.connections[c.id].source % target.sources.count]
         if target.ranged, let v = src.ifRange { extra.append("If-Range: \(v)") }
-        e.configure(url: src.url, options: src.withoutCredentials ? strippedTransfer : settings.transfer, extraHeaders: extra,
+        try e.configure(url: src.url, options: src.withoutCredentials ? strippedTransfer : settings.transfer, extraHeaders: extra,
             lowSpeedBackstop: false)
         if target.ranged {
-            e.set(CURLOPT_RANGE, "\(bytes.lowerBound)-\(bytes.upperBound - 1)")
+            try e.setRange(bytes)
         }
         if fresh {
-            e.set(CURLOPT_FRESH_CONNECT, true)
+            try e.setFreshConnect(true)
         }
         if newPath, let port = Self.randomSourcePort() {
-            e.set(CURLOPT_LOCALPORT, port)
-            e.set(CURLOPT_LOCALPORTRANGE, Self.sourcePortTries)
+            try e.setLocalPort(port, tries: Self.sourcePortTries)
         }
-        let ud = Unmanaged.passUnretained(c).toOpaque()
-        e.set(CURLOPT_WRITEFUNCTION, dataCallback: connectionWriteCallback)
-        e.set(CURLOPT_WRITEDATA, pointer: ud)
-        c.headCollector.head = ResponseHead()
-        e.collectHeaders(into: c.headCollector)
-        c.slotPos = bytes.lowerBound
-        multi.add(e)
+        e.delegate = c
     }
 
     // MARK: The hot path
 
-    /// The write callback: judges the response once, then hands each byte to the writer at its
-    /// offset. Returns fewer bytes than given to make libcurl abort the transfer.
-    func receive(_ c: ConnectionIO, _ ptr: UnsafeRawPointer, _ n: Int) -> Int {
+    /// The body callback: judges the response once, then hands each byte to the writer at its
+    /// offset. `.abort` ends the transfer (with `CurlCode.writeError`); `.pause` holds the bytes for
+    /// `--max-speed`.
+    func receive(_ c: ConnectionIO, _ ptr: UnsafeRawPointer, _ n: Int) -> WriteDecision {
         let id = c.id
         if !coordinator.connections[id].machine.headJudged {
-            guard coordinator.headArrived(id, head: c.head, now: lastLoopTime) else { return 0 }
+            guard coordinator.headArrived(id, head: c.head, now: lastLoopTime) else { return .abort }
         }
         var allows = true
         if budget != nil {
@@ -296,14 +302,14 @@ final class FetchEngine {
         }
         switch coordinator.bytesArrived(id, budgetAllows: allows, now: budget?.updatedAt ?? lastLoopTime) {
         case .write: break
-        // libcurl keeps these bytes and hands them over again after `curl_easy_pause`.
-        case .pause: return Int(CURL_WRITEFUNC_PAUSE)
-        default: return 0
+        // libcurl keeps these bytes and hands them over again after `unpause()`.
+        case .pause: return .pause
+        default: return .abort
         }
         if budget != nil { budget!.spend(n) }
         var offset = 0
         while offset < n {
-            guard let room = coordinator.room(id, now: lastLoopTime) else { return offset }
+            guard let room = coordinator.room(id, now: lastLoopTime) else { return .abort }
             let take = min(n - offset, Int(room))
             let at = coordinator.connections[id].pos
             let flushed = writer.append(c.staging, ptr + offset, count: take, at: at)
@@ -313,17 +319,17 @@ final class FetchEngine {
             } else if flushed {
                 moveSlot(c, atLeast: Self.slotStep)
             }
-            if coordinator.connections[id].machine.stopReason != nil { return offset == n ? n : offset }
+            if coordinator.connections[id].machine.stopReason != nil { return offset == n ? .proceed : .abort }
         }
-        return n
+        return .proceed
     }
 
     // MARK: Completion
 
+    /// Connection `c`'s transfer ended (the driver has removed it already).
     private func finish(_ c: ConnectionIO, code: CurlCode) {
-        multi.remove(c.easy)
         settle(c)
-        trace("connection \(c.id) done code=\(code.rawValue) pos=\(coordinator.connections[c.id].pos) port=\(c.easy.localPort) rate=\(Format.rate(Double(coordinator.connections[c.id].transferBytes) / max(0.001, monotonicSeconds() - coordinator.connections[c.id].transferStartedAt)))")
+        trace("connection \(c.id) done code=\(code.rawValue) pos=\(coordinator.connections[c.id].pos) port=\((try? c.easy.localPort()).map(String.init) ?? "?") rate=\(Format.rate(Double(coordinator.connections[c.id].transferBytes) / max(0.001, monotonicSeconds() - coordinator.connections[c.id].transferStartedAt)))")
         let end: Coordinator.TransferEnd
         if code == .ok {
             end = .ok
@@ -342,7 +348,7 @@ final class FetchEngine {
         for id in pendingRemoval {
             let c = io[id]
             if coordinator.connections[id].machine.isTransferring {
-                multi.remove(c.easy)
+                driver.cancel(c.easy)
                 coordinator.removed(id, now: monotonicSeconds())
             }
             if let s = c.staging { writer.discard(s) }
@@ -368,8 +374,8 @@ final class FetchEngine {
 
     /// Resumes transfers paused by `--max-speed` while the budget allows, starting after the one resumed
     /// first last time, so that every connection gets its turn. Resuming can hand over the held bytes
-    /// at once (`receive` runs inside `curl_easy_pause`) and pause the transfer again.
-    private func resumePausedTransfers() {
+    /// at once (`receive` runs inside `unpause()`) and pause the transfer again.
+    private func resumePausedTransfers() throws(SeggetError) {
         guard budget != nil, coordinator.connections.contains(where: { $0.machine.isPaused }) else { return }
         budget!.refill(now: monotonicSeconds())
         let n = io.count
@@ -379,7 +385,13 @@ final class FetchEngine {
             guard coordinator.connections[c.id].machine.isPaused else { continue }
             coordinator.resume(c.id, now: monotonicSeconds())
             resumeCursor = (c.id + 1) % n
-            _ = curl_easy_pause(c.easy.raw, 0)  // CURLPAUSE_CONT
+            do throws(CurlError) {
+                try c.easy.unpause()
+            } catch where error.code == .easy(.writeError) {
+                // `receive` refused the held bytes and recorded why; the transfer ends with this error.
+            } catch {
+                throw SeggetError(error)
+            }
         }
     }
 
@@ -419,4 +431,12 @@ extension FetchEngine {
     var streamLength: Int64 { coordinator.connections[0].pos }
     /// Bytes received from the network in this run.
     var receivedBytes: Int64 { coordinator.receivedBytes }
+}
+
+extension FetchEngine: TransferClient {
+    /// A connection's transfer ended (the driver has removed it already).
+    func transferDriver(_ driver: TransferDriver, completed handle: EasyHandle, with code: CurlCode) {
+        guard let c = io.first(where: { $0.easy === handle }) else { return }
+        finish(c, code: code)
+    }
 }

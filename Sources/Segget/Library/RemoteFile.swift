@@ -1,3 +1,5 @@
+import SeggetCurl
+
 /// What one probing request learnt about a URL, before anything is downloaded.
 public struct RemoteFileInfo: Sendable, Equatable {
     /// The URL after redirects.

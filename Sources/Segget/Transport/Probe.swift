@@ -1,4 +1,4 @@
-import CCurl
+import SeggetCurl
 
 /// What one probing request learnt about the remote file.
 public struct ProbeResult: Sendable, Equatable {
@@ -34,9 +34,8 @@ public struct ProbeResult: Sendable, Equatable {
 }
 
 /// Collects one response's head (and the body of a 206, up to what was asked) from libcurl callbacks.
-final class ProbeContext {
-    let headCollector = HeadCollector()
-    var head: ResponseHead { headCollector.head }
+final class ProbeContext: TransferDelegate {
+    private(set) var head = ResponseHead()
     /// Bytes asked for (`Range: bytes=0-(limit-1)`).
     let limit: Int
     var body: [UInt8] = []
@@ -44,28 +43,22 @@ final class ProbeContext {
     var bodyStartedAt = 0.0
 
     init(limit: Int) { self.limit = limit }
-}
 
-private func probeWriteCallback(
-    _ ptr: UnsafeMutablePointer<CChar>?, _ size: Int, _ n: Int, _ ud: UnsafeMutableRawPointer?
-) -> Int {
-    guard let ud, let ptr else { return 0 }
-    let ctx = Unmanaged<ProbeContext>.fromOpaque(ud).takeUnretainedValue()
-    // Only a 206 has a body worth keeping (at most what was asked). Anything else would be the whole
-    // file: stop now, the fetch phase will ask again properly.
-    guard ctx.head.status == 206, ctx.head.contentEncoding == nil, ctx.body.count + size * n <= ctx.limit else { return 0 }
-    if ctx.body.isEmpty {
-        ctx.body.reserveCapacity(ctx.limit)
-        ctx.bodyStartedAt = monotonicSeconds()
+    func transfer(_ handle: EasyHandle, receivedHeaderLine line: String) {
+        head.append(line: Substring(line))
     }
-    ctx.body.append(contentsOf: UnsafeRawBufferPointer(start: ptr, count: size * n))
-    return size * n
-}
 
-/// Header bytes are Latin-1 on the wire (RFC 9110 §5.5); decode them as such so nothing is lost.
-func decodingLatin1(_ bytes: UnsafeRawBufferPointer) -> String {
-    if let s = String(validating: bytes, as: UTF8.self) { return s }
-    return String(String.UnicodeScalarView(bytes.map { Unicode.Scalar($0) }))
+    func transfer(_ handle: EasyHandle, received bytes: UnsafeRawBufferPointer) -> WriteDecision {
+        // Only a 206 has a body worth keeping (at most what was asked). Anything else would be the whole
+        // file: stop now, the fetch phase will ask again properly.
+        guard head.status == 206, head.contentEncoding == nil, body.count + bytes.count <= limit else { return .abort }
+        if body.isEmpty {
+            body.reserveCapacity(limit)
+            bodyStartedAt = monotonicSeconds()
+        }
+        body.append(contentsOf: bytes)
+        return .proceed
+    }
 }
 
 /// Sends the probing request and follows redirects under segget's policy: http and https only, at
@@ -101,7 +94,12 @@ struct Prober {
             if let deadline, deadline.remaining(now: monotonicSeconds()) <= 0 {
                 throw deadline.expired("the first request to \(URLParts.redactingCredentials(current))")
             }
-            let (ctx, code) = request(current, options: opts)
+            let (ctx, code): (ProbeContext, CurlCode)
+            do throws(CurlError) {
+                (ctx, code) = try request(current, options: opts)
+            } catch {
+                throw SeggetError(error)
+            }
             let head = ctx.head
             if head.status == 200 || head.status == 206, !(head.status == 206 && head.contentEncoding != nil),
                 let problem = head.framingProblem
@@ -110,7 +108,7 @@ struct Prober {
                 throw Self.framingError(problem, url: current)
             }
             if code != .ok && !(code == .writeError && head.isComplete) {
-                if let deadline, code == CurlCode(CURLE_OPERATION_TIMEDOUT), deadline.remaining(now: monotonicSeconds()) < 0.1 {
+                if let deadline, code == .operationTimedOut, deadline.remaining(now: monotonicSeconds()) < 0.1 {
                     throw deadline.expired("the first request to \(URLParts.redactingCredentials(current))")
                 }
                 throw Self.networkError(code, url: current, head: head)
@@ -158,27 +156,24 @@ struct Prober {
 
     /// One request with `Range: bytes=0-(firstBytes-1)`, performed to completion or until the head
     /// shows that the body is not worth reading.
-    private func request(_ url: String, options: TransferOptions) -> (ProbeContext, CurlCode) {
+    private func request(_ url: String, options: TransferOptions) throws(CurlError) -> (ProbeContext, CurlCode) {
         let ctx = ProbeContext(limit: max(1, firstBytes))
         let e = EasyHandle()
-        e.configure(url: url, options: options)
-        e.set(CURLOPT_RANGE, "0-\(ctx.limit - 1)")
+        try e.configure(url: url, options: options)
+        try e.setRange("0-\(ctx.limit - 1)")
         if let deadline {
             // The whole request, a server that never answers included, ends at the deadline.
             let ms = max(1, Int((deadline.remaining(now: monotonicSeconds()) * 1000).rounded(.up)))
-            e.set(CURLOPT_TIMEOUT_MS, ms)
-            e.set(CURLOPT_CONNECTTIMEOUT_MS, min(ms, Int(options.connectTimeout * 1000)))
+            try e.setTimeout(milliseconds: ms)
+            try e.setConnectTimeout(milliseconds: min(ms, Int(options.connectTimeout * 1000)))
         }
-        let ud = Unmanaged.passUnretained(ctx).toOpaque()
-        e.collectHeaders(into: ctx.headCollector)
-        e.set(CURLOPT_WRITEFUNCTION, dataCallback: probeWriteCallback)
-        e.set(CURLOPT_WRITEDATA, pointer: ud)
-        let code = withExtendedLifetime(ctx) {
+        e.delegate = ctx
+        let code = try withExtendedLifetime(ctx) { () throws(CurlError) -> CurlCode in
             guard let multi else { return e.perform() }
             // Timed from the head, not the first body byte: a server that answers at once and then
             // holds back the body (a trickle starting at one byte per second) is cut as soon.
             var headAt: Double?
-            return e.perform(on: multi) {
+            return try multi.performAlone(e) {
                 guard ctx.head.isComplete else { return false }
                 let now = monotonicSeconds()
                 if headAt == nil { headAt = now }
@@ -262,10 +257,10 @@ struct Prober {
     /// some 300 KiB of head), or `CURLE_TOO_LARGE` (100) from 8.6 on.
     static func headersTooLarge(_ code: CurlCode, head: ResponseHead) -> Bool {
         guard !head.isComplete else { return false }
-        switch CURLcode(rawValue: code.rawValue) {
-        case CURLE_OUT_OF_MEMORY: return true
-        case CURLE_RECV_ERROR: return head.byteCount >= 200 * 1024
-        default: return code.rawValue == 100
+        switch code {
+        case .outOfMemory, .tooLarge: return true
+        case .receiveError: return head.byteCount >= 200 * 1024
+        default: return false
         }
     }
 
@@ -274,21 +269,21 @@ struct Prober {
         if headersTooLarge(code, head: head) {
             return SeggetError(.protocolViolation, "the server's response headers are too large to accept (more than libcurl allows) for \(u); the server is misbehaving.", retryAdvice: .never)
         }
-        switch CURLcode(rawValue: code.rawValue) {
-        case CURLE_URL_MALFORMAT:
+        switch code {
+        case .urlMalformed:
             return SeggetError(.usage, "'\(u)' is not a valid URL.")
-        case CURLE_UNSUPPORTED_PROTOCOL:
+        case .unsupportedProtocol:
             return SeggetError(.usage, "'\(u)' uses a scheme segget does not download; use http:// or https://.")
-        case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE:
+        case .peerFailedVerification, .caCertBadFile:
             return SeggetError(.network, "the TLS certificate of \(u) could not be verified (\(code)); pass -k/--insecure only if you trust this server.", retryAdvice: .never)
-        case CURLE_COULDNT_RESOLVE_HOST:
+        case .couldNotResolveHost:
             return SeggetError(.network, "could not resolve the host of \(u); check the URL and your network.", retryAdvice: .once)
-        case CURLE_WEIRD_SERVER_REPLY:
+        case .weirdServerReply:
             // libcurl refuses a malformed head (an invalid or folded Content-Length, a bad status line).
             return SeggetError(.protocolViolation, "the answer from \(u) is not valid HTTP (\(code)); the server, or a proxy in between, is broken.", retryAdvice: .never)
-        case CURLE_COULDNT_CONNECT:
+        case .couldNotConnect:
             return SeggetError(.network, "could not connect to \(u); check that the server is up and reachable.")
-        case CURLE_OPERATION_TIMEDOUT:
+        case .operationTimedOut:
             return SeggetError(.network, "\(u) timed out; the network or server is too slow or unreachable.")
         default:
             return SeggetError(.network, "the request to \(u) failed: \(code).", retryAdvice: code.isTransient ? .mayChange : .never)

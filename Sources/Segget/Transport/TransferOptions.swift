@@ -1,4 +1,4 @@
-import CCurl
+import SeggetCurl
 
 /// Settings that apply to every HTTP request of a download.
 public struct TransferOptions: Sendable, Equatable {
@@ -38,35 +38,55 @@ extension EasyHandle {
     /// libcurl: the probe follows them itself so that it can apply segget's redirect policy.
     /// `lowSpeedBackstop`: let libcurl drop a silent connection too (the blocking probe has no loop
     /// of its own to watch it; the fetch loop measures stalls itself, to the second).
-    func configure(url: String, options: TransferOptions, extraHeaders: [String] = [], lowSpeedBackstop: Bool = true) {
-        set(CURLOPT_URL, url)
-        set(CURLOPT_PROTOCOLS_STR, "http,https")
-        set(CURLOPT_NOSIGNAL, true)
-        _ = segget_easy_set_cloexec_sockets(raw)
-        set(CURLOPT_FOLLOWLOCATION, false)
-        set(CURLOPT_USERAGENT, options.userAgent)
-        set(CURLOPT_CONNECTTIMEOUT_MS, Int(options.connectTimeout * 1000))
+    func configure(url: String, options: TransferOptions, extraHeaders: [String] = [], lowSpeedBackstop: Bool = true) throws(CurlError) {
+        try setURL(url)
+        try setAllowedProtocols("http,https")
+        try setNoSignal(true)
+        try setCloseSocketsOnExec()
+        try setFollowRedirects(false)
+        try setUserAgent(options.userAgent)
+        try setConnectTimeout(milliseconds: Int(options.connectTimeout * 1000))
         if options.stallTimeout > 0 && lowSpeedBackstop {
-            set(CURLOPT_LOW_SPEED_LIMIT, 1)
-            set(CURLOPT_LOW_SPEED_TIME, max(1, Int(options.stallTimeout.rounded(.up))))
+            try setLowSpeedLimit(bytesPerSecond: 1, seconds: max(1, Int(options.stallTimeout.rounded(.up))))
         }
-        set(CURLOPT_SSL_VERIFYPEER, !options.insecure)
-        set(CURLOPT_SSL_VERIFYHOST, options.insecure ? 0 : 2)
-        set(CURLOPT_HTTP_VERSION, options.http2 ? segget_curl_http_version_2tls() : segget_curl_http_version_1_1())
-        set(CURLOPT_BUFFERSIZE, options.receiveBufferSize)
-        set(CURLOPT_TCP_KEEPALIVE, true)
+        try setVerifyTLS(!options.insecure)
+        do throws(CurlError) {
+            try setHTTPVersion(options.http2 ? .http2OverTLS : .http1_1)
+        } catch where error.code == .easy(.unsupportedProtocol) {
+            // A libcurl built without HTTP/2 says so here; `--http2` only allows HTTP/2, so the
+            // download goes on over HTTP/1.1 as it always did.
+            try setHTTPVersion(.http1_1)
+        }
+        try setReceiveBufferSize(options.receiveBufferSize)
+        try setTCPKeepAlive(true)
         if let c = options.credentials {
             // Basic, sent with the first request as curl -u does: many file servers never send a 401.
-            set(CURLOPT_USERPWD, c)
-            set(CURLOPT_HTTPAUTH, segget_curl_auth_basic())
+            try setBasicCredentials(c)
         }
-        if options.useNetrc { set(CURLOPT_NETRC, 1) }  // CURL_NETRC_OPTIONAL
+        if options.useNetrc { try setUseNetrc() }
         if let c = options.cookie {
             // A value with '=' is a cookie string; anything else names a cookie file.
-            if c.contains("=") { set(CURLOPT_COOKIE, c) } else { set(CURLOPT_COOKIEFILE, c) }
+            if c.contains("=") { try setCookie(c) } else { try setCookieFile(c) }
         }
-        if let r = options.referer { set(CURLOPT_REFERER, r) }
-        if let p = options.proxy { set(CURLOPT_PROXY, p) }
-        setHeaders(options.headers + extraHeaders)
+        if let r = options.referer { try setReferer(r) }
+        if let p = options.proxy { try setProxy(p) }
+        try setHeaders(options.headers + extraHeaders)
+    }
+}
+
+extension SeggetError {
+    /// libcurl refused an option or failed a call that segget makes on every transfer: the libcurl
+    /// installed is too old or built without something segget needs. Retrying cannot help.
+    init(_ error: CurlError) {
+        self.init(.internalError, error.description, retryAdvice: .never)
+    }
+}
+
+/// Runs libcurl calls whose failure ends the download: a `CurlError` becomes the `SeggetError` above.
+func libcurl<T>(_ body: () throws(CurlError) -> T) throws(SeggetError) -> T {
+    do throws(CurlError) {
+        return try body()
+    } catch {
+        throw SeggetError(error)
     }
 }

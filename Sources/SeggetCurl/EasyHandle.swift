@@ -1,0 +1,315 @@
+import CCurl
+
+/// What a transfer's receiver wants done with the body bytes it was just handed.
+package enum WriteDecision: Equatable, Sendable {
+    /// The bytes were taken; go on receiving.
+    case proceed
+    /// Take none of these bytes now: libcurl keeps them and hands them over again, first of all,
+    /// after `EasyHandle.unpause()`. (The C value is `CURL_WRITEFUNC_PAUSE`.)
+    case pause
+    /// End the transfer; it completes with `CurlCode.writeError`. Bytes of this call that the
+    /// receiver already used stay used. (libcurl is told fewer bytes were taken than given.)
+    case abort
+}
+
+/// Receives what one transfer delivers, from inside `curl_multi_perform` (or `curl_easy_perform`,
+/// or `curl_easy_pause` when a paused transfer is resumed), on the thread that drives it.
+package protocol TransferDelegate: AnyObject {
+    /// Some body bytes; valid only during the call.
+    func transfer(_ handle: EasyHandle, received body: UnsafeRawBufferPointer) -> WriteDecision
+    /// One response header line as sent (CRLF included; a blank line ends the head), Latin-1 decoded.
+    func transfer(_ handle: EasyHandle, receivedHeaderLine line: String)
+}
+
+/// Which HTTP versions a request may use.
+package enum HTTPVersion: Sendable {
+    /// HTTP/1.1 only.
+    case http1_1
+    /// HTTP/2 over TLS when the server offers it, else HTTP/1.1 (`CURL_HTTP_VERSION_2TLS`).
+    case http2OverTLS
+}
+
+/// One libcurl easy handle: one transfer at a time, reused (with `reset()`) for the next.
+///
+/// Every option has a named setter that throws `CurlError` when libcurl refuses the value or does not
+/// know the option, so that nothing is silently left at its default. Body bytes and header lines go
+/// to `delegate` (none set: they are dropped), never to libcurl's default of standard output.
+package final class EasyHandle {
+    let raw: UnsafeMutableRawPointer
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+    /// Who receives this handle's body and header lines. Weak: the owner usually holds the handle.
+    package weak var delegate: (any TransferDelegate)?
+    /// True while the body is paused by `.pause` or `pause()`, until `unpause()`.
+    package private(set) var isPaused = false
+
+    package init() {
+        CurlGlobal.ensure()
+        guard let h = curl_easy_init() else { fatalError("curl_easy_init failed: out of memory") }
+        raw = h
+        installCallbacks()
+    }
+
+    deinit {
+        curl_easy_cleanup(raw)
+        if let headerList { curl_slist_free_all(headerList) }
+    }
+
+    /// Forgets all options (keeping live connections and caches), as between two transfers. The
+    /// delegate stays.
+    ///
+    /// The corresponding C function is `curl_easy_reset`.
+    package func reset() {
+        curl_easy_reset(raw)
+        if let headerList { curl_slist_free_all(headerList) }
+        headerList = nil
+        isPaused = false
+        installCallbacks()
+    }
+
+    /// Points libcurl's write and header callbacks at this handle. These options exist in every
+    /// libcurl, so a refusal is a broken library, not a condition to handle.
+    private func installCallbacks() {
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        let data: [(CURLoption, String)] = [(CURLOPT_WRITEDATA, "CURLOPT_WRITEDATA"), (CURLOPT_HEADERDATA, "CURLOPT_HEADERDATA")]
+        for (option, name) in data {
+            let rc = CurlCode(segget_easy_setopt_ptr(raw, option, me))
+            precondition(rc == .ok, CurlError(rc, name).description)
+        }
+        let functions: [(CURLoption, String, segget_curl_data_cb)] = [
+            (CURLOPT_WRITEFUNCTION, "CURLOPT_WRITEFUNCTION", bodyTrampoline),
+            (CURLOPT_HEADERFUNCTION, "CURLOPT_HEADERFUNCTION", headerTrampoline),
+        ]
+        for (option, name, function) in functions {
+            let rc = CurlCode(segget_easy_setopt_data_cb(raw, option, function))
+            precondition(rc == .ok, CurlError(rc, name).description)
+        }
+    }
+
+    // MARK: Typed setters (private): each checks its CURLcode
+
+    private func check(_ rc: CURLcode, _ name: String) throws(CurlError) {
+        guard rc == CURLE_OK else { throw CurlError(CurlCode(rc), name) }
+    }
+    private func set(_ o: CURLoption, _ name: String, long v: Int) throws(CurlError) {
+        try check(segget_easy_setopt_long(raw, o, v), name)
+    }
+    private func set(_ o: CURLoption, _ name: String, offset v: Int64) throws(CurlError) {
+        try check(segget_easy_setopt_off(raw, o, curl_off_t(v)), name)
+    }
+    /// libcurl copies string options (since 7.17), so a temporary C string is fine.
+    private func set(_ o: CURLoption, _ name: String, string v: String?) throws(CurlError) {
+        let rc: CURLcode
+        if let v { rc = v.withCString { segget_easy_setopt_string(raw, o, $0) } } else { rc = segget_easy_setopt_ptr(raw, o, nil) }
+        try check(rc, name)
+    }
+
+    // MARK: Named setters
+
+    /// The URL to fetch (`CURLOPT_URL`).
+    package func setURL(_ url: String) throws(CurlError) { try set(CURLOPT_URL, "CURLOPT_URL", string: url) }
+    /// The schemes a request may use, such as "http,https" (`CURLOPT_PROTOCOLS_STR`, libcurl 7.85).
+    package func setAllowedProtocols(_ list: String) throws(CurlError) {
+        try set(CURLOPT_PROTOCOLS_STR, "CURLOPT_PROTOCOLS_STR", string: list)
+    }
+    /// A byte range "first-last", or nil for the whole body (`CURLOPT_RANGE`).
+    package func setRange(_ range: String?) throws(CurlError) { try set(CURLOPT_RANGE, "CURLOPT_RANGE", string: range) }
+    /// The half-open byte range `bytes` (`CURLOPT_RANGE`).
+    package func setRange(_ bytes: Range<Int64>) throws(CurlError) {
+        try setRange("\(bytes.lowerBound)-\(bytes.upperBound - 1)")
+    }
+    /// Open a new connection for the next transfer instead of reusing a cached one (`CURLOPT_FRESH_CONNECT`).
+    package func setFreshConnect(_ on: Bool) throws(CurlError) {
+        try set(CURLOPT_FRESH_CONNECT, "CURLOPT_FRESH_CONNECT", long: on ? 1 : 0)
+    }
+    /// Bind the local end to `port`, or to one of the `tries` ports from it (`CURLOPT_LOCALPORT`,
+    /// `CURLOPT_LOCALPORTRANGE`).
+    package func setLocalPort(_ port: Int, tries: Int) throws(CurlError) {
+        try set(CURLOPT_LOCALPORT, "CURLOPT_LOCALPORT", long: port)
+        try set(CURLOPT_LOCALPORTRANGE, "CURLOPT_LOCALPORTRANGE", long: tries)
+    }
+    /// Never raise signals (timeouts without SIGALRM; needed with threads) (`CURLOPT_NOSIGNAL`).
+    package func setNoSignal(_ on: Bool) throws(CurlError) { try set(CURLOPT_NOSIGNAL, "CURLOPT_NOSIGNAL", long: on ? 1 : 0) }
+    /// Marks every socket libcurl opens close-on-exec, so that none leaks into a child process
+    /// (`CURLOPT_SOCKOPTFUNCTION`).
+    package func setCloseSocketsOnExec() throws(CurlError) {
+        try check(segget_easy_set_cloexec_sockets(raw), "CURLOPT_SOCKOPTFUNCTION")
+    }
+    /// Let libcurl follow redirects itself (`CURLOPT_FOLLOWLOCATION`).
+    package func setFollowRedirects(_ on: Bool) throws(CurlError) {
+        try set(CURLOPT_FOLLOWLOCATION, "CURLOPT_FOLLOWLOCATION", long: on ? 1 : 0)
+    }
+    /// How many redirects libcurl follows when it follows them (`CURLOPT_MAXREDIRS`).
+    package func setMaxRedirects(_ n: Int) throws(CurlError) { try set(CURLOPT_MAXREDIRS, "CURLOPT_MAXREDIRS", long: n) }
+    /// `CURLOPT_USERAGENT`.
+    package func setUserAgent(_ agent: String) throws(CurlError) { try set(CURLOPT_USERAGENT, "CURLOPT_USERAGENT", string: agent) }
+    /// The longest a connection may take to open, in milliseconds (`CURLOPT_CONNECTTIMEOUT_MS`).
+    package func setConnectTimeout(milliseconds ms: Int) throws(CurlError) {
+        try set(CURLOPT_CONNECTTIMEOUT_MS, "CURLOPT_CONNECTTIMEOUT_MS", long: ms)
+    }
+    /// The longest the whole transfer may take, in milliseconds; 0 for no limit (`CURLOPT_TIMEOUT_MS`).
+    package func setTimeout(milliseconds ms: Int) throws(CurlError) {
+        try set(CURLOPT_TIMEOUT_MS, "CURLOPT_TIMEOUT_MS", long: ms)
+    }
+    /// Abort when fewer than `bytesPerSecond` arrive for `seconds` (`CURLOPT_LOW_SPEED_LIMIT`, `_TIME`).
+    package func setLowSpeedLimit(bytesPerSecond: Int, seconds: Int) throws(CurlError) {
+        try set(CURLOPT_LOW_SPEED_LIMIT, "CURLOPT_LOW_SPEED_LIMIT", long: bytesPerSecond)
+        try set(CURLOPT_LOW_SPEED_TIME, "CURLOPT_LOW_SPEED_TIME", long: seconds)
+    }
+    /// Check the server's certificate, and that it names the host (`CURLOPT_SSL_VERIFYPEER`, `_VERIFYHOST`).
+    package func setVerifyTLS(_ on: Bool) throws(CurlError) {
+        try set(CURLOPT_SSL_VERIFYPEER, "CURLOPT_SSL_VERIFYPEER", long: on ? 1 : 0)
+        try set(CURLOPT_SSL_VERIFYHOST, "CURLOPT_SSL_VERIFYHOST", long: on ? 2 : 0)
+    }
+    /// `CURLOPT_HTTP_VERSION`.
+    package func setHTTPVersion(_ v: HTTPVersion) throws(CurlError) {
+        let value = switch v {
+        case .http1_1: segget_curl_http_version_1_1()
+        case .http2OverTLS: segget_curl_http_version_2tls()
+        }
+        try set(CURLOPT_HTTP_VERSION, "CURLOPT_HTTP_VERSION", long: value)
+    }
+    /// The receive buffer: large buffers mean fewer callbacks and syscalls (`CURLOPT_BUFFERSIZE`).
+    package func setReceiveBufferSize(_ bytes: Int) throws(CurlError) {
+        try set(CURLOPT_BUFFERSIZE, "CURLOPT_BUFFERSIZE", long: bytes)
+    }
+    /// `CURLOPT_TCP_KEEPALIVE`.
+    package func setTCPKeepAlive(_ on: Bool) throws(CurlError) {
+        try set(CURLOPT_TCP_KEEPALIVE, "CURLOPT_TCP_KEEPALIVE", long: on ? 1 : 0)
+    }
+    /// `user:password`, sent with Basic authentication on the first request as `curl -u` does
+    /// (`CURLOPT_USERPWD`, `CURLOPT_HTTPAUTH`).
+    package func setBasicCredentials(_ userAndPassword: String) throws(CurlError) {
+        try set(CURLOPT_USERPWD, "CURLOPT_USERPWD", string: userAndPassword)
+        try set(CURLOPT_HTTPAUTH, "CURLOPT_HTTPAUTH", long: segget_curl_auth_basic())
+    }
+    /// Read credentials from ~/.netrc when it has some for the host (`CURLOPT_NETRC`, `CURL_NETRC_OPTIONAL`).
+    package func setUseNetrc() throws(CurlError) { try set(CURLOPT_NETRC, "CURLOPT_NETRC", long: 1) }
+    /// A `Cookie` header value (`CURLOPT_COOKIE`).
+    package func setCookie(_ cookie: String) throws(CurlError) { try set(CURLOPT_COOKIE, "CURLOPT_COOKIE", string: cookie) }
+    /// A cookie file to read (`CURLOPT_COOKIEFILE`).
+    package func setCookieFile(_ path: String) throws(CurlError) {
+        try set(CURLOPT_COOKIEFILE, "CURLOPT_COOKIEFILE", string: path)
+    }
+    /// `CURLOPT_REFERER`.
+    package func setReferer(_ referer: String) throws(CurlError) { try set(CURLOPT_REFERER, "CURLOPT_REFERER", string: referer) }
+    /// An explicit proxy; without one libcurl reads http_proxy, https_proxy and no_proxy (`CURLOPT_PROXY`).
+    package func setProxy(_ proxy: String) throws(CurlError) { try set(CURLOPT_PROXY, "CURLOPT_PROXY", string: proxy) }
+    /// Largest body accepted, in bytes (`CURLOPT_MAXFILESIZE_LARGE`).
+    package func setMaxFileSize(_ bytes: Int64) throws(CurlError) {
+        try set(CURLOPT_MAXFILESIZE_LARGE, "CURLOPT_MAXFILESIZE_LARGE", offset: bytes)
+    }
+
+    /// Replaces the extra request header lines (`Name: value`) (`CURLOPT_HTTPHEADER`).
+    package func setHeaders(_ lines: [String]) throws(CurlError) {
+        var list: UnsafeMutablePointer<curl_slist>?
+        for line in lines {
+            guard let longer = curl_slist_append(list, line) else {
+                if let list { curl_slist_free_all(list) }
+                throw CurlError(.outOfMemory, "curl_slist_append")
+            }
+            list = longer
+        }
+        let rc = segget_easy_setopt_slist(raw, CURLOPT_HTTPHEADER, list)
+        guard rc == CURLE_OK else {
+            if let list { curl_slist_free_all(list) }
+            throw CurlError(CurlCode(rc), "CURLOPT_HTTPHEADER")
+        }
+        // libcurl uses the list until the next transfer's options replace it: keep it until then.
+        if let headerList { curl_slist_free_all(headerList) }
+        headerList = list
+    }
+
+    // MARK: Pausing
+
+    /// Stops delivering body bytes until `unpause()`, as a `.pause` decision does.
+    ///
+    /// The corresponding C function is `curl_easy_pause` with `CURLPAUSE_RECV`.
+    package func pause() throws(CurlError) {
+        try check(curl_easy_pause(raw, CURLPAUSE_RECV), "curl_easy_pause")
+        isPaused = true
+    }
+
+    /// Resumes a paused transfer. libcurl hands over the bytes it held back at once, from inside this
+    /// call, so the delegate may pause the transfer again before it returns, or abort it: then this
+    /// throws `writeError`, and the transfer completes with that error on the next `perform`.
+    ///
+    /// The corresponding C function is `curl_easy_pause` with `CURLPAUSE_CONT`.
+    package func unpause() throws(CurlError) {
+        isPaused = false
+        try check(curl_easy_pause(raw, CURLPAUSE_CONT), "curl_easy_pause")
+    }
+
+    // MARK: Blocking perform
+
+    /// Runs the transfer to its end on the calling thread, outside any multi handle.
+    ///
+    /// The corresponding C function is `curl_easy_perform`.
+    package func perform() -> CurlCode { CurlCode(curl_easy_perform(raw)) }
+
+    // MARK: Info
+
+    private func info(_ i: CURLINFO, _ name: String) throws(CurlError) -> Int {
+        var v = 0
+        try check(segget_easy_getinfo_long(raw, i, &v), name)
+        return v
+    }
+
+    /// The last response's status code, 0 before any (`CURLINFO_RESPONSE_CODE`).
+    package func responseCode() throws(CurlError) -> Int { try info(CURLINFO_RESPONSE_CODE, "CURLINFO_RESPONSE_CODE") }
+    /// The local port of the last connection used (`CURLINFO_LOCAL_PORT`).
+    package func localPort() throws(CurlError) -> Int { try info(CURLINFO_LOCAL_PORT, "CURLINFO_LOCAL_PORT") }
+    /// The last URL used (`CURLINFO_EFFECTIVE_URL`).
+    package func effectiveURL() throws(CurlError) -> String? {
+        var p: UnsafeMutablePointer<CChar>?
+        try check(segget_easy_getinfo_string(raw, CURLINFO_EFFECTIVE_URL, &p), "CURLINFO_EFFECTIVE_URL")
+        return p.map { String(cString: $0) }
+    }
+    /// The body length the response announced, nil when it announced none
+    /// (`CURLINFO_CONTENT_LENGTH_DOWNLOAD_T`).
+    package func contentLength() throws(CurlError) -> Int64? {
+        var v: curl_off_t = -1
+        try check(segget_easy_getinfo_off(raw, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &v), "CURLINFO_CONTENT_LENGTH_DOWNLOAD_T")
+        return v < 0 ? nil : Int64(v)
+    }
+    /// Body bytes received by the last transfer (`CURLINFO_SIZE_DOWNLOAD_T`).
+    package func bytesReceived() throws(CurlError) -> Int64 {
+        var v: curl_off_t = 0
+        try check(segget_easy_getinfo_off(raw, CURLINFO_SIZE_DOWNLOAD_T, &v), "CURLINFO_SIZE_DOWNLOAD_T")
+        return Int64(v)
+    }
+}
+
+// MARK: Callbacks
+
+private func bodyTrampoline(
+    _ ptr: UnsafeMutablePointer<CChar>?, _ size: Int, _ n: Int, _ ud: UnsafeMutableRawPointer?
+) -> Int {
+    let count = size * n
+    guard let ud else { return count == 0 ? 1 : 0 }
+    let handle = Unmanaged<EasyHandle>.fromOpaque(ud).takeUnretainedValue()
+    guard let delegate = handle.delegate else { return count }
+    switch delegate.transfer(handle, received: UnsafeRawBufferPointer(start: ptr, count: count)) {
+    case .proceed:
+        return count
+    case .pause:
+        handle.markPaused()
+        return Int(CURL_WRITEFUNC_PAUSE)
+    case .abort:
+        // Any count other than the one given (and other than the pause value) is an error.
+        return count == 0 ? 1 : 0
+    }
+}
+
+private func headerTrampoline(
+    _ ptr: UnsafeMutablePointer<CChar>?, _ size: Int, _ n: Int, _ ud: UnsafeMutableRawPointer?
+) -> Int {
+    let count = size * n
+    guard let ptr, let ud else { return count }
+    let handle = Unmanaged<EasyHandle>.fromOpaque(ud).takeUnretainedValue()
+    handle.delegate?.transfer(handle, receivedHeaderLine: decodingLatin1(UnsafeRawBufferPointer(start: ptr, count: count)))
+    return count
+}
+
+extension EasyHandle {
+    fileprivate func markPaused() { isPaused = true }
+}

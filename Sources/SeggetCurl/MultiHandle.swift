@@ -1,0 +1,125 @@
+import CCurl
+
+/// One libcurl multi handle, driven from a single thread.
+///
+/// It owns the easy handles added to it (holds them until they are removed, so that none is freed
+/// while libcurl still uses it) and hands completions back as those handles, not as C pointers. Its
+/// connection cache outlives the transfers: a handle added later reuses a kept-alive connection.
+package final class MultiHandle {
+    let raw: UnsafeMutableRawPointer
+    /// The handles added and not yet removed, by their C pointer.
+    private var added: [UnsafeMutableRawPointer: EasyHandle] = [:]
+
+    package init() {
+        CurlGlobal.ensure()
+        guard let m = curl_multi_init() else { fatalError("curl_multi_init failed: out of memory") }
+        raw = m
+        // One TCP connection per range: never multiplex ranges over one HTTP/2 connection unless asked.
+        let rc = CurlMultiCode(segget_multi_setopt_long(raw, CURLMOPT_PIPELINING, 0))
+        precondition(rc == .ok, CurlError(rc, "CURLMOPT_PIPELINING").description)
+    }
+
+    deinit {
+        // Nothing can be done about a refusal here; the handles are released right after.
+        for raw in added.keys { _ = curl_multi_remove_handle(self.raw, raw) }
+        curl_multi_cleanup(raw)
+    }
+
+    private func check(_ rc: CURLMcode, _ name: String) throws(CurlError) {
+        guard rc == CURLM_OK else { throw CurlError(CurlMultiCode(rc), name) }
+    }
+
+    /// Lets HTTP/2 carry several transfers over one connection (`CURLMOPT_PIPELINING`, `CURLPIPE_MULTIPLEX`).
+    package func setMultiplexing(_ on: Bool) throws(CurlError) {
+        try check(segget_multi_setopt_long(raw, CURLMOPT_PIPELINING, on ? 2 : 0), "CURLMOPT_PIPELINING")
+    }
+    /// How many idle connections the cache keeps (`CURLMOPT_MAXCONNECTS`).
+    package func setMaxConnectionCache(_ n: Int) throws(CurlError) {
+        try check(segget_multi_setopt_long(raw, CURLMOPT_MAXCONNECTS, n), "CURLMOPT_MAXCONNECTS")
+    }
+
+    /// True when `e` was added and not yet removed.
+    package func contains(_ e: EasyHandle) -> Bool { added[e.raw] === e }
+    /// The handles added and not yet removed.
+    package var count: Int { added.count }
+    /// The handles added and not yet removed, in no particular order.
+    package var handles: [EasyHandle] { Array(added.values) }
+
+    /// Starts `e`'s transfer on the next `perform()`; this multi handle keeps `e` until `remove(e)`.
+    ///
+    /// The corresponding C function is `curl_multi_add_handle`.
+    package func add(_ e: EasyHandle) throws(CurlError) {
+        precondition(added[e.raw] == nil, "an easy handle was added to a multi handle twice")
+        try check(curl_multi_add_handle(raw, e.raw), "curl_multi_add_handle")
+        added[e.raw] = e
+    }
+
+    /// Ends `e`'s transfer (if libcurl has not already) and lets go of it; nothing when `e` is not here.
+    /// Never call it from inside a callback of this multi handle's transfers: libcurl refuses that
+    /// (`CURLM_RECURSIVE_API_CALL`), and the refusal is a programming error that stops the process.
+    ///
+    /// The corresponding C function is `curl_multi_remove_handle`.
+    package func remove(_ e: EasyHandle) {
+        guard added[e.raw] === e else { return }
+        let rc = CurlMultiCode(curl_multi_remove_handle(raw, e.raw))
+        precondition(rc == .ok, CurlError(rc, "curl_multi_remove_handle").description)
+        added[e.raw] = nil
+    }
+
+    /// Runs whatever transfers are ready (callbacks run inside); returns the number still running.
+    ///
+    /// The corresponding C function is `curl_multi_perform`.
+    @discardableResult
+    package func perform() throws(CurlError) -> Int {
+        var running: Int32 = 0
+        var rc: CURLMcode
+        repeat { rc = curl_multi_perform(raw, &running) } while rc == CURLM_CALL_MULTI_PERFORM
+        try check(rc, "curl_multi_perform")
+        return Int(running)
+    }
+
+    /// Waits for activity on any transfer socket, at most `timeoutMs` (less when a libcurl timer is
+    /// due sooner, or after `wakeUp()`).
+    ///
+    /// The corresponding C function is `curl_multi_poll`.
+    package func poll(timeoutMs: Int32) throws(CurlError) {
+        var numfds: Int32 = 0
+        try check(curl_multi_poll(raw, nil, 0, timeoutMs, &numfds), "curl_multi_poll")
+    }
+
+    /// Makes a `poll` in progress (on another thread) or the next one return at once.
+    ///
+    /// The corresponding C function is `curl_multi_wakeup`.
+    package func wakeUp() throws(CurlError) {
+        try check(curl_multi_wakeup(raw), "curl_multi_wakeup")
+    }
+
+    /// Drains the completed-transfer messages: each handle (still added, to be removed by the caller)
+    /// and how its transfer ended.
+    ///
+    /// The corresponding C function is `curl_multi_info_read`.
+    package func completed() -> [(handle: EasyHandle, code: CurlCode)] {
+        var out: [(handle: EasyHandle, code: CurlCode)] = []
+        var left: Int32 = 0
+        while let msg = curl_multi_info_read(raw, &left) {
+            guard msg.pointee.msg == CURLMSG_DONE, let h = msg.pointee.easy_handle, let e = added[h] else { continue }
+            out.append((e, CurlCode(segget_msg_result(msg))))
+        }
+        return out
+    }
+
+    /// Runs `e`'s one transfer to its end here, so that its connection stays in this handle's cache
+    /// for the transfers that follow. This multi handle must have no other transfer. `cut` is asked
+    /// every 10 ms; when it says so the transfer is ended as a write callback's `.abort` would
+    /// (`.writeError`).
+    package func performAlone(_ e: EasyHandle, cut: () -> Bool) throws(CurlError) -> CurlCode {
+        try add(e)
+        defer { remove(e) }
+        while true {
+            try perform()
+            if let done = completed().first(where: { $0.handle === e }) { return done.code }
+            if cut() { return .writeError }
+            try poll(timeoutMs: 10)
+        }
+    }
+}

@@ -1,0 +1,176 @@
+/// One user of a `TransferDriver`: typically one download's engine, with its connections.
+///
+/// Body bytes and header lines reach each transfer's `EasyHandle.delegate`; the client hears when
+/// one of its transfers ends, and gets a periodic tick.
+package protocol TransferClient: AnyObject {
+    /// `handle`, started by this client, has ended with `code`. The driver has already removed it,
+    /// so the client may start it again (or another) from here.
+    func transferDriver(_ driver: TransferDriver, completed handle: EasyHandle, with code: CurlCode)
+    /// Periodic work, about every `tickInterval` given to `register`; `now` is the driver's clock.
+    func transferDriverTick(_ driver: TransferDriver, now: Double)
+}
+
+extension TransferClient {
+    package func transferDriverTick(_ driver: TransferDriver, now: Double) {}
+}
+
+/// Runs the transfers of several independent clients (the downloads of a batch or a daemon) on one
+/// multi handle, from one thread: perform, dispatch each completion to the client that started the
+/// transfer, tick the clients, wait for the sockets.
+///
+/// The clients share the multi handle's connection cache, so a transfer to a server another one
+/// just used reuses its connection. Clients are held weakly: one that goes away stops getting calls,
+/// and its transfers still here are removed when they end.
+package final class TransferDriver {
+    package let multi: MultiHandle
+    /// The driver's clock, in seconds; the ticks' `now`.
+    package let clock: () -> Double
+
+    private struct Registration {
+        weak var client: (any TransferClient)?
+        var tickInterval: Double
+        var lastTick: Double
+    }
+    private var registrations: [ObjectIdentifier: Registration] = [:]
+    /// Which client started each transfer now on the multi handle, by the handle's identity.
+    private var owners: [ObjectIdentifier: Weak] = [:]
+    private struct Weak { weak var client: (any TransferClient)? }
+
+    /// - Parameters:
+    ///   - multi: the multi handle to run on; pass a kept one to reuse its connections.
+    ///   - clock: monotonic seconds; by default seconds since the driver was made.
+    package init(multi: MultiHandle = MultiHandle(), clock: (() -> Double)? = nil) {
+        self.multi = multi
+        if let clock {
+            self.clock = clock
+        } else {
+            let origin = ContinuousClock.now
+            self.clock = {
+                let d = ContinuousClock.now - origin
+                return Double(d.components.seconds) + Double(d.components.attoseconds) * 1e-18
+            }
+        }
+    }
+
+    // MARK: Clients and transfers
+
+    /// Lets `client` tick every `tickInterval` seconds (0: on every pass of `run`, after each wait).
+    package func register(_ client: any TransferClient, tickInterval: Double) {
+        registrations[ObjectIdentifier(client)] = Registration(client: client, tickInterval: tickInterval, lastTick: clock())
+    }
+
+    /// Stops `client`'s ticks and removes its transfers still running, without completions.
+    package func unregister(_ client: any TransferClient) {
+        registrations[ObjectIdentifier(client)] = nil
+        for handle in handles(of: client) { cancel(handle) }
+    }
+
+    /// Starts `handle`'s transfer for `client`, which hears when it ends.
+    package func start(_ handle: EasyHandle, for client: any TransferClient) throws(CurlError) {
+        try multi.add(handle)
+        owners[ObjectIdentifier(handle)] = Weak(client: client)
+    }
+
+    /// Ends `handle`'s transfer now, without a completion; nothing when it is not running here.
+    /// Not from inside a callback of the driver's transfers (see `MultiHandle.remove`).
+    package func cancel(_ handle: EasyHandle) {
+        owners[ObjectIdentifier(handle)] = nil
+        multi.remove(handle)
+    }
+
+    /// The client that started `handle`, while its transfer runs here.
+    package func owner(of handle: EasyHandle) -> (any TransferClient)? {
+        owners[ObjectIdentifier(handle)]?.client
+    }
+
+    /// The transfers `client` has running here.
+    package func handles(of client: any TransferClient) -> [EasyHandle] {
+        let id = ObjectIdentifier(client)
+        return multi.handles.filter { h in owners[ObjectIdentifier(h)]?.client.map(ObjectIdentifier.init) == id }
+    }
+
+    // MARK: The loop, a step at a time
+
+    /// Runs whatever transfers are ready (body and header callbacks run inside), then hands each
+    /// completion to its client. Returns how many transfers ended.
+    @discardableResult
+    package func performAndDispatch() throws(CurlError) -> Int {
+        try multi.perform()
+        let done = multi.completed()
+        for (handle, code) in done {
+            let owner = owners.removeValue(forKey: ObjectIdentifier(handle))
+            multi.remove(handle)
+            owner?.client?.transferDriver(self, completed: handle, with: code)
+        }
+        return done.count
+    }
+
+    /// Ticks every registered client whose interval has passed.
+    package func tickDueClients() {
+        let now = clock()
+        for (id, r) in registrations {
+            guard let client = r.client else {
+                registrations[id] = nil
+                continue
+            }
+            guard now - r.lastTick >= r.tickInterval else { continue }
+            registrations[id]?.lastTick = now
+            client.transferDriverTick(self, now: now)
+        }
+    }
+
+    /// Seconds until the next client's tick is due (0 if one is), nil without a client that ticks
+    /// at an interval (those that tick on every pass do not shorten a wait).
+    package func secondsToNextTick() -> Double? {
+        let now = clock()
+        return registrations.values.filter { $0.client != nil && $0.tickInterval > 0 }
+            .map { max(0, $0.lastTick + $0.tickInterval - now) }.min()
+    }
+
+    /// Waits for activity on any transfer, at most `timeoutMs`.
+    package func wait(timeoutMs: Int32) throws(CurlError) {
+        try multi.poll(timeoutMs: timeoutMs)
+    }
+
+    // MARK: The whole loop
+
+    /// Runs the loop until `done` says so: perform and dispatch, tick the clients that are due, and
+    /// wait for the sockets (at most `maxWaitMs`, less when a tick is due sooner). After a pass that
+    /// ended transfers it does not wait, so that a client's next request goes out at once.
+    package func run(maxWaitMs: Int32 = 100, until done: () throws -> Bool) throws {
+        while try !done() {
+            let ended = try performAndDispatch()
+            tickDueClients()
+            if try done() { return }
+            if ended > 0 { continue }
+            let tickMs = secondsToNextTick().map { Int32(min(Double(maxWaitMs), ($0 * 1000).rounded(.up))) } ?? maxWaitMs
+            try wait(timeoutMs: max(0, tickMs))
+        }
+    }
+
+    /// Runs `handle`'s one transfer to its end, with the other clients' transfers going on meanwhile.
+    /// `cut` is asked on every pass (at least every 10 ms); when it says so the transfer is ended as a
+    /// write callback's `.abort` would (`.writeError`).
+    package func perform(_ handle: EasyHandle, cut: () -> Bool) throws(CurlError) -> CurlCode {
+        let waiter = Waiter()
+        try start(handle, for: waiter)
+        defer { cancel(handle) }
+        do {
+            try run(maxWaitMs: 10) {
+                if waiter.code != nil { return true }
+                if cut() { waiter.code = .writeError }
+                return waiter.code != nil
+            }
+        } catch let e as CurlError {
+            throw e
+        } catch {
+            preconditionFailure("the loop's own condition does not throw")
+        }
+        return waiter.code ?? .writeError
+    }
+
+    private final class Waiter: TransferClient {
+        var code: CurlCode?
+        func transferDriver(_ driver: TransferDriver, completed handle: EasyHandle, with code: CurlCode) { self.code = code }
+    }
+}
