@@ -61,8 +61,11 @@ final class FetchEngine {
     var writebackStep: Int64 = 64 << 20
     var lastWriteback: Int64 = 0
 
-    /// Runs this engine's transfers; the engine is its one client (see `transferDriver(_:completed:with:)`).
-    private let driver: TransferDriver
+    /// Runs this engine's transfers (see `transferDriver(_:completed:with:)`): its own, or one that
+    /// runs other downloads' engines too (see `runTogether`).
+    let driver: TransferDriver
+    /// The driver was made for this engine alone (its multi handle is this engine's to configure).
+    let ownsDriver: Bool
     /// `SEGGET_DEBUG=1` traces scheduling decisions on stderr (for tuning, not for users).
     private let debug = getenv("SEGGET_DEBUG") != nil
     private lazy var strippedTransfer = settings.transfer.withoutCredentials()
@@ -83,18 +86,23 @@ final class FetchEngine {
     /// Claimed chunks whose bytes did not match their checksum, and their bytes: fetched again.
     var rejectedChunks = 0
     var rejectedBytes: Int64 = 0
-    private var startedAt = 0.0
+    var startedAt = 0.0
     /// `writer.waitedSeconds` already counted as held time.
-    private var writerWaitSeen = 0.0
+    var writerWaitSeen = 0.0
     var checkpointThread: CheckpointWorker?
     /// Time at the top of the current loop iteration (cheaper than a clock read per callback).
-    private var lastLoopTime = 0.0
+    var lastLoopTime = 0.0
+    /// When the current pass began, and when progress was last ticked and the slow rule last judged.
+    var passStartedAt = 0.0
+    var lastTick = 0.0
+    var lastJudged = 0.0
 
     init(target: FetchTarget, settings: FetchSettings, data: BlockStorage, journal: Journal?,
          plan: ChunkPlan, isFinished: (Int) -> Bool, interrupt: InterruptFlag, multi: MultiHandle = MultiHandle(),
-         partialChunks: [Int: Int64] = [:]) {
+         partialChunks: [Int: Int64] = [:], driver shared: TransferDriver? = nil) {
         self.target = target
-        driver = TransferDriver(multi: multi, clock: monotonicSeconds)
+        driver = shared ?? TransferDriver(multi: multi, clock: monotonicSeconds)
+        ownsDriver = shared == nil
         self.settings = settings
         self.data = data
         let n = target.ranged ? settings.connections : 1
@@ -132,92 +140,17 @@ final class FetchEngine {
         _ = line.withCString { write(2, $0, strlen($0)) }
     }
 
-    // MARK: The loop
-
-    /// Runs until every chunk is written. Throws `SeggetError`, `ResourceChanged` or `RangesIgnored`.
-    func run() throws {
-        startedAt = monotonicSeconds()
-        try libcurl { () throws(CurlError) in
-            try driver.multi.setMultiplexing(settings.transfer.http2)
-            try driver.multi.setMaxConnectionCache(max(io.count * 2, 16))
-        }
-        trace("writes: \(writer.isDirect ? "O_DIRECT" : "page cache")")
-        defer { trace("writes at the end: \(writer.isDirect ? "O_DIRECT" : "page cache"), \(writer.bytesWritten); waited \(Format.fixed(writer.waitedSeconds, 2)) s for the writer") }
-        if let journal, settings.checkpointInterval > 0 {
-            checkpointThread = CheckpointWorker(journal: journal, data: data, interval: settings.checkpointInterval)
-        }
-        defer {
-            for c in io where coordinator.connections[c.id].machine.isTransferring {
-                driver.cancel(c.easy)
-                settle(c)
-                coordinator.removed(c.id, now: monotonicSeconds())
-            }
-            // Whatever was received is written and recorded, also when stopping early.
-            runAfterWrites(waiting: true)
-            recordFinalSlots()
-            checkpointThread?.stop()
-            vouching?.stop()
-        }
-        if target.ranged { onPrefix?(plan.byteRange(ofChunks: 0..<prefixChunks).upperBound) }
-        execute(coordinator.begin(now: startedAt))
-        var lastTick = 0.0
-        var lastJudged = 0.0
-        while true {
-            lastLoopTime = monotonicSeconds()
-            if interrupt.isSet {
-                throw SeggetError(.interrupted, "interrupted")
-            }
-            let now = monotonicSeconds()
-            if let d = settings.deadline, now >= d.at {
-                throw d.expired("the download")
-            }
-            try throwIfStopped()
-            if isDone { break }
-            execute(coordinator.startDue(now: now))
-            execute(coordinator.assignIdle(now: monotonicSeconds()))
-            // Each ended transfer comes back through `transferDriver(_:completed:with:)`.
-            let completed = try libcurl(driver.performAndDispatch)
-            flushRemovals()
-            countWriterWaits()
-            try resumePausedTransfers()
-            runAfterWrites()
-            collectVouched()
-            try throwIfStopped()
-            if now - lastTick >= settings.progressInterval {
-                lastTick = now
-                // Samples are timed after the bytes they count (`perform` can take a while).
-                tick(now: monotonicSeconds())
-            }
-            if now - lastJudged >= Coordinator.slowJudgeInterval {
-                lastJudged = now
-                execute(coordinator.judgeSlowConnections(now: monotonicSeconds()))
-            }
-            if isDone { break }
-            // A connection that just finished gets its next work at once, not after the next poll
-            // (which can wait up to 100 ms while the others receive in paced bursts).
-            if completed > 0 { continue }
-            try libcurl { () throws(CurlError) in try driver.wait(timeoutMs: pollTimeout(now: now)) }
-        }
-        runAfterWrites(waiting: true)
-        try throwIfStopped()
-        if let cp = checkpointThread {
-            checkpointThread = nil
-            cp.stop()
-        }
-        tick(now: monotonicSeconds())
-    }
-
     /// Ends the loop with whatever a transfer or a write decided for the whole download.
-    private func throwIfStopped() throws {
+    func throwIfStopped() throws {
         if let e = coordinator.stop { throw e }
     }
 
-    private var isDone: Bool {
+    var isDone: Bool {
         // Nothing is finished before every chunk kept from an earlier run was vouched for.
         coordinator.isComplete && (!target.ranged || (vouching?.isDone ?? true))
     }
 
-    private func pollTimeout(now: Double) -> Int32 {
+    func pollTimeout(now: Double) -> Int32 {
         var ms = 100.0
         for c in coordinator.connections { if let t = c.machine.waitingUntil { ms = min(ms, max(0, (t - now) * 1000)) } }
         if let b = budget, coordinator.connections.contains(where: { $0.machine.isPaused }) {
@@ -344,7 +277,7 @@ final class FetchEngine {
     }
 
     /// Removes the losers of end-game races; their staged bytes are discarded (the winner wrote them).
-    private func flushRemovals() {
+    func flushRemovals() {
         for id in pendingRemoval {
             let c = io[id]
             if coordinator.connections[id].machine.isTransferring {
@@ -358,7 +291,7 @@ final class FetchEngine {
 
     // MARK: Periodic work
 
-    private func tick(now: Double) {
+    func tick(now: Double) {
         execute(coordinator.tick(now: now))
         checkpointThread?.poke()
         if let kick = onWriteback {
@@ -375,7 +308,7 @@ final class FetchEngine {
     /// Resumes transfers paused by `--max-speed` while the budget allows, starting after the one resumed
     /// first last time, so that every connection gets its turn. Resuming can hand over the held bytes
     /// at once (`receive` runs inside `unpause()`) and pause the transfer again.
-    private func resumePausedTransfers() throws(SeggetError) {
+    func resumePausedTransfers() throws(SeggetError) {
         guard budget != nil, coordinator.connections.contains(where: { $0.machine.isPaused }) else { return }
         budget!.refill(now: monotonicSeconds())
         let n = io.count
@@ -398,7 +331,7 @@ final class FetchEngine {
     /// Counts the time the loop just waited for the writer as held time for every connection
     /// receiving: they were not read meanwhile, so neither the slow rule nor the stall timeout may
     /// blame the network for it.
-    private func countWriterWaits() {
+    func countWriterWaits() {
         let waited = writer.waitedSeconds - writerWaitSeen
         guard waited > 0 else { return }
         writerWaitSeen = writer.waitedSeconds

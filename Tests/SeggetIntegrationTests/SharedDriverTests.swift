@@ -1,0 +1,79 @@
+import Glibc
+import SeggetCurl
+import SeggetJournal
+import SeggetTestServer
+import Testing
+@testable import Segget
+
+/// `FetchEngine.runTogether`: several downloads' engines on one `TransferDriver` (one multi handle),
+/// in one loop on the calling thread, as a batch could run its files.
+@Suite struct SharedDriverTests {
+    struct Job {
+        let body: [UInt8]
+        let path: String
+        let file: PosixFile
+        let engine: FetchEngine
+    }
+
+    /// A download of `name` (served in `mode`, none: normally), ranged unless `stream`.
+    func job(_ server: TestServer, _ dir: TempDir, name: String, mode: String? = nil, stream: Bool = false, size: Int, seed: Int,
+             connections: Int, driver: TransferDriver) throws -> Job {
+        let body = TestFiles.pattern(size, seed: UInt64(seed))
+        server.addResource(name: name, bytes: body, etag: "\"\(name)\"")
+        let path = dir.path(name)
+        let file = try PosixFile.open(path: path, mode: .createExclusive(permissions: 0o600))
+        try file.truncate(to: Int64(size))
+        var settings = FetchSettings()
+        settings.connections = connections
+        settings.writePath = .pageCache
+        settings.retryWait = 0.05
+        let plan = ChunkPlan(totalLength: Int64(size), chunkSize: 1 << 20)
+        let ranged = !stream
+        let url = server.baseURL + (mode.map { "/\($0)" } ?? "") + "/\(name)?rate=8m"
+        let target = FetchTarget(url: url, totalLength: Int64(size), ranged: ranged, etag: "\"\(name)\"", lastModified: nil,
+                                 ifRange: ranged ? "\"\(name)\"" : nil)
+        let engine = FetchEngine(
+            target: target, settings: settings, data: file, journal: nil, plan: plan, isFinished: { _ in false },
+            interrupt: InterruptFlag(), driver: driver)
+        return Job(body: body, path: path, file: file, engine: engine)
+    }
+
+    @Test func threeDownloadsShareOneDriverAndOneThread() throws {
+        let server = try TestServer()
+        try server.start()
+        defer { server.stop() }
+        let dir = try TempDir()
+        let driver = TransferDriver(clock: monotonicSeconds)
+        let jobs = [
+            try job(server, dir, name: "a.bin", size: 12 << 20, seed: 1, connections: 4, driver: driver),
+            try job(server, dir, name: "b.bin", size: 5 << 20 + 777, seed: 2, connections: 3, driver: driver),
+            try job(server, dir, name: "c.bin", mode: "noranges", stream: true, size: 3 << 20, seed: 3, connections: 1, driver: driver),
+        ]
+        defer { for j in jobs { j.file.close() } }
+        let results = FetchEngine.runTogether(jobs.map(\.engine), on: driver)
+        for (j, r) in zip(jobs, results) {
+            #expect(r == nil, "\(j.path): \(String(describing: r))")
+            #expect(TestFiles.fileDifference(j.path, j.body) == nil, "\(j.path)")
+        }
+        // Each ran as a ranged download with its connections, or as one stream, on one multi handle.
+        #expect(jobs[0].engine.coordinator is Coordinator && jobs[2].engine.coordinator is SingleStream)
+        #expect(driver.multi.handles.isEmpty)
+    }
+
+    @Test func oneDownloadFailingLeavesTheOthersRunning() throws {
+        let server = try TestServer()
+        try server.start()
+        defer { server.stop() }
+        let dir = try TempDir()
+        let driver = TransferDriver(clock: monotonicSeconds)
+        let good = try job(server, dir, name: "good.bin", size: 6 << 20, seed: 4, connections: 4, driver: driver)
+        let bad = try job(server, dir, name: "bad.bin", mode: "status", size: 2 << 20, seed: 5, connections: 2, driver: driver)
+        defer { good.file.close(); bad.file.close() }
+        let results = FetchEngine.runTogether([good.engine, bad.engine], on: driver)
+        #expect(results[0] == nil)
+        #expect(TestFiles.fileDifference(good.path, good.body) == nil)
+        let failure = try #require(results[1] as? SeggetError)
+        #expect(failure.kind == .httpStatus)
+        #expect(driver.multi.handles.isEmpty)
+    }
+}
