@@ -80,9 +80,8 @@ struct Coordinator: Coordinating {
     var connectionLimit: Int
     /// Chunk → offset up to which an earlier run wrote it (continued from there).
     var partialChunks: [Int: Int64]
-    /// Bytes received from the network in this run (see `Coordinating`), and bytes of finished chunks.
+    /// Bytes received from the network in this run (see `Coordinating`).
     var receivedBytes: Int64 = 0
-    var finishedBytes: Int64 = 0
     /// (time, receivedBytes) every progress tick, newest last.
     var rateSamples: [(Double, Int64)] = []
     /// How long recent first body bytes took after their request (held time left out), newest last.
@@ -109,7 +108,6 @@ struct Coordinator: Coordinating {
             runStarts: Set(partialChunks.keys))
         connections = (0..<n).map { Connection(id: $0) }
         for i in connections.indices { connections[i].source = i % max(1, config.sources.count) }
-        for k in 0..<plan.chunkCount where scheduler.finished[k] { finishedBytes += Int64(plan.byteRange(ofChunk: k).count) }
     }
 
     // MARK: Reading
@@ -128,6 +126,12 @@ struct Coordinator: Coordinating {
     /// Every chunk is received.
     var isComplete: Bool { scheduler.isComplete }
     var finishedChunks: [Bool] { scheduler.finished }
+    /// Bytes of the finished chunks (counted from the scheduler's record, not kept beside it).
+    var finishedBytes: Int64 {
+        var bytes: Int64 = 0
+        for k in scheduler.finished.indices where scheduler.finished[k] { bytes += Int64(plan.byteRange(ofChunk: k).count) }
+        return bytes
+    }
 
     // MARK: Starting
 
@@ -246,7 +250,6 @@ struct Coordinator: Coordinating {
         var crossing = Crossing()
         let losers = scheduler.chunkFinished(k, by: id)
         if !wasFinished {
-            finishedBytes += Int64(plan.byteRange(ofChunk: k).count)
             crossing.finishedChunk = k
             connections[id].attempts = 0
             connections[id].redials = 0
@@ -265,9 +268,7 @@ struct Coordinator: Coordinating {
 
     /// A chunk counted as finished must be fetched again (its kept bytes failed their check).
     mutating func reopen(_ k: Int) {
-        guard scheduler.finished[k] else { return }
         scheduler.reopen(k)
-        finishedBytes -= Int64(plan.byteRange(ofChunk: k).count)
     }
 
     // MARK: Ending

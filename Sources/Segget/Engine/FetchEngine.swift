@@ -26,10 +26,11 @@ extension ConnectionIO: TransferDelegate {
 }
 
 /// The fetch loop: the I/O shell around a `Coordinator` (or a `SingleStream`). A `TransferDriver`
-/// runs one easy handle per connection on the calling thread, with this engine as its one client;
-/// the coordinator decides, the engine carries its commands out. Received bytes go through per-connection staging buffers to the `StagedWriter`;
-/// what may happen only once they are in the file (journal bits, progress slots, the hasher's
-/// prefix) waits in the ledger of `FetchEngine+Writes.swift`.
+/// runs one easy handle per connection on the calling thread (its own driver, or one shared with
+/// other downloads' engines: see `FetchEngine+Loop.swift`); the coordinator decides, the engine
+/// carries its commands out. Received bytes go through per-connection staging buffers to the
+/// `StagedWriter`; what may happen only once they are in the file (journal bits, progress slots,
+/// the hasher's prefix) waits in the ledger of `FetchEngine+Writes.swift`.
 final class FetchEngine {
     let target: FetchTarget
     let settings: FetchSettings
@@ -76,8 +77,8 @@ final class FetchEngine {
     var streamPrefix: Int64 = 0
     var afterWrites: [(ticket: Int64, action: AfterWrite)] = []
     var afterWritesDone = 0
-    /// Chunks whose bytes are in the file (for the hasher's prefix), unlike `scheduler.finished`,
-    /// which counts chunks as soon as their last byte is received.
+    /// Chunks whose bytes are in the file (for the hasher's prefix), unlike the coordinator's
+    /// `finishedChunks`, which counts chunks as soon as their last byte is received.
     var inFile: [Bool] = []
     /// The CRC-32C of each chunk's bytes as they are handed to the writer (see `ChunkVouching.swift`).
     let chunkCRCs: ChunkChecksums
