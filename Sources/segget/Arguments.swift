@@ -31,7 +31,9 @@ enum ArgumentValue {
     }
 
     static func rate(atLeast minimum: ByteRate) -> @Sendable (String) throws -> ByteRate {
-        { text in try explained { () throws(ArgumentValueError) in try ByteRate(parsing: text).checked(atLeast: minimum) } }
+        { text in
+            try explained { () throws(ArgumentValueError) in try ByteRate(parsing: text).checked(atLeast: minimum) }
+        }
     }
 
     /// `auto` or 1…128.
@@ -42,6 +44,30 @@ enum ArgumentValue {
     /// 1…128 without `auto`, for the daemon, which sets its own counts.
     static let fixedConnections: @Sendable (String) throws -> Int = { text in
         try explained { () throws(ArgumentValueError) in try ConnectionCount.parseFixed(text) }
+    }
+
+    /// A number of seconds, fractions allowed (what `Double(argument:)` reads). Given as a transform
+    /// so that help shows the default once, as the option's sentence words it ("(default 15)"),
+    /// not a second time as ArgumentParser's "(default: 15.0)".
+    static let seconds: @Sendable (String) throws -> Double = { text in
+        guard let v = Double(text) else {
+            throw ValidationError("not a number of seconds; give a number such as 5 or 0.5.")
+        }
+        return v
+    }
+
+    /// A whole number, as a transform for the same reason as ``seconds``.
+    static let wholeNumber: @Sendable (String) throws -> Int = { text in
+        guard let v = Int(text) else { throw ValidationError("not a whole number; give one such as 1 or 8.") }
+        return v
+    }
+
+    /// `--write-path`: one of the library's write paths by its name.
+    static let writePath: @Sendable (String) throws -> WritePath = { text in
+        guard let v = WritePath(rawValue: text) else {
+            throw ValidationError("give adaptive, direct or page-cache.")
+        }
+        return v
     }
 
     /// Runs `parse`; its error becomes a ValidationError whose message is the reason alone (the

@@ -11,7 +11,7 @@ struct DaemonAddress: ParsableArguments {
     @Option(name: .customLong("rpc-secret"), help: "The daemon's --rpc-secret (default $SEGGET_RPC_SECRET).")
     var secret: String?
 
-    @Option(name: .customLong("rpc-host"), help: "The daemon's host (default 127.0.0.1).")
+    @Option(name: .customLong("rpc-host"), help: "The daemon's host.")
     var host: String = "127.0.0.1"
 
     var client: RPCClient {
@@ -56,7 +56,8 @@ struct Add: ParsableCommand {
 
     /// 0 is the daemon's "no limit", as in aria2's max-download-limit.
     @Option(
-        name: .customLong("max-speed"), help: ArgumentHelp("Cap each file's download rate, e.g. 2M.", valueName: "max-speed"),
+        name: .customLong("max-speed"),
+        help: ArgumentHelp("Cap each file's download rate, e.g. 2M.", valueName: "max-speed"),
         transform: ArgumentValue.rate(atLeast: ByteRate(bytesPerSecond: 0)))
     var maxSpeed: ByteRate?
 

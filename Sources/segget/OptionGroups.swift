@@ -18,7 +18,10 @@ struct ConnectionOptions: ParsableArguments {
         transform: ArgumentValue.connections)
     var n: ConnectionCount = .fixed(8)
 
-    @Option(name: [.short, .customLong("jobs")], help: "Files downloaded at once, 1 to 32 (default 1).")
+    @Option(
+        name: [.short, .customLong("jobs")],
+        help: "Files downloaded at once, 1 to 32 (default 1).",
+        transform: ArgumentValue.wholeNumber)
     var jobs: Int = 1
 
     @Option(
@@ -126,7 +129,10 @@ struct VerificationOptions: ParsableArguments {
 
 /// When data is made durable and how it reaches the disk.
 struct DurabilityOptions: ParsableArguments {
-    @Option(name: .customLong("sync-interval"), help: "Seconds between durability checkpoints (default 5).")
+    @Option(
+        name: .customLong("sync-interval"),
+        help: "Seconds between durability checkpoints (default 5).",
+        transform: ArgumentValue.seconds)
     var syncInterval: Double = 5
 
     @Flag(
@@ -142,17 +148,14 @@ struct DurabilityOptions: ParsableArguments {
     @Option(
         name: .customLong("write-path"),
         help:
-            "How data reaches the disk: adaptive (O_DIRECT while the disk keeps up, the page cache for the rest), direct, or page-cache (default adaptive)."
-    )
-    var writePath: String = "adaptive"
+            "How data reaches the disk: adaptive (O_DIRECT while the disk keeps up, the page cache for the rest), direct, or page-cache (default adaptive).",
+        transform: ArgumentValue.writePath)
+    var writePath: WritePath = .adaptive
 
     @Flag(name: .customLong("buffered-io"), help: .hidden)
     var bufferedIO = false
 
     func validate() throws {
-        if WritePath(rawValue: writePath) == nil {
-            throw ValidationError("--write-path takes adaptive, direct or page-cache (got '\(writePath)').")
-        }
         if fsync && noFsync { throw ValidationError("give either --fsync or --no-fsync, not both.") }
         guard syncInterval > 0 else { throw ValidationError(RetryOptions.notPositive) }
     }
@@ -160,23 +163,30 @@ struct DurabilityOptions: ParsableArguments {
     func apply(to o: inout DownloadOptions) {
         o.checkpointInterval = syncInterval
         o.syncBeforeRename = fsync
-        o.writePath = bufferedIO ? .pageCache : (WritePath(rawValue: writePath) ?? .adaptive)
+        o.writePath = bufferedIO ? .pageCache : writePath
     }
 }
 
 /// Retries, their waits, and every time limit.
 struct RetryOptions: ParsableArguments {
-    @Option(help: "Retries per range after a failure (default 5).")
+    @Option(help: "Retries per range after a failure (default 5).", transform: ArgumentValue.wholeNumber)
     var retries: Int = 5
 
-    @Option(name: .customLong("retry-wait"), help: "Seconds before the first retry; doubles each time (default 1).")
+    @Option(
+        name: .customLong("retry-wait"),
+        help: "Seconds before the first retry; doubles each time (default 1).",
+        transform: ArgumentValue.seconds)
     var retryWait: Double = 1
 
-    @Option(name: .customLong("connect-timeout"), help: "Seconds to wait for a connection (default 15).")
+    @Option(
+        name: .customLong("connect-timeout"),
+        help: "Seconds to wait for a connection (default 15).",
+        transform: ArgumentValue.seconds)
     var connectTimeout: Double = 15
 
     @Option(
-        name: .customLong("stall-timeout"), help: "Drop and retry a connection silent for this many seconds (default 20).")
+        name: .customLong("stall-timeout"), help: "Drop and retry a connection silent for this many seconds (default 20).",
+        transform: ArgumentValue.seconds)
     var stallTimeout: Double = 20
 
     @Option(
@@ -187,7 +197,8 @@ struct RetryOptions: ParsableArguments {
 
     @Option(
         name: .customLong("max-retry-wait"),
-        help: "Wait at most this many seconds when a server asks to retry later with Retry-After (default 300).")
+        help: "Wait at most this many seconds when a server asks to retry later with Retry-After (default 300).",
+        transform: ArgumentValue.seconds)
     var maxRetryWait: Double = 300
 
     func validate() throws {

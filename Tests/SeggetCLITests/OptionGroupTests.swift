@@ -117,6 +117,9 @@ func parseFailure(_ arguments: [String]) -> String? {
             ["--max-speed", "fast"],
             "The value 'fast' is invalid for '--max-speed <max-speed>': not a rate; give bytes per second with an optional unit k, M or G (powers of 1024), such as 512k, 20M or 1.5G."
         ),
+        (["--write-path", "fast"], "The value 'fast' is invalid for '--write-path <write-path>': give adaptive, direct or page-cache."),
+        (["--retry-wait", "soon"], "The value 'soon' is invalid for '--retry-wait <retry-wait>': not a number of seconds; give a number such as 5 or 0.5."),
+        (["-j", "two"], "The value 'two' is invalid for '-j <jobs>': not a whole number; give one such as 1 or 8."),
     ] as [([String], String)])
     func badValueSaysWhatIsWrongAndWhatIsAccepted(_ arguments: [String], _ message: String) {
         #expect(parseFailure(arguments + [url]) == message)
@@ -130,7 +133,6 @@ func parseFailure(_ arguments: [String]) -> String? {
         (["--retries", "101"], "--retries must be between 0 and 100."),
         (["--sync-interval", "0"], "timeouts and --sync-interval must be positive numbers of seconds."),
         (["--connect-timeout", "0"], "timeouts and --sync-interval must be positive numbers of seconds."),
-        (["--write-path", "fast"], "--write-path takes adaptive, direct or page-cache (got 'fast')."),
         (["--fsync", "--no-fsync"], "give either --fsync or --no-fsync, not both."),
         (["-H", "nocolon"], "-H takes 'Name: value' (got 'nocolon')."),
         (["--no-verify", "--checksum-file", "f"], "--no-verify cannot be combined with --checksum or --checksum-file."),
@@ -153,6 +155,8 @@ func parseFailure(_ arguments: [String]) -> String? {
         }
         #expect(!help.contains("--no-fsync"))
         #expect(!help.contains("--buffered-io"))
+        // Each default is given once, in the option's own sentence.
+        #expect(!help.contains(". (default: "), "\(help)")
         for option in ["--connections <n>", "--chunk-size <chunk-size>", "--max-speed <max-speed>", "--input-file"] {
             #expect(help.contains(option), "\(option) missing")
         }
