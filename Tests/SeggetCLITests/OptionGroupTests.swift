@@ -192,3 +192,22 @@ func parseFailure(_ arguments: [String]) -> String? {
         }
     }
 }
+
+@Suite struct DaemonArgumentsTests {
+    @Test func overallLimitIsARate() throws {
+        #expect(try Daemon.parse(["--max-overall-download-limit", "20M"]).maxOverall == ByteRate(bytesPerSecond: 20 << 20))
+        #expect(try Daemon.parse([]).maxOverall == nil)
+        do {
+            _ = try Daemon.parse(["--max-overall-download-limit", "lots"])
+            Issue.record("accepted")
+        } catch {
+            #expect(Daemon.message(for: error).contains("'lots' is invalid"))
+            #expect(Daemon.message(for: error).hasSuffix(": not a rate; give bytes per second with an optional unit k, M or G (powers of 1024), such as 512k, 20M or 1.5G."))
+        }
+    }
+
+    @Test func helpGivesEachDefaultOnce() {
+        let help = SeggetCommand.helpMessage(for: Daemon.self, columns: 200)
+        #expect(!help.contains(". (default: "), "\(help)")
+    }
+}
