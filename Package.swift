@@ -79,6 +79,11 @@ let package = Package(
         .testTarget(name: "SeggetJournalTests", dependencies: ["SeggetJournal"]),
         .testTarget(name: "SeggetQueueTests", dependencies: ["SeggetQueue", "SeggetTestServer"]),
         .testTarget(name: "SeggetRPCTests", dependencies: ["SeggetRPC", "SeggetQueue"]),
+        // The command line parsed in-process: option groups, argument types, the options they build.
+        .testTarget(
+            name: "SeggetCLITests",
+            dependencies: ["segget", "Segget", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
         .testTarget(
             name: "SeggetIntegrationTests",
             dependencies: ["Segget", "SeggetTestServer"]

@@ -571,16 +571,11 @@ public final class DownloadQueue: Sendable {
         o.mirrors = Array(r.urls.dropFirst())
         o.outputPath = r.path
         o.directory = r.path == nil ? r.directory : nil
-        o.transfer.headers = r.options.headers
-        if let v = r.options.userAgent { o.transfer.userAgent = v }
-        o.transfer.referer = r.options.referer
-        o.transfer.proxy = r.options.proxy
-        if let c = r.options.checksum, let d = try? ExpectedDigest(parsing: c) { o.checksums = [d] }
         if let g = grant {
             o.connections = g.connections
             o.maxSpeed = g.speed
         }
-        return o
+        return o.applying(r.options.requestOverrides)
     }
 
     // MARK: Helpers

@@ -1,4 +1,5 @@
 import Glibc
+import Segget
 import SeggetVerify
 
 /// The checks a task's URLs and options must pass before the queue accepts them. Requests may come
@@ -32,8 +33,11 @@ enum OptionRules {
         if let v = options.userAgent { try checkNoLineBreak(v, what: "The user agent") }
         if let v = options.referer { try checkNoLineBreak(v, what: "The referer") }
         if let v = options.proxy { try checkNoLineBreak(v, what: "The proxy") }
-        if let n = options.connections, !(1...128).contains(n) {
-            throw QueueError(.badOption, "The number of connections must be between 1 and 128 (got \(n)).")
+        if let n = options.connections, !ConnectionCount.allowed.contains(n) {
+            let allowed = ConnectionCount.allowed
+            throw QueueError(
+                .badOption,
+                "The number of connections must be between \(allowed.lowerBound) and \(allowed.upperBound) (got \(n)).")
         }
         if let s = options.maxSpeed, s < 0 {
             throw QueueError(.badOption, "The speed limit cannot be negative (got \(s)); use 0 for no limit.")
@@ -73,6 +77,18 @@ enum OptionRules {
     static func shown(_ s: String) -> String {
         let clean = String(s.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? "?" : Character($0) })
         return clean.count > 80 ? String(clean.prefix(77)) + "…" : clean
+    }
+}
+
+extension TaskOptions {
+    /// The request settings a task lays over the queue's download options, through the same
+    /// ``DownloadOverrides`` as an input file's entry (`segget -i`). The directory, the connection
+    /// count and the speed cap are left out: the queue resolves the first against its root and the
+    /// budget grants the other two.
+    var requestOverrides: DownloadOverrides {
+        DownloadOverrides(
+            checksums: checksum.flatMap { try? ExpectedDigest(parsing: $0) }.map { [$0] } ?? [], headers: headers,
+            userAgent: userAgent, referer: referer, proxy: proxy)
     }
 }
 

@@ -128,15 +128,11 @@ struct Batch: Sendable {
         return outcomes
     }
 
-    private func options(for entry: InputFile.Entry) -> DownloadOptions {
-        var o = base
-        o.connections = connectionsPerFile
-        if !entry.mirrors.isEmpty { o.mirrors = entry.mirrors }
-        o.checksums += entry.checksums
-        o.transfer.headers += entry.headers
-        if let r = entry.referer { o.transfer.referer = r }
-        if let d = entry.directory { o.directory = d }
-        return o
+    /// The run's options with the entry's own lines and this file's share of the budget.
+    func options(for entry: InputFile.Entry) -> DownloadOptions {
+        var overrides = entry.overrides
+        overrides.connections = connectionsPerFile
+        return base.applying(overrides)
     }
 
     private func runOne(_ k: Int, shared: SharedBox, pool: ConnectionPool, reporter: Reporter, interrupt: InterruptFlag) -> Outcome {
