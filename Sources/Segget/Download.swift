@@ -439,8 +439,10 @@ public final class Download: @unchecked Sendable {
             if PosixFile.fileSize(path: dir) != nil {
                 throw SeggetError(.fileSystem, "\(dir) is not a directory.")
             }
-            if mkdir(dir, 0o755) != 0 {
-                throw SeggetError(.fileSystem, "could not create the directory \(dir): \(Errno(rawValue: errno)).")
+            do {
+                try FileSystem.makeDirectory(dir, permissions: 0o755)
+            } catch {
+                throw SeggetError(.fileSystem, "could not create the directory \(dir): \(error).")
             }
         }
         return OutputNames.join(dir, FileName.sanitize(probe.suggestedFileName))
@@ -591,7 +593,7 @@ public final class Download: @unchecked Sendable {
             } catch {
                 data.close()
                 try? PosixFile.remove(path: partPath)
-                if error.rawValue == ENOSPC {
+                if error == .noSpace {
                     throw SeggetError(.fileSystem, "not enough space for \(Format.bytes(total)) in \(parentDirectory(of: partPath)). Free some space and run the command again.")
                 }
                 throw SeggetError(.fileSystem, "could not reserve \(Format.bytes(total)) for \(partPath): \(error).")
@@ -611,18 +613,20 @@ public final class Download: @unchecked Sendable {
     }
 
     private static func createMessage(_ path: String, _ error: Errno) -> String {
-        switch error.rawValue {
-        case EEXIST, ELOOP: "\(path) appeared while segget was creating it (a symbolic link?); refusing to write through it."
-        case EACCES, EPERM: "permission denied writing \(path); choose another directory with -d or -o."
-        case EROFS: "\(parentDirectory(of: path)) is on a read-only file system; choose another directory with -d or -o."
-        case ENOENT: "the directory of \(path) does not exist."
-        case ENOSPC: "the disk is full; free some space and run the command again."
+        switch error {
+        case .fileExists, .tooManySymbolicLinkLevels: "\(path) appeared while segget was creating it (a symbolic link?); refusing to write through it."
+        case .permissionDenied, .notPermitted: "permission denied writing \(path); choose another directory with -d or -o."
+        case .readOnlyFileSystem: "\(parentDirectory(of: path)) is on a read-only file system; choose another directory with -d or -o."
+        case .noSuchFileOrDirectory: "the directory of \(path) does not exist."
+        case .noSpace: "the disk is full; free some space and run the command again."
         default: "could not create \(path): \(error)."
         }
     }
 
     private func lockExclusively(_ file: PosixFile, path: String) throws(SeggetError) {
-        if flock(file.fd, LOCK_EX | LOCK_NB) != 0 {
+        do {
+            try file.tryLockExclusively()
+        } catch {
             file.close()
             throw SeggetError(.fileSystem, "another segget is already downloading into \(path); wait for it or stop it first.")
         }
@@ -630,12 +634,9 @@ public final class Download: @unchecked Sendable {
 }
 
 func isDirectory(_ path: String) -> Bool {
-    var st = stat()
-    return stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
+    FileSystem.isDirectory(path)
 }
 
 func parentDirectory(of path: String) -> String {
-    guard let slash = path.lastIndex(of: "/") else { return "." }
-    let p = String(path[..<slash])
-    return p.isEmpty ? "/" : p
+    FileSystem.directoryName(of: path)
 }

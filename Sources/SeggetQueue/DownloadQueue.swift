@@ -4,6 +4,7 @@ import Segget
 import SeggetJournal
 import SeggetVerify
 import Synchronization
+import SeggetSystem
 
 /// A durable download manager: tasks queued, scheduled under limits, and kept in SQLite.
 ///
@@ -601,8 +602,7 @@ public final class DownloadQueue: Sendable {
     }
 
     private static func exists(_ path: String) -> Bool {
-        var st = stat()
-        return lstat(path, &st) == 0
+        FileSystem.exists(path)
     }
 
     private static func want(_ o: TaskOptions) -> QueueState.Want {
