@@ -148,20 +148,17 @@ struct RetryHelperTests {
         while thread.withLock({ $0 }) == nil { usleep(1000) }
         let target = thread.withLock { $0 }!
         let before = signalsSeen.load(ordering: .relaxed)
-        // The pipe holds 64 KiB: the writer is blocked now; interrupt it a few times.
-        for _ in 0..<5 {
-            usleep(20_000)
+        // The pipe holds 64 KiB and nothing reads yet, so the writer stays blocked (and alive) through
+        // every signal: none can reach a thread that has ended, or another test's thread.
+        for _ in 0..<10 {
+            usleep(10_000)
             pthread_kill(target, SIGUSR2)
         }
+        for _ in 0..<2000 where signalsSeen.load(ordering: .relaxed) == before { usleep(1000) }
         var received: [UInt8] = []
         received.reserveCapacity(payload.count)
         var block = [UInt8](repeating: 0, count: 65536)
-        var sent = 5
         while true {
-            if sent < 20 {
-                pthread_kill(target, SIGUSR2)
-                sent += 1
-            }
             let n = block.withUnsafeMutableBytes { read(reader.rawValue, $0.baseAddress, $0.count) }
             if n < 0 && errno == EINTR { continue }
             if n <= 0 { break }
