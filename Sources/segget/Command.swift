@@ -1,6 +1,6 @@
 import ArgumentParser
-import Glibc
 import Segget
+import SeggetSystem
 import SeggetVerify
 
 let exitCodeTable = FailureKind.allCases.sorted { $0.exitCode < $1.exitCode }
@@ -156,24 +156,15 @@ func loadChecksumFile(_ path: String, outputName: String) throws -> ExpectedDige
 
 /// Reads a small text file (at most 16 MiB; `-` is standard input); a failure is a usage error.
 func readTextFile(_ path: String, what: String) throws(SeggetError) -> String {
-    let f: UnsafeMutablePointer<FILE>? = path == "-" ? fdopen(dup(0), "r") : fopen(path, "r")
-    guard let f else {
-        throw SeggetError(.usage, "cannot read \(what) \(path): \(String(cString: strerror(errno))).")
+    let bytes: [UInt8]
+    do throws(Errno) {
+        let file = path == "-" ? FileDescriptor.standardInput : try FileDescriptor.open(path, .readOnly)
+        defer { if path != "-" { file.close() } }
+        bytes = try file.readToEnd(limit: 16 << 20)
+    } catch {
+        throw SeggetError(.usage, "cannot read \(what) \(path): \(error).")
     }
-    defer { fclose(f) }
-    var bytes: [UInt8] = []
-    var buf = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let n = fread(&buf, 1, buf.count, f)
-        if n <= 0 {
-            if ferror(f) != 0 {
-                throw SeggetError(.usage, "cannot read \(what) \(path): \(String(cString: strerror(errno))).")
-            }
-            break
-        }
-        bytes.append(contentsOf: buf[0..<n])
-        if bytes.count > 16 << 20 { throw SeggetError(.usage, "\(what) \(path) is too large (over 16 MiB).") }
-    }
+    if bytes.count > 16 << 20 { throw SeggetError(.usage, "\(what) \(path) is too large (over 16 MiB).") }
     return String(decoding: bytes, as: UTF8.self)
 }
 

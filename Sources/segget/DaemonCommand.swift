@@ -5,6 +5,7 @@ import Segget
 import SeggetQueue
 import SeggetRPC
 import Synchronization
+import SeggetSystem
 
 /// `segget daemon`: the download queue in the foreground, served over aria2's JSON-RPC.
 struct Daemon: ParsableCommand {
@@ -97,7 +98,7 @@ struct Daemon: ParsableCommand {
         var prefix = ""
         for part in path.split(separator: "/") {
             prefix += "/" + part
-            _ = mkdir(path.hasPrefix("/") ? prefix : String(prefix.dropFirst()), mode)
+            try? FileSystem.makeDirectory(path.hasPrefix("/") ? prefix : String(prefix.dropFirst()), permissions: UInt32(mode))
         }
     }
 

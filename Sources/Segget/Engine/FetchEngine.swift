@@ -218,7 +218,7 @@ final class FetchEngine {
     private func trace(_ text: @autoclosure () -> String) {
         guard debug else { return }
         let line = "[\(Format.fixed(monotonicSeconds() - startedAt, 2))] \(text())\n"
-        _ = line.withCString { write(2, $0, strlen($0)) }
+        try? FileDescriptor.standardError.writeAll(line)
     }
     private let sources: [FetchSource]
     private lazy var strippedTransfer = settings.transfer.withoutCredentials()
