@@ -32,14 +32,16 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
+        // The system layer: Errno, the syscalls (the only libc I/O), files with direct I/O, locks, threads.
+        .target(name: "SeggetSystem"),
         // Digests: hashing, checksum specs, server digest headers.
-        .target(name: "SeggetVerify", dependencies: ["CCrypto"]),
+        .target(name: "SeggetVerify", dependencies: ["CCrypto", "SeggetSystem"]),
         // The resume journal: chunk bitmap, on-disk codec, checkpoint discipline.
         // CRC-32C with the CPU's crc32 instruction where it has one (header-only C, no flags).
         .systemLibrary(name: "CCRC32C"),
-        .target(name: "SeggetJournal", dependencies: ["CCRC32C"]),
+        .target(name: "SeggetJournal", dependencies: ["CCRC32C", "SeggetSystem"]),
         // The engine: probe, plan, fetch, storage, download orchestration.
-        .target(name: "Segget", dependencies: ["SeggetCurl", "SeggetVerify", "SeggetJournal"]),
+        .target(name: "Segget", dependencies: ["SeggetCurl", "SeggetSystem", "SeggetVerify", "SeggetJournal"]),
         // SQLite for the download queue's durable state.
         .systemLibrary(
             name: "CSQLite",
@@ -47,10 +49,10 @@ let package = Package(
             providers: [.apt(["libsqlite3-dev"])]
         ),
         // A durable download manager: scheduling, connection and speed budgets, SQLite state.
-        .target(name: "SeggetQueue", dependencies: ["Segget", "SeggetJournal", "SeggetVerify", "CSQLite"]),
+        .target(name: "SeggetQueue", dependencies: ["Segget", "SeggetSystem", "SeggetJournal", "SeggetVerify", "CSQLite"]),
         .executableTarget(
             name: "segget",
-            dependencies: ["Segget", "SeggetRPC", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["Segget", "SeggetSystem", "SeggetRPC", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         // aria2-compatible JSON-RPC over HTTP and WebSocket for `segget daemon`, on SwiftNIO.
         .target(
@@ -75,10 +77,16 @@ let package = Package(
 
         .testTarget(name: "SeggetTests", dependencies: ["Segget"]),
         .testTarget(name: "SeggetCurlTests", dependencies: ["SeggetCurl", "SeggetTestServer"]),
+        .testTarget(name: "SeggetSystemTests", dependencies: ["SeggetSystem"]),
         .testTarget(name: "SeggetVerifyTests", dependencies: ["SeggetVerify"]),
         .testTarget(name: "SeggetJournalTests", dependencies: ["SeggetJournal"]),
         .testTarget(name: "SeggetQueueTests", dependencies: ["SeggetQueue", "SeggetTestServer"]),
         .testTarget(name: "SeggetRPCTests", dependencies: ["SeggetRPC", "SeggetQueue"]),
+        // The command line parsed in-process: option groups, argument types, the options they build.
+        .testTarget(
+            name: "SeggetCLITests",
+            dependencies: ["segget", "Segget", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
         .testTarget(
             name: "SeggetIntegrationTests",
             dependencies: ["Segget", "SeggetTestServer"]

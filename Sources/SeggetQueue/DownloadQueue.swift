@@ -4,6 +4,7 @@ import Segget
 import SeggetJournal
 import SeggetVerify
 import Synchronization
+import SeggetSystem
 
 /// A durable download manager: tasks queued, scheduled under limits, and kept in SQLite.
 ///
@@ -16,9 +17,9 @@ import Synchronization
 /// stops ``Download``s, stores rows, and publishes events. All state sits behind one lock; no lock is
 /// held while waiting on the network.
 public final class DownloadQueue: Sendable {
-    private let core: Mutex<Core>
+    let core: Mutex<Core>
 
-    private struct Live {
+    struct Live {
         var grant: QueueState.Grant
         var task: DownloadTask?
         /// Set when a stop was asked for before the download existed (during its probe).
@@ -27,7 +28,7 @@ public final class DownloadQueue: Sendable {
         var lastSaved = 0.0
     }
 
-    private struct Core {
+    struct Core {
         var state: QueueState
         var store: TaskStore?
         var settings: QueueSettings
@@ -333,7 +334,7 @@ public final class DownloadQueue: Sendable {
     // MARK: Carrying out actions
 
     /// Runs a state change and its actions under the lock, then launches what it started.
-    private func change(_ body: (inout Core) throws(QueueError) -> [QueueState.Action]) throws(QueueError) {
+    func change(_ body: (inout Core) throws(QueueError) -> [QueueState.Action]) throws(QueueError) {
         let launches = try core.withLock { (c: inout Core) throws(QueueError) -> [TaskID] in
             try Self.checkOpen(c)
             let actions = try body(&c)
@@ -345,7 +346,7 @@ public final class DownloadQueue: Sendable {
     }
 
     /// Carries out actions under the lock; returns the tasks to launch once the lock is released.
-    private func perform(_ actions: [QueueState.Action], _ c: inout Core) -> [TaskID] {
+    func perform(_ actions: [QueueState.Action], _ c: inout Core) -> [TaskID] {
         var launches: [TaskID] = []
         let now = Int64(time(nil))
         for action in actions {
@@ -393,7 +394,7 @@ public final class DownloadQueue: Sendable {
     }
 
     /// Runs a store write, remembering a failure for the calling method to throw.
-    private func store(_ c: inout Core, _ body: (TaskStore) throws(SQLiteError) -> Void) {
+    func store(_ c: inout Core, _ body: (TaskStore) throws(SQLiteError) -> Void) {
         guard let s = c.store else { return }
         do {
             try body(s)
@@ -405,19 +406,19 @@ public final class DownloadQueue: Sendable {
         }
     }
 
-    private static func takeStorageError(_ c: inout Core) throws(QueueError) {
+    static func takeStorageError(_ c: inout Core) throws(QueueError) {
         if let e = c.storageError {
             c.storageError = nil
             throw e
         }
     }
 
-    private static func checkOpen(_ c: Core) throws(QueueError) {
+    static func checkOpen(_ c: Core) throws(QueueError) {
         if c.closed { throw QueueError(.invalidState, "The queue has been shut down; open it again to make changes.") }
     }
 
     /// Stores completed lengths of running tasks (each at most every `progressSaveInterval` unless forced).
-    private func saveProgress(_ c: inout Core, force: Bool) {
+    func saveProgress(_ c: inout Core, force: Bool) {
         let now = monotonicNow()
         var rows: [(TaskID, total: Int64, completed: Int64)] = []
         for (id, live) in c.live where force || now - live.lastSaved >= c.settings.progressSaveInterval {
@@ -429,278 +430,4 @@ public final class DownloadQueue: Sendable {
         c.storageError = nil
     }
 
-    // MARK: Running downloads
-
-    private func launch(_ ids: [TaskID]) {
-        for id in ids {
-            DispatchQueue.global().async { self.prepareAndStart(id) }
-        }
-    }
-
-    /// Off the lock: creates the directory, fixes the output path (probing for the server's file
-    /// name the first time), then starts the download and watches it.
-    private func prepareAndStart(_ id: TaskID) {
-        guard
-            let (record, policy) = core.withLock({ c -> (TaskRecord, DirectoryPolicy)? in
-                guard let r = c.records[id], let l = c.live[id], !l.stopRequested else { return nil }
-                return (r, c.policy)
-            })
-        else {
-            ended(id, .interrupted)
-            return
-        }
-        let directory: String
-        do {
-            directory = try policy.prepare(record.directory)
-        } catch {
-            ended(id, .failed(SeggetError(.fileSystem, error.message)))
-            return
-        }
-        if let path = record.path, let size = Self.finishedEarlier(record, path: path) {
-            ended(id, .completed(path: path, bytes: size))
-            return
-        }
-        var suggested: String?
-        if record.path == nil {
-            let info = try? Download(url: record.urls[0], options: downloadOptions(record, grant: nil)).probe()
-            suggested = info?.suggestedFileName ?? FileName.fromURLPath(record.urls[0])
-        }
-        let started: DownloadTask? = core.withLock { c in
-            guard var r = c.records[id], c.live[id] != nil, c.live[id]?.stopRequested == false,
-                let grant = c.live[id]?.grant
-            else {
-                return nil
-            }
-            if r.path == nil, let name = suggested {
-                r.path = Self.freePath(name: name, directory: directory, records: c.records, except: id)
-                r.directory = directory
-                c.records[id] = r
-                let saved = r
-                store(&c) { s throws(SQLiteError) in try s.update(saved) }
-                c.storageError = nil
-            }
-            let task = Download(url: r.urls[0], options: downloadOptions(r, grant: grant)).start()
-            c.live[id]?.task = task
-            return task
-        }
-        guard let started else {
-            ended(id, .interrupted)
-            return
-        }
-        Task.detached {
-            for await p in started.progress { self.progressed(id, p) }
-            let finish: Finish
-            do throws(SeggetError) {
-                let r = try await started.result()
-                finish = .completed(path: r.path, bytes: r.bytes)
-            } catch {
-                finish = error.kind == .interrupted ? .interrupted : .failed(error)
-            }
-            self.ended(id, finish)
-        }
-    }
-
-    private func progressed(_ id: TaskID, _ p: DownloadProgress) {
-        core.withLock { c in
-            guard c.live[id] != nil, c.records[id] != nil else { return }
-            c.live[id]?.progress = p
-            c.records[id]?.completedLength = p.completedBytes
-            if let t = p.totalBytes { c.records[id]?.totalLength = t }
-            saveProgress(&c, force: false)
-        }
-    }
-
-    /// How one run of a task's download ended.
-    private enum Finish {
-        case completed(path: String, bytes: Int64)
-        case failed(SeggetError)
-        /// Stopped on request; the journal is kept.
-        case interrupted
-    }
-
-    /// The size of a file a killed run had already finished and renamed into place (the queue died
-    /// before storing that): the final file is there with the stored length and neither the partial
-    /// file nor the journal is left. Only for a task that had made progress, so that a file the
-    /// user already had under that name is never taken for it.
-    private static func finishedEarlier(_ r: TaskRecord, path: String) -> Int64? {
-        guard r.completedLength > 0, r.totalLength > 0, !exists(path + ".segget-part"),
-            !exists(path + ".segget-journal"),
-            let size = PosixFile.fileSize(path: path), size == r.totalLength
-        else { return nil }
-        return size
-    }
-
-    private func ended(_ id: TaskID, _ outcome: Finish) {
-        let launches: [TaskID] = core.withLock { c in
-            guard c.live.removeValue(forKey: id) != nil else { return [] }
-            let ending: QueueState.Ending
-            if var r = c.records[id] {
-                switch outcome {
-                case .completed(let path, let bytes):
-                    r.path = path
-                    r.totalLength = bytes
-                    r.completedLength = bytes
-                    ending = .completed
-                case .interrupted:
-                    ending = .interrupted
-                case .failed(let e):
-                    r.failure = e.kind
-                    r.errorCode = Self.aria2ErrorCode(e)
-                    r.errorMessage = e.message
-                    ending = .failed
-                }
-                c.records[id] = r
-                let saved = r
-                store(&c) { s throws(SQLiteError) in try s.update(saved) }
-            } else {
-                ending = .interrupted
-            }
-            let launches = perform(c.state.downloadEnded(id, ending), &c)
-            c.storageError = nil
-            if c.live.isEmpty {
-                for w in c.shutdownWaiters { w.resume() }
-                c.shutdownWaiters = []
-            }
-            return launches
-        }
-        launch(launches)
-    }
-
-    private func downloadOptions(_ r: TaskRecord, grant: QueueState.Grant?) -> DownloadOptions {
-        var o = DownloadOptions()
-        o.mirrors = Array(r.urls.dropFirst())
-        o.outputPath = r.path
-        o.directory = r.path == nil ? r.directory : nil
-        o.transfer.headers = r.options.headers
-        if let v = r.options.userAgent { o.transfer.userAgent = v }
-        o.transfer.referer = r.options.referer
-        o.transfer.proxy = r.options.proxy
-        if let c = r.options.checksum, let d = try? ExpectedDigest(parsing: c) { o.checksums = [d] }
-        if let g = grant {
-            o.connections = g.connections
-            o.maxSpeed = g.speed
-        }
-        return o
-    }
-
-    // MARK: Helpers
-
-    /// `directory/name`, numbered (`name.1.ext`, …) when another task or a file already has it.
-    private static func freePath(name: String, directory: String, records: [TaskID: TaskRecord], except: TaskID)
-        -> String
-    {
-        let taken = Set(records.values.filter { $0.id != except }.compactMap(\.path))
-        var n = 0
-        while true {
-            let candidate = OutputNames.join(directory, n == 0 ? name : OutputNames.numbered(name, n))
-            if !taken.contains(candidate) && !exists(candidate) && !exists(candidate + ".segget-part") {
-                return candidate
-            }
-            n += 1
-        }
-    }
-
-    private static func exists(_ path: String) -> Bool {
-        var st = stat()
-        return lstat(path, &st) == 0
-    }
-
-    private static func want(_ o: TaskOptions) -> QueueState.Want {
-        QueueState.Want(connections: o.connections, maxSpeed: o.maxSpeed.flatMap { $0 > 0 ? $0 : nil })
-    }
-
-    private static func limits(_ s: QueueSettings) -> QueueState.Limits {
-        QueueState.Limits(
-            maxActive: s.maxActive, connectionBudget: s.connectionBudget,
-            maxOverallSpeed: s.maxOverallSpeed.flatMap { $0 > 0 ? $0 : nil }, defaultConnections: s.defaultConnections)
-    }
-
-    private static func checkSettings(_ s: QueueSettings) throws(QueueError) {
-        guard (1...1000).contains(s.maxActive) else {
-            throw QueueError(
-                .badOption, "The number of active downloads must be between 1 and 1000 (got \(s.maxActive)).")
-        }
-        guard (1...1024).contains(s.connectionBudget) else {
-            throw QueueError(
-                .badOption, "The connection budget must be between 1 and 1024 (got \(s.connectionBudget)).")
-        }
-        guard (1...128).contains(s.defaultConnections) else {
-            throw QueueError(
-                .badOption, "The default number of connections must be between 1 and 128 (got \(s.defaultConnections))."
-            )
-        }
-        if let g = s.maxOverallSpeed, g < 0 {
-            throw QueueError(.badOption, "The overall speed limit cannot be negative (got \(g)); use 0 for no limit.")
-        }
-        guard s.progressSaveInterval > 0 else {
-            throw QueueError(.badOption, "The progress save interval must be positive (got \(s.progressSaveInterval)).")
-        }
-    }
-
-    private static func snapshot(_ r: TaskRecord, _ c: Core, position: Int) -> TaskSnapshot {
-        let live = c.live[r.id]
-        let p = live?.progress
-        let pieceLength: Int64 = 1 << 20
-        let numPieces = r.totalLength > 0 ? Int((r.totalLength + pieceLength - 1) / pieceLength) : 0
-        var bitfield: String?
-        if r.status == .complete && numPieces > 0 {
-            // Every piece is there; aria2 pads the last byte with zero bits.
-            var bits = [Character](repeating: "f", count: numPieces / 4)
-            let rest = numPieces % 4
-            if rest > 0 { bits.append(Character(String((0xF << (4 - rest)) & 0xF, radix: 16))) }
-            if bits.count % 2 == 1 { bits.append("0") }
-            bitfield = String(bits)
-        }
-        return TaskSnapshot(
-            id: r.id, urls: r.urls, status: r.status, options: r.options, path: r.path, directory: r.directory,
-            totalLength: r.totalLength, completedLength: r.completedLength,
-            downloadSpeed: Int64(p?.bytesPerSecond ?? 0),
-            connections: p?.connections.filter { $0.state != .idle }.count ?? 0,
-            grantedConnections: live?.grant.connections ?? 0, grantedSpeed: live?.grant.speed,
-            pieceLength: pieceLength, numPieces: numPieces, bitfield: bitfield,
-            errorCode: r.status == .error ? r.errorCode : nil, errorMessage: r.status == .error ? r.errorMessage : nil,
-            failure: r.status == .error ? r.failure : nil, position: position, createdAt: r.createdAt,
-            finishedAt: r.finishedAt)
-    }
-
-    /// aria2's slice: `[offset, offset+count)`, or for a negative offset, backwards from `count + offset`.
-    static func window<T>(_ items: [T], offset: Int, count: Int) -> [T] {
-        guard count > 0 else { return [] }
-        if offset >= 0 {
-            guard offset < items.count else { return [] }
-            return Array(items[offset..<(offset + min(count, items.count - offset))])
-        }
-        let first = items.count + offset
-        guard first >= 0 else { return [] }
-        return stride(from: first, to: max(-1, first - count), by: -1).map { items[$0] }
-    }
-
-    /// aria2's error numbers for segget's failures (front-ends show or match them).
-    static func aria2ErrorCode(_ e: SeggetError) -> Int {
-        switch e.kind {
-        case .network: return 6
-        case .httpStatus:
-            switch e.httpStatus {
-            case 404, 410: return 3
-            case 401, 403, 407: return 24
-            default: return 22
-            }
-        case .fileSystem:
-            let m = e.message
-            if m.contains("already exists") { return 13 }
-            if m.contains("space") || m.contains("disk is full") { return 9 }
-            return 16
-        case .verification: return 32
-        case .protocolViolation: return 22
-        case .usage: return 28
-        case .interrupted: return 7
-        case .internalError: return 1
-        }
-    }
-}
-
-private func monotonicNow() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
 }

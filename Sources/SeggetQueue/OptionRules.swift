@@ -1,5 +1,6 @@
-import Glibc
+import Segget
 import SeggetVerify
+import SeggetSystem
 
 /// The checks a task's URLs and options must pass before the queue accepts them. Requests may come
 /// from a network client, so anything that could write outside the download root or inject header
@@ -32,8 +33,11 @@ enum OptionRules {
         if let v = options.userAgent { try checkNoLineBreak(v, what: "The user agent") }
         if let v = options.referer { try checkNoLineBreak(v, what: "The referer") }
         if let v = options.proxy { try checkNoLineBreak(v, what: "The proxy") }
-        if let n = options.connections, !(1...128).contains(n) {
-            throw QueueError(.badOption, "The number of connections must be between 1 and 128 (got \(n)).")
+        if let n = options.connections, !ConnectionCount.allowed.contains(n) {
+            let allowed = ConnectionCount.allowed
+            throw QueueError(
+                .badOption,
+                "The number of connections must be between \(allowed.lowerBound) and \(allowed.upperBound) (got \(n)).")
         }
         if let s = options.maxSpeed, s < 0 {
             throw QueueError(.badOption, "The speed limit cannot be negative (got \(s)); use 0 for no limit.")
@@ -76,6 +80,18 @@ enum OptionRules {
     }
 }
 
+extension TaskOptions {
+    /// The request settings a task lays over the queue's download options, through the same
+    /// ``DownloadOverrides`` as an input file's entry (`segget -i`). The directory, the connection
+    /// count and the speed cap are left out: the queue resolves the first against its root and the
+    /// budget grants the other two.
+    var requestOverrides: DownloadOverrides {
+        DownloadOverrides(
+            checksums: checksum.flatMap { try? ExpectedDigest(parsing: $0) }.map { [$0] } ?? [], headers: headers,
+            userAgent: userAgent, referer: referer, proxy: proxy)
+    }
+}
+
 /// Where a task's file may go: the directory option resolved against the download root, with every
 /// symbolic link followed, and refused when it ends up outside the root (unless any is allowed).
 struct DirectoryPolicy: Sendable {
@@ -92,11 +108,11 @@ struct DirectoryPolicy: Sendable {
                     .badOption, "The download root \(root) does not exist and could not be created: \(error.message)")
             }
         }
-        guard let resolved = DirectoryPolicy.realPath(root) else {
-            throw QueueError(
-                .badOption, "The download root \(root) cannot be resolved: \(String(cString: strerror(errno))).")
+        do {
+            self.root = try FileSystem.realPath(root)
+        } catch {
+            throw QueueError(.badOption, "The download root \(root) cannot be resolved: \(error).")
         }
-        self.root = resolved
         self.allowAnyDirectory = allowAnyDirectory
     }
 
@@ -116,13 +132,13 @@ struct DirectoryPolicy: Sendable {
         var resolved: String?
         while resolved == nil {
             let prefix = "/" + components.joined(separator: "/")
-            if let r = Self.realPath(prefix) {
+            switch Result(catching: { () throws(Errno) in try FileSystem.realPath(prefix) }) {
+            case .success(let r):
                 resolved = r
-            } else if errno == ENOENT, let last = components.popLast() {
-                missing.insert(last, at: 0)
-            } else {
-                throw QueueError(
-                    .badOption, "The directory \(requested) cannot be resolved: \(String(cString: strerror(errno))).")
+            case .failure(.noSuchFileOrDirectory) where !components.isEmpty:
+                missing.insert(components.removeLast(), at: 0)
+            case .failure(let error):
+                throw QueueError(.badOption, "The directory \(requested) cannot be resolved: \(error).")
             }
         }
         for part in missing where part == ".." || part == "." {
@@ -154,14 +170,11 @@ struct DirectoryPolicy: Sendable {
     }
 
     static func realPath(_ path: String) -> String? {
-        guard let p = realpath(path, nil) else { return nil }
-        defer { free(p) }
-        return String(cString: p)
+        try? FileSystem.realPath(path)
     }
 
     static func isDirectory(_ path: String) -> Bool {
-        var st = stat()
-        return stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
+        FileSystem.isDirectory(path)
     }
 
     /// mkdir -p.
@@ -169,10 +182,11 @@ struct DirectoryPolicy: Sendable {
         var current = path.hasPrefix("/") ? "" : "."
         for part in path.split(separator: "/", omittingEmptySubsequences: true) {
             current += "/" + part
-            if mkdir(current, 0o755) != 0 && errno != EEXIST {
-                throw QueueError(
-                    .storage, "Could not create the directory \(current): \(String(cString: strerror(errno))).")
-            }
+            do {
+                try FileSystem.makeDirectory(current, permissions: 0o755)
+            } catch where error != .fileExists {
+                throw QueueError(.storage, "Could not create the directory \(current): \(error).")
+            } catch {}
         }
         guard isDirectory(path) else { throw QueueError(.storage, "\(path) exists but is not a directory.") }
     }

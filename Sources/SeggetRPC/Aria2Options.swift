@@ -101,11 +101,14 @@ public struct Aria2TaskOptions: Sendable, Equatable {
         }
     }
 
+    /// A connection count, as a JSON number or a string: the command line's `-n` rule and message.
     static func count(_ raw: JSON, _ key: String) throws(RPCError) -> Int {
-        guard let v = raw.intValue, (1...128).contains(v) else {
-            throw .invalidParams("option \(key) must be a number from 1 to 128.")
+        let text = raw.intValue.map { String($0) } ?? raw.stringValue ?? raw.serialized
+        do {
+            return try ConnectionCount.parseFixed(text)
+        } catch {
+            throw .invalidParams("option \(key): \(error)")
         }
-        return Int(v)
     }
 
     static func bool(_ raw: JSON, _ key: String) throws(RPCError) -> Bool {
@@ -117,13 +120,17 @@ public struct Aria2TaskOptions: Sendable, Equatable {
         }
     }
 
-    /// aria2's size syntax (`0`, `500K`, `1M`); 0 means no limit.
+    /// aria2's size syntax (`0`, `500K`, `1M`), read as the command line reads `--max-speed`; 0 means
+    /// no limit.
     static func speed(_ raw: JSON, _ key: String) throws(RPCError) -> Int64? {
         let text = try string(raw, key)
-        guard let bytes = parseByteSize(text) else {
-            throw .invalidParams("option \(key) must be a size such as 0, 500K or 1M (got '\(text)').")
+        let rate: ByteRate
+        do {
+            rate = try ByteRate(parsing: text)
+        } catch {
+            throw .invalidParams("option \(key): \(error) 0 means no limit.")
         }
-        return bytes == 0 ? nil : bytes
+        return rate.bytesPerSecond == 0 ? nil : rate.bytesPerSecond
     }
 
     /// `out` is one file name: no directory part, nothing that walks out of `dir`.

@@ -1,10 +1,4 @@
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import SeggetSystem
 
 /// Hashes a file that is being filled in order-independent chunks, following its finished prefix.
 /// `advance(to:)` is called (from any thread, cheap, non-blocking) whenever the contiguous finished prefix grows;
@@ -121,7 +115,8 @@ private final class PrefixHashJob: @unchecked Sendable {
     // `b % ringBlocks`, and `slotHolds[slot]` (guarded by `lock`) says which file block is there now.
     // Slots are written only for blocks within `hashed ..< hashed + window`, so a block the reader or
     // hasher is still using is never overwritten.
-    private let ring: UnsafeMutableRawPointer?
+    private let ringBuffer: AlignedBuffer?
+    private var ring: UnsafeMutableRawPointer? { ringBuffer?.base }
     private let ringBlocks: Int
     private var slotHolds: [Int64]
 
@@ -131,15 +126,10 @@ private final class PrefixHashJob: @unchecked Sendable {
         ringBlocks = window / directAlignment
         slotHolds = Array(repeating: -1, count: ringBlocks)
         if ringBlocks > 0 {
-            var p: UnsafeMutableRawPointer?
-            ring = posix_memalign(&p, directAlignment, window) == 0 ? p : nil
+            ringBuffer = AlignedBuffer(count: window, alignment: directAlignment)
         } else {
-            ring = nil
+            ringBuffer = nil
         }
-    }
-
-    deinit {
-        free(ring)
     }
 
     func offer(_ bytes: UnsafeRawBufferPointer, at offset: Int64) {
@@ -153,7 +143,7 @@ private final class PrefixHashJob: @unchecked Sendable {
         while block < endBlock {
             let slot = Int(block % Int64(ringBlocks))
             let run = min(endBlock - block, Int64(ringBlocks - slot))
-            memcpy(ring + slot * directAlignment, base + Int(block * a - offset), Int(run * a))
+            (ring + slot * directAlignment).copyMemory(from: base + Int(block * a - offset), byteCount: Int(run * a))
             lock.withLock {
                 for i in 0..<Int(run) { slotHolds[slot + i] = block + Int64(i) }
             }
@@ -390,80 +380,20 @@ private final class PrefixHashJob: @unchecked Sendable {
 
 }
 
-/// A pthread mutex with one condition variable, heap-allocated because pthread objects must not move.
-package final class ConditionLock: @unchecked Sendable {
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
-
-    package init() {
-        pthread_mutex_init(mutex, nil)
-        pthread_cond_init(condition, nil)
-    }
-
-    deinit {
-        pthread_cond_destroy(condition)
-        pthread_mutex_destroy(mutex)
-        condition.deallocate()
-        mutex.deallocate()
-    }
-
-    /// Runs `body` holding the mutex.
-    ///
-    /// The corresponding C functions are `pthread_mutex_lock` and `pthread_mutex_unlock`.
-    package func withLock<Result, Failure: Error>(_ body: () throws(Failure) -> Result) throws(Failure) -> Result {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return try body()
-    }
-
-    /// Releases the mutex until woken, then takes it again; call only inside `withLock`, in a loop that
-    /// rechecks its condition, since wake-ups can be spurious.
-    ///
-    /// The corresponding C function is `pthread_cond_wait`.
-    package func wait() {
-        pthread_cond_wait(condition, mutex)
-    }
-
-    /// Wakes every waiter.
-    ///
-    /// The corresponding C function is `pthread_cond_broadcast`.
-    package func broadcast() {
-        pthread_cond_broadcast(condition)
-    }
-}
-
 /// Runs `body` on a new detached thread; returns 0, or the error number if the thread could not be created.
 ///
-/// A plain pthread rather than a dispatch queue: the work blocks in pread for its whole life, which would tie
-/// up one of the few threads of a shared pool. The corresponding C function is `pthread_create`.
+/// A plain thread rather than a dispatch queue: the work blocks in pread for its whole life, which would tie
+/// up one of the few threads of a shared pool.
 private func startDetachedThread(_ body: @escaping @Sendable () -> Void) -> Int32 {
-    let context = Unmanaged.passRetained(ThreadBody(body)).toOpaque()
-    var thread = pthread_t()
-    let status = pthread_create(
-        &thread, nil,
-        { context in
-            guard let context else { return nil }
-            Unmanaged<ThreadBody>.fromOpaque(context).takeRetainedValue().body()
-            return nil
-        }, context)
-    guard status == 0 else {
-        Unmanaged<ThreadBody>.fromOpaque(context).release()
-        return status
+    do {
+        try SystemThread.detach(body)
+        return 0
+    } catch {
+        return error.rawValue
     }
-    pthread_detach(thread)
-    return 0
 }
 
 /// The pipeline's buffers, handed to the reader thread; the job's lock orders every use of each buffer.
 private struct SharedBuffers: @unchecked Sendable {
     let list: [UnsafeMutableRawBufferPointer]
-}
-
-/// A closure boxed so that it can travel through pthread_create's `void *` argument.
-private final class ThreadBody: Sendable {
-    let body: @Sendable () -> Void
-
-    init(_ body: @escaping @Sendable () -> Void) {
-        self.body = body
-    }
 }

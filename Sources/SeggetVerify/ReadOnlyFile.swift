@@ -1,10 +1,4 @@
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import SeggetSystem
 
 /// Why hashing a file failed, with a full-sentence description for the user.
 public struct HashingError: Error, CustomStringConvertible, Sendable, Equatable {
@@ -50,18 +44,15 @@ public struct HashingError: Error, CustomStringConvertible, Sendable, Equatable 
 }
 
 /// The system's message for an errno value, such as "No such file or directory".
-///
-/// The corresponding C function is `strerror`.
 private func errorMessage(_ errno: Int32) -> String {
-    guard let message = strerror(errno) else { return "error \(errno)" }
-    return String(cString: message)
+    Errno(rawValue: errno).description
 }
 
 /// An open file descriptor for positional reads; closed when the value is released. The only file
-/// syscalls of this module live here.
+/// access of this module goes through here.
 final class ReadOnlyFile: @unchecked Sendable {
     // The descriptor is immutable and pread does not move a shared offset, so concurrent use is safe.
-    let descriptor: Int32
+    let descriptor: FileDescriptor
     let path: String
 
     /// True when reads bypass the page cache (`O_DIRECT`): offsets, counts and buffers must then be
@@ -74,39 +65,34 @@ final class ReadOnlyFile: @unchecked Sendable {
     /// The corresponding C function is `open` (with `O_RDONLY | O_CLOEXEC`).
     init(path: String, direct: Bool = false) throws(HashingError) {
         self.path = path
-        var descriptor: Int32 = -1
-        if direct, let flag = directOpenFlag {
-            repeat {
-                descriptor = open(path, O_RDONLY | O_CLOEXEC | flag)
-            } while descriptor < 0 && errno == EINTR
+        if direct, let flag = FileDescriptor.OpenOptions.direct,
+            let descriptor = try? FileDescriptor.open(path, .readOnly, options: [.closeOnExec, flag])
+        {
+            self.descriptor = descriptor
+            isDirect = true
+            return
         }
-        isDirect = descriptor >= 0
-        if descriptor < 0 {
-            repeat {
-                descriptor = open(path, O_RDONLY | O_CLOEXEC)
-            } while descriptor < 0 && errno == EINTR
+        do {
+            descriptor = try FileDescriptor.open(path, .readOnly, options: [.closeOnExec])
+        } catch {
+            throw HashingError(code: .openFailed(errno: error.rawValue), path: path)
         }
-        guard descriptor >= 0 else {
-            throw HashingError(code: .openFailed(errno: errno), path: path)
-        }
-        self.descriptor = descriptor
+        isDirect = false
     }
 
     deinit {
         // Nothing useful can be done about a failed close of a read-only descriptor.
-        _ = close(descriptor)
+        descriptor.close()
     }
 
     /// Reads up to `buffer.count` bytes at `offset`, retrying interrupted calls; returns 0 only at end of file.
     ///
     /// The corresponding C function is `pread`.
     func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(HashingError) -> Int {
-        while true {
-            let count = pread(descriptor, buffer.baseAddress, buffer.count, off_t(offset))
-            if count >= 0 { return count }
-            if errno != EINTR {
-                throw HashingError(code: .readFailed(errno: errno), path: path)
-            }
+        do {
+            return try descriptor.read(into: buffer, at: offset)
+        } catch {
+            throw HashingError(code: .readFailed(errno: error.rawValue), path: path)
         }
     }
 
@@ -133,19 +119,8 @@ final class ReadOnlyFile: @unchecked Sendable {
     }
 }
 
-/// `O_DIRECT`, which Glibc's Swift overlay does not export; nil where its value is unknown.
-package let directOpenFlag: Int32? = {
-    #if os(Linux) && (arch(x86_64) || arch(i386))
-        return 0o40000
-    #elseif os(Linux) && arch(arm64)
-        return 0o200000
-    #else
-        return nil
-    #endif
-}()
-
 /// Offsets, counts and buffer addresses of `O_DIRECT` reads are multiples of this.
-package let directAlignment = 4096
+package let directAlignment = directIOAlignment
 
 /// The size of the blocks files are read in: large enough that syscall and lock costs vanish next to hashing
 /// (a block takes about 4 ms at SHA-256 speed), small enough that `cancel()` stays prompt.

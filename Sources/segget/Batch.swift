@@ -1,8 +1,8 @@
 import Dispatch
-import Glibc
 import Segget
 import SeggetVerify
 import Synchronization
+import SeggetSystem
 
 /// What happened to one file of a run.
 struct Outcome: Sendable {
@@ -128,15 +128,11 @@ struct Batch: Sendable {
         return outcomes
     }
 
-    private func options(for entry: InputFile.Entry) -> DownloadOptions {
-        var o = base
-        o.connections = connectionsPerFile
-        if !entry.mirrors.isEmpty { o.mirrors = entry.mirrors }
-        o.checksums += entry.checksums
-        o.transfer.headers += entry.headers
-        if let r = entry.referer { o.transfer.referer = r }
-        if let d = entry.directory { o.directory = d }
-        return o
+    /// The run's options with the entry's own lines and this file's share of the budget.
+    func options(for entry: InputFile.Entry) -> DownloadOptions {
+        var overrides = entry.overrides
+        overrides.connections = connectionsPerFile
+        return base.applying(overrides)
     }
 
     private func runOne(_ k: Int, shared: SharedBox, pool: ConnectionPool, reporter: Reporter, interrupt: InterruptFlag) -> Outcome {
@@ -237,20 +233,20 @@ func parentDirectory(_ path: String) -> String {
 }
 
 func fileExists(_ path: String) -> Bool {
-    var st = stat()
-    return lstat(path, &st) == 0
+    FileSystem.exists(path)
 }
 
 /// `mkdir -p`; returns a sentence on failure.
 func makeDirectories(_ dir: String) -> String? {
     if dir == "." || dir == "/" || dir.isEmpty { return nil }
-    var st = stat()
-    if stat(dir, &st) == 0 {
-        return (st.st_mode & S_IFMT) == S_IFDIR ? nil : "\(dir) exists and is not a directory."
+    if let status = FileSystem.status(dir) {
+        return status.kind == .directory ? nil : "\(dir) exists and is not a directory."
     }
     if let problem = makeDirectories(parentDirectory(dir)) { return problem }
-    if mkdir(dir, 0o755) != 0 && errno != EEXIST {
-        return "could not create the directory \(dir): \(String(cString: strerror(errno)))."
-    }
+    do {
+        try FileSystem.makeDirectory(dir, permissions: 0o755)
+    } catch where error != .fileExists {
+        return "could not create the directory \(dir): \(error)."
+    } catch {}
     return nil
 }

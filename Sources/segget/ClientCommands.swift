@@ -11,7 +11,7 @@ struct DaemonAddress: ParsableArguments {
     @Option(name: .customLong("rpc-secret"), help: "The daemon's --rpc-secret (default $SEGGET_RPC_SECRET).")
     var secret: String?
 
-    @Option(name: .customLong("rpc-host"), help: "The daemon's host (default 127.0.0.1).")
+    @Option(name: .customLong("rpc-host"), help: "The daemon's host.")
     var host: String = "127.0.0.1"
 
     var client: RPCClient {
@@ -47,23 +47,19 @@ struct Add: ParsableCommand {
     var output: String?
 
     @Option(
-        name: [.customShort("n"), .customLong("connections")], help: "Parallel connections for each file, 1 to 128.")
+        name: [.customShort("n"), .customLong("connections")],
+        help: ArgumentHelp("Parallel connections for each file, 1 to 128.", valueName: "connections"),
+        transform: ArgumentValue.fixedConnections)
     var connections: Int?
 
-    @Option(name: [.customShort("H"), .long], help: "Extra request header 'Name: value' (repeatable).")
-    var header: [String] = []
+    @OptionGroup(title: "HTTP requests") var request: RequestOptions
 
-    @Option(name: [.customShort("A"), .customLong("user-agent")], help: "The User-Agent header to send.")
-    var userAgent: String?
-
-    @Option(name: [.customShort("e"), .long], help: "The Referer header to send.")
-    var referer: String?
-
-    @Option(help: "Proxy URL for these downloads.")
-    var proxy: String?
-
-    @Option(name: .customLong("max-speed"), help: "Cap each file's download rate, e.g. 2M.")
-    var maxSpeed: String?
+    /// 0 is the daemon's "no limit", as in aria2's max-download-limit.
+    @Option(
+        name: .customLong("max-speed"),
+        help: ArgumentHelp("Cap each file's download rate, e.g. 2M.", valueName: "max-speed"),
+        transform: ArgumentValue.rate(atLeast: ByteRate(bytesPerSecond: 0)))
+    var maxSpeed: ByteRate?
 
     @Option(help: "Expected digest sha256=HEX or md5=HEX (one URL only).")
     var checksum: String?
@@ -77,9 +73,6 @@ struct Add: ParsableCommand {
         guard !urls.isEmpty else { throw ValidationError("give at least one URL to add.") }
         if urls.count > 1 && output != nil { throw ValidationError("-o names one file; with several URLs use -d DIR.") }
         if urls.count > 1 && checksum != nil { throw ValidationError("--checksum applies to one URL.") }
-        if let n = connections, !(1...128).contains(n) {
-            throw ValidationError("-n takes a number from 1 to 128 (got \(n)).")
-        }
     }
 
     /// The options object of aria2.addUri.
@@ -100,11 +93,8 @@ struct Add: ParsableCommand {
             o.append(("split", .string(String(n))))
             o.append(("max-connection-per-server", .string(String(n))))
         }
-        if !header.isEmpty { o.append(("header", .array(header.map(JSON.string)))) }
-        if let v = userAgent { o.append(("user-agent", .string(v))) }
-        if let v = referer { o.append(("referer", .string(v))) }
-        if let v = proxy { o.append(("all-proxy", .string(v))) }
-        if let v = maxSpeed { o.append(("max-download-limit", .string(v))) }
+        o += request.aria2Members
+        if let v = maxSpeed { o.append(("max-download-limit", .string(String(v.bytesPerSecond)))) }
         if let v = checksum {
             // segget writes sha256=HEX; aria2 writes sha-256=HEX. Send aria2's form.
             o.append(("checksum", .string(v.hasPrefix("sha256=") ? "sha-256=" + v.dropFirst(7) : v)))

@@ -5,6 +5,7 @@ import Segget
 import SeggetQueue
 import SeggetRPC
 import Synchronization
+import SeggetSystem
 
 /// `segget daemon`: the download queue in the foreground, served over aria2's JSON-RPC.
 struct Daemon: ParsableCommand {
@@ -21,7 +22,9 @@ struct Daemon: ParsableCommand {
             """
     )
 
-    @Option(name: .customLong("rpc-listen-port"), help: "The TCP port for JSON-RPC (default 6800).")
+    @Option(
+        name: .customLong("rpc-listen-port"), help: "The TCP port for JSON-RPC (default 6800).",
+        transform: ArgumentValue.wholeNumber)
     var port: Int = 6800
 
     @Option(name: .customLong("rpc-secret"), help: "Require this token ('token:SECRET') on every call.")
@@ -44,16 +47,21 @@ struct Daemon: ParsableCommand {
         help: "Let RPC clients save into any directory the daemon can write, not only under --dir.")
     var allowAnyDirectory = false
 
-    @Option(name: .customLong("max-concurrent-downloads"), help: "Downloads running at once (default 5).")
+    @Option(
+        name: .customLong("max-concurrent-downloads"), help: "Downloads running at once (default 5).",
+        transform: ArgumentValue.wholeNumber)
     var maxConcurrent: Int = 5
 
-    @Option(name: .customLong("total-connections"), help: "Connections across all running downloads (default 16).")
+    @Option(
+        name: .customLong("total-connections"), help: "Connections across all running downloads (default 16).",
+        transform: ArgumentValue.wholeNumber)
     var totalConnections: Int = 16
 
     @Option(
         name: .customLong("max-overall-download-limit"),
-        help: "Cap the download rate of all downloads together, e.g. 20M (default: no cap).")
-    var maxOverall: String?
+        help: "Cap the download rate of all downloads together, e.g. 20M (default: no cap).",
+        transform: ArgumentValue.rate(atLeast: ByteRate(bytesPerSecond: 0)))
+    var maxOverall: ByteRate?
 
     @Option(
         help:
@@ -74,9 +82,6 @@ struct Daemon: ParsableCommand {
         guard (1...512).contains(totalConnections) else {
             throw ValidationError("--total-connections takes a number from 1 to 512 (got \(totalConnections)).")
         }
-        if let m = maxOverall, parseByteSize(m) == nil {
-            throw ValidationError("--max-overall-download-limit must be a rate such as 20M (got '\(m)').")
-        }
     }
 
     /// `$XDG_STATE_HOME/segget/queue.sqlite`, else `~/.local/state/segget/queue.sqlite`.
@@ -93,7 +98,7 @@ struct Daemon: ParsableCommand {
         var prefix = ""
         for part in path.split(separator: "/") {
             prefix += "/" + part
-            _ = mkdir(path.hasPrefix("/") ? prefix : String(prefix.dropFirst()), mode)
+            try? FileSystem.makeDirectory(path.hasPrefix("/") ? prefix : String(prefix.dropFirst()), permissions: UInt32(mode))
         }
     }
 
@@ -114,7 +119,7 @@ struct Daemon: ParsableCommand {
         var settings = QueueSettings(downloadRoot: root)
         settings.maxActive = maxConcurrent
         settings.connectionBudget = totalConnections
-        settings.maxOverallSpeed = maxOverall.flatMap(parseByteSize).flatMap { $0 > 0 ? $0 : nil }
+        settings.maxOverallSpeed = maxOverall.flatMap { $0.bytesPerSecond > 0 ? $0.bytesPerSecond : nil }
         settings.allowAnyDirectory = allowAnyDirectory
         let queue: DownloadQueue
         do {

@@ -1,6 +1,6 @@
-import Glibc
 import Segget
 import Synchronization
+import SeggetSystem
 
 /// One JSON object, built field by field and written as one line (see docs/json.md).
 struct JSONObject {
@@ -75,18 +75,7 @@ enum StdoutLines {
 
     static func write(_ line: String) {
         lock.withLock { _ in
-            var t = line + "\n"
-            t.withUTF8 { buf in
-                var off = 0
-                while off < buf.count {
-                    let n = Glibc.write(1, buf.baseAddress! + off, buf.count - off)
-                    if n < 0 {
-                        if errno == EINTR { continue }
-                        return
-                    }
-                    off += n
-                }
-            }
+            try? FileDescriptor.standardOutput.writeAll(line + "\n")
         }
     }
 }

@@ -1,3 +1,4 @@
+import Synchronization
 import Dispatch
 import Glibc
 import Segget
@@ -37,8 +38,12 @@ import Testing
         async -> (outcome: FaultOutcome, seconds: Double)
     {
         let t = trace ?? FaultTrace()
-        let started = nowSeconds()
+        // Timed on the download's own thread: resuming this task afterwards can wait for a thread of
+        // the (two-thread) cooperative pool while other tests run, and that is not the download's time.
+        let seconds = Mutex<Double>(0)
         let outcome = try? await blocking { () -> FaultOutcome in
+            let started = nowSeconds()
+            defer { seconds.withLock { $0 = nowSeconds() - started } }
             let stop = InterruptFlag()
             DispatchQueue.global().asyncAfter(deadline: .now() + watchdog) { stop.set() }
             let sink: @Sendable (DownloadEvent) -> Void = { t.record($0) }
@@ -50,7 +55,7 @@ import Testing
             case .failure(let e): return FaultOutcome(result: nil, error: e)
             }
         }
-        return (outcome ?? FaultOutcome(result: nil, error: SeggetError(.internalError, "could not start a thread")), nowSeconds() - started)
+        return (outcome ?? FaultOutcome(result: nil, error: SeggetError(.internalError, "could not start a thread")), seconds.withLock { $0 })
     }
 
     static func nothingLeftUnderFinalName(_ dir: TempDir) -> Bool { !TestFiles.exists(dir.path("out.bin")) }

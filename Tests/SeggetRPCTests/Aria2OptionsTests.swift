@@ -95,6 +95,29 @@ func removeTree(_ path: String) {
         #expect(code(#"{"split":"many"}"#) == -32602)
     }
 
+    /// The messages are the command line's (`segget -n`, `--max-speed`): one rule, one wording.
+    @Test func refusalsSayWhatIsWrongAndWhatIsAccepted() {
+        func message(_ text: String) -> String? {
+            do {
+                _ = try parse(text)
+                return nil
+            } catch {
+                return error.message
+            }
+        }
+        #expect(message(#"{"split":"0"}"#) == "option split: '0' is too few connections; give a number from 1 to 128.")
+        #expect(
+            message(#"{"max-connection-per-server":200}"#)
+                == "option max-connection-per-server: '200' is too many connections; give a number from 1 to 128.")
+        #expect(
+            message(#"{"split":"many"}"#)
+                == "option split: 'many' is not a number of connections; give a number from 1 to 128.")
+        #expect(
+            message(#"{"max-download-limit":"fast"}"#)
+                == "option max-download-limit: 'fast' is not a rate; give bytes per second with an optional unit k, M or G (powers of 1024), such as 512k, 20M or 1.5G. 0 means no limit."
+        )
+    }
+
     @Test func speedUsesAria2SizeSyntax() throws {
         #expect(try parse(#"{"max-download-limit":"1M"}"#).options.maxSpeed == 1 << 20)
         #expect(try parse(#"{"max-download-limit":"500K"}"#).options.maxSpeed == 500 * 1024)

@@ -138,7 +138,7 @@ final class FetchEngine {
     func trace(_ text: @autoclosure () -> String) {
         guard debug else { return }
         let line = "[\(Format.fixed(monotonicSeconds() - startedAt, 2))] \(text())\n"
-        _ = line.withCString { write(2, $0, strlen($0)) }
+        try? FileDescriptor.standardError.writeAll(line)
     }
 
     /// Ends the loop with whatever a transfer or a write decided for the whole download.

@@ -1,11 +1,6 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
 import Dispatch
 import SeggetJournal
-import SeggetVerify
+import SeggetSystem
 
 /// Writes received bytes to the data file through one staging buffer per connection, on a writer
 /// thread, choosing for every buffer between `O_DIRECT` and the page cache.
@@ -35,7 +30,7 @@ import SeggetVerify
 /// file system refuses `O_DIRECT` (at open or on the first write) everything goes through the ordinary
 /// descriptor, still in large writes.
 final class StagedWriter: @unchecked Sendable {
-    static let alignment = directAlignment
+    static let alignment = directIOAlignment
 
     /// The ordinary descriptor (page cache).
     let data: BlockStorage
@@ -54,7 +49,7 @@ final class StagedWriter: @unchecked Sendable {
     private let queue = DispatchQueue(label: "segget.writer")
     private let lock = ConditionLock()
     // Guarded by `lock`.
-    private var directFD: Int32 = -1
+    private var direct: FileDescriptor?
     private var pool: [StagingBuffer] = []
     private var inFlight = 0
     private let maxInFlight: Int
@@ -75,7 +70,7 @@ final class StagedWriter: @unchecked Sendable {
         self.bufferSize = bufferSize
         self.maxInFlight = max(1, maxInFlight)
         adaptive = path == .adaptive
-        if path != .pageCache, let file = data as? PosixFile { directFD = Self.openDirect(file) }
+        if path != .pageCache, let file = data as? PosixFile { direct = file.openDirect() }
     }
 
     /// In adaptive mode, a buffer goes through the page cache when at least this many others wait
@@ -89,25 +84,11 @@ final class StagedWriter: @unchecked Sendable {
 
     deinit {
         // Every queued write holds a reference to the writer, so no write is in flight here.
-        if directFD >= 0 { _ = close(directFD) }
+        direct?.close()
     }
 
     /// True while whole blocks may be written with `O_DIRECT`.
-    var isDirect: Bool { lock.withLock { directFD >= 0 } }
-
-    /// Opens a second descriptor on the same file with `O_DIRECT`, through `/proc/self/fd`, so that it
-    /// is the same inode whatever happened to the path. Returns -1 where that is not possible.
-    private static func openDirect(_ file: PosixFile) -> Int32 {
-        guard let flag = directOpenFlag else { return -1 }
-        let fd = open("/proc/self/fd/\(file.fd)", O_RDWR | O_CLOEXEC | flag)
-        guard fd >= 0 else { return -1 }
-        var a = stat(), b = stat()
-        guard fstat(fd, &a) == 0, fstat(file.fd, &b) == 0, a.st_dev == b.st_dev, a.st_ino == b.st_ino else {
-            _ = close(fd)
-            return -1
-        }
-        return fd
-    }
+    var isDirect: Bool { lock.withLock { direct != nil } }
 
     /// The staging buffer size for `connections`: all of them together within 2 MiB, each between
     /// 256 KiB and 1 MiB (1 MiB up to 2 connections, 512 KiB up to 4, 256 KiB from 5). Smaller buffers
@@ -148,7 +129,7 @@ final class StagedWriter: @unchecked Sendable {
         while left > 0 {
             let room = Int(s.window + Int64(s.buffer.capacity) - s.end)
             let n = min(room, left)
-            memcpy(s.buffer.base + Int(s.end - s.window), p, n)
+            (s.buffer.base + Int(s.end - s.window)).copyMemory(from: p, byteCount: n)
             s.end += Int64(n)
             p += n
             left -= n
@@ -253,7 +234,7 @@ final class StagedWriter: @unchecked Sendable {
         let a = Int64(Self.alignment)
         var from = job.range.lowerBound
         let end = job.range.upperBound
-        let useDirect = lock.withLock { directFD >= 0 && (!adaptive || inFlight - 1 < Self.directBacklogLimit) }
+        let useDirect = lock.withLock { direct != nil && (!adaptive || inFlight - 1 < Self.directBacklogLimit) }
         do throws(Errno) {
             if useDirect {
                 let bodyStart = (from + a - 1) / a * a
@@ -284,30 +265,27 @@ final class StagedWriter: @unchecked Sendable {
     /// Writes the aligned range with `O_DIRECT`; returns where it got. On `EINVAL` (a file system that
     /// accepts the flag but not the I/O) it stops using `O_DIRECT` and returns the start, so the caller
     /// writes the rest through the page cache.
+    /// A short write that ends inside a block also returns where it got: the rest cannot go on with `O_DIRECT`.
     private func writeDirect(_ job: WriteJob, _ r: Range<Int64>) throws(Errno) -> Int64 {
-        let fd = lock.withLock { directFD }
-        var at = r.lowerBound
-        while at < r.upperBound {
-            let n = pwrite(fd, job.buffer.base + Int(at - job.window), Int(r.upperBound - at), off_t(at))
-            if n > 0 {
-                at += Int64(n)
-                if at % Int64(Self.alignment) != 0 { return at }
-                continue
-            }
-            let e = n == 0 ? EIO : errno
-            if e == EINTR { continue }
-            if e == EINVAL {
-                lock.withLock {
-                    if directFD == fd {
-                        _ = close(fd)
-                        directFD = -1
-                    }
+        guard let fd = lock.withLock({ direct }) else { return r.lowerBound }
+        let bytes = UnsafeRawBufferPointer(start: job.buffer.base + Int(r.lowerBound - job.window), count: r.count)
+        let alignment = Int64(Self.alignment)
+        let progress = fd.writeAll(bytes, at: r.lowerBound) { (r.lowerBound + Int64($0)) % alignment == 0 }
+        let at = r.lowerBound + Int64(progress.written)
+        switch progress.error {
+        case nil:
+            return at
+        case .invalidArgument?:
+            lock.withLock {
+                if direct == fd {
+                    fd.close()
+                    direct = nil
                 }
-                return at
             }
-            throw Errno(rawValue: e)
+            return at
+        case let error?:
+            throw error
         }
-        return at
     }
 }
 
@@ -325,17 +303,16 @@ public enum WritePath: String, Sendable, CaseIterable {
 
 /// Aligned memory for staged bytes.
 final class StagingBuffer: @unchecked Sendable {
+    private let memory: AlignedBuffer
+    // Copied out of `memory` so that the per-callback copy reads one field.
     let base: UnsafeMutableRawPointer
     let capacity: Int
 
     init(capacity: Int) {
-        var p: UnsafeMutableRawPointer?
-        precondition(posix_memalign(&p, StagedWriter.alignment, capacity) == 0 && p != nil, "out of memory")
-        base = p!
+        memory = AlignedBuffer(count: capacity, alignment: StagedWriter.alignment)
+        base = memory.base
         self.capacity = capacity
     }
-
-    deinit { free(base) }
 }
 
 /// One connection's staging area: a window of the file starting at a 4 KiB boundary, holding the

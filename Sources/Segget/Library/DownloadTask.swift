@@ -1,5 +1,4 @@
-import Glibc
-import SeggetJournal
+import SeggetSystem
 import Synchronization
 
 /// A download running on its own thread, observed and awaited from Swift concurrency.
@@ -41,7 +40,7 @@ public final class DownloadTask: Sendable {
         self.events = events
         let interrupt = InterruptFlag()
         self.interrupt = interrupt
-        let started = DownloadThread.start { [self] in
+        let started = DownloadThread.startReportingError { [self] in
             let outcome: Result<DownloadResult, SeggetError>
             do throws(SeggetError) {
                 outcome = .success(
@@ -54,10 +53,10 @@ public final class DownloadTask: Sendable {
             eventSink.finish()
             self.complete(outcome)
         }
-        if !started {
+        if let error = started {
             progressSink.finish()
             eventSink.finish()
-            complete(.failure(SeggetError(.internalError, "could not start a thread for the download: \(Errno(rawValue: errno)).")))
+            complete(.failure(SeggetError(.internalError, "could not start a thread for the download: \(error).")))
         }
     }
 
@@ -118,30 +117,21 @@ extension Download {
 /// thread per CPU, so downloads started there ran two at a time on a 2-core machine however many a
 /// batch asked for.
 public enum DownloadThread {
-    private final class Box {
-        let body: () -> Void
-        init(_ body: @escaping () -> Void) { self.body = body }
+    /// The stack of a download thread: like the main thread's.
+    static let stackSize = 8 << 20
+
+    /// Runs `body` on a new thread. Returns false when it could not be created.
+    public static func start(_ body: @escaping @Sendable () -> Void) -> Bool {
+        startReportingError(body) == nil
     }
 
-    /// Runs `body` on a new thread. Returns false (with `errno` set) when it could not be created.
-    public static func start(_ body: @escaping @Sendable () -> Void) -> Bool {
-        var attr = pthread_attr_t()
-        pthread_attr_init(&attr)
-        defer { pthread_attr_destroy(&attr) }
-        pthread_attr_setdetachstate(&attr, Int32(PTHREAD_CREATE_DETACHED))
-        pthread_attr_setstacksize(&attr, 8 << 20)
-        let box = Unmanaged.passRetained(Box(body)).toOpaque()
-        var thread = pthread_t()
-        let rc = pthread_create(&thread, &attr, { raw in
-            let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
-            box.body()
+    /// Runs `body` on a new thread; returns why it could not be created, or nil.
+    static func startReportingError(_ body: @escaping @Sendable () -> Void) -> Errno? {
+        do {
+            try SystemThread.detach(stackSize: stackSize, body)
             return nil
-        }, box)
-        if rc != 0 {
-            Unmanaged<Box>.fromOpaque(box).release()
-            errno = rc
-            return false
+        } catch {
+            return error
         }
-        return true
     }
 }

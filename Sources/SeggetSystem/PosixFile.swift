@@ -1,12 +1,12 @@
-/// A POSIX file opened by descriptor: positioned reads and writes, `fdatasync`, `ftruncate`,
-/// `posix_fallocate`. The engine uses it for the data file too.
+/// A POSIX file opened by path and owning its descriptor: positioned reads and writes, `fdatasync`,
+/// `ftruncate`, `posix_fallocate`, locks. The journal and the engine's data file both use it.
 ///
 /// Every open adds `O_NOFOLLOW | O_CLOEXEC`: a symbolic link planted at the path is refused rather than
 /// followed, and the descriptor does not leak into child processes.
 ///
 /// Thread safety: `read` and `write` may be called from several threads at once (they are `pread` and
 /// `pwrite`). `close()` must not race with any other call.
-public final class PosixFile: BlockStorage, @unchecked Sendable {
+public final class PosixFile: @unchecked Sendable {
     /// How to open a file.
     public enum OpenMode: Sendable {
         /// Create a new file, failing with `EEXIST` if anything, even a dangling symbolic link, is there.
@@ -18,71 +18,90 @@ public final class PosixFile: BlockStorage, @unchecked Sendable {
         case readOnly
     }
 
-    /// The file descriptor. Invalid after `close()`.
-    public let fd: Int32
+    /// The descriptor. Invalid after `close()`.
+    public let descriptor: FileDescriptor
     /// The path the file was opened at, for messages.
     public let path: String
     private var isClosed = false
 
-    private init(fd: Int32, path: String) {
-        self.fd = fd
+    /// The C descriptor number. Invalid after `close()`.
+    public var fd: Int32 { descriptor.rawValue }
+
+    private init(descriptor: FileDescriptor, path: String) {
+        self.descriptor = descriptor
         self.path = path
     }
 
     deinit {
-        if !isClosed { _ = system_close(fd) }
+        if !isClosed { descriptor.close() }
     }
 
-    /// Opens or creates the file at `path`.
-    ///
-    /// The corresponding C function is `open`.
+    /// Opens or creates the file at `path`. The corresponding C function is `open`.
     public static func open(path: String, mode: OpenMode) throws(Errno) -> PosixFile {
-        var flags = system_O_NOFOLLOW | system_O_CLOEXEC
-        var permissions: UInt32 = 0
+        let options: FileDescriptor.OpenOptions = [.noFollow, .closeOnExec]
+        let descriptor: FileDescriptor
         switch mode {
-        case .createExclusive(let mode):
-            flags |= system_O_RDWR | system_O_CREAT | system_O_EXCL
-            permissions = UInt32(mode)
+        case .createExclusive(let permissions):
+            descriptor = try .open(
+                path, .readWrite, options: options.union([.create, .exclusiveCreate]), permissions: UInt32(permissions))
         case .openExisting:
-            flags |= system_O_RDWR
+            descriptor = try .open(path, .readWrite, options: options)
         case .readOnly:
-            flags |= system_O_RDONLY
+            descriptor = try .open(path, .readOnly, options: options)
         }
-        let fd = try valueOrErrno { system_open(path, flags, permissions) }.get()
-        return PosixFile(fd: fd, path: path)
+        return PosixFile(descriptor: descriptor, path: path)
     }
 
     /// Closes the descriptor. Further calls throw `EBADF`; a second `close()` does nothing.
-    ///
-    /// `EINTR` is not retried: on Linux the descriptor is released even then, and retrying could close
-    /// a descriptor another thread just opened. The corresponding C function is `close`.
     public func close() {
         guard !isClosed else { return }
         isClosed = true
-        _ = system_close(fd)
+        descriptor.close()
     }
 
-    private func openDescriptor() throws(Errno) -> Int32 {
+    private func openDescriptor() throws(Errno) -> FileDescriptor {
         // After close the number may belong to another file; never hand it to the kernel.
         if isClosed { throw .badFileDescriptor }
-        return fd
+        return descriptor
     }
 
     /// Reads until `buffer` is full or end of file. The corresponding C function is `pread`.
     public func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(Errno) -> Int {
-        try readAll(fd: try openDescriptor(), into: buffer, at: offset).get()
+        try openDescriptor().readAll(into: buffer, at: offset)
     }
 
     /// Writes all of `bytes`, retrying short writes. The corresponding C function is `pwrite`.
     public func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws(Errno) {
-        try writeAll(fd: try openDescriptor(), bytes, at: offset).get()
+        try openDescriptor().writeAll(bytes, at: offset)
+    }
+
+    /// Writes all of `bytes` at `offset`.
+    public func write(_ bytes: [UInt8], at offset: Int64) throws(Errno) {
+        let descriptor = try openDescriptor()
+        let progress = bytes.withUnsafeBytes {
+            descriptor.writeAll($0, at: offset, continueAfterShortWrite: { _ in true })
+        }
+        if let error = progress.error { throw error }
+    }
+
+    /// Reads up to `count` bytes at `offset`; the array is shorter only at end of file.
+    public func read(count: Int, at offset: Int64) throws(Errno) -> [UInt8] {
+        let descriptor = try openDescriptor()
+        var bytes = [UInt8](repeating: 0, count: count)
+        let result = bytes.withUnsafeMutableBytes { buffer in
+            retryingReads(count: buffer.count) { done in
+                system_pread(descriptor.rawValue, buffer.baseAddress.map { $0 + done }, buffer.count - done, offset + Int64(done))
+            }
+        }
+        let n = try result.get()
+        if n < count { bytes.removeLast(count - n) }
+        return bytes
     }
 
     /// Flushes the file's data (and the metadata needed to read it back, such as its length) to the
     /// device. The corresponding C function is `fdatasync`.
     public func sync() throws(Errno) {
-        let fd = try openDescriptor()
-        _ = try valueOrErrno { system_fdatasync(fd) }.get()
+        try openDescriptor().dataSync()
     }
 
     /// Starts writing back the dirty pages of `range` without waiting for them, so that a later
@@ -90,85 +109,85 @@ public final class PosixFile: BlockStorage, @unchecked Sendable {
     ///
     /// The corresponding C function is `sync_file_range` with `SYNC_FILE_RANGE_WRITE`.
     public func startWriteback(_ range: Range<Int64>) {
-        guard !range.isEmpty, let fd = try? openDescriptor() else { return }
-        _ = system_sync_file_range_write(fd, range.lowerBound, range.upperBound - range.lowerBound)
+        (try? openDescriptor())?.startWriteback(range)
     }
 
     /// Flushes data and all metadata. The corresponding C function is `fsync`.
     public func fullSync() throws(Errno) {
-        let fd = try openDescriptor()
-        _ = try valueOrErrno { system_fsync(fd) }.get()
+        try openDescriptor().sync()
     }
 
     /// The file's length. The corresponding C function is `fstat`.
     public func size() throws(Errno) -> Int64 {
-        try system_fstat_size(try openDescriptor()).get()
+        try openDescriptor().status().size
     }
 
     /// Sets the file's length. The corresponding C function is `ftruncate`.
     public func truncate(to length: Int64) throws(Errno) {
-        let fd = try openDescriptor()
-        _ = try valueOrErrno { system_ftruncate(fd, length) }.get()
+        try openDescriptor().truncate(to: length)
     }
 
     /// Reserves disk blocks for `length` bytes, so that a full disk is found now rather than mid-download.
     ///
     /// Where the file system cannot reserve (`EOPNOTSUPP`, `EINVAL`), falls back to extending the file
     /// sparsely with `ftruncate` (never shrinking it). `ENOSPC` is thrown as is. The corresponding C function
-    /// is `posix_fallocate`, which returns the error instead of setting `errno`.
+    /// is `posix_fallocate`.
     public func preallocate(length: Int64) throws(Errno) {
-        let fd = try openDescriptor()
+        let descriptor = try openDescriptor()
         guard length > 0 else { return }
-        switch returnedErrno({ system_posix_fallocate(fd, 0, length) }) {
-        case .success:
-            return
-        case .failure(let error) where error == .notSupported || error == .invalidArgument:
+        do {
+            try descriptor.allocate(length: length)
+        } catch where error == .notSupported || error == .invalidArgument {
             if try size() < length { try truncate(to: length) }
-        case .failure(let error):
-            throw error
         }
     }
 
+    /// Takes the exclusive advisory lock on the file without waiting; throws ``Errno/wouldBlock`` while
+    /// another open file (another process, or another `open` in this one) holds it. The lock goes with the
+    /// descriptor's last close. The corresponding C function is `flock`.
+    public func tryLockExclusively() throws(Errno) {
+        try openDescriptor().tryLock(.exclusive)
+    }
+
+    /// A second descriptor on the same file that bypasses the page cache (`O_DIRECT`), for aligned writes
+    /// and reads; nil where the platform or the file system refuses it. The caller closes it.
+    public func openDirect(_ access: FileDescriptor.AccessMode = .readWrite) -> FileDescriptor? {
+        guard let direct = FileDescriptor.OpenOptions.direct, let descriptor = try? openDescriptor() else { return nil }
+        return try? descriptor.reopen(access, options: [.closeOnExec, direct])
+    }
+
+    // MARK: Paths (kept here for the journal's callers; see also `FileSystem`)
+
     /// Renames atomically, replacing any file at `to`. The corresponding C function is `rename`.
     public static func rename(from: String, to: String) throws(Errno) {
-        _ = try valueOrErrno { system_rename(from, to) }.get()
+        try FileSystem.rename(from: from, to: to)
     }
 
     /// Makes a rename or create in the directory holding `path` durable: opens the directory and
     /// `fsync`s it.
     public static func syncDirectory(containing path: String) throws(Errno) {
-        let directory = directoryName(of: path)
-        let fd = try valueOrErrno {
-            system_open(directory, system_O_RDONLY | system_O_DIRECTORY | system_O_CLOEXEC, 0)
-        }.get()
-        defer { _ = system_close(fd) }
-        _ = try valueOrErrno { system_fsync(fd) }.get()
+        try FileSystem.syncDirectory(FileSystem.directoryName(of: path))
     }
 
     /// Removes the file at `path`; a missing file is not an error. The corresponding C function is `unlink`.
     public static func remove(path: String) throws(Errno) {
-        switch valueOrErrno({ system_unlink(path) }) {
-        case .success, .failure(.noSuchFileOrDirectory): return
-        case .failure(let error): throw error
-        }
+        try FileSystem.remove(path)
     }
 
     /// The length of the file at `path` without following a symbolic link, or nil if nothing is there.
     /// The corresponding C function is `lstat`.
     public static func fileSize(path: String) -> Int64? {
-        try? system_lstat_size(path).get()
+        FileSystem.status(path, followingLinks: false)?.size
     }
 
     /// Bytes an unprivileged user may still write on the file system holding `path`'s directory.
     /// The corresponding C function is `statvfs`.
     public static func freeSpace(directoryOf path: String) throws(Errno) -> Int64 {
-        try system_statvfs_available(directoryName(of: path)).get()
+        try system_statvfs_available(FileSystem.directoryName(of: path)).get()
     }
 
     /// The directory part of `path`: "." for a bare name, "/" for a file in the root.
     internal static func directoryName(of path: String) -> String {
-        guard let slash = path.lastIndex(of: "/") else { return "." }
-        let directory = path[..<slash]
-        return directory.isEmpty ? "/" : String(directory)
+        FileSystem.directoryName(of: path)
     }
 }

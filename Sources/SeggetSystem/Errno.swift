@@ -1,8 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// An error number reported by the operating system.
 ///
@@ -36,4 +32,18 @@ public struct Errno: Error, Equatable, Hashable, Sendable, CustomStringConvertib
     public static let notSupported = Errno(rawValue: EOPNOTSUPP)
     /// `EACCES`: permission denied.
     public static let permissionDenied = Errno(rawValue: EACCES)
+    /// `EPERM`: the operation is not permitted.
+    public static let notPermitted = Errno(rawValue: EPERM)
+    /// `EROFS`: the file system is mounted read-only.
+    public static let readOnlyFileSystem = Errno(rawValue: EROFS)
+    /// `EWOULDBLOCK` (`EAGAIN`): a non-blocking call would have had to wait, e.g. for a lock another
+    /// descriptor holds.
+    public static let wouldBlock = Errno(rawValue: EWOULDBLOCK)
+    /// `ENOTDIR`: a component of the path is not a directory.
+    public static let notDirectory = Errno(rawValue: ENOTDIR)
+    /// `EPIPE`: the reading end of a pipe is closed.
+    public static let brokenPipe = Errno(rawValue: EPIPE)
+
+    /// The calling thread's current `errno`, for wrappers right after a failed call.
+    internal static var current: Errno { Errno(rawValue: errno) }
 }

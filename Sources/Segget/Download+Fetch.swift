@@ -1,0 +1,161 @@
+import SeggetCurl
+import SeggetJournal
+import SeggetVerify
+
+/// What a finished fetch reports to the rest of the attempt.
+struct Fetched {
+    /// The file's length: the plan's, or what a stream delivered.
+    let length: Int64
+    let receivedBytes: Int64
+    /// Bytes kept from an earlier run that failed their check and were fetched again.
+    let rejectedBytes: Int64
+    let connections: Int
+    /// When the fetch began (monotonic seconds), for the result's duration.
+    let started: Double
+}
+
+/// How the fetch step ended: every byte is in the file, or the download must start over.
+enum FetchStep {
+    case fetched(Fetched)
+    case restart(DownloadRestart)
+}
+
+extension Download {
+    /// Runs the engine over the partial download until every chunk is written.
+    func fetch(
+        probe: ProbeResult, ranged: Bool, partial: PartialDownload, plan: ChunkPlan, hasher: PrefixHasher?,
+        multi: MultiHandle, deadline: Deadline?, _ context: AttemptContext
+    ) throws(SeggetError) -> FetchStep {
+        let settings = fetchSettings(ranged: ranged, chunkSize: partial.chunkSize, deadline: deadline, hashing: hasher != nil)
+        var target = FetchTarget(
+            url: probe.finalURL, totalLength: probe.totalLength, ranged: ranged, etag: probe.etag,
+            lastModified: probe.lastModified, ifRange: ranged ? probe.ifRangeValidator : nil)
+        target.mainWithoutCredentials = probe.credentialsDropped
+        if ranged { target.mirrors = probeMirrors(main: probe, deadline: deadline, events: context.events) }
+        let trusted = partial.trusted
+        let engine = FetchEngine(
+            target: target, settings: settings, data: partial.data, journal: partial.journal, plan: plan,
+            isFinished: { trusted?[$0] ?? false }, interrupt: context.interrupt, multi: multi,
+            partialChunks: partial.partial.mapValues(\.upTo))
+        engine.onProgress = context.progress.map { p in { p($0) } }
+        engine.onEvent = context.events.map { e in { e($0) } }
+        engine.onPrefix = hasher.map { h in { h.advance(to: $0) } }
+        engine.writer.onFlush = hasher.map { h in { h.offer($0, at: $1) } }
+        engine.progressSlots = partial.progress
+        engine.continueChecksums(of: partial.partial)
+        // Every chunk kept from an earlier run is read back and checked behind the download.
+        if let voucher = partial.voucher(plan: plan) { engine.vouch(with: voucher) }
+        if options.syncBeforeRename {
+            // A head start on the final fdatasync, off the fetch thread. Not without --fsync: on a
+            // disk slower than the network, writeback started during the download made buffered
+            // writes wait for it (1 GiB on a 400 MB/s disk: 4.9-6.2 s instead of 1.3-2.2 s), while
+            // the kernel left alone writes the page cache back after the download.
+            let length = plan.totalLength
+            engine.onWriteback = { partial.startWriteback(length: length) }
+        }
+        let started = monotonicSeconds()
+        do {
+            try engine.run()
+        } catch let restart as RangesIgnored {
+            return .restart(.rangesIgnored(reason: restart.reason))
+        } catch let restart as ResourceChanged {
+            return .restart(.resourceChanged(reason: restart.reason))
+        } catch let e as SeggetError {
+            // The written bitmap is already exact; make it durable too, so that even a reboot keeps it.
+            partial.checkpoint()
+            if e.kind == .interrupted {
+                let done = engine.finishedBytesForReport
+                throw SeggetError(.interrupted, "interrupted with \(Format.bytes(done)) of \(Format.bytes(plan.totalLength)) saved; run the same command to resume.")
+            }
+            throw e
+        } catch {
+            throw SeggetError(.internalError, "unexpected error: \(error)")
+        }
+        let length = ranged ? plan.totalLength : engine.streamLength
+        if let total = probe.totalLength, length != total {
+            throw SeggetError(.protocolViolation, "the server sent \(length) bytes but announced \(total); run the command again.")
+        }
+        return .fetched(Fetched(
+            length: length, receivedBytes: engine.receivedBytes, rejectedBytes: engine.rejectedBytes,
+            connections: settings.connections, started: started))
+    }
+
+    private func fetchSettings(ranged: Bool, chunkSize: Int64, deadline: Deadline?, hashing: Bool) -> FetchSettings {
+        var settings = FetchSettings()
+        settings.transfer = options.transfer
+        settings.connections = ranged ? options.connections : 1
+        settings.autoConnections = options.autoConnections
+        settings.retries = options.retries
+        settings.retryWait = options.retryWait
+        settings.deadline = deadline
+        settings.maxRetryWait = options.maxRetryWait
+        settings.maxSpeed = options.maxSpeed
+        settings.redialSlow = options.redialSlowConnections
+        settings.endGame = options.endGame
+        settings.checkpointInterval = options.checkpointInterval
+        settings.writePath = options.writePath
+        if hashing {
+            // The hasher reads the file front to back; keep the finished prefix growing with the
+            // download (runs of about 8 MiB in file order) so that little is left to hash at the end.
+            settings.maxRunChunks = Self.hashRunChunks(chunkSize: chunkSize)
+        }
+        return settings
+    }
+
+    /// The hasher that follows the download's finished prefix, when there are digests to check.
+    func makeHasher(for expected: [ExpectedDigest], partial: PartialDownload) throws(SeggetError) -> PrefixHasher? {
+        guard !expected.isEmpty else { return nil }
+        do {
+            return try PrefixHasher(
+                path: partial.paths.part,
+                algorithms: Array(Set(expected.map(\.algorithm))).sorted { $0.rawValue < $1.rawValue },
+                direct: options.writePath == .direct,
+                memoryWindow: Self.hashWindow(
+                    connections: options.connections,
+                    runBytes: Int64(Self.hashRunChunks(chunkSize: partial.chunkSize)) * partial.chunkSize))
+        } catch {
+            throw SeggetError(.fileSystem, "could not open \(partial.paths.part) for hashing: \(error).")
+        }
+    }
+
+    /// Finishes hashing and compares every expected digest; a mismatch discards the partial download.
+    /// Returns the checks that passed, as "ALGORITHM=hex".
+    func verify(
+        hasher: PrefixHasher?, expected: [ExpectedDigest], length: Int64, partial: PartialDownload
+    ) throws(SeggetError) -> [String] {
+        guard let hasher else { return [] }
+        hasher.advance(to: length)
+        let digests: [DigestAlgorithm: [UInt8]]
+        do {
+            digests = try hasher.finish(length: length)
+        } catch {
+            throw SeggetError(.fileSystem, "could not read back \(partial.paths.part) to verify it: \(error).")
+        }
+        var verified: [String] = []
+        for e in expected {
+            let got = digests[e.algorithm] ?? []
+            if got != e.bytes {
+                partial.discard()
+                throw SeggetError(.verification, "\(e.algorithm.displayName) mismatch for \(partial.paths.final): expected \(e.hex), got \(hexString(got)). The download was discarded; the next run fetches it afresh.")
+            }
+            verified.append("\(e.algorithm.displayName)=\(e.hex)")
+        }
+        return verified
+    }
+
+    /// How much memory the hasher may keep of freshly written bytes so that it need not read them back
+    /// (see `PrefixHasher`): what the connections have in flight in their in-order runs plus 16 MiB
+    /// of slack, at most 24 MiB, so that a verified download stays within 64 MiB. It is touched only
+    /// as it fills. What falls out of it is read back through the page cache, where the adaptive
+    /// writer left whatever the disk could not take at once.
+    static func hashWindow(connections: Int, runBytes: Int64) -> Int {
+        Int(min(24 << 20, Int64(connections) * runBytes + (16 << 20)))
+    }
+
+    /// How many chunks each connection is handed at a time while hashing behind the download: about
+    /// 8 MiB. Longer runs cost more hash-window memory; shorter ones cost a request (one round trip
+    /// of idle connection) per run.
+    static func hashRunChunks(chunkSize: Int64) -> Int {
+        max(4, Int((8 << 20) / chunkSize))
+    }
+}

@@ -1,0 +1,134 @@
+import SeggetCurl
+import SeggetJournal
+import SeggetSystem
+
+extension Download {
+    /// The most a probe asks for (`Range: bytes=0-…`): the first chunk, at most 1 MiB. A file no larger
+    /// is downloaded by the probe alone; a larger one starts with these bytes in place. The cost is the
+    /// time the first chunk takes before the other connections start (62 ms at 16 MiB/s).
+    static let probePrefixLimit: Int64 = 1 << 20
+
+    /// What the probe asks for: the first chunk (at most `probePrefixLimit`), or one byte where they
+    /// would be wasted: a stream, or a journal at the likely output path (a resume, whose first chunk
+    /// is usually done; a name that only `Content-Disposition` gives is not foreseen).
+    func probeBytes(fresh: Bool, stream: Bool) -> Int {
+        if stream { return 1 }
+        if !fresh {
+            let name = options.outputPath ?? OutputNames.join(options.directory, FileName.sanitize(FileName.fromURLPath(url)))
+            if PosixFile.fileSize(path: name + ".segget-journal") != nil { return 1 }
+        }
+        return Int(min(options.chunkSize, Self.probePrefixLimit))
+    }
+
+    /// Whether a failed probe is worth another try: decided from the failure's typed advice (set where
+    /// it was classified, never read from the message), its kind and HTTP status.
+    static func probeIsRetryable(_ error: SeggetError, attempt: Int) -> Bool {
+        switch error.retryAdvice {
+        case .never: false
+        case .once: attempt == 1
+        case .mayChange:
+            error.kind == .network
+                || (error.kind == .httpStatus && [408, 429, 500, 502, 503, 504].contains(error.httpStatus ?? 0))
+        }
+    }
+
+    func probeWithRetries(
+        multi: MultiHandle, firstBytes: Int, deadline: Deadline?, events: (@Sendable (DownloadEvent) -> Void)?,
+        interrupt: InterruptFlag
+    ) throws(SeggetError) -> ProbeResult {
+        let prober = Prober(options: options.transfer, firstBytes: firstBytes, multi: multi, deadline: deadline)
+        var attempt = 0
+        while true {
+            do {
+                return try prober.probe(url: url)
+            } catch {
+                attempt += 1
+                guard Self.probeIsRetryable(error, attempt: attempt), attempt <= options.retries, !interrupt.isSet else {
+                    throw error
+                }
+                let delay: Double
+                var reason = error.message
+                switch RetryPolicy.decide(
+                    attempt: attempt, reason: error.message, base: options.retryWait, retryAfter: error.retryAfter,
+                    maxWait: options.maxRetryWait, deadline: deadline, now: monotonicSeconds(), jitter: .random(in: 0.5...1.5))
+                {
+                case .giveUp(let message):
+                    throw SeggetError(.network, message)
+                case .wait(let seconds, let note):
+                    delay = seconds
+                    if let note { reason = "\(RetryPolicy.sentence(reason).dropLast()); \(note)" }
+                }
+                if error.retryAdvice == .once {
+                    reason = "\(RetryPolicy.sentence(reason).dropLast()); trying once more"
+                }
+                events?(.retry(connection: 0, attempt: attempt, delay: delay, reason: reason))
+                let until = monotonicSeconds() + delay
+                while monotonicSeconds() < until {
+                    if interrupt.isSet { throw SeggetError(.interrupted, "interrupted before the download started.") }
+                    SystemThread.sleep(seconds: 0.05)
+                }
+            }
+        }
+    }
+
+    /// Probes each mirror; keeps those that agree with the main URL on length and validators.
+    func probeMirrors(main: ProbeResult, deadline: Deadline?, events: (@Sendable (DownloadEvent) -> Void)?) -> [FetchSource] {
+        var kept: [FetchSource] = []
+        let mainHost = URLParts(url)?.host
+        for m in options.mirrors {
+            let prober = Prober(options: URLParts(m)?.host == mainHost ? options.transfer : options.transfer.withoutCredentials(), deadline: deadline)
+            let shown = URLParts.redactingCredentials(m)
+            let p: ProbeResult
+            do {
+                p = try prober.probe(url: m)
+            } catch {
+                events?(.notice("dropping mirror \(shown): \(error.message)"))
+                continue
+            }
+            if !p.acceptsRanges || p.totalLength != main.totalLength {
+                events?(.notice("dropping mirror \(shown): \(p.acceptsRanges ? "its length \(p.totalLength ?? -1) differs from \(main.totalLength ?? -1)" : "it does not serve byte ranges")."))
+                continue
+            }
+            if let a = main.etag, let b = p.etag, a != b {
+                events?(.notice("dropping mirror \(shown): its ETag \(b) differs from \(a)."))
+                continue
+            }
+            if let a = main.lastModified, let b = p.lastModified, a != b {
+                events?(.notice("dropping mirror \(shown): its Last-Modified differs (\(b) vs \(a))."))
+                continue
+            }
+            // Credentials given for the main URL go to a mirror only on the same host.
+            let sameHost = URLParts(p.finalURL)?.host == URLParts(url)?.host
+            kept.append(FetchSource(url: p.finalURL, etag: p.etag, lastModified: p.lastModified, ifRange: p.ifRangeValidator, withoutCredentials: !sameHost))
+        }
+        return kept
+    }
+
+    /// The final path: `-o` as given (its directory must exist), or the server's name for the file in
+    /// `-d` (created if missing).
+    func resolveOutputPath(probe: ProbeResult) throws(SeggetError) -> String {
+        if let o = options.outputPath {
+            guard !o.isEmpty else { throw SeggetError(.usage, "the output path is empty.") }
+            if FileSystem.isDirectory(o) {
+                throw SeggetError(.fileSystem, "\(o) is a directory; use -d \(o) to save into it, or give a file name with -o.")
+            }
+            let dir = FileSystem.directoryName(of: o)
+            guard FileSystem.isDirectory(dir) else {
+                throw SeggetError(.fileSystem, "the directory \(dir) does not exist; create it or choose another output path.")
+            }
+            return o
+        }
+        let dir = options.directory ?? "."
+        if !FileSystem.isDirectory(dir) {
+            if PosixFile.fileSize(path: dir) != nil {
+                throw SeggetError(.fileSystem, "\(dir) is not a directory.")
+            }
+            do {
+                try FileSystem.makeDirectory(dir, permissions: 0o755)
+            } catch {
+                throw SeggetError(.fileSystem, "could not create the directory \(dir): \(error).")
+            }
+        }
+        return OutputNames.join(dir, FileName.sanitize(probe.suggestedFileName))
+    }
+}

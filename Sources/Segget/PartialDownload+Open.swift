@@ -1,0 +1,186 @@
+import SeggetJournal
+import SeggetSystem
+
+extension PartialDownload {
+    /// Opens the partial download for `probe`: resumes when the journal and the data agree with the
+    /// server (and `fresh` is false), else starts over with a new data file, locked, with its space
+    /// reserved, and a journal when the download can be resumed (`ranged`, and more to fetch than the
+    /// probe brought).
+    static func open(
+        paths: Paths, url: String, probe: ProbeResult, ranged: Bool, fresh: Bool, chunkSize: Int64,
+        events: (@Sendable (DownloadEvent) -> Void)?
+    ) throws(SeggetError) -> PartialDownload {
+        guard ranged, let total = probe.totalLength else {
+            if !fresh, PosixFile.fileSize(path: paths.journal) != nil {
+                events?(.notice("the server cannot resume a partial download; starting over."))
+            }
+            return try create(
+                paths: paths, url: url, probe: probe, total: probe.totalLength ?? 0, chunkSize: chunkSize,
+                withJournal: false)
+        }
+        let opened: PartialDownload
+        if !fresh, let resumed = try resume(paths: paths, url: url, probe: probe, total: total, events: events) {
+            opened = resumed
+        } else {
+            try? PosixFile.remove(path: paths.progress)
+            // A file the probe brought whole needs no journal: there is nothing to resume.
+            opened = try create(
+                paths: paths, url: url, probe: probe, total: total, chunkSize: chunkSize,
+                withJournal: Int64(probe.prefix.count) < total)
+        }
+        if let journal = opened.journal {
+            // Read what an earlier run recorded (trusted only in the same boot), then start afresh.
+            if journal.openedInSameBoot, let trusted = opened.trusted {
+                let plan = ChunkPlan(totalLength: total, chunkSize: opened.chunkSize)
+                let recorded = ProgressSlots.read(path: paths.progress, journal: journal.header, plan: plan)
+                    .filter { !trusted[$0.key] }
+                let (kept, rejected) = ChunkVoucher.keepMatchingPartials(recorded, data: opened.data, plan: plan)
+                if rejected > 0 {
+                    events?(.notice("\(rejected) partly written chunk\(rejected == 1 ? "" : "s") in \(paths.part) did not match the recorded checksum; fetching \(rejected == 1 ? "it" : "them") from the start."))
+                }
+                opened.partial = kept
+            }
+            opened.progress = try? ProgressSlots.create(path: paths.progress, journal: journal.header)
+        }
+        return opened
+    }
+
+    /// The partial download an earlier run left, if its journal describes this URL and this version
+    /// of the file and its data file is whole; nil (with a notice saying why) to start over.
+    private static func resume(
+        paths: Paths, url: String, probe: ProbeResult, total: Int64, events: (@Sendable (DownloadEvent) -> Void)?
+    ) throws(SeggetError) -> PartialDownload? {
+        let opened: (journal: Journal, trusted: ChunkBitmap)
+        do {
+            opened = try Journal.open(path: paths.journal, currentBootID: Journal.currentBootID())
+        } catch .missing {
+            if PosixFile.fileSize(path: paths.part) != nil {
+                events?(.notice("found \(paths.part) without its journal, so its contents cannot be trusted; starting over."))
+            }
+            return nil
+        } catch .damaged(.unsupportedVersion(let version)) {
+            events?(.notice("the journal \(paths.journal) has unsupported version \(version) (another segget wrote it; this one reads journal format \(JournalCodec.currentVersion) only); starting over."))
+            return nil
+        } catch .damaged(let why) {
+            events?(.notice("the journal \(paths.journal) is damaged (\(why.shortDescription)); starting over."))
+            return nil
+        } catch {
+            events?(.notice("the journal \(paths.journal) could not be read (\(error)); starting over."))
+            return nil
+        }
+        let h = opened.journal.header
+        func restart(_ why: String) -> PartialDownload? {
+            opened.journal.close()
+            events?(.notice("\(why); starting over."))
+            return nil
+        }
+        if h.url != URLParts.redactingCredentials(url) {
+            return restart("the partial download came from another URL (\(h.url))")
+        }
+        if h.totalLength != total {
+            return restart("the file on the server changed size (\(h.totalLength) → \(total) bytes)")
+        }
+        if probe.etag == nil && probe.lastModified == nil {
+            return restart("the server sends neither ETag nor Last-Modified, so it cannot prove the file is unchanged")
+        }
+        if h.etag != probe.etag || h.lastModified != probe.lastModified {
+            return restart("the file changed on the server since the last run (ETag/Last-Modified differ)")
+        }
+        guard let size = PosixFile.fileSize(path: paths.part) else {
+            return restart("the partial data file \(paths.part) is missing")
+        }
+        if size != total {
+            return restart("the partial data file \(paths.part) has \(size) bytes instead of \(total)")
+        }
+        let data: PosixFile
+        do {
+            data = try PosixFile.open(path: paths.part, mode: .openExisting)
+        } catch {
+            opened.journal.close()
+            throw SeggetError(.fileSystem, "could not open \(paths.part) to resume: \(error).")
+        }
+        do {
+            try lockExclusively(data, path: paths.part)
+        } catch {
+            opened.journal.close()
+            throw error
+        }
+        return PartialDownload(
+            paths: paths, data: data, journal: opened.journal, trusted: opened.trusted, chunkSize: h.chunkSize,
+            isNew: false)
+    }
+
+    /// A new, locked data file of `total` bytes (reserved on disk) in place of whatever was there.
+    private static func create(
+        paths: Paths, url: String, probe: ProbeResult, total: Int64, chunkSize: Int64, withJournal: Bool
+    ) throws(SeggetError) -> PartialDownload {
+        // Refuse to clobber the partial file of a download that is running right now.
+        if let existing = try? PosixFile.open(path: paths.part, mode: .openExisting) {
+            try lockExclusively(existing, path: paths.part)
+            existing.close()
+        }
+        do {
+            try PosixFile.remove(path: paths.journal)
+            try PosixFile.remove(path: paths.part)
+        } catch {
+            throw SeggetError(.fileSystem, "could not remove the old partial download \(paths.part): \(error).")
+        }
+        let directory = FileSystem.directoryName(of: paths.part)
+        if total > 0, let free = try? PosixFile.freeSpace(directoryOf: paths.part), free < total {
+            throw SeggetError(.fileSystem, "not enough space: the file needs \(Format.bytes(total)) but only \(Format.bytes(free)) is free in \(directory). Free some space and run the command again.")
+        }
+        let data: PosixFile
+        do {
+            data = try PosixFile.open(path: paths.part, mode: .createExclusive(permissions: 0o644))
+        } catch {
+            throw SeggetError(.fileSystem, createMessage(paths.part, error))
+        }
+        try lockExclusively(data, path: paths.part)
+        if total > 0 {
+            do {
+                try data.preallocate(length: total)
+            } catch {
+                data.close()
+                try? PosixFile.remove(path: paths.part)
+                if error == .noSpace {
+                    throw SeggetError(.fileSystem, "not enough space for \(Format.bytes(total)) in \(directory). Free some space and run the command again.")
+                }
+                throw SeggetError(.fileSystem, "could not reserve \(Format.bytes(total)) for \(paths.part): \(error).")
+            }
+        }
+        guard withJournal else {
+            return PartialDownload(paths: paths, data: data, journal: nil, trusted: nil, chunkSize: chunkSize, isNew: true)
+        }
+        let header = JournalHeader(
+            url: url, finalURL: probe.finalURL, totalLength: total, chunkSize: chunkSize, etag: probe.etag,
+            lastModified: probe.lastModified, bootID: Journal.currentBootID(), createdAt: WallClock.secondsSinceEpoch())
+        do {
+            let journal = try Journal.create(path: paths.journal, header: header)
+            return PartialDownload(paths: paths, data: data, journal: journal, trusted: nil, chunkSize: chunkSize, isNew: true)
+        } catch {
+            data.close()
+            throw SeggetError(.fileSystem, "could not create the journal \(paths.journal): \(error).")
+        }
+    }
+
+    private static func createMessage(_ path: String, _ error: Errno) -> String {
+        switch error {
+        case .fileExists, .tooManySymbolicLinkLevels: "\(path) appeared while segget was creating it (a symbolic link?); refusing to write through it."
+        case .permissionDenied, .notPermitted: "permission denied writing \(path); choose another directory with -d or -o."
+        case .readOnlyFileSystem: "\(FileSystem.directoryName(of: path)) is on a read-only file system; choose another directory with -d or -o."
+        case .noSuchFileOrDirectory: "the directory of \(path) does not exist."
+        case .noSpace: "the disk is full; free some space and run the command again."
+        default: "could not create \(path): \(error)."
+        }
+    }
+
+    /// Takes the data file's lock, or closes it and says that another segget holds it.
+    private static func lockExclusively(_ file: PosixFile, path: String) throws(SeggetError) {
+        do {
+            try file.tryLockExclusively()
+        } catch {
+            file.close()
+            throw SeggetError(.fileSystem, "another segget is already downloading into \(path); wait for it or stop it first.")
+        }
+    }
+}

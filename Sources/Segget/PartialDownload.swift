@@ -1,0 +1,175 @@
+import Dispatch
+import SeggetJournal
+import SeggetSystem
+
+/// The files of a download that is not finished yet, beside its final path: the data
+/// (`NAME.segget-part`, locked while a segget writes it), the journal of finished chunks
+/// (`NAME.segget-journal`) and the progress slots of partly written ones (`NAME.segget-progress`).
+///
+/// One owner for all of them, so that opening (resume or start over), discarding and publishing each
+/// happen in one place: ``open(paths:url:probe:ranged:fresh:chunkSize:events:)``, ``discard()`` and
+/// ``publish(syncing:)``. Used by one download thread; ``close()`` before dropping it.
+final class PartialDownload {
+    /// Where the files of one download live.
+    struct Paths: Equatable {
+        /// The finished file's name: nothing is written there before ``PartialDownload/publish(syncing:)``.
+        let final: String
+        let part: String
+        let journal: String
+        let progress: String
+
+        init(final: String) {
+            self.final = final
+            part = final + ".segget-part"
+            journal = final + ".segget-journal"
+            progress = final + ".segget-progress"
+        }
+    }
+
+    let paths: Paths
+    /// The data file, exclusively locked (`flock`) for as long as it is open.
+    let data: PosixFile
+    /// Nil for a download that cannot be resumed (no ranges, or the probe brought the whole file).
+    private(set) var journal: Journal?
+    /// The chunks known to be in the data file: kept from an earlier run, or brought by the probe.
+    var trusted: ChunkBitmap?
+    let chunkSize: Int64
+    var progress: ProgressSlots?
+    /// Chunks partly written by an earlier run (same boot; their bytes still match their checksum)
+    /// or by the probe.
+    var partial: [Int: PartialChunk] = [:]
+    /// Created by this run (nothing to resume).
+    let isNew: Bool
+
+    init(paths: Paths, data: PosixFile, journal: Journal?, trusted: ChunkBitmap?, chunkSize: Int64, isNew: Bool) {
+        self.paths = paths
+        self.data = data
+        self.journal = journal
+        self.trusted = trusted
+        self.chunkSize = chunkSize
+        self.isNew = isNew
+    }
+
+    /// Background writeback and syncs of data files, off the download thread.
+    private static let writebackQueue = DispatchQueue(label: "segget.writeback")
+
+    /// Lets background writeback and syncs finish, then closes every file (the lock goes with the data
+    /// file). Call once, when the attempt ends however it ends.
+    func close() {
+        Self.writebackQueue.sync {}
+        progress?.close()
+        journal?.close()
+        data.close()
+    }
+
+    /// Makes the journal's written bitmap durable, so that even a reboot keeps it (an interrupted or
+    /// failed fetch).
+    func checkpoint() {
+        try? journal?.checkpoint(syncingData: data)
+    }
+
+    /// Starts the kernel's writeback of the first `length` bytes on the background queue: a head start
+    /// on the final `fdatasync` of `--fsync`.
+    func startWriteback(length: Int64) {
+        let file = UncheckedBox(data)
+        Self.writebackQueue.async { file.value.startWriteback(0..<length) }
+    }
+
+    /// Starts `fdatasync` of the data on the background queue (it waits on the disk while the hash tail
+    /// uses the CPU); wait on the semaphore before publishing.
+    func syncInBackground() -> DispatchSemaphore {
+        let done = DispatchSemaphore(value: 0)
+        let file = UncheckedBox(data)
+        Self.writebackQueue.async {
+            try? file.value.sync()
+            done.signal()
+        }
+        return done
+    }
+
+    /// Throws away the partial download (a digest mismatch): the next run starts afresh.
+    func discard() {
+        journal?.close()
+        journal = nil
+        try? PosixFile.remove(path: paths.part)
+        try? PosixFile.remove(path: paths.journal)
+        try? PosixFile.remove(path: paths.progress)
+    }
+
+    /// Renames the data into place under its final name and drops the journal and progress files.
+    ///
+    /// With `syncing` (`--fsync`) the data is synced before the rename and the directory after, so that
+    /// the finished file survives a power cut; without it the kernel writes it back in its own time.
+    /// The journal goes at once after the rename: a run killed in between is recognised as finished
+    /// (see ``finishedEarlier(paths:url:)``).
+    func publish(syncing: Bool) throws(SeggetError) {
+        do {
+            if syncing { try data.sync() }
+            try PosixFile.rename(from: paths.part, to: paths.final)
+            journal?.close()
+            journal = nil
+            try? PosixFile.remove(path: paths.journal)
+            try? PosixFile.remove(path: paths.progress)
+            if syncing { try? PosixFile.syncDirectory(containing: paths.final) }
+        } catch {
+            throw SeggetError(.fileSystem, "could not move the finished download to \(paths.final): \(error).")
+        }
+    }
+
+    /// The size of the finished file when an earlier run renamed it into place and was stopped before
+    /// removing its journal (which must describe this URL and that size); the leftovers are removed.
+    static func finishedEarlier(paths: Paths, url: String) -> Int64? {
+        guard let size = PosixFile.fileSize(path: paths.final), PosixFile.fileSize(path: paths.part) == nil,
+            PosixFile.fileSize(path: paths.journal) != nil,
+            let (journal, _) = try? Journal.open(path: paths.journal, currentBootID: Journal.currentBootID())
+        else { return nil }
+        let matches = journal.header.url == URLParts.redactingCredentials(url) && journal.header.totalLength == size
+        journal.close()
+        guard matches else { return nil }
+        try? PosixFile.remove(path: paths.journal)
+        try? PosixFile.remove(path: paths.progress)
+        return size
+    }
+
+    /// Bytes of the plan's chunks that are already in the file.
+    func resumedBytes(plan: ChunkPlan) -> Int64 {
+        guard let trusted else { return 0 }
+        return (0..<plan.chunkCount).reduce(Int64(0)) { $0 + (trusted[$1] ? Int64(plan.byteRange(ofChunk: $1).count) : 0) }
+    }
+
+    /// Writes the first bytes the probe brought into a new data file and counts the chunks they
+    /// cover as finished (journal bits after the write, like any chunk); a partly covered chunk is
+    /// continued from where they end.
+    func placeProbePrefix(_ prefix: [UInt8], plan: ChunkPlan) throws(SeggetError) {
+        guard isNew, !prefix.isEmpty else { return }
+        do {
+            try data.write(prefix, at: 0)
+        } catch {
+            throw FetchEngine.writeError(error)
+        }
+        var covered = trusted ?? ChunkBitmap(count: plan.chunkCount)
+        for k in 0..<plan.chunkCount {
+            let r = plan.byteRange(ofChunk: k)
+            let upTo = min(r.upperBound, Int64(prefix.count))
+            guard upTo > r.lowerBound else { break }
+            let crc = CRC32C.checksum(prefix[Int(r.lowerBound)..<Int(upTo)])
+            if upTo < r.upperBound {
+                partial[k] = PartialChunk(upTo: upTo, crc: crc)
+                break
+            }
+            covered.set(k)
+            try? journal?.markWritten(chunk: k, crc: crc)
+        }
+        trusted = covered
+    }
+
+    /// The checks the engine makes behind the download of every chunk kept from an earlier run, in file
+    /// order; nil for a new file (its chunks, the probe's included, were written by this run).
+    func voucher(plan: ChunkPlan) -> ChunkVoucher? {
+        guard !isNew, let journal, let kept = trusted else { return nil }
+        let claims = (0..<plan.chunkCount).filter { kept[$0] }.map {
+            ChunkVoucher.Claim(chunk: $0, crc: journal.chunkCRCs[$0])
+        }
+        return claims.isEmpty ? nil : ChunkVoucher(data: data, plan: plan, claims: claims)
+    }
+}

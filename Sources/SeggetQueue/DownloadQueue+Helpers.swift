@@ -1,0 +1,118 @@
+import Segget
+import SeggetSystem
+
+extension DownloadQueue {
+    // MARK: Helpers
+
+    /// `directory/name`, numbered (`name.1.ext`, …) when another task or a file already has it.
+    static func freePath(name: String, directory: String, records: [TaskID: TaskRecord], except: TaskID)
+        -> String
+    {
+        let taken = Set(records.values.filter { $0.id != except }.compactMap(\.path))
+        var n = 0
+        while true {
+            let candidate = OutputNames.join(directory, n == 0 ? name : OutputNames.numbered(name, n))
+            if !taken.contains(candidate) && !exists(candidate) && !exists(candidate + ".segget-part") {
+                return candidate
+            }
+            n += 1
+        }
+    }
+
+    static func exists(_ path: String) -> Bool {
+        FileSystem.exists(path)
+    }
+
+    static func want(_ o: TaskOptions) -> QueueState.Want {
+        QueueState.Want(connections: o.connections, maxSpeed: o.maxSpeed.flatMap { $0 > 0 ? $0 : nil })
+    }
+
+    static func limits(_ s: QueueSettings) -> QueueState.Limits {
+        QueueState.Limits(
+            maxActive: s.maxActive, connectionBudget: s.connectionBudget,
+            maxOverallSpeed: s.maxOverallSpeed.flatMap { $0 > 0 ? $0 : nil }, defaultConnections: s.defaultConnections)
+    }
+
+    static func checkSettings(_ s: QueueSettings) throws(QueueError) {
+        guard (1...1000).contains(s.maxActive) else {
+            throw QueueError(
+                .badOption, "The number of active downloads must be between 1 and 1000 (got \(s.maxActive)).")
+        }
+        guard (1...1024).contains(s.connectionBudget) else {
+            throw QueueError(
+                .badOption, "The connection budget must be between 1 and 1024 (got \(s.connectionBudget)).")
+        }
+        guard (1...128).contains(s.defaultConnections) else {
+            throw QueueError(
+                .badOption, "The default number of connections must be between 1 and 128 (got \(s.defaultConnections))."
+            )
+        }
+        if let g = s.maxOverallSpeed, g < 0 {
+            throw QueueError(.badOption, "The overall speed limit cannot be negative (got \(g)); use 0 for no limit.")
+        }
+        guard s.progressSaveInterval > 0 else {
+            throw QueueError(.badOption, "The progress save interval must be positive (got \(s.progressSaveInterval)).")
+        }
+    }
+
+    static func snapshot(_ r: TaskRecord, _ c: Core, position: Int) -> TaskSnapshot {
+        let live = c.live[r.id]
+        let p = live?.progress
+        let pieceLength: Int64 = 1 << 20
+        let numPieces = r.totalLength > 0 ? Int((r.totalLength + pieceLength - 1) / pieceLength) : 0
+        var bitfield: String?
+        if r.status == .complete && numPieces > 0 {
+            // Every piece is there; aria2 pads the last byte with zero bits.
+            var bits = [Character](repeating: "f", count: numPieces / 4)
+            let rest = numPieces % 4
+            if rest > 0 { bits.append(Character(String((0xF << (4 - rest)) & 0xF, radix: 16))) }
+            if bits.count % 2 == 1 { bits.append("0") }
+            bitfield = String(bits)
+        }
+        return TaskSnapshot(
+            id: r.id, urls: r.urls, status: r.status, options: r.options, path: r.path, directory: r.directory,
+            totalLength: r.totalLength, completedLength: r.completedLength,
+            downloadSpeed: Int64(p?.bytesPerSecond ?? 0),
+            connections: p?.connections.filter { $0.state != .idle }.count ?? 0,
+            grantedConnections: live?.grant.connections ?? 0, grantedSpeed: live?.grant.speed,
+            pieceLength: pieceLength, numPieces: numPieces, bitfield: bitfield,
+            errorCode: r.status == .error ? r.errorCode : nil, errorMessage: r.status == .error ? r.errorMessage : nil,
+            failure: r.status == .error ? r.failure : nil, position: position, createdAt: r.createdAt,
+            finishedAt: r.finishedAt)
+    }
+
+    /// aria2's slice: `[offset, offset+count)`, or for a negative offset, backwards from `count + offset`.
+    static func window<T>(_ items: [T], offset: Int, count: Int) -> [T] {
+        guard count > 0 else { return [] }
+        if offset >= 0 {
+            guard offset < items.count else { return [] }
+            return Array(items[offset..<(offset + min(count, items.count - offset))])
+        }
+        let first = items.count + offset
+        guard first >= 0 else { return [] }
+        return stride(from: first, to: max(-1, first - count), by: -1).map { items[$0] }
+    }
+
+    /// aria2's error numbers for segget's failures (front-ends show or match them).
+    static func aria2ErrorCode(_ e: SeggetError) -> Int {
+        switch e.kind {
+        case .network: return 6
+        case .httpStatus:
+            switch e.httpStatus {
+            case 404, 410: return 3
+            case 401, 403, 407: return 24
+            default: return 22
+            }
+        case .fileSystem:
+            let m = e.message
+            if m.contains("already exists") { return 13 }
+            if m.contains("space") || m.contains("disk is full") { return 9 }
+            return 16
+        case .verification: return 32
+        case .protocolViolation: return 22
+        case .usage: return 28
+        case .interrupted: return 7
+        case .internalError: return 1
+        }
+    }
+}

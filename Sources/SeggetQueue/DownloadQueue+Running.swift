@@ -1,0 +1,165 @@
+import Dispatch
+import Glibc
+import Segget
+import SeggetJournal
+import SeggetSystem
+import SeggetVerify
+import Synchronization
+
+extension DownloadQueue {
+    // MARK: Running downloads
+
+    func launch(_ ids: [TaskID]) {
+        for id in ids {
+            DispatchQueue.global().async { self.prepareAndStart(id) }
+        }
+    }
+
+    /// Off the lock: creates the directory, fixes the output path (probing for the server's file
+    /// name the first time), then starts the download and watches it.
+    private func prepareAndStart(_ id: TaskID) {
+        guard
+            let (record, policy) = core.withLock({ c -> (TaskRecord, DirectoryPolicy)? in
+                guard let r = c.records[id], let l = c.live[id], !l.stopRequested else { return nil }
+                return (r, c.policy)
+            })
+        else {
+            ended(id, .interrupted)
+            return
+        }
+        let directory: String
+        do {
+            directory = try policy.prepare(record.directory)
+        } catch {
+            ended(id, .failed(SeggetError(.fileSystem, error.message)))
+            return
+        }
+        if let path = record.path, let size = Self.finishedEarlier(record, path: path) {
+            ended(id, .completed(path: path, bytes: size))
+            return
+        }
+        var suggested: String?
+        if record.path == nil {
+            let info = try? Download(url: record.urls[0], options: downloadOptions(record, grant: nil)).probe()
+            suggested = info?.suggestedFileName ?? FileName.fromURLPath(record.urls[0])
+        }
+        let started: DownloadTask? = core.withLock { c in
+            guard var r = c.records[id], c.live[id] != nil, c.live[id]?.stopRequested == false,
+                let grant = c.live[id]?.grant
+            else {
+                return nil
+            }
+            if r.path == nil, let name = suggested {
+                r.path = Self.freePath(name: name, directory: directory, records: c.records, except: id)
+                r.directory = directory
+                c.records[id] = r
+                let saved = r
+                store(&c) { s throws(SQLiteError) in try s.update(saved) }
+                c.storageError = nil
+            }
+            let task = Download(url: r.urls[0], options: downloadOptions(r, grant: grant)).start()
+            c.live[id]?.task = task
+            return task
+        }
+        guard let started else {
+            ended(id, .interrupted)
+            return
+        }
+        Task.detached {
+            for await p in started.progress { self.progressed(id, p) }
+            let finish: Finish
+            do throws(SeggetError) {
+                let r = try await started.result()
+                finish = .completed(path: r.path, bytes: r.bytes)
+            } catch {
+                finish = error.kind == .interrupted ? .interrupted : .failed(error)
+            }
+            self.ended(id, finish)
+        }
+    }
+
+    private func progressed(_ id: TaskID, _ p: DownloadProgress) {
+        core.withLock { c in
+            guard c.live[id] != nil, c.records[id] != nil else { return }
+            c.live[id]?.progress = p
+            c.records[id]?.completedLength = p.completedBytes
+            if let t = p.totalBytes { c.records[id]?.totalLength = t }
+            saveProgress(&c, force: false)
+        }
+    }
+
+    /// How one run of a task's download ended.
+    private enum Finish {
+        case completed(path: String, bytes: Int64)
+        case failed(SeggetError)
+        /// Stopped on request; the journal is kept.
+        case interrupted
+    }
+
+    /// The size of a file a killed run had already finished and renamed into place (the queue died
+    /// before storing that): the final file is there with the stored length and neither the partial
+    /// file nor the journal is left. Only for a task that had made progress, so that a file the
+    /// user already had under that name is never taken for it.
+    private static func finishedEarlier(_ r: TaskRecord, path: String) -> Int64? {
+        guard r.completedLength > 0, r.totalLength > 0, !exists(path + ".segget-part"),
+            !exists(path + ".segget-journal"),
+            let size = PosixFile.fileSize(path: path), size == r.totalLength
+        else { return nil }
+        return size
+    }
+
+    private func ended(_ id: TaskID, _ outcome: Finish) {
+        let launches: [TaskID] = core.withLock { c in
+            guard c.live.removeValue(forKey: id) != nil else { return [] }
+            let ending: QueueState.Ending
+            if var r = c.records[id] {
+                switch outcome {
+                case .completed(let path, let bytes):
+                    r.path = path
+                    r.totalLength = bytes
+                    r.completedLength = bytes
+                    ending = .completed
+                case .interrupted:
+                    ending = .interrupted
+                case .failed(let e):
+                    r.failure = e.kind
+                    r.errorCode = Self.aria2ErrorCode(e)
+                    r.errorMessage = e.message
+                    ending = .failed
+                }
+                c.records[id] = r
+                let saved = r
+                store(&c) { s throws(SQLiteError) in try s.update(saved) }
+            } else {
+                ending = .interrupted
+            }
+            let launches = perform(c.state.downloadEnded(id, ending), &c)
+            c.storageError = nil
+            if c.live.isEmpty {
+                for w in c.shutdownWaiters { w.resume() }
+                c.shutdownWaiters = []
+            }
+            return launches
+        }
+        launch(launches)
+    }
+
+    private func downloadOptions(_ r: TaskRecord, grant: QueueState.Grant?) -> DownloadOptions {
+        var o = DownloadOptions()
+        o.mirrors = Array(r.urls.dropFirst())
+        o.outputPath = r.path
+        o.directory = r.path == nil ? r.directory : nil
+        if let g = grant {
+            o.connections = g.connections
+            o.maxSpeed = g.speed
+        }
+        return o.applying(r.options.requestOverrides)
+    }
+}
+
+/// Seconds on the monotonic clock, for progress-save intervals.
+func monotonicNow() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+}

@@ -1,0 +1,56 @@
+/// Operations on paths rather than open files: directories, renames, removal, `stat`.
+public enum FileSystem {
+    /// Renames atomically, replacing any file at `to`. The corresponding C function is `rename`.
+    public static func rename(from: String, to: String) throws(Errno) {
+        _ = try valueOrErrno { system_rename(from, to) }.get()
+    }
+
+    /// Removes the file at `path`; a missing file is not an error. The corresponding C function is `unlink`.
+    public static func remove(_ path: String) throws(Errno) {
+        switch valueOrErrno({ system_unlink(path) }) {
+        case .success, .failure(.noSuchFileOrDirectory): return
+        case .failure(let error): throw error
+        }
+    }
+
+    /// Creates the directory `path` (its parent must exist). The corresponding C function is `mkdir`.
+    public static func makeDirectory(_ path: String, permissions: UInt32 = 0o755) throws(Errno) {
+        _ = try valueOrErrno { system_mkdir(path, permissions) }.get()
+    }
+
+    /// Makes the creations, renames and removals in directory `path` durable: opens it and `fsync`s it.
+    public static func syncDirectory(_ path: String) throws(Errno) {
+        let directory = try FileDescriptor.open(path, .readOnly, options: [.directory, .closeOnExec])
+        defer { directory.close() }
+        try directory.sync()
+    }
+
+    /// What is at `path`, or nil if nothing is (or it cannot be looked at). With `followingLinks`, a
+    /// symbolic link is described by what it points at. The corresponding C functions are `stat` and `lstat`.
+    public static func status(_ path: String, followingLinks: Bool = true) -> FileStatus? {
+        try? system_stat(path, followingLinks: followingLinks).get()
+    }
+
+    /// True when `path` is a directory, or a symbolic link to one.
+    public static func isDirectory(_ path: String) -> Bool {
+        status(path)?.kind == .directory
+    }
+
+    /// True when anything, even a dangling symbolic link, is at `path`.
+    public static func exists(_ path: String) -> Bool {
+        status(path, followingLinks: false) != nil
+    }
+
+    /// The absolute path of `path` with every symbolic link, `.` and `..` resolved; throws
+    /// ``Errno/noSuchFileOrDirectory`` if it does not exist. The corresponding C function is `realpath`.
+    public static func realPath(_ path: String) throws(Errno) -> String {
+        try system_realpath(path).get()
+    }
+
+    /// The directory part of `path`: "." for a bare name, "/" for a file in the root.
+    public static func directoryName(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        let directory = path[..<slash]
+        return directory.isEmpty ? "/" : String(directory)
+    }
+}

@@ -1,0 +1,211 @@
+// The only file of the project that names libc I/O calls. Everything else calls the typed wrappers of
+// this module, so the set of system calls segget can make is visible in one place. The retry helpers
+// (`valueOrErrno`, `retryingWrites`, `retryingReads`) are the only loops over EINTR and short counts.
+
+import Glibc
+
+// MARK: - Retry helpers
+
+/// Runs `body` until it stops failing with `EINTR`; turns `-1` + `errno` into `.failure`.
+///
+/// The one place where interrupted system calls are retried.
+@inline(__always)
+internal func valueOrErrno<I: FixedWidthInteger>(
+    retryOnInterrupt: Bool = true,
+    _ body: () -> I
+) -> Result<I, Errno> {
+    while true {
+        let result = body()
+        if result != -1 { return .success(result) }
+        let error = Errno.current
+        if retryOnInterrupt && error == .interrupted { continue }
+        return .failure(error)
+    }
+}
+
+/// Like `valueOrErrno`, for calls that return the error number instead of setting `errno`
+/// (`posix_fallocate`, `posix_fadvise`, `pthread_create`): zero is success.
+@inline(__always)
+internal func returnedErrno(retryOnInterrupt: Bool = true, _ body: () -> Int32) -> Result<Void, Errno> {
+    while true {
+        let code = body()
+        if code == 0 { return .success(()) }
+        let error = Errno(rawValue: code)
+        if retryOnInterrupt && error == .interrupted { continue }
+        return .failure(error)
+    }
+}
+
+/// How far a write loop got, and what stopped it before the end.
+public struct WriteProgress: Equatable, Sendable {
+    /// Bytes written.
+    public var written: Int
+    /// The error that stopped the loop, nil when it wrote everything or `continueAfterShortWrite` said stop.
+    public var error: Errno?
+}
+
+/// Writes `count` bytes by calling `body(done)` (which writes the rest, starting `done` bytes in, and
+/// returns what a `write`-like call returns), retrying `EINTR` and short writes.
+///
+/// The one place where short writes are retried. A call that writes nothing for a non-empty rest would
+/// loop forever and is reported as `EIO`. After a short write, `continueAfterShortWrite(done)` may stop
+/// the loop without an error (an `O_DIRECT` write that ended off a block boundary cannot continue).
+@inline(__always)
+internal func retryingWrites(
+    count: Int, continueAfterShortWrite: (Int) -> Bool = { _ in true }, _ body: (_ done: Int) -> Int
+) -> WriteProgress {
+    var done = 0
+    while done < count {
+        switch valueOrErrno({ body(done) }) {
+        case .success(0):
+            return WriteProgress(written: done, error: .ioError)
+        case .success(let n):
+            done += n
+            if done < count && !continueAfterShortWrite(done) { return WriteProgress(written: done, error: nil) }
+        case .failure(let error):
+            return WriteProgress(written: done, error: error)
+        }
+    }
+    return WriteProgress(written: done, error: nil)
+}
+
+/// Reads until `count` bytes are in or end of file by calling `body(done)`, retrying `EINTR` and short
+/// reads; returns the number of bytes read.
+@inline(__always)
+internal func retryingReads(count: Int, _ body: (_ done: Int) -> Int) -> Result<Int, Errno> {
+    var done = 0
+    while done < count {
+        switch valueOrErrno({ body(done) }) {
+        case .success(0): return .success(done)  // end of file
+        case .success(let n): done += n
+        case .failure(let error): return .failure(error)
+        }
+    }
+    return .success(done)
+}
+
+// MARK: - Raw calls
+
+internal func system_open(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32 {
+    open(path, flags, mode)
+}
+
+internal func system_close(_ fd: Int32) -> Int32 {
+    close(fd)
+}
+
+internal func system_read(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int {
+    read(fd, buffer, count)
+}
+
+internal func system_write(_ fd: Int32, _ buffer: UnsafeRawPointer?, _ count: Int) -> Int {
+    write(fd, buffer, count)
+}
+
+internal func system_pread(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int, _ offset: Int64) -> Int {
+    pread(fd, buffer, count, off_t(offset))
+}
+
+internal func system_pwrite(_ fd: Int32, _ buffer: UnsafeRawPointer?, _ count: Int, _ offset: Int64) -> Int {
+    pwrite(fd, buffer, count, off_t(offset))
+}
+
+internal func system_fdatasync(_ fd: Int32) -> Int32 {
+    fdatasync(fd)
+}
+
+// glibc declares sync_file_range only under _GNU_SOURCE, which the Glibc module does not set, so
+// bind the symbol directly (int sync_file_range(int, off64_t, off64_t, unsigned int)).
+@_silgen_name("sync_file_range")
+private func c_sync_file_range(_ fd: Int32, _ offset: Int64, _ count: Int64, _ flags: UInt32) -> Int32
+
+/// SYNC_FILE_RANGE_WRITE from <fcntl.h>: start writeback of dirty pages, do not wait.
+private let syncFileRangeWrite: UInt32 = 2
+
+internal func system_sync_file_range_write(_ fd: Int32, _ offset: Int64, _ count: Int64) -> Int32 {
+    c_sync_file_range(fd, offset, count, syncFileRangeWrite)
+}
+
+internal func system_fsync(_ fd: Int32) -> Int32 {
+    fsync(fd)
+}
+
+internal func system_ftruncate(_ fd: Int32, _ length: Int64) -> Int32 {
+    ftruncate(fd, off_t(length))
+}
+
+/// Returns the error number (it does not set `errno`).
+internal func system_posix_fallocate(_ fd: Int32, _ offset: Int64, _ length: Int64) -> Int32 {
+    posix_fallocate(fd, off_t(offset), off_t(length))
+}
+
+/// Returns the error number (it does not set `errno`).
+internal func system_posix_fadvise(_ fd: Int32, _ offset: Int64, _ length: Int64, _ advice: Int32) -> Int32 {
+    posix_fadvise(fd, off_t(offset), off_t(length), advice)
+}
+
+internal func system_flock(_ fd: Int32, _ operation: Int32) -> Int32 {
+    flock(fd, operation)
+}
+
+internal func system_fstat(_ fd: Int32) -> Result<FileStatus, Errno> {
+    var info = stat()
+    return valueOrErrno { fstat(fd, &info) }.map { _ in FileStatus(info) }
+}
+
+internal func system_stat(_ path: String, followingLinks: Bool) -> Result<FileStatus, Errno> {
+    var info = stat()
+    return valueOrErrno { followingLinks ? stat(path, &info) : lstat(path, &info) }.map { _ in FileStatus(info) }
+}
+
+internal func system_rename(_ from: String, _ to: String) -> Int32 {
+    rename(from, to)
+}
+
+internal func system_unlink(_ path: String) -> Int32 {
+    unlink(path)
+}
+
+internal func system_mkdir(_ path: String, _ mode: UInt32) -> Int32 {
+    mkdir(path, mode_t(mode))
+}
+
+/// Bytes available to an unprivileged user on the file system holding `path`.
+internal func system_statvfs_available(_ path: String) -> Result<Int64, Errno> {
+    var info = statvfs()
+    return valueOrErrno { statvfs(path, &info) }.map { _ in
+        Int64(clamping: UInt64(info.f_bavail).multipliedReportingOverflow(by: UInt64(info.f_frsize)).partialValue)
+    }
+}
+
+internal func system_realpath(_ path: String) -> Result<String, Errno> {
+    guard let resolved = realpath(path, nil) else { return .failure(.current) }
+    defer { free(resolved) }
+    return .success(String(cString: resolved))
+}
+
+internal func system_strerror(_ code: Int32) -> String {
+    guard let message = strerror(code) else { return "error \(code)" }
+    return String(cString: message)
+}
+
+// Flag values, re-exported so that other files need not import Glibc.
+internal let system_O_RDONLY = O_RDONLY
+internal let system_O_WRONLY = O_WRONLY
+internal let system_O_RDWR = O_RDWR
+internal let system_O_CREAT = O_CREAT
+internal let system_O_EXCL = O_EXCL
+internal let system_O_NOFOLLOW = O_NOFOLLOW
+internal let system_O_CLOEXEC = O_CLOEXEC
+internal let system_O_DIRECTORY = O_DIRECTORY
+
+/// `O_DIRECT`, which Glibc's Swift overlay does not export; nil where its value is unknown.
+internal let system_O_DIRECT: Int32? = {
+    #if os(Linux) && (arch(x86_64) || arch(i386))
+        return 0o40000
+    #elseif os(Linux) && arch(arm64)
+        return 0o200000
+    #else
+        return nil
+    #endif
+}()

@@ -1,0 +1,82 @@
+import ArgumentParser
+import Segget
+
+// The library's value types (Sources/Segget/ByteSize.swift) as command-line arguments.
+//
+// `init?(argument:)` is what ArgumentParser calls when an option names the type alone; segget's
+// options pass a `transform` from `ArgumentValue` instead, because only a thrown error lets the
+// message say what was wrong and what is accepted ("'abc' is not a number of connections; give a
+// number from 1 to 128 or 'auto'.") where a nil gives a bare "invalid value".
+
+extension ByteSize: ExpressibleByArgument {
+    public init?(argument: String) { try? self.init(parsing: argument) }
+    public var defaultValueDescription: String { description }
+}
+
+extension ByteRate: ExpressibleByArgument {
+    public init?(argument: String) { try? self.init(parsing: argument) }
+    public var defaultValueDescription: String { description }
+}
+
+extension ConnectionCount: ExpressibleByArgument {
+    public init?(argument: String) { try? self.init(parsing: argument) }
+    public var defaultValueDescription: String { description }
+}
+
+/// Transforms for `@Option(transform:)`: parse, check the range the option allows, and explain a
+/// refusal. ArgumentParser puts "The value 'X' is invalid for '--option <size>': " before the reason.
+enum ArgumentValue {
+    static func size(in range: ClosedRange<ByteSize>) -> @Sendable (String) throws -> ByteSize {
+        { text in try explained { () throws(ArgumentValueError) in try ByteSize(parsing: text).checked(in: range) } }
+    }
+
+    static func rate(atLeast minimum: ByteRate) -> @Sendable (String) throws -> ByteRate {
+        { text in
+            try explained { () throws(ArgumentValueError) in try ByteRate(parsing: text).checked(atLeast: minimum) }
+        }
+    }
+
+    /// `auto` or 1…128.
+    static let connections: @Sendable (String) throws -> ConnectionCount = { text in
+        try explained { () throws(ArgumentValueError) in try ConnectionCount(parsing: text) }
+    }
+
+    /// 1…128 without `auto`, for the daemon, which sets its own counts.
+    static let fixedConnections: @Sendable (String) throws -> Int = { text in
+        try explained { () throws(ArgumentValueError) in try ConnectionCount.parseFixed(text) }
+    }
+
+    /// A number of seconds, fractions allowed (what `Double(argument:)` reads). Given as a transform
+    /// so that help shows the default once, as the option's sentence words it ("(default 15)"),
+    /// not a second time as ArgumentParser's "(default: 15.0)".
+    static let seconds: @Sendable (String) throws -> Double = { text in
+        guard let v = Double(text) else {
+            throw ValidationError("not a number of seconds; give a number such as 5 or 0.5.")
+        }
+        return v
+    }
+
+    /// A whole number, as a transform for the same reason as ``seconds``.
+    static let wholeNumber: @Sendable (String) throws -> Int = { text in
+        guard let v = Int(text) else { throw ValidationError("not a whole number; give one such as 1 or 8.") }
+        return v
+    }
+
+    /// `--write-path`: one of the library's write paths by its name.
+    static let writePath: @Sendable (String) throws -> WritePath = { text in
+        guard let v = WritePath(rawValue: text) else {
+            throw ValidationError("give adaptive, direct or page-cache.")
+        }
+        return v
+    }
+
+    /// Runs `parse`; its error becomes a ValidationError whose message is the reason alone (the
+    /// value and the option are already in ArgumentParser's part of the message).
+    static func explained<T>(_ parse: () throws(ArgumentValueError) -> T) throws -> T {
+        do {
+            return try parse()
+        } catch {
+            throw ValidationError(error.reason)
+        }
+    }
+}

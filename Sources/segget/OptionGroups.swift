@@ -1,0 +1,301 @@
+import ArgumentParser
+import Segget
+import SeggetRPC
+import SeggetVerify
+
+// The download command's options, one group per concern, each with the titled section it gets in
+// `segget --help`. Every group fills its part of the library's `DownloadOptions` in `apply(to:)`;
+// `Get.downloadOptions()` is the one place that runs them all. Checks that involve one group only
+// live in its `validate()`; checks across groups (several URLs with `-o`) stay in `Get.validate()`.
+
+/// How many connections, how many files at once, and how the work is cut.
+struct ConnectionOptions: ParsableArguments {
+    @Option(
+        name: [.short, .customLong("connections")],
+        help: ArgumentHelp(
+            "Parallel connections per file, 1 to 128, or 'auto' to add connections while throughput rises (default 8).",
+            valueName: "n"),
+        transform: ArgumentValue.connections)
+    var n: ConnectionCount = .fixed(8)
+
+    @Option(
+        name: [.short, .customLong("jobs")],
+        help: "Files downloaded at once, 1 to 32 (default 1).",
+        transform: ArgumentValue.wholeNumber)
+    var jobs: Int = 1
+
+    @Option(
+        name: .customLong("total-connections"),
+        help: "Connections across all files at once (default: the larger of 16 and -n).")
+    var totalConnections: Int?
+
+    @Option(
+        name: .customLong("mirror"),
+        help: "Another URL of the same file; ranges are spread over all of them (repeatable).")
+    var mirrors: [String] = []
+
+    /// The journal's unit: below 16k the journal grows large; above 1G one chunk is most of a file.
+    static let chunkSizes = ByteSize.kibibytes(16)...ByteSize.gibibytes(1)
+
+    @Option(
+        name: .customLong("chunk-size"),
+        help: ArgumentHelp("Journal and work unit, e.g. 1M or 256k (default 1M).", valueName: "chunk-size"),
+        transform: ArgumentValue.size(in: chunkSizes))
+    var chunkSize: ByteSize = .mebibytes(1)
+
+    /// A cap below 1k/s would make every connection stall-time out.
+    static let slowestSpeed = ByteRate(bytesPerSecond: 1024)
+
+    @Option(
+        name: .customLong("max-speed"),
+        help: ArgumentHelp(
+            "Cap the download rate of each file, all its connections together, e.g. 20M (bytes per second).",
+            valueName: "max-speed"),
+        transform: ArgumentValue.rate(atLeast: slowestSpeed))
+    var maxSpeed: ByteRate?
+
+    func validate() throws {
+        guard (1...32).contains(jobs) else { throw ValidationError("-j takes a number from 1 to 32 (got \(jobs)).") }
+        if let t = totalConnections, !(1...512).contains(t) {
+            throw ValidationError("--total-connections takes a number from 1 to 512 (got \(t)).")
+        }
+    }
+
+    func apply(to o: inout DownloadOptions) {
+        o.connectionCount = n
+        o.mirrors = mirrors
+        o.chunkSize = chunkSize.bytes
+        o.maxSpeed = maxSpeed?.bytesPerSecond
+    }
+}
+
+/// Where the file goes and what happens to files already there.
+struct OutputOptions: ParsableArguments {
+    @Option(name: .shortAndLong, help: "Write to this file instead of the name the server suggests (one URL only).")
+    var output: String?
+
+    @Option(name: [.short, .customLong("dir")], help: "Save into this directory (created if missing).")
+    var directory: String?
+
+    @Flag(name: .shortAndLong, help: "Overwrite output files that exist.")
+    var force = false
+
+    @Flag(name: .customLong("skip-existing"), help: "Leave output files that exist untouched and count them as done.")
+    var skipExisting = false
+
+    @Flag(name: .customLong("no-continue"), help: "Ignore any partial download and start over.")
+    var noContinue = false
+
+    func validate() throws {
+        if force && skipExisting { throw ValidationError("give either --force or --skip-existing, not both.") }
+        if output != nil && directory != nil { throw ValidationError("give either -o FILE or -d DIR, not both.") }
+    }
+
+    func apply(to o: inout DownloadOptions) {
+        o.outputPath = output
+        o.directory = directory
+        o.force = force
+        o.resume = !noContinue
+    }
+}
+
+/// The digests the file must match.
+struct VerificationOptions: ParsableArguments {
+    @Option(help: "Expected digest ALGO=HEX, with ALGO sha256 or md5 (repeatable; one URL only).")
+    var checksum: [String] = []
+
+    @Option(
+        name: .customLong("checksum-file"),
+        help: "A sha256sum/md5sum style file holding the expected digests, looked up by file name.")
+    var checksumFile: String?
+
+    @Flag(name: .customLong("no-verify"), help: "Skip all digest checks, including digests the server sends.")
+    var noVerify = false
+
+    func validate() throws {
+        for c in checksum {
+            do { _ = try ExpectedDigest(parsing: c) } catch { throw ValidationError("--checksum: \(error)") }
+        }
+        if noVerify && (!checksum.isEmpty || checksumFile != nil) {
+            throw ValidationError("--no-verify cannot be combined with --checksum or --checksum-file.")
+        }
+    }
+
+    func apply(to o: inout DownloadOptions) throws {
+        o.verifyServerDigests = !noVerify
+        o.checksums = try checksum.map { try ExpectedDigest(parsing: $0) }
+    }
+}
+
+/// When data is made durable and how it reaches the disk.
+struct DurabilityOptions: ParsableArguments {
+    @Option(
+        name: .customLong("sync-interval"),
+        help: "Seconds between durability checkpoints (default 5).",
+        transform: ArgumentValue.seconds)
+    var syncInterval: Double = 5
+
+    @Flag(
+        name: .customLong("fsync"),
+        help:
+            "Wait until the finished file is on the disk before giving it its name, so that it survives a power cut right after (slower on a slow disk)."
+    )
+    var fsync = false
+
+    @Flag(name: .customLong("no-fsync"), help: .hidden)
+    var noFsync = false
+
+    @Option(
+        name: .customLong("write-path"),
+        help:
+            "How data reaches the disk: adaptive (O_DIRECT while the disk keeps up, the page cache for the rest), direct, or page-cache (default adaptive).",
+        transform: ArgumentValue.writePath)
+    var writePath: WritePath = .adaptive
+
+    @Flag(name: .customLong("buffered-io"), help: .hidden)
+    var bufferedIO = false
+
+    func validate() throws {
+        if fsync && noFsync { throw ValidationError("give either --fsync or --no-fsync, not both.") }
+        guard syncInterval > 0 else { throw ValidationError(RetryOptions.notPositive) }
+    }
+
+    func apply(to o: inout DownloadOptions) {
+        o.checkpointInterval = syncInterval
+        o.syncBeforeRename = fsync
+        o.writePath = bufferedIO ? .pageCache : writePath
+    }
+}
+
+/// Retries, their waits, and every time limit.
+struct RetryOptions: ParsableArguments {
+    @Option(help: "Retries per range after a failure (default 5).", transform: ArgumentValue.wholeNumber)
+    var retries: Int = 5
+
+    @Option(
+        name: .customLong("retry-wait"),
+        help: "Seconds before the first retry; doubles each time (default 1).",
+        transform: ArgumentValue.seconds)
+    var retryWait: Double = 1
+
+    @Option(
+        name: .customLong("connect-timeout"),
+        help: "Seconds to wait for a connection (default 15).",
+        transform: ArgumentValue.seconds)
+    var connectTimeout: Double = 15
+
+    @Option(
+        name: .customLong("stall-timeout"), help: "Drop and retry a connection silent for this many seconds (default 20).",
+        transform: ArgumentValue.seconds)
+    var stallTimeout: Double = 20
+
+    @Option(
+        help:
+            "Give up on a file after this many seconds in all: probe, redirects, retry waits and transfer (the partial download is kept)."
+    )
+    var timeout: Double?
+
+    @Option(
+        name: .customLong("max-retry-wait"),
+        help: "Wait at most this many seconds when a server asks to retry later with Retry-After (default 300).",
+        transform: ArgumentValue.seconds)
+    var maxRetryWait: Double = 300
+
+    func validate() throws {
+        guard retries >= 0 && retries <= 100 else { throw ValidationError("--retries must be between 0 and 100.") }
+        guard retryWait >= 0 && retryWait <= 3600 else {
+            throw ValidationError("--retry-wait must be between 0 and 3600 seconds.")
+        }
+        guard connectTimeout > 0, stallTimeout >= 0 else { throw ValidationError(Self.notPositive) }
+        if let t = timeout, t <= 0 { throw ValidationError("--timeout must be a positive number of seconds.") }
+        guard maxRetryWait >= 0 && maxRetryWait <= 86400 else {
+            throw ValidationError("--max-retry-wait must be between 0 and 86400 seconds.")
+        }
+    }
+
+    static let notPositive = "timeouts and --sync-interval must be positive numbers of seconds."
+
+    func apply(to o: inout DownloadOptions) {
+        o.retries = retries
+        o.retryWait = retryWait
+        o.timeout = timeout
+        o.maxRetryWait = maxRetryWait
+        o.transfer.connectTimeout = connectTimeout
+        o.transfer.stallTimeout = stallTimeout
+    }
+}
+
+/// What each request carries; shared by the download command and `segget add`.
+struct RequestOptions: ParsableArguments {
+    @Option(name: [.customShort("H"), .long], help: "Extra request header 'Name: value' (repeatable).")
+    var header: [String] = []
+
+    @Option(name: [.customShort("A"), .customLong("user-agent")], help: "The User-Agent header to send.")
+    var userAgent: String?
+
+    @Option(name: [.customShort("e"), .long], help: "The Referer header to send.")
+    var referer: String?
+
+    @Option(help: "Proxy URL (default: the http_proxy / https_proxy / no_proxy variables).")
+    var proxy: String?
+
+    func validate() throws {
+        for h in header where !h.contains(":") {
+            throw ValidationError("-H takes 'Name: value' (got '\(h)').")
+        }
+    }
+
+    /// The same settings as an input file's entry or a daemon task would give them.
+    var overrides: DownloadOverrides {
+        DownloadOverrides(headers: header, userAgent: userAgent, referer: referer, proxy: proxy)
+    }
+
+    /// The same settings as aria2 options, for `segget add`.
+    var aria2Members: [(String, JSON)] {
+        var o: [(String, JSON)] = []
+        if !header.isEmpty { o.append(("header", .array(header.map(JSON.string)))) }
+        if let v = userAgent { o.append(("user-agent", .string(v))) }
+        if let v = referer { o.append(("referer", .string(v))) }
+        if let v = proxy { o.append(("all-proxy", .string(v))) }
+        return o
+    }
+}
+
+/// TLS, credentials, cookies and protocol choices of the download command.
+struct NetworkOptions: ParsableArguments {
+    @Flag(name: [.customShort("k"), .long], help: "Do not verify TLS certificates (only for servers you trust).")
+    var insecure = false
+
+    @Option(name: .shortAndLong, help: "Credentials 'USER:PASSWORD' for HTTP authentication.")
+    var user: String?
+
+    @Flag(help: "Read credentials from ~/.netrc.")
+    var netrc = false
+
+    @Option(name: [.customShort("b"), .long], help: "Cookies 'NAME=VALUE; ...' or a cookie file to read.")
+    var cookie: String?
+
+    @Flag(help: "Allow HTTP/2 (ranges may then share one connection).")
+    var http2 = false
+
+    @Flag(name: .customLong("allow-insecure-redirect"), help: "Follow a redirect from https to plain http.")
+    var allowInsecureRedirect = false
+
+    func apply(to o: inout DownloadOptions) {
+        o.transfer.insecure = insecure
+        o.transfer.credentials = user
+        o.transfer.useNetrc = netrc
+        o.transfer.cookie = cookie
+        o.transfer.http2 = http2
+        o.transfer.allowInsecureRedirect = allowInsecureRedirect
+    }
+}
+
+/// How progress and results are printed.
+struct FormatOptions: ParsableArguments {
+    @Flag(help: "Print one JSON object per line on stdout instead of human progress (see docs/json.md).")
+    var json = false
+
+    @Flag(name: .shortAndLong, help: "Print nothing but errors.")
+    var quiet = false
+}

@@ -1,0 +1,213 @@
+import ArgumentParser
+import Segget
+import SeggetVerify
+import Testing
+
+@testable import segget
+
+/// The message segget prints for a parse failure (main.swift adds "segget: " and the help hint).
+func parseFailure(_ arguments: [String]) -> String? {
+    do {
+        _ = try Get.parse(arguments)
+        return nil
+    } catch {
+        return Get.message(for: error)
+    }
+}
+
+@Suite struct DownloadOptionsFromArgumentsTests {
+    let url = "http://127.0.0.1:9/x"
+
+    @Test func noOptionsGiveTheLibraryDefaults() throws {
+        #expect(try Get.parse([url]).downloadOptions() == DownloadOptions())
+    }
+
+    @Test func everyOptionLandsInItsField() throws {
+        let md5 = "md5=" + String(repeating: "a", count: 32)
+        let get = try Get.parse([
+            "-n", "12", "--mirror", "http://m/x", "--chunk-size", "256k", "--max-speed", "20M", "-o", "out.bin", "-f",
+            "--no-continue", "--checksum", md5, "--retries", "7", "--retry-wait", "2", "--connect-timeout", "3",
+            "--stall-timeout", "4", "--timeout", "60", "--max-retry-wait", "30", "-H", "X-A: 1", "-H", "X-B: 2", "-A",
+            "UA/1", "-e", "http://ref/", "--proxy", "http://proxy:3128", "-k", "-u", "u:p", "--netrc", "-b", "c=1",
+            "--http2", "--allow-insecure-redirect", "--sync-interval", "9", "--fsync", "--write-path", "direct", url,
+        ])
+        var expected = DownloadOptions()
+        expected.connections = 12
+        expected.mirrors = ["http://m/x"]
+        expected.chunkSize = 256 << 10
+        expected.maxSpeed = 20 << 20
+        expected.outputPath = "out.bin"
+        expected.force = true
+        expected.resume = false
+        expected.checksums = [try ExpectedDigest(parsing: md5)]
+        expected.retries = 7
+        expected.retryWait = 2
+        expected.timeout = 60
+        expected.maxRetryWait = 30
+        expected.checkpointInterval = 9
+        expected.syncBeforeRename = true
+        expected.writePath = .direct
+        expected.transfer.connectTimeout = 3
+        expected.transfer.stallTimeout = 4
+        expected.transfer.headers = ["X-A: 1", "X-B: 2"]
+        expected.transfer.userAgent = "UA/1"
+        expected.transfer.referer = "http://ref/"
+        expected.transfer.proxy = "http://proxy:3128"
+        expected.transfer.insecure = true
+        expected.transfer.credentials = "u:p"
+        expected.transfer.useNetrc = true
+        expected.transfer.cookie = "c=1"
+        expected.transfer.http2 = true
+        expected.transfer.allowInsecureRedirect = true
+        #expect(try get.downloadOptions() == expected)
+    }
+
+    @Test func autoConnections() throws {
+        let o = try Get.parse(["-n", "auto", url]).downloadOptions()
+        #expect(o.connections == ConnectionCount.autoCap && o.autoConnections)
+        #expect(try Get.parse(["--connections", "AUTO", url]).downloadOptions().autoConnections)
+    }
+
+    @Test func directoryNoVerifyAndHiddenSwitches() throws {
+        let o = try Get.parse(["-d", "dl", "--no-verify", "--buffered-io", "--no-fsync", url]).downloadOptions()
+        #expect(o.directory == "dl" && o.outputPath == nil)
+        #expect(!o.verifyServerDigests)
+        #expect(o.writePath == .pageCache)
+        #expect(!o.syncBeforeRename)
+    }
+
+    @Test func batchSettingsStayOnTheCommand() throws {
+        let get = try Get.parse(["-j", "4", "--total-connections", "40", "--skip-existing", "--json", "-q", url, url])
+        #expect(get.connection.jobs == 4)
+        #expect(get.connection.totalConnections == 40)
+        #expect(get.output.skipExisting)
+        #expect(get.format.json && get.format.quiet)
+    }
+
+    @Test func batchEntryAndBudgetGoThroughTheSameOverrides() throws {
+        let get = try Get.parse(["-n", "8", "-H", "A: 1", "-e", "http://cli/", "-i", "list"])
+        let file = try InputFile(parsing: "http://a/x\thttp://b/x\n  dir=sub\n  header=B: 2\n  referer=http://list/\n")
+        let batch = Batch(
+            entries: file.entries, base: try get.downloadOptions(), jobs: 4, totalConnections: 16, listMode: true,
+            planPaths: true, skipExisting: false, checksumFile: nil)
+        let o = batch.options(for: file.entries[0])
+        #expect(o.connections == 8)  // min(-n, 16 / min(4, 1 file))
+        #expect(o.directory == "sub")
+        #expect(o.mirrors == ["http://b/x"])
+        #expect(o.transfer.headers == ["A: 1", "B: 2"])
+        #expect(o.transfer.referer == "http://list/")
+    }
+}
+
+@Suite struct ArgumentErrorTests {
+    let url = "http://127.0.0.1:9/x"
+
+    @Test(arguments: [
+        (["-n", "0"], "The value '0' is invalid for '-n <n>': too few connections; give a number from 1 to 128 or 'auto'."),
+        (["-n", "500"], "The value '500' is invalid for '-n <n>': too many connections; give a number from 1 to 128 or 'auto'."),
+        (["-n", "abc"], "The value 'abc' is invalid for '-n <n>': not a number of connections; give a number from 1 to 128 or 'auto'."),
+        (["--chunk-size", "8k"], "The value '8k' is invalid for '--chunk-size <chunk-size>': too small; give a size from 16k to 1G."),
+        (["--chunk-size", "2G"], "The value '2G' is invalid for '--chunk-size <chunk-size>': too large; give a size from 16k to 1G."),
+        (
+            ["--chunk-size", "big"],
+            "The value 'big' is invalid for '--chunk-size <chunk-size>': not a size; give a number of bytes with an optional unit k, M, G or T (powers of 1024), such as 512k, 1M or 1.5G."
+        ),
+        (["--max-speed", "100"], "The value '100' is invalid for '--max-speed <max-speed>': too slow; give a rate of at least 1k, such as 20M."),
+        (
+            ["--max-speed", "fast"],
+            "The value 'fast' is invalid for '--max-speed <max-speed>': not a rate; give bytes per second with an optional unit k, M or G (powers of 1024), such as 512k, 20M or 1.5G."
+        ),
+        (["--write-path", "fast"], "The value 'fast' is invalid for '--write-path <write-path>': give adaptive, direct or page-cache."),
+        (["--retry-wait", "soon"], "The value 'soon' is invalid for '--retry-wait <retry-wait>': not a number of seconds; give a number such as 5 or 0.5."),
+        (["-j", "two"], "The value 'two' is invalid for '-j <jobs>': not a whole number; give one such as 1 or 8."),
+    ] as [([String], String)])
+    func badValueSaysWhatIsWrongAndWhatIsAccepted(_ arguments: [String], _ message: String) {
+        #expect(parseFailure(arguments + [url]) == message)
+    }
+
+    @Test(arguments: [
+        (["-j", "0"], "-j takes a number from 1 to 32 (got 0)."),
+        (["--total-connections", "600"], "--total-connections takes a number from 1 to 512 (got 600)."),
+        (["-f", "--skip-existing"], "give either --force or --skip-existing, not both."),
+        (["-o", "a", "-d", "b"], "give either -o FILE or -d DIR, not both."),
+        (["--retries", "101"], "--retries must be between 0 and 100."),
+        (["--sync-interval", "0"], "timeouts and --sync-interval must be positive numbers of seconds."),
+        (["--connect-timeout", "0"], "timeouts and --sync-interval must be positive numbers of seconds."),
+        (["--fsync", "--no-fsync"], "give either --fsync or --no-fsync, not both."),
+        (["-H", "nocolon"], "-H takes 'Name: value' (got 'nocolon')."),
+        (["--no-verify", "--checksum-file", "f"], "--no-verify cannot be combined with --checksum or --checksum-file."),
+        (["--timeout", "0"], "--timeout must be a positive number of seconds."),
+        (["--mirror", "http://m/", "http://127.0.0.1:9/y"], "--mirror applies to one file; with several URLs put mirrors on the URL's line in an input file, separated by tabs."),
+    ] as [([String], String)])
+    func combinationsKeepTheirMessages(_ arguments: [String], _ message: String) {
+        #expect(parseFailure(arguments + [url]) == message)
+    }
+}
+
+@Suite struct HelpTests {
+    @Test func groupsHaveTitlesAndHiddenOptionsStayHidden() {
+        let help = SeggetCommand.helpMessage(for: Get.self, columns: 200)
+        for title in [
+            "CONNECTIONS AND SCHEDULING:", "OUTPUT:", "OUTPUT FORMAT:", "VERIFICATION:", "RETRIES AND TIME LIMITS:",
+            "HTTP REQUESTS:", "NETWORK:", "DURABILITY AND I/O:",
+        ] {
+            #expect(help.contains(title), "\(title) missing")
+        }
+        #expect(!help.contains("--no-fsync"))
+        #expect(!help.contains("--buffered-io"))
+        // Each default is given once, in the option's own sentence.
+        #expect(!help.contains(". (default: "), "\(help)")
+        for option in ["--connections <n>", "--chunk-size <chunk-size>", "--max-speed <max-speed>", "--input-file"] {
+            #expect(help.contains(option), "\(option) missing")
+        }
+    }
+}
+
+@Suite struct AddArgumentsTests {
+    @Test func sharedRequestGroupAndTypedValuesBecomeAria2Options() throws {
+        let add = try Add.parse([
+            "-n", "4", "--max-speed", "2M", "-H", "A: 1", "-A", "UA", "-e", "http://r/", "--proxy", "http://p/",
+            "http://x/f",
+        ])
+        #expect(
+            add.aria2Options
+                == .object([
+                    ("split", .string("4")), ("max-connection-per-server", .string("4")),
+                    ("header", .array([.string("A: 1")])), ("user-agent", .string("UA")), ("referer", .string("http://r/")),
+                    ("all-proxy", .string("http://p/")), ("max-download-limit", .string(String(2 << 20))),
+                ]))
+    }
+
+    @Test func addRefusesAutoAndBadRates() {
+        for (arguments, message) in [
+            (["-n", "auto"], "The value 'auto' is invalid for '-n <connections>': not a number of connections; give a number from 1 to 128."),
+            (["--max-speed", "x"], "The value 'x' is invalid for '--max-speed <max-speed>': not a rate; give bytes per second with an optional unit k, M or G (powers of 1024), such as 512k, 20M or 1.5G."),
+        ] {
+            do {
+                _ = try Add.parse(arguments + ["http://x/f"])
+                Issue.record("\(arguments) accepted")
+            } catch {
+                #expect(Add.message(for: error) == message)
+            }
+        }
+    }
+}
+
+@Suite struct DaemonArgumentsTests {
+    @Test func overallLimitIsARate() throws {
+        #expect(try Daemon.parse(["--max-overall-download-limit", "20M"]).maxOverall == ByteRate(bytesPerSecond: 20 << 20))
+        #expect(try Daemon.parse([]).maxOverall == nil)
+        do {
+            _ = try Daemon.parse(["--max-overall-download-limit", "lots"])
+            Issue.record("accepted")
+        } catch {
+            #expect(Daemon.message(for: error).contains("'lots' is invalid"))
+            #expect(Daemon.message(for: error).hasSuffix(": not a rate; give bytes per second with an optional unit k, M or G (powers of 1024), such as 512k, 20M or 1.5G."))
+        }
+    }
+
+    @Test func helpGivesEachDefaultOnce() {
+        let help = SeggetCommand.helpMessage(for: Daemon.self, columns: 200)
+        #expect(!help.contains(". (default: "), "\(help)")
+    }
+}

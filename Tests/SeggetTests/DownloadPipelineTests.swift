@@ -1,0 +1,142 @@
+import Glibc
+import SeggetJournal
+import Testing
+@testable import Segget
+
+@Suite struct AttemptPlanTests {
+    @Test func rangesIgnoredSwitchesToOneFreshStreamOnce() throws {
+        let start = AttemptPlan(fresh: false)
+        let (next, notice) = try start.next(after: .rangesIgnored(reason: "the server sent 200 to a range"))
+        #expect(next == AttemptPlan(fresh: true, stream: true, changeRestarts: 0))
+        #expect(notice == "the server sent 200 to a range; starting over with one connection from the start.")
+        #expect(throws: SeggetError.self) { _ = try next.next(after: .rangesIgnored(reason: "again")) }
+        do {
+            _ = try next.next(after: .rangesIgnored(reason: "again"))
+        } catch {
+            #expect(error.kind == .protocolViolation)
+            #expect(error.message == "the server ignored byte ranges even for a single stream; giving up.")
+        }
+    }
+
+    @Test func aChangingFileRestartsTwiceThenGivesUp() throws {
+        var plan = AttemptPlan(fresh: false, stream: true)
+        for n in 1...AttemptPlan.maxChangeRestarts {
+            let (next, notice) = try plan.next(after: .resourceChanged(reason: "ETag changed"))
+            #expect(next == AttemptPlan(fresh: true, stream: true, changeRestarts: n))
+            #expect(notice == "the file changed on the server (ETag changed); starting over from zero.")
+            plan = next
+        }
+        do {
+            _ = try plan.next(after: .resourceChanged(reason: "ETag changed"))
+            Issue.record("a third change was accepted")
+        } catch {
+            #expect(error.kind == .protocolViolation)
+            #expect(error.message == "the file keeps changing on the server (ETag changed); giving up. Try again later.")
+        }
+    }
+
+    @Test func aRangesRestartAfterChangesKeepsTheCount() throws {
+        let plan = AttemptPlan(fresh: true, stream: false, changeRestarts: 2)
+        let (next, _) = try plan.next(after: .rangesIgnored(reason: "x"))
+        #expect(next.changeRestarts == 2)
+        #expect(throws: SeggetError.self) { _ = try next.next(after: .resourceChanged(reason: "y")) }
+    }
+}
+
+@Suite struct ProbeRetryTests {
+    @Test func retriesFollowTheTypedAdvice() {
+        let never = SeggetError(.network, "refusing a redirect", retryAdvice: .never)
+        #expect(!Download.probeIsRetryable(never, attempt: 1))
+        let once = SeggetError(.network, "could not resolve the host", retryAdvice: .once)
+        #expect(Download.probeIsRetryable(once, attempt: 1))
+        #expect(!Download.probeIsRetryable(once, attempt: 2))
+        // The message plays no part: "redirect" in a transient failure's text does not stop a retry.
+        let network = SeggetError(.network, "the connection dropped after a redirect")
+        #expect(Download.probeIsRetryable(network, attempt: 3))
+        for status in [408, 429, 500, 502, 503, 504] {
+            #expect(Download.probeIsRetryable(SeggetError(.httpStatus, "status", httpStatus: status), attempt: 1))
+        }
+        for status in [400, 401, 403, 404, 410, 416] {
+            #expect(!Download.probeIsRetryable(SeggetError(.httpStatus, "status", httpStatus: status), attempt: 1))
+        }
+        #expect(!Download.probeIsRetryable(SeggetError(.protocolViolation, "lying framing"), attempt: 1))
+    }
+}
+
+@Suite struct PartialDownloadTests {
+    private func temporaryDirectory() -> String {
+        var template = Array("/tmp/segget-partial-test-XXXXXX".utf8CString)
+        return template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+    }
+
+    @Test func sideFilesAreNamedAfterTheFinalPath() {
+        let paths = PartialDownload.Paths(final: "/d/f.iso")
+        #expect(paths.part == "/d/f.iso.segget-part")
+        #expect(paths.journal == "/d/f.iso.segget-journal")
+        #expect(paths.progress == "/d/f.iso.segget-progress")
+    }
+
+    private func makePartial(_ dir: String, withJournal: Bool) throws -> PartialDownload {
+        let paths = PartialDownload.Paths(final: dir + "/file")
+        let data = try PosixFile.open(path: paths.part, mode: .createExclusive(permissions: 0o644))
+        try data.tryLockExclusively()
+        try data.write([1, 2, 3, 4], at: 0)
+        var journal: Journal?
+        if withJournal {
+            let header = JournalHeader(
+                url: "http://example.com/file", finalURL: "http://example.com/file", totalLength: 4, chunkSize: 16384,
+                etag: "\"e\"", lastModified: nil, bootID: Journal.currentBootID(), createdAt: 0)
+            journal = try Journal.create(path: paths.journal, header: header)
+        }
+        let progress = try PosixFile.open(path: paths.progress, mode: .createExclusive(permissions: 0o644))
+        progress.close()
+        return PartialDownload(paths: paths, data: data, journal: journal, trusted: nil, chunkSize: 16384, isNew: true)
+    }
+
+    @Test func publishRenamesAndDropsTheSideFiles() throws {
+        let dir = temporaryDirectory()
+        defer { _ = system("rm -rf '\(dir)'") }
+        let partial = try makePartial(dir, withJournal: true)
+        try partial.publish(syncing: true)
+        partial.close()
+        #expect(PosixFile.fileSize(path: partial.paths.final) == 4)
+        #expect(PosixFile.fileSize(path: partial.paths.part) == nil)
+        #expect(PosixFile.fileSize(path: partial.paths.journal) == nil)
+        #expect(PosixFile.fileSize(path: partial.paths.progress) == nil)
+    }
+
+    @Test func discardRemovesEverything() throws {
+        let dir = temporaryDirectory()
+        defer { _ = system("rm -rf '\(dir)'") }
+        let partial = try makePartial(dir, withJournal: true)
+        partial.discard()
+        partial.close()
+        for path in [partial.paths.final, partial.paths.part, partial.paths.journal, partial.paths.progress] {
+            #expect(PosixFile.fileSize(path: path) == nil)
+        }
+    }
+
+    @Test func aJournalLeftBesideTheFinishedFileIsRecognised() throws {
+        let dir = temporaryDirectory()
+        defer { _ = system("rm -rf '\(dir)'") }
+        let partial = try makePartial(dir, withJournal: true)
+        // The journal's header says 4 bytes; a run stopped between the rename and the journal's removal.
+        partial.close()
+        try PosixFile.rename(from: partial.paths.part, to: partial.paths.final)
+        #expect(PartialDownload.finishedEarlier(paths: partial.paths, url: "http://other.example/file") == nil)
+        #expect(PartialDownload.finishedEarlier(paths: partial.paths, url: "http://example.com/file") == 4)
+        #expect(PosixFile.fileSize(path: partial.paths.journal) == nil)
+        #expect(PosixFile.fileSize(path: partial.paths.progress) == nil)
+    }
+
+    @Test func theDataFileIsLockedWhileOpen() throws {
+        let dir = temporaryDirectory()
+        defer { _ = system("rm -rf '\(dir)'") }
+        let partial = try makePartial(dir, withJournal: false)
+        let second = try PosixFile.open(path: partial.paths.part, mode: .openExisting)
+        defer { second.close() }
+        #expect(throws: Errno.wouldBlock) { try second.tryLockExclusively() }
+        partial.close()
+        try second.tryLockExclusively()
+    }
+}
