@@ -49,8 +49,9 @@ struct GetRequest: Equatable {
             reporter = SingleUI(quiet: quiet)
         }
         let interrupt = InterruptFlag()
-        let signals = SignalTrap(interrupt: interrupt)
-        defer { withExtendedLifetime(signals) {} }
+        // Kept until the process exits: releasing its dispatch sources made libdispatch start a
+        // thread to tear them down, just before exit.
+        _ = Unmanaged.passRetained(SignalTrap(interrupt: interrupt))
         let outcomes = batch.run(reporter: reporter, interrupt: interrupt)
         let code = Batch.exitCode(outcomes)
         if code != 0 {
