@@ -61,19 +61,20 @@ struct GetRequest: Equatable {
 }
 
 extension GetRequest {
-    /// Reads `segget [-q] [-f] [-o FILE | -d DIR] URL...` without ArgumentParser, or returns nil for any
+    /// Reads `segget [-q] [-f] [-n N] [-o FILE | -d DIR] URL...` without ArgumentParser, or returns nil for any
     /// other command line (which ArgumentParser then reads, with its messages for every mistake).
     ///
     /// Why: ArgumentParser reflects over every option of every group, three times, before a download
     /// starts; with the Swift runtime's first-use conformance lookups that took 6–9 ms of CPU per run,
     /// a third of the whole run for a 1 MiB file on loopback. Only what ArgumentParser reads the same
-    /// way is taken: http(s) URLs, the exact spellings of four options, each once, and values that
+    /// way is taken: http(s) URLs, the exact spellings of five options, each once, and values that
     /// cannot be mistaken for options. A test holds every accepted command line to ArgumentParser's
     /// reading of it.
     init?(quickParsing arguments: [String]) {
         var urls: [String] = []
         var quiet = false, force = false
         var output: String?, directory: String?
+        var connections: Int?
         var i = 0
         func value() -> String? {
             guard i + 1 < arguments.count else { return nil }
@@ -97,6 +98,12 @@ extension GetRequest {
             case "-d", "--dir":
                 guard directory == nil, let v = value() else { return nil }
                 directory = v
+            case "-n", "--connections":
+                // Plain decimal 1...128 only ("auto", signs, leading zeros and the rest go to ArgumentParser).
+                guard connections == nil, let v = value(), v.count <= 3, v.first != "0", v.allSatisfy(\.isASCIIDigit),
+                    let n = Int(v), (1...128).contains(n)
+                else { return nil }
+                connections = n
             default:
                 guard a.hasPrefix("http://") || a.hasPrefix("https://") else { return nil }
                 urls.append(a)
@@ -109,8 +116,13 @@ extension GetRequest {
         options.outputPath = output
         options.directory = directory
         options.force = force
+        if let connections { options.connectionCount = .fixed(connections) }
         self.init(
             urls: urls, inputFile: nil, mirrors: [], checksumFile: nil, options: options, jobs: 1,
             totalConnections: nil, json: false, quiet: quiet, skipExisting: false)
     }
+}
+
+private extension Character {
+    var isASCIIDigit: Bool { ("0"..."9").contains(self) }
 }

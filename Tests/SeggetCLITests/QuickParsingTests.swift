@@ -21,6 +21,7 @@ import Testing
             ["-o", "out.bin", url], [url, "-o", "out.bin"], ["--output", "a/b", "-q", url],
             ["-d", "dir", url, "https://example.com/y"], ["--dir", "d", "-f", url],
             [url, "https://example.com/a?b=c&d=-e"], ["-q", "-f", "-o", "x", url], ["-o", "http://not.a/flag", url],
+            ["-n", "4", url], ["-n", "8", "-q", "-o", "out.bin", url], ["--connections", "128", url], [url, "-n", "1"],
         ]
         for args in cases {
             let quick = try #require(GetRequest(quickParsing: args), "\(args)")
@@ -33,7 +34,8 @@ import Testing
             [], ["-q"], ["--json", url], ["-qf", url], ["-q", "-q", url], ["-q", "--quiet", url], ["-f", "--force", url],
             ["-o", url], ["-o", "-q", url], ["-o", "", url], ["-o", "a", "-o", "b", url], ["-o", "a", url, url],
             ["-o", "a", "-d", "d", url], ["-d", "a", "-d", "b", url], [url, "-d"], ["--", url], ["--output=a", url],
-            ["ftp://x/y"], ["get", url], ["verify", "f"], ["--help"], ["-h", url], ["--version"], ["-n", "4", url],
+            ["ftp://x/y"], ["get", url], ["verify", "f"], ["--help"], ["-h", url], ["--version"], ["-n", "auto", url], ["-n", "0", url], ["-n", "129", url],
+            ["-n", "08", url], ["-n", "+4", url], ["-n", "-4", url], ["-n", "4", "-n", "4", url], ["-n4", url], [url, "-n"],
             ["HTTP://x/y"], ["--mirror", url, url], ["-i", "list.txt"], [url, "--skip-existing"],
         ]
         for args in cases {
