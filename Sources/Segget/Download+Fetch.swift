@@ -27,6 +27,23 @@ extension Download {
         multi: MultiHandle, deadline: Deadline?, _ context: AttemptContext
     ) throws(SeggetError) -> FetchStep {
         let settings = fetchSettings(ranged: ranged, chunkSize: partial.chunkSize, deadline: deadline, hashing: hasher != nil)
+        if Self.probeFetchedEverything(
+            ranged: ranged, isNew: partial.isNew, chunkCount: plan.chunkCount, trusted: partial.trusted?.setCount ?? 0,
+            mirrors: options.mirrors.count, interrupted: context.interrupt.isSet,
+            deadlinePassed: deadline.map { monotonicSeconds() >= $0.at } ?? false)
+        {
+            // What the engine would report after finding nothing to do: every byte finished, none
+            // received by it (the probe's bytes are not counted), every connection idle.
+            context.progress?(DownloadProgress(
+                completedBytes: plan.totalLength, totalBytes: probe.totalLength, receivedBytes: 0, bytesPerSecond: 0,
+                elapsed: 0,
+                connections: (0..<settings.connections).map {
+                    ConnectionProgress(id: $0, state: .idle, bytesPerSecond: 0, remainingBytes: 0)
+                }))
+            return .fetched(Fetched(
+                length: plan.totalLength, receivedBytes: 0, rejectedBytes: 0, connections: settings.connections,
+                started: monotonicSeconds()))
+        }
         var target = FetchTarget(
             url: probe.finalURL, totalLength: probe.totalLength, ranged: ranged, etag: probe.etag,
             lastModified: probe.lastModified, ifRange: ranged ? probe.ifRangeValidator : nil)
@@ -78,6 +95,17 @@ extension Download {
         return .fetched(Fetched(
             length: length, receivedBytes: engine.receivedBytes, rejectedBytes: engine.rejectedBytes,
             connections: settings.connections, started: started))
+    }
+
+    /// Whether the probe brought the whole file, so that the fetch has nothing left to do: a new
+    /// partial download (nothing kept from an earlier run waits to be vouched for) whose every chunk
+    /// the probe's bytes cover, with no mirrors to probe. Then no engine is started: no writer thread,
+    /// no staging buffers, no second (`O_DIRECT`) descriptor, for a file that is already written.
+    /// An interrupt or a passed deadline goes through the engine, which reports it as always.
+    static func probeFetchedEverything(
+        ranged: Bool, isNew: Bool, chunkCount: Int, trusted: Int, mirrors: Int, interrupted: Bool, deadlinePassed: Bool
+    ) -> Bool {
+        ranged && isNew && chunkCount > 0 && trusted == chunkCount && mirrors == 0 && !interrupted && !deadlinePassed
     }
 
     private func fetchSettings(ranged: Bool, chunkSize: Int64, deadline: Deadline?, hashing: Bool) -> FetchSettings {

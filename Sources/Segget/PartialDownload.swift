@@ -152,13 +152,15 @@ final class PartialDownload {
             let r = plan.byteRange(ofChunk: k)
             let upTo = min(r.upperBound, Int64(prefix.count))
             guard upTo > r.lowerBound else { break }
-            let crc = CRC32C.checksum(prefix[Int(r.lowerBound)..<Int(upTo)])
+            // The checksums are for the journal and the progress slots; a file the probe brought whole
+            // has neither, and its bytes need not be read again.
+            let crc = { CRC32C.checksum(prefix[Int(r.lowerBound)..<Int(upTo)]) }
             if upTo < r.upperBound {
-                partial[k] = PartialChunk(upTo: upTo, crc: crc)
+                partial[k] = PartialChunk(upTo: upTo, crc: crc())
                 break
             }
             covered.set(k)
-            try? journal?.markWritten(chunk: k, crc: crc)
+            if let journal { try? journal.markWritten(chunk: k, crc: crc()) }
         }
         trusted = covered
     }

@@ -110,7 +110,8 @@ struct Batch: Sendable {
             }
         }
         var threads = 0
-        for _ in 0..<parallelFiles {
+        // One file at a time runs on this thread: no thread to start, and none to hand the end back.
+        for _ in 0..<(parallelFiles > 1 ? parallelFiles : 0) {
             group.enter()
             if DownloadThread.start({ work(); group.leave() }) {
                 threads += 1

@@ -35,6 +35,7 @@ struct DaemonAddress: ParsableArguments {
 /// `segget add URL…`: queue downloads in the running daemon.
 struct Add: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "add",
         abstract: "Queue downloads in the running daemon (see 'segget daemon'); prints each task's GID.")
 
     @Argument(help: "The http:// or https:// URLs to queue, one task each.")
@@ -115,6 +116,7 @@ struct Add: ParsableCommand {
 /// `segget pause|resume|rm GID…`.
 struct Pause: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "pause",
         abstract: "Pause tasks in the running daemon (their progress is kept).")
     @Argument(help: "The GIDs of the tasks ('all' for every task).") var gids: [String]
     @OptionGroup var daemon: DaemonAddress
@@ -125,7 +127,7 @@ struct Pause: ParsableCommand {
 }
 
 struct Resume: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Resume paused tasks in the running daemon.")
+    static let configuration = CommandConfiguration(commandName: "resume", abstract: "Resume paused tasks in the running daemon.")
     @Argument(help: "The GIDs of the tasks ('all' for every task).") var gids: [String]
     @OptionGroup var daemon: DaemonAddress
     func run() throws {

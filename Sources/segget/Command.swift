@@ -93,47 +93,16 @@ struct Get: ParsableCommand {
         return o.applying(request.overrides)
     }
 
+    /// What this command line asks for; `run` carries it out.
+    func parsedRequest() throws -> GetRequest {
+        GetRequest(
+            urls: urls, inputFile: inputFile, mirrors: connection.mirrors, checksumFile: verification.checksumFile,
+            options: try downloadOptions(), jobs: connection.jobs, totalConnections: connection.totalConnections,
+            json: format.json, quiet: format.quiet, skipExisting: output.skipExisting)
+    }
+
     func run() throws {
-        // Checked here, not in validate(): ArgumentParser reports unknown options only after
-        // validate(), and "unknown option --foo" is the better message for `segget --foo URL`.
-        if urls.isEmpty && inputFile == nil { throw SeggetError(.usage, "give a URL to download, or -i FILE with a list of URLs.") }
-        for u in urls + connection.mirrors {
-            if let problem = InputFile.urlProblem(u) { throw SeggetError(.usage, problem) }
-        }
-        var entries = urls.enumerated().map { InputFile.Entry(url: $0.element, line: $0.offset + 1) }
-        if let path = inputFile {
-            let text = try readTextFile(path, what: "the input file")
-            do {
-                entries += try InputFile(parsing: text).entries
-            } catch {
-                throw SeggetError(.usage, "\(path == "-" ? "standard input" : path): \(error)")
-            }
-            if entries.isEmpty { throw SeggetError(.usage, "\(path) lists no URLs.") }
-        }
-        let checksumFile = verification.checksumFile
-        let checksums = try checksumFile.map { try readTextFile($0, what: "the checksum file") }
-        let batch = Batch(
-            entries: entries, base: try downloadOptions(), jobs: connection.jobs,
-            totalConnections: connection.totalConnections, listMode: inputFile != nil || entries.count > 1,
-            planPaths: inputFile != nil || entries.count > 1 || format.json || output.skipExisting,
-            skipExisting: output.skipExisting,
-            checksumFile: checksumFile.flatMap { path in checksums.map { (path, $0) } })
-        let reporter: Reporter
-        if format.json {
-            reporter = JSONReporter()
-        } else if batch.listMode {
-            reporter = BatchUI(quiet: format.quiet, count: entries.count)
-        } else {
-            reporter = SingleUI(quiet: format.quiet)
-        }
-        let interrupt = InterruptFlag()
-        let signals = SignalTrap(interrupt: interrupt)
-        defer { withExtendedLifetime(signals) {} }
-        let outcomes = batch.run(reporter: reporter, interrupt: interrupt)
-        let code = Batch.exitCode(outcomes)
-        if code != 0 {
-            throw ExitCode(code)
-        }
+        try parsedRequest().run()
     }
 }
 
@@ -170,6 +139,7 @@ func readTextFile(_ path: String, what: String) throws(SeggetError) -> String {
 
 struct Verify: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "verify",
         abstract: "Check a file already on disk against a digest.",
         discussion: "Exit 0 when it matches, 6 when it does not, 2 for bad input, 5 when the file cannot be read."
     )

@@ -19,9 +19,15 @@ func failUsage(_ message: String) -> Never {
 
 // Parse and run by hand so that every failure maps to segget's documented exit codes
 // (ArgumentParser alone would use 64 for usage errors).
+// The commonest command lines (`segget [-q] [-f] [-o FILE | -d DIR] URL...`) are read without
+// ArgumentParser, whose reflection costs more CPU than a small download (see GetRequest).
 do {
-    var command = try SeggetCommand.parseAsRoot()
-    try command.run()
+    if let request = GetRequest(quickParsing: Array(CommandLine.arguments.dropFirst())) {
+        try request.run()
+    } else {
+        var command = try SeggetCommand.parseAsRoot()
+        try command.run()
+    }
     exit(0)
 } catch let error as ExitCode {
     exit(error.rawValue)

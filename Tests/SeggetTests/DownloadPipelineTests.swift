@@ -140,3 +140,72 @@ import Testing
         try second.tryLockExclusively()
     }
 }
+
+@Suite struct ProbeOnlyDownloadTests {
+    @Test func theEngineIsSkippedOnlyWhenTheProbeBroughtEveryChunkOfANewFile() {
+        func skip(
+            ranged: Bool = true, isNew: Bool = true, chunks: Int = 1, trusted: Int = 1, mirrors: Int = 0,
+            interrupted: Bool = false, deadlinePassed: Bool = false
+        ) -> Bool {
+            Download.probeFetchedEverything(
+                ranged: ranged, isNew: isNew, chunkCount: chunks, trusted: trusted, mirrors: mirrors,
+                interrupted: interrupted, deadlinePassed: deadlinePassed)
+        }
+        #expect(skip())
+        #expect(skip(chunks: 4, trusted: 4))
+        // Something left to fetch, or to vouch for, or to report.
+        #expect(!skip(chunks: 4, trusted: 3))
+        #expect(!skip(chunks: 0, trusted: 0))
+        #expect(!skip(ranged: false))
+        #expect(!skip(isNew: false))
+        #expect(!skip(mirrors: 1))
+        #expect(!skip(interrupted: true))
+        #expect(!skip(deadlinePassed: true))
+    }
+}
+
+@Suite struct ProbePrefixTests {
+    private func temporaryDirectory() -> String {
+        var template = Array("/tmp/segget-prefix-test-XXXXXX".utf8CString)
+        return template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+    }
+
+    private func newPartial(_ dir: String, total: Int64, chunkSize: Int64, withJournal: Bool) throws -> PartialDownload {
+        let paths = PartialDownload.Paths(final: dir + "/file")
+        let data = try PosixFile.open(path: paths.part, mode: .createExclusive(permissions: 0o644))
+        var journal: Journal?
+        if withJournal {
+            let header = JournalHeader(
+                url: "http://example.com/file", finalURL: "http://example.com/file", totalLength: total,
+                chunkSize: chunkSize, etag: "\"e\"", lastModified: nil, bootID: Journal.currentBootID(), createdAt: 0)
+            journal = try Journal.create(path: paths.journal, header: header)
+        }
+        return PartialDownload(paths: paths, data: data, journal: journal, trusted: nil, chunkSize: chunkSize, isNew: true)
+    }
+
+    @Test func aWholeFileWithoutJournalIsWrittenAndTrusted() throws {
+        let dir = temporaryDirectory()
+        defer { _ = system("rm -rf '\(dir)'") }
+        let bytes = (0..<40_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        let partial = try newPartial(dir, total: Int64(bytes.count), chunkSize: 16384, withJournal: false)
+        defer { partial.close() }
+        let plan = ChunkPlan(totalLength: Int64(bytes.count), chunkSize: 16384)
+        try partial.placeProbePrefix(bytes, plan: plan)
+        #expect(partial.trusted?.setCount == plan.chunkCount)
+        #expect(partial.partial.isEmpty)
+        #expect(try partial.data.read(count: bytes.count, at: 0) == bytes)
+    }
+
+    @Test func aPrefixEndingInsideAChunkRecordsItsChecksums() throws {
+        let dir = temporaryDirectory()
+        defer { _ = system("rm -rf '\(dir)'") }
+        let bytes = (0..<20_000).map { UInt8(truncatingIfNeeded: $0 &* 13) }
+        let partial = try newPartial(dir, total: 65536, chunkSize: 16384, withJournal: true)
+        defer { partial.close() }
+        let plan = ChunkPlan(totalLength: 65536, chunkSize: 16384)
+        try partial.placeProbePrefix(bytes, plan: plan)
+        #expect(partial.trusted?.setCount == 1)
+        #expect(partial.journal?.chunkCRCs[0] == CRC32C.checksum(bytes[0..<16384]))
+        #expect(partial.partial[1] == PartialChunk(upTo: 20_000, crc: CRC32C.checksum(bytes[16384..<20_000])))
+    }
+}

@@ -1,0 +1,128 @@
+import ArgumentParser
+import Segget
+
+/// The download command's settings, however the command line was read: by ArgumentParser (`Get`) or,
+/// for the commonest command lines, by ``init(quickParsing:)``.
+struct GetRequest: Equatable {
+    var urls: [String]
+    var inputFile: String?
+    var mirrors: [String]
+    var checksumFile: String?
+    /// The options every file starts from (see `Get.downloadOptions()`).
+    var options: DownloadOptions
+    var jobs: Int
+    var totalConnections: Int?
+    var json: Bool
+    var quiet: Bool
+    var skipExisting: Bool
+
+    func run() throws {
+        // Checked here, not in validate(): ArgumentParser reports unknown options only after
+        // validate(), and "unknown option --foo" is the better message for `segget --foo URL`.
+        if urls.isEmpty && inputFile == nil { throw SeggetError(.usage, "give a URL to download, or -i FILE with a list of URLs.") }
+        for u in urls + mirrors {
+            if let problem = InputFile.urlProblem(u) { throw SeggetError(.usage, problem) }
+        }
+        var entries = urls.enumerated().map { InputFile.Entry(url: $0.element, line: $0.offset + 1) }
+        if let path = inputFile {
+            let text = try readTextFile(path, what: "the input file")
+            do {
+                entries += try InputFile(parsing: text).entries
+            } catch {
+                throw SeggetError(.usage, "\(path == "-" ? "standard input" : path): \(error)")
+            }
+            if entries.isEmpty { throw SeggetError(.usage, "\(path) lists no URLs.") }
+        }
+        let checksums = try checksumFile.map { try readTextFile($0, what: "the checksum file") }
+        let batch = Batch(
+            entries: entries, base: options, jobs: jobs,
+            totalConnections: totalConnections, listMode: inputFile != nil || entries.count > 1,
+            planPaths: inputFile != nil || entries.count > 1 || json || skipExisting,
+            skipExisting: skipExisting,
+            checksumFile: checksumFile.flatMap { path in checksums.map { (path, $0) } })
+        let reporter: Reporter
+        if json {
+            reporter = JSONReporter()
+        } else if batch.listMode {
+            reporter = BatchUI(quiet: quiet, count: entries.count)
+        } else {
+            reporter = SingleUI(quiet: quiet)
+        }
+        let interrupt = InterruptFlag()
+        // Kept until the process exits: releasing its dispatch sources made libdispatch start a
+        // thread to tear them down, just before exit.
+        _ = Unmanaged.passRetained(SignalTrap(interrupt: interrupt))
+        let outcomes = batch.run(reporter: reporter, interrupt: interrupt)
+        let code = Batch.exitCode(outcomes)
+        if code != 0 {
+            throw ExitCode(code)
+        }
+    }
+}
+
+extension GetRequest {
+    /// Reads `segget [-q] [-f] [-n N] [-o FILE | -d DIR] URL...` without ArgumentParser, or returns nil for any
+    /// other command line (which ArgumentParser then reads, with its messages for every mistake).
+    ///
+    /// Why: ArgumentParser reflects over every option of every group, three times, before a download
+    /// starts; with the Swift runtime's first-use conformance lookups that took 6–9 ms of CPU per run,
+    /// a third of the whole run for a 1 MiB file on loopback. Only what ArgumentParser reads the same
+    /// way is taken: http(s) URLs, the exact spellings of five options, each once, and values that
+    /// cannot be mistaken for options. A test holds every accepted command line to ArgumentParser's
+    /// reading of it.
+    init?(quickParsing arguments: [String]) {
+        var urls: [String] = []
+        var quiet = false, force = false
+        var output: String?, directory: String?
+        var connections: Int?
+        var i = 0
+        func value() -> String? {
+            guard i + 1 < arguments.count else { return nil }
+            let v = arguments[i + 1]
+            guard !v.isEmpty, !v.hasPrefix("-") else { return nil }
+            i += 1
+            return v
+        }
+        while i < arguments.count {
+            let a = arguments[i]
+            switch a {
+            case "-q", "--quiet":
+                guard !quiet else { return nil }
+                quiet = true
+            case "-f", "--force":
+                guard !force else { return nil }
+                force = true
+            case "-o", "--output":
+                guard output == nil, let v = value() else { return nil }
+                output = v
+            case "-d", "--dir":
+                guard directory == nil, let v = value() else { return nil }
+                directory = v
+            case "-n", "--connections":
+                // Plain decimal 1...128 only ("auto", signs, leading zeros and the rest go to ArgumentParser).
+                guard connections == nil, let v = value(), v.count <= 3, v.first != "0", v.allSatisfy(\.isASCIIDigit),
+                    let n = Int(v), (1...128).contains(n)
+                else { return nil }
+                connections = n
+            default:
+                guard a.hasPrefix("http://") || a.hasPrefix("https://") else { return nil }
+                urls.append(a)
+            }
+            i += 1
+        }
+        // What validate() would refuse, ArgumentParser reports.
+        guard !urls.isEmpty, output == nil || (urls.count == 1 && directory == nil) else { return nil }
+        var options = DownloadOptions()
+        options.outputPath = output
+        options.directory = directory
+        options.force = force
+        if let connections { options.connectionCount = .fixed(connections) }
+        self.init(
+            urls: urls, inputFile: nil, mirrors: [], checksumFile: nil, options: options, jobs: 1,
+            totalConnections: nil, json: false, quiet: quiet, skipExisting: false)
+    }
+}
+
+private extension Character {
+    var isASCIIDigit: Bool { ("0"..."9").contains(self) }
+}

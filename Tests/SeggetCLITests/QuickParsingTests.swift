@@ -1,0 +1,45 @@
+import ArgumentParser
+import Segget
+import Testing
+
+@testable import segget
+
+/// The command lines main.swift reads without ArgumentParser must mean what ArgumentParser reads.
+@Suite struct QuickParsingTests {
+    let url = "http://127.0.0.1:9/x"
+
+    /// ArgumentParser's reading of `arguments`, from the root command as main.swift starts it.
+    private func parsed(_ arguments: [String]) throws -> GetRequest {
+        let command = try SeggetCommand.parseAsRoot(arguments)
+        let get = try #require(command as? Get)
+        return try get.parsedRequest()
+    }
+
+    @Test func acceptedCommandLinesMeanWhatArgumentParserReads() throws {
+        let cases: [[String]] = [
+            [url], ["-q", url], [url, "-q"], ["--quiet", url], ["-f", url], ["--force", "-q", url],
+            ["-o", "out.bin", url], [url, "-o", "out.bin"], ["--output", "a/b", "-q", url],
+            ["-d", "dir", url, "https://example.com/y"], ["--dir", "d", "-f", url],
+            [url, "https://example.com/a?b=c&d=-e"], ["-q", "-f", "-o", "x", url], ["-o", "http://not.a/flag", url],
+            ["-n", "4", url], ["-n", "8", "-q", "-o", "out.bin", url], ["--connections", "128", url], [url, "-n", "1"],
+        ]
+        for args in cases {
+            let quick = try #require(GetRequest(quickParsing: args), "\(args)")
+            #expect(quick == (try parsed(args)), "\(args)")
+        }
+    }
+
+    @Test func everythingElseIsLeftToArgumentParser() {
+        let cases: [[String]] = [
+            [], ["-q"], ["--json", url], ["-qf", url], ["-q", "-q", url], ["-q", "--quiet", url], ["-f", "--force", url],
+            ["-o", url], ["-o", "-q", url], ["-o", "", url], ["-o", "a", "-o", "b", url], ["-o", "a", url, url],
+            ["-o", "a", "-d", "d", url], ["-d", "a", "-d", "b", url], [url, "-d"], ["--", url], ["--output=a", url],
+            ["ftp://x/y"], ["get", url], ["verify", "f"], ["--help"], ["-h", url], ["--version"], ["-n", "auto", url], ["-n", "0", url], ["-n", "129", url],
+            ["-n", "08", url], ["-n", "+4", url], ["-n", "-4", url], ["-n", "4", "-n", "4", url], ["-n4", url], [url, "-n"],
+            ["HTTP://x/y"], ["--mirror", url, url], ["-i", "list.txt"], [url, "--skip-existing"],
+        ]
+        for args in cases {
+            #expect(GetRequest(quickParsing: args) == nil, "\(args)")
+        }
+    }
+}
