@@ -23,10 +23,12 @@ extension PartialDownload {
             opened = resumed
         } else {
             try? PosixFile.remove(path: paths.progress)
-            // A file the probe brought whole needs no journal: there is nothing to resume.
+            // A file the probe brought whole needs no journal: there is nothing to resume. Nor a
+            // reservation: the probe's bytes are written at once, all of them (`placeProbePrefix`).
+            let broughtWhole = Int64(probe.prefix.count) >= total
             opened = try create(
                 paths: paths, url: url, probe: probe, total: total, chunkSize: chunkSize,
-                withJournal: Int64(probe.prefix.count) < total)
+                withJournal: !broughtWhole, reserve: !broughtWhole)
         }
         if let journal = opened.journal {
             // Read what an earlier run recorded (trusted only in the same boot), then start afresh.
@@ -112,16 +114,24 @@ extension PartialDownload {
 
     /// A new, locked data file of `total` bytes (reserved on disk) in place of whatever was there.
     private static func create(
-        paths: Paths, url: String, probe: ProbeResult, total: Int64, chunkSize: Int64, withJournal: Bool
+        paths: Paths, url: String, probe: ProbeResult, total: Int64, chunkSize: Int64, withJournal: Bool,
+        reserve: Bool = true
     ) throws(SeggetError) -> PartialDownload {
         // Refuse to clobber the partial file of a download that is running right now.
-        if let existing = try? PosixFile.open(path: paths.part, mode: .openExisting) {
+        var partExists = true
+        do {
+            let existing = try PosixFile.open(path: paths.part, mode: .openExisting)
             try lockExclusively(existing, path: paths.part)
             existing.close()
-        }
+        } catch let e as Errno where e == .noSuchFileOrDirectory {
+            // Nothing to remove (and if one appears now, the exclusive create below refuses it).
+            partExists = false
+        } catch let e as SeggetError {
+            throw e
+        } catch {}
         do {
             try PosixFile.remove(path: paths.journal)
-            try PosixFile.remove(path: paths.part)
+            if partExists { try PosixFile.remove(path: paths.part) }
         } catch {
             throw SeggetError(.fileSystem, "could not remove the old partial download \(paths.part): \(error).")
         }
@@ -136,7 +146,7 @@ extension PartialDownload {
             throw SeggetError(.fileSystem, createMessage(paths.part, error))
         }
         try lockExclusively(data, path: paths.part)
-        if total > 0 {
+        if total > 0 && reserve {
             do {
                 try data.preallocate(length: total)
             } catch {

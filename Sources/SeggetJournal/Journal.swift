@@ -299,7 +299,13 @@ public final class Journal: @unchecked Sendable {
 
     /// The Linux boot ID (`/proc/sys/kernel/random/boot_id`), which changes at every boot; or
     /// `unknownBootID` if it cannot be read, in which case a resume trusts only the durable bitmap.
-    public static func currentBootID() -> String {
+    /// Read once per process: it cannot change while the process runs, and reading it cost four
+    /// system calls for every file of a batch.
+    public static func currentBootID() -> String { bootIDOfThisProcess }
+
+    private static let bootIDOfThisProcess: String = readBootID()
+
+    private static func readBootID() -> String {
         guard let file = try? PosixFile.open(path: "/proc/sys/kernel/random/boot_id", mode: .readOnly) else {
             return unknownBootID
         }

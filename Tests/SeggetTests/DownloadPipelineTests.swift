@@ -129,6 +129,53 @@ import Testing
         #expect(PosixFile.fileSize(path: partial.paths.progress) == nil)
     }
 
+    private func probe(total: Int64, prefix: [UInt8]) -> ProbeResult {
+        var p = ProbeResult(
+            finalURL: "http://example.com/file", totalLength: total, acceptsRanges: true, etag: "\"e\"",
+            lastModified: nil, suggestedFileName: "file", reprDigest: nil, digest: nil, contentMD5: nil, redirects: 0,
+            noRangesReason: nil)
+        p.prefix = prefix
+        return p
+    }
+
+    /// A file the probe brought whole gets neither a journal nor a reservation: its bytes are written
+    /// at once. What an earlier run left (data file, journal) is replaced all the same.
+    @Test func aFileTheProbeBroughtWholeIsWrittenWithoutJournalOrReservation() throws {
+        let dir = temporaryDirectory()
+        defer { _ = system("rm -rf '\(dir)'") }
+        let old = try makePartial(dir, withJournal: true)
+        old.close()
+        let bytes = (0..<40_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        let p = probe(total: Int64(bytes.count), prefix: bytes)
+        let partial = try PartialDownload.open(
+            paths: old.paths, url: "http://example.com/file", probe: p, ranged: true, fresh: true, chunkSize: 16384,
+            events: nil)
+        #expect(partial.journal == nil)
+        #expect(PosixFile.fileSize(path: partial.paths.journal) == nil)
+        #expect(PosixFile.fileSize(path: partial.paths.part) == 0)
+        let plan = ChunkPlan(totalLength: Int64(bytes.count), chunkSize: partial.chunkSize)
+        try partial.placeProbePrefix(p.prefix, plan: plan)
+        #expect(partial.trusted?.setCount == plan.chunkCount)
+        try partial.publish(syncing: false)
+        partial.close()
+        let back = try PosixFile.open(path: partial.paths.final, mode: .readOnly)
+        defer { back.close() }
+        #expect(try back.read(count: bytes.count + 1, at: 0) == bytes)
+    }
+
+    /// One the probe brought in part is reserved whole and journalled, in a fresh directory too.
+    @Test func aFileTheProbeBroughtInPartIsReservedAndJournalled() throws {
+        let dir = temporaryDirectory()
+        defer { _ = system("rm -rf '\(dir)'") }
+        let p = probe(total: 100_000, prefix: Array(repeating: 9, count: 16384))
+        let partial = try PartialDownload.open(
+            paths: PartialDownload.Paths(final: dir + "/file"), url: "http://example.com/file", probe: p, ranged: true,
+            fresh: false, chunkSize: 16384, events: nil)
+        defer { partial.close() }
+        #expect(partial.journal != nil)
+        #expect(PosixFile.fileSize(path: partial.paths.part) == 100_000)
+    }
+
     @Test func theDataFileIsLockedWhileOpen() throws {
         let dir = temporaryDirectory()
         defer { _ = system("rm -rf '\(dir)'") }

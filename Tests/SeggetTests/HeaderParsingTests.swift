@@ -181,6 +181,16 @@ import Testing
         #expect(URLParts.redactingCredentials("https://user:secret@host/f?a=b@c") == "https://host/f?a=b@c")
         #expect(URLParts.redactingCredentials("https://host/f") == "https://host/f")
     }
+
+    /// The byte scan finds what `firstRange(of: "://")` found, on the edges too.
+    @Test func findsTheSchemeSeparatorLikeFirstRange() {
+        for s in ["http://h/x", "://", ":/", "a:/b://c", "x:", "", "no separator", "é://ü/ß", "h:/:/x://y://z", "a:://b"] {
+            let found = schemeSeparator(in: s)
+            #expect(found == s.firstRange(of: "://"), "\(s)")
+            let sub = s.dropFirst()
+            #expect(schemeSeparator(in: sub) == sub.firstRange(of: "://"), "\(sub)")
+        }
+    }
 }
 
 @Suite struct RetryAfterTests {

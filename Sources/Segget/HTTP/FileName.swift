@@ -37,7 +37,7 @@ public enum FileName {
     /// The name suggested by a URL's path: its last non-empty segment, percent-decoded, sanitised.
     public static func fromURLPath(_ url: String) -> String {
         var rest = Substring(url)
-        if let scheme = rest.firstRange(of: "://") { rest = rest[scheme.upperBound...] }
+        if let scheme = schemeSeparator(in: rest) { rest = rest[scheme.upperBound...] }
         // Drop query and fragment, then the authority.
         if let q = rest.firstIndex(where: { $0 == "?" || $0 == "#" }) { rest = rest[..<q] }
         guard let slash = rest.firstIndex(of: "/") else { return fallback }
