@@ -116,10 +116,11 @@ public struct SlowConnectionRule: Sendable {
     }
 
     /// Notes the average rate of a request that ended after `seconds` (`heldSeconds` of them held
-    /// back), if it ran long enough or carried enough bytes to say anything.
+    /// back), if it ran long enough or carried `evidenceBytes` (the same bar a young request in
+    /// flight must clear to teach the typical rate).
     public mutating func recordFinished(id: Int, bytes: Int64, seconds: Double, heldSeconds: Double = 0, now: Double) {
         let free = seconds - min(max(0, heldSeconds), seconds)
-        guard !isSuspended(at: now), free >= window / 2 || (bytes >= 256 << 10 && free > 0.01) else { return }
+        guard !isSuspended(at: now), free >= window / 2 || (bytes >= evidenceBytes && free > 0.01) else { return }
         latest[id] = (Double(bytes) / seconds, now)
     }
 
