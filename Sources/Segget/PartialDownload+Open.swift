@@ -22,7 +22,6 @@ extension PartialDownload {
         if !fresh, let resumed = try resume(paths: paths, url: url, probe: probe, total: total, events: events) {
             opened = resumed
         } else {
-            try? PosixFile.remove(path: paths.progress)
             // A file the probe brought whole needs no journal: there is nothing to resume. Nor a
             // reservation: the probe's bytes are written at once, all of them (`placeProbePrefix`).
             let broughtWhole = Int64(probe.prefix.count) >= total
@@ -130,7 +129,10 @@ extension PartialDownload {
             throw e
         } catch {}
         do {
+            // Every side file an earlier run left goes now, so that `publish` of a download without a
+            // journal has none to remove.
             try PosixFile.remove(path: paths.journal)
+            try? PosixFile.remove(path: paths.progress)
             if partExists { try PosixFile.remove(path: paths.part) }
         } catch {
             throw SeggetError(.fileSystem, "could not remove the old partial download \(paths.part): \(error).")

@@ -57,6 +57,11 @@ public final class Journal: @unchecked Sendable {
     private var checksumsUnsynced = false
     /// False only in tests that show the power-cut checker catches a journal without this sync.
     internal var syncsChecksumsBeforeDurableBits = true
+    /// Created without a sync: the image must be synced before the first durable bit is written.
+    private var imageUnsynced = false
+    /// Created by `create(path:)` and its directory not synced since: the path whose directory the
+    /// first checkpoint syncs.
+    private var unsyncedDirectory: String?
     /// True when `open` found the boot ID of this boot: nothing rebooted since the journal was last
     /// opened, so the page cache (and anything recorded beside the journal in it) is intact.
     public private(set) var openedInSameBoot = false
@@ -91,16 +96,22 @@ public final class Journal: @unchecked Sendable {
 
     /// Creates a fresh journal (no chunk finished) at `path`, atomically replacing any file there.
     ///
-    /// Writes `path.segget-new` (created exclusively, mode 0600), syncs it, renames it over `path` and
-    /// syncs the directory: a crash leaves either the old journal or the new one, never a mix.
+    /// Writes `path.segget-new` (created exclusively, mode 0600) and renames it over `path`: a crash
+    /// leaves either the old journal or the new one, never a mix. Nothing is synced yet. A new journal
+    /// claims nothing, so a power cut that loses or tears it loses no data: the next run finds it
+    /// missing or damaged (its header has a checksum) and starts over. The first checkpoint that makes
+    /// chunks durable syncs the journal (header first) and then the directory, so that from then on
+    /// the journal's name and the data file's survive a power cut. A download that finishes before its
+    /// first checkpoint never waits on the disk for its journal (a batch of small files paid an
+    /// `fdatasync` and a directory `fsync` per file, tens of milliseconds each on a busy disk).
     public static func create(path: String, header: JournalHeader) throws(Errno) -> Journal {
         let temporary = path + ".segget-new"
         try PosixFile.remove(path: temporary)  // a leftover from a crash during an earlier create
         let file = try PosixFile.open(path: temporary, mode: .createExclusive(permissions: 0o600))
         do throws(Errno) {
-            let journal = try Journal(creatingOn: file, header: header, onClose: { file.close() })
+            let journal = try Journal(creatingOn: file, header: header, syncing: false, onClose: { file.close() })
             try PosixFile.rename(from: temporary, to: path)
-            try PosixFile.syncDirectory(containing: path)
+            journal.unsyncedDirectory = path
             return journal
         } catch {
             file.close()
@@ -109,23 +120,25 @@ public final class Journal: @unchecked Sendable {
         }
     }
 
-    /// Writes a fresh journal (no chunk finished) over the whole of `storage` and syncs it.
+    /// Writes a fresh journal (no chunk finished) over the whole of `storage`; with `syncing`, syncs it
+    /// at once, else the first checkpoint that makes chunks durable syncs it before its durable bits.
     /// For tests and callers that manage files themselves; `create(path:header:)` is atomic, this is not.
-    public convenience init(creatingOn storage: BlockStorage, header: JournalHeader) throws(Errno) {
-        try self.init(creatingOn: storage, header: header, onClose: {})
+    public convenience init(creatingOn storage: BlockStorage, header: JournalHeader, syncing: Bool = true) throws(Errno) {
+        try self.init(creatingOn: storage, header: header, syncing: syncing, onClose: {})
     }
 
     private convenience init(
-        creatingOn storage: BlockStorage, header: JournalHeader, onClose: @escaping () -> Void
+        creatingOn storage: BlockStorage, header: JournalHeader, syncing: Bool, onClose: @escaping () -> Void
     ) throws(Errno) {
         let empty = ChunkBitmap(count: header.chunkCount)
         let image = JournalCodec.encode(header: header, written: empty, durable: empty)
         try storage.truncate(to: 0)
         try storage.write(image, at: 0)
-        try storage.sync()
+        if syncing { try storage.sync() }
         self.init(
             storage: storage, header: header, written: empty, durable: empty,
             chunkCRCs: [UInt32](repeating: 0, count: header.chunkCount), onClose: onClose)
+        imageUnsynced = !syncing
     }
 
     // MARK: Opening
@@ -279,13 +292,22 @@ public final class Journal: @unchecked Sendable {
         guard let first = updated.bytes.indices.first(where: { updated.bytes[$0] != durable.bytes[$0] }),
               let last = updated.bytes.indices.last(where: { updated.bytes[$0] != durable.bytes[$0] })
         else { return }  // nothing new is durable
-        if checksumsUnsynced && syncsChecksumsBeforeDurableBits {
+        // The header and bitmaps of a journal created without a sync go to disk before any durable bit
+        // can (else a torn image could pair durable bits with a header that never reached the disk).
+        if imageUnsynced || (checksumsUnsynced && syncsChecksumsBeforeDurableBits) {
             try storage.sync()
             checksumsUnsynced = false
+            imageUnsynced = false
         }
         try storage.write(Array(updated.bytes[first...last]), at: durableOffset + Int64(first))
         try storage.sync()
         durable = updated
+        // Now the journal holds something worth keeping: make its name (and the data file's, beside
+        // it) survive a power cut. Once per journal.
+        if let path = unsyncedDirectory {
+            try PosixFile.syncDirectory(containing: path)
+            unsyncedDirectory = nil
+        }
     }
 
     /// Closes the journal's file. Does not checkpoint: call `checkpoint(syncingData:)` first if wanted.

@@ -56,7 +56,7 @@ func runTrial(seed: UInt64, flaw: RecorderFlaw) -> TrialReport {
     }
     let clock = CrashClock()
     let data = SimulatedDisk(contents: garbage, clock: clock, seed: rng.next())
-    let journalDisk = SimulatedDisk(contents: [], clock: clock, seed: rng.next())
+    var journalDisk = SimulatedDisk(contents: [], clock: clock, seed: rng.next())
     let template = JournalHeader(
         url: "https://example.com/f", finalURL: "https://cdn.example.com/f", totalLength: totalLength,
         chunkSize: chunkSize, etag: "\"v1\"", lastModified: nil, bootID: "boot-0", createdAt: 0)
@@ -95,7 +95,10 @@ func runTrial(seed: UInt64, flaw: RecorderFlaw) -> TrialReport {
                 }
             }
             if journal == nil {
-                journal = try Journal(creatingOn: journalDisk, header: template.with(bootID: bootID))
+                // As `Journal.create(path:)` does: a new, empty file, written without a sync (the first
+                // checkpoint syncs it before any durable bit).
+                journalDisk = SimulatedDisk(contents: [], clock: clock, seed: rng.next())
+                journal = try Journal(creatingOn: journalDisk, header: template.with(bootID: bootID), syncing: false)
                 created = true
             }
             guard let journal else { return report }
