@@ -104,7 +104,23 @@ public final class Journal: @unchecked Sendable {
     /// the journal's name and the data file's survive a power cut. A download that finishes before its
     /// first checkpoint never waits on the disk for its journal (a batch of small files paid an
     /// `fdatasync` and a directory `fsync` per file, tens of milliseconds each on a busy disk).
+    ///
+    /// When nothing is at `path` (the usual case: starting over removes the old journal first), the
+    /// journal is created there directly, exclusively: there is no old journal to keep, and a crash
+    /// leaves none or a new one, which a torn write makes damaged, never wrong.
     public static func create(path: String, header: JournalHeader) throws(Errno) -> Journal {
+        if FileSystem.status(path, followingLinks: false) == nil {
+            let file = try PosixFile.open(path: path, mode: .createExclusive(permissions: 0o600))
+            do throws(Errno) {
+                let journal = try Journal(creatingOn: file, header: header, syncing: false, onClose: { file.close() })
+                journal.unsyncedDirectory = path
+                return journal
+            } catch {
+                file.close()
+                try? PosixFile.remove(path: path)
+                throw error
+            }
+        }
         let temporary = path + ".segget-new"
         try PosixFile.remove(path: temporary)  // a leftover from a crash during an earlier create
         let file = try PosixFile.open(path: temporary, mode: .createExclusive(permissions: 0o600))

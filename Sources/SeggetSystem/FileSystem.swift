@@ -7,6 +7,11 @@ public enum FileSystem {
 
     /// Removes the file at `path`; a missing file is not an error. The corresponding C function is `unlink`.
     public static func remove(_ path: String) throws(Errno) {
+        // Looks first: `unlink` takes the directory's lock exclusively even when the name is absent, and
+        // a batch of downloads in one directory, 16 threads at a time, spent a fifth of its CPU spinning
+        // on that lock (`rwsem_spin_on_owner`) over side files that were never made. A lookup takes no
+        // lock; a name that appears in between is not this call's to remove.
+        guard status(path, followingLinks: false) != nil else { return }
         switch valueOrErrno({ system_unlink(path) }) {
         case .success, .failure(.noSuchFileOrDirectory): return
         case .failure(let error): throw error

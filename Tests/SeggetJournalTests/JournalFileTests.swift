@@ -88,7 +88,23 @@ struct JournalFileTests {
         try victim.write([42], at: 0)
         victim.close()
         #expect(symlink(dir + "/victim", dir + "/j.segget-new") == 0)
+        // An old journal is there, so the new one goes through the temporary.
+        try Journal.create(path: dir + "/j", header: makeHeader(totalLength: 5, chunkSize: 1)).close()
         try Journal.create(path: dir + "/j", header: makeHeader(totalLength: 5, chunkSize: 1)).close()
         #expect(PosixFile.fileSize(path: dir + "/victim") == 1)
+        #expect(PosixFile.fileSize(path: dir + "/j.segget-new") == nil)
+    }
+
+    @Test func createReplacesASymlinkAtTheJournalsNameNotItsTarget() throws {
+        let dir = makeTemporaryDirectory()
+        defer { removeTree(dir) }
+        let victim = try PosixFile.open(path: dir + "/victim", mode: .createExclusive(permissions: 0o600))
+        try victim.write([42], at: 0)
+        victim.close()
+        #expect(symlink(dir + "/victim", dir + "/j") == 0)
+        try Journal.create(path: dir + "/j", header: makeHeader(totalLength: 5, chunkSize: 1)).close()
+        #expect(PosixFile.fileSize(path: dir + "/victim") == 1)
+        #expect(FileSystem.status(dir + "/j", followingLinks: false)?.kind == .regular)
+        #expect(try Journal.open(path: dir + "/j", currentBootID: "b").trusted.setCount == 0)
     }
 }
