@@ -433,9 +433,9 @@ import Testing
         func waiting(_ s: Double) -> Observation {
             Observation(id: 3, bytes: 0, seconds: 0, waitingForFirstByte: s, remainingBytes: 8 << 20)
         }
-        // First bytes usually take 0.01 s: at least `minJudgeSeconds` (0.15 s) of grace.
-        #expect(rule.judge(peers + [waiting(0.14)], now: 0, usualFirstByteWait: 0.01).isEmpty)
-        #expect(rule.judge(peers + [waiting(0.16)], now: 0, usualFirstByteWait: 0.01).map(\.id) == [3])
+        // First bytes usually take 0.01 s: at least `minJudgeSeconds` (0.08 s) of grace.
+        #expect(rule.judge(peers + [waiting(0.07)], now: 0, usualFirstByteWait: 0.01).isEmpty)
+        #expect(rule.judge(peers + [waiting(0.09)], now: 0, usualFirstByteWait: 0.01).map(\.id) == [3])
         // First bytes usually take 0.05 s: four times that.
         #expect(rule.judge(peers + [waiting(0.19)], now: 0, usualFirstByteWait: 0.05).isEmpty)
         #expect(rule.judge(peers + [waiting(0.21)], now: 0, usualFirstByteWait: 0.05).map(\.id) == [3])
@@ -452,10 +452,10 @@ import Testing
         func young(_ seconds: Double, bytes: Int64) -> Observation {
             Observation(id: 3, bytes: bytes, seconds: seconds, remainingBytes: 8 << 20)
         }
-        // 0.1 s is too soon, whatever arrived.
-        #expect(rule.judge(peers + [young(0.1, bytes: 3)], now: 0, usualFirstByteWait: 0.01).isEmpty)
-        // 0.16 s at one byte per second, where a peer would have sent 0.64 MiB: slow.
-        #expect(rule.judge(peers + [young(0.16, bytes: 3)], now: 0, usualFirstByteWait: 0.01).map(\.id) == [3])
+        // 0.07 s is too soon, whatever arrived.
+        #expect(rule.judge(peers + [young(0.07, bytes: 3)], now: 0, usualFirstByteWait: 0.01).isEmpty)
+        // 0.09 s at one byte per second, where a peer would have sent 0.36 MiB: slow.
+        #expect(rule.judge(peers + [young(0.09, bytes: 3)], now: 0, usualFirstByteWait: 0.01).map(\.id) == [3])
         // A young request near the typical rate is left alone.
         #expect(rule.judge(peers + [young(0.16, bytes: 600 << 10)], now: 0, usualFirstByteWait: 0.01).isEmpty)
         // On a long path (first bytes take 0.05 s) TCP is still opening its window: wait four of them

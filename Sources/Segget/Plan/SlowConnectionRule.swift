@@ -25,6 +25,14 @@
 /// with one request in three trickling, each such request cost its connection 0.5–0.8 s before it was
 /// judged on a half-second window, and one in three re-dials drew a trickle again).
 ///
+/// A slow connection is re-dialled only when that is worth it. Judged on a whole window, the rest of
+/// its work must take more than two windows at its rate. A young request's rate is its average since
+/// its first byte, which lags behind a request that slowed down after a good start (256 KiB at 4 MiB/s,
+/// then one byte a second, still averages 1.6 MiB/s after 0.16 s): it is re-dialled once the rest
+/// would take it more than `worthFactor` times what a fresh request at the typical rate needs (a usual
+/// first-byte wait plus the rest at the typical rate). With the two-window bar, such a request holding
+/// the last 0.75 MiB of a chunk was judged only after 0.35 s, and one holding 0.3 MiB after 0.7 s.
+///
 /// Bounds: a connection is re-dialled at most `maxConsecutiveRedials` times in a row (the count
 /// starts again when it finishes a chunk) and the download at most `maxTotalRedials` times. Past
 /// either, a slow connection only gives up its not-started work, so that it holds one chunk at most,
@@ -88,9 +96,15 @@ public struct SlowConnectionRule: Sendable {
     /// (nil: `minJudgeSeconds`).
     public var firstByteFactor = 4.0
     public var minFirstByteWait: Double?
-    /// A young request is judged after this much free time since its first byte (see above). The
-    /// fetch loop ticks every 0.1 s, so this is the second tick of a request's life.
-    public var minJudgeSeconds = 0.15
+    /// A young request is judged after this much free time since its first byte (see above), and a
+    /// first byte is awaited at least this long. The slow rule runs every 0.05 s
+    /// (`Coordinator.slowJudgeInterval`), so this is the second round of a request's life. It was
+    /// 0.15 s: on `Benchmarks/slow-tail.sh` (4 MiB/s per connection, where `evidenceBytes` alone takes
+    /// 0.06 s) every trickling request then held its connection 0.15–0.2 s.
+    public var minJudgeSeconds = 0.08
+    /// A young request is re-dialled only when the rest would take it this many times longer than a
+    /// fresh request at the typical rate (see above).
+    public var worthFactor = 2.0
     /// What a peer at the typical rate must have delivered in a young request's time before the
     /// request may be judged or counted towards the typical rate.
     public var evidenceBytes: Int64 = 256 << 10
@@ -145,18 +159,21 @@ public struct SlowConnectionRule: Sendable {
         var verdicts: [Verdict] = []
         for o in observations {
             let rate: Double
+            var young = true
             if let waited = o.waitingForFirstByte {
                 guard waited >= firstByteLimit else { continue }
                 rate = 0
             } else {
                 guard o.seconds > 0 else { continue }
-                let young = o.freeSeconds < window / 2
+                young = o.freeSeconds < window / 2
                 if young && (o.freeSeconds < youngLimit || typical * o.freeSeconds < Double(evidenceBytes)) { continue }
                 rate = Double(o.bytes) / o.freeSeconds
             }
             guard rate < typical * slowFraction else { continue }
-            // Only worth it when the rest would take a while at this rate.
-            guard Double(o.remainingBytes) / max(rate, 1) > 2 * window else { continue }
+            // Only worth it when the rest would take a while at this rate (see above).
+            let keeping = Double(o.remainingBytes) / max(rate, 1)
+            let fresh = (usualFirstByteWait ?? 0) + Double(o.remainingBytes) / typical
+            guard keeping > (young ? worthFactor * fresh : 2 * window) else { continue }
             if o.consecutiveRedials < maxConsecutiveRedials && totalRedials < maxTotalRedials {
                 totalRedials += 1
                 verdicts.append(Verdict(id: o.id, action: .redial, rate: rate, typical: typical))

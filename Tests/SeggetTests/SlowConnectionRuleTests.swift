@@ -1,0 +1,35 @@
+import Testing
+@testable import Segget
+
+/// Issue 16's slow tail in `SlowConnectionRule` (the rest of its tests are in `PlanTests.swift`).
+@Suite struct SlowConnectionRuleTailTests {
+    typealias Observation = SlowConnectionRule.Observation
+
+    static let peers = (0..<3).map { Observation(id: $0, bytes: 2 << 20, seconds: 0.5, remainingBytes: 8 << 20) }
+
+    /// A request that sent 256 KiB at the typical 4 MiB/s and then trickled averages 1.5 MiB/s after
+    /// 0.17 s: below 0.4 of typical. With 0.75 MiB of its chunk left that average would need 0.5 s,
+    /// less than two windows, but a fresh request needs 0.2 s: it is re-dialled now.
+    @Test func aYoungRequestThatSlowedDownIsJudgedOnWhatAFreshOneWouldTake() {
+        var rule = SlowConnectionRule(maxTotalRedials: 24)
+        func young(_ seconds: Double, left: Int64) -> Observation {
+            Observation(id: 3, bytes: 256 << 10, seconds: seconds, remainingBytes: left)
+        }
+        #expect(rule.judge(Self.peers + [young(0.17, left: 768 << 10)], now: 0, usualFirstByteWait: 0.01).map(\.id) == [3])
+        #expect(rule.judge(Self.peers + [young(0.17, left: 300 << 10)], now: 0, usualFirstByteWait: 0.01).map(\.id) == [3])
+        // Above 0.4 of typical it is not slow, however little is left.
+        #expect(rule.judge(Self.peers + [young(0.15, left: 768 << 10)], now: 0, usualFirstByteWait: 0.01).isEmpty)
+        // 20 KiB left: it finishes at its average (0.013 s) before a fresh request would (0.015 s).
+        #expect(rule.judge(Self.peers + [young(0.17, left: 20 << 10)], now: 0, usualFirstByteWait: 0.01).isEmpty)
+    }
+
+    /// The same request judged on a whole window keeps the two-window bar (measured on nginx's
+    /// uneven benchmark): 0.75 MiB at 1.5 MiB/s is half a second, not worth a new connection.
+    @Test func aWholeWindowKeepsTheTwoWindowBar() {
+        var rule = SlowConnectionRule(maxTotalRedials: 24)
+        let mature = Observation(id: 3, bytes: 768 << 10, seconds: 0.5, remainingBytes: 768 << 10)
+        #expect(rule.judge(Self.peers + [mature], now: 0, usualFirstByteWait: 0.01).isEmpty)
+        let more = Observation(id: 3, bytes: 768 << 10, seconds: 0.5, remainingBytes: 2 << 20)
+        #expect(rule.judge(Self.peers + [more], now: 0, usualFirstByteWait: 0.01).map(\.id) == [3])
+    }
+}
