@@ -109,29 +109,19 @@ public final class Journal: @unchecked Sendable {
     /// journal is created there directly, exclusively: there is no old journal to keep, and a crash
     /// leaves none or a new one, which a torn write makes damaged, never wrong.
     public static func create(path: String, header: JournalHeader) throws(Errno) -> Journal {
-        if FileSystem.status(path, followingLinks: false) == nil {
-            let file = try PosixFile.open(path: path, mode: .createExclusive(permissions: 0o600))
-            do throws(Errno) {
-                let journal = try Journal(creatingOn: file, header: header, syncing: false, onClose: { file.close() })
-                journal.unsyncedDirectory = path
-                return journal
-            } catch {
-                file.close()
-                try? PosixFile.remove(path: path)
-                throw error
-            }
-        }
-        let temporary = path + ".segget-new"
-        try PosixFile.remove(path: temporary)  // a leftover from a crash during an earlier create
-        let file = try PosixFile.open(path: temporary, mode: .createExclusive(permissions: 0o600))
+        let direct = FileSystem.status(path, followingLinks: false) == nil
+        let target = direct ? path : path + ".segget-new"
+        // A leftover temporary from a crash during an earlier create goes first.
+        if !direct { try PosixFile.remove(path: target) }
+        let file = try PosixFile.open(path: target, mode: .createExclusive(permissions: 0o600))
         do throws(Errno) {
             let journal = try Journal(creatingOn: file, header: header, syncing: false, onClose: { file.close() })
-            try PosixFile.rename(from: temporary, to: path)
+            if !direct { try PosixFile.rename(from: target, to: path) }
             journal.unsyncedDirectory = path
             return journal
         } catch {
             file.close()
-            try? PosixFile.remove(path: temporary)
+            try? PosixFile.remove(path: target)
             throw error
         }
     }
