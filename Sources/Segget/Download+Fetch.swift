@@ -26,7 +26,10 @@ extension Download {
         probe: ProbeResult, ranged: Bool, partial: PartialDownload, plan: ChunkPlan, hasher: PrefixHasher?,
         multi: MultiHandle, deadline: Deadline?, _ context: AttemptContext
     ) throws(SeggetError) -> FetchStep {
-        let settings = fetchSettings(ranged: ranged, chunkSize: partial.chunkSize, deadline: deadline, hashing: hasher != nil)
+        var settings = fetchSettings(ranged: ranged, chunkSize: partial.chunkSize, deadline: deadline, hashing: hasher != nil)
+        if settings.writePath == .adaptive, let total = probe.totalLength, total <= Self.pageCacheFileLimit {
+            settings.writePath = .pageCache
+        }
         if Self.probeFetchedEverything(
             ranged: ranged, isNew: partial.isNew, chunkCount: plan.chunkCount, trusted: partial.trusted?.setCount ?? 0,
             mirrors: options.mirrors.count, interrupted: context.interrupt.isSet,
@@ -59,6 +62,8 @@ extension Download {
         engine.onPrefix = hasher.map { h in { h.advance(to: $0) } }
         engine.writer.onFlush = hasher.map { h in { h.offer($0, at: $1) } }
         engine.progressSlots = partial.progress
+        // The probe's transfer, held open, becomes the first request of a new download.
+        if partial.isNew { engine.adoptable = probe.held }
         engine.continueChecksums(of: partial.partial)
         // Every chunk kept from an earlier run is read back and checked behind the download.
         if let voucher = partial.voucher(plan: plan) { engine.vouch(with: voucher) }
@@ -107,6 +112,13 @@ extension Download {
     ) -> Bool {
         ranged && isNew && chunkCount > 0 && trusted == chunkCount && mirrors == 0 && !interrupted && !deadlinePassed
     }
+
+    /// A file no larger than this is written through the page cache even when the write path is
+    /// adaptive: memory takes all of it at once, while `O_DIRECT` makes the download wait for the
+    /// device at its end (the last buffers must be on the disk before the file is done), which a batch
+    /// pays once per file. 100 files of 4 MiB, 16 at a time, on a disk that writes 400–500 MiB/s: a
+    /// median of 1.04 s through the page cache against 1.24 s adaptive (wget2 1.00 s), 5 alternated runs.
+    static let pageCacheFileLimit: Int64 = 32 << 20
 
     private func fetchSettings(ranged: Bool, chunkSize: Int64, deadline: Deadline?, hashing: Bool) -> FetchSettings {
         var settings = FetchSettings()

@@ -90,6 +90,9 @@ public final class Download: @unchecked Sendable {
                 multi: multi, firstBytes: probeBytes(fresh: plan.fresh, stream: plan.stream), deadline: deadline,
                 events: events, interrupt: context.interrupt)
         }
+        // A probe transfer held for the fetch ends with the attempt unless the fetch continued it.
+        let held = probe.held
+        defer { held?.release() }
         let paths = PartialDownload.Paths(final: try resolveOutputPath(probe: probe))
         if !options.force, let size = PartialDownload.finishedEarlier(paths: paths, url: url) {
             events?(.notice("\(paths.final) was already completed by an earlier run."))

@@ -113,11 +113,23 @@ package final class MultiHandle {
     /// every 10 ms; when it says so the transfer is ended as a write callback's `.abort` would
     /// (`.writeError`).
     package func performAlone(_ e: EasyHandle, cut: () -> Bool) throws(CurlError) -> CurlCode {
+        try performAlone(e, hold: { false }, cut: cut) ?? .writeError
+    }
+
+    /// As `performAlone(_:cut:)`, but when `hold` says so (asked before `cut`) the transfer is left
+    /// here as it is (paused by its delegate, or by `hold` itself) and nil is returned: the caller
+    /// hands it on (see `TransferDriver.adopt`) or removes it.
+    package func performAlone(_ e: EasyHandle, hold: () -> Bool, cut: () -> Bool) throws(CurlError) -> CurlCode? {
         try add(e)
-        defer { remove(e) }
+        var held = false
+        defer { if !held { remove(e) } }
         while true {
             try perform()
             if let done = completed().first(where: { $0.handle === e }) { return done.code }
+            if hold() {
+                held = true
+                return nil
+            }
             if cut() { return .writeError }
             try poll(timeoutMs: 10)
         }

@@ -71,6 +71,13 @@ package final class TransferDriver {
         owners[ObjectIdentifier(handle)] = Weak(client: client)
     }
 
+    /// Takes over `handle`, whose transfer already runs on this driver's multi handle (started by
+    /// `MultiHandle.performAlone(_:hold:cut:)` and held there), for `client`, which hears when it ends.
+    package func adopt(_ handle: EasyHandle, for client: any TransferClient) {
+        precondition(multi.handles.contains { $0 === handle }, "adopting a transfer that is not on this driver's multi handle")
+        owners[ObjectIdentifier(handle)] = Weak(client: client)
+    }
+
     /// Ends `handle`'s transfer now, without a completion; nothing when it is not running here.
     /// Not from inside a callback of the driver's transfers (see `MultiHandle.remove`).
     package func cancel(_ handle: EasyHandle) {

@@ -25,6 +25,31 @@ import Testing
         return (log, { log.append($0) })
     }
 
+    /// Issue 13: one connection, one request. The probe asks for `bytes=0-`, keeps the first chunk
+    /// and holds its transfer open; the fetch continues it, so the whole file comes in one request
+    /// (a fast server: held at the chunk; a slow one: held at the probe's time cut). A server that
+    /// answers the open range with only a first part (an honest subset) gets asked for the rest.
+    @Test(arguments: [(3 << 20, FaultMode.normal, ""), (192 << 10, .normal, "rate=64k"), (1 << 20, .capped, "max=300000")])
+    func oneConnectionMakesOneRequest(_ size: Int, _ mode: FaultMode, _ query: String) throws {
+        let server = try TestServer()
+        try server.start()
+        defer { server.stop() }
+        let body = TestFiles.pattern(size, seed: 77)
+        server.addResource(name: "f", bytes: body)
+        let dir = try TempDir()
+        let result = try Download(url: server.url("f", mode: mode, query: query), options: Self.options(1, dir: dir)).run()
+        #expect(result.bytes == Int64(size))
+        #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
+        let gets = server.requests.filter { $0.method == "GET" }
+        #expect(gets.first?.headers["range"] == "bytes=0-")
+        if mode == .normal {
+            #expect(gets.count == 1, "\(gets)")
+            #expect(server.connectionsAccepted == 1)
+        } else {
+            #expect(gets.count == (size + 299_999) / 300_000, "\(gets)")
+        }
+    }
+
     @Test(arguments: [1, 3, 8, 32])
     func sizeEdgesAreByteIdentical(_ n: Int) throws {
         let server = try TestServer()

@@ -53,6 +53,12 @@ extension FetchEngine {
         }
         try throwIfStopped()
         if isDone { return true }
+        if let c = adoptedToUnpause {
+            adoptedToUnpause = nil
+            // libcurl hands over the bytes it held back from inside this call; a refusal by `receive`
+            // ends the transfer with `writeError`, reported as for any request.
+            try? c.easy.unpause()
+        }
         execute(coordinator.startDue(now: now))
         execute(coordinator.assignIdle(now: monotonicSeconds()))
         return false

@@ -6,7 +6,8 @@ import SeggetJournal
 /// handle, the response head being collected, and the bytes received but not yet written.
 final class ConnectionIO {
     let id: Int
-    let easy = EasyHandle()
+    /// The connection's handle: its own, or the probe's when it continues the probe's transfer.
+    var easy = EasyHandle()
     unowned(unsafe) var engine: FetchEngine!
     var head = ResponseHead()
     /// Received bytes not yet written: `staging.start..<pos` (see `StagedWriter`).
@@ -71,6 +72,11 @@ final class FetchEngine {
     private let debug = getenv("SEGGET_DEBUG") != nil
     private lazy var strippedTransfer = settings.transfer.withoutCredentials()
     private(set) var io: [ConnectionIO] = []
+    /// The probe's transfer, held open (see `HeldTransfer`): connection 0's first request continues
+    /// it when that request asks for exactly the rest of the file.
+    var adoptable: HeldTransfer?
+    /// A continued probe transfer to unpause at the top of the next pass, once the loop's clock runs.
+    var adoptedToUnpause: ConnectionIO?
     var pendingRemoval: [Int] = []
 
     var prefixChunks = 0
@@ -166,6 +172,11 @@ final class FetchEngine {
         for command in commands {
             switch command {
             case .start(let id, let bytes, let fresh, let newPath):
+                if let held = adoptable {
+                    adoptable = nil
+                    if !fresh, !newPath, bytes == held.offset..<held.total, continueProbe(io[id], held) { continue }
+                    held.release()
+                }
                 startRequest(io[id], bytes: bytes, fresh: fresh, newPath: newPath)
             case .settle(let id):
                 settle(io[id])
@@ -195,6 +206,26 @@ final class FetchEngine {
             coordinator.removed(c.id, now: monotonicSeconds())
             coordinator.fail(SeggetError(error))
         }
+    }
+
+    /// Makes the probe's held transfer connection `c`'s request for the rest of the file (the
+    /// coordinator has prepared its bookkeeping as for any request): its head is judged as the answer
+    /// to that request, and its bytes, which libcurl held back, arrive once it is unpaused at the top
+    /// of the next pass.
+    private func continueProbe(_ c: ConnectionIO, _ held: HeldTransfer) -> Bool {
+        guard target.ranged, coordinator.connections[c.id].source == 0 else { return false }
+        if c.staging == nil { c.staging = writer.makeStaging() }
+        settle(c)
+        c.easy = held.easy
+        c.head = held.head.continuing(from: held.offset, total: held.total)
+        c.slotPos = held.offset
+        held.easy.delegate = c
+        // The engine judges stalls itself (as for its own requests).
+        try? held.easy.setLowSpeedLimit(bytesPerSecond: 0, seconds: 0)
+        driver.adopt(held.easy, for: self)
+        held.adopted()
+        adoptedToUnpause = c
+        return true
     }
 
     /// The request `startRequest` sends: `bytes` of `c`'s source, reusing a kept-alive connection

@@ -57,6 +57,18 @@ public struct ResponseHead: Sendable, Equatable {
         fields.append((name, String(value)))
     }
 
+    /// This head as the answer to a request for the rest of the representation from `offset`: the
+    /// `Content-Range` and `Content-Length` of an answer to `bytes=0-` (all `total` bytes) rewritten
+    /// to what is left of it from `offset`. A probe's open-ended answer, continued by the fetch after
+    /// the probe kept its first `offset` bytes, is judged as what it now is.
+    package func continuing(from offset: Int64, total: Int64) -> ResponseHead {
+        var h = self
+        h.fields = fields.filter { $0.name != "content-range" && $0.name != "content-length" }
+        h.fields.append((name: "content-range", value: "bytes \(offset)-\(total - 1)/\(total)"))
+        h.fields.append((name: "content-length", value: "\(total - offset)"))
+        return h
+    }
+
     /// All values of a field, one per field line, in arrival order.
     public func values(_ name: String) -> [String] {
         let n = name.lowercased()

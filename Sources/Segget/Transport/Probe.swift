@@ -25,6 +25,9 @@ public struct ProbeResult: Sendable, Equatable {
     /// them in a 206 starting at 0: a download writes them instead of asking again, and a file no
     /// longer than this needs no other request.
     var prefix: [UInt8] = []
+    /// The probe's transfer, still open after `prefix`, when the prober was asked to hold it (see
+    /// `HeldTransfer`): the fetch continues it instead of asking for the rest again.
+    var held: HeldTransfer?
 
     /// A strong validator for `If-Range`: a strong ETag, else Last-Modified.
     public var ifRangeValidator: String? {
@@ -36,13 +39,20 @@ public struct ProbeResult: Sendable, Equatable {
 /// Collects one response's head (and the body of a 206, up to what was asked) from libcurl callbacks.
 final class ProbeContext: TransferDelegate {
     private(set) var head = ResponseHead()
-    /// Bytes asked for (`Range: bytes=0-(limit-1)`).
+    /// Bytes kept (`Range: bytes=0-(limit-1)`, or `bytes=0-` when `holdsAtLimit`).
     let limit: Int
+    /// Asked for the whole file: pause once `limit` bytes are kept, instead of taking more.
+    let holdsAtLimit: Bool
     var body: [UInt8] = []
     /// When the first body bytes arrived (monotonic seconds), 0 before.
     var bodyStartedAt = 0.0
+    /// The transfer is paused with the rest of the file still to come (see `HeldTransfer`).
+    var isHeld = false
 
-    init(limit: Int) { self.limit = limit }
+    init(limit: Int, holdsAtLimit: Bool = false) {
+        self.limit = limit
+        self.holdsAtLimit = holdsAtLimit
+    }
 
     func transfer(_ handle: EasyHandle, receivedHeaderLine line: String) {
         head.append(line: Substring(line))
@@ -51,7 +61,13 @@ final class ProbeContext: TransferDelegate {
     func transfer(_ handle: EasyHandle, received bytes: UnsafeRawBufferPointer) -> WriteDecision {
         // Only a 206 has a body worth keeping (at most what was asked). Anything else would be the whole
         // file: stop now, the fetch phase will ask again properly.
-        guard head.status == 206, head.contentEncoding == nil, body.count + bytes.count <= limit else { return .abort }
+        guard head.status == 206, head.contentEncoding == nil else { return .abort }
+        if body.count + bytes.count > limit {
+            // Held: libcurl keeps these bytes and hands them to whoever continues the transfer.
+            guard holdsAtLimit else { return .abort }
+            isHeld = true
+            return .pause
+        }
         if body.isEmpty {
             body.reserveCapacity(limit)
             bodyStartedAt = monotonicSeconds()
@@ -77,6 +93,10 @@ struct Prober {
     var multi: MultiHandle? = nil
     /// The end of `--timeout`: every request of the probe (redirects included) must end by then.
     var deadline: Deadline? = nil
+    /// Ask for the whole file (`bytes=0-`), keep the first `firstBytes`, and hold the transfer open
+    /// for the fetch (`ProbeResult.held`) rather than end it: for a download of one connection, which
+    /// then makes one request in all. Needs `multi`.
+    var holdsTransfer = false
 
     func probe(url: String) throws(SeggetError) -> ProbeResult {
         guard let first = URLParts(url) else {
@@ -94,12 +114,15 @@ struct Prober {
             if let deadline, deadline.remaining(now: monotonicSeconds()) <= 0 {
                 throw deadline.expired("the first request to \(URLParts.redactingCredentials(current))")
             }
-            let (ctx, code): (ProbeContext, CurlCode)
+            let (ctx, code, heldHandle): (ProbeContext, CurlCode, EasyHandle?)
             do throws(CurlError) {
-                (ctx, code) = try request(current, options: opts)
+                (ctx, code, heldHandle) = try request(current, options: opts)
             } catch {
                 throw SeggetError(error)
             }
+            // A held transfer that is not handed on below ends when the probe does.
+            var handedOn = false
+            defer { if let heldHandle, !handedOn { multi?.remove(heldHandle) } }
             let head = ctx.head
             if head.status == 200 || head.status == 206, !(head.status == 206 && head.contentEncoding != nil),
                 let problem = head.framingProblem
@@ -150,17 +173,29 @@ struct Prober {
                 // Whatever arrived (all of it, or what came before the cut) is the file's beginning.
                 result.prefix = ctx.body
             }
+            // Handed on only when the answer runs to the file's end: the fetch continues it as the
+            // request for everything after the prefix.
+            if let heldHandle, let multi, result.acceptsRanges, let total = result.totalLength,
+                head.contentRange?.last == total - 1, Int64(result.prefix.count) < total
+            {
+                result.held = HeldTransfer(
+                    easy: heldHandle, multi: multi, head: head, offset: Int64(result.prefix.count), total: total,
+                    probeContext: ctx)
+                handedOn = true
+            }
             return result
         }
     }
 
-    /// One request with `Range: bytes=0-(firstBytes-1)`, performed to completion or until the head
-    /// shows that the body is not worth reading.
-    private func request(_ url: String, options: TransferOptions) throws(CurlError) -> (ProbeContext, CurlCode) {
-        let ctx = ProbeContext(limit: max(1, firstBytes))
+    /// One request with `Range: bytes=0-(firstBytes-1)` (or `bytes=0-`, held: see `holdsTransfer`),
+    /// performed to completion, until the head shows that the body is not worth reading, or until it
+    /// is held; a held transfer's handle is returned, still on `multi`.
+    private func request(_ url: String, options: TransferOptions) throws(CurlError) -> (ProbeContext, CurlCode, EasyHandle?) {
+        let holding = holdsTransfer && multi != nil
+        let ctx = ProbeContext(limit: max(1, firstBytes), holdsAtLimit: holding)
         let e = EasyHandle()
         try e.configure(url: url, options: options)
-        try e.setRange("0-\(ctx.limit - 1)")
+        try e.setRange(holding ? "0-" : "0-\(ctx.limit - 1)")
         if let deadline {
             // The whole request, a server that never answers included, ends at the deadline.
             let ms = max(1, Int((deadline.remaining(now: monotonicSeconds()) * 1000).rounded(.up)))
@@ -168,19 +203,29 @@ struct Prober {
             try e.setConnectTimeout(milliseconds: min(ms, Int(options.connectTimeout * 1000)))
         }
         e.delegate = ctx
-        let code = try withExtendedLifetime(ctx) { () throws(CurlError) -> CurlCode in
+        let code = try withExtendedLifetime(ctx) { () throws(CurlError) -> CurlCode? in
             guard let multi else { return e.perform() }
             // Timed from the head, not the first body byte: a server that answers at once and then
             // holds back the body (a trickle starting at one byte per second) is cut as soon.
             var headAt: Double?
-            return try multi.performAlone(e) {
+            func cutDue() -> Bool {
                 guard ctx.head.isComplete else { return false }
                 let now = monotonicSeconds()
                 if headAt == nil { headAt = now }
                 return now - (ctx.bodyStartedAt > 0 ? ctx.bodyStartedAt : headAt!) > Self.prefixSeconds
             }
+            return try multi.performAlone(e, hold: {
+                if ctx.isHeld { return true }
+                // A slow first answer is held where it got, not cut: the fetch continues it.
+                guard holding, ctx.head.status == 206, ctx.head.contentEncoding == nil, cutDue(),
+                    (try? e.pause()) != nil
+                else { return false }
+                ctx.isHeld = true
+                return true
+            }, cut: cutDue)
         }
-        return (ctx, code)
+        // Held: the head is complete and the transfer waits in `multi` (see `probe(url:)`).
+        return (ctx, code ?? .writeError, code == nil ? e : nil)
     }
 
     private func interpret(_ head: ResponseHead, finalURL: String, redirects: Int, options: TransferOptions) throws(SeggetError) -> ProbeResult {
@@ -197,8 +242,9 @@ struct Prober {
         case 206 where head.isMultipartByteRanges:
             result.noRangesReason = "the server answered a single byte range with a multipart/byteranges body"
         case 206:
-            guard let cr = head.contentRange, cr.first == 0, let last = cr.last, last < Int64(max(1, firstBytes)),
-                let total = cr.completeLength, last < total
+            // Asked for `bytes=0-` (a held probe), any first part of the file is an honest answer.
+            guard let cr = head.contentRange, cr.first == 0, let last = cr.last,
+                holdsTransfer || last < Int64(max(1, firstBytes)), let total = cr.completeLength, last < total
             else {
                 result.totalLength = nil
                 result.noRangesReason = "the server's answer to a range request had an unusable Content-Range (\(head.value("content-range") ?? "none"))"

@@ -1,0 +1,46 @@
+import SeggetCurl
+
+/// A probe's transfer kept open after its first bytes, for the fetch to continue instead of asking
+/// again: the probe asked for `bytes=0-` and paused once it had what it keeps (`offset` bytes, in
+/// `ProbeResult.prefix`), so the rest of the file is still coming on the same connection. A download
+/// of one connection then makes one request for the whole file, as curl and wget2 do, rather than a
+/// probe and a second request after it.
+///
+/// Whoever ends up not continuing it calls `release()` (also done when it goes away), which ends the
+/// transfer and lets its multi handle go of it. Used by one thread at a time.
+final class HeldTransfer: @unchecked Sendable, Equatable {
+    let easy: EasyHandle
+    let multi: MultiHandle
+    /// The response head as the probe received it (an answer to `bytes=0-`).
+    let head: ResponseHead
+    /// Bytes the probe kept; the held transfer continues from here.
+    let offset: Int64
+    /// The file's length.
+    let total: Int64
+    /// The probe's collector: the handle's delegate (held weakly by the handle) until it is adopted.
+    private let probeContext: AnyObject
+    private(set) var isSettled = false
+
+    init(easy: EasyHandle, multi: MultiHandle, head: ResponseHead, offset: Int64, total: Int64, probeContext: AnyObject) {
+        self.easy = easy
+        self.multi = multi
+        self.head = head
+        self.offset = offset
+        self.total = total
+        self.probeContext = probeContext
+    }
+
+    /// The fetch continues it: from now on it is the adopter's (see `TransferDriver.adopt`).
+    func adopted() { isSettled = true }
+
+    /// Ends the transfer; nothing once adopted or released.
+    func release() {
+        guard !isSettled else { return }
+        isSettled = true
+        multi.remove(easy)
+    }
+
+    deinit { release() }
+
+    static func == (a: HeldTransfer, b: HeldTransfer) -> Bool { a === b }
+}
