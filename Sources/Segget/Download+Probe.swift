@@ -29,6 +29,13 @@ extension Download {
         firstBytes > 1 && options.connections == 1 && !options.autoConnections && options.mirrors.isEmpty
     }
 
+    /// The prober for this download's first request, asking for `firstBytes` on `multi`.
+    func prober(firstBytes: Int, multi: MultiHandle, deadline: Deadline?) -> Prober {
+        var prober = Prober(options: options.transfer, firstBytes: firstBytes, multi: multi, deadline: deadline)
+        prober.holdsTransfer = holdsProbeTransfer(firstBytes: firstBytes)
+        return prober
+    }
+
     /// Whether a failed probe is worth another try: decided from the failure's typed advice (set where
     /// it was classified, never read from the message), its kind and HTTP status.
     static func probeIsRetryable(_ error: SeggetError, attempt: Int) -> Bool {
@@ -45,8 +52,7 @@ extension Download {
         multi: MultiHandle, firstBytes: Int, deadline: Deadline?, events: (@Sendable (DownloadEvent) -> Void)?,
         interrupt: InterruptFlag
     ) throws(SeggetError) -> ProbeResult {
-        var prober = Prober(options: options.transfer, firstBytes: firstBytes, multi: multi, deadline: deadline)
-        prober.holdsTransfer = holdsProbeTransfer(firstBytes: firstBytes)
+        let prober = prober(firstBytes: firstBytes, multi: multi, deadline: deadline)
         var attempt = 0
         while true {
             do {

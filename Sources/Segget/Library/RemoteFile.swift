@@ -63,10 +63,8 @@ extension Download {
     public func prepare(pool: ConnectionPool? = nil) throws(SeggetError) -> PreparedDownload {
         let multi = pool?.multi ?? MultiHandle()
         let deadline = options.timeout.map { Deadline(limit: $0, from: monotonicSeconds()) }
-        let firstBytes = probeBytes(fresh: !options.resume, stream: false)
-        var prober = Prober(options: options.transfer, firstBytes: firstBytes, multi: multi, deadline: deadline)
-        prober.holdsTransfer = holdsProbeTransfer(firstBytes: firstBytes)
-        let p = try prober.probe(url: url)
+        let p = try prober(firstBytes: probeBytes(fresh: !options.resume, stream: false), multi: multi, deadline: deadline)
+            .probe(url: url)
         return PreparedDownload(url: url, probe: p, multi: multi)
     }
 }

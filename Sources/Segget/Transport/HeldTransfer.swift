@@ -6,8 +6,9 @@ import SeggetCurl
 /// of one connection then makes one request for the whole file, as curl and wget2 do, rather than a
 /// probe and a second request after it.
 ///
-/// Whoever ends up not continuing it calls `release()` (also done when it goes away), which ends the
-/// transfer and lets its multi handle go of it. Used by one thread at a time.
+/// It owns the transfer from the moment the probe holds it: unless the fetch adopts it, `release()`
+/// (also done when it goes away) ends the transfer and lets its multi handle go of it. Used by one
+/// thread at a time.
 final class HeldTransfer: @unchecked Sendable, Equatable {
     let easy: EasyHandle
     let multi: MultiHandle
@@ -15,28 +16,36 @@ final class HeldTransfer: @unchecked Sendable, Equatable {
     let head: ResponseHead
     /// Bytes the probe kept; the held transfer continues from here.
     let offset: Int64
-    /// The file's length.
+    /// The file's length, from the answer's `Content-Range` (0 when it has none).
     let total: Int64
-    /// The probe's collector: the handle's delegate (held weakly by the handle) until it is adopted.
-    private let probeContext: AnyObject
+    /// The probe's collector, the handle's delegate (held weakly by the handle) until it is adopted.
+    private var context: ProbeContext?
     private(set) var isSettled = false
 
-    init(easy: EasyHandle, multi: MultiHandle, head: ResponseHead, offset: Int64, total: Int64, probeContext: AnyObject) {
+    init(easy: EasyHandle, multi: MultiHandle, context: ProbeContext) {
         self.easy = easy
         self.multi = multi
-        self.head = head
-        self.offset = offset
-        self.total = total
-        self.probeContext = probeContext
+        self.context = context
+        head = context.head
+        offset = Int64(context.body.count)
+        total = context.head.contentRange?.completeLength ?? 0
     }
 
+    /// The answer runs to the file's end and more of it is still to come: the rest of the file, as
+    /// a request for `offset..<total` would bring it.
+    var bringsTheRest: Bool { head.contentRange?.last == total - 1 && offset < total }
+
     /// The fetch continues it: from now on it is the adopter's (see `TransferDriver.adopt`).
-    func adopted() { isSettled = true }
+    func adopted() {
+        isSettled = true
+        context = nil
+    }
 
     /// Ends the transfer; nothing once adopted or released.
     func release() {
         guard !isSettled else { return }
         isSettled = true
+        context = nil
         multi.remove(easy)
     }
 

@@ -114,15 +114,13 @@ struct Prober {
             if let deadline, deadline.remaining(now: monotonicSeconds()) <= 0 {
                 throw deadline.expired("the first request to \(URLParts.redactingCredentials(current))")
             }
-            let (ctx, code, heldHandle): (ProbeContext, CurlCode, EasyHandle?)
+            // A held transfer not handed on below ends when `held` goes away (see `HeldTransfer`).
+            let (ctx, code, held): (ProbeContext, CurlCode, HeldTransfer?)
             do throws(CurlError) {
-                (ctx, code, heldHandle) = try request(current, options: opts)
+                (ctx, code, held) = try request(current, options: opts)
             } catch {
                 throw SeggetError(error)
             }
-            // A held transfer that is not handed on below ends when the probe does.
-            var handedOn = false
-            defer { if let heldHandle, !handedOn { multi?.remove(heldHandle) } }
             let head = ctx.head
             if head.status == 200 || head.status == 206, !(head.status == 206 && head.contentEncoding != nil),
                 let problem = head.framingProblem
@@ -175,13 +173,8 @@ struct Prober {
             }
             // Handed on only when the answer runs to the file's end: the fetch continues it as the
             // request for everything after the prefix.
-            if let heldHandle, let multi, result.acceptsRanges, let total = result.totalLength,
-                head.contentRange?.last == total - 1, Int64(result.prefix.count) < total
-            {
-                result.held = HeldTransfer(
-                    easy: heldHandle, multi: multi, head: head, offset: Int64(result.prefix.count), total: total,
-                    probeContext: ctx)
-                handedOn = true
+            if let held, result.acceptsRanges, held.bringsTheRest, held.offset == Int64(result.prefix.count) {
+                result.held = held
             }
             return result
         }
@@ -189,8 +182,8 @@ struct Prober {
 
     /// One request with `Range: bytes=0-(firstBytes-1)` (or `bytes=0-`, held: see `holdsTransfer`),
     /// performed to completion, until the head shows that the body is not worth reading, or until it
-    /// is held; a held transfer's handle is returned, still on `multi`.
-    private func request(_ url: String, options: TransferOptions) throws(CurlError) -> (ProbeContext, CurlCode, EasyHandle?) {
+    /// is held; a held transfer is returned, still on `multi`.
+    private func request(_ url: String, options: TransferOptions) throws(CurlError) -> (ProbeContext, CurlCode, HeldTransfer?) {
         let holding = holdsTransfer && multi != nil
         let ctx = ProbeContext(limit: max(1, firstBytes), holdsAtLimit: holding)
         let e = EasyHandle()
@@ -225,7 +218,8 @@ struct Prober {
             }, cut: cutDue)
         }
         // Held: the head is complete and the transfer waits in `multi` (see `probe(url:)`).
-        return (ctx, code ?? .writeError, code == nil ? e : nil)
+        guard code == nil, let multi else { return (ctx, code ?? .writeError, nil) }
+        return (ctx, .writeError, HeldTransfer(easy: e, multi: multi, context: ctx))
     }
 
     private func interpret(_ head: ResponseHead, finalURL: String, redirects: Int, options: TransferOptions) throws(SeggetError) -> ProbeResult {
