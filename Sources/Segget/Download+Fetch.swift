@@ -26,10 +26,9 @@ extension Download {
         probe: ProbeResult, ranged: Bool, partial: PartialDownload, plan: ChunkPlan, hasher: PrefixHasher?,
         multi: MultiHandle, deadline: Deadline?, _ context: AttemptContext
     ) throws(SeggetError) -> FetchStep {
-        var settings = fetchSettings(ranged: ranged, chunkSize: partial.chunkSize, deadline: deadline, hashing: hasher != nil)
-        if settings.writePath == .adaptive, let total = probe.totalLength, total <= Self.pageCacheFileLimit {
-            settings.writePath = .pageCache
-        }
+        let settings = fetchSettings(
+            ranged: ranged, chunkSize: partial.chunkSize, totalLength: probe.totalLength, deadline: deadline,
+            hashing: hasher != nil)
         if Self.probeFetchedEverything(
             ranged: ranged, isNew: partial.isNew, chunkCount: plan.chunkCount, trusted: partial.trusted?.setCount ?? 0,
             mirrors: options.mirrors.count, interrupted: context.interrupt.isSet,
@@ -120,7 +119,9 @@ extension Download {
     /// median of 1.04 s through the page cache against 1.24 s adaptive (wget2 1.00 s), 5 alternated runs.
     static let pageCacheFileLimit: Int64 = 32 << 20
 
-    private func fetchSettings(ranged: Bool, chunkSize: Int64, deadline: Deadline?, hashing: Bool) -> FetchSettings {
+    private func fetchSettings(
+        ranged: Bool, chunkSize: Int64, totalLength: Int64?, deadline: Deadline?, hashing: Bool
+    ) -> FetchSettings {
         var settings = FetchSettings()
         settings.transfer = options.transfer
         settings.connections = ranged ? options.connections : 1
@@ -134,6 +135,9 @@ extension Download {
         settings.endGame = options.endGame
         settings.checkpointInterval = options.checkpointInterval
         settings.writePath = options.writePath
+        if options.writePath == .adaptive, let total = totalLength, total <= Self.pageCacheFileLimit {
+            settings.writePath = .pageCache
+        }
         if hashing {
             // The hasher reads the file front to back; keep the finished prefix growing with the
             // download (runs of about 8 MiB in file order) so that little is left to hash at the end.

@@ -129,8 +129,7 @@ extension PartialDownload {
             throw e
         } catch {}
         do {
-            // Every side file an earlier run left goes now, so that `publish` of a download without a
-            // journal has none to remove.
+            // Every side file an earlier run left goes now, the non-ranged path's included.
             try PosixFile.remove(path: paths.journal)
             try? PosixFile.remove(path: paths.progress)
             if partExists { try PosixFile.remove(path: paths.part) }

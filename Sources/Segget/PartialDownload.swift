@@ -103,18 +103,13 @@ final class PartialDownload {
     /// The journal goes at once after the rename: a run killed in between is recognised as finished
     /// (see ``finishedEarlier(paths:url:)``).
     func publish(syncing: Bool) throws(SeggetError) {
-        // A new download without a journal (the probe brought it whole, or the server has no ranges)
-        // made no side files, and `open` removed any an earlier run left: nothing to remove after.
-        let hasSideFiles = journal != nil || !isNew
         do {
             if syncing { try data.sync() }
             try PosixFile.rename(from: paths.part, to: paths.final)
             journal?.close()
             journal = nil
-            if hasSideFiles {
-                try? PosixFile.remove(path: paths.journal)
-                try? PosixFile.remove(path: paths.progress)
-            }
+            try? PosixFile.remove(path: paths.journal)
+            try? PosixFile.remove(path: paths.progress)
             if syncing { try? PosixFile.syncDirectory(containing: paths.final) }
         } catch {
             throw SeggetError(.fileSystem, "could not move the finished download to \(paths.final): \(error).")
