@@ -34,14 +34,7 @@ extension Download {
             mirrors: options.mirrors.count, interrupted: context.interrupt.isSet,
             deadlinePassed: deadline.map { monotonicSeconds() >= $0.at } ?? false)
         {
-            // What the engine would report after finding nothing to do: every byte finished, none
-            // received by it (the probe's bytes are not counted), every connection idle.
-            context.progress?(DownloadProgress(
-                completedBytes: plan.totalLength, totalBytes: probe.totalLength, receivedBytes: 0, bytesPerSecond: 0,
-                elapsed: 0,
-                connections: (0..<settings.connections).map {
-                    ConnectionProgress(id: $0, state: .idle, bytesPerSecond: 0, remainingBytes: 0)
-                }))
+            reportProbeBroughtEverything(total: plan.totalLength, connections: settings.connections, context)
             return .fetched(Fetched(
                 length: plan.totalLength, receivedBytes: 0, rejectedBytes: 0, connections: settings.connections,
                 started: monotonicSeconds()))

@@ -121,18 +121,20 @@ extension Download {
     }
 
     /// The final path: `-o` as given (its directory must exist), or the server's name for the file in
-    /// `-d` (created if missing).
-    func resolveOutputPath(probe: ProbeResult) throws(SeggetError) -> String {
+    /// `-d` (created if missing); and whether anything (even a dangling symbolic link) is there now.
+    func resolveOutputPath(probe: ProbeResult) throws(SeggetError) -> (path: String, exists: Bool) {
         if let o = options.outputPath {
             guard !o.isEmpty else { throw SeggetError(.usage, "the output path is empty.") }
-            if FileSystem.isDirectory(o) {
+            let there = FileSystem.status(o, followingLinks: false)
+            if there?.kind == .directory || (there?.kind == .symbolicLink && FileSystem.isDirectory(o)) {
                 throw SeggetError(.fileSystem, "\(o) is a directory; use -d \(o) to save into it, or give a file name with -o.")
             }
+            // Something at the path itself shows that its directory exists.
             let dir = FileSystem.directoryName(of: o)
-            guard FileSystem.isDirectory(dir) else {
+            guard there != nil || FileSystem.isDirectory(dir) else {
                 throw SeggetError(.fileSystem, "the directory \(dir) does not exist; create it or choose another output path.")
             }
-            return o
+            return (o, there != nil)
         }
         let dir = options.directory ?? "."
         if !FileSystem.isDirectory(dir) {
@@ -145,6 +147,7 @@ extension Download {
                 throw SeggetError(.fileSystem, "could not create the directory \(dir): \(error).")
             }
         }
-        return OutputNames.join(dir, FileName.sanitize(probe.suggestedFileName))
+        let path = OutputNames.join(dir, FileName.sanitize(probe.suggestedFileName))
+        return (path, PosixFile.fileSize(path: path) != nil)
     }
 }

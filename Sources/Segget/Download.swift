@@ -93,20 +93,28 @@ public final class Download: @unchecked Sendable {
         // A probe transfer held for the fetch ends with the attempt unless the fetch continued it.
         let held = probe.held
         defer { held?.release() }
-        let paths = PartialDownload.Paths(final: try resolveOutputPath(probe: probe))
-        if !options.force, let size = PartialDownload.finishedEarlier(paths: paths, url: url) {
+        let (finalPath, finalExists) = try resolveOutputPath(probe: probe)
+        let paths = PartialDownload.Paths(final: finalPath)
+        if !options.force, finalExists, let size = PartialDownload.finishedEarlier(paths: paths, url: url) {
             events?(.notice("\(paths.final) was already completed by an earlier run."))
             return .finished(DownloadResult(
                 path: paths.final, bytes: size, resumedBytes: size, receivedBytes: 0, seconds: 0,
                 connections: 0, verified: [], usedRanges: probe.acceptsRanges))
         }
-        if PosixFile.fileSize(path: paths.final) != nil && !options.force {
+        if finalExists && !options.force {
             throw SeggetError(.fileSystem, "\(paths.final) already exists; pass --force to overwrite it, or -o to choose another name.")
         }
         let expected = expectedDigests(probe)
         let ranged = probe.acceptsRanges && probe.totalLength != nil && !plan.stream
         if !ranged, let why = probe.noRangesReason {
             events?(.notice("\(why); downloading over one connection from the start."))
+        }
+
+        if let whole = try publishWhole(
+            probe: probe, ranged: ranged, paths: paths, finalExists: finalExists, expected: expected, deadline: deadline,
+            context)
+        {
+            return .finished(whole)
         }
 
         // Open the partial download: resume when the journal and data agree with the server, else start over.

@@ -130,8 +130,8 @@ extension PartialDownload {
         } catch {}
         do {
             // Every side file an earlier run left goes now, the non-ranged path's included.
-            try PosixFile.remove(path: paths.journal)
             try? PosixFile.remove(path: paths.progress)
+            try PosixFile.remove(path: paths.journal)
             if partExists { try PosixFile.remove(path: paths.part) }
         } catch {
             throw SeggetError(.fileSystem, "could not remove the old partial download \(paths.part): \(error).")

@@ -16,6 +16,8 @@ final class PartialDownload {
         let final: String
         let part: String
         let journal: String
+        /// Made only beside a journal, and always removed before it, so that no journal means no
+        /// progress file either.
         let progress: String
 
         init(final: String) {
@@ -92,8 +94,9 @@ final class PartialDownload {
         journal?.close()
         journal = nil
         try? PosixFile.remove(path: paths.part)
-        try? PosixFile.remove(path: paths.journal)
+        // The progress file before the journal: one never outlives its journal (see `Paths`).
         try? PosixFile.remove(path: paths.progress)
+        try? PosixFile.remove(path: paths.journal)
     }
 
     /// Renames the data into place under its final name and drops the journal and progress files.
@@ -108,8 +111,8 @@ final class PartialDownload {
             try PosixFile.rename(from: paths.part, to: paths.final)
             journal?.close()
             journal = nil
-            try? PosixFile.remove(path: paths.journal)
             try? PosixFile.remove(path: paths.progress)
+            try? PosixFile.remove(path: paths.journal)
             if syncing { try? PosixFile.syncDirectory(containing: paths.final) }
         } catch {
             throw SeggetError(.fileSystem, "could not move the finished download to \(paths.final): \(error).")
@@ -126,8 +129,9 @@ final class PartialDownload {
         let matches = journal.header.url == URLParts.redactingCredentials(url) && journal.header.totalLength == size
         journal.close()
         guard matches else { return nil }
-        try? PosixFile.remove(path: paths.journal)
+        // The progress file before the journal: one never outlives its journal (see `Paths`).
         try? PosixFile.remove(path: paths.progress)
+        try? PosixFile.remove(path: paths.journal)
         return size
     }
 

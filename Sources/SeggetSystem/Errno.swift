@@ -39,6 +39,8 @@ public struct Errno: Error, Equatable, Hashable, Sendable, CustomStringConvertib
     /// `EWOULDBLOCK` (`EAGAIN`): a non-blocking call would have had to wait, e.g. for a lock another
     /// descriptor holds.
     public static let wouldBlock = Errno(rawValue: EWOULDBLOCK)
+    /// `EISDIR`: the path is a directory (also what kernels before 3.11 answer to `O_TMPFILE`).
+    public static let isDirectory = Errno(rawValue: EISDIR)
     /// `ENOTDIR`: a component of the path is not a directory.
     public static let notDirectory = Errno(rawValue: ENOTDIR)
     /// `EPIPE`: the reading end of a pipe is closed.

@@ -52,6 +52,33 @@ public final class PosixFile: @unchecked Sendable {
         return PosixFile(descriptor: descriptor, path: path)
     }
 
+    /// A new, empty file without a name in `directory` (`O_TMPFILE`), open for writing: it is freed with
+    /// its last descriptor, whatever stops the process, unless ``link(as:)`` names it first. Throws
+    /// ``Errno/notSupported`` where the platform or the file system cannot make one (`EOPNOTSUPP`,
+    /// `EISDIR` and `EINVAL` from older kernels all come back as that). `permissions` as for
+    /// ``OpenMode/createExclusive(permissions:)``. The corresponding C function is `open`.
+    public static func createUnnamed(inDirectory directory: String, permissions: UInt16) throws(Errno) -> PosixFile {
+        guard let tmpfile = system_O_TMPFILE else { throw .notSupported }
+        let descriptor: FileDescriptor
+        do {
+            descriptor = try .open(
+                directory, .readWrite, options: [.closeOnExec, FileDescriptor.OpenOptions(rawValue: tmpfile)],
+                permissions: UInt32(permissions))
+        } catch {
+            let unsupported: Set<Errno> = [.notSupported, .isDirectory, .invalidArgument]
+            throw unsupported.contains(error) ? .notSupported : error
+        }
+        return PosixFile(descriptor: descriptor, path: directory)
+    }
+
+    /// Gives this file, made by ``createUnnamed(inDirectory:permissions:)``, the name `path`, atomically:
+    /// the name appears with the whole file behind it, and fails with ``Errno/fileExists`` if anything
+    /// (even a dangling symbolic link) is already there. The corresponding C function is `linkat`.
+    public func link(as path: String) throws(Errno) {
+        let fd = try openDescriptor().rawValue
+        try valueOrErrno { system_link_descriptor(fd, path) }.map { _ in () }.get()
+    }
+
     /// Closes the descriptor. Further calls throw `EBADF`; a second `close()` does nothing.
     public func close() {
         guard !isClosed else { return }

@@ -162,6 +162,12 @@ internal func system_rename(_ from: String, _ to: String) -> Int32 {
     rename(from, to)
 }
 
+/// Gives the file open as `fd` the name `path`, through `/proc/self/fd` (an unprivileged
+/// `linkat(AT_EMPTY_PATH)` needs `CAP_DAC_READ_SEARCH`); fails with `EEXIST` if anything is there.
+internal func system_link_descriptor(_ fd: Int32, _ path: String) -> Int32 {
+    linkat(AT_FDCWD, "/proc/self/fd/\(fd)", AT_FDCWD, path, AT_SYMLINK_FOLLOW)
+}
+
 internal func system_unlink(_ path: String) -> Int32 {
     unlink(path)
 }
@@ -200,6 +206,15 @@ internal let system_O_CLOEXEC = O_CLOEXEC
 internal let system_O_DIRECTORY = O_DIRECTORY
 
 /// `O_DIRECT`, which Glibc's Swift overlay does not export; nil where its value is unknown.
+/// `O_TMPFILE` (`__O_TMPFILE | O_DIRECTORY`): a new file with no name in the directory opened.
+internal let system_O_TMPFILE: Int32? = {
+    #if os(Linux) && (arch(x86_64) || arch(i386) || arch(arm64))
+        return 0o20000000 | O_DIRECTORY
+    #else
+        return nil
+    #endif
+}()
+
 internal let system_O_DIRECT: Int32? = {
     #if os(Linux) && (arch(x86_64) || arch(i386))
         return 0o40000

@@ -75,6 +75,8 @@ struct Batch: Sendable {
         var next = 0
         var names = OutputNames()
         var outcomes: [Outcome?]
+        /// Directories made (or found) for earlier files: each is looked at once per run.
+        var directories: Set<String> = []
     }
 
     private final class SharedBox: Sendable {
@@ -173,7 +175,10 @@ struct Batch: Sendable {
 
         if planPaths, let path {
             let dir = parentDirectory(path)
-            if let problem = makeDirectories(dir) { return fail(SeggetError(.fileSystem, problem)) }
+            if !shared.withLock({ $0.directories.contains(dir) }) {
+                if let problem = makeDirectories(dir) { return fail(SeggetError(.fileSystem, problem)) }
+                shared.withLock { _ = $0.directories.insert(dir) }
+            }
             opts.outputPath = path
             opts.directory = nil
         }

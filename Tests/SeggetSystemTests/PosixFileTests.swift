@@ -55,6 +55,50 @@ struct PosixFileTests {
         #expect(PosixFile.fileSize(path: dir + "/nowhere") == nil)
     }
 
+    @Test func anUnnamedFileAppearsWholeUnderItsNameOrNotAtAll() throws {
+        let dir = makeTemporaryDirectory()
+        defer { removeTree(dir) }
+        let file = try PosixFile.createUnnamed(inDirectory: dir, permissions: 0o600)
+        try file.write([1, 2, 3], at: 0)
+        // Written, but under no name yet.
+        #expect(try directoryEntries(dir).isEmpty)
+        try file.link(as: dir + "/named")
+        #expect(try directoryEntries(dir) == ["named"])
+        #expect(FileSystem.status(dir + "/named", followingLinks: false)?.permissions == 0o600)
+        let back = try PosixFile.open(path: dir + "/named", mode: .readOnly)
+        #expect(try back.read(count: 10, at: 0) == [1, 2, 3])
+        back.close()
+        // A name already taken, even by a dangling symbolic link, is refused and left alone.
+        let other = try PosixFile.createUnnamed(inDirectory: dir, permissions: 0o600)
+        #expect(throws: Errno.fileExists) { try other.link(as: dir + "/named") }
+        #expect(symlink(dir + "/nowhere", dir + "/dangling") == 0)
+        #expect(throws: Errno.fileExists) { try other.link(as: dir + "/dangling") }
+        #expect(PosixFile.fileSize(path: dir + "/nowhere") == nil)
+        file.close()
+        // Closed without a name: nothing is left of it.
+        other.close()
+        #expect(try directoryEntries(dir).sorted() == ["dangling", "named"])
+    }
+
+    @Test func anUnnamedFileNeedsADirectory() throws {
+        let dir = makeTemporaryDirectory()
+        defer { removeTree(dir) }
+        #expect(throws: Errno.noSuchFileOrDirectory) {
+            _ = try PosixFile.createUnnamed(inDirectory: dir + "/missing", permissions: 0o600)
+        }
+    }
+
+    private func directoryEntries(_ dir: String) throws -> [String] {
+        guard let d = opendir(dir) else { throw Errno.current }
+        defer { closedir(d) }
+        var names: [String] = []
+        while let e = readdir(d) {
+            let name = withUnsafeBytes(of: e.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
     @Test func createdFilesAreOwnerOnly() throws {
         let dir = makeTemporaryDirectory()
         defer { removeTree(dir) }

@@ -1,5 +1,6 @@
 import Glibc
 import SeggetJournal
+import SeggetVerify
 import Testing
 @testable import Segget
 
@@ -161,6 +162,70 @@ import Testing
         let back = try PosixFile.open(path: partial.paths.final, mode: .readOnly)
         defer { back.close() }
         #expect(try back.read(count: bytes.count + 1, at: 0) == bytes)
+    }
+
+    private func wholeContext() -> Download.AttemptContext {
+        Download.AttemptContext(started: 0, pool: nil, progress: nil, events: nil, interrupt: InterruptFlag())
+    }
+
+    /// A new file the probe brought whole is linked in under its name, with nothing beside it; whatever
+    /// an earlier run left there sends it down the usual path instead.
+    @Test func aFileTheProbeBroughtWholeIsLinkedInWithNothingBesideIt() throws {
+        let dir = temporaryDirectory()
+        defer { _ = system("rm -rf '\(dir)'") }
+        let bytes = (0..<40_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        let p = probe(total: Int64(bytes.count), prefix: bytes)
+        let paths = PartialDownload.Paths(final: dir + "/file")
+        let download = Download(url: "http://example.com/file")
+        let result = try download.publishWhole(
+            probe: p, ranged: true, paths: paths, finalExists: false, expected: [], deadline: nil, wholeContext())
+        #expect(result?.bytes == Int64(bytes.count))
+        #expect(result?.path == paths.final)
+        let back = try PosixFile.open(path: paths.final, mode: .readOnly)
+        #expect(try back.read(count: bytes.count + 1, at: 0) == bytes)
+        back.close()
+        for side in [paths.part, paths.journal, paths.progress] { #expect(PosixFile.fileSize(path: side) == nil) }
+
+        // Not when the name is taken, the probe brought part of the file, or side files are there.
+        let other = PartialDownload.Paths(final: dir + "/other")
+        #expect(try download.publishWhole(
+            probe: p, ranged: true, paths: paths, finalExists: true, expected: [], deadline: nil, wholeContext()) == nil)
+        #expect(try download.publishWhole(
+            probe: probe(total: 50_000, prefix: bytes), ranged: true, paths: other, finalExists: false, expected: [],
+            deadline: nil, wholeContext()) == nil)
+        for side in [other.part, other.journal] {
+            let f = try PosixFile.open(path: side, mode: .createExclusive(permissions: 0o644))
+            f.close()
+            #expect(try download.publishWhole(
+                probe: p, ranged: true, paths: other, finalExists: false, expected: [], deadline: nil, wholeContext()) == nil)
+            try PosixFile.remove(path: side)
+        }
+        #expect(PosixFile.fileSize(path: other.final) == nil)
+    }
+
+    /// The whole file is checked in memory: a match is reported, a mismatch saves nothing.
+    @Test func aFileTheProbeBroughtWholeIsVerifiedBeforeItGetsAName() throws {
+        let dir = temporaryDirectory()
+        defer { _ = system("rm -rf '\(dir)'") }
+        let bytes = Array("hello".utf8)
+        let p = probe(total: 5, prefix: bytes)
+        let download = Download(url: "http://example.com/file")
+        let sha = "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
+        let good = try ExpectedDigest(parsing: "sha256=\(sha)")
+        let paths = PartialDownload.Paths(final: dir + "/good")
+        let result = try download.publishWhole(
+            probe: p, ranged: true, paths: paths, finalExists: false, expected: [good], deadline: nil, wholeContext())
+        #expect(result?.verified == ["SHA-256=\(sha)"])
+        let bad = try ExpectedDigest(parsing: "sha256=" + String(repeating: "0", count: 64))
+        let badPaths = PartialDownload.Paths(final: dir + "/bad")
+        do {
+            _ = try download.publishWhole(
+                probe: p, ranged: true, paths: badPaths, finalExists: false, expected: [bad], deadline: nil, wholeContext())
+            Issue.record("a mismatching file was saved")
+        } catch {
+            #expect(error.kind == .verification)
+        }
+        for path in [badPaths.final, badPaths.part, badPaths.journal] { #expect(PosixFile.fileSize(path: path) == nil) }
     }
 
     /// One the probe brought in part is reserved whole and journalled, in a fresh directory too.

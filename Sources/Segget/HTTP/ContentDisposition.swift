@@ -83,9 +83,14 @@ public enum ContentDisposition {
 
 /// Percent-decodes bytes; nil on a malformed escape.
 func percentDecode(_ s: some StringProtocol) -> [UInt8]? {
+    percentDecode(bytes: s.utf8)
+}
+
+/// `percentDecode` of UTF-8 bytes.
+func percentDecode(bytes: some Collection<UInt8>) -> [UInt8]? {
     var out: [UInt8] = []
-    out.reserveCapacity(s.utf8.count)
-    var it = s.utf8.makeIterator()
+    out.reserveCapacity(bytes.count)
+    var it = bytes.makeIterator()
     while let c = it.next() {
         if c == UInt8(ascii: "%") {
             guard let h = it.next(), let l = it.next(), let hv = hexValue(h), let lv = hexValue(l) else {

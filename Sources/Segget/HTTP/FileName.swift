@@ -7,6 +7,7 @@ public enum FileName {
     /// not start with a dot (no hidden files, no `..` tricks), is at most 200 bytes of UTF-8, and is
     /// never empty. Only the last path component of the suggestion is kept.
     public static func sanitize(_ suggestion: String) -> String {
+        if isPlainASCIIName(suggestion.utf8) { return suggestion }
         // Work on Unicode scalars: a separator or dot followed by a combining mark is one Character in
         // Swift, and must not slip through as "not a slash".
         var scalars = Array(suggestion.unicodeScalars)
@@ -36,15 +37,31 @@ public enum FileName {
 
     /// The name suggested by a URL's path: its last non-empty segment, percent-decoded, sanitised.
     public static func fromURLPath(_ url: String) -> String {
-        var rest = Substring(url)
-        if let scheme = schemeSeparator(in: rest) { rest = rest[scheme.upperBound...] }
+        // Bytes, not Characters: the delimiters are ASCII, and this runs for every file of a batch.
+        let bytes = Array(url.utf8)
+        var start = 0
+        var end = bytes.count
+        if let scheme = schemeSeparator(in: url) { start = url.utf8.distance(from: url.utf8.startIndex, to: scheme.upperBound) }
         // Drop query and fragment, then the authority.
-        if let q = rest.firstIndex(where: { $0 == "?" || $0 == "#" }) { rest = rest[..<q] }
-        guard let slash = rest.firstIndex(of: "/") else { return fallback }
-        let path = rest[slash...]
-        guard let last = path.split(separator: "/").last else { return fallback }
-        let decoded = percentDecode(last).flatMap { String(validating: $0, as: UTF8.self) } ?? String(last)
-        return sanitize(decoded)
+        if let q = bytes[start..<end].firstIndex(where: { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }) { end = q }
+        guard let slash = bytes[start..<end].firstIndex(of: UInt8(ascii: "/")) else { return fallback }
+        // The last non-empty segment.
+        while end > slash, bytes[end - 1] == UInt8(ascii: "/") { end -= 1 }
+        guard end > slash else { return fallback }
+        var first = end
+        while bytes[first - 1] != UInt8(ascii: "/") { first -= 1 }
+        let last = bytes[first..<end]
+        let decoded = percentDecode(bytes: last).flatMap { String(validating: $0, as: UTF8.self) }
+        return sanitize(decoded ?? String(decoding: last, as: UTF8.self))
+    }
+
+    /// True for a name `sanitize` keeps as it is, decided on bytes: printable ASCII without a path
+    /// separator, not starting with a dot or a space, not ending with a space, at most 200 bytes.
+    private static func isPlainASCIIName(_ bytes: String.UTF8View) -> Bool {
+        guard let first = bytes.first, let last = bytes.last, bytes.count <= 200,
+            first != UInt8(ascii: "."), first != UInt8(ascii: " "), last != UInt8(ascii: " ")
+        else { return false }
+        return bytes.allSatisfy { (0x20..<0x7F).contains($0) && $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "\\") }
     }
 
     private static func truncateUTF8(_ s: String, maxBytes: Int) -> String {

@@ -1,0 +1,88 @@
+import SeggetJournal
+import SeggetSystem
+import SeggetVerify
+
+extension Download {
+    /// Saves a new file that the probe brought whole (at most `probePrefixLimit` bytes) without a part
+    /// file: the bytes go into an unnamed file in the target's directory (`O_TMPFILE`), which is then
+    /// linked in under the final name in one step. Nothing else is created, locked, renamed or removed,
+    /// which in a batch of small files in one directory was most of what segget did beyond curl
+    /// (every create, rename and unlink takes the directory's lock).
+    ///
+    /// The guarantees are those of the part file: the name appears only with the whole file behind it,
+    /// verified, and a stop before that leaves nothing (the unnamed file is freed with its last
+    /// descriptor). With `--fsync` the data is synced before the link and the directory after.
+    ///
+    /// Returns nil where the usual path must run: anything an earlier run left beside the target
+    /// (a journal or a part file: a resume, a stale file, another segget's lock; a progress file
+    /// exists only beside a journal), a file already
+    /// under the name (`--force` replaces it there), a mirror to probe, or a file system without
+    /// `O_TMPFILE`.
+    func publishWhole(
+        probe: ProbeResult, ranged: Bool, paths: PartialDownload.Paths, finalExists: Bool, expected: [ExpectedDigest],
+        deadline: Deadline?, _ context: AttemptContext
+    ) throws(SeggetError) -> DownloadResult? {
+        guard ranged, let total = probe.totalLength, total > 0, Int64(probe.prefix.count) == total, !finalExists,
+            options.mirrors.isEmpty, !context.interrupt.isSet, deadline.map({ monotonicSeconds() < $0.at }) ?? true,
+            PosixFile.fileSize(path: paths.journal) == nil, PosixFile.fileSize(path: paths.part) == nil
+        else { return nil }
+        let started = monotonicSeconds()
+        let verified = try Self.verifyInMemory(probe.prefix, expected: expected, name: paths.final)
+        let directory = FileSystem.directoryName(of: paths.final)
+        let file: PosixFile
+        do {
+            file = try PosixFile.createUnnamed(inDirectory: directory, permissions: 0o644)
+        } catch {
+            // Where no unnamed file can be made, the part file can (or fails with the usual message).
+            return nil
+        }
+        defer { file.close() }
+        do {
+            try file.write(probe.prefix, at: 0)
+            if options.syncBeforeRename { try file.sync() }
+        } catch {
+            throw FetchEngine.writeError(error)
+        }
+        do {
+            try file.link(as: paths.final)
+        } catch .fileExists {
+            throw SeggetError(.fileSystem, "\(paths.final) appeared while segget was saving it; pass --force to overwrite it, or -o to choose another name.")
+        } catch .noSuchFileOrDirectory {
+            // No /proc to link through (or the directory went away): the usual path says which.
+            return nil
+        } catch {
+            throw SeggetError(.fileSystem, "could not save \(paths.final): \(error).")
+        }
+        if options.syncBeforeRename { try? PosixFile.syncDirectory(containing: paths.final) }
+        reportProbeBroughtEverything(total: total, connections: options.connections, context)
+        return DownloadResult(
+            path: paths.final, bytes: total, resumedBytes: 0, receivedBytes: 0, seconds: monotonicSeconds() - started,
+            connections: options.connections, verified: verified, usedRanges: true)
+    }
+
+    /// Checks `bytes`, the whole file, against every expected digest; returns the checks that passed
+    /// as "ALGORITHM=hex". Nothing was saved, so a mismatch leaves nothing to discard.
+    static func verifyInMemory(_ bytes: [UInt8], expected: [ExpectedDigest], name: String) throws(SeggetError) -> [String] {
+        var verified: [String] = []
+        for e in expected {
+            let digester = Digester(e.algorithm)
+            digester.update(bytes)
+            let got = digester.finalize()
+            guard got == e.bytes else {
+                throw SeggetError(.verification, "\(e.algorithm.displayName) mismatch for \(name): expected \(e.hex), got \(hexString(got)). Nothing was saved; the next run fetches it afresh.")
+            }
+            verified.append("\(e.algorithm.displayName)=\(e.hex)")
+        }
+        return verified
+    }
+
+    /// What the engine would report after finding nothing to do: every byte finished, none received
+    /// by it (the probe's bytes are not counted), every connection idle.
+    func reportProbeBroughtEverything(total: Int64, connections: Int, _ context: AttemptContext) {
+        context.progress?(DownloadProgress(
+            completedBytes: total, totalBytes: total, receivedBytes: 0, bytesPerSecond: 0, elapsed: 0,
+            connections: (0..<connections).map {
+                ConnectionProgress(id: $0, state: .idle, bytesPerSecond: 0, remainingBytes: 0)
+            }))
+    }
+}
