@@ -10,14 +10,18 @@ extension Download {
 
     /// What the probe asks for: the first chunk (at most `probePrefixLimit`), or one byte where they
     /// would be wasted: a stream, or a journal at the likely output path (a resume, whose first chunk
-    /// is usually done; a name that only `Content-Disposition` gives is not foreseen).
-    func probeBytes(fresh: Bool, stream: Bool) -> Int {
-        if stream { return 1 }
+    /// is usually done; a name that only `Content-Disposition` gives is not foreseen). Also the
+    /// journal path found empty, if it was looked at (see `ProbeResult.noJournalAt`).
+    func probeBytes(fresh: Bool, stream: Bool) -> (bytes: Int, noJournalAt: String?) {
+        if stream { return (1, nil) }
+        var noJournalAt: String?
         if !fresh {
             let name = options.outputPath ?? OutputNames.join(options.directory, FileName.sanitize(FileName.fromURLPath(url)))
-            if PosixFile.fileSize(path: name + ".segget-journal") != nil { return 1 }
+            let journal = name + ".segget-journal"
+            if PosixFile.fileSize(path: journal) != nil { return (1, nil) }
+            noJournalAt = journal
         }
-        return Int(min(options.chunkSize, Self.probePrefixLimit))
+        return (Int(min(options.chunkSize, Self.probePrefixLimit)), noJournalAt)
     }
 
     /// Whether the probe asks for the whole file and holds its transfer open for the fetch (see
@@ -120,21 +124,12 @@ extension Download {
         return kept
     }
 
-    /// The final path: `-o` as given (its directory must exist), or the server's name for the file in
-    /// `-d` (created if missing); and whether anything (even a dangling symbolic link) is there now.
-    func resolveOutputPath(probe: ProbeResult) throws(SeggetError) -> (path: String, exists: Bool) {
+    /// The final path: `-o` as given, or the server's name for the file in `-d` (created if missing).
+    /// What is at the path is looked at later (`checkOutputPath`), where it matters.
+    func outputPath(probe: ProbeResult) throws(SeggetError) -> String {
         if let o = options.outputPath {
             guard !o.isEmpty else { throw SeggetError(.usage, "the output path is empty.") }
-            let there = FileSystem.status(o, followingLinks: false)
-            if there?.kind == .directory || (there?.kind == .symbolicLink && FileSystem.isDirectory(o)) {
-                throw SeggetError(.fileSystem, "\(o) is a directory; use -d \(o) to save into it, or give a file name with -o.")
-            }
-            // Something at the path itself shows that its directory exists.
-            let dir = FileSystem.directoryName(of: o)
-            guard there != nil || FileSystem.isDirectory(dir) else {
-                throw SeggetError(.fileSystem, "the directory \(dir) does not exist; create it or choose another output path.")
-            }
-            return (o, there != nil)
+            return o
         }
         let dir = options.directory ?? "."
         if !FileSystem.isDirectory(dir) {
@@ -147,7 +142,22 @@ extension Download {
                 throw SeggetError(.fileSystem, "could not create the directory \(dir): \(error).")
             }
         }
-        let path = OutputNames.join(dir, FileName.sanitize(probe.suggestedFileName))
-        return (path, PosixFile.fileSize(path: path) != nil)
+        return OutputNames.join(dir, FileName.sanitize(probe.suggestedFileName))
+    }
+
+    /// Whether anything (even a dangling symbolic link) is at `path`, the final path; throws when `-o`
+    /// names a directory, or a file in a directory that does not exist.
+    func checkOutputPath(_ path: String) throws(SeggetError) -> Bool {
+        let there = FileSystem.status(path, followingLinks: false)
+        guard options.outputPath != nil else { return there != nil }
+        if there?.kind == .directory || (there?.kind == .symbolicLink && FileSystem.isDirectory(path)) {
+            throw SeggetError(.fileSystem, "\(path) is a directory; use -d \(path) to save into it, or give a file name with -o.")
+        }
+        // Something at the path itself shows that its directory exists.
+        let dir = FileSystem.directoryName(of: path)
+        guard there != nil || FileSystem.isDirectory(dir) else {
+            throw SeggetError(.fileSystem, "the directory \(dir) does not exist; create it or choose another output path.")
+        }
+        return there != nil
     }
 }

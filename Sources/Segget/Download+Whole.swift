@@ -15,19 +15,27 @@ extension Download {
     ///
     /// Returns nil where the usual path must run: anything an earlier run left beside the target
     /// (a journal or a part file: a resume, a stale file, another segget's lock; a progress file
-    /// exists only beside a journal), a file already
-    /// under the name (`--force` replaces it there), a mirror to probe, or a file system without
-    /// `O_TMPFILE`.
+    /// exists only beside a journal), anything already under the name (the usual path says what it
+    /// is, and `--force` replaces a file), a mirror to probe, or a file system without `O_TMPFILE`.
+    /// The final name is not looked at before: the link refuses a taken name, atomically.
     func publishWhole(
-        probe: ProbeResult, ranged: Bool, paths: PartialDownload.Paths, finalExists: Bool, expected: [ExpectedDigest],
+        probe: ProbeResult, ranged: Bool, paths: PartialDownload.Paths, expected: [ExpectedDigest],
         deadline: Deadline?, _ context: AttemptContext
     ) throws(SeggetError) -> DownloadResult? {
-        guard ranged, let total = probe.totalLength, total > 0, Int64(probe.prefix.count) == total, !finalExists,
+        guard ranged, let total = probe.totalLength, total > 0, Int64(probe.prefix.count) == total,
             options.mirrors.isEmpty, !context.interrupt.isSet, deadline.map({ monotonicSeconds() < $0.at }) ?? true,
-            PosixFile.fileSize(path: paths.journal) == nil, PosixFile.fileSize(path: paths.part) == nil
+            probe.noJournalAt == paths.journal || PosixFile.fileSize(path: paths.journal) == nil,
+            PosixFile.fileSize(path: paths.part) == nil
         else { return nil }
         let started = monotonicSeconds()
-        let verified = try Self.verifyInMemory(probe.prefix, expected: expected, name: paths.final)
+        let verified: [String]
+        do {
+            verified = try Self.verifyInMemory(probe.prefix, expected: expected, name: paths.final)
+        } catch {
+            // A name already taken is reported first, as the usual path does.
+            if PosixFile.fileSize(path: paths.final) != nil { return nil }
+            throw error
+        }
         let directory = FileSystem.directoryName(of: paths.final)
         let file: PosixFile
         do {
@@ -45,10 +53,9 @@ extension Download {
         }
         do {
             try file.link(as: paths.final)
-        } catch .fileExists {
-            throw SeggetError(.fileSystem, "\(paths.final) appeared while segget was saving it; pass --force to overwrite it, or -o to choose another name.")
-        } catch .noSuchFileOrDirectory {
-            // No /proc to link through (or the directory went away): the usual path says which.
+        } catch .fileExists, .noSuchFileOrDirectory {
+            // The name is taken (a file, a directory, a link: `--force` replaces a file), or there is
+            // no /proc to link through: the usual path looks at what is there and says what to do.
             return nil
         } catch {
             throw SeggetError(.fileSystem, "could not save \(paths.final): \(error).")

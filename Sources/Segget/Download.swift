@@ -86,15 +86,21 @@ public final class Download: @unchecked Sendable {
         if let prepared {
             probe = prepared.probe
         } else {
+            let ask = probeBytes(fresh: plan.fresh, stream: plan.stream)
             probe = try probeWithRetries(
-                multi: multi, firstBytes: probeBytes(fresh: plan.fresh, stream: plan.stream), deadline: deadline,
-                events: events, interrupt: context.interrupt)
+                multi: multi, firstBytes: ask.bytes, deadline: deadline, events: events, interrupt: context.interrupt)
+            probe.noJournalAt = ask.noJournalAt
         }
         // A probe transfer held for the fetch ends with the attempt unless the fetch continued it.
         let held = probe.held
         defer { held?.release() }
-        let (finalPath, finalExists) = try resolveOutputPath(probe: probe)
-        let paths = PartialDownload.Paths(final: finalPath)
+        let paths = PartialDownload.Paths(final: try outputPath(probe: probe))
+        let expected = expectedDigests(probe)
+        let ranged = probe.acceptsRanges && probe.totalLength != nil && !plan.stream
+        if let whole = try publishWhole(probe: probe, ranged: ranged, paths: paths, expected: expected, deadline: deadline, context) {
+            return .finished(whole)
+        }
+        let finalExists = try checkOutputPath(paths.final)
         if !options.force, finalExists, let size = PartialDownload.finishedEarlier(paths: paths, url: url) {
             events?(.notice("\(paths.final) was already completed by an earlier run."))
             return .finished(DownloadResult(
@@ -104,17 +110,8 @@ public final class Download: @unchecked Sendable {
         if finalExists && !options.force {
             throw SeggetError(.fileSystem, "\(paths.final) already exists; pass --force to overwrite it, or -o to choose another name.")
         }
-        let expected = expectedDigests(probe)
-        let ranged = probe.acceptsRanges && probe.totalLength != nil && !plan.stream
         if !ranged, let why = probe.noRangesReason {
             events?(.notice("\(why); downloading over one connection from the start."))
-        }
-
-        if let whole = try publishWhole(
-            probe: probe, ranged: ranged, paths: paths, finalExists: finalExists, expected: expected, deadline: deadline,
-            context)
-        {
-            return .finished(whole)
         }
 
         // Open the partial download: resume when the journal and data agree with the server, else start over.

@@ -61,13 +61,13 @@ struct GetRequest: Equatable {
 }
 
 extension GetRequest {
-    /// Reads `segget [-q] [-f] [-n N] [-o FILE | -d DIR] URL...` without ArgumentParser, or returns nil for any
+    /// Reads `segget [-q] [-f] [-n N] [-j N] [-i FILE] [-o FILE | -d DIR] URL...` without ArgumentParser, or returns nil for any
     /// other command line (which ArgumentParser then reads, with its messages for every mistake).
     ///
     /// Why: ArgumentParser reflects over every option of every group, three times, before a download
     /// starts; with the Swift runtime's first-use conformance lookups that took 6–9 ms of CPU per run,
     /// a third of the whole run for a 1 MiB file on loopback. Only what ArgumentParser reads the same
-    /// way is taken: http(s) URLs, the exact spellings of five options, each once, and values that
+    /// way is taken: http(s) URLs, the exact spellings of seven options, each once, and values that
     /// cannot be mistaken for options. A test holds every accepted command line to ArgumentParser's
     /// reading of it.
     init?(quickParsing arguments: [String]) {
@@ -75,6 +75,8 @@ extension GetRequest {
         var quiet = false, force = false
         var output: String?, directory: String?
         var connections: Int?
+        var inputFile: String?
+        var jobs: Int?
         var i = 0
         func value() -> String? {
             guard i + 1 < arguments.count else { return nil }
@@ -104,6 +106,15 @@ extension GetRequest {
                     let n = Int(v), (1...128).contains(n)
                 else { return nil }
                 connections = n
+            case "-i", "--input-file":
+                // Not "-" (standard input): ArgumentParser reads that.
+                guard inputFile == nil, let v = value() else { return nil }
+                inputFile = v
+            case "-j", "--jobs":
+                guard jobs == nil, let v = value(), v.count <= 2, v.first != "0", v.allSatisfy(\.isASCIIDigit),
+                    let n = Int(v), (1...32).contains(n)
+                else { return nil }
+                jobs = n
             default:
                 guard a.hasPrefix("http://") || a.hasPrefix("https://") else { return nil }
                 urls.append(a)
@@ -111,14 +122,16 @@ extension GetRequest {
             i += 1
         }
         // What validate() would refuse, ArgumentParser reports.
-        guard !urls.isEmpty, output == nil || (urls.count == 1 && directory == nil) else { return nil }
+        guard !urls.isEmpty || inputFile != nil,
+            output == nil || (urls.count == 1 && directory == nil && inputFile == nil)
+        else { return nil }
         var options = DownloadOptions()
         options.outputPath = output
         options.directory = directory
         options.force = force
         if let connections { options.connectionCount = .fixed(connections) }
         self.init(
-            urls: urls, inputFile: nil, mirrors: [], checksumFile: nil, options: options, jobs: 1,
+            urls: urls, inputFile: inputFile, mirrors: [], checksumFile: nil, options: options, jobs: jobs ?? 1,
             totalConnections: nil, json: false, quiet: quiet, skipExisting: false)
     }
 }

@@ -22,6 +22,8 @@ import Testing
             ["-d", "dir", url, "https://example.com/y"], ["--dir", "d", "-f", url],
             [url, "https://example.com/a?b=c&d=-e"], ["-q", "-f", "-o", "x", url], ["-o", "http://not.a/flag", url],
             ["-n", "4", url], ["-n", "8", "-q", "-o", "out.bin", url], ["--connections", "128", url], [url, "-n", "1"],
+            ["-i", "list.txt"], ["-q", "-i", "urls.txt", "-j", "16", "-d", "out"], ["--input-file", "l", "--jobs", "32", url],
+            ["-j", "1", url, url], ["-i", "l", "-n", "1", "-f"],
         ]
         for args in cases {
             let quick = try #require(GetRequest(quickParsing: args), "\(args)")
@@ -36,7 +38,9 @@ import Testing
             ["-o", "a", "-d", "d", url], ["-d", "a", "-d", "b", url], [url, "-d"], ["--", url], ["--output=a", url],
             ["ftp://x/y"], ["get", url], ["verify", "f"], ["--help"], ["-h", url], ["--version"], ["-n", "auto", url], ["-n", "0", url], ["-n", "129", url],
             ["-n", "08", url], ["-n", "+4", url], ["-n", "-4", url], ["-n", "4", "-n", "4", url], ["-n4", url], [url, "-n"],
-            ["HTTP://x/y"], ["--mirror", url, url], ["-i", "list.txt"], [url, "--skip-existing"],
+            ["HTTP://x/y"], ["--mirror", url, url], [url, "--skip-existing"],
+            ["-i", "-"], ["-i", "a", "-i", "b"], ["-i", "l", "-o", "x"], ["-i", "l", "-o", "x", url], ["-i"], ["-j", "16"],
+            ["-j", "0", url], ["-j", "33", url], ["-j", "08", url], ["-j", "4", "-j", "4", url], ["-j16", url], [url, "-j"],
         ]
         for args in cases {
             #expect(GetRequest(quickParsing: args) == nil, "\(args)")

@@ -63,8 +63,9 @@ extension Download {
     public func prepare(pool: ConnectionPool? = nil) throws(SeggetError) -> PreparedDownload {
         let multi = pool?.multi ?? MultiHandle()
         let deadline = options.timeout.map { Deadline(limit: $0, from: monotonicSeconds()) }
-        let p = try prober(firstBytes: probeBytes(fresh: !options.resume, stream: false), multi: multi, deadline: deadline)
-            .probe(url: url)
+        let ask = probeBytes(fresh: !options.resume, stream: false)
+        var p = try prober(firstBytes: ask.bytes, multi: multi, deadline: deadline).probe(url: url)
+        p.noJournalAt = ask.noJournalAt
         return PreparedDownload(url: url, probe: p, multi: multi)
     }
 }

@@ -28,6 +28,9 @@ public struct ProbeResult: Sendable, Equatable {
     /// The probe's transfer, still open after `prefix`, when the prober was asked to hold it (see
     /// `HeldTransfer`): the fetch continues it instead of asking for the rest again.
     var held: HeldTransfer?
+    /// A journal path that was looked at just before the probe and found empty (see
+    /// `Download.probeBytes`), so that saving the file need not look again.
+    var noJournalAt: String?
 
     /// A strong validator for `If-Range`: a strong ETag, else Last-Modified.
     public var ifRangeValidator: String? {
