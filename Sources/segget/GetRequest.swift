@@ -85,6 +85,14 @@ extension GetRequest {
             i += 1
             return v
         }
+        /// The next argument as a plain decimal in `range` ("auto", signs, leading zeros and the
+        /// rest go to ArgumentParser).
+        func number(in range: ClosedRange<Int>) -> Int? {
+            guard let v = value(), v.count <= String(range.upperBound).count, v.first != "0",
+                v.allSatisfy(\.isASCIIDigit), let n = Int(v), range.contains(n)
+            else { return nil }
+            return n
+        }
         while i < arguments.count {
             let a = arguments[i]
             switch a {
@@ -101,19 +109,14 @@ extension GetRequest {
                 guard directory == nil, let v = value() else { return nil }
                 directory = v
             case "-n", "--connections":
-                // Plain decimal 1...128 only ("auto", signs, leading zeros and the rest go to ArgumentParser).
-                guard connections == nil, let v = value(), v.count <= 3, v.first != "0", v.allSatisfy(\.isASCIIDigit),
-                    let n = Int(v), (1...128).contains(n)
-                else { return nil }
+                guard connections == nil, let n = number(in: 1...128) else { return nil }
                 connections = n
             case "-i", "--input-file":
                 // Not "-" (standard input): ArgumentParser reads that.
                 guard inputFile == nil, let v = value() else { return nil }
                 inputFile = v
             case "-j", "--jobs":
-                guard jobs == nil, let v = value(), v.count <= 2, v.first != "0", v.allSatisfy(\.isASCIIDigit),
-                    let n = Int(v), (1...32).contains(n)
-                else { return nil }
+                guard jobs == nil, let n = number(in: 1...32) else { return nil }
                 jobs = n
             default:
                 guard a.hasPrefix("http://") || a.hasPrefix("https://") else { return nil }
