@@ -49,9 +49,8 @@ struct GetRequest: Equatable {
             reporter = SingleUI(quiet: quiet)
         }
         let interrupt = InterruptFlag()
-        // Kept until the process exits: releasing its dispatch sources made libdispatch start a
-        // thread to tear them down, just before exit.
-        _ = Unmanaged.passRetained(SignalTrap(interrupt: interrupt))
+        // Its handler stays installed until the process exits.
+        _ = SignalTrap(interrupt: interrupt)
         let outcomes = batch.run(reporter: reporter, interrupt: interrupt)
         let code = Batch.exitCode(outcomes)
         if code != 0 {

@@ -1,6 +1,7 @@
 import Dispatch
 import Glibc
 import Segget
+import SeggetSystem
 
 /// Progress and messages on stderr: a live bar on a terminal, a plain line every few seconds
 /// otherwise, nothing but errors with `-q`. Called on the download thread only.
@@ -137,23 +138,37 @@ extension String {
 
 /// Turns SIGINT and SIGTERM into a request to stop cleanly; a second signal exits at once (the
 /// journal is already exact on disk, so even that loses nothing but chunks in flight).
+///
+/// A plain signal handler, not a Dispatch signal source: a source starts libdispatch's manager
+/// thread (signalfd, epoll and a thread in every run, a 1 MiB download included). The handler does
+/// only what is safe in one: an atomic store, or a `write` of prepared bytes and `_exit`.
 final class SignalTrap: @unchecked Sendable {
-    private var sources: [DispatchSourceSignal] = []
-
     init(interrupt: InterruptFlag) {
-        let queue = DispatchQueue(label: "segget.signals")
+        SignalTrapState.flag = interrupt
+        _ = SignalTrapState.stoppedAtOnce.count  // made now, never inside the handler
+        var set = sigset_t()
+        sigemptyset(&set)
         for sig in [SIGINT, SIGTERM] {
-            signal(sig, SIG_IGN)
-            let s = DispatchSource.makeSignalSource(signal: sig, queue: queue)
-            s.setEventHandler {
-                if interrupt.isSet {
-                    writeStderr("\nsegget: stopped at once; run the same command to resume.\n")
-                    _exit(FailureKind.interrupted.exitCode)
-                }
-                interrupt.set()
-            }
-            s.resume()
-            sources.append(s)
+            signal(sig, signalTrapHandler)
+            sigaddset(&set, sig)
         }
+        // A parent may have started us with them blocked (a test runner does); the threads made after
+        // this inherit the mask.
+        pthread_sigmask(SIG_UNBLOCK, &set, nil)
     }
+}
+
+private enum SignalTrapState {
+    /// Set before the handler is installed; the handler only reads it.
+    nonisolated(unsafe) static var flag: InterruptFlag?
+    static let stoppedAtOnce: [UInt8] = Array("\nsegget: stopped at once; run the same command to resume.\n".utf8)
+}
+
+private func signalTrapHandler(_ signal: Int32) {
+    guard let flag = SignalTrapState.flag else { return }
+    if flag.isSet {
+        SignalTrapState.stoppedAtOnce.withUnsafeBytes { try? FileDescriptor.standardError.writeAll($0) }
+        _exit(FailureKind.interrupted.exitCode)
+    }
+    flag.set()
 }

@@ -394,6 +394,35 @@ struct ResumeTests {
         #expect(!TestFiles.exists(f.part) && !TestFiles.exists(f.journal))
     }
 
+    @Test("a second signal stops at once: exit 130, and the rerun still resumes to an identical file")
+    func secondSignalStopsAtOnce() async throws {
+        let f = try ResumeFixture(seed: 63)
+        let p = try SpawnedProcess(executable: try SpawnedProcess.seggetPath(), arguments: f.cliArguments())
+        let server = f.server
+        let (started, runningAtSignal) = try await blocking { () -> (Bool, Bool) in
+            let started = waitUntil(timeout: 30) {
+                server.bodyBytesSent >= Int64(Double(ResumeGeometry.size) * 0.4) || !p.isRunning
+            }
+            let running = p.isRunning
+            // Two kinds, so that the second is not merged into the first while it is pending.
+            p.signal(SIGINT)
+            p.signal(SIGTERM)
+            return (started, running)
+        }
+        #expect(started, "the download did not get going")
+        #expect(runningAtSignal, "segget ended before the signals")
+        let o = try await blocking { p.wait(timeout: 30) }
+        #expect(!o.timedOut)
+        #expect(o.exitCode == 130, "exit \(o.exitCode), stderr: \(o.stderr)")
+        #expect(o.stderr.contains("stopped at once; run the same command to resume."), "stderr: \(o.stderr)")
+        #expect(!TestFiles.exists(f.output))
+        try await Task.sleep(for: .milliseconds(150))
+
+        let r = try await runSeggetAsync(args: f.cliArguments())
+        #expect(r.exitCode == 0, "stderr: \(r.stderr)")
+        #expect(TestFiles.fileDifference(f.output, f.bytes) == nil)
+    }
+
     @Test("--no-continue starts over")
     func cliNoContinue() async throws {
         let f = try ResumeFixture(seed: 71)
