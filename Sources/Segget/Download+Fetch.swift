@@ -168,12 +168,26 @@ extension Download {
         } catch {
             throw SeggetError(.fileSystem, "could not read back \(partial.paths.part) to verify it: \(error).")
         }
+        do {
+            return try Self.checkDigests(
+                digests, expected: expected, name: partial.paths.final,
+                afterMismatch: "The download was discarded; the next run fetches it afresh.")
+        } catch {
+            partial.discard()
+            throw error
+        }
+    }
+
+    /// Compares the computed `digests` with every expected one; returns the checks that passed, as
+    /// "ALGORITHM=hex", or throws for the first mismatch, its message ending with `afterMismatch`.
+    static func checkDigests(
+        _ digests: [DigestAlgorithm: [UInt8]], expected: [ExpectedDigest], name: String, afterMismatch: String
+    ) throws(SeggetError) -> [String] {
         var verified: [String] = []
         for e in expected {
             let got = digests[e.algorithm] ?? []
-            if got != e.bytes {
-                partial.discard()
-                throw SeggetError(.verification, "\(e.algorithm.displayName) mismatch for \(partial.paths.final): expected \(e.hex), got \(hexString(got)). The download was discarded; the next run fetches it afresh.")
+            guard got == e.bytes else {
+                throw SeggetError(.verification, "\(e.algorithm.displayName) mismatch for \(name): expected \(e.hex), got \(hexString(got)). \(afterMismatch)")
             }
             verified.append("\(e.algorithm.displayName)=\(e.hex)")
         }

@@ -70,17 +70,14 @@ extension Download {
     /// Checks `bytes`, the whole file, against every expected digest; returns the checks that passed
     /// as "ALGORITHM=hex". Nothing was saved, so a mismatch leaves nothing to discard.
     static func verifyInMemory(_ bytes: [UInt8], expected: [ExpectedDigest], name: String) throws(SeggetError) -> [String] {
-        var verified: [String] = []
-        for e in expected {
-            let digester = Digester(e.algorithm)
+        var digests: [DigestAlgorithm: [UInt8]] = [:]
+        for algorithm in Set(expected.map(\.algorithm)) {
+            let digester = Digester(algorithm)
             digester.update(bytes)
-            let got = digester.finalize()
-            guard got == e.bytes else {
-                throw SeggetError(.verification, "\(e.algorithm.displayName) mismatch for \(name): expected \(e.hex), got \(hexString(got)). Nothing was saved; the next run fetches it afresh.")
-            }
-            verified.append("\(e.algorithm.displayName)=\(e.hex)")
+            digests[algorithm] = digester.finalize()
         }
-        return verified
+        return try checkDigests(
+            digests, expected: expected, name: name, afterMismatch: "Nothing was saved; the next run fetches it afresh.")
     }
 
     /// What the engine would report after finding nothing to do: every byte finished, none received
