@@ -49,8 +49,7 @@ struct GetRequest: Equatable {
             reporter = SingleUI(quiet: quiet)
         }
         let interrupt = InterruptFlag()
-        // Its handler stays installed until the process exits.
-        _ = SignalTrap(interrupt: interrupt)
+        SignalTrap.install(interrupt: interrupt)
         let outcomes = batch.run(reporter: reporter, interrupt: interrupt)
         let code = Batch.exitCode(outcomes)
         if code != 0 {
@@ -92,6 +91,13 @@ extension GetRequest {
             else { return nil }
             return n
         }
+        /// Reads an option's value into `slot`; false when the option came before or the value is
+        /// not one to read here.
+        func once<T>(_ slot: inout T?, _ read: () -> T?) -> Bool {
+            guard slot == nil, let v = read() else { return false }
+            slot = v
+            return true
+        }
         while i < arguments.count {
             let a = arguments[i]
             switch a {
@@ -102,21 +108,16 @@ extension GetRequest {
                 guard !force else { return nil }
                 force = true
             case "-o", "--output":
-                guard output == nil, let v = value() else { return nil }
-                output = v
+                guard once(&output, value) else { return nil }
             case "-d", "--dir":
-                guard directory == nil, let v = value() else { return nil }
-                directory = v
+                guard once(&directory, value) else { return nil }
             case "-n", "--connections":
-                guard connections == nil, let n = number(in: 1...128) else { return nil }
-                connections = n
+                guard once(&connections, { number(in: 1...128) }) else { return nil }
             case "-i", "--input-file":
                 // Not "-" (standard input): ArgumentParser reads that.
-                guard inputFile == nil, let v = value() else { return nil }
-                inputFile = v
+                guard once(&inputFile, value) else { return nil }
             case "-j", "--jobs":
-                guard jobs == nil, let n = number(in: 1...32) else { return nil }
-                jobs = n
+                guard once(&jobs, { number(in: 1...32) }) else { return nil }
             default:
                 guard a.hasPrefix("http://") || a.hasPrefix("https://") else { return nil }
                 urls.append(a)

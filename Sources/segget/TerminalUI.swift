@@ -142,8 +142,9 @@ extension String {
 /// A plain signal handler, not a Dispatch signal source: a source starts libdispatch's manager
 /// thread (signalfd, epoll and a thread in every run, a 1 MiB download included). The handler does
 /// only what is safe in one: an atomic store, or a `write` of prepared bytes and `_exit`.
-final class SignalTrap: @unchecked Sendable {
-    init(interrupt: InterruptFlag) {
+enum SignalTrap {
+    /// Installs the handler for the rest of the process: a signal sets `interrupt`, a second exits.
+    static func install(interrupt: InterruptFlag) {
         SignalTrapState.flag = interrupt
         _ = SignalTrapState.stoppedAtOnce.count  // made now, never inside the handler
         var set = sigset_t()
