@@ -50,7 +50,7 @@ protocol Reporter: Sendable {
 /// - Budget: all files together use at most `totalConnections` (default: the larger of 16 and
 ///   `-n`). At most that many files run at once, and each gets `min(-n, budget / jobs)` connections.
 /// - Names: in list mode (and with `--json` or `--skip-existing`) every file's path is decided before it starts, in list order, through
-///   `OutputNames` (`file.bin`, `file.1.bin`, …), from `out=`, else the server's suggestion (one
+///   `OrderedNames` (`file.bin`, `file.1.bin`, …), from `out=`, else the server's suggestion (one
 ///   probing request), else the URL.
 /// - Exit status: 0 when all succeeded (or were skipped), 130 when interrupted, else the code of
 ///   the first failed file in list order.
@@ -73,7 +73,7 @@ struct Batch: Sendable {
 
     private struct Shared {
         var next = 0
-        var names = OutputNames()
+        var names: OrderedNames
         var outcomes: [Outcome?]
         /// Directories made (or found) for earlier files: each is looked at once per run.
         var directories: Set<String> = []
@@ -81,14 +81,13 @@ struct Batch: Sendable {
 
     private final class SharedBox: Sendable {
         let state: Mutex<Shared>
-        /// `turns[k]` is signalled once file k may claim its name (file k - 1 has claimed its own): a
-        /// hand-over from one thread to the next instead of polling, which cost up to 2 ms per file.
-        let turns: [DispatchSemaphore]
+        /// `decided[k]` is signalled once file k's path is decided by another file's report (see
+        /// `OrderedNames`): file k waits only while an earlier file has not reported its wish.
+        let decided: [DispatchSemaphore]
         init(count: Int) {
-            state = Mutex(Shared(outcomes: Array(repeating: nil, count: count)))
+            state = Mutex(Shared(names: OrderedNames(count: count), outcomes: Array(repeating: nil, count: count)))
             // All start at 0 (libdispatch traps when a semaphore ends below its initial value).
-            turns = (0...count).map { _ in DispatchSemaphore(value: 0) }
-            turns[0].signal()
+            decided = (0..<count).map { _ in DispatchSemaphore(value: 0) }
         }
         func withLock<T>(_ body: (inout Shared) -> T) -> T { state.withLock { body(&$0) } }
     }
@@ -156,16 +155,20 @@ struct Batch: Sendable {
         }
         let info = prepared?.info
 
-        // Names are claimed strictly in list order, so a rerun picks the same names.
-        shared.turns[k].wait()
-        var path: String?
+        // Paths are decided in list order, so a rerun picks the same names. Whichever report completes
+        // the list's prefix decides it and wakes the files it decided; no file waits for another to run.
+        let wish: OrderedNames.Wish
         if let o = opts.outputPath {
-            path = o
+            wish = .path(o)
         } else if planPaths {
-            let name = entry.outputName ?? info?.suggestedFileName ?? FileName.fromURLPath(entry.url)
-            path = shared.withLock { $0.names.claim(name: name, directory: opts.directory) }
+            wish = .name(entry.outputName ?? info?.suggestedFileName ?? FileName.fromURLPath(entry.url), directory: opts.directory)
+        } else {
+            wish = .path(nil)
         }
-        shared.turns[k + 1].signal()
+        let decidedNow = shared.withLock { $0.names.wish(wish, for: k) }
+        for i in decidedNow where i != k { shared.decided[i].signal() }
+        if !decidedNow.contains(k) { shared.decided[k].wait() }
+        let path = shared.withLock { $0.names.path(of: k) }
 
         if interrupt.isSet { return Outcome(id: id, url: entry.url, path: path, status: .notStarted) }
         func fail(_ e: SeggetError) -> Outcome {

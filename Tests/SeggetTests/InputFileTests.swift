@@ -98,3 +98,47 @@ import SeggetVerify
         #expect(names.claim(name: "other", directory: "/tmp") == "/tmp/other")
     }
 }
+
+@Suite struct OrderedNamesTests {
+    @Test func wishesInListOrderAreDecidedOneByOne() {
+        var names = OrderedNames(count: 3)
+        #expect(names.wish(.name("a.bin", directory: nil), for: 0) == 0..<1)
+        #expect(names.path(of: 0) == "a.bin")
+        #expect(names.wish(.name("a.bin", directory: nil), for: 1) == 1..<2)
+        #expect(names.path(of: 1) == "a.1.bin")
+        #expect(names.wish(.path("x/y"), for: 2) == 2..<3)
+        #expect(names.path(of: 2) == "x/y")
+        #expect(names.decided == 3)
+    }
+
+    @Test func aLaterWishWaitsForEveryEarlierOne() {
+        var names = OrderedNames(count: 4)
+        #expect(names.wish(.name("f", directory: "d"), for: 2).isEmpty)
+        #expect(names.path(of: 2) == nil)
+        #expect(names.wish(.name("f", directory: "d"), for: 3).isEmpty)
+        #expect(names.wish(.name("f", directory: "d"), for: 1).isEmpty)
+        #expect(names.decided == 0)
+        // The first file's report decides all four.
+        #expect(names.wish(.name("f", directory: "d"), for: 0) == 0..<4)
+        #expect((0..<4).map { names.path(of: $0) } == ["d/f", "d/f.1", "d/f.2", "d/f.3"])
+    }
+
+    @Test func namesFollowTheListWhateverOrderTheWishesCameIn() {
+        let wishes: [OrderedNames.Wish] = [
+            .name("a.tar.gz", directory: nil), .path(nil), .name("a.tar.gz", directory: "."),
+            .name("b", directory: nil), .name("a.tar.gz", directory: nil), .path("a.tar.gz"),
+        ]
+        var inOrder = OrderedNames(count: wishes.count)
+        for (k, w) in wishes.enumerated() { _ = inOrder.wish(w, for: k) }
+        let expected: [String?] = ["a.tar.gz", nil, "a.1.tar.gz", "b", "a.2.tar.gz", "a.tar.gz"]
+        #expect((0..<wishes.count).map { inOrder.path(of: $0) } == expected)
+        // Every order of the reports gives the same paths, and each file is decided exactly once.
+        for order in [[5, 4, 3, 2, 1, 0], [1, 3, 5, 0, 2, 4], [0, 2, 1, 4, 3, 5], [2, 0, 1, 5, 4, 3]] {
+            var names = OrderedNames(count: wishes.count)
+            var decidedBy: [Int] = []
+            for k in order { decidedBy += Array(names.wish(wishes[k], for: k)) }
+            #expect(decidedBy == Array(0..<wishes.count))
+            #expect((0..<wishes.count).map { names.path(of: $0) } == expected)
+        }
+    }
+}

@@ -52,3 +52,52 @@ public struct OutputNames: Sendable {
         return (absolute ? "/" : "") + parts.joined(separator: "/")
     }
 }
+
+/// Decides a batch's output paths in list order while its files learn what they want in any order.
+///
+/// A file's wanted name may come from the server (`Content-Disposition`, a redirect), so it is known
+/// only after that file's probe, and probes end in any order. `OutputNames` must still see the
+/// claims in list order, so that a rerun picks the same names. Each file reports its wish once; every
+/// file whose predecessors have all reported is decided at once, by whichever report completed the
+/// prefix. A file then waits only for the files before it to report, never for them to run in turn.
+public struct OrderedNames: Sendable {
+    /// What one file asks for.
+    public enum Wish: Sendable, Equatable {
+        /// This path exactly (`-o`), or nil when the download decides its own path; nothing is claimed.
+        case path(String?)
+        /// A name in a directory, numbered if an earlier file of the list claimed the same path.
+        case name(String, directory: String?)
+    }
+
+    private var names = OutputNames()
+    private var wishes: [Wish?]
+    private var paths: [String?]
+    /// Files `0..<decided` have their paths.
+    public private(set) var decided = 0
+
+    public init(count: Int) {
+        wishes = Array(repeating: nil, count: count)
+        paths = Array(repeating: nil, count: count)
+    }
+
+    /// Records file `k`'s wish (once per file) and returns the files this decides, in list order:
+    /// empty while an earlier file has not reported; else from the first undecided file through the
+    /// last one whose predecessors have all reported.
+    public mutating func wish(_ wish: Wish, for k: Int) -> Range<Int> {
+        precondition(wishes[k] == nil && k >= decided, "file \(k) reported its wish twice")
+        wishes[k] = wish
+        let first = decided
+        while decided < wishes.count, let w = wishes[decided] {
+            switch w {
+            case .path(let p): paths[decided] = p
+            case .name(let n, let directory): paths[decided] = names.claim(name: n, directory: directory)
+            }
+            wishes[decided] = nil
+            decided += 1
+        }
+        return first..<decided
+    }
+
+    /// File `k`'s path, once decided (nil before, and for `.path(nil)`).
+    public func path(of k: Int) -> String? { k < decided ? paths[k] : nil }
+}
