@@ -51,6 +51,9 @@ final class ProbeContext: TransferDelegate {
     var bodyStartedAt = 0.0
     /// The transfer is paused with the rest of the file still to come (see `HeldTransfer`).
     var isHeld = false
+    /// Whether the body is worth keeping, decided once at its first bytes (the head is complete by
+    /// then) rather than read from the header fields again for every piece of the body.
+    private var keepsBody: Bool?
 
     init(limit: Int, holdsAtLimit: Bool = false) {
         self.limit = limit
@@ -64,7 +67,9 @@ final class ProbeContext: TransferDelegate {
     func transfer(_ handle: EasyHandle, received bytes: UnsafeRawBufferPointer) -> WriteDecision {
         // Only a 206 has a body worth keeping (at most what was asked). Anything else would be the whole
         // file: stop now, the fetch phase will ask again properly.
-        guard head.status == 206, head.contentEncoding == nil else { return .abort }
+        let keeps = keepsBody ?? (head.status == 206 && head.contentEncoding == nil)
+        keepsBody = keeps
+        guard keeps else { return .abort }
         if body.count + bytes.count > limit {
             // Held: libcurl keeps these bytes and hands them to whoever continues the transfer.
             guard holdsAtLimit else { return .abort }
