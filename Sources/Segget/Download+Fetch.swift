@@ -34,9 +34,9 @@ extension Download {
             mirrors: options.mirrors.count, interrupted: context.interrupt.isSet,
             deadlinePassed: deadline.map { monotonicSeconds() >= $0.at } ?? false)
         {
-            reportProbeBroughtEverything(total: plan.totalLength, connections: settings.connections, context)
+            reportProbeBroughtEverything(total: plan.totalLength, connections: options.connections, context)
             return .fetched(Fetched(
-                length: plan.totalLength, receivedBytes: 0, rejectedBytes: 0, connections: settings.connections,
+                length: plan.totalLength, receivedBytes: 0, rejectedBytes: 0, connections: options.connections,
                 started: monotonicSeconds()))
         }
         var target = FetchTarget(
@@ -91,7 +91,7 @@ extension Download {
         }
         return .fetched(Fetched(
             length: length, receivedBytes: engine.receivedBytes, rejectedBytes: engine.rejectedBytes,
-            connections: settings.connections, started: started))
+            connections: engine.connectionsUsed, started: started))
     }
 
     /// Whether the probe brought the whole file, so that the fetch has nothing left to do: a new
@@ -119,6 +119,11 @@ extension Download {
         settings.transfer = options.transfer
         settings.connections = ranged ? options.connections : 1
         settings.autoConnections = options.autoConnections
+        if ranged, let lender = options.lender, !options.autoConnections, options.connectionsWithLoans > options.connections {
+            settings.connections = min(options.connectionsWithLoans, 128)
+            settings.initialConnections = options.connections
+            settings.lender = lender
+        }
         settings.retries = options.retries
         settings.retryWait = options.retryWait
         settings.deadline = deadline

@@ -49,6 +49,9 @@ protocol Reporter: Sendable {
 /// Rules (documented in `segget --help` and the README):
 /// - Budget: all files together use at most `totalConnections` (default: the larger of 16 and
 ///   `-n`). At most that many files run at once, and each gets `min(-n, budget / jobs)` connections.
+///   Once no file is left to start, the shares of the workers that stopped are lent to the files
+///   still running (`ConnectionLender`), each up to `-n`: the last files of a list do not run on one
+///   connection each while the rest of the budget sits unused.
 /// - Names: in list mode (and with `--json` or `--skip-existing`) every file's path is decided before it starts, in list order, through
 ///   `OrderedNames` (`file.bin`, `file.1.bin`, …), from `out=`, else the server's suggestion (one
 ///   probing request), else the URL.
@@ -96,6 +99,8 @@ struct Batch: Sendable {
         let started = DispatchTime.now().uptimeNanoseconds
         let shared = SharedBox(count: entries.count)
         let group = DispatchGroup()
+        // A worker that finds no file left lends its share of the budget to the files still running.
+        let lender = parallelFiles > 1 && !base.autoConnections && base.connections > connectionsPerFile ? ConnectionLender() : nil
         // One thread per file in flight (not Dispatch's global queue, which runs about one per CPU).
         let work: @Sendable () -> Void = {
             // Each worker's files reuse its kept-alive connections.
@@ -105,8 +110,11 @@ struct Batch: Sendable {
                     defer { s.next += 1 }
                     return s.next
                 }
-                guard k < entries.count else { return }
-                let outcome = runOne(k, shared: shared, pool: pool, reporter: reporter, interrupt: interrupt)
+                guard k < entries.count else {
+                    lender?.lend(connectionsPerFile)
+                    return
+                }
+                let outcome = runOne(k, shared: shared, pool: pool, lender: lender, reporter: reporter, interrupt: interrupt)
                 shared.withLock { $0.outcomes[k] = outcome }
             }
         }
@@ -137,10 +145,17 @@ struct Batch: Sendable {
         return base.applying(overrides)
     }
 
-    private func runOne(_ k: Int, shared: SharedBox, pool: ConnectionPool, reporter: Reporter, interrupt: InterruptFlag) -> Outcome {
+    private func runOne(
+        _ k: Int, shared: SharedBox, pool: ConnectionPool, lender: ConnectionLender?, reporter: Reporter, interrupt: InterruptFlag
+    ) -> Outcome {
         let entry = entries[k]
         let id = k + 1
         var opts = options(for: entry)
+        if let lender {
+            // Its share, and up to -n while others are spare near the end of the list.
+            opts.lender = lender
+            opts.connectionsWithLoans = base.connections
+        }
         let download0 = Download(url: entry.url, options: opts)
 
         // A probe learns the server's name (and size for the start message). Its failure is not

@@ -75,6 +75,37 @@ import Glibc
         #expect(Set(server.requests.map(\.remotePort)).count <= 3, "\(server.requests)")
     }
 
+    /// The last file of a list borrows the connections the finished files left: with a budget of 4
+    /// shared by 4 files in flight, each starts on one connection; once the three small ones are done,
+    /// the big paced one takes chunks of its run onto borrowed connections, never more than -n in all.
+    @Test func theLastFileBorrowsTheConnectionsTheOthersLeft() throws {
+        let big = cliTestBytes(4 << 20, seed: 61)
+        var files = ["big.bin": big]
+        for i in 0..<3 { files["s\(i)"] = cliTestBytes(50_000 + i, seed: UInt64(62 + i)) }
+        let server = try startCLITestServer(files)
+        defer { server.stop() }
+        let dir = try CLITempDir()
+        let list = dir.path("list.txt")
+        // Last in the list, so the small files' names do not wait for its probe.
+        try ((0..<3).map { server.url("s\($0)") } + [server.url("big.bin", query: "rate=2m")])
+            .joined(separator: "\n").write(toFile: list, atomically: true, encoding: .utf8)
+        let r = try SeggetCLI.run(["--json", "-n", "3", "-j", "4", "--total-connections", "4", "-i", list, "-d", dir.path("out")])
+        #expect(r.exitCode == 0, "\(r.stderr)")
+        #expect(fileMatches(dir.path("out") + "/big.bin", big))
+        for i in 0..<3 { #expect(fileMatches(dir.path("out") + "/s\(i)", files["s\(i)"]!)) }
+        let objects = try Self.jsonLines(r.stdout)
+        let start = try #require(objects.first { $0["type"] as? String == "start" && $0["id"] as? Int == 4 })
+        #expect(start["connections"] as? Int == 1)
+        let finish = try #require(objects.first { $0["type"] as? String == "finish" && $0["id"] as? Int == 4 })
+        let used = try #require(finish["connections"] as? Int)
+        #expect(used >= 2 && used <= 3, "\(objects)")
+        // Its requests came over as many connections, the borrowed ones asking from the second chunk on.
+        let requests = server.requests.filter { $0.path == "/big.bin" }
+        #expect(Set(requests.map(\.remotePort)).count >= 2, "\(requests)")
+        let later = requests.dropFirst().compactMap { $0.headers["range"] }
+        #expect(!later.isEmpty && later.allSatisfy { !$0.hasPrefix("bytes=0-") }, "\(later)")
+    }
+
     @Test func jsonLinesParseAndDescribeEveryFile() throws {
         let a = cliTestBytes(1_500_000, seed: 21)
         let b = cliTestBytes(600_000, seed: 22)

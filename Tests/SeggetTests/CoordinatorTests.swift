@@ -77,6 +77,8 @@ import Testing
                         n = Int(slowAfter - got)
                         carry[id] = 0
                     }
+                    // A server sends what the request asked for and no more.
+                    n = min(n, Int(max(0, c.connections[id].requestEnd - c.connections[id].pos)))
                     requestBytes[id, default: 0] += Int64(n)
                     deliver(id, n)
                 }
@@ -185,6 +187,56 @@ import Testing
         #expect(healthy.redials == 0)
         let trickling = finish(slowEvery: 3)
         #expect(trickling.seconds <= 1.15 * healthy.seconds, "\(trickling.seconds) s against \(healthy.seconds) s healthy")
+    }
+
+    /// A batch's last file starts on its own one connection. Connections lent once the other files
+    /// ended are taken only when stealing is worth it by the usual rule (the rate is known and the
+    /// run has a while to go); they take the not-started chunks of its run, and all are given back
+    /// when the file is done.
+    @Test func borrowedConnectionsTakeWorkOnceItIsWorthItAndAreGivenBack() {
+        func finish(lending: Int) -> Double {
+            var s = Script(size: 8 * Self.MiB, connections: 4) { $0.initialConnections = 1 }
+            s.defaultRate = 2.0 * Double(Self.MiB)
+            s.begin()
+            #expect(s.starts(of: 0).map(\.bytes) == [0..<Int64(8 * Self.MiB)])
+            s.run(until: 0.02)
+            // No rate is known yet: a new connection might only cost.
+            #expect(!s.c.wouldUseLoan(now: s.now))
+            s.run(until: 0.5)
+            #expect(s.c.loans == 0 && s.starts(of: 1).isEmpty)
+            #expect(s.c.wouldUseLoan(now: s.now))
+            s.c.addLoans(lending)
+            #expect(s.c.loans == lending)
+            s.run(until: 10)
+            #expect(s.c.isComplete)
+            #expect(s.c.finishedBytes == Int64(8 * Self.MiB))
+            for id in 1...3 {
+                // A borrowed connection works only when lent, and then on chunks not yet started.
+                #expect(s.starts(of: id).isEmpty == (id > lending), "connection \(id): \(s.starts(of: id))")
+                #expect(s.starts(of: id).allSatisfy { $0.bytes.lowerBound >= Int64(2 * Self.MiB) })
+            }
+            // Nothing is left for the borrowed ones: every loan goes back.
+            #expect(!s.c.wouldUseLoan(now: s.now))
+            #expect(s.c.returnIdleLoans() == lending, "\(s.c.connections.map { "\($0.id): \($0.machine.state)" })")
+            #expect(s.c.loans == 0)
+            return s.now
+        }
+        let alone = finish(lending: 0)
+        let helped = finish(lending: 2)
+        #expect(alone >= 3.9)
+        // Three connections from 0.5 s on: the 7 MiB left take about a third of the time.
+        #expect(helped <= 0.6 * alone, "\(helped) s with two borrowed connections against \(alone) s alone")
+    }
+
+    @Test func aDownloadWithoutSpareSlotsNeverWantsALoan() {
+        var s = Script(size: 4 * Self.MiB, connections: 2)
+        s.begin()
+        s.run(until: 0.02)
+        #expect(!s.c.wouldUseLoan(now: s.now))
+        var lent = Script(size: 4 * Self.MiB, connections: 3) { $0.initialConnections = 3 }
+        lent.begin()
+        #expect(!lent.c.wouldUseLoan(now: lent.now))
+        #expect(lent.c.returnIdleLoans() == 0)
     }
 
     /// A steal must bring the victim's finish forward (`minStealGainSeconds`), not only take work

@@ -48,6 +48,14 @@ protocol Coordinating {
     mutating func abandonRace(_ id: Int)
     /// A progress tick's decisions (after the shared samples and stall timeout).
     mutating func periodicDecisions(now: Double) -> [Coordinator.Command]
+    /// Connections borrowed from a batch's lender (see `ConnectionLender`) and in use now.
+    var loans: Int { get }
+    /// Whether a borrowed connection would find work worth it now.
+    func wouldUseLoan(now: Double) -> Bool
+    /// Takes `count` borrowed connections into use.
+    mutating func addLoans(_ count: Int)
+    /// Stops using borrowed connections that have nothing to do; returns how many to give back.
+    mutating func returnIdleLoans() -> Int
     mutating func judgeSlowConnections(now: Double) -> [Coordinator.Command]
     func progress(now: Double, elapsed: Double) -> DownloadProgress
     /// A chunk counted as finished must be fetched again.

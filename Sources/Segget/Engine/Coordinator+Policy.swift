@@ -211,6 +211,42 @@ extension Coordinator {
         return []
     }
 
+    // MARK: Loans
+
+    /// A borrowed connection would get work at once: a slot is left, and chunks sit in the free pool,
+    /// or some connection's run has chunks not started that are worth stealing by the usual rule
+    /// (`worthStealing`: once its rate is known). A file that its own connections finish in a moment
+    /// (a small one, or a fast server) borrows nothing: a new connection would only cost it.
+    func wouldUseLoan(now: Double) -> Bool {
+        guard connectionLimit < connections.count else { return false }
+        if !scheduler.free.isEmpty { return true }
+        let chunkSeconds = typicalRate(now: now).map { Double(plan.chunkSize) / $0 }
+        return connections.contains { c in
+            guard c.machine.isTransferring, let run = scheduler.run(of: c.id), run.count >= 2 else { return false }
+            return Self.worthStealing(
+                rate: rate(c, now: now) ?? averageRate(c, now: now) ?? -1, notStartedChunks: run.count - 1,
+                chunkSize: Double(plan.chunkSize), inFlightSeconds: remainingSeconds(c, now: now),
+                thiefChunkSeconds: chunkSeconds, firstByteWait: usualFirstByteWait ?? 0)
+        }
+    }
+
+    mutating func addLoans(_ count: Int) {
+        connectionLimit = min(connections.count, connectionLimit + max(0, count))
+    }
+
+    /// Borrowed connections are the highest-numbered; those at the top that sit idle with nothing
+    /// held are given back (one in the middle waits until those above it are idle too).
+    mutating func returnIdleLoans() -> Int {
+        var back = 0
+        while connectionLimit > ownConnections {
+            let c = connections[connectionLimit - 1]
+            guard c.machine.isIdle, scheduler.run(of: c.id) == nil, scheduler.duplicates[c.id] == nil else { break }
+            connectionLimit -= 1
+            back += 1
+        }
+        return back
+    }
+
     // MARK: Progress
 
     /// Bytes done (finished chunks plus what each owner has of its chunk in flight) and each

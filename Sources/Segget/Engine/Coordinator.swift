@@ -24,6 +24,9 @@ struct Coordinator: Coordinating {
         var endGame = true
         var redialSlow = true
         var autoConnections = false
+        /// Start with this many of the connections (a batch file's share of the budget); the others
+        /// are used only while lent (see `ConnectionLender`). Nil: all of them from the start.
+        var initialConnections: Int?
         var maxRedialsPerConnection = 3
         var retries = 5
         var retryWait = 1.0
@@ -78,6 +81,11 @@ struct Coordinator: Coordinating {
 
     /// How many connections may take work now (grows in auto mode).
     var connectionLimit: Int
+    /// Connections this download has of its own; those from here to `connectionLimit` are borrowed
+    /// (see `ConnectionLender`).
+    private(set) var ownConnections: Int
+    /// Connections borrowed now.
+    var loans: Int { connectionLimit - ownConnections }
     /// Chunk → offset up to which an earlier run wrote it (continued from there).
     var partialChunks: [Int: Int64]
     /// Bytes received from the network in this run (see `Coordinating`).
@@ -98,7 +106,12 @@ struct Coordinator: Coordinating {
          maxRunChunks: Int? = nil, partialChunks: [Int: Int64] = [:]) {
         self.config = config
         precondition(config.ranged, "a stream is a SingleStream")
-        connectionLimit = config.autoConnections ? min(n, Self.autoInitial) : n
+        if let initial = config.initialConnections {
+            connectionLimit = min(n, max(1, initial))
+        } else {
+            connectionLimit = config.autoConnections ? min(n, Self.autoInitial) : n
+        }
+        ownConnections = connectionLimit
         slowRule = SlowConnectionRule(
             maxConsecutiveRedials: config.maxRedialsPerConnection,
             maxTotalRedials: Self.maxTotalRedials(connections: n, chunks: plan.chunkCount))

@@ -60,7 +60,18 @@ extension FetchEngine {
             try? c.easy.unpause()
         }
         execute(coordinator.startDue(now: now))
-        execute(coordinator.assignIdle(now: monotonicSeconds()))
+        if let lender = settings.lender {
+            // One connection a pass, so that the downloads still running share what is spare.
+            if lender.spare > 0, coordinator.wouldUseLoan(now: now) {
+                let got = lender.borrow(upTo: 1)
+                coordinator.addLoans(got)
+                if got > 0 { trace("borrowed a connection; \(coordinator.loans) borrowed") }
+            }
+            execute(coordinator.assignIdle(now: monotonicSeconds()))
+            lender.lend(coordinator.returnIdleLoans())
+        } else {
+            execute(coordinator.assignIdle(now: monotonicSeconds()))
+        }
         return false
     }
 
@@ -108,6 +119,7 @@ extension FetchEngine {
             coordinator.removed(c.id, now: monotonicSeconds())
         }
         runAfterWrites(waiting: true)
+        settings.lender?.lend(coordinator.loans)
         recordFinalSlots()
         checkpointThread?.stop()
         vouching?.stop()

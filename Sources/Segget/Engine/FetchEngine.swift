@@ -6,8 +6,19 @@ import SeggetJournal
 /// handle, the response head being collected, and the bytes received but not yet written.
 final class ConnectionIO {
     let id: Int
-    /// The connection's handle: its own, or the probe's when it continues the probe's transfer.
-    var easy = EasyHandle()
+    /// The connection's handle: its own (made at first use: a batch file has slots for connections
+    /// it may only borrow), or the probe's when it continues the probe's transfer.
+    var easy: EasyHandle {
+        get {
+            if let made { return made }
+            let e = EasyHandle()
+            made = e
+            return e
+        }
+        set { made = newValue }
+    }
+    /// The handle, if one was made.
+    private(set) var made: EasyHandle?
     unowned(unsafe) var engine: FetchEngine!
     var head = ResponseHead()
     /// Received bytes not yet written: `staging.start..<pos` (see `StagedWriter`).
@@ -113,7 +124,8 @@ final class FetchEngine {
         self.settings = settings
         self.data = data
         let n = target.ranged ? settings.connections : 1
-        let bufferSize = StagedWriter.bufferSize(connections: n)
+        // Sized for the connections of its own: borrowed ones come and go near a batch's end.
+        let bufferSize = StagedWriter.bufferSize(connections: min(n, settings.initialConnections ?? n))
         writer = StagedWriter(
             data: data, path: settings.writePath, bufferSize: bufferSize,
             maxInFlight: StagedWriter.maxInFlight(bufferSize: bufferSize))
@@ -139,6 +151,13 @@ final class FetchEngine {
             // Checksummed beside the write, off the fetch loop, from the very buffer that is written.
             writer.besideWrite = { [chunkCRCs] bytes, offset in chunkCRCs.add(bytes, at: offset) }
         }
+    }
+
+    /// The connections the download had: all of its slots, or with a lender its own share and every
+    /// borrowed one that was used.
+    var connectionsUsed: Int {
+        guard settings.lender != nil else { return io.count }
+        return max(settings.initialConnections ?? 0, io.filter { $0.made != nil }.count)
     }
 
     func trace(_ text: @autoclosure () -> String) {
@@ -401,7 +420,7 @@ extension FetchEngine {
 extension FetchEngine: TransferClient {
     /// A connection's transfer ended (the driver has removed it already).
     func transferDriver(_ driver: TransferDriver, completed handle: EasyHandle, with code: CurlCode) {
-        guard let c = io.first(where: { $0.easy === handle }) else { return }
+        guard let c = io.first(where: { $0.made === handle }) else { return }
         finish(c, code: code)
     }
 }

@@ -37,6 +37,10 @@ struct FetchSettings {
     var connections = 8
     /// Start with a few connections and add more while throughput rises, up to `connections`.
     var autoConnections = false
+    /// Start with this many of `connections` and borrow the others from `lender` while it has spare
+    /// ones (a batch's last files; see `ConnectionLender`). Nil: all `connections` from the start.
+    var initialConnections: Int?
+    var lender: ConnectionLender?
     var retries = 5
     var retryWait = 1.0
     /// `--timeout`: the loop ends there, and a retry that would wait past it fails at once.
@@ -75,6 +79,7 @@ extension Coordinator.Config {
         endGame = settings.endGame
         redialSlow = settings.redialSlow
         autoConnections = settings.autoConnections
+        initialConnections = settings.initialConnections
         maxRedialsPerConnection = settings.maxRedialsPerConnection
         retries = settings.retries
         retryWait = settings.retryWait

@@ -25,6 +25,11 @@ struct SingleStream: Coordinating {
     var isComplete: Bool { connections[0].machine.isIdle && connections[0].pos >= connections[0].streamEnd }
     func end(of id: Int) -> Int64 { connections[id].streamEnd }
     func isRacing(_ id: Int) -> Bool { false }
+    /// One stream cannot be split: it never borrows a connection.
+    var loans: Int { 0 }
+    func wouldUseLoan(now: Double) -> Bool { false }
+    mutating func addLoans(_ count: Int) {}
+    mutating func returnIdleLoans() -> Int { 0 }
 
     mutating func begin(now: Double) -> [Command] {
         [start(0, bytes: 0..<connections[0].streamEnd, chunkEnd: connections[0].streamEnd, now: now)]

@@ -14,6 +14,11 @@ public struct DownloadOptions: Sendable, Equatable {
             autoConnections = newValue.isAuto
         }
     }
+    /// A batch's spare connections (see `ConnectionLender`): `connections` is then this download's
+    /// own share, and while the lender has spare ones it may borrow more, up to `connectionsWithLoans`
+    /// in all. Not with `autoConnections`.
+    public var lender: ConnectionLender?
+    public var connectionsWithLoans = 0
     /// Other URLs of the same file; ranges are spread over all of them. A mirror whose length or
     /// validators disagree with the main URL is dropped with a notice.
     public var mirrors: [String] = []
