@@ -205,7 +205,6 @@ internal let system_O_NOFOLLOW = O_NOFOLLOW
 internal let system_O_CLOEXEC = O_CLOEXEC
 internal let system_O_DIRECTORY = O_DIRECTORY
 
-/// `O_DIRECT`, which Glibc's Swift overlay does not export; nil where its value is unknown.
 /// `O_TMPFILE` (`__O_TMPFILE | O_DIRECTORY`): a new file with no name in the directory opened.
 internal let system_O_TMPFILE: Int32? = {
     #if os(Linux) && (arch(x86_64) || arch(i386) || arch(arm64))
@@ -215,6 +214,7 @@ internal let system_O_TMPFILE: Int32? = {
     #endif
 }()
 
+/// `O_DIRECT`, which Glibc's Swift overlay does not export; nil where its value is unknown.
 internal let system_O_DIRECT: Int32? = {
     #if os(Linux) && (arch(x86_64) || arch(i386))
         return 0o40000
