@@ -91,6 +91,34 @@ extension Coordinator {
         return gain >= minStealGainSeconds
     }
 
+    /// What steal decisions read about every connection at `now` (see `worthStealing`).
+    struct StealEstimates {
+        /// Seconds each connection needs for its chunk in flight (`remainingSeconds`).
+        let remaining: [Double]
+        /// Each connection's rate as a victim: infinite when it has nothing in flight, negative while
+        /// unknown.
+        let rates: [Double]
+        /// One chunk at the typical rate, nil while no rate is known.
+        let chunkSeconds: Double?
+        let chunkSize: Double
+        let firstByteWait: Double
+
+        /// Whether robbing `victim` of some of its `notStartedChunks` brings its finish forward.
+        func worthStealing(_ victim: Int, notStartedChunks n: Int) -> Bool {
+            Coordinator.worthStealing(
+                rate: rates[victim], notStartedChunks: n, chunkSize: chunkSize, inFlightSeconds: remaining[victim],
+                thiefChunkSeconds: chunkSeconds, firstByteWait: firstByteWait)
+        }
+    }
+
+    func stealEstimates(now: Double) -> StealEstimates {
+        StealEstimates(
+            remaining: connections.map { remainingSeconds($0, now: now) },
+            rates: connections.map { $0.machine.isTransferring ? (rate($0, now: now) ?? averageRate($0, now: now) ?? -1) : .infinity },
+            chunkSeconds: typicalRate(now: now).map { Double(plan.chunkSize) / $0 }, chunkSize: Double(plan.chunkSize),
+            firstByteWait: usualFirstByteWait ?? 0)
+    }
+
     /// The current request's average rate, once it had `minEvidenceSeconds` free to receive (and, if
     /// no byte came yet, far longer than first bytes usually take); nil before.
     func averageRate(_ c: Connection, now: Double) -> Double? {
@@ -220,13 +248,10 @@ extension Coordinator {
     func wouldUseLoan(now: Double) -> Bool {
         guard connectionLimit < connections.count else { return false }
         if !scheduler.free.isEmpty { return true }
-        let chunkSeconds = typicalRate(now: now).map { Double(plan.chunkSize) / $0 }
+        let estimates = stealEstimates(now: now)
         return connections.contains { c in
             guard c.machine.isTransferring, let run = scheduler.run(of: c.id), run.count >= 2 else { return false }
-            return Self.worthStealing(
-                rate: rate(c, now: now) ?? averageRate(c, now: now) ?? -1, notStartedChunks: run.count - 1,
-                chunkSize: Double(plan.chunkSize), inFlightSeconds: remainingSeconds(c, now: now),
-                thiefChunkSeconds: chunkSeconds, firstByteWait: usualFirstByteWait ?? 0)
+            return estimates.worthStealing(c.id, notStartedChunks: run.count - 1)
         }
     }
 

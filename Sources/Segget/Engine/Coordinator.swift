@@ -207,20 +207,12 @@ struct Coordinator: Coordinating {
         var commands: [Command] = []
         for (i, id) in idle.enumerated() {
             // Estimates are read before the scheduler is asked (it cannot be read while it decides).
-            let remaining = connections.map { remainingSeconds($0, now: now) }
+            let estimates = stealEstimates(now: now)
             let runTimes = connections.map { runSeconds($0, now: now) }
-            let stealRates = connections.map { $0.machine.isTransferring ? (rate($0, now: now) ?? averageRate($0, now: now) ?? -1) : Double.infinity }
-            let chunkSeconds = typicalRate(now: now).map { Double(plan.chunkSize) / $0 }
-            let chunkSize = Double(plan.chunkSize)
-            let firstByte = usualFirstByteWait ?? 0
             guard let a = scheduler.nextAssignment(
-                for: id, allowDuplicates: config.endGame, remainingSeconds: { remaining[$0] },
+                for: id, allowDuplicates: config.endGame, remainingSeconds: { estimates.remaining[$0] },
                 minRemainingSeconds: Self.minRaceSeconds, maxRacers: Self.maxRacers, thieves: idle.count - i,
-                chunkSeconds: chunkSeconds, runSeconds: { runTimes[$0] },
-                worthStealing: {
-                    Self.worthStealing(rate: stealRates[$0], notStartedChunks: $1, chunkSize: chunkSize, inFlightSeconds: remaining[$0],
-                                       thiefChunkSeconds: chunkSeconds, firstByteWait: firstByte)
-                })
+                chunkSeconds: estimates.chunkSeconds, runSeconds: { runTimes[$0] }, worthStealing: estimates.worthStealing)
             else { continue }
             if tracing { commands.append(.trace("connection \(id) gets \(a)")) }
             switch a {
