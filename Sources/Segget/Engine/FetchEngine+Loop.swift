@@ -60,18 +60,15 @@ extension FetchEngine {
             try? c.easy.unpause()
         }
         execute(coordinator.startDue(now: now))
-        if let lender = settings.lender {
-            // One connection a pass, so that the downloads still running share what is spare.
-            if lender.spare > 0, coordinator.wouldUseLoan(now: now) {
-                let got = lender.borrow(upTo: 1)
-                coordinator.addLoans(got)
-                if got > 0 { trace("borrowed a connection; \(coordinator.loans) borrowed") }
-            }
-            execute(coordinator.assignIdle(now: monotonicSeconds()))
-            lender.lend(coordinator.returnIdleLoans())
-        } else {
-            execute(coordinator.assignIdle(now: monotonicSeconds()))
+        // One borrowed connection a pass, so that the downloads still running share what is spare.
+        if let lender = settings.lender, lender.spare > 0, coordinator.wouldUseLoan(now: now) {
+            let got = lender.borrow(upTo: 1)
+            coordinator.addLoans(got)
+            if got > 0 { trace("borrowed a connection; \(coordinator.loans) borrowed") }
         }
+        execute(coordinator.assignIdle(now: monotonicSeconds()))
+        // Only with a lender: without one, connections above the own ones are `-n auto`'s growth.
+        if let lender = settings.lender { lender.lend(coordinator.returnIdleLoans()) }
         return false
     }
 
