@@ -187,3 +187,34 @@ import Testing
         #expect(try file.read(count: 20000, at: 0) == [UInt8](repeating: 0, count: 20000))
     }
 }
+
+/// Staging memory a dropped buffer leaves goes to the next buffer of the same size, up to the limit.
+/// On a store of the test's own: the process's is shared with every download the tests run.
+@Suite struct StagingMemoryTests {
+    @Test func aDroppedBuffersMemoryIsReusedBySameSizeOnly() throws {
+        let store = StagingMemory(limit: 1 << 20)
+        let size = 37 * 4096
+        var first: StagingBuffer? = StagingBuffer(capacity: size, store: store)
+        let base = first!.base
+        first = nil
+        // Kept, for this size only, and taken once.
+        #expect(store.take(capacity: 41 * 4096) == nil)
+        let kept = try #require(store.take(capacity: size))
+        #expect(kept.base == base)
+        #expect(store.take(capacity: size) == nil)
+        // A new buffer of the size stages into kept memory.
+        store.keep(kept)
+        let again = StagingBuffer(capacity: size, store: store)
+        #expect(again.base == base)
+        #expect(store.take(capacity: size) == nil)
+    }
+
+    @Test func memoryBeyondTheLimitIsFreed() {
+        let store = StagingMemory(limit: 1 << 20)
+        // Each is dropped at once: 768 KiB kept, then 512 KiB more would pass the 1 MiB limit.
+        _ = StagingBuffer(capacity: 192 * 4096, store: store)
+        _ = StagingBuffer(capacity: 128 * 4096, store: store)
+        #expect(store.take(capacity: 128 * 4096) == nil)
+        #expect(store.take(capacity: 192 * 4096) != nil)
+    }
+}

@@ -302,34 +302,40 @@ public enum WritePath: String, Sendable, CaseIterable {
     case pageCache = "page-cache"
 }
 
-/// Aligned memory for staged bytes. Its memory goes to `StagingMemory` when it is dropped, for the
-/// next download of the process to stage into.
+/// Aligned memory for staged bytes. Its memory goes to a `StagingMemory` store when it is dropped,
+/// for the next download of the process to stage into.
 final class StagingBuffer: @unchecked Sendable {
     private let memory: AlignedBuffer
+    private let store: StagingMemory
     // Copied out of `memory` so that the per-callback copy reads one field.
     let base: UnsafeMutableRawPointer
     let capacity: Int
 
-    init(capacity: Int) {
-        memory = StagingMemory.take(capacity: capacity) ?? AlignedBuffer(count: capacity, alignment: StagedWriter.alignment)
+    init(capacity: Int, store: StagingMemory = .shared) {
+        memory = store.take(capacity: capacity) ?? AlignedBuffer(count: capacity, alignment: StagedWriter.alignment)
+        self.store = store
         base = memory.base
         self.capacity = capacity
     }
 
-    deinit { StagingMemory.keep(memory) }
+    deinit { store.keep(memory) }
 }
 
 /// Staging memory that ended downloads left, kept for the next ones in this process (at most
 /// `limit` bytes): a batch runs one download after another on each of its workers, and fresh memory
 /// costs the kernel a page fault and a zeroed page per 4 KiB the first time it is written. 100 files
 /// of 4 MiB, 16 at a time: 70,000 page faults, 1.8 MiB of fresh memory per file.
-enum StagingMemory {
-    /// At most this much is kept: as much as a batch of 16 files on one connection each stages at once.
-    static let limit = 32 << 20
-    private static let kept = Mutex<(bytes: Int, buffers: [AlignedBuffer])>((0, []))
+final class StagingMemory: Sendable {
+    /// The process's store: as much as a batch of 16 files on one connection each stages at once.
+    static let shared = StagingMemory(limit: 32 << 20)
+
+    let limit: Int
+    private let kept = Mutex<(bytes: Int, buffers: [AlignedBuffer])>((0, []))
+
+    init(limit: Int) { self.limit = limit }
 
     /// Kept memory of exactly `capacity` bytes, if there is some.
-    static func take(capacity: Int) -> AlignedBuffer? {
+    func take(capacity: Int) -> AlignedBuffer? {
         kept.withLock { k in
             guard let i = k.buffers.lastIndex(where: { $0.count == capacity }) else { return nil }
             k.bytes -= capacity
@@ -338,7 +344,7 @@ enum StagingMemory {
     }
 
     /// Keeps `memory` for a later `take`, unless `limit` bytes are kept already.
-    static func keep(_ memory: AlignedBuffer) {
+    func keep(_ memory: AlignedBuffer) {
         kept.withLock { k in
             guard k.bytes + memory.count <= limit else { return }
             k.bytes += memory.count
