@@ -56,7 +56,7 @@ import Testing
             #expect(TestFiles.fileDifference(j.path, j.body) == nil, "\(j.path)")
         }
         // Each ran as a ranged download with its connections, or as one stream, on one multi handle.
-        #expect(jobs[0].engine.coordinator is Coordinator && jobs[2].engine.coordinator is SingleStream)
+        #expect(jobs[0].engine.core.ranged != nil && jobs[2].engine.core.ranged == nil)
         #expect(driver.multi.handles.isEmpty)
     }
 

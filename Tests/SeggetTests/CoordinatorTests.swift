@@ -6,18 +6,20 @@ import Testing
 @Suite struct CoordinatorTests {
     static let MiB = 1 << 20
 
-    /// A download driven the way `FetchEngine` drives it: due starts, assignment, bytes, progress
-    /// ticks every 0.25 s and slow-rule rounds every 0.05 s.
+    /// A download driven through the engine's one entry point (`EngineCore.handle`), as `FetchEngine`
+    /// drives it: a pass (due starts, loans, assignment), the bytes each connection received in 10 ms,
+    /// then the end of the pass (progress ticks and slow-rule rounds when due).
     struct Script {
-        var c: Coordinator
+        var core: EngineCore
         var now = 0.0
-        var log: [Coordinator.Command] = []
+        var log: [EngineCore.Action] = []
         /// Bytes per second per connection (missing: `defaultRate`).
         var rates: [Int: Double] = [:]
         var defaultRate = 8.0 * Double(1 << 20)
         var carry: [Double]
-        var lastTick = -1.0
-        var lastJudge = -1.0
+        /// Connections a batch's lender has spare for this download (nil: no lender); one is offered
+        /// a pass, and what the core gives back returns here.
+        var spare: Int?
         /// Like the test server's `slowevery`/`slowrate`/`slowafter`: request number `requests` (the
         /// probe was 1) is slow when a multiple of `slowEvery`, at `slowRate` after `slowAfter` bytes.
         var slowEvery = 0
@@ -34,10 +36,12 @@ import Testing
             config.stallTimeout = 20
             config.jitter = { 1 }
             configure(&config)
-            c = Coordinator(plan: ChunkPlan(totalLength: Int64(size), chunkSize: Int64(chunk)), connections: n, config: config)
+            core = EngineCore(ranged: Coordinator(plan: ChunkPlan(totalLength: Int64(size), chunkSize: Int64(chunk)), connections: n, config: config))
             carry = Array(repeating: 0, count: n)
         }
 
+        /// The coordinator as it stands (read-only).
+        var c: Coordinator { core.ranged! }
         var events: [DownloadEvent] { log.compactMap { if case .event(let e) = $0 { e } else { nil } } }
         var redialled: [Int] { events.compactMap { if case .redial(let id, _) = $0 { id } else { nil } } }
         var retried: [Int] { events.compactMap { if case .retry(let id, _, _, _) = $0 { id } else { nil } } }
@@ -45,16 +49,27 @@ import Testing
             log.compactMap { if case .start(id, let b, let f, let p) = $0 { (b, f, p) } else { nil } }
         }
 
-        mutating func begin() { record(c.begin(now: now)) }
+        mutating func begin() { handle(.begin) }
 
-        /// Logs `commands`, numbering the requests they start.
-        mutating func record(_ commands: [Coordinator.Command]) {
-            log += commands
-            for case .start(let id, _, _, _) in commands {
-                requests += 1
-                slowRequest[id] = slowEvery > 0 && requests % slowEvery == 0
-                requestBytes[id] = 0
+        /// Hands `event` to the core now and logs what it decides, numbering the requests it starts
+        /// and taking back the connections it gives back.
+        @discardableResult
+        mutating func handle(_ event: EngineCore.Event) -> [EngineCore.Action] {
+            let actions = core.handle(event, now: now)
+            log += actions
+            for action in actions {
+                switch action {
+                case .start(let id, _, _, _):
+                    requests += 1
+                    slowRequest[id] = slowEvery > 0 && requests % slowEvery == 0
+                    requestBytes[id] = 0
+                case .giveBack(let n):
+                    spare = (spare ?? 0) + n
+                default:
+                    break
+                }
             }
+            return actions
         }
 
         func rate(of id: Int) -> Double {
@@ -66,8 +81,13 @@ import Testing
         mutating func run(until t: Double, heldByWriter: (at: Double, seconds: Double)? = nil) {
             while now < t - 1e-9 {
                 now += 0.01
-                record(c.startDue(now: now))
-                record(c.assignIdle(now: now))
+                var offered: Int?
+                if let left = spare {
+                    offered = min(left, 1)
+                    spare = left - offered!
+                }
+                let passStartedAt = now
+                handle(.pass(offered: offered))
                 for id in c.connections.indices where c.connections[id].machine.isTransferring {
                     carry[id] += rate(of: id) * 0.01
                     var n = Int(carry[id])
@@ -85,16 +105,9 @@ import Testing
                 if let h = heldByWriter, abs(now - h.at) < 0.005 {
                     // The loop was stuck in the writer: nobody was read, the clock jumped.
                     now += h.seconds
-                    c.heldByWriter(h.seconds)
+                    handle(.writerWaited(h.seconds))
                 }
-                if now - lastTick >= 0.25 {
-                    lastTick = now
-                    record(c.tick(now: now))
-                }
-                if now - lastJudge >= Coordinator.slowJudgeInterval {
-                    lastJudge = now
-                    record(c.judgeSlowConnections(now: now))
-                }
+                handle(.performed(passStartedAt: passStartedAt))
                 if c.isComplete { return }
             }
         }
@@ -111,29 +124,20 @@ import Testing
         /// `n` bytes arrive for connection `id` (the first ones with its response head).
         mutating func deliver(_ id: Int, _ n: Int) {
             guard n > 0 else { return }
-            if !c.connections[id].machine.headJudged {
-                guard c.headArrived(id, head: head(id), now: now) else { return end(id, .transient("aborted")) }
-            }
-            guard c.bytesArrived(id, budgetAllows: true, now: now) == .write else { return end(id, .transient("aborted")) }
-            var left = n
-            while left > 0, let room = c.room(id, now: now) {
-                let take = min(left, Int(room))
-                if let crossing = c.wrote(id, take, now: now) {
-                    for l in crossing.losers { c.removed(l, now: now) }
-                }
-                left -= take
-                if c.connections[id].machine.stopReason != nil { break }
+            let actions = handle(.body(id, count: n, head: head(id), budgetAllows: true))
+            for case .crossed(_, let crossing) in actions {
+                for l in crossing.losers { handle(.removed(l)) }
             }
             let conn = c.connections[id]
-            if conn.machine.stopReason != nil {
+            if actions.last == .body(.abort) || conn.machine.stopReason != nil {
                 end(id, .transient("aborted"))
             } else if conn.pos >= conn.requestEnd {
                 end(id, .ok)
             }
         }
 
-        mutating func end(_ id: Int, _ how: Coordinator.TransferEnd) {
-            record(c.transferEnded(id, how, head: head(id), now: now))
+        mutating func end(_ id: Int, _ how: EngineCore.TransferEnd) {
+            handle(.ended(id, how, head: head(id)))
         }
     }
 
@@ -205,8 +209,10 @@ import Testing
             s.run(until: 0.5)
             #expect(s.c.loans == 0 && s.starts(of: 1).isEmpty)
             #expect(s.c.wouldUseLoan(now: s.now))
-            s.c.addLoans(lending)
-            #expect(s.c.loans == lending)
+            // The lender offers one connection a pass; the core keeps each while it is worth it.
+            s.spare = lending
+            s.run(until: 0.5 + 0.01 * Double(lending))
+            #expect(s.c.loans == lending && s.spare == 0)
             s.run(until: 10)
             #expect(s.c.isComplete)
             #expect(s.c.finishedBytes == Int64(8 * Self.MiB))
@@ -217,7 +223,8 @@ import Testing
             }
             // Nothing is left for the borrowed ones: every loan goes back.
             #expect(!s.c.wouldUseLoan(now: s.now))
-            #expect(s.c.returnIdleLoans() == lending, "\(s.c.connections.map { "\($0.id): \($0.machine.state)" })")
+            s.run(until: s.now + 0.01)
+            #expect(s.spare == lending, "\(s.c.connections.map { "\($0.id): \($0.machine.state)" })")
             #expect(s.c.loans == 0)
             return s.now
         }
@@ -236,7 +243,10 @@ import Testing
         var lent = Script(size: 4 * Self.MiB, connections: 3) { $0.initialConnections = 3 }
         lent.begin()
         #expect(!lent.c.wouldUseLoan(now: lent.now))
-        #expect(lent.c.returnIdleLoans() == 0)
+        // Offered one, it gives it straight back.
+        lent.spare = 1
+        lent.run(until: 0.01)
+        #expect(lent.spare == 1 && lent.c.loans == 0)
     }
 
     /// A steal must bring the victim's finish forward (`minStealGainSeconds`), not only take work
@@ -275,7 +285,7 @@ import Testing
         s.begin()
         s.run(until: 1.5)
         s.now += 1.5
-        s.log += s.c.tick(now: s.now)
+        s.handle(.tick)
         #expect(Set(s.retried) == [0, 1, 2, 3])
     }
 
@@ -357,18 +367,16 @@ import Testing
         h.append(line: "Retry-After: 2\r\n")
         h.append(line: "\r\n")
         s.now = 0.1
-        let r1 = s.c.headArrived(0, head: h, now: s.now)
-        #expect(!r1)
-        s.log += s.c.transferEnded(0, .transient("aborted"), head: h, now: s.now)
+        #expect(s.handle(.body(0, count: 100, head: h, budgetAllows: true)) == [.body(.abort)])
+        s.handle(.ended(0, .transient("aborted"), head: h))
         #expect(s.events == [.retry(connection: 0, attempt: 1, delay: 2, reason: "HTTP 503")])
         #expect(s.c.connections[0].machine.state == .waiting(until: 2.1, .retry))
         s.now = 2.2
-        s.log += s.c.startDue(now: s.now)
+        s.handle(.pass(offered: nil))
         let retry = s.starts(of: 0).last!
         #expect(retry.bytes == 0..<Int64(4 * Self.MiB) && retry.fresh && !retry.newPath)
-        let r2 = s.c.headArrived(0, head: h, now: s.now)
-        #expect(!r2)
-        s.log += s.c.transferEnded(0, .transient("aborted"), head: h, now: s.now)
+        #expect(s.handle(.body(0, count: 100, head: h, budgetAllows: true)) == [.body(.abort)])
+        s.handle(.ended(0, .transient("aborted"), head: h))
         let failure = s.c.stop as? SeggetError
         #expect(failure?.kind == .httpStatus)
         #expect(failure?.message == "bytes 0-4194303 failed 2 times (last: HTTP 503); run the same command to resume later, or raise --retries.")
@@ -381,17 +389,11 @@ import Testing
         h.append(line: "HTTP/1.1 206 Partial Content\r\n")
         h.append(line: Substring("Content-Range: bytes 0-99999/\(4 * Self.MiB)\r\n"))
         h.append(line: "\r\n")
-        let r3 = s.c.headArrived(0, head: h, now: 0)
-        #expect(r3)
-        let r4 = s.c.bytesArrived(0, budgetAllows: true, now: 0)
-        #expect(r4 == .write)
-        let r5 = s.c.room(0, now: 0)
-        #expect(r5 == 100_000)
-        _ = s.c.wrote(0, 100_000, now: 0)
+        #expect(s.handle(.body(0, count: 100_000, head: h, budgetAllows: true)) == [.write(0, from: 0, count: 100_000, at: 0), .body(.proceed)])
         // libcurl ends the transfer there (a byte more would be refused: see `room`).
         #expect(s.c.connections[0].machine.stopReason == nil)
-        let commands = s.c.transferEnded(0, .ok, head: h, now: 0.1)
-        #expect(commands == [.start(0, bytes: 100_000..<Int64(4 * Self.MiB), fresh: false, newPath: false)])
+        s.now = 0.1
+        #expect(s.handle(.ended(0, .ok, head: h)) == [.start(0, bytes: 100_000..<Int64(4 * Self.MiB), fresh: false, newPath: false)])
         #expect(s.c.connections[0].attempts == 0)
     }
 
@@ -400,26 +402,18 @@ import Testing
         config.ranged = false
         config.totalLength = nil
         config.jitter = { 1 }
-        var s = SingleStream(config: config)
-        var log = s.begin(now: 0)
-        #expect(log == [.start(0, bytes: 0..<Int64.max, fresh: false, newPath: false)])
+        var s = EngineCore(stream: SingleStream(config: config))
+        #expect(s.handle(.begin, now: 0) == [.start(0, bytes: 0..<Int64.max, fresh: false, newPath: false)])
         var h = ResponseHead()
         h.append(line: "HTTP/1.1 200 OK\r\n")
         h.append(line: "\r\n")
-        let accepted = s.headArrived(0, head: h, now: 0)
-        #expect(accepted)
-        _ = s.bytesArrived(0, budgetAllows: true, now: 0)
-        _ = s.wrote(0, 1000, now: 0)
-        log = s.transferEnded(0, .transient("reset"), head: h, now: 0.5)
-        #expect(log == [.event(.retry(connection: 0, attempt: 1, delay: 1, reason: "reset"))])
-        #expect(s.startDue(now: 1.4).isEmpty)
-        #expect(s.startDue(now: 1.5) == [.start(0, bytes: 0..<Int64.max, fresh: true, newPath: false)])
+        #expect(s.handle(.body(0, count: 1000, head: h, budgetAllows: true), now: 0) == [.write(0, from: 0, count: 1000, at: 0), .body(.proceed)])
+        #expect(s.handle(.ended(0, .transient("reset"), head: h), now: 0.5) == [.event(.retry(connection: 0, attempt: 1, delay: 1, reason: "reset"))])
+        #expect(s.handle(.pass(offered: nil), now: 1.4).isEmpty)
+        #expect(s.handle(.pass(offered: nil), now: 1.5) == [.start(0, bytes: 0..<Int64.max, fresh: true, newPath: false)])
         // A chunked body that ends cleanly ends the stream where it is.
-        let again = s.headArrived(0, head: h, now: 5)
-        #expect(again)
-        _ = s.bytesArrived(0, budgetAllows: true, now: 5)
-        _ = s.wrote(0, 2000, now: 5)
-        #expect(s.transferEnded(0, .ok, head: h, now: 6).isEmpty)
+        #expect(s.handle(.body(0, count: 2000, head: h, budgetAllows: true), now: 5) == [.write(0, from: 0, count: 2000, at: 0), .body(.proceed)])
+        #expect(s.handle(.ended(0, .ok, head: h), now: 6).isEmpty)
         #expect(s.isComplete && s.finishedBytes == 2000)
         #expect(s.progress(now: 6, elapsed: 6).completedBytes == 2000)
     }
@@ -429,22 +423,32 @@ import Testing
         config.ranged = false
         config.totalLength = 100
         config.jitter = { 1 }
-        var s = SingleStream(config: config)
-        _ = s.begin(now: 0)
+        var s = EngineCore(stream: SingleStream(config: config))
+        _ = s.handle(.begin, now: 0)
         var h = ResponseHead()
         h.append(line: "HTTP/1.1 200 OK\r\n")
         h.append(line: "Content-Length: 100\r\n")
         h.append(line: "\r\n")
-        _ = s.headArrived(0, head: h, now: 0)
-        _ = s.bytesArrived(0, budgetAllows: true, now: 0)
-        #expect(s.room(0, now: 0) == 100)
-        _ = s.wrote(0, 60, now: 0)
-        #expect(s.transferEnded(0, .ok, head: h, now: 1) == [.event(.retry(connection: 0, attempt: 1, delay: 1, reason: "the connection ended 40 bytes early"))])
-        _ = s.startDue(now: 2)
-        _ = s.headArrived(0, head: h, now: 2)
-        _ = s.bytesArrived(0, budgetAllows: true, now: 2)
-        _ = s.wrote(0, 100, now: 2)
-        #expect(s.room(0, now: 2) == nil)
+        #expect(s.handle(.body(0, count: 60, head: h, budgetAllows: true), now: 0) == [.write(0, from: 0, count: 60, at: 0), .body(.proceed)])
+        #expect(s.handle(.ended(0, .ok, head: h), now: 1) == [.event(.retry(connection: 0, attempt: 1, delay: 1, reason: "the connection ended 40 bytes early"))])
+        _ = s.handle(.pass(offered: nil), now: 2)
+        // The whole stream again, and one byte more than announced: the extra byte is refused.
+        #expect(s.handle(.body(0, count: 101, head: h, budgetAllows: true), now: 2) == [.write(0, from: 0, count: 100, at: 0), .crossed(0, Coordinator.Crossing()), .body(.abort)])
         #expect(s.connections[0].machine.stopReason == .fatal(SeggetError(.protocolViolation, "the server sent more than the 100 bytes it announced; the file on the server may have changed. Run the command again.")))
+    }
+
+    /// The shell's body callback and the tests take one path: a delivery that spans chunk ends is
+    /// cut there, each piece written and then its crossing recorded; a paused budget keeps the bytes.
+    @Test func aBodyIsCutAtChunkEndsAndTheBudgetPauses() {
+        var s = Script(size: 4 * Self.MiB, chunk: Self.MiB, connections: 1)
+        s.begin()
+        let actions = s.handle(.body(0, count: Self.MiB + 10, head: s.head(0), budgetAllows: true))
+        #expect(actions == [
+            .write(0, from: 0, count: Self.MiB, at: 0), .crossed(0, Coordinator.Crossing(finishedChunk: 0)),
+            .write(0, from: Self.MiB, count: 10, at: Int64(Self.MiB)), .body(.proceed),
+        ])
+        #expect(s.handle(.body(0, count: 5, head: s.head(0), budgetAllows: false)) == [.body(.pause)])
+        s.handle(.resumed(0))
+        #expect(s.handle(.body(0, count: 5, head: s.head(0), budgetAllows: true)) == [.write(0, from: 0, count: 5, at: Int64(Self.MiB) + 10), .body(.proceed)])
     }
 }

@@ -36,7 +36,7 @@ extension FetchEngine {
             checkpointThread = CheckpointWorker(journal: journal, data: data, interval: settings.checkpointInterval)
         }
         if target.ranged { onPrefix?(plan.byteRange(ofChunks: 0..<prefixChunks).upperBound) }
-        execute(coordinator.begin(now: startedAt))
+        apply(.begin, now: startedAt)
     }
 
     /// The first half of a pass, before the driver performs: stops on Ctrl-C, the deadline or a
@@ -59,16 +59,10 @@ extension FetchEngine {
             // ends the transfer with `writeError`, reported as for any request.
             try? c.easy.unpause()
         }
-        execute(coordinator.startDue(now: now))
-        // One borrowed connection a pass, so that the downloads still running share what is spare.
-        if let lender = settings.lender, lender.spare > 0, coordinator.wouldUseLoan(now: now) {
-            let got = lender.borrow(upTo: 1)
-            coordinator.addLoans(got)
-            if got > 0 { trace("borrowed a connection; \(coordinator.loans) borrowed") }
-        }
-        execute(coordinator.assignIdle(now: monotonicSeconds()))
-        // Only with a lender: without one, connections above the own ones are `-n auto`'s growth.
-        if let lender = settings.lender { lender.lend(coordinator.returnIdleLoans()) }
+        // A connection a lender has spare is offered; the core keeps it only when it would find work.
+        var offered: Int?
+        if let lender = settings.lender { offered = lender.spare > 0 ? lender.borrow(upTo: 1) : 0 }
+        apply(.pass(offered: offered), now: now)
         return false
     }
 
@@ -83,15 +77,7 @@ extension FetchEngine {
         runAfterWrites()
         collectVouched()
         try throwIfStopped()
-        if now - lastTick >= settings.progressInterval {
-            lastTick = now
-            // Samples are timed after the bytes they count (`perform` can take a while).
-            tick(now: monotonicSeconds())
-        }
-        if now - lastJudged >= Coordinator.slowJudgeInterval {
-            lastJudged = now
-            execute(coordinator.judgeSlowConnections(now: monotonicSeconds()))
-        }
+        apply(.performed(passStartedAt: now))
         return isDone
     }
 
@@ -104,19 +90,19 @@ extension FetchEngine {
             checkpointThread = nil
             cp.stop()
         }
-        tick(now: monotonicSeconds())
+        apply(.tick)
     }
 
     /// Whatever ended the download: its transfers leave the driver, and whatever was received is
     /// written and recorded, also when stopping early.
     func end() {
-        for c in io where coordinator.connections[c.id].machine.isTransferring {
+        for c in io where core.connections[c.id].machine.isTransferring {
             driver.cancel(c.easy)
             settle(c)
-            coordinator.removed(c.id, now: monotonicSeconds())
+            apply(.removed(c.id))
         }
         runAfterWrites(waiting: true)
-        settings.lender?.lend(coordinator.loans)
+        settings.lender?.lend(core.loans)
         recordFinalSlots()
         checkpointThread?.stop()
         vouching?.stop()

@@ -25,7 +25,7 @@ extension FetchEngine {
     func crossedChunkEnd(_ c: ConnectionIO, _ crossing: Coordinator.Crossing) {
         settle(c)
         guard target.ranged else {
-            afterWrites.append((writer.submitted, .stream(coordinator.connections[c.id].pos)))
+            afterWrites.append((writer.submitted, .stream(core.connections[c.id].pos)))
             return
         }
         if let k = crossing.finishedChunk { afterWrites.append((writer.submitted, .chunk(k))) }
@@ -41,7 +41,7 @@ extension FetchEngine {
             if waiting { try writer.drain() }
             done = try writer.completedTicket()
         } catch {
-            coordinator.fail(Self.writeError(error))
+            apply(.failed(Self.writeError(error)))
             return
         }
         while afterWritesDone < afterWrites.count, afterWrites[afterWritesDone].ticket <= done {
@@ -57,7 +57,7 @@ extension FetchEngine {
                         trace("chunk \(k) has no checksum; not recorded in the journal")
                     }
                 } catch {
-                    coordinator.fail(SeggetError(.fileSystem, "could not update the journal: \(error). Free some space or fix permissions, then run the same command to resume."))
+                    apply(.failed(SeggetError(.fileSystem, "could not update the journal: \(error). Free some space or fix permissions, then run the same command to resume.")))
                 }
                 markInFile(k)
             case .slot(let id, let chunk, let upTo):
@@ -82,11 +82,11 @@ extension FetchEngine {
     /// than the staging buffer, slots are otherwise written only at chunk ends.)
     func recordFinalSlots() {
         guard let slots = progressSlots, target.ranged, (try? writer.completedTicket()) == writer.submitted else { return }
-        for c in io where !coordinator.isRacing(c.id) && c.staging != nil {
-            let pos = coordinator.connections[c.id].pos
+        for c in io where !core.isRacing(c.id) && c.staging != nil {
+            let pos = core.connections[c.id].pos
             guard pos > 0 && pos < plan.totalLength else { continue }
             let k = plan.chunk(containing: pos - 1)
-            guard !coordinator.finishedChunks[k], pos < plan.byteRange(ofChunk: k).upperBound, pos > c.slotPos,
+            guard !core.finishedChunks[k], pos < plan.byteRange(ofChunk: k).upperBound, pos > c.slotPos,
                 let crc = chunkCRCs.crc(ofChunk: k, upTo: pos)
             else { continue }
             try? slots.record(slot: c.id, chunk: k, upTo: pos, crc: crc)
@@ -105,7 +105,7 @@ extension FetchEngine {
 
     /// Chunk `k`, counted as finished, is fetched again (its kept bytes failed their check).
     func reopen(_ k: Int) {
-        coordinator.reopen(k)
+        apply(.reopened(k))
     }
 
     /// Every tick, what each connection has staged goes to the file in whole blocks, and its progress
@@ -113,7 +113,7 @@ extension FetchEngine {
     /// otherwise keep its bytes in memory, where a kill loses them. A fast one fills its buffer many
     /// times per tick, so this adds at most one smaller write per connection and tick.
     func flushSlowStaging() {
-        for c in io where coordinator.connections[c.id].machine.isTransferring && !coordinator.isRacing(c.id) {
+        for c in io where core.connections[c.id].machine.isTransferring && !core.isRacing(c.id) {
             guard let s = c.staging, s.end - s.start >= Self.slotStep / 2, writer.flushWholeBlocks(s) else { continue }
             moveSlot(c, atLeast: Self.slotStep / 2)
         }
@@ -123,14 +123,14 @@ extension FetchEngine {
     func settleStream() {
         guard let s = io[0].staging, !s.isEmpty else { return }
         settle(io[0])
-        afterWrites.append((writer.submitted, .stream(coordinator.connections[0].pos)))
+        afterWrites.append((writer.submitted, .stream(core.connections[0].pos)))
     }
 
     /// Moves `c`'s progress slot to where the bytes it handed to the writer end, if that is at least
     /// `step` beyond the last record. Recorded after the data reached the file, like a journal bit:
     /// a kill then loses only the staged and queued bytes and what never arrived.
     func moveSlot(_ c: ConnectionIO, atLeast step: Int64) {
-        guard progressSlots != nil, !coordinator.isRacing(c.id), c.staging.start - c.slotPos >= step else { return }
+        guard progressSlots != nil, !core.isRacing(c.id), c.staging.start - c.slotPos >= step else { return }
         c.slotPos = c.staging.start
         afterWrites.append((writer.submitted, .slot(connection: c.id, chunk: plan.chunk(containing: c.slotPos - 1), upTo: c.slotPos)))
     }

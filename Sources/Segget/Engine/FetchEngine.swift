@@ -51,9 +51,9 @@ final class FetchEngine {
     let writer: StagedWriter
     let journal: Journal?
     let plan: ChunkPlan
-    /// Every decision about the connections: a `Coordinator` for ranged requests, a `SingleStream`
-    /// for a server without ranges.
-    var coordinator: any Coordinating
+    /// Every decision about the connections, through its one entry point (`EngineCore.handle`): a
+    /// `Coordinator` for ranged requests, a `SingleStream` for a server without ranges.
+    var core: EngineCore
     /// `--max-speed`, shared by all connections (see `RateBudget`).
     private var budget: RateBudget?
     private var resumeCursor = 0
@@ -110,10 +110,8 @@ final class FetchEngine {
     var checkpointThread: CheckpointWorker?
     /// Time at the top of the current loop iteration (cheaper than a clock read per callback).
     var lastLoopTime = 0.0
-    /// When the current pass began, and when progress was last ticked and the slow rule last judged.
+    /// When the current pass began.
     var passStartedAt = 0.0
-    var lastTick = 0.0
-    var lastJudged = 0.0
 
     init(target: FetchTarget, settings: FetchSettings, data: BlockStorage, journal: Journal?,
          plan: ChunkPlan, isFinished: (Int) -> Bool, interrupt: InterruptFlag, multi: MultiHandle = MultiHandle(),
@@ -135,17 +133,20 @@ final class FetchEngine {
         chunkCRCs = ChunkChecksums(plan: plan)
         let config = Coordinator.Config(target: target, settings: settings)
         if target.ranged {
-            coordinator = Coordinator(
+            var c = Coordinator(
                 plan: plan, connections: n, config: config, isFinished: isFinished, maxRunChunks: settings.maxRunChunks,
                 partialChunks: partialChunks)
+            c.tracing = debug
+            core = EngineCore(ranged: c)
         } else {
-            coordinator = SingleStream(config: config)
+            var s = SingleStream(config: config)
+            s.tracing = debug
+            core = EngineCore(stream: s)
         }
-        coordinator.tracing = debug
         io = (0..<n).map { ConnectionIO(id: $0) }
         for c in io { c.engine = self }
         if let cap = settings.maxSpeed { budget = RateBudget(bytesPerSecond: cap, now: monotonicSeconds()) }
-        inFile = coordinator.finishedChunks
+        inFile = core.finishedChunks
         prefixChunks = inFile.prefix(while: { $0 }).count
         if target.ranged && journal != nil {
             // Checksummed beside the write, off the fetch loop, from the very buffer that is written.
@@ -168,28 +169,33 @@ final class FetchEngine {
 
     /// Ends the loop with whatever a transfer or a write decided for the whole download.
     func throwIfStopped() throws {
-        if let e = coordinator.stop { throw e }
+        if let e = core.stop { throw e }
     }
 
     var isDone: Bool {
         // Nothing is finished before every chunk kept from an earlier run was vouched for.
-        coordinator.isComplete && (!target.ranged || (vouching?.isDone ?? true))
+        core.isComplete && (!target.ranged || (vouching?.isDone ?? true))
     }
 
     func pollTimeout(now: Double) -> Int32 {
         var ms = 100.0
-        for c in coordinator.connections { if let t = c.machine.waitingUntil { ms = min(ms, max(0, (t - now) * 1000)) } }
-        if let b = budget, coordinator.connections.contains(where: { $0.machine.isPaused }) {
+        for c in core.connections { if let t = c.machine.waitingUntil { ms = min(ms, max(0, (t - now) * 1000)) } }
+        if let b = budget, core.connections.contains(where: { $0.machine.isPaused }) {
             ms = min(ms, max(1, (b.secondsUntilAllowed * 1000).rounded(.up)))
         }
         return Int32(ms)
     }
 
-    // MARK: Carrying out the coordinator's commands
+    // MARK: Carrying out the core's actions
 
-    func execute(_ commands: [Coordinator.Command]) {
-        for command in commands {
-            switch command {
+    /// Hands `event` to the core at `now` and carries out what it decides.
+    func apply(_ event: EngineCore.Event, now: Double = monotonicSeconds()) {
+        execute(core.handle(event, now: now), now: now)
+    }
+
+    func execute(_ actions: [EngineCore.Action], now: Double) {
+        for action in actions {
+            switch action {
             case .start(let id, let bytes, let fresh, let newPath):
                 if let held = adoptable {
                     adoptable = nil
@@ -206,6 +212,12 @@ final class FetchEngine {
                 onEvent?(e)
             case .trace(let line):
                 trace(line)
+            case .giveBack(let count):
+                settings.lender?.lend(count)
+            case .progressTick:
+                periodicWork(now: now)
+            case .write, .crossed, .body:
+                preconditionFailure("body actions are carried out by receive")
             }
         }
     }
@@ -222,8 +234,8 @@ final class FetchEngine {
             try configureRequest(c, bytes: bytes, fresh: fresh, newPath: newPath)
             try driver.start(c.easy, for: self)
         } catch {
-            coordinator.removed(c.id, now: monotonicSeconds())
-            coordinator.fail(SeggetError(error))
+            apply(.removed(c.id))
+            apply(.failed(SeggetError(error)))
         }
     }
 
@@ -232,7 +244,7 @@ final class FetchEngine {
     /// to that request, and its bytes, which libcurl held back, arrive once it is unpaused at the top
     /// of the next pass.
     private func continueProbe(_ c: ConnectionIO, _ held: HeldTransfer) -> Bool {
-        guard target.ranged, coordinator.connections[c.id].source == 0, held.multi === driver.multi else { return false }
+        guard target.ranged, core.connections[c.id].source == 0, held.multi === driver.multi else { return false }
         if c.staging == nil { c.staging = writer.makeStaging() }
         settle(c)
         c.easy = held.easy
@@ -253,7 +265,7 @@ final class FetchEngine {
     private func configureRequest(_ c: ConnectionIO, bytes: Range<Int64>, fresh: Bool, newPath: Bool) throws(CurlError) {
         let e = c.easy
         var extra: [String] = []
-        let src = target.sources[coordinator.connections[c.id].source % target.sources.count]
+        let src = target.sources[core.connections[c.id].source % target.sources.count]
         if target.ranged, let v = src.ifRange { extra.append("If-Range: \(v)") }
         try e.configure(url: src.url, options: src.withoutCredentials ? strippedTransfer : settings.transfer, extraHeaders: extra,
             lowSpeedBackstop: false)
@@ -275,37 +287,38 @@ final class FetchEngine {
     /// offset. `.abort` ends the transfer (with `CurlCode.writeError`); `.pause` holds the bytes for
     /// `--max-speed`.
     func receive(_ c: ConnectionIO, _ ptr: UnsafeRawPointer, _ n: Int) -> WriteDecision {
-        let id = c.id
-        if !coordinator.connections[id].machine.headJudged {
-            guard coordinator.headArrived(id, head: c.head, now: lastLoopTime) else { return .abort }
-        }
         var allows = true
+        var now = lastLoopTime
         if budget != nil {
-            budget!.refill(now: monotonicSeconds())
+            now = monotonicSeconds()
+            budget!.refill(now: now)
             allows = budget!.allowsReceiving
         }
-        switch coordinator.bytesArrived(id, budgetAllows: allows, now: budget?.updatedAt ?? lastLoopTime) {
-        case .write: break
-        // libcurl keeps these bytes and hands them over again after `unpause()`.
-        case .pause: return .pause
-        default: return .abort
-        }
-        if budget != nil { budget!.spend(n) }
-        var offset = 0
-        while offset < n {
-            guard let room = coordinator.room(id, now: lastLoopTime) else { return .abort }
-            let take = min(n - offset, Int(room))
-            let at = coordinator.connections[id].pos
-            let flushed = writer.append(c.staging, ptr + offset, count: take, at: at)
-            offset += take
-            if let crossing = coordinator.wrote(id, take, now: lastLoopTime) {
+        let actions = core.handle(.body(c.id, count: n, head: c.head, budgetAllows: allows), now: now)
+        var decision = WriteDecision.proceed
+        var flushed = false
+        for action in actions {
+            switch action {
+            case .write(_, let from, let count, let at):
+                if flushed { moveSlot(c, atLeast: Self.slotStep) }
+                if budget != nil && from == 0 { budget!.spend(n) }
+                flushed = writer.append(c.staging, ptr + from, count: count, at: at)
+            case .crossed(_, let crossing):
+                flushed = false
                 crossedChunkEnd(c, crossing)
-            } else if flushed {
-                moveSlot(c, atLeast: Self.slotStep)
+            case .body(let d):
+                switch d {
+                case .proceed: decision = .proceed
+                // libcurl keeps these bytes and hands them over again after `unpause()`.
+                case .pause: decision = .pause
+                case .abort: decision = .abort
+                }
+            default:
+                execute([action], now: now)
             }
-            if coordinator.connections[id].machine.stopReason != nil { return offset == n ? .proceed : .abort }
         }
-        return .proceed
+        if flushed { moveSlot(c, atLeast: Self.slotStep) }
+        return decision
     }
 
     // MARK: Completion
@@ -313,7 +326,8 @@ final class FetchEngine {
     /// Connection `c`'s transfer ended (the driver has removed it already).
     private func finish(_ c: ConnectionIO, code: CurlCode) {
         settle(c)
-        trace("connection \(c.id) done code=\(code.rawValue) pos=\(coordinator.connections[c.id].pos) port=\((try? c.easy.localPort()).map(String.init) ?? "?") rate=\(Format.rate(Double(coordinator.connections[c.id].transferBytes) / max(0.001, monotonicSeconds() - coordinator.connections[c.id].transferStartedAt)))")
+        let conn = core.connections[c.id]
+        trace("connection \(c.id) done code=\(code.rawValue) pos=\(conn.pos) port=\((try? c.easy.localPort()).map(String.init) ?? "?") rate=\(Format.rate(Double(conn.transferBytes) / max(0.001, monotonicSeconds() - conn.transferStartedAt)))")
         let end: Coordinator.TransferEnd
         if code == .ok {
             end = .ok
@@ -324,16 +338,16 @@ final class FetchEngine {
         } else {
             end = .failed(Prober.networkError(code, url: target.url, head: c.head))
         }
-        execute(coordinator.transferEnded(c.id, end, head: c.head, now: monotonicSeconds()))
+        apply(.ended(c.id, end, head: c.head))
     }
 
     /// Removes the losers of end-game races; their staged bytes are discarded (the winner wrote them).
     func flushRemovals() {
         for id in pendingRemoval {
             let c = io[id]
-            if coordinator.connections[id].machine.isTransferring {
+            if core.connections[id].machine.isTransferring {
                 driver.cancel(c.easy)
-                coordinator.removed(id, now: monotonicSeconds())
+                apply(.removed(id))
             }
             if let s = c.staging { writer.discard(s) }
         }
@@ -342,8 +356,9 @@ final class FetchEngine {
 
     // MARK: Periodic work
 
-    func tick(now: Double) {
-        execute(coordinator.tick(now: now))
+    /// A progress tick's I/O (the core decided it is due): the checkpoint, early write-back, slow
+    /// connections' staged bytes, the progress report.
+    func periodicWork(now: Double) {
         checkpointThread?.poke()
         if let kick = onWriteback {
             let cached = writer.bytesWritten.pageCache
@@ -353,21 +368,21 @@ final class FetchEngine {
             }
         }
         if target.ranged { flushSlowStaging() } else { settleStream() }
-        onProgress?(coordinator.progress(now: now, elapsed: now - startedAt))
+        onProgress?(core.progress(now: now, elapsed: now - startedAt))
     }
 
     /// Resumes transfers paused by `--max-speed` while the budget allows, starting after the one resumed
     /// first last time, so that every connection gets its turn. Resuming can hand over the held bytes
     /// at once (`receive` runs inside `unpause()`) and pause the transfer again.
     func resumePausedTransfers() throws(SeggetError) {
-        guard budget != nil, coordinator.connections.contains(where: { $0.machine.isPaused }) else { return }
+        guard budget != nil, core.connections.contains(where: { $0.machine.isPaused }) else { return }
         budget!.refill(now: monotonicSeconds())
         let n = io.count
         for i in 0..<n {
             guard budget!.allowsReceiving else { break }
             let c = io[(resumeCursor + i) % n]
-            guard coordinator.connections[c.id].machine.isPaused else { continue }
-            coordinator.resume(c.id, now: monotonicSeconds())
+            guard core.connections[c.id].machine.isPaused else { continue }
+            apply(.resumed(c.id))
             resumeCursor = (c.id + 1) % n
             do throws(CurlError) {
                 try c.easy.unpause()
@@ -386,7 +401,7 @@ final class FetchEngine {
         let waited = writer.waitedSeconds - writerWaitSeen
         guard waited > 0 else { return }
         writerWaitSeen = writer.waitedSeconds
-        coordinator.heldByWriter(waited)
+        apply(.writerWaited(waited))
     }
 
     /// How many consecutive source ports libcurl may try from the random one before giving up.
@@ -410,11 +425,11 @@ final class FetchEngine {
 
 extension FetchEngine {
     /// Bytes of finished chunks (ranged) or bytes written (stream), for the interrupted message.
-    var finishedBytesForReport: Int64 { coordinator.finishedBytes }
+    var finishedBytesForReport: Int64 { core.finishedBytes }
     /// Bytes written by the single stream.
-    var streamLength: Int64 { coordinator.connections[0].pos }
+    var streamLength: Int64 { core.connections[0].pos }
     /// Bytes received from the network in this run.
-    var receivedBytes: Int64 { coordinator.receivedBytes }
+    var receivedBytes: Int64 { core.receivedBytes }
 }
 
 extension FetchEngine: TransferClient {

@@ -1,0 +1,248 @@
+/// The engine's pure core, with one entry point: `handle(_:now:)` takes what happened (a pass of the
+/// loop began or ended, a response's bytes arrived, a transfer ended, the writer held the loop, a
+/// lender offered connections) and returns what the I/O shell must do, in order. The shell
+/// (`FetchEngine`), the scripted tests and the network simulator drive this same entry point, so
+/// the order of decisions lives here once and cannot drift between them.
+///
+/// Its mode is an enum: `ranged` (a `Coordinator`: chunks, steals, races, re-dials) or `stream` (a
+/// `SingleStream`: one plain stream from byte 0). What both share (head verdicts, retries, the stall
+/// timeout) is implemented once over `Coordinating`.
+struct EngineCore {
+    enum Mode {
+        case ranged(Coordinator)
+        case stream(SingleStream)
+        /// Only while an event is applied (so that the mode's arrays are not copied on write).
+        case vacant
+    }
+
+    /// What happened, as the shell saw it.
+    enum Event {
+        /// The download starts: its first requests.
+        case begin
+        /// The top of a loop pass: start what is due, take or give back lent connections, hand out
+        /// work. `offered` connections were borrowed from a batch's lender for this download, to keep
+        /// or give back; nil when it has no lender (connections above its own are `-n auto`'s growth).
+        case pass(offered: Int?)
+        /// The transfers were performed; `passStartedAt` is when the pass began: progress ticks and
+        /// slow-rule rounds, when due.
+        case performed(passStartedAt: Double)
+        /// A progress tick now, due or not (the last one of a download).
+        case tick
+        /// `count` body bytes arrived for connection `id`, with the response `head` collected so far
+        /// (judged with the first bytes); `budgetAllows` is false when `--max-speed` has nothing left.
+        case body(Int, count: Int, head: ResponseHead, budgetAllows: Bool)
+        /// Connection `id`'s transfer ended by itself or was removed after a stop: `end` is how
+        /// libcurl ended it, `head` what came of the response.
+        case ended(Int, TransferEnd, head: ResponseHead)
+        /// Connection `id`'s transfer was taken out of libcurl without a verdict (a lost race, the
+        /// end of the loop, a request that could not be set up).
+        case removed(Int)
+        /// `--max-speed` allows connection `id` to receive again.
+        case resumed(Int)
+        /// The loop waited this many seconds for the writer (held time for every transfer).
+        case writerWaited(Double)
+        /// A write, journal or request set-up failure ends the download.
+        case failed(SeggetError)
+        /// Chunk `k`, counted as finished, must be fetched again (its kept bytes failed their check).
+        case reopened(Int)
+    }
+
+    typealias TransferEnd = Coordinator.TransferEnd
+    typealias Crossing = Coordinator.Crossing
+
+    /// What the shell must do, in order.
+    enum Action: Equatable {
+        /// Send a request for `bytes` on the connection; `fresh` forces a new TCP connection,
+        /// `newPath` a random source port too.
+        case start(Int, bytes: Range<Int64>, fresh: Bool, newPath: Bool)
+        /// Hand what the connection has staged to the writer.
+        case settle(Int)
+        /// Take the connection's transfer out of libcurl and hand over what it staged.
+        case remove(Int)
+        case event(DownloadEvent)
+        /// A line for `SEGGET_DEBUG` (only when tracing).
+        case trace(String)
+        /// Bytes `from..<from + count` of the body just delivered go to the file at `at`.
+        case write(Int, from: Int, count: Int, at: Int64)
+        /// The connection's bytes reached a chunk end (after the `write` before it).
+        case crossed(Int, Crossing)
+        /// What libcurl must do with the body just delivered (always the last action of `body`).
+        case body(BodyDecision)
+        /// Give this many borrowed connections back to the lender.
+        case giveBack(Int)
+        /// A progress tick: periodic I/O and a progress report.
+        case progressTick
+    }
+
+    enum BodyDecision: Equatable {
+        /// Take every byte.
+        case proceed
+        /// Keep the bytes in libcurl and pause (`--max-speed`).
+        case pause
+        /// Refuse them: the transfer ends.
+        case abort
+    }
+
+    private(set) var mode: Mode
+    /// When progress was last ticked and the slow rule last judged.
+    private var lastTick = -Double.infinity
+    private var lastJudged = -Double.infinity
+
+    init(ranged coordinator: Coordinator) { mode = .ranged(coordinator) }
+    init(stream: SingleStream) { mode = .stream(stream) }
+
+    /// The one entry point: applies `event` at `now` and returns what the shell must do.
+    mutating func handle(_ event: Event, now: Double) -> [Action] {
+        switch mode {
+        case .ranged(var c):
+            mode = .vacant
+            defer { mode = .ranged(c) }
+            return Self.apply(event, to: &c, now: now, lastTick: &lastTick, lastJudged: &lastJudged)
+        case .stream(var s):
+            mode = .vacant
+            defer { mode = .stream(s) }
+            return Self.apply(event, to: &s, now: now, lastTick: &lastTick, lastJudged: &lastJudged)
+        case .vacant:
+            preconditionFailure("an event arrived while another was applied")
+        }
+    }
+
+    private static func apply<C: Coordinating>(_ event: Event, to c: inout C, now: Double, lastTick: inout Double,
+                                               lastJudged: inout Double) -> [Action] {
+        switch event {
+        case .begin:
+            return actions(c.begin(now: now))
+        case .pass(let offered):
+            var out = actions(c.startDue(now: now))
+            guard let offered else { return out + actions(c.assignIdle(now: now)) }
+            // A borrowed connection joins only when it would find work worth it; one a pass, so that
+            // the downloads still running share what is spare.
+            let keep = offered > 0 && c.wouldUseLoan(now: now) ? 1 : 0
+            c.addLoans(keep)
+            if keep > 0, c.tracing { out.append(.trace("borrowed a connection; \(c.loans) borrowed")) }
+            out += actions(c.assignIdle(now: now))
+            let back = offered - keep + c.returnIdleLoans()
+            if back > 0 { out.append(.giveBack(back)) }
+            return out
+        case .performed(let passStartedAt):
+            var out: [Action] = []
+            if passStartedAt - lastTick >= c.config.progressInterval {
+                lastTick = passStartedAt
+                // Samples are timed after the bytes they count (a perform can take a while).
+                out += actions(c.tick(now: now))
+                out.append(.progressTick)
+            }
+            if passStartedAt - lastJudged >= Coordinator.slowJudgeInterval {
+                lastJudged = passStartedAt
+                out += actions(c.judgeSlowConnections(now: now))
+            }
+            return out
+        case .tick:
+            return actions(c.tick(now: now)) + [.progressTick]
+        case .body(let id, let count, let head, let budgetAllows):
+            return body(id, count: count, head: head, budgetAllows: budgetAllows, c: &c, now: now)
+        case .ended(let id, let end, let head):
+            return actions(c.transferEnded(id, end, head: head, now: now))
+        case .removed(let id):
+            c.removed(id, now: now)
+            return []
+        case .resumed(let id):
+            c.resume(id, now: now)
+            return []
+        case .writerWaited(let seconds):
+            c.heldByWriter(seconds)
+            return []
+        case .failed(let error):
+            c.fail(error)
+            return []
+        case .reopened(let k):
+            c.reopen(k)
+            return []
+        }
+    }
+
+    /// The body callback's decisions: the head judged with the first bytes, the budget, then the
+    /// bytes cut at chunk ends (each piece written, then its crossing recorded).
+    private static func body<C: Coordinating>(_ id: Int, count n: Int, head: ResponseHead, budgetAllows: Bool,
+                                              c: inout C, now: Double) -> [Action] {
+        if !c.connections[id].machine.headJudged {
+            guard c.headArrived(id, head: head, now: now) else { return [.body(.abort)] }
+        }
+        switch c.bytesArrived(id, budgetAllows: budgetAllows, now: now) {
+        case .write: break
+        case .pause: return [.body(.pause)]
+        default: return [.body(.abort)]
+        }
+        var out: [Action] = []
+        out.reserveCapacity(3)
+        var offset = 0
+        while offset < n {
+            guard let room = c.room(id, now: now) else {
+                out.append(.body(.abort))
+                return out
+            }
+            let take = min(n - offset, Int(room))
+            out.append(.write(id, from: offset, count: take, at: c.connections[id].pos))
+            offset += take
+            if let crossing = c.wrote(id, take, now: now) { out.append(.crossed(id, crossing)) }
+            if c.connections[id].machine.stopReason != nil {
+                out.append(.body(offset == n ? .proceed : .abort))
+                return out
+            }
+        }
+        out.append(.body(.proceed))
+        return out
+    }
+
+    private static func actions(_ commands: [Coordinator.Command]) -> [Action] {
+        commands.map {
+            switch $0 {
+            case .start(let id, let bytes, let fresh, let newPath): .start(id, bytes: bytes, fresh: fresh, newPath: newPath)
+            case .settle(let id): .settle(id)
+            case .remove(let id): .remove(id)
+            case .event(let e): .event(e)
+            case .trace(let line): .trace(line)
+            }
+        }
+    }
+
+    // MARK: Reading
+
+    /// The ranged coordinator, if this is a ranged download (tests read its scheduler).
+    var ranged: Coordinator? { if case .ranged(let c) = mode { c } else { nil } }
+
+    var connections: [Connection] {
+        switch mode {
+        case .ranged(let c): c.connections
+        case .stream(let s): s.connections
+        case .vacant: Self.vacantRead()
+        }
+    }
+    func isRacing(_ id: Int) -> Bool {
+        switch mode {
+        case .ranged(let c): c.isRacing(id)
+        case .stream: false
+        case .vacant: Self.vacantRead()
+        }
+    }
+    var isComplete: Bool { view.isComplete }
+    var finishedChunks: [Bool] { view.finishedChunks }
+    var finishedBytes: Int64 { view.finishedBytes }
+    var receivedBytes: Int64 { view.receivedBytes }
+    var loans: Int { view.loans }
+    /// The error that ends the download, if one was decided.
+    var stop: (any Error)? { view.stop }
+    func end(of id: Int) -> Int64 { view.end(of: id) }
+    func progress(now: Double, elapsed: Double) -> DownloadProgress { view.progress(now: now, elapsed: elapsed) }
+
+    /// The mode's state, read-only (for reads off the hot path).
+    private var view: any Coordinating {
+        switch mode {
+        case .ranged(let c): c
+        case .stream(let s): s
+        case .vacant: Self.vacantRead()
+        }
+    }
+
+    private static func vacantRead() -> Never { preconditionFailure("read while an event was applied") }
+}
