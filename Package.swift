@@ -70,6 +70,8 @@ let package = Package(
         // An HTTP/1.1 server that misbehaves on purpose, for tests, demos and benchmarks.
         .target(name: "SeggetTestServer"),
         .executableTarget(name: "segget-testserver", dependencies: ["SeggetTestServer"]),
+        // Runs the engine's policy over seeded simulated networks and prints the table (docs/simulator.md).
+        .executableTarget(name: "segget-sim", dependencies: ["Segget"]),
         // A program using the library's async API (docs/library.md); built so that it never rots.
         .executableTarget(name: "segget-example", dependencies: ["Segget"], path: "Examples/ProgressDownload"),
         // A program using the queue (docs/queue.md); the durability tests kill -9 it.

@@ -360,8 +360,10 @@ import Testing
     /// against the rates their peers had before running out of work, not against each other.
     @Test func theTailIsJudgedAgainstPeersThatJustFinished() {
         var rule = SlowConnectionRule(maxTotalRedials: 24)
-        // Never three measured: nothing to compare with yet.
-        #expect(rule.judge([Self.seen(0, 16), Self.seen(1, 0.001)], now: 0).isEmpty)
+        // Before any typical rate, one measurement is enough: two connections, one of them trickling,
+        // never measure a third (the download hung: simulator, trickle-every-kth).
+        var two = SlowConnectionRule(maxTotalRedials: 24)
+        #expect(two.judge([Self.seen(0, 16), Self.seen(1, 0.001)], now: 0).map(\.id) == [1])
         _ = rule.judge([Self.seen(0, 16), Self.seen(1, 16), Self.seen(2, 16), Self.seen(3, 16)], now: 1)
         // Three trickling connections left (an owner and two racers), 0-3 idle since.
         let tail = [Self.seen(4, 0.000001), Self.seen(5, 0.000002), Self.seen(6, 0.000001)]
@@ -494,12 +496,17 @@ import Testing
         var rule = SlowConnectionRule(maxConsecutiveRedials: 3, maxTotalRedials: 4)
         let peers = [Self.seen(0, 8), Self.seen(1, 8), Self.seen(2, 8)]
         #expect(rule.judge(peers + [Self.seen(3, 0.1, redials: 2)], now: 0).first?.action == .redial)
-        #expect(rule.judge(peers + [Self.seen(3, 0.1, redials: 3)], now: 0).first?.action == .keepOnlyTheChunkInFlight)
-        for _ in 0..<3 { _ = rule.judge(peers + [Self.seen(3, 0.1)], now: 0) }
-        #expect(rule.totalRedials == 4)
-        // The download's budget is spent: a slow connection now only loses its not-started work.
-        #expect(rule.judge(peers + [Self.seen(3, 0.1)], now: 0).first?.action == .keepOnlyTheChunkInFlight)
-        #expect(rule.totalRedials == 4)
+        // Past its bound, a connection gets one late re-dial, and then only after a hold-off of its own
+        // that doubles (0.5 s, 1 s, …): meanwhile it only loses its not-started work.
+        #expect(rule.judge(peers + [Self.seen(3, 0.1, redials: 3)], now: 0).first?.action == .redial)
+        #expect(rule.judge(peers + [Self.seen(3, 0.1, redials: 4)], now: 0.4).first?.action == .keepOnlyTheChunkInFlight)
+        #expect(rule.judge(peers + [Self.seen(3, 0.1, redials: 4)], now: 1.0).first?.action == .redial)
+        #expect(rule.judge(peers + [Self.seen(3, 0.1, redials: 5)], now: 1.9).first?.action == .keepOnlyTheChunkInFlight)
+        #expect(rule.lateRedials == 2)
+        for _ in 0..<3 { _ = rule.judge(peers + [Self.seen(2, 8), Self.seen(3, 8), Self.seen(4, 0.1)], now: 2) }
+        // The download's budget is spent: a slow connection now waits for its own hold-off too.
+        #expect(rule.judge(peers + [Self.seen(4, 0.1)], now: 2).first?.action == .keepOnlyTheChunkInFlight)
+        #expect(rule.totalRedials == 5)
     }
 
     @Test func aSlowConnectionAboutToFinishIsLeftAlone() {

@@ -65,13 +65,17 @@ struct Connection {
         return (samples[last].1 - samples[first].1, samples[last].0 - samples[first].0, heldSamples[last] - heldSamples[first])
     }
 
-    /// Keeps a sample of the bytes received so far (taken every progress tick), the newest 16.
+    /// Samples kept: every slow-rule round (0.05 s) for 3.2 s, more than the longest window judged (2 s).
+    static let maxSamples = 64
+
+    /// Keeps a sample of the bytes received so far (taken every progress tick and slow-rule round).
     mutating func sample(now: Double) {
+        if let last = samples.last, now - last.0 < 0.02 { return }
         samples.append((now, transferBytes))
         heldSamples.append(held(at: now))
-        if samples.count > 16 {
-            samples.removeFirst(samples.count - 16)
-            heldSamples.removeFirst(heldSamples.count - 16)
+        if samples.count > Self.maxSamples {
+            samples.removeFirst(samples.count - Self.maxSamples)
+            heldSamples.removeFirst(heldSamples.count - Self.maxSamples)
         }
     }
 

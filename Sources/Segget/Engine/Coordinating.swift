@@ -60,6 +60,11 @@ protocol Coordinating {
     func progress(now: Double, elapsed: Double) -> DownloadProgress
     /// A chunk counted as finished must be fetched again.
     mutating func reopen(_ k: Int)
+    /// Connection `id`'s response head was accepted.
+    mutating func accepted(_ id: Int)
+    /// Connection `id`'s request was refused with `head` (429 or 503), `after` the wait it named: the
+    /// commands when that is the host's connection limit, nil when it is a failure to retry.
+    mutating func refusedByHost(_ id: Int, head: ResponseHead, after: Double?, now: Double) -> [Command]?
 }
 
 extension Coordinating {
@@ -87,6 +92,7 @@ extension Coordinating {
     /// `ResponseVerdict`). False refuses the bytes (the transfer is ending).
     mutating func headArrived(_ id: Int, head: ResponseHead, now: Double) -> Bool {
         guard connections[id].machine.headArrived(refusal: judge(id, head: head)) == .write else { return false }
+        accepted(id)
         let c = connections[id]
         firstByteWaits.append(max(0, now - c.requestStartedAt - (c.held(at: now) - c.heldAtRequest)))
         if firstByteWaits.count > 16 { firstByteWaits.removeFirst() }
@@ -165,7 +171,13 @@ extension Coordinating {
         case .resourceChanged(let r):
             if changed == nil { changed = r }
         case .retry(let why, let after, let kind):
-            commands += scheduleRetry(id, reason: why, after: after, kind: kind, now: now)
+            if kind == .httpStatus, head.status == 429 || head.status == 503,
+                let refused = refusedByHost(id, head: head, after: after, now: now)
+            {
+                commands += refused
+            } else {
+                commands += scheduleRetry(id, reason: why, after: after, kind: kind, now: now)
+            }
         case .rangesIgnored(let r):
             if ignored == nil { ignored = r }
         case nil:

@@ -119,6 +119,10 @@ extension Coordinator {
             firstByteWait: usualFirstByteWait ?? 0)
     }
 
+    /// The path's round trip as the shortest recent first-byte wait shows it (a request on a kept-alive
+    /// connection waits one round trip; on a new one, the handshake's too): nil before the first.
+    var pathRoundTrip: Double? { firstByteWaits.min() }
+
     /// The current request's average rate, once it had `minEvidenceSeconds` free to receive (and, if
     /// no byte came yet, far longer than first bytes usually take); nil before.
     func averageRate(_ c: Connection, now: Double) -> Double? {
@@ -178,7 +182,10 @@ extension Coordinator {
         // 2 MiB every 125 ms. On the uneven benchmark the slow ones were re-dialled after 0.76 s
         // instead of 1.26 s with a 1 s window (8 runs each: median 8.32 s against 8.37 s, slowest
         // 8.61 s against 9.09 s), and no capped run re-dialled anything.
-        let window = slowRule.window
+        let rtt = pathRoundTrip
+        let window = slowRule.window(rtt: rtt)
+        // Sampled every round, so that a whole window is judged as soon as the request is that old.
+        for id in connections.indices where connections[id].machine.isTransferring { connections[id].sample(now: now) }
         var observations: [SlowConnectionRule.Observation] = []
         // A request younger than the window is measured from its first byte; the rule judges it only
         // on clear evidence (see `SlowConnectionRule.minJudgeSeconds`).
@@ -187,14 +194,19 @@ extension Coordinator {
             if !c.machine.headJudged {
                 let waited = now - c.requestStartedAt - (c.held(at: now) - c.heldAtRequest)
                 observations.append(.init(id: c.id, bytes: 0, seconds: 0, waitingForFirstByte: waited, remainingBytes: left, consecutiveRedials: c.redials))
-            } else if now - c.transferStartedAt >= window, let m = c.recent(now: now, window: window, interval: config.progressInterval) {
+            } else if now - c.transferStartedAt >= window, let m = c.recent(now: now, window: window, interval: Self.slowJudgeInterval) {
                 observations.append(.init(id: c.id, bytes: m.bytes, seconds: m.seconds, heldSeconds: m.held, remainingBytes: left, consecutiveRedials: c.redials))
             } else if let first = c.firstByteAt, now - first > 0 {
-                observations.append(.init(id: c.id, bytes: c.transferBytes - c.bytesAtFirstByte, seconds: now - first,
-                    heldSeconds: c.held(at: now) - c.heldAtFirstByte, remainingBytes: left, consecutiveRedials: c.redials))
+                var o = SlowConnectionRule.Observation(id: c.id, bytes: c.transferBytes - c.bytesAtFirstByte, seconds: now - first,
+                    heldSeconds: c.held(at: now) - c.heldAtFirstByte, remainingBytes: left, consecutiveRedials: c.redials)
+                // Its rate over the newest round trips (at least 0.1 s), held time left out.
+                if let m = c.recent(now: now, window: max(0.1, 2 * (rtt ?? 0)), interval: Self.slowJudgeInterval), m.seconds - m.held > 0.05 {
+                    o.currentRate = Double(m.bytes) / (m.seconds - m.held)
+                }
+                observations.append(o)
             }
         }
-        let verdicts = slowRule.judge(observations, now: now, usualFirstByteWait: usualFirstByteWait)
+        let verdicts = slowRule.judge(observations, now: now, usualFirstByteWait: usualFirstByteWait, rtt: rtt)
         var commands: [Command] = []
         for v in verdicts {
             let c = connections[v.id]

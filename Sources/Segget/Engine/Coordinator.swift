@@ -22,6 +22,9 @@ struct Coordinator: Coordinating {
         /// Validators per source (main URL, then mirrors) that every answer must not contradict.
         var sources: [FetchSource] = [FetchSource(url: "")]
         var endGame = true
+        /// Idle connections take not-started work from busy ones (off only in the simulator's
+        /// baselines).
+        var stealing = true
         var redialSlow = true
         var autoConnections = false
         /// Start with this many of the connections (a batch file's share of the budget); the others
@@ -97,6 +100,8 @@ struct Coordinator: Coordinating {
     /// Decides which connections are too slow to keep their work (see `judgeSlowConnections`).
     var slowRule: SlowConnectionRule
     var auto = AutoGrowth()
+    /// How many requests at once the host accepts, as its refusals taught (see `HostLimit`).
+    var host = HostLimit()
 
     var failure: SeggetError?
     var changed: String?
@@ -183,16 +188,20 @@ struct Coordinator: Coordinating {
     mutating func startDue(now: Double) -> [Command] {
         var commands: [Command] = []
         for id in connections.indices {
-            switch connections[id].machine.tick(now: now) {
-            case .startRequest(.ramp):
-                // Robbed of everything meanwhile: it is idle and gets work like any idle connection.
-                if let r = scheduler.run(of: id) { commands.append(start(id, bytes: runBytes(r), now: now)) }
-            case .startRequest(.retry):
-                // Robbed of everything meanwhile: nothing to retry.
-                guard isRacing(id) || scheduler.run(of: id) != nil else { continue }
-                commands.append(start(id, bytes: connections[id].pos..<end(of: id), fresh: true, now: now))
-            default:
+            let due = connections[id].machine.tick(now: now)
+            guard case .startRequest(let cause) = due else { continue }
+            // Robbed of everything meanwhile: it is idle and gets work like any idle connection.
+            guard isRacing(id) || scheduler.run(of: id) != nil else { continue }
+            // Beyond what the host accepts: its work goes to the others.
+            guard allowsAnotherRequest(now: now) else {
+                scheduler.abandon(id)
                 continue
+            }
+            switch cause {
+            case .ramp:
+                if let r = scheduler.run(of: id) { commands.append(start(id, bytes: runBytes(r), now: now)) }
+            case .retry:
+                commands.append(start(id, bytes: connections[id].pos..<end(of: id), fresh: true, now: now))
             }
         }
         return commands
@@ -206,13 +215,16 @@ struct Coordinator: Coordinating {
         }
         var commands: [Command] = []
         for (i, id) in idle.enumerated() {
+            // No more than the host accepts (see `HostLimit`).
+            guard allowsAnotherRequest(now: now) else { break }
             // Estimates are read before the scheduler is asked (it cannot be read while it decides).
             let estimates = stealEstimates(now: now)
             let runTimes = connections.map { runSeconds($0, now: now) }
             guard let a = scheduler.nextAssignment(
                 for: id, allowDuplicates: config.endGame, remainingSeconds: { estimates.remaining[$0] },
                 minRemainingSeconds: Self.minRaceSeconds, maxRacers: Self.maxRacers, thieves: idle.count - i,
-                chunkSeconds: estimates.chunkSeconds, runSeconds: { runTimes[$0] }, worthStealing: estimates.worthStealing)
+                chunkSeconds: estimates.chunkSeconds, runSeconds: { runTimes[$0] },
+                worthStealing: { config.stealing && estimates.worthStealing($0, notStartedChunks: $1) })
             else { continue }
             if tracing { commands.append(.trace("connection \(id) gets \(a)")) }
             switch a {
@@ -307,4 +319,46 @@ struct Coordinator: Coordinating {
     }
 
     mutating func abandonRace(_ id: Int) { scheduler.abandon(id) }
+
+    // MARK: The host's limit
+
+    /// Requests out now.
+    var inFlight: Int { connections.reduce(0) { $0 + ($1.machine.isTransferring ? 1 : 0) } }
+
+    /// Whether a further connection would find work now: chunks in the free pool, or a run with chunks
+    /// not started that are worth stealing by the usual rule (the evidence a probe of the host's
+    /// limit needs).
+    func wantsAnotherConnection(now: Double) -> Bool {
+        if !scheduler.free.isEmpty { return true }
+        let estimates = stealEstimates(now: now)
+        return connections.contains { c in
+            guard let run = scheduler.run(of: c.id), run.count >= 2 else { return false }
+            return estimates.worthStealing(c.id, notStartedChunks: run.count - 1)
+        }
+    }
+
+    /// Whether the host accepts one more request now (see `HostLimit`).
+    mutating func allowsAnotherRequest(now: Double) -> Bool {
+        var h = host
+        defer { host = h }
+        return h.allowsAnother(inFlight: inFlight, wanted: wantsAnotherConnection(now: now), now: now)
+    }
+
+    mutating func accepted(_ id: Int) { host.accepted() }
+
+    /// A 429 or 503 while other requests are out is the host's connection limit, not a failure of
+    /// these bytes (see `HostLimit`): the work goes back to the pool for the connections the host
+    /// serves, nothing is counted against the retries, and the limit learnt is said once.
+    mutating func refusedByHost(_ id: Int, head: ResponseHead, after: Double?, now: Double) -> [Command]? {
+        let others = inFlight
+        guard !isRacing(id), others > 0 else { return nil }
+        let lowered = host.refused(inFlight: others, wait: after ?? rateLimitReset(head), now: now)
+        scheduler.abandon(id)
+        var commands: [Command] = []
+        if tracing { commands.append(.trace("connection \(id) refused (HTTP \(head.status)) with \(others) in flight; limit \(host.limit ?? -1), probe at \(Format.fixed(host.probeAt, 2))")) }
+        if lowered, let l = host.limit {
+            commands.append(.event(.notice("the server refuses more than \(l) request\(l == 1 ? "" : "s") at once (HTTP \(head.status)); continuing with \(l) connection\(l == 1 ? "" : "s").")))
+        }
+        return commands
+    }
 }

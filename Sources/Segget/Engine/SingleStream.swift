@@ -71,6 +71,9 @@ struct SingleStream: Coordinating {
     mutating func periodicDecisions(now: Double) -> [Command] { [] }
     mutating func judgeSlowConnections(now: Double) -> [Command] { [] }
     mutating func reopen(_ k: Int) {}
+    mutating func accepted(_ id: Int) {}
+    /// One stream has nobody to leave its work to: a refusal is retried.
+    mutating func refusedByHost(_ id: Int, head: ResponseHead, after: Double?, now: Double) -> [Command]? { nil }
 
     func progress(now: Double, elapsed: Double) -> DownloadProgress {
         let c = connections[0]

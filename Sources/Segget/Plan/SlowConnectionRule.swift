@@ -9,9 +9,9 @@
 /// bottleneck a slow path costs nothing, and right after a hold the peers' rates are not typical
 /// either (a server pacing like nginx's `limit_rate` sends the arrears at full speed).
 ///
-/// The typical rate is the median of the latest rates of every connection measured in the last
-/// `memory` seconds, receiving now or not, once there are at least three; with fewer, the last such
-/// median stands. A request too short to be judged still leaves its average (`recordFinished`), so
+/// The typical rate is the upper quartile of the latest rates of every connection measured in the
+/// last `memory` seconds, receiving now or not, once there are at least three (before any typical
+/// rate was known, one); with fewer, the last one stands. A request too short to be judged still leaves its average (`recordFinished`), so
 /// that a connection that was slow once and then finished quick requests does not stay slow here. Near the end of a download the connections still receiving are mostly the slow
 /// ones (the others ran out of work), so a median over those alone would call a trickle typical.
 /// A connection that has not received its first byte yet is judged once it waited much longer than
@@ -26,17 +26,34 @@
 /// judged on a half-second window, and one in three re-dials drew a trickle again).
 ///
 /// A slow connection is re-dialled only when that is worth it. Judged on a whole window, the rest of
-/// its work must take more than two windows at its rate. A young request's rate is its average since
+/// its work must take longer at its rate than a fresh request needs plus the window (two windows
+/// before: a request that went silent with 270 KiB of its chunk left then held the download 0.3 s
+/// longer, simulator trickle-every-kth seed 9). A young request's rate is its average since
 /// its first byte, which lags behind a request that slowed down after a good start (256 KiB at 4 MiB/s,
 /// then one byte a second, still averages 1.6 MiB/s after 0.16 s): it is re-dialled once the rest
 /// would take it more than `worthFactor` times what a fresh request at the typical rate needs (a usual
 /// first-byte wait plus the rest at the typical rate). With the two-window bar, such a request holding
 /// the last 0.75 MiB of a chunk was judged only after 0.35 s, and one holding 0.3 MiB after 0.7 s.
 ///
+/// A path with a long round trip is judged on what TCP can do there (`rtt`, when the fetch loop
+/// knows it): a new request may be in slow start, which takes round trips to reach the typical rate,
+/// so a young request is held against what slow start delivers in its time, not against the typical
+/// rate; a request judged on a whole window is judged on a window of at least 8 round trips
+/// (`window(rtt:)`), so that a loss that halves its congestion window, or a retransmission timeout,
+/// does not read as a slow server; and a re-dial must also pay for its own slow start (`rampSeconds`).
+/// Measured in the simulator (`docs/simulator.md`, family wan-loss): without these, a download over
+/// 40-200 ms with 0.1-0.5 % loss was re-dialled 17 times on average.
+///
+/// The typical rate needs one measurement, not three, when that is all there is: with two
+/// connections whose later answers both trickle, no third ever came, nobody was judged, and the
+/// download never ended (simulator, trickle-every-kth).
+///
 /// Bounds: a connection is re-dialled at most `maxConsecutiveRedials` times in a row (the count
 /// starts again when it finishes a chunk) and the download at most `maxTotalRedials` times. Past
-/// either, a slow connection only gives up its not-started work, so that it holds one chunk at most,
-/// which the end game races.
+/// either, a slow connection gives up its not-started work, so that it holds one chunk at most, and
+/// is re-dialled again only after a hold-off of its own that doubles each time up to 8 s
+/// (`lateHoldOff`): a server that keeps drawing slow answers costs a re-dial a while per connection,
+/// never a download that does not end.
 public struct SlowConnectionRule: Sendable {
     /// One connection's recent receiving, as the fetch loop measured it.
     public struct Observation: Sendable, Equatable {
@@ -52,6 +69,9 @@ public struct SlowConnectionRule: Sendable {
         public var remainingBytes: Int64
         /// Re-dials since it last finished a chunk.
         public var consecutiveRedials = 0
+        /// Its rate over the newest round trips (nil: unknown), for what keeping it would cost: a young
+        /// request's average lags behind one that went quiet after a good start.
+        public var currentRate: Double?
 
         public init(id: Int, bytes: Int64, seconds: Double, heldSeconds: Double = 0, waitingForFirstByte: Double? = nil,
                     remainingBytes: Int64, consecutiveRedials: Int = 0) {
@@ -111,10 +131,28 @@ public struct SlowConnectionRule: Sendable {
 
     /// How long a connection's latest rate counts towards the typical rate, seconds.
     public var memory = 10.0
+    /// Past the bounds, the first late re-dial waits this long; each one after, twice as long as the last.
+    public var lateHoldOff = 0.5
+    /// The hold-off doubles at most this many times (to 8 s), per connection: each connection that
+    /// holds a slow answer gets a new draw that often at least, so a download always ends.
+    public var maxLateDoublings = 4
+    /// With no typical rate above `minTypicalRate` (every answer so far slow), the slowest connection
+    /// is re-dialled after this long to look for a faster answer; each later try waits twice as long.
+    public var exploreHoldOff = 0.5
+    /// TCP's initial window (10 segments of 1448 bytes), for the slow start a new request may be in.
+    public static let initialWindowBytes = 14480.0
 
     /// The typical rate as of the last round (see above).
     public private(set) var typical: Double?
     public private(set) var totalRedials = 0
+    /// Re-dials past the bounds, and per connection how many it had and when its next may come.
+    public private(set) var lateRedials = 0
+    private var late: [Int: (count: Int, at: Double)] = [:]
+    /// Re-dials that looked for a faster answer, and when the next may come (see `explore`).
+    public private(set) var explorations = 0
+    private var exploreAt: Double?
+    /// The connection re-dialled last to look for a faster answer, its rate then, and when.
+    private var explored: (id: Int, rate: Double, at: Double)?
     /// Each connection's latest rate over a whole window, and when it was measured.
     private var latest: [Int: (rate: Double, at: Double)] = [:]
     /// When a round last saw a connection held back for more than a tenth of the window.
@@ -138,10 +176,31 @@ public struct SlowConnectionRule: Sendable {
         latest[id] = (Double(bytes) / seconds, now)
     }
 
+    /// The window a whole-window judgement uses on a path with round trip `rtt`: at least 8 round
+    /// trips (at most 2 s), so that one loss recovery is a small part of it.
+    public func window(rtt: Double?) -> Double { max(window, min(2, 8 * (rtt ?? 0))) }
+
+    /// Seconds a new request needs to reach `rate` by slow start at round trip `rtt` (0 without one).
+    public static func rampSeconds(rate: Double, rtt: Double?) -> Double {
+        guard let rtt, rtt > 0 else { return 0 }
+        let rounds = (rate * rtt / initialWindowBytes).log2OrZero
+        return rtt * rounds
+    }
+
+    /// The rate a healthy request `seconds` old can have averaged at round trip `rtt`: the typical
+    /// rate, or less while slow start (from the initial window, doubling every round trip) limits it.
+    public static func expectedRate(typical: Double, seconds: Double, rtt: Double?) -> Double {
+        guard let rtt, rtt > 0, seconds > 0 else { return typical }
+        let doublings = min(50, seconds / rtt)
+        let bytes = initialWindowBytes * (Double(sign: .plus, exponent: Int(doublings), significand: 1) * (1 + (doublings - doublings.rounded(.down))) - 1)
+        return min(typical, bytes / seconds)
+    }
+
     /// The verdicts on one round of observations taken at `now`, in the order given.
-    /// `usualFirstByteWait` is how long first bytes recently took (nil if unknown). Counts the
-    /// re-dials it orders.
-    public mutating func judge(_ observations: [Observation], now: Double, usualFirstByteWait: Double? = nil) -> [Verdict] {
+    /// `usualFirstByteWait` is how long first bytes recently took, `rtt` the path's round trip (nil
+    /// if unknown). Counts the re-dials it orders.
+    public mutating func judge(_ observations: [Observation], now: Double, usualFirstByteWait: Double? = nil,
+                               rtt: Double? = nil) -> [Verdict] {
         if observations.contains(where: { $0.heldSeconds > window / 10 }) { lastHoldAt = now }
         guard !isSuspended(at: now) else { return [] }
         for o in observations where o.waitingForFirstByte == nil && o.seconds > 0
@@ -149,17 +208,22 @@ public struct SlowConnectionRule: Sendable {
             latest[o.id] = (Double(o.bytes) / o.seconds, now)
         }
         latest = latest.filter { now - $0.value.at <= memory }
-        if latest.count >= 3 {
+        // Three measurements replace a typical rate known before; before any, one is enough (see above).
+        if latest.count >= 3 || (typical == nil && !latest.isEmpty) {
+            // The upper quartile: when most answers trickle, their median would call a trickle typical
+            // (simulator, trickle-fraction seed 442: 10 of 16 first answers at 4 KiB/s, and no request
+            // was ever slower than "typical").
             let rates = latest.values.map(\.rate).sorted()
-            typical = rates[rates.count / 2]
+            typical = rates[Int(Double(rates.count - 1) * 0.75 + 0.5)]
         }
-        guard let typical, typical > minTypicalRate else { return [] }
+        guard let typical, typical > minTypicalRate else { return explore(observations, now: now) }
         let firstByteLimit = max(minFirstByteWait ?? minJudgeSeconds, firstByteFactor * (usualFirstByteWait ?? 0))
         let youngLimit = max(minJudgeSeconds, firstByteFactor * (usualFirstByteWait ?? 0))
         var verdicts: [Verdict] = []
         for o in observations {
             let rate: Double
             var young = true
+            var expected = typical
             if let waited = o.waitingForFirstByte {
                 guard waited >= firstByteLimit else { continue }
                 rate = 0
@@ -168,19 +232,76 @@ public struct SlowConnectionRule: Sendable {
                 young = o.freeSeconds < window / 2
                 if young && (o.freeSeconds < youngLimit || typical * o.freeSeconds < Double(evidenceBytes)) { continue }
                 rate = Double(o.bytes) / o.freeSeconds
+                // A young request may still be in slow start (see above).
+                if young { expected = Self.expectedRate(typical: typical, seconds: o.freeSeconds, rtt: rtt) }
             }
-            guard rate < typical * slowFraction else { continue }
-            // Only worth it when the rest would take a while at this rate (see above).
-            let keeping = Double(o.remainingBytes) / max(rate, 1)
-            let fresh = (usualFirstByteWait ?? 0) + Double(o.remainingBytes) / typical
-            guard keeping > (young ? worthFactor * fresh : 2 * window) else { continue }
+            guard rate < expected * slowFraction else { continue }
+            // Only worth it when the rest would take a while at this rate, and longer than a fresh
+            // request needs, its own slow start included (see above).
+            let keeping = Double(o.remainingBytes) / max(min(rate, o.currentRate ?? rate), 1)
+            let fresh = (usualFirstByteWait ?? 0) + Double(o.remainingBytes) / typical + Self.rampSeconds(rate: typical, rtt: rtt)
+            guard keeping > (young ? worthFactor * fresh : fresh + window) else { continue }
             if o.consecutiveRedials < maxConsecutiveRedials && totalRedials < maxTotalRedials {
                 totalRedials += 1
+                verdicts.append(Verdict(id: o.id, action: .redial, rate: rate, typical: typical))
+            } else if now >= late[o.id]?.at ?? 0 {
+                // Past the bounds: one more, after a hold-off that doubles (see above).
+                let count = (late[o.id]?.count ?? 0) + 1
+                late[o.id] = (count, now + lateHoldOff * Double(1 << min(count, maxLateDoublings)))
+                totalRedials += 1
+                lateRedials += 1
                 verdicts.append(Verdict(id: o.id, action: .redial, rate: rate, typical: typical))
             } else {
                 verdicts.append(Verdict(id: o.id, action: .keepOnlyTheChunkInFlight, rate: rate, typical: typical))
             }
         }
         return verdicts
+    }
+
+    /// Every answer so far was slow, so no typical rate tells a slow one from a fast one: a server that
+    /// trickles a share of its answers may have trickled all of the first ones (simulator,
+    /// trickle-fraction seed 49: four requests, all trickling after 64 KiB, no end in sight). The
+    /// connection that would take longest is re-dialled to look for a faster answer, first
+    /// `exploreHoldOff` after the first judgement and then after a hold-off that doubles. A try that
+    /// finds an answer four times faster makes the next try come at once, until enough fast answers set
+    /// the typical rate and the rule proper takes over. A server that is simply slow costs a re-dial now
+    /// and then, a doubling interval apart.
+    private mutating func explore(_ observations: [Observation], now: Double) -> [Verdict] {
+        if let e = explored, let l = latest[e.id], l.at > e.at, l.rate >= 4 * max(e.rate, 1) {
+            // It found a faster answer: the others may well find one too, so the next try comes at once.
+            explored = nil
+            explorations = 0
+            exploreAt = now
+        }
+        let candidates = observations.filter { $0.waitingForFirstByte == nil && $0.freeSeconds >= minJudgeSeconds }
+        guard !candidates.isEmpty else { return [] }
+        guard let at = exploreAt else {
+            exploreAt = now + exploreHoldOff
+            return []
+        }
+        func seconds(_ o: Observation) -> Double {
+            Double(o.remainingBytes) / max(min(Double(o.bytes) / max(o.freeSeconds, 1e-3), o.currentRate ?? .infinity), 1)
+        }
+        let holdOff = exploreHoldOff * Double(1 << min(explorations, 20))
+        guard now >= at, let worst = candidates.max(by: { seconds($0) < seconds($1) }), seconds(worst) > 4 * holdOff else { return [] }
+        explorations += 1
+        exploreAt = now + 2 * holdOff
+        let rate = Double(worst.bytes) / max(worst.freeSeconds, 1e-3)
+        explored = (worst.id, rate, now)
+        return [Verdict(id: worst.id, action: .redial, rate: rate, typical: typical ?? 0)]
+    }
+}
+
+extension Double {
+    /// log2 of the value, 0 for values of at most 1 (the standard library has no logarithm).
+    var log2OrZero: Double {
+        guard self > 1, isFinite else { return 0 }
+        // The exponent, plus the significand's log2 (1..<2) by the series of ln(x)/ln(2) around 1.5.
+        let e = Double(exponent)
+        let m = significand
+        let y = (m - 1.5) / (m + 1.5)
+        let y2 = y * y
+        let ln = 2 * y * (1 + y2 / 3 + y2 * y2 / 5 + y2 * y2 * y2 / 7) + 0.4054651081081644
+        return e + ln / 0.6931471805599453
     }
 }

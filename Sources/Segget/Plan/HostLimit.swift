@@ -1,0 +1,71 @@
+/// How many requests at once a host accepts from this download, learnt from its refusals: the pure
+/// rule behind "a 429 or 503 on an extra connection is the host's connection limit, not a failure".
+///
+/// A request refused with 429 or 503 while others of the download are in flight means the host
+/// allows no more than those: the limit becomes the number in flight (never more than a limit learnt
+/// before), and the refused request's work goes back to the others without counting a failure. The
+/// limit is probed upwards again only when the hold-off is over (`Retry-After`, the `RateLimit`
+/// field's reset, or `initialHoldOff`) and there is work a further connection would take; a probe
+/// that is refused again doubles the hold-off. So a download of any length meets its first burst of
+/// refusals (the requests already out when the first refusal came back) and then a refusal a
+/// doubling interval at most.
+struct HostLimit: Equatable, Sendable {
+    /// Requests in flight the host accepts; nil until it refused one.
+    private(set) var limit: Int?
+    /// Refusals seen, and refusals of probes.
+    private(set) var refusals = 0
+    private(set) var probes = 0
+    /// When the limit may be probed upwards.
+    private(set) var probeAt = 0.0
+    private var holdOff = HostLimit.initialHoldOff
+    /// A probe is out: its refusal doubles the hold-off.
+    private var probing = false
+
+    /// The hold-off before the first probe when the host named none, seconds.
+    static let initialHoldOff = 2.0
+    /// The longest hold-off, seconds.
+    static let maxHoldOff = 60.0
+
+    /// A request was refused while `inFlight` others were in flight; `wait` is what the host asked
+    /// for (`Retry-After` or the `RateLimit` reset). Returns true when the limit went down.
+    mutating func refused(inFlight: Int, wait: Double?, now: Double) -> Bool {
+        refusals += 1
+        if probing {
+            probing = false
+            holdOff = min(Self.maxHoldOff, holdOff * 2)
+        }
+        let before = limit
+        limit = min(limit ?? Int.max, max(1, inFlight))
+        probeAt = max(probeAt, now + max(wait ?? 0, holdOff))
+        return limit != before
+    }
+
+    /// Whether one more request may go out now, with `inFlight` out and work for it (`wanted`):
+    /// under the limit, or as a probe once the hold-off is over (which raises the limit by one).
+    mutating func allowsAnother(inFlight: Int, wanted: @autoclosure () -> Bool, now: Double) -> Bool {
+        guard let l = limit else { return true }
+        if inFlight < l { return true }
+        guard now >= probeAt, wanted() else { return false }
+        limit = l + 1
+        probes += 1
+        probing = true
+        probeAt = now + holdOff
+        return true
+    }
+
+    /// A request was accepted: a probe out succeeded.
+    mutating func accepted() { probing = false }
+}
+
+/// The seconds a refusal's `RateLimit` field (IETF httpapi draft: `"name";r=0;t=N`) or the older
+/// `RateLimit-Reset: N` says to wait; nil without them.
+func rateLimitReset(_ head: ResponseHead) -> Double? {
+    if let v = head.value("ratelimit") {
+        for param in v.split(separator: ";") {
+            let p = Substring(param).trimmingASCIIWhitespace()
+            if p.hasPrefix("t="), let n = parseDecimal(p.dropFirst(2)) { return Double(n) }
+        }
+    }
+    if let v = head.value("ratelimit-reset"), let n = parseDecimal(Substring(v).trimmingASCIIWhitespace()) { return Double(n) }
+    return nil
+}

@@ -1,0 +1,164 @@
+import Glibc
+
+/// The families of simulated scenarios the engine's policy is proven over, each a seeded generator
+/// of `SimulatedScenario`s and a bound on finish time ÷ ideal that no scenario of it may exceed.
+struct SimulationFamily: Sendable {
+    let name: String
+    let summary: String
+    /// The most finish time ÷ ideal any scenario of the family may take with segget's policy.
+    let bound: Double
+    let make: @Sendable (inout SimRandom, UInt64) -> SimulatedScenario
+
+    func scenario(seed: UInt64) -> SimulatedScenario {
+        var r = SimRandom(seed: seed &* 7919 &+ UInt64(truncatingIfNeeded: name.hashValueStable))
+        var s = make(&r, seed)
+        s.seed = seed
+        return s
+    }
+}
+
+extension String {
+    /// A hash that is the same in every process (Swift's `hashValue` is seeded per process).
+    var hashValueStable: UInt64 {
+        var h: UInt64 = 0xcbf2_9ce4_8422_2325
+        for b in utf8 {
+            h ^= UInt64(b)
+            h = h &* 0x100_0000_01b3
+        }
+        return h
+    }
+}
+
+extension SimRandom {
+    mutating func pick<T>(_ xs: [T]) -> T { xs[Int(next() % UInt64(xs.count))] }
+    mutating func between(_ a: Double, _ b: Double) -> Double { a + (b - a) * unit() }
+    /// Log-uniform between `a` and `b`.
+    mutating func logBetween(_ a: Double, _ b: Double) -> Double { exp(between(log(a), log(b))) }
+}
+
+/// The ideal a scenario's finish time is measured against, and why it is a fair bound.
+enum SimulationIdeal {
+    static let decisionRound = Coordinator.slowJudgeInterval
+
+    /// The round trips before the first body byte (handshake, TLS, request) plus the file at the best
+    /// steady rate the network allows `min(n, limit)` healthy connections: each at the lesser of the
+    /// server's per-response cap and the steady rate of the model's TCP at this loss (a saw-tooth
+    /// between 0.7 W and W that gains a segment per round trip and loses one packet in 1/p), together
+    /// at most the bottleneck. Slow start, loss recovery, slow answers and refusals only add to it: a
+    /// policy reaches it only with every connection healthy from its first round trip.
+    ///
+    /// One slow-rule round (`decisionRound`) is added: the engine decides every 50 ms, so a download
+    /// of a few milliseconds is measured on the clock of its decisions, not on a ratio of milliseconds.
+    static func seconds(_ s: SimulatedScenario) -> Double {
+        let setup = s.rtt * (s.tls ? 3 : 2) + decisionRound
+        var perConnection = s.perRequestCap
+        if s.loss > 0 {
+            let beta = 0.7
+            let peak = (2 / ((1 - beta * beta) * s.loss)).squareRoot()
+            let window = min((1 + beta) / 2 * peak, SimulatedTCP.maxWindow)
+            perConnection = min(perConnection, window * SimulatedTCP.segment / s.rtt)
+        } else {
+            perConnection = min(perConnection, SimulatedTCP.maxWindow * SimulatedTCP.segment / s.rtt)
+        }
+        let n = Double(min(s.connections, s.connectionLimit ?? s.connections))
+        let rate = min(s.bottleneck, n * perConnection)
+        return setup + Double(s.fileSize) / rate
+    }
+}
+
+extension SimulationFamily {
+    static let MiB: Int64 = 1 << 20
+
+    /// Every family, in report order.
+    static let all: [SimulationFamily] = [
+        healthyLAN, capped, wanLoss, trickleEveryKth, trickleFraction, slowdown, silence, firstByteDelay,
+        connectionLimit, manyConnections,
+    ]
+
+    static func named(_ name: String) -> SimulationFamily? { all.first { $0.name == name } }
+
+    /// A fast server on a short path: no loss, no caps.
+    static let healthyLAN = SimulationFamily(name: "healthy-lan", summary: "fast server, 0.2-2 ms, no loss", bound: 2) { r, _ in
+        SimulatedScenario(
+            fileSize: r.pick([4, 16, 64, 256]) * MiB, connections: r.pick([1, 2, 4, 8, 16]),
+            rtt: r.logBetween(0.0002, 0.002), bottleneck: r.logBetween(50e6, 1e9))
+    }
+
+    /// A server that caps each response (nginx `limit_rate`), near or far.
+    static let capped = SimulationFamily(name: "capped", summary: "2-16 MiB/s per response, 1-40 ms", bound: 2) { r, _ in
+        SimulatedScenario(
+            fileSize: r.pick([16, 64, 256, 512]) * MiB, connections: r.pick([2, 4, 8, 16]),
+            rtt: r.logBetween(0.001, 0.04), perRequestCap: Double(r.pick([2, 4, 8, 16])) * Double(MiB))
+    }
+
+    /// Long fat pipes with random loss: loss recovery must not look like a slow server.
+    static let wanLoss = SimulationFamily(name: "wan-loss", summary: "40-200 ms, 0-0.5 % loss, 25-100 MB/s", bound: 3) { r, _ in
+        SimulatedScenario(
+            fileSize: r.pick([64, 256]) * MiB, connections: r.pick([4, 8, 16]),
+            rtt: r.between(0.04, 0.2), loss: r.pick([0, 0.0001, 0.001, 0.002, 0.005]),
+            bottleneck: r.between(25e6, 100e6), tls: r.unit() < 0.5)
+    }
+
+    /// Servers of every speed that trickle every k-th answer, from its first byte or after a while.
+    static let trickleEveryKth = SimulationFamily(name: "trickle-every-kth", summary: "every 2nd-5th answer trickles (1 B/s-64 KiB/s)", bound: 12) { r, _ in
+        var s = SimulatedScenario(
+            fileSize: r.pick([2, 8, 24, 64]) * MiB, connections: r.pick([2, 4, 8, 16]), rtt: r.logBetween(0.0005, 0.05),
+            bottleneck: r.logBetween(30e6, 1e9), perRequestCap: r.unit() < 0.5 ? .infinity : Double(r.pick([4, 16])) * Double(MiB))
+        s.slow = .init(which: .everyKth(r.pick([2, 3, 4, 5])), behaviour: .trickle(rate: r.pick([1, 1024, 65536]), after: r.pick([0, 256 << 10])))
+        return s
+    }
+
+    /// A random share of answers trickles.
+    static let trickleFraction = SimulationFamily(name: "trickle-fraction", summary: "10-50 % of answers trickle", bound: 24) { r, _ in
+        var s = SimulatedScenario(
+            fileSize: r.pick([8, 24, 64, 256]) * MiB, connections: r.pick([4, 8, 16]), rtt: r.logBetween(0.0005, 0.08),
+            bottleneck: r.logBetween(30e6, 1e9))
+        s.slow = .init(which: .fraction(r.between(0.1, 0.5)), behaviour: .trickle(rate: r.pick([1, 4096]), after: r.pick([0, 64 << 10, 1 << 20])))
+        return s
+    }
+
+    /// Answers that start well and slow down mid-body.
+    static let slowdown = SimulationFamily(name: "slowdown", summary: "answers slow to 1 B/s-32 KiB/s after 0.05-1 s", bound: 6) { r, _ in
+        var s = SimulatedScenario(
+            fileSize: r.pick([8, 24, 64, 256]) * MiB, connections: r.pick([4, 8]), rtt: r.logBetween(0.001, 0.05),
+            perRequestCap: Double(r.pick([4, 8, 16])) * Double(MiB))
+        s.slow = .init(which: r.unit() < 0.5 ? .everyKth(r.pick([3, 4])) : .fraction(0.25),
+                       behaviour: .slowdown(seconds: r.between(0.05, 1), rate: r.pick([1, 32768])))
+        return s
+    }
+
+    /// Answers that go silent after some bytes, the connection held open.
+    static let silence = SimulationFamily(name: "silence", summary: "answers go silent after 0-1 MiB", bound: 8) { r, _ in
+        var s = SimulatedScenario(
+            fileSize: r.pick([8, 24, 64]) * MiB, connections: r.pick([4, 8, 16]), rtt: r.logBetween(0.0005, 0.05),
+            bottleneck: r.logBetween(30e6, 500e6))
+        s.slow = .init(which: .everyKth(r.pick([3, 5, 7])), behaviour: .silent(after: r.pick([0, 128 << 10, 1 << 20])))
+        return s
+    }
+
+    /// Some answers' heads come late.
+    static let firstByteDelay = SimulationFamily(name: "first-byte-delay", summary: "some heads come 0.5-5 s late", bound: 12) { r, _ in
+        var s = SimulatedScenario(
+            fileSize: r.pick([8, 64, 256]) * MiB, connections: r.pick([4, 8]), rtt: r.logBetween(0.001, 0.1),
+            bottleneck: r.logBetween(30e6, 300e6))
+        s.slow = .init(which: .fraction(r.between(0.1, 0.3)), behaviour: .firstByteDelay(seconds: r.between(0.5, 5)))
+        return s
+    }
+
+    /// A host that allows a few requests in flight per client and refuses the rest.
+    static let connectionLimit = SimulationFamily(name: "connection-limit", summary: "1-6 requests allowed, 429/503 beyond", bound: 3) { r, _ in
+        var s = SimulatedScenario(
+            fileSize: r.pick([16, 64, 192]) * MiB, connections: r.pick([4, 8, 16]), rtt: r.logBetween(0.0005, 0.08),
+            perRequestCap: Double(r.pick([2, 8, 16])) * Double(MiB))
+        s.connectionLimit = r.pick([1, 2, 3, 4, 6])
+        s.rejection = r.pick([.tooManyRequests(retryAfter: 1), .tooManyRequests(retryAfter: nil), .rateLimitFields, .serviceUnavailable])
+        return s
+    }
+
+    /// Many connections, small and large files.
+    static let manyConnections = SimulationFamily(name: "many-connections", summary: "32-64 connections", bound: 5) { r, _ in
+        SimulatedScenario(
+            fileSize: r.pick([8, 64, 512]) * MiB, connections: r.pick([32, 64]), rtt: r.logBetween(0.0005, 0.1),
+            loss: r.pick([0, 0.001]), bottleneck: r.logBetween(50e6, 1e9), perRequestCap: r.pick([.infinity, 4.0 * Double(MiB)]))
+    }
+}
