@@ -31,7 +31,8 @@ func queryValue(_ text: String) -> String {
     var out = ""
     for b in text.utf8 {
         switch b {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"),
             UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
             out.unicodeScalars.append(Unicode.Scalar(b))
         default:
@@ -63,7 +64,10 @@ func queryValue(_ text: String) -> String {
         Case(
             name: "redirect Location with OSC 52 and ESC[2J",
             url: { s in
-                s.url("f", mode: .redirect, query: "to=" + queryValue(s.baseURL + "/x" + clipboardAndClear) + "&body=" + queryValue(clipboardAndClear))
+                s.url(
+                    "f", mode: .redirect,
+                    query: "to=" + queryValue(s.baseURL + "/x" + clipboardAndClear) + "&body="
+                        + queryValue(clipboardAndClear))
             },
             exitCode: 7, shown: clipboardAndClearShown),
         // A Location of C1 and bidi bytes that libcurl may accept: the URL it leads to is quoted.
@@ -76,7 +80,8 @@ func queryValue(_ text: String) -> String {
             url: { s in
                 s.url(
                     "f", mode: .status,
-                    query: "code=404&reason=" + queryValue("Not Found" + clipboardAndClear) + "&body=" + queryValue(clipboardAndClear + "\u{202E}"))
+                    query: "code=404&reason=" + queryValue("Not Found" + clipboardAndClear) + "&body="
+                        + queryValue(clipboardAndClear + "\u{202E}"))
             },
             exitCode: 4, shown: nil),
         Case(
@@ -90,7 +95,9 @@ func queryValue(_ text: String) -> String {
         Case(
             name: "Content-Disposition file name with ESC and a bidi override",
             url: { s in
-                s.url("f", mode: .disposition, query: "cd=" + queryValue("attachment; filename*=UTF-8''a%1B%5B2Jb%E2%80%AEgpj.exe"))
+                s.url(
+                    "f", mode: .disposition,
+                    query: "cd=" + queryValue("attachment; filename*=UTF-8''a%1B%5B2Jb%E2%80%AEgpj.exe"))
             },
             exitCode: 0, shown: nil),
     ]
@@ -103,7 +110,9 @@ func queryValue(_ text: String) -> String {
         let r = try SeggetCLI.run(["-n", "2", "--retries", "0", "-d", dir.path("out"), c.url(server)], timeout: 30)
         #expect(r.exitCode == c.exitCode, "\(r.stderr)")
         #expect(!r.stderr.isEmpty, "segget printed nothing (or not UTF-8)")
-        #expect(rawControls(in: r.stderr).isEmpty, "raw \(rawControls(in: r.stderr)) on stderr: \(r.stderr.debugDescription)")
+        #expect(
+            rawControls(in: r.stderr).isEmpty,
+            "raw \(rawControls(in: r.stderr)) on stderr: \(r.stderr.debugDescription)")
         if let shown = c.shown { #expect(r.stderr.contains(shown), "\(r.stderr)") }
     }
 
@@ -112,7 +121,8 @@ func queryValue(_ text: String) -> String {
         let server = try startCLITestServer(["f": Self.body])
         defer { server.stop() }
         let dir = try CLITempDir()
-        let r = try SeggetCLI.run(["--json", "-n", "2", "--retries", "0", "-d", dir.path("out"), c.url(server)], timeout: 30)
+        let r = try SeggetCLI.run(
+            ["--json", "-n", "2", "--retries", "0", "-d", dir.path("out"), c.url(server)], timeout: 30)
         #expect(r.exitCode == c.exitCode, "\(r.stdout)")
         #expect(rawControls(in: r.stdout).isEmpty && rawControls(in: r.stderr).isEmpty)
         let lines = r.stdout.split(separator: "\n").map(String.init)

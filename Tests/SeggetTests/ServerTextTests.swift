@@ -51,7 +51,9 @@ import Testing
         let long = ServerText(String(repeating: "\u{1B}", count: 10_000))
         #expect(long.escaped.unicodeScalars.count <= ServerText.displayLimit)
         #expect(long.escaped.hasSuffix("…"))
-        #expect(ServerText(String(repeating: "a", count: ServerText.displayLimit - 1)).escaped.count == ServerText.displayLimit - 1)
+        #expect(
+            ServerText(String(repeating: "a", count: ServerText.displayLimit - 1)).escaped.count == ServerText
+                .displayLimit - 1)
         #expect(!ServerText(String(repeating: "a", count: ServerText.displayLimit - 1)).escaped.hasSuffix("…"))
     }
 
@@ -89,7 +91,8 @@ import Testing
     }
 
     @Test func aHostileRedirectIsReportedEscaped() {
-        let q = ResponseQuestion(range: 0..<10, ranged: true, totalLength: 10, etag: "\"a\"", lastModified: nil, url: "http://x/f")
+        let q = ResponseQuestion(
+            range: 0..<10, ranged: true, totalLength: 10, etag: "\"a\"", lastModified: nil, url: "http://x/f")
         var h = ResponseHead()
         for line in ["HTTP/1.1 206 Partial Content", "Content-Range: bytes 0-9/10", "ETag: \"b\u{1B}[2J\"", ""] {
             h.append(line: Substring(line + "\r\n"))
