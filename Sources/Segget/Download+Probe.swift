@@ -97,7 +97,7 @@ extension Download {
         let mainHost = URLParts(url)?.host
         for m in options.mirrors {
             let prober = Prober(options: URLParts(m)?.host == mainHost ? options.transfer : options.transfer.withoutCredentials(), deadline: deadline)
-            let shown = URLParts.redactingCredentials(m)
+            let shown = URLParts.shown(m)
             let p: ProbeResult
             do {
                 p = try prober.probe(url: m)
@@ -110,11 +110,11 @@ extension Download {
                 continue
             }
             if let a = main.etag, let b = p.etag, a != b {
-                events?(.notice("dropping mirror \(shown): its ETag \(b) differs from \(a)."))
+                events?(.notice("dropping mirror \(shown): its ETag \(ServerText(b)) differs from \(ServerText(a))."))
                 continue
             }
             if let a = main.lastModified, let b = p.lastModified, a != b {
-                events?(.notice("dropping mirror \(shown): its Last-Modified differs (\(b) vs \(a))."))
+                events?(.notice("dropping mirror \(shown): its Last-Modified differs (\(ServerText(b)) vs \(ServerText(a)))."))
                 continue
             }
             // Credentials given for the main URL go to a mirror only on the same host.

@@ -53,6 +53,9 @@ public enum FailureKind: String, Sendable, CaseIterable {
 /// what happened and what to do.
 public struct SeggetError: Error, CustomStringConvertible, Sendable, Equatable {
     public let kind: FailureKind
+    /// One line, safe to print: text from a server goes in as `ServerText`, and whatever else a
+    /// message quotes (a URL after redirects, a path) has its control characters escaped here too
+    /// (`DisplayText`), on its way to the terminal, `--json`, the daemon's log and `errorMessage`.
     public let message: String
     /// The HTTP status when `kind == .httpStatus`.
     public let httpStatus: Int?
@@ -61,7 +64,7 @@ public struct SeggetError: Error, CustomStringConvertible, Sendable, Equatable {
 
     public init(_ kind: FailureKind, _ message: String, httpStatus: Int? = nil, retryAfter: Double? = nil) {
         self.kind = kind
-        self.message = message
+        self.message = DisplayText.escaping(message, keepingLineBreaks: false)
         self.httpStatus = httpStatus
         self.retryAfter = retryAfter
     }

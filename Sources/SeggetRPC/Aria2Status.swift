@@ -1,4 +1,5 @@
 import SeggetQueue
+import Segget
 
 /// Renders task snapshots as aria2 status objects: every value a string, every key front-ends
 /// read by direct lookup present ("0" where it means nothing for segget, such as upload figures).
@@ -42,7 +43,8 @@ public enum Aria2Status {
             }
         case "errorMessage":
             guard task.status == .error || task.errorMessage != nil else { return nil }
-            return .string(task.errorMessage ?? "")
+            // Escaped when the error was made (`SeggetError`); again here for a message stored by an older segget.
+            return .string(DisplayText.escaping(task.errorMessage ?? "", keepingLineBreaks: false))
         case "bitfield": return task.bitfield.map(JSON.string)
         default: return nil
         }

@@ -152,7 +152,7 @@ struct Connection {
     }
 
     private func writeHead(_ plan: ResponsePlan, closing: Bool) -> Bool {
-        var head = "HTTP/1.1 \(plan.status) \(HTTPStatus.reason(plan.status))\r\n"
+        var head = "HTTP/1.1 \(plan.status) \(plan.reason ?? HTTPStatus.reason(plan.status))\r\n"
         head += "Server: segget-testserver\r\n"
         for (name, value) in plan.headers { head += "\(name): \(value)\r\n" }
         switch plan.framing {

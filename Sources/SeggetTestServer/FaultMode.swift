@@ -8,6 +8,10 @@
 /// request start at `rate` and drop to `slowrate` only after that many body bytes. `catchup=1` paces
 /// like nginx's `limit_rate`: a client that stopped reading for a while gets the arrears at full speed.
 ///
+/// Every mode also takes the text a hostile server chooses, sent raw (percent-decoded, CR and LF
+/// removed): `reason=` the status line's reason phrase, `header=Name:value` one more header field, and
+/// `body=` the body of an answer that is not the file (an error, a redirect).
+///
 /// Counters behind `times` and `after` are kept per exact request target (path and query), so two
 /// tests using different parameters never share them.
 ///

@@ -40,6 +40,8 @@ struct ResponsePlan {
     var omitFramingHeader = false
     /// Read the request and never answer (the `silent` mode).
     var silent = false
+    /// The status line's reason phrase; nil for the usual one (`reason=`).
+    var reason: String?
 
     init(status: Int, headers: [(String, String)] = [], body: Body = .empty, framing: Framing? = nil) {
         self.status = status
@@ -64,6 +66,30 @@ struct ResponsePlanner {
     ///   - requestNumber: 1-based count of requests for this exact target, for `times`/`after` params.
     ///   - changed: the `changing` mode's second version, for a given length.
     func plan(
+        request: HTTPRequest, route: Route, representation current: Representation, requestNumber: Int,
+        changed: (Int64) -> Representation
+    ) -> ResponsePlan {
+        var plan = modePlan(request: request, route: route, representation: current, requestNumber: requestNumber, changed: changed)
+        addServerText(&plan, route: route)
+        return plan
+    }
+
+    /// The parameters every mode takes for text a hostile server chooses (CR and LF removed, all else
+    /// raw): `reason` for the reason phrase, `header=Name:value` for one more header field, and
+    /// `body` for the body of an answer that is not the file (an error, a redirect).
+    private func addServerText(_ plan: inout ResponsePlan, route: Route) {
+        func oneLine(_ s: String) -> String { s.filter { $0 != "\r" && $0 != "\n" && $0 != "\r\n" } }
+        if let reason = route.params["reason"] { plan.reason = oneLine(reason) }
+        if let field = route.params["header"].map(oneLine), let colon = field.firstIndex(of: ":") {
+            plan.headers.append((String(field[..<colon]), String(field[field.index(after: colon)...])))
+        }
+        if let body = route.params["body"], case .text = plan.body {
+            plan.body = .text(Array(body.utf8))
+            plan.framing = .contentLength(plan.body.count)
+        }
+    }
+
+    private func modePlan(
         request: HTTPRequest, route: Route, representation current: Representation, requestNumber: Int,
         changed: (Int64) -> Representation
     ) -> ResponsePlan {

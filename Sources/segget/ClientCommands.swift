@@ -225,6 +225,8 @@ struct List: ParsableCommand {
             if status == "error", let message = t["errorMessage"]?.stringValue, !message.isEmpty {
                 name += "  (\(message))"
             }
+            // A daemon's answer quotes servers (names, messages): shown escaped, one line per task.
+            name = DisplayText.escaping(name, keepingLineBreaks: false)
             lines.append(
                 pad(t["gid"]?.stringValue ?? "", 16) + "  " + pad(status, 8) + "  " + pad(percent, 6, right: true)
                     + "  "

@@ -153,7 +153,10 @@ struct Daemon: ParsableCommand {
         let port = self.port
         Task {
             let events = Task {
-                for await event in queue.events { Self.forward(event, to: hub) }
+                for await event in queue.events {
+                    Self.forward(event, to: hub)
+                    DaemonLog.record(event, of: queue)
+                }
             }
             let serving = Task {
                 do {

@@ -85,7 +85,7 @@ final class BatchUI: Reporter {
             s.lastDraw = now
             let text = statusText(s)
             if isTTY {
-                writeStderr("\r\u{1B}[2K" + String(text.prefix(columns - 1)))
+                writeStderr(String(text.prefix(columns - 1)), after: .clearLine)
                 s.drawn = true
             } else {
                 writeStderr(text + "\n")
@@ -185,7 +185,7 @@ final class BatchUI: Reporter {
 
     private func clear(_ s: inout State) {
         if s.drawn {
-            writeStderr("\r\u{1B}[2K")
+            writeStderr("", after: .clearLine)
             s.drawn = false
         }
     }

@@ -9,7 +9,7 @@ struct JSONObject {
     init(type: String) { add("type", type) }
 
     mutating func add(_ key: String, _ value: String?) {
-        field(key, value.map(JSONObject.quote) ?? "null")
+        field(key, value.map(JSONObject.quoteShown) ?? "null")
     }
     mutating func add(_ key: String, _ value: Int64?) { field(key, value.map { String($0) } ?? "null") }
     mutating func add(_ key: String, _ value: Int?) { field(key, value.map { String($0) } ?? "null") }
@@ -25,7 +25,7 @@ struct JSONObject {
         field(key, "[" + objects.map(\.body).joined(separator: ",") + "]")
     }
     mutating func add(_ key: String, strings: [String]) {
-        field(key, "[" + strings.map(JSONObject.quote).joined(separator: ",") + "]")
+        field(key, "[" + strings.map(JSONObject.quoteShown).joined(separator: ",") + "]")
     }
 
     /// A nested object without a `type` field.
@@ -41,6 +41,11 @@ struct JSONObject {
         if text.count > 1 { text += "," }
         text += JSONObject.quote(key) + ":" + raw
     }
+
+    /// A value as a JSON string with its control characters, C1 controls and bidi controls shown as
+    /// visible escapes (`DisplayText`), so that a consumer that prints it prints no server's control
+    /// sequence; server text (`ServerText`) is already escaped that way where it is received.
+    static func quoteShown(_ s: String) -> String { quote(DisplayText.escaping(s, keepingLineBreaks: false)) }
 
     /// A JSON string literal: quotes, backslashes and control characters escaped; everything else
     /// (including non-ASCII) as UTF-8.

@@ -57,7 +57,7 @@ final class TerminalUI: @unchecked Sendable {
 
     func clearLine() {
         if drawn {
-            writeStderr("\r\u{1B}[2K")
+            writeStderr("", after: .clearLine)
             drawn = false
         }
     }
@@ -68,7 +68,7 @@ final class TerminalUI: @unchecked Sendable {
     }
 
     private func draw(_ text: String) {
-        writeStderr("\r\u{1B}[2K" + text)
+        writeStderr(text, after: .clearLine)
 
         drawn = true
     }

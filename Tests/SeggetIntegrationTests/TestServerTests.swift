@@ -30,6 +30,8 @@ private struct RawResponse {
     var body: [UInt8]
     /// False when the connection ended before the framing said the body was complete.
     var complete: Bool
+    /// The status line as sent.
+    var statusLine = ""
 }
 
 /// A tiny blocking HTTP/1.1 client over a plain socket, with a 10 s receive timeout so a broken
@@ -142,7 +144,16 @@ private final class RawClient {
     }
 
     func readResponse(method: String = "GET") throws -> RawResponse {
+        var response = try readResponseWithoutStatusLine(method: method)
+        response.statusLine = lastStatusLine
+        return response
+    }
+
+    private var lastStatusLine = ""
+
+    private func readResponseWithoutStatusLine(method: String) throws -> RawResponse {
         guard let statusLine = line() else { throw ClientError.malformed }
+        lastStatusLine = statusLine
         let parts = statusLine.split(separator: " ")
         guard parts.count >= 2, let status = Int(parts[1]) else { throw ClientError.malformed }
         var headers: [String: String] = [:]
@@ -411,6 +422,19 @@ private func base64OfToolDigest(_ tool: String, _ path: String) throws -> String
     }
 
     // MARK: Fault modes
+
+    /// `reason`, `header` and `body` send a hostile server's text raw, in any mode (issue 23).
+    @Test func serverTextParametersAreSentRaw() throws {
+        try withServer(["f.bin": body]) { server in
+            let r = try fetch(server, "/status/f.bin?code=404&reason=Gone%1B%5B2J&header=X-Text:%20a%1B%5D52%3Bc%3BeA%3D%3D%07&body=%1B%5B2J%E2%80%AE")
+            #expect(r.statusLine == "HTTP/1.1 404 Gone\u{1B}[2J")
+            #expect(r.headers["x-text"] == "a\u{1B}]52;c;eA==\u{07}")
+            #expect(r.body == Array("\u{1B}[2J\u{202E}".utf8))
+            let file = try fetch(server, "/f.bin?header=Content-Encoding:%20x%1B&body=ignored")
+            #expect(file.status == 200 && file.body == body, "the file's own body is kept")
+            #expect(file.headers["content-encoding"] == "x\u{1B}")
+        }
+    }
 
     @Test func zeroOnlyHonoursOnlyRangesFromZero() throws {
         try withServer(["f.bin": body]) { server in

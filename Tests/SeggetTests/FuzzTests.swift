@@ -178,7 +178,7 @@ import Testing
                 for f in head.fields {
                     #expect(f.name == f.name.lowercased())
                     #expect(Substring(f.name).trimmingASCIIWhitespace() == Substring(f.name))
-                    #expect(Substring(f.value).trimmingASCIIWhitespace() == Substring(f.value))
+                    #expect(Substring(f.value.unsafeRawValue).trimmingASCIIWhitespace() == Substring(f.value.unsafeRawValue))
                 }
                 // Accessors never trap.
                 _ = head.contentLength
@@ -211,7 +211,7 @@ import Testing
             #expect(head.status == status && head.isComplete)
             #expect(head.fields.count == n)
             #expect(head.value("x-interim") == nil)
-            for i in 0..<n { #expect(head.value("X-F\(i)") == "v\(i)") }
+            for i in 0..<n { #expect(head.value("X-F\(i)") == ServerText("v\(i)")) }
         }
     }
 

@@ -163,7 +163,7 @@ final class FetchEngine {
 
     func trace(_ text: @autoclosure () -> String) {
         guard debug else { return }
-        let line = "[\(Format.fixed(monotonicSeconds() - startedAt, 2))] \(text())\n"
+        let line = "[\(Format.fixed(monotonicSeconds() - startedAt, 2))] \(DisplayText.escaping(text(), keepingLineBreaks: false))\n"
         try? FileDescriptor.standardError.writeAll(line)
     }
 

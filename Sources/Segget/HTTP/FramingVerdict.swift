@@ -5,17 +5,17 @@
 /// from such a response is written, and asking again cannot help.
 public enum FramingProblem: Equatable, Sendable, CustomStringConvertible {
     /// `Content-Length` fields or list members with different values.
-    case conflictingContentLength([String])
+    case conflictingContentLength([ServerText])
     /// A `Content-Length` that is not a plain decimal number (sign, spaces, letters, empty, too big).
-    case invalidContentLength(String)
+    case invalidContentLength(ServerText)
     /// Two `Content-Range` fields that name different ranges.
-    case conflictingContentRange([String])
+    case conflictingContentRange([ServerText])
     /// A 206 whose `Content-Length` is not the size of its `Content-Range`.
-    case lengthContradictsRange(contentLength: Int64, range: String)
+    case lengthContradictsRange(contentLength: Int64, range: ServerText)
     /// `Transfer-Encoding` and `Content-Length` together.
     case transferEncodingWithContentLength
     /// A transfer coding other than plain `chunked`.
-    case unsupportedTransferEncoding(String)
+    case unsupportedTransferEncoding(ServerText)
     /// A framing field continued on the next line (obs-fold).
     case foldedField(String)
     /// Whitespace between a framing field's name and its colon.
@@ -62,37 +62,37 @@ extension ResponseHead {
     public var framingProblem: FramingProblem? {
         if let name = spacedNames.first(where: FramingProblem.framingFields.contains) { return .spaceBeforeColon(name) }
         if let name = foldedNames.first(where: FramingProblem.framingFields.contains) { return .foldedField(name) }
-        let lengths = values("content-length")
-        let codings = values("transfer-encoding")
+        let lengths = unsafeRawValues("content-length")
+        let codings = unsafeRawValues("transfer-encoding")
         if !codings.isEmpty {
             let joined = codings.joined(separator: ", ")
             let tokens = joined.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingASCIIWhitespace().lowercased() }
-            guard tokens == ["chunked"] else { return .unsupportedTransferEncoding(joined) }
+            guard tokens == ["chunked"] else { return .unsupportedTransferEncoding(ServerText(joined)) }
             if !lengths.isEmpty { return .transferEncodingWithContentLength }
         }
         var declared: Int64?
         for field in lengths {
             for member in field.split(separator: ",", omittingEmptySubsequences: false) {
-                guard let n = parseDecimal(member.trimmingASCIIWhitespace()) else { return .invalidContentLength(field) }
-                if let d = declared, d != n { return .conflictingContentLength(lengths) }
+                guard let n = parseDecimal(member.trimmingASCIIWhitespace()) else { return .invalidContentLength(ServerText(field)) }
+                if let d = declared, d != n { return .conflictingContentLength(lengths.map(ServerText.init)) }
                 declared = n
             }
         }
-        let ranges = values("content-range")
+        let ranges = unsafeRawValues("content-range")
         if ranges.count > 1 {
             let parsed = ranges.map { ContentRange(parsing: $0) }
             if parsed.contains(where: { $0 == nil || $0 != parsed[0] }) {
-                return .conflictingContentRange(ranges)
+                return .conflictingContentRange(ranges.map(ServerText.init))
             }
         }
         if status == 206, let n = declared, let raw = ranges.first, let count = ContentRange(parsing: raw)?.byteCount, count != n {
-            return .lengthContradictsRange(contentLength: n, range: raw)
+            return .lengthContradictsRange(contentLength: n, range: ServerText(raw))
         }
         return nil
     }
 
     /// A `multipart/byteranges` body: several parts with their own ranges, not the one range asked.
     public var isMultipartByteRanges: Bool {
-        value("content-type")?.lowercased().hasPrefix("multipart/byteranges") ?? false
+        unsafeRawValue("content-type")?.lowercased().hasPrefix("multipart/byteranges") ?? false
     }
 }

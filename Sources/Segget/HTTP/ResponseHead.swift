@@ -6,9 +6,12 @@
 /// the latest response.
 public struct ResponseHead: Sendable, Equatable {
     public private(set) var status: Int = 0
-    public private(set) var httpVersion: String = ""
-    /// Field names lowercased, values trimmed, in arrival order.
-    public private(set) var fields: [(name: String, value: String)] = []
+    public private(set) var httpVersion: ServerText = ""
+    /// Field names lowercased, values trimmed, in arrival order. The values are the server's text: a
+    /// message shows them escaped (`ServerText`).
+    public var fields: [(name: String, value: ServerText)] { rawFields.map { ($0.name, ServerText($0.value)) } }
+    /// `fields` as received, for the parsing below; never for a message.
+    private var rawFields: [(name: String, value: String)] = []
     /// True once the empty line that ends the head has been seen.
     public private(set) var isComplete = false
     /// Bytes of header lines received for this response so far (status line included).
@@ -22,7 +25,7 @@ public struct ResponseHead: Sendable, Equatable {
 
     public static func == (a: ResponseHead, b: ResponseHead) -> Bool {
         a.status == b.status && a.httpVersion == b.httpVersion && a.isComplete == b.isComplete
-            && a.fields.elementsEqual(b.fields, by: { $0.name == $1.name && $0.value == $1.value })
+            && a.rawFields.elementsEqual(b.rawFields, by: { $0.name == $1.name && $0.value == $1.value })
             && a.foldedNames == b.foldedNames && a.spacedNames == b.spacedNames
     }
 
@@ -33,7 +36,7 @@ public struct ResponseHead: Sendable, Equatable {
             self = ResponseHead()
             byteCount = raw.utf8.count
             let parts = line.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: true)
-            httpVersion = parts.first.map(String.init) ?? ""
+            httpVersion = ServerText(parts.first ?? "")
             if parts.count >= 2, let code = Int(parts[1]), (100...999).contains(code) { status = code }
             return
         }
@@ -43,10 +46,10 @@ public struct ResponseHead: Sendable, Equatable {
             if status >= 200 { isComplete = true }
             return
         }
-        if let first = raw.unicodeScalars.first, first == " " || first == "\t", let last = fields.indices.last {
+        if let first = raw.unicodeScalars.first, first == " " || first == "\t", let last = rawFields.indices.last {
             // obs-fold: the line continues the previous field; a recipient reads it as one space.
-            foldedNames.append(fields[last].name)
-            fields[last].value = fields[last].value.isEmpty ? String(line) : fields[last].value + " " + line
+            foldedNames.append(rawFields[last].name)
+            rawFields[last].value = rawFields[last].value.isEmpty ? String(line) : rawFields[last].value + " " + line
             return
         }
         guard let colon = line.firstIndex(of: ":") else { return }
@@ -54,7 +57,7 @@ public struct ResponseHead: Sendable, Equatable {
         let name = rawName.trimmingASCIIWhitespace().lowercased()
         if rawName.unicodeScalars.last.map({ $0 == " " || $0 == "\t" }) ?? false { spacedNames.append(name) }
         let value = line[line.index(after: colon)...].trimmingASCIIWhitespace()
-        fields.append((name, String(value)))
+        rawFields.append((name, String(value)))
     }
 
     /// This head as the answer to a request for the rest of the representation from `offset`: the
@@ -63,57 +66,67 @@ public struct ResponseHead: Sendable, Equatable {
     /// the probe kept its first `offset` bytes, is judged as what it now is.
     package func continuing(from offset: Int64, total: Int64) -> ResponseHead {
         var h = self
-        h.fields = fields.filter { $0.name != "content-range" && $0.name != "content-length" }
-        h.fields.append((name: "content-range", value: "bytes \(offset)-\(total - 1)/\(total)"))
-        h.fields.append((name: "content-length", value: "\(total - offset)"))
+        h.rawFields = rawFields.filter { $0.name != "content-range" && $0.name != "content-length" }
+        h.rawFields.append((name: "content-range", value: "bytes \(offset)-\(total - 1)/\(total)"))
+        h.rawFields.append((name: "content-length", value: "\(total - offset)"))
         return h
     }
 
     /// All values of a field, one per field line, in arrival order.
-    public func values(_ name: String) -> [String] {
-        let n = name.lowercased()
-        return fields.filter { $0.name == n }.map(\.value)
-    }
+    public func values(_ name: String) -> [ServerText] { unsafeRawValues(name).map(ServerText.init) }
 
     /// The first value of a field (case-insensitive name), or nil.
-    public func value(_ name: String) -> String? {
-        let n = name.lowercased()
-        return fields.first(where: { $0.name == n })?.value
-    }
+    public func value(_ name: String) -> ServerText? { unsafeRawValue(name).map(ServerText.init) }
 
     /// All values of a field joined with ", " as RFC 9110 allows for list fields; nil if absent.
-    public func joinedValue(_ name: String) -> String? {
+    public func joinedValue(_ name: String) -> ServerText? { unsafeRawJoinedValue(name).map(ServerText.init) }
+
+    /// `values(_:)` as received, for parsing; never for a message.
+    func unsafeRawValues(_ name: String) -> [String] {
         let n = name.lowercased()
-        let vs = fields.filter { $0.name == n }.map(\.value)
+        return rawFields.filter { $0.name == n }.map(\.value)
+    }
+
+    /// `value(_:)` as received, for parsing; never for a message.
+    func unsafeRawValue(_ name: String) -> String? {
+        let n = name.lowercased()
+        return rawFields.first(where: { $0.name == n })?.value
+    }
+
+    /// `joinedValue(_:)` as received, for parsing; never for a message.
+    func unsafeRawJoinedValue(_ name: String) -> String? {
+        let vs = unsafeRawValues(name)
         return vs.isEmpty ? nil : vs.joined(separator: ", ")
     }
 
     /// The declared body length: the one value every `Content-Length` field and list member agrees
     /// on (`42, 42` is 42); nil when absent, malformed or disagreeing (see `framingProblem`).
     public var contentLength: Int64? {
-        let members = values("content-length").flatMap { $0.split(separator: ",", omittingEmptySubsequences: false) }
+        let members = unsafeRawValues("content-length").flatMap { $0.split(separator: ",", omittingEmptySubsequences: false) }
         let lengths = members.map { parseDecimal($0.trimmingASCIIWhitespace()) }
         guard let first = lengths.first, let n = first, lengths.allSatisfy({ $0 == n }) else { return nil }
         return n
     }
-    public var contentRange: ContentRange? { value("content-range").flatMap { ContentRange(parsing: $0) } }
-    public var etag: String? { value("etag") }
-    public var lastModified: String? { value("last-modified") }
+    public var contentRange: ContentRange? { unsafeRawValue("content-range").flatMap { ContentRange(parsing: $0) } }
+    public var etag: ServerText? { value("etag") }
+    public var lastModified: ServerText? { value("last-modified") }
+    /// Seconds the server asks to wait (`Retry-After`), when it says.
+    public var retryAfter: Double? { unsafeRawValue("retry-after").flatMap { parseRetryAfter($0) } }
     public var isChunked: Bool {
-        joinedValue("transfer-encoding")?.lowercased().contains("chunked") ?? false
+        unsafeRawJoinedValue("transfer-encoding")?.lowercased().contains("chunked") ?? false
     }
     /// True when the server says it accepts byte ranges (`Accept-Ranges: bytes`).
     public var acceptsByteRanges: Bool {
-        joinedValue("accept-ranges")?.lowercased().split(separator: ",").contains {
+        unsafeRawJoinedValue("accept-ranges")?.lowercased().split(separator: ",").contains {
             $0.trimmingASCIIWhitespace() == "bytes"
         } ?? false
     }
     /// A content coding other than identity, which makes byte offsets meaningless.
-    public var contentEncoding: String? {
-        guard let v = joinedValue("content-encoding")?.trimmingCharacters(), !v.isEmpty,
+    public var contentEncoding: ServerText? {
+        guard let v = unsafeRawJoinedValue("content-encoding")?.trimmingCharacters(), !v.isEmpty,
             v.lowercased() != "identity"
         else { return nil }
-        return v
+        return ServerText(v)
     }
 }
 

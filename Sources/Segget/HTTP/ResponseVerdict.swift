@@ -43,7 +43,7 @@ enum ResponseVerdict: Equatable, Sendable {
     init(for question: ResponseQuestion, head h: ResponseHead) {
         let asked = question.rangeText
         if h.status == 429 || h.status == 503 || (500...599).contains(h.status) || h.status == 408 {
-            self = .retry("HTTP \(h.status)", after: h.value("retry-after").flatMap { parseRetryAfter($0) }, kind: .httpStatus)
+            self = .retry("HTTP \(h.status)", after: h.retryAfter, kind: .httpStatus)
             return
         }
         if let verdict = Self.permanent(question, h, asked: asked) {
@@ -117,9 +117,12 @@ enum ResponseVerdict: Equatable, Sendable {
 
     /// Why the answer's validators say the file is another one; nil when they agree or are absent.
     private static func validatorChange(_ q: ResponseQuestion, _ h: ResponseHead) -> String? {
-        if let want = q.etag, let got = h.etag, want != got { return "its ETag changed from \(want) to \(got)" }
-        if let want = q.lastModified, let got = h.lastModified, want != got {
-            return "its Last-Modified changed from \(want) to \(got)"
+        // The validators kept from the probe came from the server too: shown as `ServerText`.
+        if let want = q.etag, let got = h.unsafeRawValue("etag"), want != got {
+            return "its ETag changed from \(ServerText(want)) to \(ServerText(got))"
+        }
+        if let want = q.lastModified, let got = h.unsafeRawValue("last-modified"), want != got {
+            return "its Last-Modified changed from \(ServerText(want)) to \(ServerText(got))"
         }
         return nil
     }

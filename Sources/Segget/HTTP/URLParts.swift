@@ -38,6 +38,11 @@ public struct URLParts: Equatable, Sendable {
 
     public var isHTTPFamily: Bool { scheme == "http" || scheme == "https" }
 
+    /// A URL for a message: credentials removed, and escaped where it is shown, since after a
+    /// redirect it is the server's text (a `Location`).
+    public static func shown(_ url: String) -> ServerText { ServerText(redactingCredentials(url)) }
+    public static func shown(_ url: ServerText) -> ServerText { shown(url.unsafeRawValue) }
+
     /// The URL with any `user:password@` removed, for logs and the journal.
     public static func redactingCredentials(_ url: String) -> String {
         guard let sep = schemeSeparator(in: url) else { return url }

@@ -121,7 +121,7 @@ struct Prober {
         var hops = 0
         while true {
             if let deadline, deadline.remaining(now: monotonicSeconds()) <= 0 {
-                throw deadline.expired("the first request to \(URLParts.redactingCredentials(current))")
+                throw deadline.expired("the first request to \(URLParts.shown(current))")
             }
             // A held transfer not handed on below ends when `held` goes away (see `HeldTransfer`).
             let (ctx, code, held): (ProbeContext, CurlCode, HeldTransfer?)
@@ -139,32 +139,33 @@ struct Prober {
             }
             if code != .ok && !(code == .writeError && head.isComplete) {
                 if let deadline, code == .operationTimedOut, deadline.remaining(now: monotonicSeconds()) < 0.1 {
-                    throw deadline.expired("the first request to \(URLParts.redactingCredentials(current))")
+                    throw deadline.expired("the first request to \(URLParts.shown(current))")
                 }
                 throw Self.networkError(code, url: current, head: head)
             }
             if (300...399).contains(head.status), head.status != 304 {
+                // Followed as it came; shown only as `ServerText`.
                 guard let location = head.value("location") else {
                     throw SeggetError(.protocolViolation, "the server answered \(head.status) without a Location header; there is nothing to follow.", httpStatus: head.status, retryAdvice: .never)
                 }
                 guard !location.isEmpty else {
                     throw SeggetError(.protocolViolation, "the server answered \(head.status) with an empty Location header; there is nothing to follow.", httpStatus: head.status, retryAdvice: .never)
                 }
-                guard let next = resolveURL(location, against: current) else {
-                    throw SeggetError(.protocolViolation, "the server redirected (\(head.status)) to '\(URLParts.redactingCredentials(location))', which is not a valid URL; there is nothing to follow.", httpStatus: head.status, retryAdvice: .never)
+                guard let next = resolveURL(location.unsafeRawValue, against: current) else {
+                    throw SeggetError(.protocolViolation, "the server redirected (\(head.status)) to '\(URLParts.shown(location))', which is not a valid URL; there is nothing to follow.", httpStatus: head.status, retryAdvice: .never)
                 }
                 hops += 1
                 if hops > options.maxRedirects {
                     throw SeggetError(.network, "more than \(options.maxRedirects) redirects; the server may be misconfigured.", retryAdvice: .never)
                 }
                 if visited.contains(next) {
-                    throw SeggetError(.network, "redirect loop: \(URLParts.redactingCredentials(next)) was already visited.", retryAdvice: .never)
+                    throw SeggetError(.network, "redirect loop: \(URLParts.shown(next)) was already visited.", retryAdvice: .never)
                 }
                 guard let nextParts = URLParts(next), nextParts.isHTTPFamily else {
-                    throw SeggetError(.protocolViolation, "refusing a redirect to '\(URLParts.redactingCredentials(next))': only http and https are allowed.", retryAdvice: .never)
+                    throw SeggetError(.protocolViolation, "refusing a redirect to '\(URLParts.shown(next))': only http and https are allowed.", retryAdvice: .never)
                 }
                 if currentParts.scheme == "https" && nextParts.scheme == "http" && !options.allowInsecureRedirect {
-                    throw SeggetError(.protocolViolation, "refusing a redirect from https to plain http (\(URLParts.redactingCredentials(next))); pass --allow-insecure-redirect to follow it.", retryAdvice: .never)
+                    throw SeggetError(.protocolViolation, "refusing a redirect from https to plain http (\(URLParts.shown(next))); pass --allow-insecure-redirect to follow it.", retryAdvice: .never)
                 }
                 if nextParts.host != currentParts.host {
                     opts = opts.withoutCredentials()
@@ -233,12 +234,12 @@ struct Prober {
 
     private func interpret(_ head: ResponseHead, finalURL: String, redirects: Int, options: TransferOptions) throws(SeggetError) -> ProbeResult {
         var result = ProbeResult(
-            finalURL: finalURL, totalLength: nil, acceptsRanges: false, etag: head.etag,
-            lastModified: head.lastModified, suggestedFileName: FileName.fromURLPath(finalURL),
-            reprDigest: head.joinedValue("repr-digest"), digest: head.joinedValue("digest"),
+            finalURL: finalURL, totalLength: nil, acceptsRanges: false, etag: head.unsafeRawValue("etag"),
+            lastModified: head.unsafeRawValue("last-modified"), suggestedFileName: FileName.fromURLPath(finalURL),
+            reprDigest: head.unsafeRawJoinedValue("repr-digest"), digest: head.unsafeRawJoinedValue("digest"),
             // Content-MD5 covers the body of this response: on a 206 that is a range, not the file.
-            contentMD5: head.status == 200 ? head.value("content-md5") : nil, redirects: redirects, noRangesReason: nil)
-        if let cd = head.value("content-disposition"), let name = ContentDisposition.fileName(from: cd) {
+            contentMD5: head.status == 200 ? head.unsafeRawValue("content-md5") : nil, redirects: redirects, noRangesReason: nil)
+        if let cd = head.unsafeRawValue("content-disposition"), let name = ContentDisposition.fileName(from: cd) {
             result.suggestedFileName = FileName.sanitize(name)
         }
         switch head.status {
@@ -274,13 +275,13 @@ struct Prober {
             }
         default:
             let e = Self.statusError(head.status, url: finalURL)
-            throw SeggetError(e.kind, e.message, httpStatus: e.httpStatus, retryAfter: head.value("retry-after").flatMap { parseRetryAfter($0) })
+            throw SeggetError(e.kind, e.message, httpStatus: e.httpStatus, retryAfter: head.retryAfter)
         }
         return result
     }
 
     static func statusError(_ status: Int, url: String) -> SeggetError {
-        let u = URLParts.redactingCredentials(url)
+        let u = URLParts.shown(url)
         let hint: String
         switch status {
         case 401: hint = "authentication is required; pass -u USER:PASSWORD or --netrc"
@@ -297,7 +298,7 @@ struct Prober {
     static func framingError(_ problem: FramingProblem, url: String) -> SeggetError {
         SeggetError(
             .protocolViolation,
-            "the answer from \(URLParts.redactingCredentials(url)) cannot be trusted: \(problem). segget refuses such a response rather than guess which bytes it holds; the server, or a proxy in between, is broken. Try another server.",
+            "the answer from \(URLParts.shown(url)) cannot be trusted: \(problem). segget refuses such a response rather than guess which bytes it holds; the server, or a proxy in between, is broken. Try another server.",
             retryAdvice: .never)
     }
 
@@ -314,7 +315,7 @@ struct Prober {
     }
 
     static func networkError(_ code: CurlCode, url: String, head: ResponseHead = ResponseHead()) -> SeggetError {
-        let u = URLParts.redactingCredentials(url)
+        let u = URLParts.shown(url)
         if headersTooLarge(code, head: head) {
             return SeggetError(.protocolViolation, "the server's response headers are too large to accept (more than libcurl allows) for \(u); the server is misbehaving.", retryAdvice: .never)
         }
