@@ -80,7 +80,9 @@ public struct RPCProcessor: Sendable {
         }
         var failures = 0
         if case .array(let items) = request {
-            guard !items.isEmpty else { return RPCReply(json: Self.errorReply(id: .null, .invalidRequest), unauthorized: 0) }
+            guard !items.isEmpty else {
+                return RPCReply(json: Self.errorReply(id: .null, .invalidRequest), unauthorized: 0)
+            }
             let json = JSON.array(items.map { respond(toSingle: $0, failures: &failures) })
             return RPCReply(json: json, unauthorized: failures)
         }

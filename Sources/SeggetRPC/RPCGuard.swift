@@ -111,7 +111,8 @@ final class HostGate: ChannelInboundHandler, RemovableChannelHandler {
         headers.add(name: "Content-Length", value: String(text.utf8.count))
         headers.add(name: "Connection", value: "close")
         context.write(
-            wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .misdirectedRequest, headers: headers))),
+            wrapOutboundOut(
+                .head(HTTPResponseHead(version: head.version, status: .misdirectedRequest, headers: headers))),
             promise: nil)
         context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: text)))), promise: nil)
         context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in

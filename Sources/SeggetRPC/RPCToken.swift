@@ -93,7 +93,8 @@ public enum RPCToken {
         lines.append("WebSocket:   ws://\(authority)/jsonrpc")
         lines.append("HTTP:        http://\(authority)/jsonrpc")
         let secret = token.map { " --secret \($0)" } ?? ""
-        lines.append("aria2p:      aria2p --host http://\(host.contains(":") ? "[\(host)]" : host) --port \(port)\(secret) show")
+        lines.append(
+            "aria2p:      aria2p --host http://\(host.contains(":") ? "[\(host)]" : host) --port \(port)\(secret) show")
         let tokenQuery = token.map { "&token=\($0)" } ?? ""
         lines.append("webui-aria2: open index.html?host=\(host)&port=\(port)\(tokenQuery)")
         lines.append(

@@ -15,7 +15,8 @@ struct DaemonAddress: ParsableArguments {
 
     @Option(
         name: .customLong("rpc-secret-file"),
-        help: "The daemon's token file (default $XDG_STATE_HOME/segget/rpc-secret or ~/.local/state/segget/rpc-secret).")
+        help: "The daemon's token file (default $XDG_STATE_HOME/segget/rpc-secret or ~/.local/state/segget/rpc-secret)."
+    )
     var secretFile: String?
 
     @Option(name: .customLong("rpc-host"), help: "The daemon's host.")
@@ -172,7 +173,8 @@ struct Pause: ParsableCommand {
 }
 
 struct Resume: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "resume", abstract: "Resume paused tasks in the running daemon.")
+    static let configuration = CommandConfiguration(
+        commandName: "resume", abstract: "Resume paused tasks in the running daemon.")
     @Argument(help: "The GIDs of the tasks ('all' for every task).") var gids: [String]
     @OptionGroup var daemon: DaemonAddress
     func run() throws {

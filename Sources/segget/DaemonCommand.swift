@@ -4,8 +4,8 @@ import Glibc
 import Segget
 import SeggetQueue
 import SeggetRPC
-import Synchronization
 import SeggetSystem
+import Synchronization
 
 /// `segget daemon`: the download queue in the foreground, served over aria2's JSON-RPC.
 struct Daemon: ParsableCommand {
@@ -94,7 +94,8 @@ struct Daemon: ParsableCommand {
         }
         if noSecret && listenAll {
             throw ValidationError(
-                "--rpc-insecure-no-secret is for loopback only; --rpc-listen-all exposes the daemon to the network, so it needs the token.")
+                "--rpc-insecure-no-secret is for loopback only; --rpc-listen-all exposes the daemon to the network, so it needs the token."
+            )
         }
         if noSecret && !(secret ?? "").isEmpty {
             throw ValidationError("--rpc-insecure-no-secret and --rpc-secret contradict each other; give one.")
@@ -121,7 +122,8 @@ struct Daemon: ParsableCommand {
         var prefix = ""
         for part in path.split(separator: "/") {
             prefix += "/" + part
-            try? FileSystem.makeDirectory(path.hasPrefix("/") ? prefix : String(prefix.dropFirst()), permissions: UInt32(mode))
+            try? FileSystem.makeDirectory(
+                path.hasPrefix("/") ? prefix : String(prefix.dropFirst()), permissions: UInt32(mode))
         }
     }
 

@@ -75,11 +75,13 @@ enum TokenFile {
         } catch .fileExists {
             // Another daemon made it first: use that one.
             if let other = try load(path) { return (other, false) }
-            throw SeggetError(.fileSystem, "The token file \(path) appeared and vanished again; start the daemon again.")
+            throw SeggetError(
+                .fileSystem, "The token file \(path) appeared and vanished again; start the daemon again.")
         } catch {
             throw SeggetError(
                 .fileSystem,
-                "Cannot create the token file \(path): \(error). Give --rpc-secret-file for another place, or --rpc-secret.")
+                "Cannot create the token file \(path): \(error). Give --rpc-secret-file for another place, or --rpc-secret."
+            )
         }
         return (token, true)
     }

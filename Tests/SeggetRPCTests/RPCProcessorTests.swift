@@ -112,7 +112,9 @@ struct EchoHandler: RPCMethodHandler {
         #expect(failures(#"{"id":1,"method":"nosuch","params":["token:s3cret"]}"#) == 0)
         #expect(failures("garbage") == 0)
         #expect(
-            failures(#"[{"id":1,"method":"echo","params":["token:a"]},{"id":2,"method":"echo","params":["token:s3cret"]},{"id":3,"method":"echo"}]"#)
+            failures(
+                #"[{"id":1,"method":"echo","params":["token:a"]},{"id":2,"method":"echo","params":["token:s3cret"]},{"id":3,"method":"echo"}]"#
+            )
                 == 2)
         #expect(
             failures(

@@ -100,7 +100,8 @@ struct RawWebSocket {
         defer { ws.close() }
         #expect(ws.receive().hasPrefix("HTTP/1.1 101"))
         #expect(ws.call(#"{"id":1,"method":"echo","params":[1]}"#).contains(Self.unauthorized))
-        #expect(ws.call(#"{"id":2,"method":"echo","params":["token:k",2]}"#) == #"{"id":2,"jsonrpc":"2.0","result":[2]}"#)
+        #expect(
+            ws.call(#"{"id":2,"method":"echo","params":["token:k",2]}"#) == #"{"id":2,"jsonrpc":"2.0","result":[2]}"#)
         #expect(ws.call(#"{"id":3,"method":"echo","params":["token:x",3]}"#).contains(Self.unauthorized))
         #expect(ws.call(#"{"id":4,"method":"system.listMethods"}"#) == #"{"id":4,"jsonrpc":"2.0","result":[]}"#)
         await s.stop()

@@ -28,7 +28,8 @@ struct RunningServer {
     var host: String { "127.0.0.1:\(port)" }
 
     init(
-        maxRequestBytes: Int = 4096, idleTimeout: TimeAmount = .seconds(120), hostPolicy: HostPolicy = .loopback(port: 0),
+        maxRequestBytes: Int = 4096, idleTimeout: TimeAmount = .seconds(120),
+        hostPolicy: HostPolicy = .loopback(port: 0),
         throttle: AuthThrottle.Settings = .init()
     ) async throws {
         let log = LogLines()
@@ -111,12 +112,16 @@ struct RunningServer {
         #expect(declared.hasPrefix("HTTP/1.1 413"))
         let body = String(repeating: "x", count: 500)
         let sent = try s.raw(
-            "POST /jsonrpc HTTP/1.1\r\nHost: \(s.host)\r\nTransfer-Encoding: chunked\r\n\r\n1f4\r\n\(body)\r\n0\r\n\r\n")
+            "POST /jsonrpc HTTP/1.1\r\nHost: \(s.host)\r\nTransfer-Encoding: chunked\r\n\r\n1f4\r\n\(body)\r\n0\r\n\r\n"
+        )
         #expect(sent.hasPrefix("HTTP/1.1 413"))
         #expect(
-            try s.raw("POST /other HTTP/1.1\r\nHost: \(s.host)\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").hasPrefix(
-                "HTTP/1.1 404"))
-        #expect(try s.raw("GET /jsonrpc HTTP/1.1\r\nHost: \(s.host)\r\nConnection: close\r\n\r\n").hasPrefix("HTTP/1.1 405"))
+            try s.raw("POST /other HTTP/1.1\r\nHost: \(s.host)\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                .hasPrefix(
+                    "HTTP/1.1 404"))
+        #expect(
+            try s.raw("GET /jsonrpc HTTP/1.1\r\nHost: \(s.host)\r\nConnection: close\r\n\r\n").hasPrefix("HTTP/1.1 405")
+        )
         // Still serving after all that.
         #expect(try RPCClient(port: s.port, secret: "k").call("echo") == .array([]))
         await s.stop()
