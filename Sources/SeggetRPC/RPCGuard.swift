@@ -37,14 +37,18 @@ public final class RPCGuard: Sendable {
     public func admits(host: String?, client: String) -> Bool {
         if hostPolicy.admits(host) { return true }
         let shown = host.map { "'\(HostPolicy.printable($0))'" } ?? "(none)"
-        let first = loggedHosts.withLockedValue { seen in
-            guard seen.count < Self.loggedHostLimit, !seen.contains(shown) else { return false }
+        let (first, last) = loggedHosts.withLockedValue { seen in
+            guard seen.count < Self.loggedHostLimit, !seen.contains(shown) else { return (false, false) }
             seen.insert(shown)
-            return true
+            return (true, seen.count == Self.loggedHostLimit)
         }
         if first, case .loopback(let port) = hostPolicy {
+            let more =
+                last
+                ? "This is the last refused Host value logged: \(Self.loggedHostLimit) are."
+                : "Further requests with this Host are refused without a message."
             log(
-                "segget daemon: refused a request from \(client) with Host \(shown): on loopback only 127.0.0.1, [::1] or localhost with port \(port) are answered (a web page using DNS rebinding, or a client naming the daemon otherwise). Further requests with this Host are refused without a message.\n"
+                "segget daemon: refused a request from \(client) with Host \(shown): on loopback only 127.0.0.1, [::1] or localhost with port \(port) are answered (a web page using DNS rebinding, or a client naming the daemon otherwise). \(more)\n"
             )
         }
         return false

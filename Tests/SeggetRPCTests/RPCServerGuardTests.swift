@@ -120,6 +120,18 @@ struct RawWebSocket {
         await s.stop()
     }
 
+    @Test func refusedHostsStopBeingLoggedAfterALimitAndSaySo() async throws {
+        let s = try await RunningServer()
+        for i in 0..<(RPCGuard.loggedHostLimit + 3) {
+            let reply = try s.raw("GET /jsonrpc HTTP/1.1\r\nHost: evil\(i).example\r\nConnection: close\r\n\r\n")
+            #expect(reply.hasPrefix("HTTP/1.1 421"))
+        }
+        let lines = s.log.all.filter { $0.contains("refused a request") }
+        #expect(lines.count == RPCGuard.loggedHostLimit)
+        #expect(lines.last?.contains("the last refused Host value logged") == true)
+        await s.stop()
+    }
+
     @Test func wrongTokensWaitButTheRightTokenNever() async throws {
         var settings = AuthThrottle.Settings()
         settings.freeFailures = 2
