@@ -28,6 +28,12 @@ public struct RPCError: Error, Equatable, Sendable, CustomStringConvertible {
     var json: JSON { .object([("code", .int(Int64(code))), ("message", .string(message))]) }
 }
 
+/// A reply and how many of the calls it answers were refused for their token.
+public struct RPCReply: Sendable {
+    public var json: JSON
+    public var unauthorized: Int
+}
+
 /// One call: what it asks for and the parameters after the token.
 public struct RPCCall: Sendable, Equatable {
     public var method: String
@@ -60,21 +66,32 @@ public struct RPCProcessor: Sendable {
 
     /// The reply to a request body (a single object or a batch array).
     public func respond(to body: [UInt8]) -> JSON {
+        reply(to: body).json
+    }
+
+    /// The reply to a request body and how many of its calls carried a wrong or missing token (a
+    /// batch or `system.multicall` may carry several), for the server's throttle.
+    public func reply(to body: [UInt8]) -> RPCReply {
         let request: JSON
         do {
             request = try JSON.parse(body)
         } catch {
-            return Self.errorReply(id: .null, .parse)
+            return RPCReply(json: Self.errorReply(id: .null, .parse), unauthorized: 0)
         }
+        var failures = 0
         if case .array(let items) = request {
-            guard !items.isEmpty else { return Self.errorReply(id: .null, .invalidRequest) }
-            return .array(items.map(respond(toSingle:)))
+            guard !items.isEmpty else {
+                return RPCReply(json: Self.errorReply(id: .null, .invalidRequest), unauthorized: 0)
+            }
+            let json = JSON.array(items.map { respond(toSingle: $0, failures: &failures) })
+            return RPCReply(json: json, unauthorized: failures)
         }
-        return respond(toSingle: request)
+        let json = respond(toSingle: request, failures: &failures)
+        return RPCReply(json: json, unauthorized: failures)
     }
 
     /// The reply to one call object of a request or a batch.
-    func respond(toSingle request: JSON) -> JSON {
+    func respond(toSingle request: JSON, failures: inout Int) -> JSON {
         guard case .object = request else { return Self.errorReply(id: .null, .invalidRequest) }
         let id = request["id"] ?? .null
         guard case .string(let method) = request["method"] ?? .null else {
@@ -87,7 +104,7 @@ public struct RPCProcessor: Sendable {
         default: return Self.errorReply(id: id, .invalidParams("params must be an array."))
         }
         do {
-            let result = try call(method: method, params: params)
+            let result = try call(method: method, params: params, failures: &failures)
             return .object([("id", id), ("jsonrpc", .string("2.0")), ("result", result)])
         } catch {
             return Self.errorReply(id: id, error)
@@ -96,6 +113,12 @@ public struct RPCProcessor: Sendable {
 
     /// Checks the token, then runs the method; `system.multicall` runs each of its calls the same way.
     public func call(method: String, params: [JSON]) throws(RPCError) -> JSON {
+        var failures = 0
+        return try call(method: method, params: params, failures: &failures)
+    }
+
+    /// `call(method:params:)`, adding to `failures` each call refused for its token.
+    func call(method: String, params: [JSON], failures: inout Int) throws(RPCError) -> JSON {
         var params = params
         let hasToken: Bool
         if case .string(let first)? = params.first, first.hasPrefix("token:") {
@@ -106,15 +129,18 @@ public struct RPCProcessor: Sendable {
         }
         if method == "system.multicall" {
             // The multicall itself carries no token; each of its calls carries its own.
-            return try multicall(params)
+            return try multicall(params, failures: &failures)
         }
-        if !hasToken && !Self.tokenFree.contains(method) { throw .unauthorized }
+        if !hasToken && !Self.tokenFree.contains(method) {
+            failures += 1
+            throw .unauthorized
+        }
         return try handler.handle(RPCCall(method: method, params: params))
     }
 
     /// `system.multicall([{methodName, params}, …])`: each result wrapped in a one-element array,
     /// each failure as a fault object, as aria2 does.
-    func multicall(_ params: [JSON]) throws(RPCError) -> JSON {
+    func multicall(_ params: [JSON], failures: inout Int) throws(RPCError) -> JSON {
         guard params.count == 1, case .array(let calls) = params[0] else {
             throw .invalidParams("system.multicall takes one array of {methodName, params} objects.")
         }
@@ -137,7 +163,7 @@ public struct RPCProcessor: Sendable {
                 continue
             }
             do {
-                results.append(.array([try call(method: name, params: sub)]))
+                results.append(.array([try call(method: name, params: sub, failures: &failures)]))
             } catch {
                 results.append(error.json)
             }

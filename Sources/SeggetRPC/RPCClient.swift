@@ -50,8 +50,10 @@ public struct RPCClient: Sendable {
     public func post(_ body: String) throws(RPCClientError) -> JSON {
         let fd = try connectSocket()
         defer { close(fd) }
+        // An IPv6 literal goes in brackets: the daemon checks Host against its loopback names.
+        let authority = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]:\(port)" : "\(host):\(port)"
         let request =
-            "POST /jsonrpc HTTP/1.1\r\nHost: \(host):\(port)\r\nContent-Type: application/json\r\n"
+            "POST /jsonrpc HTTP/1.1\r\nHost: \(authority)\r\nContent-Type: application/json\r\n"
             + "Content-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n" + body
         let bytes = Array(request.utf8)
         var sent = 0

@@ -45,9 +45,14 @@ public final class NotificationHub: Sendable {
 }
 
 /// aria2's JSON-RPC endpoint: POST /jsonrpc over HTTP/1.1 and WebSocket at the same path, with CORS.
+///
+/// Every request, the WebSocket upgrade included, first passes `rpcGuard`'s `Host` check (`HostGate`
+/// answers 421 otherwise); every call then passes the processor's token check, and answers to wrong
+/// tokens wait as the guard's throttle says.
 public final class RPCServer: Sendable {
     public let processor: RPCProcessor
     public let hub: NotificationHub
+    public let rpcGuard: RPCGuard
     public let host: String
     public let port: Int
     public let maxRequestBytes: Int
@@ -60,11 +65,12 @@ public final class RPCServer: Sendable {
     private let connections = NIOLockedValueBox<[ObjectIdentifier: Channel]>([:])
 
     public init(
-        processor: RPCProcessor, hub: NotificationHub, host: String, port: Int, maxRequestBytes: Int = 2 << 20,
-        idleTimeout: TimeAmount = .seconds(120)
+        processor: RPCProcessor, hub: NotificationHub, rpcGuard: RPCGuard, host: String, port: Int,
+        maxRequestBytes: Int = 2 << 20, idleTimeout: TimeAmount = .seconds(120)
     ) {
         self.processor = processor
         self.hub = hub
+        self.rpcGuard = rpcGuard
         self.host = host
         self.port = port
         self.maxRequestBytes = maxRequestBytes
@@ -80,6 +86,7 @@ public final class RPCServer: Sendable {
     public func run(ready: @Sendable (Int) -> Void) async throws {
         let maxBytes = maxRequestBytes
         let idleTimeout = self.idleTimeout
+        let rpcGuard = self.rpcGuard
         let channel: NIOAsyncChannel<EventLoopFuture<Connection>, Never> = try await ServerBootstrap(
             group: MultiThreadedEventLoopGroup.singleton
         )
@@ -95,8 +102,12 @@ public final class RPCServer: Sendable {
                 let upgrader = NIOTypedWebSocketServerUpgrader<Connection>(
                     maxFrameSize: maxBytes,
                     shouldUpgrade: { channel, head in
+                        // HostGate has answered a refused Host with 421 already; checked again here because
+                        // browsers send no preflight for a WebSocket, so the upgrade is the only check.
                         let path = head.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? head.uri
-                        return channel.eventLoop.makeSucceededFuture(path == "/jsonrpc" ? HTTPHeaders() : nil)
+                        let admitted = rpcGuard.hostPolicy.admits(head.headers.first(name: "host"))
+                        return channel.eventLoop.makeSucceededFuture(
+                            path == "/jsonrpc" && admitted ? HTTPHeaders() : nil)
                     },
                     upgradePipelineHandler: { channel, _ in
                         channel.eventLoop.makeCompletedFuture {
@@ -118,12 +129,19 @@ public final class RPCServer: Sendable {
                         }
                     }
                 )
-                return try channel.pipeline.syncOperations.configureUpgradableHTTPServerPipeline(
+                let connection = try channel.pipeline.syncOperations.configureUpgradableHTTPServerPipeline(
                     configuration: .init(upgradeConfiguration: upgrade))
+                let upgradeHandler = try channel.pipeline.syncOperations.handler(
+                    type: NIOTypedHTTPServerUpgradeHandler<Connection>.self)
+                try channel.pipeline.syncOperations.addHandler(
+                    HostGate(rpcGuard: rpcGuard), position: .before(upgradeHandler))
+                return connection
             }
         }
         serverChannel.withLockedValue { $0 = channel.channel }
-        ready(channel.channel.localAddress?.port ?? port)
+        let boundPort = channel.channel.localAddress?.port ?? port
+        self.rpcGuard.bound(to: boundPort)
+        ready(boundPort)
         try await withThrowingDiscardingTaskGroup { group in
             try await channel.executeThenClose { inbound in
                 for try await connection in inbound {
@@ -156,16 +174,27 @@ public final class RPCServer: Sendable {
         for c in connections.withLockedValue({ Array($0.values) }) { c.close(promise: nil) }
     }
 
-    func process(_ body: [UInt8]) async -> [UInt8] {
+    /// Runs the calls of one request body; an answer that refused wrong tokens waits as long as the
+    /// guard says for `client` before it is returned.
+    func process(_ body: [UInt8], client: String) async -> [UInt8] {
         let processor = self.processor
-        return await withCheckedContinuation { continuation in
-            work.async { continuation.resume(returning: processor.respond(to: body).serializedBytes) }
+        let reply = await withCheckedContinuation { continuation in
+            work.async { continuation.resume(returning: processor.reply(to: body)) }
         }
+        let delay = self.rpcGuard.delay(forFailures: reply.unauthorized, client: client)
+        if delay > .zero { try? await Task.sleep(for: delay) }
+        return reply.json.serializedBytes
+    }
+
+    /// The peer's address for the throttle and the log.
+    static func clientName(_ channel: Channel) -> String {
+        channel.remoteAddress?.ipAddress ?? "an unknown address"
     }
 
     // MARK: HTTP
 
     func serveHTTP(_ channel: NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>) async throws {
+        let client = Self.clientName(channel.channel)
         try await channel.executeThenClose { inbound, outbound in
             var head: HTTPRequestHead?
             var body: [UInt8] = []
@@ -177,19 +206,20 @@ public final class RPCServer: Sendable {
                     // Refuse an oversize body before reading it, then close: the rest is never read.
                     if let length = h.headers.first(name: "content-length").flatMap(Int.init), length > maxRequestBytes
                     {
-                        _ = try await respond(to: h, body: [], tooLarge: true, outbound: outbound)
+                        _ = try await respond(to: h, body: [], tooLarge: true, client: client, outbound: outbound)
                         return
                     }
                 case .body(var buffer):
                     guard let h = head else { return }
                     if body.count + buffer.readableBytes > maxRequestBytes {
-                        _ = try await respond(to: h, body: [], tooLarge: true, outbound: outbound)
+                        _ = try await respond(to: h, body: [], tooLarge: true, client: client, outbound: outbound)
                         return
                     }
                     if let bytes = buffer.readBytes(length: buffer.readableBytes) { body.append(contentsOf: bytes) }
                 case .end:
                     guard let h = head else { return }
-                    let keepAlive = try await respond(to: h, body: body, tooLarge: false, outbound: outbound)
+                    let keepAlive = try await respond(
+                        to: h, body: body, tooLarge: false, client: client, outbound: outbound)
                     if !keepAlive { return }
                     head = nil
                 }
@@ -199,7 +229,7 @@ public final class RPCServer: Sendable {
 
     /// Writes the response to one request; false when the connection should close.
     func respond(
-        to head: HTTPRequestHead, body: [UInt8], tooLarge: Bool,
+        to head: HTTPRequestHead, body: [UInt8], tooLarge: Bool, client: String,
         outbound: NIOAsyncChannelOutboundWriter<HTTPServerResponsePart>
     ) async throws -> Bool {
         let path = head.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? head.uri
@@ -208,7 +238,12 @@ public final class RPCServer: Sendable {
         var keepAlive = head.isKeepAlive
         let status: HTTPResponseStatus
         var text: [UInt8] = []
-        if path != "/jsonrpc" {
+        if !rpcGuard.admits(host: head.headers.first(name: "host"), client: client) {
+            // HostGate refused it already, unless it came after an upgrade request on the same connection.
+            status = .misdirectedRequest
+            text = Array(HostGate.refusal(rpcGuard.hostPolicy).utf8)
+            keepAlive = false
+        } else if path != "/jsonrpc" {
             status = .notFound
             text = Array("segget's JSON-RPC endpoint is /jsonrpc.\n".utf8)
         } else if head.method == .OPTIONS {
@@ -229,7 +264,7 @@ public final class RPCServer: Sendable {
             keepAlive = false
         } else {
             status = .ok
-            text = await process(body)
+            text = await process(body, client: client)
             headers.add(name: "Content-Type", value: "application/json-rpc")
         }
         if text.isEmpty == false && headers.first(name: "content-type") == nil {
@@ -248,6 +283,7 @@ public final class RPCServer: Sendable {
     // MARK: WebSocket
 
     func serveWebSocket(_ channel: NIOAsyncChannel<WebSocketFrame, WebSocketFrame>) async throws {
+        let client = Self.clientName(channel.channel)
         let (id, messages, mailbox) = hub.join()
         defer { hub.leave(id) }
         try await channel.executeThenClose { inbound, outbound in
@@ -265,7 +301,7 @@ public final class RPCServer: Sendable {
                         case .text, .binary:
                             var data = frame.unmaskedData
                             let bytes = data.readBytes(length: data.readableBytes) ?? []
-                            mailbox.yield(await self.process(bytes))
+                            mailbox.yield(await self.process(bytes, client: client))
                         case .ping:
                             try await outbound.write(WebSocketFrame(fin: true, opcode: .pong, data: frame.unmaskedData))
                         case .connectionClose:

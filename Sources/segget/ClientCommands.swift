@@ -8,23 +8,51 @@ struct DaemonAddress: ParsableArguments {
     @Option(name: .customLong("rpc-port"), help: "The daemon's JSON-RPC port (default 6800, or $SEGGET_RPC_PORT).")
     var port: Int?
 
-    @Option(name: .customLong("rpc-secret"), help: "The daemon's --rpc-secret (default $SEGGET_RPC_SECRET).")
+    @Option(
+        name: .customLong("rpc-secret"),
+        help: "The daemon's token (default $SEGGET_RPC_SECRET, else the daemon's token file).")
     var secret: String?
+
+    @Option(
+        name: .customLong("rpc-secret-file"),
+        help: "The daemon's token file (default $XDG_STATE_HOME/segget/rpc-secret or ~/.local/state/segget/rpc-secret)."
+    )
+    var secretFile: String?
 
     @Option(name: .customLong("rpc-host"), help: "The daemon's host.")
     var host: String = "127.0.0.1"
 
-    var client: RPCClient {
-        let envPort = getenv("SEGGET_RPC_PORT").flatMap { Int(String(cString: $0)) }
-        let envSecret = getenv("SEGGET_RPC_SECRET").map { String(cString: $0) }
-        return RPCClient(host: host, port: port ?? envPort ?? 6800, secret: secret ?? envSecret)
+    var resolvedPort: Int {
+        port ?? getenv("SEGGET_RPC_PORT").flatMap { Int(String(cString: $0)) } ?? 6800
+    }
+
+    /// The token to send and where it came from: --rpc-secret, $SEGGET_RPC_SECRET, else the token file
+    /// (only for a daemon on loopback: this machine's token is not sent elsewhere). Nil when none is found.
+    func token() throws -> (token: String?, source: String) {
+        if let secret, !secret.isEmpty { return (secret, "from --rpc-secret") }
+        if let env = getenv("SEGGET_RPC_SECRET").map({ String(cString: $0) }), !env.isEmpty {
+            return (env, "from $SEGGET_RPC_SECRET")
+        }
+        let path = secretFile ?? TokenFile.defaultPath()
+        guard TokenFile.isLoopback(host) else {
+            return (nil, "not read from \(path): \(host) is not this machine; give --rpc-secret")
+        }
+        if let token = try TokenFile.load(path) { return (token, "from \(path)") }
+        return (nil, "\(path) does not exist; the daemon makes it on its first start")
     }
 
     /// Runs one call; a failure becomes a sentence and segget's exit code (3 unreachable, 2 refused).
     func call(_ method: String, _ params: [JSON] = []) throws -> JSON {
+        let (token, source) = try token()
         do {
-            return try client.call(method, params)
+            return try RPCClient(host: host, port: resolvedPort, secret: token).call(method, params)
         } catch .remote(let e) {
+            if e == .unauthorized {
+                throw SeggetError(
+                    .usage,
+                    "The daemon refused \(method): Unauthorized (the token \(token == nil ? "is missing" : "is wrong"); \(source)). A daemon started with --rpc-secret needs the same --rpc-secret or $SEGGET_RPC_SECRET here."
+                )
+            }
             throw SeggetError(.usage, "The daemon refused \(method): \(e.message)")
         } catch {
             throw SeggetError(.network, error.description)
@@ -113,6 +141,24 @@ struct Add: ParsableCommand {
     }
 }
 
+/// `segget token`: the daemon's token and what to paste into other front-ends.
+struct ShowToken: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "token",
+        abstract: "Show the daemon's RPC token and the addresses to give aria2p, AriaNg or webui-aria2.",
+        discussion: """
+            The daemon makes its token on its first start, in its state directory with mode 0600; \
+            segget's own client commands read it from there. Other front-ends need it pasted in.
+            """)
+    @OptionGroup var daemon: DaemonAddress
+    func run() throws {
+        let (token, source) = try daemon.token()
+        StdoutLines.write(
+            RPCToken.connectionText(token: token, host: daemon.host, port: daemon.resolvedPort, source: source))
+        if token == nil { throw SeggetError(.usage, "No token found: \(source).") }
+    }
+}
+
 /// `segget pause|resume|rm GID…`.
 struct Pause: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -127,7 +173,8 @@ struct Pause: ParsableCommand {
 }
 
 struct Resume: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "resume", abstract: "Resume paused tasks in the running daemon.")
+    static let configuration = CommandConfiguration(
+        commandName: "resume", abstract: "Resume paused tasks in the running daemon.")
     @Argument(help: "The GIDs of the tasks ('all' for every task).") var gids: [String]
     @OptionGroup var daemon: DaemonAddress
     func run() throws {

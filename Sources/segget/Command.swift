@@ -22,7 +22,7 @@ struct SeggetCommand: ParsableCommand {
             \(exitCodeTable)
             """,
         version: seggetVersion,
-        subcommands: [Get.self, Verify.self, Daemon.self, Add.self, List.self, Pause.self, Resume.self, Remove.self],
+        subcommands: [Get.self, Verify.self, Daemon.self, Add.self, List.self, Pause.self, Resume.self, Remove.self, ShowToken.self],
         defaultSubcommand: Get.self
     )
 }

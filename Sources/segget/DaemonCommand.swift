@@ -4,8 +4,8 @@ import Glibc
 import Segget
 import SeggetQueue
 import SeggetRPC
-import Synchronization
 import SeggetSystem
+import Synchronization
 
 /// `segget daemon`: the download queue in the foreground, served over aria2's JSON-RPC.
 struct Daemon: ParsableCommand {
@@ -18,7 +18,10 @@ struct Daemon: ParsableCommand {
             task up where it was (active downloads resume from their journals). It serves aria2's \
             JSON-RPC 2.0 at http://127.0.0.1:PORT/jsonrpc and ws://127.0.0.1:PORT/jsonrpc, so \
             aria2p, AriaNg, webui-aria2 and segget's own add/ls/pause/resume/rm commands can drive \
-            it. SIGINT or SIGTERM stop it cleanly.
+            it. Every call must carry the daemon's token: on its first start it makes a random one in \
+            its state directory (mode 0600), which segget's client commands read from there and \
+            'segget token' shows for other front-ends. On loopback it answers only requests addressed \
+            to 127.0.0.1, [::1] or localhost. SIGINT or SIGTERM stop it cleanly.
             """
     )
 
@@ -27,12 +30,28 @@ struct Daemon: ParsableCommand {
         transform: ArgumentValue.wholeNumber)
     var port: Int = 6800
 
-    @Option(name: .customLong("rpc-secret"), help: "Require this token ('token:SECRET') on every call.")
+    @Option(
+        name: .customLong("rpc-secret"),
+        help: "Require this token ('token:SECRET') on every call instead of the token file's (empty: the token file).")
     var secret: String?
+
+    @Option(
+        name: .customLong("rpc-secret-file"),
+        help:
+            "The token file, made with a random token on first start (default $XDG_STATE_HOME/segget/rpc-secret or ~/.local/state/segget/rpc-secret)."
+    )
+    var secretFile: String?
+
+    @Flag(
+        name: .customLong("rpc-insecure-no-secret"),
+        help:
+            "Answer calls without any token (loopback only): every web page open in your browser can then drive the daemon."
+    )
+    var noSecret = false
 
     @Flag(
         name: .customLong("rpc-listen-all"),
-        help: "Listen on every interface instead of loopback only (needs --rpc-secret).")
+        help: "Listen on every interface instead of loopback only (the token is then all that protects it).")
     var listenAll = false
 
     @Option(
@@ -73,8 +92,13 @@ struct Daemon: ParsableCommand {
         guard (1...65535).contains(port) else {
             throw ValidationError("--rpc-listen-port takes a port from 1 to 65535 (got \(port)).")
         }
-        if listenAll && (secret ?? "").isEmpty {
-            throw ValidationError("--rpc-listen-all exposes the daemon to the network; give --rpc-secret too.")
+        if noSecret && listenAll {
+            throw ValidationError(
+                "--rpc-insecure-no-secret is for loopback only; --rpc-listen-all exposes the daemon to the network, so it needs the token."
+            )
+        }
+        if noSecret && !(secret ?? "").isEmpty {
+            throw ValidationError("--rpc-insecure-no-secret and --rpc-secret contradict each other; give one.")
         }
         guard (1...64).contains(maxConcurrent) else {
             throw ValidationError("--max-concurrent-downloads takes a number from 1 to 64 (got \(maxConcurrent)).")
@@ -98,7 +122,8 @@ struct Daemon: ParsableCommand {
         var prefix = ""
         for part in path.split(separator: "/") {
             prefix += "/" + part
-            try? FileSystem.makeDirectory(path.hasPrefix("/") ? prefix : String(prefix.dropFirst()), permissions: UInt32(mode))
+            try? FileSystem.makeDirectory(
+                path.hasPrefix("/") ? prefix : String(prefix.dropFirst()), permissions: UInt32(mode))
         }
     }
 
@@ -128,13 +153,15 @@ struct Daemon: ParsableCommand {
             throw SeggetError(.fileSystem, "\(error.message) Give --database to use another file.")
         }
 
+        let token = try resolveToken()
         let hub = NotificationHub()
         let stop = ShutdownSignal()
         let methods = Aria2Methods(
             queue: queue, policy: RPCPolicy(root: root, allowAnyDirectory: allowAnyDirectory),
             sessionID: Self.randomHex(20), requestShutdown: { force in stop.fire(force: force) })
+        let rpcGuard = RPCGuard(hostPolicy: listenAll ? .anyHost : .loopback(port: port), log: { writeStderr($0) })
         let server = RPCServer(
-            processor: RPCProcessor(secret: secret, handler: methods), hub: hub,
+            processor: RPCProcessor(secret: token, handler: methods), hub: hub, rpcGuard: rpcGuard,
             host: listenAll ? "0.0.0.0" : "127.0.0.1", port: port)
 
         // Signals arrive on a dispatch queue, not in a handler, so stopping can do real work.
@@ -186,6 +213,29 @@ struct Daemon: ParsableCommand {
         done.wait()
         if let error = outcome.error { throw error }
         writeStderr("segget daemon: stopped; the queue is saved in \(dbPath).\n")
+    }
+
+    /// The token every call must carry: `--rpc-secret`, else the token file's (made if missing); nil only
+    /// with `--rpc-insecure-no-secret`, which is logged loudly.
+    func resolveToken() throws -> String? {
+        if noSecret {
+            writeStderr(
+                """
+                segget daemon: WARNING: --rpc-insecure-no-secret: calls need no token. Any web page open in \
+                your browser can queue downloads, read their status and errors, and pause or remove your \
+                tasks through this daemon. Drop the flag to require the token (segget token shows it).
+
+                """)
+            return nil
+        }
+        if let secret, !secret.isEmpty { return secret }
+        let path = secretFile ?? TokenFile.defaultPath()
+        let (token, created) = try TokenFile.loadOrCreate(path)
+        writeStderr(
+            created
+                ? "segget daemon: made a new RPC token in \(path) (mode 0600); 'segget token' shows it and where to paste it.\n"
+                : "segget daemon: calls must carry the RPC token in \(path); 'segget token' shows it.\n")
+        return token
     }
 
     static func forward(_ event: QueueEvent, to hub: NotificationHub) {

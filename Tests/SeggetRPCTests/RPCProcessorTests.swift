@@ -103,6 +103,26 @@ struct EchoHandler: RPCMethodHandler {
         #expect(items[4]["code"] == .int(-32600))
     }
 
+    @Test func wrongTokensAreCountedForTheThrottle() {
+        func failures(_ text: String) -> Int { locked.reply(to: Array(text.utf8)).unauthorized }
+        #expect(failures(#"{"id":1,"method":"echo","params":["token:s3cret"]}"#) == 0)
+        #expect(failures(#"{"id":1,"method":"echo","params":["token:nope"]}"#) == 1)
+        #expect(failures(#"{"id":1,"method":"echo"}"#) == 1)
+        #expect(failures(#"{"id":1,"method":"system.listMethods"}"#) == 0)
+        #expect(failures(#"{"id":1,"method":"nosuch","params":["token:s3cret"]}"#) == 0)
+        #expect(failures("garbage") == 0)
+        #expect(
+            failures(
+                #"[{"id":1,"method":"echo","params":["token:a"]},{"id":2,"method":"echo","params":["token:s3cret"]},{"id":3,"method":"echo"}]"#
+            )
+                == 2)
+        #expect(
+            failures(
+                #"{"id":1,"method":"system.multicall","params":[[{"methodName":"echo","params":["token:a"]},{"methodName":"echo","params":["token:b"]},{"methodName":"echo","params":["token:s3cret"]}]]}"#
+            ) == 2)
+        #expect(open.reply(to: Array(#"{"id":1,"method":"echo"}"#.utf8)).unauthorized == 0)
+    }
+
     @Test func multicallNeedsAnArray() {
         #expect(reply(open, #"{"id":1,"method":"system.multicall","params":[5]}"#)["error"]?["code"] == .int(-32602))
     }

@@ -10,16 +10,34 @@ final class PortBox: Sendable {
     let port = Mutex<Int?>(nil)
 }
 
+/// Lines a server logged.
+final class LogLines: Sendable {
+    let lines = Mutex<[String]>([])
+    func append(_ line: String) { lines.withLock { $0.append(line) } }
+    var all: [String] { lines.withLock { $0 } }
+}
+
 /// A real RPCServer on a loopback port with the echo handler, for one test.
 struct RunningServer {
     let server: RPCServer
     let port: Int
     let task: Task<Void, any Error>
+    let log: LogLines
 
-    init(maxRequestBytes: Int = 4096, idleTimeout: TimeAmount = .seconds(120)) async throws {
+    /// A `Host` value the server answers.
+    var host: String { "127.0.0.1:\(port)" }
+
+    init(
+        maxRequestBytes: Int = 4096, idleTimeout: TimeAmount = .seconds(120),
+        hostPolicy: HostPolicy = .loopback(port: 0),
+        throttle: AuthThrottle.Settings = .init()
+    ) async throws {
+        let log = LogLines()
         let server = RPCServer(
-            processor: RPCProcessor(secret: "k", handler: EchoHandler()), hub: NotificationHub(), host: "127.0.0.1",
+            processor: RPCProcessor(secret: "k", handler: EchoHandler()), hub: NotificationHub(),
+            rpcGuard: RPCGuard(hostPolicy: hostPolicy, throttle: throttle, log: { log.append($0) }), host: "127.0.0.1",
             port: 0, maxRequestBytes: maxRequestBytes, idleTimeout: idleTimeout)
+        self.log = log
         let box = PortBox()
         task = Task { try await server.run { p in box.port.withLock { $0 = p } } }
         var port: Int?
@@ -72,7 +90,7 @@ struct RunningServer {
     @Test func corsPreflightAndHeaders() async throws {
         let s = try await RunningServer()
         let pre = try s.raw(
-            "OPTIONS /jsonrpc HTTP/1.1\r\nHost: x\r\nOrigin: http://ui.example\r\nAccess-Control-Request-Method: POST\r\n"
+            "OPTIONS /jsonrpc HTTP/1.1\r\nHost: \(s.host)\r\nOrigin: http://ui.example\r\nAccess-Control-Request-Method: POST\r\n"
                 + "Access-Control-Request-Headers: content-type\r\nConnection: close\r\n\r\n")
         #expect(pre.hasPrefix("HTTP/1.1 200"))
         #expect(pre.lowercased().contains("access-control-allow-origin: *"))
@@ -80,7 +98,7 @@ struct RunningServer {
         #expect(pre.lowercased().contains("access-control-allow-headers: content-type"))
         let body = #"{"id":1,"method":"echo","params":["token:k"]}"#
         let post = try s.raw(
-            "POST /jsonrpc HTTP/1.1\r\nHost: x\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n"
+            "POST /jsonrpc HTTP/1.1\r\nHost: \(s.host)\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n"
                 + body)
         #expect(post.hasPrefix("HTTP/1.1 200"))
         #expect(post.lowercased().contains("access-control-allow-origin: *"))
@@ -90,16 +108,20 @@ struct RunningServer {
 
     @Test func oversizeAndWrongPaths() async throws {
         let s = try await RunningServer(maxRequestBytes: 100)
-        let declared = try s.raw("POST /jsonrpc HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000000\r\n\r\n")
+        let declared = try s.raw("POST /jsonrpc HTTP/1.1\r\nHost: \(s.host)\r\nContent-Length: 1000000000\r\n\r\n")
         #expect(declared.hasPrefix("HTTP/1.1 413"))
         let body = String(repeating: "x", count: 500)
         let sent = try s.raw(
-            "POST /jsonrpc HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1f4\r\n\(body)\r\n0\r\n\r\n")
+            "POST /jsonrpc HTTP/1.1\r\nHost: \(s.host)\r\nTransfer-Encoding: chunked\r\n\r\n1f4\r\n\(body)\r\n0\r\n\r\n"
+        )
         #expect(sent.hasPrefix("HTTP/1.1 413"))
         #expect(
-            try s.raw("POST /other HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").hasPrefix(
-                "HTTP/1.1 404"))
-        #expect(try s.raw("GET /jsonrpc HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").hasPrefix("HTTP/1.1 405"))
+            try s.raw("POST /other HTTP/1.1\r\nHost: \(s.host)\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                .hasPrefix(
+                    "HTTP/1.1 404"))
+        #expect(
+            try s.raw("GET /jsonrpc HTTP/1.1\r\nHost: \(s.host)\r\nConnection: close\r\n\r\n").hasPrefix("HTTP/1.1 405")
+        )
         // Still serving after all that.
         #expect(try RPCClient(port: s.port, secret: "k").call("echo") == .array([]))
         await s.stop()
@@ -110,8 +132,8 @@ struct RunningServer {
         let one = #"{"id":1,"method":"echo","params":["token:k",1]}"#
         let two = #"{"id":2,"method":"echo","params":["token:k",2]}"#
         let reply = try s.raw(
-            "POST /jsonrpc HTTP/1.1\r\nHost: x\r\nContent-Length: \(one.utf8.count)\r\n\r\n" + one
-                + "POST /jsonrpc HTTP/1.1\r\nHost: x\r\nContent-Length: \(two.utf8.count)\r\nConnection: close\r\n\r\n"
+            "POST /jsonrpc HTTP/1.1\r\nHost: \(s.host)\r\nContent-Length: \(one.utf8.count)\r\n\r\n" + one
+                + "POST /jsonrpc HTTP/1.1\r\nHost: \(s.host)\r\nContent-Length: \(two.utf8.count)\r\nConnection: close\r\n\r\n"
                 + two)
         #expect(reply.contains(#"{"id":1,"jsonrpc":"2.0","result":[1]}"#))
         #expect(reply.contains(#"{"id":2,"jsonrpc":"2.0","result":[2]}"#))
@@ -142,7 +164,7 @@ struct RunningServer {
         defer { close(ws) }
         _ = setsockopt(ws, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         let handshake = Array(
-            ("GET /jsonrpc HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            ("GET /jsonrpc HTTP/1.1\r\nHost: \(s.host)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                 + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").utf8)
         _ = handshake.withUnsafeBytes { send(ws, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         var buffer = [UInt8](repeating: 0, count: 4096)

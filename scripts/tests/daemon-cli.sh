@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# segget's own client verbs against a running `segget daemon`: add (with -o, -d, -H, --paused),
-# ls (table and --json), pause, resume, rm, the exit code when no daemon runs, --rpc-listen-all
-# refused without --rpc-secret, and a clean stop on SIGTERM. Files come from segget-testserver;
-# every finished file is compared with its source.
+# segget's own client verbs against a running `segget daemon` started as a user starts it (no secret
+# given: the daemon makes its token file, the verbs read it): add (with -o, -d, -H, --paused),
+# ls (table and --json), pause, resume, rm, the exit code when no daemon runs, exit 2 on a wrong
+# secret, --rpc-listen-all refused with --rpc-insecure-no-secret, and a clean stop on SIGTERM. Files
+# come from segget-testserver; every finished file is compared with its source.
 source "$(dirname "$0")/../lib/common.sh"
 
 SEGGET_BIN="${SEGGET_BIN:-$ROOT/.build/debug/segget}"
@@ -29,7 +30,9 @@ SERVER_PID=$!
 for _ in $(seq 100); do BASE="$(sed -n 's/^listening on \(http:[^ ]*\).*/\1/p' "$WORK/server.out")"; [ -n "$BASE" ] && break; sleep 0.05; done
 [ -n "$BASE" ] || fail "segget-testserver did not start"
 
-export SEGGET_RPC_PORT="$(free_port)" SEGGET_RPC_SECRET="cli-secret"
+# The token file goes to $WORK/state, not the user's.
+unset SEGGET_RPC_SECRET
+export SEGGET_RPC_PORT="$(free_port)" XDG_STATE_HOME="$WORK/state"
 set +e
 "$SEGGET_BIN" ls >/dev/null 2>"$WORK/ls-none.err"
 rc=$?
@@ -38,16 +41,17 @@ set -e
 grep -q "Cannot reach the segget daemon" "$WORK/ls-none.err" || fail "ls without a daemon said: $(cat "$WORK/ls-none.err")"
 
 set +e
-"$SEGGET_BIN" daemon --rpc-listen-all --rpc-listen-port "$SEGGET_RPC_PORT" --dir "$WORK/dl" --database "$WORK/x.sqlite" \
-    2>"$WORK/all.err"
+"$SEGGET_BIN" daemon --rpc-listen-all --rpc-insecure-no-secret --rpc-listen-port "$SEGGET_RPC_PORT" --dir "$WORK/dl" \
+    --database "$WORK/x.sqlite" 2>"$WORK/all.err"
 rc=$?
 set -e
-[ "$rc" -eq 2 ] && grep -q "give --rpc-secret" "$WORK/all.err" || fail "--rpc-listen-all without a secret: exit $rc, $(cat "$WORK/all.err")"
+[ "$rc" -eq 2 ] && grep -q "loopback only" "$WORK/all.err" || fail "--rpc-listen-all without a secret: exit $rc, $(cat "$WORK/all.err")"
 
-"$SEGGET_BIN" daemon --rpc-listen-port "$SEGGET_RPC_PORT" --rpc-secret "$SEGGET_RPC_SECRET" --dir "$WORK/dl" \
+"$SEGGET_BIN" daemon --rpc-listen-port "$SEGGET_RPC_PORT" --dir "$WORK/dl" \
     --database "$WORK/q.sqlite" 2>"$WORK/daemon.err" &
 DAEMON_PID=$!
 for _ in $(seq 100); do grep -q "serving" "$WORK/daemon.err" 2>/dev/null && break; sleep 0.05; done
+[ -s "$WORK/state/segget/rpc-secret" ] || fail "the daemon made no token file in \$XDG_STATE_HOME/segget"
 
 set +e
 SEGGET_RPC_SECRET=wrong "$SEGGET_BIN" ls >/dev/null 2>"$WORK/ls-bad.err"
@@ -95,4 +99,4 @@ set -e
 DAEMON_PID=""
 [ "$rc" -eq 0 ] || fail "the daemon exited $rc on SIGTERM"
 grep -q "stopped" "$WORK/daemon.err" || fail "the daemon did not report a clean stop"
-echo "daemon-cli: OK: add (-o, -d, -H, -n, --paused), ls (table, --json), pause, resume, rm, exit 3 without a daemon, exit 2 on a wrong secret, --rpc-listen-all refused without a secret, clean SIGTERM"
+echo "daemon-cli: OK: with the daemon's own token file, no secret given: add (-o, -d, -H, -n, --paused), ls (table, --json), pause, resume, rm, exit 3 without a daemon, exit 2 on a wrong secret, --rpc-listen-all refused with --rpc-insecure-no-secret, clean SIGTERM"

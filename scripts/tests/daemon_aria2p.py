@@ -38,20 +38,29 @@ def free_port():
 
 
 def start_daemon(target, binary, port, secret, download_dir, work):
+    """Starts the daemon; returns it and the token clients must give. segget is started as a user starts
+    it, with no secret: it makes its own token file (in a state directory under `work`), which is read here
+    as a user would paste it from `segget token`."""
     log = open(os.path.join(work, f"{target}.log"), "w")
+    env = None
     if target == "segget":
-        argv = [binary, "daemon", "--rpc-listen-port", str(port), "--rpc-secret", secret, "--dir", download_dir,
+        argv = [binary, "daemon", "--rpc-listen-port", str(port), "--dir", download_dir,
                 "--database", os.path.join(work, "queue.sqlite")]
+        env = dict(os.environ, XDG_STATE_HOME=os.path.join(work, "state"))
+        env.pop("SEGGET_RPC_SECRET", None)
     else:
         argv = [binary, "--enable-rpc", f"--rpc-listen-port={port}", f"--rpc-secret={secret}", f"--dir={download_dir}",
                 "--quiet=true", "--daemon=false", "--check-certificate=false", "--auto-file-renaming=false",
                 "--allow-overwrite=true"]
-    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
     deadline = time.time() + 20
     while time.time() < deadline:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return proc
+            if target == "segget":
+                with open(os.path.join(work, "state", "segget", "rpc-secret")) as f:
+                    secret = f.read().strip()
+            return proc, secret
         except OSError:
             if proc.poll() is not None:
                 raise SystemExit(f"{target} exited with {proc.returncode}; see {log.name}")
@@ -125,8 +134,7 @@ def main():
     download_dir = os.path.join(a.work, "downloads")
     os.makedirs(os.path.join(download_dir, "sub"), exist_ok=True)
     port = free_port()
-    secret = secrets.token_hex(8)
-    proc = start_daemon(a.target, a.bin, port, secret, download_dir, a.work)
+    proc, secret = start_daemon(a.target, a.bin, port, secrets.token_hex(8), download_dir, a.work)
     started = time.time()
     try:
         api = aria2p.API(aria2p.Client(host="http://127.0.0.1", port=port, secret=secret))

@@ -24,11 +24,12 @@ def free_port():
     return p
 
 
-def raw_http(port, body, headers=None, method="POST"):
+def raw_http(port, body, headers=None, method="POST", host=None):
     """Sends one request over a fresh socket; returns (status, body text)."""
     if isinstance(body, str):
         body = body.encode()
-    head = f"{method} /jsonrpc HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {len(body)}\r\n"
+    host = host or f"127.0.0.1:{port}"
+    head = f"{method} /jsonrpc HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Length: {len(body)}\r\n"
     for k, v in (headers or {}).items():
         head += f"{k}: {v}\r\n"
     s = socket.create_connection(("127.0.0.1", port), timeout=10)
@@ -125,6 +126,9 @@ def main():
         lambda s, e: e == (1, "Unauthorized"))
     row("token one character short", raw_http(port, json.dumps(
         {"id": 1, "method": "aria2.getVersion", "params": ["token:" + SECRET[:-1]]})), lambda s, e: e == (1, "Unauthorized"))
+    row("Host evil.example (DNS rebinding), token", raw_http(port, json.dumps(
+        {"id": 1, "method": "aria2.getVersion", "params": [f"token:{SECRET}"]}), host=f"evil.example:{port}"),
+        lambda s, e: s == 421 and e is None)
     row("dir /etc", call(port, "aria2.addUri", [[url], {"dir": "/etc"}]), refused)
     row("dir through a symlink out of the root", call(port, "aria2.addUri", [[url], {"dir": os.path.join(root, "escape")}]), refused)
     row("dir root/../outside", call(port, "aria2.addUri", [[url], {"dir": os.path.join(root, "..", "outside")}]), refused)
@@ -173,7 +177,7 @@ def main():
 def raw_http_declared(port, length):
     """Declares a huge body and sends none: the answer must come from the header alone."""
     s = socket.create_connection(("127.0.0.1", port), timeout=10)
-    s.sendall(f"POST /jsonrpc HTTP/1.1\r\nHost: x\r\nContent-Length: {length}\r\n\r\n".encode())
+    s.sendall(f"POST /jsonrpc HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {length}\r\n\r\n".encode())
     data = b""
     try:
         while True:

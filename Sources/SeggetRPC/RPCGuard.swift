@@ -1,0 +1,133 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+
+/// The server's guards around its calls: the `Host` check against DNS rebinding and the slow-down of
+/// wrong tokens, with what each writes to the log. The decisions are `HostPolicy`'s and
+/// `AuthThrottle`'s; this holds their state between connections and words the log lines.
+public final class RPCGuard: Sendable {
+    private let policy: NIOLockedValueBox<HostPolicy>
+    private let log: @Sendable (String) -> Void
+    private let throttle: NIOLockedValueBox<AuthThrottle>
+    /// Refused `Host` values already logged (a few, so that a page retrying cannot fill the log).
+    private let loggedHosts = NIOLockedValueBox<Set<String>>([])
+    static let loggedHostLimit = 32
+
+    public init(
+        hostPolicy: HostPolicy, throttle: AuthThrottle.Settings = .init(), log: @escaping @Sendable (String) -> Void
+    ) {
+        self.policy = NIOLockedValueBox(hostPolicy)
+        self.throttle = NIOLockedValueBox(AuthThrottle(settings: throttle))
+        self.log = log
+    }
+
+    /// The policy in force; `.loopback(port: 0)` until the server has bound its port.
+    public var hostPolicy: HostPolicy { policy.withLockedValue { $0 } }
+
+    /// Called by the server once bound: a loopback policy made for port 0 ("any free port") takes the
+    /// port the system chose.
+    func bound(to port: Int) {
+        policy.withLockedValue { p in
+            if case .loopback(0) = p { p = .loopback(port: port) }
+        }
+    }
+
+    /// Whether a request with this `Host` (from `client`, for the log) is answered; the first refusal of
+    /// each value is logged, escaped.
+    public func admits(host: String?, client: String) -> Bool {
+        if hostPolicy.admits(host) { return true }
+        let shown = host.map { "'\(HostPolicy.printable($0))'" } ?? "(none)"
+        let (first, last) = loggedHosts.withLockedValue { seen in
+            guard seen.count < Self.loggedHostLimit, !seen.contains(shown) else { return (false, false) }
+            seen.insert(shown)
+            return (true, seen.count == Self.loggedHostLimit)
+        }
+        if first, case .loopback(let port) = hostPolicy {
+            let more =
+                last
+                ? "This is the last refused Host value logged: \(Self.loggedHostLimit) are."
+                : "Further requests with this Host are refused without a message."
+            log(
+                "segget daemon: refused a request from \(client) with Host \(shown): on loopback only 127.0.0.1, [::1] or localhost with port \(port) are answered (a web page using DNS rebinding, or a client naming the daemon otherwise). \(more)\n"
+            )
+        }
+        return false
+    }
+
+    /// Records the wrong tokens of one answer to `client` and returns how long that answer waits; the
+    /// first failure of a burst is logged.
+    public func delay(forFailures count: Int, client: String) -> Duration {
+        guard count > 0 else { return .zero }
+        let now = ContinuousClock.now
+        let (decision, settings) = throttle.withLockedValue { t in
+            (t.recordFailures(count, from: client, at: now), t.settings)
+        }
+        if decision.startsBurst {
+            var line =
+                "segget daemon: a call from \(client) carried a wrong or missing RPC token (answered Unauthorized). After \(Int(settings.freeFailures)) such calls, more from this address are answered after a delay of up to \(AuthThrottle.seconds(settings.maxDelay)) s; calls with the right token are never delayed."
+            if let previous = decision.previousBurst {
+                line +=
+                    " The previous burst from this address had \(previous.failures) wrong tokens in \(Int(AuthThrottle.seconds(previous.lasted))) s."
+            }
+            log(line + "\n")
+        }
+        return decision.delay
+    }
+}
+
+/// The first stop of every request on a connection: a request whose `Host` the guard refuses is
+/// answered 421 and the connection closed, before the WebSocket upgrade or the JSON-RPC code sees it,
+/// so that plain calls, CORS preflights and upgrades are refused alike.
+///
+/// It leaves the pipeline once it has let an upgrade request through: after the upgrade the bytes
+/// are WebSocket frames, not HTTP parts, and the upgrade either succeeds or ends the connection.
+final class HostGate: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let rpcGuard: RPCGuard
+    /// True from a refused head until the connection closes: the rest of that request is dropped.
+    private var refusing = false
+
+    init(rpcGuard: RPCGuard) {
+        self.rpcGuard = rpcGuard
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !refusing else { return }
+        guard case .head(let head) = unwrapInboundIn(data) else {
+            context.fireChannelRead(data)
+            return
+        }
+        let client = context.channel.remoteAddress?.ipAddress ?? "an unknown address"
+        if rpcGuard.admits(host: head.headers.first(name: "host"), client: client) {
+            context.fireChannelRead(data)
+            if head.headers.contains(name: "upgrade") {
+                context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+            }
+            return
+        }
+        refusing = true
+        let text = Self.refusal(rpcGuard.hostPolicy)
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: "text/plain; charset=utf-8")
+        headers.add(name: "Content-Length", value: String(text.utf8.count))
+        headers.add(name: "Connection", value: "close")
+        context.write(
+            wrapOutboundOut(
+                .head(HTTPResponseHead(version: head.version, status: .misdirectedRequest, headers: headers))),
+            promise: nil)
+        context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: text)))), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in
+            context.close(promise: nil)
+        }
+    }
+
+    /// The body of a 421: which names the daemon answers to.
+    static func refusal(_ policy: HostPolicy) -> String {
+        guard case .loopback(let port) = policy else { return "This request is not for this server.\n" }
+        return
+            "segget daemon answers only requests addressed to 127.0.0.1, [::1] or localhost on port \(port) (the Host header); connect to one of those.\n"
+    }
+}
