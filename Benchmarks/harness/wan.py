@@ -516,7 +516,8 @@ def markdown(records: list[dict], context: dict) -> str:
     lines = [f"## WAN, {context['date'][:10]}, {machine['commit']}", ""]
     lines.append(
         f"{machine['nproc']} CPUs ({machine['cpu']}), {machine['memory_gib']} GiB, Linux {machine['kernel']}, "
-        f"load average {', '.join(f'{x:.1f}' for x in machine['loadavg_at_start'])} at the start. "
+        f"load average {', '.join(f'{x:.1f}' for x in machine['loadavg_at_start'])} at the start"
+        + (f", {', '.join(f'{x:.1f}' for x in context['loadavg_at_end'])} at the end. " if context.get("loadavg_at_end") else ". ") +
         f"{args.size // MiB} MiB of random bytes, {args.reps} repetition(s), tools interleaved with the "
         f"order rotated each repetition, every output checked by sha256. "
         f"TCP congestion control {context['tcp_cc']}; client and server in namespaces of their own, "
@@ -684,7 +685,7 @@ def main(argv: list[str]) -> int:
     context = {
         "command_line": command_line, "date": started_at.isoformat(timespec="seconds"),
         "elapsed_s": time.monotonic() - started, "machine": machine, "disk": wb.disk, "args": args,
-        "links": wb.links, "tcp_cc": tcp_cc or "unknown",
+        "links": wb.links, "tcp_cc": tcp_cc or "unknown", "loadavg_at_end": os.getloadavg(),
         "versions": {t.name: toolmod.version_line(t) for t in tools.values()} | {"nginx": bench.nginx_version()},
     }
     md = markdown(wb.records, context)
