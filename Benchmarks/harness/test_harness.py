@@ -193,6 +193,9 @@ class WanTests(unittest.TestCase):
         q = wan.parse_args(["--wan-quick", "--no-https"])
         self.assertEqual((q.size, q.reps, q.dd_size, q.tls_modes), (64 << 20, 1, 0, [False]))
         self.assertEqual(wan.parse_args(["--https-only"]).tls_modes, [True])
+        with self.assertRaises(SystemExit), contextlib.redirect_stdout(io.StringIO()) as out:
+            wan.parse_args(["--help"])
+        self.assertIn("0.1 % loss", out.getvalue())  # a bare % would break --help
         with self.assertRaises(SystemExit), contextlib.redirect_stderr(io.StringIO()) as err:
             wan.parse_args(["--links", "a,z"])
         self.assertIn("unknown link 'z'", err.getvalue())

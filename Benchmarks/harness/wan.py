@@ -602,7 +602,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--reps", type=int, help="Repetitions (default 3; --quick 1).")
     p.add_argument("--links", default="a,b,c",
                    help="Comma-separated links (default a,b,c): " + "; ".join(
-                       f"{k}: {v.describe()}" for k, v in LINKS.items()) + ".")
+                       f"{k}: {v.describe()}" for k, v in LINKS.items()).replace("%", "%%") + ".")
     p.add_argument("--https", dest="https", action="store_true", default=True,
                    help="Run every link over HTTP and over HTTPS (the default).")
     p.add_argument("--no-https", dest="https", action="store_false", help="HTTP only.")
