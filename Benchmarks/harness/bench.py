@@ -797,6 +797,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["wan"] or "--wan-quick" in argv:
+        # The emulated-WAN benchmark has options of its own (Benchmarks/harness/wan.py).
+        import wan
+        return wan.main([a for a in argv if a != "wan"])
     args = parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     command_line = shlex.join([os.environ.get("SEGGET_BENCH_PROG", "scripts/bench"), *argv])

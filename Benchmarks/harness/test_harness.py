@@ -22,6 +22,7 @@ import bench  # noqa: E402
 import disk  # noqa: E402
 import measure  # noqa: E402
 import report  # noqa: E402
+import wan  # noqa: E402
 
 
 def _rec(tool: str, wall: float, on_disk: float | None = None, ok: bool = True) -> dict:
@@ -146,6 +147,106 @@ class DiskTests(unittest.TestCase):
 
     def test_sync_is_timed(self):
         self.assertGreaterEqual(measure.sync_all(), 0.0)
+
+
+class WanTests(unittest.TestCase):
+    """The emulated-WAN scenarios: parsing what ping, wanlink and segget print, and the table."""
+
+    PING = ("--- 198.18.0.2 ping statistics ---\n"
+            "50 packets transmitted, 49 received, 2% packet loss, time 2498ms\n"
+            "rtt min/avg/max/mdev = 80.210/80.254/80.629/0.071 ms\n")
+
+    def test_ping_summary(self):
+        p = wan.parse_ping(self.PING)
+        self.assertEqual((p["sent"], p["received"]), (50, 49))
+        self.assertAlmostEqual(p["loss"], 0.02)
+        self.assertEqual((p["min"], p["avg"], p["max"]), (80.21, 80.254, 80.629))
+        self.assertEqual(wan.parse_ping(""), {})
+
+    def test_wanlink_counters_and_their_difference(self):
+        before = wan.parse_stats("up rx_pkts=10 lost=1 syns=2 queue_drops=0\ndown rx_pkts=20 lost=0 syns=0\n")
+        after = wan.parse_stats("up rx_pkts=15 lost=1 syns=11 queue_drops=3\ndown rx_pkts=90 lost=4 syns=0\n")
+        self.assertEqual(before["up"]["syns"], 2)
+        d = wan.stats_delta(before, after)
+        self.assertEqual(d["up"]["syns"], 9)
+        self.assertEqual(d["up"]["queue_drops"], 3)
+        self.assertEqual(d["down"]["lost"], 4)
+        self.assertEqual(d["down"]["rx_pkts"], 70)
+
+    def test_redials_are_counted_from_the_debug_trace_only(self):
+        lines = ["[3.21] connection 4 redial at 1.2 MB/s vs typical 6.0 MB/s (first bytes take 0.170 s)",
+                 "[5.00] connection 2 redial at 900 kB/s vs typical 6.0 MB/s (first bytes take 0.170 s) (racer)",
+                 "[5.10] connection 2 gets 1048576..<2097152",
+                 "segget: connection 3 is slow (1 MB/s against a median of 6 MB/s); reconnecting."]
+        self.assertEqual(wan.count_redials(lines), 2)
+
+    def test_links_and_their_ideal_times(self):
+        self.assertAlmostEqual(wan.LINKS["a"].ideal_s(256 << 20, 8), (256 << 20) * 8 / 400e6)
+        # link c: no bottleneck, 8 requests at 16 MiB/s
+        self.assertAlmostEqual(wan.LINKS["c"].ideal_s(256 << 20, 8), 2.0)
+        self.assertAlmostEqual(wan.LINKS["c"].ideal_s(256 << 20, 1), 16.0)
+        self.assertIn("0.5 % loss", wan.LINKS["b"].describe())
+
+    def test_options(self):
+        a = wan.parse_args(["--links", "a,c", "--reps", "5", "--segget", "/x/segget"])
+        self.assertEqual((a.links, a.reps, a.size, a.tls_modes), (["a", "c"], 5, 256 << 20, [False, True]))
+        q = wan.parse_args(["--wan-quick", "--no-https"])
+        self.assertEqual((q.size, q.reps, q.dd_size, q.tls_modes), (64 << 20, 1, 0, [False]))
+        self.assertEqual(wan.parse_args(["--https-only"]).tls_modes, [True])
+        with self.assertRaises(SystemExit), contextlib.redirect_stdout(io.StringIO()) as out:
+            wan.parse_args(["--help"])
+        self.assertIn("0.1 % loss", out.getvalue())  # a bare % would break --help
+        with self.assertRaises(SystemExit), contextlib.redirect_stderr(io.StringIO()) as err:
+            wan.parse_args(["--links", "a,z"])
+        self.assertIn("unknown link 'z'", err.getvalue())
+
+    def _records(self):
+        base = {"link": "a", "protocol": "http", "size": 256 << 20, "ok": True, "fail": None,
+                "requests": 9, "connections": 8, "syns": 8, "redials": None}
+        return [
+            dict(base, tool="segget", rep=1, wall_s=8.0, redials=2, connections=10, syns=10, requests=12),
+            dict(base, tool="segget", rep=2, wall_s=7.0, redials=0),
+            dict(base, tool="segget", rep=3, ok=False, fail="sha256 differs", wall_s=1.0, redials=0),
+            dict(base, tool="aria2c", rep=1, wall_s=6.0),
+            dict(base, tool="aria2c", rep=2, wall_s=5.0),
+            dict(base, tool="aria2c", rep=3, wall_s=7.0),
+        ]
+
+    def test_summary_medians_ratio_and_failures(self):
+        rows = {r["tool"]: r for r in wan.summarize(self._records())}
+        seg, ari = rows["segget"], rows["aria2c"]
+        self.assertEqual((seg["ok"], seg["runs"], seg["median_s"]), (2, 3, 7.5))
+        self.assertEqual(seg["fails"], ["sha256 differs"])
+        self.assertEqual(seg["redials"], [2, 0])
+        self.assertAlmostEqual(seg["ratio_aria2c"], 7.5 / 6.0)
+        self.assertEqual((ari["min_s"], ari["max_s"], ari["ratio_aria2c"], ari["redials"]), (5.0, 7.0, 1.0, None))
+
+    def test_markdown_and_results_insertion(self):
+        args = wan.parse_args(["--links", "a", "--no-https"])
+        context = {
+            "date": "2026-11-25T19:00:00+00:00", "command_line": "scripts/bench wan --links a",
+            "elapsed_s": 60.0, "tcp_cc": "bbr", "args": args, "versions": {"nginx": "nginx/1.22.1"},
+            "machine": {"commit": "abc1234", "nproc": 2, "cpu": "X", "memory_gib": 8, "kernel": "6.1",
+                        "loadavg_at_start": (0.1, 0.2, 0.3)},
+            "disk": {"dd_before": [{"name": "direct", "mib_s": 700.0}]},
+            "links": [{"link": "a", "description": wan.LINKS["a"].describe(),
+                       "ping": wan.parse_ping(self.PING),
+                       "wanlink_totals": {"up": {"lost": 1, "rx_pkts": 1000}, "down": {"lost": 9, "rx_pkts": 9000}}}],
+        }
+        md = wan.markdown(self._records(), context)
+        self.assertIn("## WAN, 2026-11-25, abc1234", md)
+        self.assertIn("direct 700 MiB/s", md)
+        self.assertIn("| a | 80 ms RTT, 0.1 % loss each way, 400 Mbit/s | 80.2 / 80.3 / 80.6 ms | 2.0 % of 50 | 10 (0.100 % of 10000 packets) / 0 |", md)
+        self.assertIn("| segget | 7.50 s | 7.00 s | 8.00 s | 34.1 | 1.25 | 2, 0 | 10, 8 (10, 8) | 12, 9 | 2/3 |", md)
+        self.assertIn("| aria2c | 6.00 s | 5.00 s | 7.00 s | 42.7 | 1.00 | – |", md)
+        self.assertIn("Failed runs: segget: sha256 differs", md)
+        with tempfile.TemporaryDirectory() as d:
+            path = Path(d, "RESULTS.md")
+            path.write_text("# segget benchmark results\n\n## 2026-11-23, older\n\ntext\n")
+            wan.insert_into_results(md, path)
+            text = path.read_text()
+            self.assertLess(text.index("## WAN, 2026-11-25"), text.index("## 2026-11-23, older"))
+            self.assertTrue(text.startswith("# segget benchmark results\n\n## WAN"))
 
 
 if __name__ == "__main__":
