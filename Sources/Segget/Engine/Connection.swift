@@ -42,6 +42,8 @@ struct Connection {
     var firstByteAt: Double?
     var heldAtFirstByte = 0.0
     var bytesAtFirstByte: Int64 = 0
+    /// The best rate the current transfer had over a whole slow-rule window (see `SlowConnectionRule`).
+    var bestWindowRate = 0.0
 
     init(id: Int) { self.id = id }
 
@@ -97,6 +99,7 @@ struct Connection {
             heldAtTransfer = heldAtRequest
             transferBytes = 0
             firstByteAt = nil
+            bestWindowRate = 0
             samples = []
             heldSamples = []
         }

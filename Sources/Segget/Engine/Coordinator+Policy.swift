@@ -195,7 +195,10 @@ extension Coordinator {
                 let waited = now - c.requestStartedAt - (c.held(at: now) - c.heldAtRequest)
                 observations.append(.init(id: c.id, bytes: 0, seconds: 0, waitingForFirstByte: waited, remainingBytes: left, consecutiveRedials: c.redials))
             } else if now - c.transferStartedAt >= window, let m = c.recent(now: now, window: window, interval: Self.slowJudgeInterval) {
-                observations.append(.init(id: c.id, bytes: m.bytes, seconds: m.seconds, heldSeconds: m.held, remainingBytes: left, consecutiveRedials: c.redials))
+                var o = SlowConnectionRule.Observation(id: c.id, bytes: m.bytes, seconds: m.seconds, heldSeconds: m.held, remainingBytes: left, consecutiveRedials: c.redials)
+                o.provenRate = c.bestWindowRate
+                if o.freeSeconds > 0 { connections[c.id].bestWindowRate = max(c.bestWindowRate, Double(m.bytes) / o.freeSeconds) }
+                observations.append(o)
             } else if let first = c.firstByteAt, now - first > 0 {
                 var o = SlowConnectionRule.Observation(id: c.id, bytes: c.transferBytes - c.bytesAtFirstByte, seconds: now - first,
                     heldSeconds: c.held(at: now) - c.heldAtFirstByte, remainingBytes: left, consecutiveRedials: c.redials)

@@ -133,3 +133,18 @@ public struct ResponseHead: Sendable, Equatable {
 extension String {
     func trimmingCharacters() -> String { String(Substring(self).trimmingASCIIWhitespace()) }
 }
+
+extension ResponseHead {
+    /// The seconds a refusal's `RateLimit` field (IETF httpapi draft: `"name";r=0;t=N`) or the older
+    /// `RateLimit-Reset: N` says to wait; nil without them.
+    var rateLimitReset: Double? {
+        if let v = unsafeRawValue("ratelimit") {
+            for param in v.split(separator: ";") {
+                let p = Substring(param).trimmingASCIIWhitespace()
+                if p.hasPrefix("t="), let n = parseDecimal(p.dropFirst(2)) { return Double(n) }
+            }
+        }
+        if let v = unsafeRawValue("ratelimit-reset"), let n = parseDecimal(Substring(v).trimmingASCIIWhitespace()) { return Double(n) }
+        return nil
+    }
+}

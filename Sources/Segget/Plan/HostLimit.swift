@@ -56,16 +56,3 @@ struct HostLimit: Equatable, Sendable {
     /// A request was accepted: a probe out succeeded.
     mutating func accepted() { probing = false }
 }
-
-/// The seconds a refusal's `RateLimit` field (IETF httpapi draft: `"name";r=0;t=N`) or the older
-/// `RateLimit-Reset: N` says to wait; nil without them.
-func rateLimitReset(_ head: ResponseHead) -> Double? {
-    if let v = head.value("ratelimit") {
-        for param in v.split(separator: ";") {
-            let p = Substring(param).trimmingASCIIWhitespace()
-            if p.hasPrefix("t="), let n = parseDecimal(p.dropFirst(2)) { return Double(n) }
-        }
-    }
-    if let v = head.value("ratelimit-reset"), let n = parseDecimal(Substring(v).trimmingASCIIWhitespace()) { return Double(n) }
-    return nil
-}

@@ -72,6 +72,9 @@ public struct SlowConnectionRule: Sendable {
         /// Its rate over the newest round trips (nil: unknown), for what keeping it would cost: a young
         /// request's average lags behind one that went quiet after a good start.
         public var currentRate: Double?
+        /// The best rate its request had over an earlier whole window: a request that proved its
+        /// path is judged slow only far lower (`provenFraction`).
+        public var provenRate = 0.0
 
         public init(id: Int, bytes: Int64, seconds: Double, heldSeconds: Double = 0, waitingForFirstByte: Double? = nil,
                     remainingBytes: Int64, consecutiveRedials: Int = 0) {
@@ -108,6 +111,11 @@ public struct SlowConnectionRule: Sendable {
     public var window: Double
     /// Slow means below this fraction of the typical rate.
     public var slowFraction = 0.4
+    /// For a request that had the typical rate over a whole window before, slow means below this
+    /// fraction: a TCP connection recovering from a loss halves its window once or twice and then
+    /// grows back; a server that trickles drops far lower. On the simulator's lossy links (80 ms,
+    /// 0.1 %) this took re-dials from 36 to 2 per download (see `docs/simulator.md`).
+    public var provenFraction = 0.1
     /// Below this typical rate nobody is judged (too little to tell paths apart).
     public var minTypicalRate = 256.0 * 1024
     public var maxConsecutiveRedials: Int
@@ -235,7 +243,8 @@ public struct SlowConnectionRule: Sendable {
                 // A young request may still be in slow start (see above).
                 if young { expected = Self.expectedRate(typical: typical, seconds: o.freeSeconds, rtt: rtt) }
             }
-            guard rate < expected * slowFraction else { continue }
+            let fraction = o.provenRate >= typical * slowFraction ? provenFraction : slowFraction
+            guard rate < expected * fraction else { continue }
             // Only worth it when the rest would take a while at this rate, and longer than a fresh
             // request needs, its own slow start included (see above).
             let keeping = Double(o.remainingBytes) / max(min(rate, o.currentRate ?? rate), 1)
