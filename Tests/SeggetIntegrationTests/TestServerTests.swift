@@ -818,14 +818,14 @@ extension TestServerTests {
                     let start = Date()
                     let r = try fetch(server, "/f.bin?" + query, ["Range: bytes=0-4095"])
                     #expect(r.body == small)
-                    // 4 KiB at 16 KiB/s is 0.25 s; unthrottled it is immediate.
-                    if Date().timeIntervalSince(start) > 0.12 { slow.append(n) }
+                    // 4 KiB at 32 KiB/s is 0.125 s; unthrottled it is immediate.
+                    if Date().timeIntervalSince(start) > 0.06 { slow.append(n) }
                 }
                 return slow
             }
-            let a = try slowSet("slowfraction=0.5&seed=7&slowrate=16k")
-            let b = try slowSet("slowfraction=0.5&seed=7&slowrate=16k&run=2")
-            let c = try slowSet("slowfraction=0.5&seed=8&slowrate=16k")
+            let a = try slowSet("slowfraction=0.5&seed=7&slowrate=32k")
+            let b = try slowSet("slowfraction=0.5&seed=7&slowrate=32k&run=2")
+            let c = try slowSet("slowfraction=0.5&seed=8&slowrate=32k")
             #expect(a == b)
             #expect((2...8).contains(a.count), "\(a)")
             #expect(a != c, "\(a) \(c)")
