@@ -48,7 +48,9 @@ struct ConcurrencyLimit: Equatable {
             ]
         case .legacy:
             return [
-                ("RateLimit-Limit", "\(limit)"), ("RateLimit-Remaining", "\(remaining)"), ("RateLimit-Reset", "\(reset)"),
+                ("RateLimit-Limit", "\(limit)"),
+                ("RateLimit-Remaining", "\(remaining)"),
+                ("RateLimit-Reset", "\(reset)"),
             ]
         }
     }

@@ -55,8 +55,8 @@ struct Connection {
         if case .untilClose = plan.framing { closing = true }
         if case .close = plan.cutoff { closing = true }
         if prepared.pacing.firstByteDelay > 0 {
-            guard Self.pause(fd: fd, stop: stop, milliseconds: Int32(min(86_400_000, prepared.pacing.firstByteDelay * 1000)))
-            else { return false }
+            let milliseconds = Int32(min(86_400_000, prepared.pacing.firstByteDelay * 1000))
+            guard Self.pause(fd: fd, stop: stop, milliseconds: milliseconds) else { return false }
         }
         guard writeHead(plan, closing: closing) else { return false }
         if request.method == "HEAD" { return !closing }
@@ -164,13 +164,13 @@ struct Connection {
     /// is gone, as a server watching its sockets does.
     static func pause(fd: Int32, stop: StopSignal, milliseconds: Int32) -> Bool {
         let deadline = MonotonicClock.seconds + Double(milliseconds) / 1000
+        func left() -> Int32 { Int32(max(0, ((deadline - MonotonicClock.seconds) * 1000).rounded(.up))) }
         while true {
-            let left = Int32(max(0, ((deadline - MonotonicClock.seconds) * 1000).rounded(.up)))
-            if left == 0 { return !stop.isFired }
-            if Sock.waitReadable(fd, wake: stop.readFD, timeoutMs: left) {
+            if left() == 0 { return !stop.isFired }
+            if Sock.waitReadable(fd, wake: stop.readFD, timeoutMs: left()) {
                 if Sock.peerHasHungUp(fd) { return false }
                 // A pipelined request is waiting: it is read after this response, so just sleep.
-                return !stop.sleep(milliseconds: Int32(max(0, ((deadline - MonotonicClock.seconds) * 1000).rounded(.up))))
+                return !stop.sleep(milliseconds: left())
             }
             if stop.isFired { return false }
         }

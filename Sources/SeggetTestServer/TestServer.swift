@@ -276,21 +276,16 @@ public final class TestServer: @unchecked Sendable {
         var pacing = Pacing()
         var concurrencyKey: String?
         if let route, let current {
-            switch admission {
-            case .rejected(let limit):
+            if case .rejected(let limit) = admission {
                 plan = limit.rejection()
-            case .admitted(let limit, let remaining):
-                concurrencyKey = key
+            } else {
                 plan = planner.plan(
                     request: request, route: route, representation: current, requestNumber: number,
                     changed: { self.changedVersion(of: route.name, base: current, length: $0) })
-                plan.headers += limit.rateLimitHeaders(remaining: remaining)
-            case .unlimited:
-                plan = planner.plan(
-                    request: request, route: route, representation: current, requestNumber: number,
-                    changed: { self.changedVersion(of: route.name, base: current, length: $0) })
-            }
-            if case .rejected = admission {} else {
+                if case .admitted(let limit, let remaining) = admission {
+                    concurrencyKey = key
+                    plan.headers += limit.rateLimitHeaders(remaining: remaining)
+                }
                 var bodyStart: Int64?
                 if case .slice(_, let offset, _) = plan.body { bodyStart = offset }
                 pacing = route.pacing(forRemotePort: remotePort, requestNumber: number, bodyStart: bodyStart)
@@ -301,7 +296,8 @@ public final class TestServer: @unchecked Sendable {
         let record = RecordedRequest(
             method: request.method, path: request.path, query: request.query, headers: request.headers,
             remotePort: remotePort, status: plan.status, bodyBytesSent: 0)
-        return Prepared(plan: plan, record: record, handle: append(record), pacing: pacing, concurrencyKey: concurrencyKey)
+        return Prepared(
+            plan: plan, record: record, handle: append(record), pacing: pacing, concurrencyKey: concurrencyKey)
     }
 
     private enum Admission {

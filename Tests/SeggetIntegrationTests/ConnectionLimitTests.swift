@@ -55,7 +55,8 @@ import Testing
         let difference = run.error == nil ? TestFiles.fileDifference(dir.path("out.bin"), body) : "no file"
         let stats = server.concurrency
         let healthyTime = (healthy.seconds * 100).rounded() / 100
-        let context = "\(variant): \(run); server \(stats); healthy (-n 3) \(healthyTime) s; \(Self.timeline(server.requests))"
+        let context =
+            "\(variant): \(run); server \(stats); healthy (-n 3) \(healthyTime) s; \(Self.timeline(server.requests))"
         print("connection limit \(context)")
 
         #expect(stats.maxInFlight <= Self.limit, "\(context)")
