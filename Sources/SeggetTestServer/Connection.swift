@@ -1,6 +1,7 @@
 /// Serves the requests of one TCP connection, on its own thread.
 struct Connection {
     let fd: Int32
+    let remoteAddress: String
     let remotePort: Int
     let server: TestServer
     let stop: StopSignal
@@ -8,8 +9,9 @@ struct Connection {
     private var bucket = TokenBucket()
     private var buffer: [UInt8]
 
-    init(fd: Int32, remotePort: Int, server: TestServer, stop: StopSignal) {
+    init(fd: Int32, remoteAddress: String, remotePort: Int, server: TestServer, stop: StopSignal) {
         self.fd = fd
+        self.remoteAddress = remoteAddress
         self.remotePort = remotePort
         self.server = server
         self.stop = stop
@@ -33,8 +35,9 @@ struct Connection {
                 server.finished(record)
                 return
             case .request(let request):
-                var prepared = server.prepare(request, remotePort: remotePort)
+                var prepared = server.prepare(request, remoteAddress: remoteAddress, remotePort: remotePort)
                 let keepAlive = respond(request, &prepared)
+                server.release(prepared)
                 server.finished(prepared.record)
                 if !keepAlive { return }
             }
@@ -51,6 +54,10 @@ struct Connection {
         var closing = request.wantsClose || plan.closeConnection
         if case .untilClose = plan.framing { closing = true }
         if case .close = plan.cutoff { closing = true }
+        if prepared.pacing.firstByteDelay > 0 {
+            let milliseconds = Int32(min(86_400_000, prepared.pacing.firstByteDelay * 1000))
+            guard Self.pause(fd: fd, stop: stop, milliseconds: milliseconds) else { return false }
+        }
         guard writeHead(plan, closing: closing) else { return false }
         if request.method == "HEAD" { return !closing }
 
@@ -66,18 +73,28 @@ struct Connection {
         let chunked: Bool
         if case .chunked = plan.framing { chunked = true } else { chunked = false }
 
+        let (fd, stop) = (self.fd, self.stop)
         var sent: Int64 = 0
         while sent < limit {
             var n = Int(min(Int64(bucket.sliceSize), limit - sent))
             if let slowdown {
                 if sent >= slowdown.after {
-                    bucket.configure(bytesPerSecond: slowdown.rate)
+                    let rate = slowdown.rate(atBody: sent, start: prepared.pacing.rate)
+                    if rate == 0 {
+                        // Silence: nothing more, the connection held until the client or the server ends it.
+                        waitForHangUp()
+                        return false
+                    }
+                    bucket.retune(bytesPerSecond: rate)
                     n = Int(min(Int64(bucket.sliceSize), limit - sent))
+                    // A ramp's slices end where it does, so no byte after it goes at a ramp rate.
+                    let rampEnd = slowdown.after + slowdown.ramp
+                    if sent < rampEnd { n = Int(min(Int64(n), rampEnd - sent)) }
                 } else {
                     n = Int(min(Int64(n), slowdown.after - sent))
                 }
             }
-            guard bucket.acquire(n, stop: stop) else { return false }
+            guard bucket.acquire(n, pause: { Self.pause(fd: fd, stop: stop, milliseconds: $0) }) else { return false }
             // Count before sending: a client may read the bytes and look at the counters before this
             // thread runs again, so the counters must never lag behind what the client can see.
             server.countBody(n, for: prepared.handle)
@@ -139,6 +156,23 @@ struct Connection {
         while MonotonicClock.seconds < deadline, Sock.waitReadable(fd, wake: stop.readFD, timeoutMs: 100) {
             let n = scratch.withUnsafeMutableBytes { Sock.receive(fd, into: $0) }
             if n <= 0 { return }
+        }
+    }
+
+    /// Waits `milliseconds`; false (early) when the server stops or the client hangs up, so that a
+    /// paced or delayed response frees its connection (and its `maxconc` slot) as soon as the client
+    /// is gone, as a server watching its sockets does.
+    static func pause(fd: Int32, stop: StopSignal, milliseconds: Int32) -> Bool {
+        let deadline = MonotonicClock.seconds + Double(milliseconds) / 1000
+        func left() -> Int32 { Int32(max(0, ((deadline - MonotonicClock.seconds) * 1000).rounded(.up))) }
+        while true {
+            if left() == 0 { return !stop.isFired }
+            if Sock.waitReadable(fd, wake: stop.readFD, timeoutMs: left()) {
+                if Sock.peerHasHungUp(fd) { return false }
+                // A pipelined request is waiting: it is read after this response, so just sleep.
+                return !stop.sleep(milliseconds: left())
+            }
+            if stop.isFired { return false }
         }
     }
 

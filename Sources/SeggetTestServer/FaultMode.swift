@@ -1,19 +1,46 @@
 /// How the server (mis)behaves for a request, chosen by the first path segment: `/MODE/NAME?params`.
-/// `/NAME` is `.normal`. Every mode also takes the pacing parameters `rate=16m` (bytes per second per
-/// connection; suffixes k, m, g are powers of 1024) and `slowports=01&slowrate=2m` (connections whose
-/// client port ends in one of those decimal digits get `slowrate`), `slowfirst=N&slowrate=2m` (the
-/// first N requests for this exact target get `slowrate`) or `slowevery=N&slowrate=1` (every Nth
-/// request for this exact target, counting the first as 1, gets `slowrate`; `slowrate=1` trickles one
-/// byte per second, never silent long enough for a stall timeout). `slowafter=256k` makes a slow
-/// request start at `rate` and drop to `slowrate` only after that many body bytes. `catchup=1` paces
-/// like nginx's `limit_rate`: a client that stopped reading for a while gets the arrears at full speed.
+/// `/NAME` is `.normal`. Every mode also takes the pacing parameters and the connection limit below.
 ///
 /// Every mode also takes the text a hostile server chooses, sent raw (percent-decoded, CR and LF
 /// removed): `reason=` the status line's reason phrase, `header=Name:value` one more header field, and
 /// `body=` the body of an answer that is not the file (an error, a redirect).
 ///
-/// Counters behind `times` and `after` are kept per exact request target (path and query), so two
-/// tests using different parameters never share them.
+/// Counters behind `times`, `after`, `slowfirst`, `slowevery` and `slowfraction` are kept per exact
+/// request target (path and query), so two tests using different parameters never share them; every
+/// request counts, a rejected one (`maxconc`) included.
+///
+/// Pacing (sizes and rates take k, m, g suffixes, powers of 1024):
+///
+/// | parameter | effect |
+/// |---|---|
+/// | `rate=16m` | bytes per second per response (default: unthrottled) |
+/// | `catchup=1` | paces like nginx's `limit_rate`: a client that stopped reading gets the arrears at full speed |
+/// | `firstbyte=0.5` | seconds every response waits before its head (a slow first byte) |
+///
+/// Trickling: a request is *slow* when a selector picks it; its body then drops to `slowrate`.
+///
+/// | parameter | effect |
+/// |---|---|
+/// | `slowports=01` | selector: the client port's last decimal digit is one of these |
+/// | `slowfirst=N` | selector: the first N requests for the target |
+/// | `slowevery=N` | selector: every Nth request (requests N, 2N, …; the first is 1) |
+/// | `slowfraction=0.3&seed=7` | selector: a pseudo-random fraction of the requests, fixed by `seed` (default 0) and the request number |
+/// | `slowrate=1` | a slow request's rate; `1` trickles one byte a second (never silent long enough for a stall timeout); `0` sends nothing more and holds the connection open (silence) |
+/// | `slowafter=256k` | a slow request starts at `rate` and slows only after this many body bytes of its response |
+/// | `slowfrom=20m` | a slow request slows from this byte offset *of the file* on (a slow disk region, a slow tail); without any selector every request is slow, so every byte at or past the offset goes at `slowrate` |
+/// | `ramp=1m` | the slowdown is gradual: the rate falls linearly from `rate` (100 MiB/s when unthrottled) to `slowrate` over this many bytes |
+/// | `slowfirstbyte=5` | seconds a slow request waits before its head (instead of `firstbyte`); works without `slowrate` |
+///
+/// With both `slowafter` and `slowfrom` a slow request slows at whichever it reaches first.
+///
+/// Connection limit (`ConcurrencyLimit`): `maxconc=3` admits at most 3 requests for this target from
+/// one client address at a time (from the request's arrival until its body is sent or its connection
+/// closes); a request beyond that is answered at once with `reject` (429, or 503), carrying
+/// `Retry-After: retryafter` when given, and with `ratelimit=1` the IETF draft fields
+/// (`RateLimit-Policy: "conc";q=3;qu="concurrent-requests"`, `RateLimit: "conc";r=0;t=reset`) or with
+/// `ratelimit=legacy` the older `RateLimit-Limit`/`-Remaining`/`-Reset` triple; admitted responses
+/// carry the same fields with the quota that remains. `reset` defaults to `retryafter`, else 1. The
+/// counts are `TestServer.concurrency` (and `GET /_stats`).
 ///
 /// | mode | behaviour | parameters (default) |
 /// |---|---|---|
@@ -81,22 +108,58 @@ struct Route {
     func int(_ key: String) -> Int64? { params[key].flatMap { Int64($0) } }
     func flag(_ key: String) -> Bool { params[key].map { $0 == "1" || $0 == "true" || $0 == "yes" } ?? false }
 
-    /// The pacing for request number `requestNumber` (per target, from 1) from `remotePort`: a slow
-    /// request (its port's last decimal digit in `slowports`, among the first `slowfirst`, or a
-    /// multiple of `slowevery`) gets `slowrate`, from its first byte or after `slowafter` bytes at
-    /// `rate`; any other request gets `rate`. A nil rate means unthrottled.
-    func pacing(forRemotePort remotePort: Int, requestNumber: Int) -> Pacing {
-        let rate = params["rate"].flatMap(URLText.parseRate)
-        guard let slow = params["slowrate"].flatMap(URLText.parseRate) else { return Pacing(rate: rate, catchUp: flag("catchup")) }
-        var isSlow = false
-        if let ports = params["slowports"], ports.contains(Character(String(remotePort % 10))) { isSlow = true }
-        if let first = int("slowfirst"), requestNumber <= first { isSlow = true }
-        if let every = int("slowevery"), every > 0, Int64(requestNumber) % every == 0 { isSlow = true }
-        guard isSlow else { return Pacing(rate: rate, catchUp: flag("catchup")) }
-        if let after = params["slowafter"].flatMap(URLText.parseRate) {
-            return Pacing(rate: rate, slowdown: (after: after, rate: slow))
+    /// The parameters that shape pacing and the connection limit rather than a mode's behaviour
+    /// (a redirect chain carries them to its final hop).
+    static let pacingParameters: Set<String> = [
+        "rate", "catchup", "firstbyte", "slowports", "slowfirst", "slowevery", "slowfraction", "seed", "slowrate",
+        "slowafter", "slowfrom", "ramp", "slowfirstbyte", "maxconc", "reject", "retryafter", "ratelimit", "reset",
+    ]
+
+    /// Whether request number `requestNumber` (per target, from 1) from `remotePort` is slow: its
+    /// port's last decimal digit is in `slowports`, it is among the first `slowfirst`, a multiple of
+    /// `slowevery`, or drawn by `slowfraction`. With no selector at all, `slowfrom` alone makes every
+    /// request slow.
+    func isSlow(remotePort: Int, requestNumber: Int) -> Bool {
+        let ports = params["slowports"]
+        let first = int("slowfirst")
+        let every = int("slowevery")
+        let fraction = params["slowfraction"].flatMap(Double.init)
+        if ports == nil && first == nil && every == nil && fraction == nil { return params["slowfrom"] != nil }
+        if let ports, ports.contains(Character(String(remotePort % 10))) { return true }
+        if let first, requestNumber <= first { return true }
+        if let every, every > 0, Int64(requestNumber) % every == 0 { return true }
+        if let fraction {
+            let seed = UInt64(params["seed"] ?? "") ?? 0
+            return SplitMix64.unitValue(seed: seed, index: UInt64(requestNumber)) < fraction
         }
-        return Pacing(rate: slow)
+        return false
+    }
+
+    /// The pacing for request number `requestNumber` whose body starts at byte `bodyStart` of the
+    /// file (nil for a body that is no slice of it). A slow request gets `slowrate` from the first of
+    /// `slowafter` (bytes of the response) and `slowfrom` (bytes of the file) it reaches, from its
+    /// first byte when neither is given; any other request gets `rate`. A nil rate means unthrottled.
+    func pacing(forRemotePort remotePort: Int, requestNumber: Int, bodyStart: Int64?) -> Pacing {
+        var pacing = Pacing(rate: params["rate"].flatMap(URLText.parseRate), catchUp: flag("catchup"))
+        pacing.firstByteDelay = seconds("firstbyte") ?? 0
+        guard isSlow(remotePort: remotePort, requestNumber: requestNumber) else { return pacing }
+        if let delay = seconds("slowfirstbyte") { pacing.firstByteDelay = delay }
+        let slowRate: Int64?
+        if params["slowrate"] == "0" { slowRate = 0 } else { slowRate = params["slowrate"].flatMap(URLText.parseRate) }
+        guard let slowRate else { return pacing }
+        var starts: [Int64] = []
+        if let after = params["slowafter"].flatMap(URLText.parseRate) { starts.append(after) }
+        if let from = params["slowfrom"].flatMap(URLText.parseSize) { starts.append(max(0, from - (bodyStart ?? 0))) }
+        let ramp = params["ramp"].flatMap(URLText.parseRate) ?? 0
+        pacing.slowdown = Slowdown(after: starts.min() ?? 0, rate: slowRate, ramp: ramp)
+        // A slow response never makes up for lost time: arrears would undo the trickle.
+        pacing.catchUp = false
+        return pacing
+    }
+
+    /// A parameter in seconds (`0.5`), nil when absent, negative or not a number.
+    func seconds(_ key: String) -> Double? {
+        params[key].flatMap(Double.init).flatMap { $0 >= 0 && $0.isFinite ? $0 : nil }
     }
 
     /// Resolves `path` against the registered names: an exact name is the normal mode, otherwise the
@@ -114,10 +177,46 @@ struct Route {
     }
 }
 
-/// How fast one response's body goes out: `rate` (nil: unthrottled), then `slowdown.rate` once
-/// `slowdown.after` body bytes were sent; `catchUp` as nginx does (see `TokenBucket`).
+/// How fast one response's body goes out: `rate` (nil: unthrottled), then `slowdown` once its
+/// `after` body bytes were sent; `catchUp` as nginx does (see `TokenBucket`); `firstByteDelay`
+/// seconds of nothing before the head.
 struct Pacing {
     var rate: Int64?
-    var slowdown: (after: Int64, rate: Int64)?
+    var slowdown: Slowdown?
     var catchUp = false
+    var firstByteDelay: Double = 0
+}
+
+/// A slow request's slowdown: after `after` body bytes the rate becomes `rate` (0: nothing more is
+/// sent and the connection is held open), at once or, with a `ramp`, falling linearly over that
+/// many bytes from the rate it had.
+struct Slowdown {
+    var after: Int64
+    var rate: Int64
+    var ramp: Int64 = 0
+
+    /// The rate for the body byte `sent` bytes into the response; `start` is the rate before the
+    /// slowdown (nil: unthrottled, ramped from 100 MiB/s). 0 means silence.
+    func rate(atBody sent: Int64, start: Int64?) -> Int64 {
+        let into = sent - after
+        guard ramp > 0, into < ramp else { return rate }
+        let from = Double(start ?? 100 << 20)
+        let value = from + (Double(rate) - from) * Double(into) / Double(ramp)
+        return max(1, Int64(value))
+    }
+}
+
+/// splitmix64: a well-mixed 64-bit value from a seed and an index, for choices that must repeat.
+enum SplitMix64 {
+    static func value(seed: UInt64, index: UInt64) -> UInt64 {
+        var z = seed &+ (index &+ 1) &* 0x9E37_79B9_7F4A_7C15
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    /// A value in [0, 1).
+    static func unitValue(seed: UInt64, index: UInt64) -> Double {
+        Double(value(seed: seed, index: index) >> 11) / Double(UInt64(1) << 53)
+    }
 }

@@ -55,6 +55,12 @@ enum URLText {
         guard let value = Double(digits), value > 0, value.isFinite else { return nil }
         return max(1, Int64(value * multiplier))
     }
+
+    /// Parses a byte count or offset as `parseRate` does, but also accepts 0.
+    static func parseSize(_ text: String) -> Int64? {
+        if let zero = Double(text), zero == 0 { return 0 }
+        return parseRate(text)
+    }
 }
 
 extension URLText {

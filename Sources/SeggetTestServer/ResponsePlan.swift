@@ -249,8 +249,9 @@ struct ResponsePlanner {
                 location = "\(baseURL)/redirect/\(name)?" + (["hops=\(hops - 1)"] + rest.map(String.init)).joined(separator: "&")
             } else {
                 // The chain ends at the normal resource, keeping only the pacing parameters.
-                let pacing = pairs.filter { $0.hasPrefix("rate=") || $0.hasPrefix("slowports=") || $0.hasPrefix("slowfirst=") || $0.hasPrefix("slowrate=")
-                    || $0.hasPrefix("slowevery=") || $0.hasPrefix("slowafter=") || $0.hasPrefix("catchup=") }
+                let pacing = pairs.filter { pair in
+                    Route.pacingParameters.contains(String(pair.prefix { $0 != "=" }))
+                }
                 location = "\(baseURL)/\(name)" + (pacing.isEmpty ? "" : "?" + pacing.joined(separator: "&"))
             }
         }

@@ -97,8 +97,9 @@ enum Sock {
         }
     }
 
-    /// Accepts one connection; returns the descriptor and the client's port, or nil on a transient error.
-    static func accept(_ listener: Int32) -> (fd: Int32, remotePort: Int)? {
+    /// Accepts one connection; returns the descriptor and the client's address and port, or nil on a
+    /// transient error.
+    static func accept(_ listener: Int32) -> (fd: Int32, remoteAddress: String, remotePort: Int)? {
         var storage = sockaddr_storage()
         var len = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let fd = withUnsafeMutablePointer(to: &storage) {
@@ -111,7 +112,41 @@ enum Sock {
         var one: Int32 = 1
         // Headers and bodies go out in separate sends; Nagle would delay small responses by 40 ms.
         setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-        return (fd, port(of: storage))
+        return (fd, address(of: storage), port(of: storage))
+    }
+
+    /// The numeric address of `storage` (`127.0.0.1`, `::1`), empty for other families.
+    static func address(of storage: sockaddr_storage) -> String {
+        var storage = storage
+        var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
+        let family = Int32(storage.ss_family)
+        let ok: Bool = withUnsafePointer(to: &storage) { raw in
+            switch family {
+            case AF_INET:
+                return raw.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { sin in
+                    withUnsafePointer(to: sin.pointee.sin_addr) { inet_ntop(AF_INET, $0, &text, socklen_t(text.count)) != nil }
+                }
+            case AF_INET6:
+                return raw.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { sin6 in
+                    withUnsafePointer(to: sin6.pointee.sin6_addr) { inet_ntop(AF_INET6, $0, &text, socklen_t(text.count)) != nil }
+                }
+            default:
+                return false
+            }
+        }
+        return ok ? String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : ""
+    }
+
+    /// True when the peer has closed its side (or the connection failed): a peek reads end of stream
+    /// or an error. Pending request bytes (a pipelined request) do not count as a hang-up.
+    static func peerHasHungUp(_ fd: Int32) -> Bool {
+        var byte: UInt8 = 0
+        while true {
+            let n = recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+            if n < 0 && errno == EINTR { continue }
+            if n < 0 { return errno != EAGAIN && errno != EWOULDBLOCK }
+            return n == 0
+        }
     }
 
     /// Writes all of `buffer`; retries EINTR and short writes. Returns the bytes written before an error.

@@ -59,6 +59,7 @@ public final class TestServer: @unchecked Sendable {
     private var stopped = false
     private var listenerClosed = false
     private var requestObserver: (@Sendable (RecordedRequest) -> Void)?
+    private var ledger = ConcurrencyLedger()
 
     /// Binds and listens on `host` (`127.0.0.1` or `::1`); `port` 0 lets the kernel pick one.
     public init(host: String = "127.0.0.1", port: Int = 0) throws {
@@ -154,7 +155,12 @@ public final class TestServer: @unchecked Sendable {
 
     public var connectionsAccepted: Int { lock.withLock { accepted } }
 
-    /// Clears `bodyBytesSent`, `requests` and `connectionsAccepted`. The per-target request counts that
+    /// What the `maxconc` limits admitted and rejected (all targets together). Also served as text
+    /// at `GET /_stats` (`GET /_stats?reset=1` clears it after answering, as `resetCounters()` does).
+    public var concurrency: ConcurrencyStats { lock.withLock { ledger.stats } }
+
+    /// Clears `bodyBytesSent`, `requests`, `connectionsAccepted` and `concurrency` (requests still
+    /// in flight stay counted as in flight). The per-target request counts that
     /// drive `times`/`after` parameters are kept (see `resetModeCounters()`), so a fault scenario
     /// can be measured in phases without restarting it.
     public func resetCounters() {
@@ -163,6 +169,7 @@ public final class TestServer: @unchecked Sendable {
             recordGeneration += 1
             totalBodyBytes = 0
             accepted = 0
+            ledger.resetStats()
         }
     }
 
@@ -184,7 +191,7 @@ public final class TestServer: @unchecked Sendable {
         defer { threadExited() }
         while true {
             guard Sock.waitReadable(listener, wake: stopSignal.readFD, timeoutMs: -1) else { return }
-            guard let (fd, remotePort) = Sock.accept(listener) else {
+            guard let (fd, remoteAddress, remotePort) = Sock.accept(listener) else {
                 // EMFILE and friends leave the listener readable: back off instead of spinning.
                 if stopSignal.sleep(milliseconds: 10) { return }
                 continue
@@ -203,7 +210,8 @@ public final class TestServer: @unchecked Sendable {
             }
             do {
                 try DetachedThread.start { [self] in
-                    var connection = Connection(fd: fd, remotePort: remotePort, server: self, stop: stopSignal)
+                    var connection = Connection(
+                        fd: fd, remoteAddress: remoteAddress, remotePort: remotePort, server: self, stop: stopSignal)
                     connection.run()
                     connectionClosed(id: id, fd: fd)
                 }
@@ -235,6 +243,8 @@ public final class TestServer: @unchecked Sendable {
         var handle: RecordHandle
         /// Pacing for this response.
         var pacing: Pacing
+        /// The `maxconc` slot this request holds until `release(_:)`.
+        var concurrencyKey: String?
     }
 
     struct RecordHandle {
@@ -242,20 +252,44 @@ public final class TestServer: @unchecked Sendable {
         var index: Int
     }
 
-    /// Routes, plans and records a request.
-    func prepare(_ request: HTTPRequest, remotePort: Int) -> Prepared {
-        let (route, current, number): (Route?, Representation?, Int) = lock.withLock {
+    /// Routes, plans and records a request; a request admitted under a `maxconc` limit holds its slot
+    /// until `release(_:)`.
+    func prepare(_ request: HTTPRequest, remoteAddress: String, remotePort: Int) -> Prepared {
+        if request.path == "/_stats" { return statsResponse(request, remotePort: remotePort) }
+        let key = "\(remoteAddress) \(request.target)"
+        let (route, current, number, admission): (Route?, Representation?, Int, Admission) = lock.withLock {
             guard let route = Route.resolve(path: request.path, query: request.query, isRegistered: { resources[$0] != nil })
-            else { return (nil, nil, 0) }
+            else { return (nil, nil, 0, .unlimited) }
             let count = (requestCountByTarget[request.target] ?? 0) + 1
             requestCountByTarget[request.target] = count
-            return (route, resources[route.name], count)
+            var admission = Admission.unlimited
+            if let limit = ConcurrencyLimit(route: route) {
+                if let remaining = ledger.admit(key, limit: limit.limit) {
+                    admission = .admitted(limit, remaining: remaining)
+                } else {
+                    admission = .rejected(limit)
+                }
+            }
+            return (route, resources[route.name], count, admission)
         }
-        let plan: ResponsePlan
+        var plan: ResponsePlan
+        var pacing = Pacing()
+        var concurrencyKey: String?
         if let route, let current {
-            plan = planner.plan(
-                request: request, route: route, representation: current, requestNumber: number,
-                changed: { self.changedVersion(of: route.name, base: current, length: $0) })
+            if case .rejected(let limit) = admission {
+                plan = limit.rejection()
+            } else {
+                plan = planner.plan(
+                    request: request, route: route, representation: current, requestNumber: number,
+                    changed: { self.changedVersion(of: route.name, base: current, length: $0) })
+                if case .admitted(let limit, let remaining) = admission {
+                    concurrencyKey = key
+                    plan.headers += limit.rateLimitHeaders(remaining: remaining)
+                }
+                var bodyStart: Int64?
+                if case .slice(_, let offset, _) = plan.body { bodyStart = offset }
+                pacing = route.pacing(forRemotePort: remotePort, requestNumber: number, bodyStart: bodyStart)
+            }
         } else {
             plan = .text(404, "no such resource or mode: \(request.path)\n")
         }
@@ -263,7 +297,32 @@ public final class TestServer: @unchecked Sendable {
             method: request.method, path: request.path, query: request.query, headers: request.headers,
             remotePort: remotePort, status: plan.status, bodyBytesSent: 0)
         return Prepared(
-            plan: plan, record: record, handle: append(record), pacing: route?.pacing(forRemotePort: remotePort, requestNumber: number) ?? Pacing())
+            plan: plan, record: record, handle: append(record), pacing: pacing, concurrencyKey: concurrencyKey)
+    }
+
+    private enum Admission {
+        case unlimited
+        case admitted(ConcurrencyLimit, remaining: Int)
+        case rejected(ConcurrencyLimit)
+    }
+
+    /// `GET /_stats`: the connection-limit counts as one line of text, for the standalone server.
+    private func statsResponse(_ request: HTTPRequest, remotePort: Int) -> Prepared {
+        let stats: ConcurrencyStats = lock.withLock {
+            defer { if URLText.parseQuery(request.query)["reset"] != nil { ledger.resetStats() } }
+            return ledger.stats
+        }
+        let plan = ResponsePlan.text(200, stats.description + "\n")
+        let record = RecordedRequest(
+            method: request.method, path: request.path, query: request.query, headers: request.headers,
+            remotePort: remotePort, status: plan.status, bodyBytesSent: 0)
+        return Prepared(plan: plan, record: record, handle: append(record), pacing: Pacing())
+    }
+
+    /// The request's response is complete, or its connection is gone: its `maxconc` slot is free.
+    func release(_ prepared: Prepared) {
+        guard let key = prepared.concurrencyKey else { return }
+        lock.withLock { ledger.release(key) }
     }
 
     func append(_ record: RecordedRequest) -> RecordHandle {

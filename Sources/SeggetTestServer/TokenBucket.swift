@@ -27,13 +27,26 @@ struct TokenBucket {
         last = MonotonicClock.seconds
     }
 
-    /// Waits until `count` bytes may go out. Returns false if the server stopped meanwhile.
-    mutating func acquire(_ count: Int, stop: StopSignal) -> Bool {
+    /// Changes the rate mid-response (a slowdown, a ramp) without losing the time already earned at
+    /// the old one.
+    mutating func retune(bytesPerSecond: Int64) {
+        let newRate = Double(bytesPerSecond)
+        guard newRate != rate else { return }
+        if rate > 0 { refill() } else { last = MonotonicClock.seconds }
+        rate = newRate
+        sliceSize = Int(min(64 * 1024, max(min(512, newRate), newRate / 50)))
+        burst = Double(2 * sliceSize)
+        tokens = min(tokens, Double(sliceSize))
+    }
+
+    /// Waits until `count` bytes may go out. `pause(ms)` sleeps and returns false to give up (the
+    /// server stopped or the client left); then this returns false.
+    mutating func acquire(_ count: Int, pause: (Int32) -> Bool) -> Bool {
         guard rate > 0 else { return true }
         refill()
         while tokens < Double(count) {
             let waitMs = Int32(min(1000, ((Double(count) - tokens) / rate * 1000).rounded(.up)))
-            if stop.sleep(milliseconds: max(1, waitMs)) { return false }
+            if !pause(max(1, waitMs)) { return false }
             refill()
         }
         tokens -= Double(count)

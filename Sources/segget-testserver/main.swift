@@ -1,5 +1,7 @@
 // segget-testserver: serves files with every fault mode of SeggetTestServer, for shell tests and
-// benchmarks. Prints `listening on http://HOST:PORT` first, exits cleanly on SIGTERM/SIGINT.
+// benchmarks. Prints `listening on http://HOST:PORT` first, exits cleanly on SIGTERM/SIGINT, and then
+// prints the connection-limit counts (`maxconc`, when used) on stderr; `GET /_stats` serves them
+// while it runs.
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -18,6 +20,11 @@ let usage = """
       --help             Show this help.
 
     Modes: \(FaultMode.allCases.filter { $0 != .normal }.map(\.rawValue).joined(separator: " "))
+    Pacing and limits (any mode): rate catchup firstbyte slowports slowfirst slowevery slowfraction seed
+      slowrate slowafter slowfrom ramp slowfirstbyte maxconc reject retryafter ratelimit reset
+      (see Sources/SeggetTestServer/FaultMode.swift).
+    GET /_stats answers `admitted=A rejected=R in-flight=I max-in-flight=M max-demand=D` for the
+    maxconc limits (?reset=1 clears them after answering); the same line goes to stderr on exit.
     """
 
 /// stderr through write(2): the C `stderr` global is shared mutable state to Swift 6.
@@ -162,4 +169,6 @@ fflush(nil)  // flushes stdout; shell tests read the port from this line
 var received: Int32 = 0
 sigwait(&stopSignals, &received)
 server.stop()
+let limits = server.concurrency
+if limits.admitted + limits.rejected > 0 { printError("connection limits: \(limits)") }
 exit(0)

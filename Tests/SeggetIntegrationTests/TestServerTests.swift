@@ -709,3 +709,238 @@ private func base64OfToolDigest(_ tool: String, _ path: String) throws -> String
         #expect(logged == "GET /f.bin 206 100 \(client.localPort)\n")
     }
 }
+
+// MARK: - Connection limits (maxconc)
+
+extension TestServerTests {
+    /// Opens a request that stays in flight (a `stall` body: 10 bytes, then the connection held)
+    /// and waits until its response has started.
+    private func holdRequest(_ server: TestServer, _ target: String) throws -> RawClient {
+        let client = try RawClient(port: server.port)
+        try client.request("GET", target, ["Range: bytes=0-999"])
+        _ = client.readUpTo(10)
+        return client
+    }
+
+    /// With `maxconc=2`, the third request while two are in flight gets 429 at once (no Retry-After,
+    /// no rate-limit fields unless asked); once one finishes, the next is admitted again.
+    @Test func concurrencyLimitRejectsOnlyTheExtraRequests() throws {
+        try withServer(["f.bin": body]) { server in
+            let target = "/stall/f.bin?after=10&maxconc=2"
+            var first: RawClient? = try holdRequest(server, target)
+            let second = try holdRequest(server, target)
+            let start = Date()
+            let third = try fetch(server, target, ["Range: bytes=0-999"])
+            #expect(Date().timeIntervalSince(start) < 1)
+            #expect(third.status == 429)
+            #expect(third.headers["retry-after"] == nil)
+            #expect(third.headers["ratelimit"] == nil && third.headers["ratelimit-limit"] == nil)
+            #expect(server.concurrency.admitted == 2 && server.concurrency.rejected == 1)
+            #expect(server.concurrency.inFlight == 2 && server.concurrency.maxInFlight == 2)
+            #expect(server.concurrency.maxDemand == 3)
+            // Another target (or a normal request for the same file) has a limit of its own.
+            #expect(try fetch(server, "/f.bin?maxconc=2", ["Range: bytes=0-9"]).status == 206)
+
+            #expect(first != nil)
+            first = nil  // closes the connection: its slot is free as soon as the server sees that
+            #expect(waitUntil(timeout: 5) { server.concurrency.inFlight == 1 })
+            let fourth = try holdRequest(server, target)
+            #expect(server.requests.last?.status == 206)
+            #expect(server.concurrency.rejected == 1)
+            #expect(server.concurrency.maxInFlight == 2)
+            withExtendedLifetime((second, fourth)) {}
+        }
+    }
+
+    @Test func rejectionCarriesTheStatusAndFieldsAsked() throws {
+        try withServer(["f.bin": body]) { server in
+            func rejected(_ query: String) throws -> RawResponse {
+                let target = "/stall/f.bin?after=10&maxconc=1&" + query
+                let holder = try holdRequest(server, target)
+                return try withExtendedLifetime(holder) { try fetch(server, target, ["Range: bytes=0-999"]) }
+            }
+            let retry = try rejected("reject=503&retryafter=1")
+            #expect(retry.status == 503)
+            #expect(retry.headers["retry-after"] == "1")
+            #expect(retry.headers["ratelimit"] == nil)
+
+            let draft = try rejected("ratelimit=1")
+            #expect(draft.status == 429)
+            #expect(draft.headers["retry-after"] == nil)
+            #expect(draft.headers["ratelimit-policy"] == "\"conc\";q=1;qu=\"concurrent-requests\"")
+            #expect(draft.headers["ratelimit"] == "\"conc\";r=0;t=1")
+            #expect(draft.headers["ratelimit-limit"] == nil)
+
+            let legacy = try rejected("ratelimit=legacy&reset=2")
+            #expect(legacy.headers["ratelimit-limit"] == "1")
+            #expect(legacy.headers["ratelimit-remaining"] == "0")
+            #expect(legacy.headers["ratelimit-reset"] == "2")
+            #expect(legacy.headers["ratelimit"] == nil)
+
+            #expect(server.concurrency.rejected == 3 && server.concurrency.admitted == 3)
+        }
+    }
+
+    /// Admitted responses carry the rate-limit fields too, with the quota that remains.
+    @Test func admittedResponsesCarryTheRemainingQuota() throws {
+        try withServer(["f.bin": body]) { server in
+            let target = "/f.bin?maxconc=3&ratelimit=1&retryafter=2"
+            let r = try fetch(server, target, ["Range: bytes=0-9"])
+            #expect(r.status == 206)
+            #expect(r.headers["ratelimit"] == "\"conc\";r=2;t=2")
+            #expect(r.headers["retry-after"] == nil)
+            // The slot is given back just after the last byte went out.
+            #expect(waitUntil(timeout: 5) { server.concurrency.inFlight == 0 })
+            #expect(server.concurrency.admitted == 1)
+        }
+    }
+
+    /// A trickling or silent response holds its slot; the client closing frees it at once.
+    @Test func silentSlowRequestHoldsItsSlotUntilTheClientLeaves() throws {
+        try withServer(["f.bin": body]) { server in
+            let target = "/f.bin?maxconc=1&slowfirst=1&slowrate=0&slowafter=100"
+            var holder: RawClient? = try RawClient(port: server.port)
+            try holder?.request("GET", target, ["Range: bytes=0-999"])
+            #expect(waitUntil(timeout: 5) { lastSent(server) == 100 })
+            #expect(try fetch(server, target, ["Range: bytes=0-999"]).status == 429)
+            #expect(holder != nil)
+            holder = nil
+            #expect(waitUntil(timeout: 5) { server.concurrency.inFlight == 0 })
+            let after = try fetch(server, target, ["Range: bytes=0-999"])
+            #expect(after.status == 206 && after.body == Array(body[0..<1000]))
+            #expect(server.concurrency.rejected == 1 && server.concurrency.admitted == 2)
+        }
+    }
+
+    /// `GET /_stats` serves the counts as one line; `?reset=1` clears them after answering.
+    @Test func statsEndpointReportsTheCounts() throws {
+        try withServer(["f.bin": body]) { server in
+            _ = try fetch(server, "/f.bin?maxconc=1", ["Range: bytes=0-9"])
+            #expect(waitUntil(timeout: 5) { server.concurrency.inFlight == 0 })
+            let stats = try fetch(server, "/_stats?reset=1")
+            #expect(stats.status == 200)
+            let line = String(decoding: stats.body, as: UTF8.self)
+            #expect(line == "admitted=1 rejected=0 in-flight=0 max-in-flight=1 max-demand=1\n")
+            #expect(server.concurrency == ConcurrencyStats())
+        }
+    }
+}
+
+// MARK: - Trickle shapes
+
+extension TestServerTests {
+    /// Bytes the server has sent for the latest request.
+    private func lastSent(_ server: TestServer) -> Int64 { server.requests.last?.bodyBytesSent ?? -1 }
+
+    /// `slowfraction` picks the same requests for the same seed, about the fraction asked, and
+    /// other requests for another seed.
+    @Test func slowFractionIsDeterministicBySeed() throws {
+        let small = patternBytes(4096)
+        try withServer(["f.bin": small]) { server in
+            func slowSet(_ query: String) throws -> [Int] {
+                var slow: [Int] = []
+                for n in 1...10 {
+                    let start = Date()
+                    let r = try fetch(server, "/f.bin?" + query, ["Range: bytes=0-4095"])
+                    #expect(r.body == small)
+                    // 4 KiB at 32 KiB/s is 0.125 s; unthrottled it is immediate.
+                    if Date().timeIntervalSince(start) > 0.06 { slow.append(n) }
+                }
+                return slow
+            }
+            let a = try slowSet("slowfraction=0.5&seed=7&slowrate=32k")
+            let b = try slowSet("slowfraction=0.5&seed=7&slowrate=32k&run=2")
+            let c = try slowSet("slowfraction=0.5&seed=8&slowrate=32k")
+            #expect(a == b)
+            #expect((2...8).contains(a.count), "\(a)")
+            #expect(a != c, "\(a) \(c)")
+        }
+    }
+
+    /// `slowfrom` slows the bytes at or past a file offset, whatever the range: a range below it is
+    /// fast, one across it slows at the offset, one past it trickles from its first byte.
+    @Test func slowFromSlowsAtAFileOffset() throws {
+        try withServer(["f.bin": body]) { server in
+            let target = "/f.bin?slowfrom=32k&slowrate=1"
+            let below = try fetch(server, target, ["Range: bytes=0-32767"])
+            #expect(below.body == Array(body[0..<32768]))
+
+            let across = try RawClient(port: server.port)
+            try across.request("GET", target, ["Range: bytes=16384-65535"])
+            Thread.sleep(forTimeInterval: 0.6)
+            let acrossSent = lastSent(server)
+            #expect(acrossSent >= 16384 && acrossSent <= 16384 + 2, "\(acrossSent)")
+
+            let past = try RawClient(port: server.port)
+            try past.request("GET", target, ["Range: bytes=40000-49999"])
+            Thread.sleep(forTimeInterval: 0.6)
+            #expect(lastSent(server) <= 2, "\(lastSent(server))")
+            withExtendedLifetime((across, past)) {}
+        }
+    }
+
+    /// With a selector, `slowfrom` slows only the selected requests.
+    @Test func slowFromWithASelectorSlowsOnlyTheSelectedRequests() throws {
+        try withServer(["f.bin": body]) { server in
+            let target = "/f.bin?slowfrom=32k&slowevery=2&slowrate=1"
+            #expect(try fetch(server, target, ["Range: bytes=0-65535"]).body == Array(body[0..<65536]))
+            let second = try RawClient(port: server.port)
+            try second.request("GET", target, ["Range: bytes=0-65535"])
+            Thread.sleep(forTimeInterval: 0.6)
+            #expect((32768...32770).contains(lastSent(server)), "\(lastSent(server))")
+            withExtendedLifetime(second) {}
+        }
+    }
+
+    /// `ramp` slows gradually: after a while some but not all of the ramp's bytes are out, and the
+    /// ramp ends at the slow rate.
+    @Test func rampSlowsGradually() throws {
+        let big = patternBytes(300 * 1024)
+        try withServer(["f.bin": big]) { server in
+            // 256 KiB/s falling linearly to 1 B/s over 64 KiB: x(t) = 64 KiB (1 - e^(-4t)).
+            let client = try RawClient(port: server.port)
+            try client.request("GET", "/f.bin?rate=256k&slowfirst=1&slowrate=1&ramp=64k", ["Range: bytes=0-307199"])
+            Thread.sleep(forTimeInterval: 0.3)
+            let early = lastSent(server)
+            #expect(early > 16 * 1024 && early < 62 * 1024, "\(early) bytes after 0.3 s")
+            Thread.sleep(forTimeInterval: 1.2)
+            let late = lastSent(server)
+            #expect(late > early && late > 56 * 1024 && late <= 64 * 1024 + 3, "\(late) bytes after 1.5 s")
+            withExtendedLifetime(client) {}
+        }
+    }
+
+    /// `firstbyte` delays every head; `slowfirstbyte` only the slow requests' heads.
+    @Test func firstByteDelaysTheHead() throws {
+        try withServer(["f.bin": body]) { server in
+            var start = Date()
+            #expect(try fetch(server, "/f.bin?firstbyte=0.4", ["Range: bytes=0-9"]).status == 206)
+            #expect(Date().timeIntervalSince(start) >= 0.35)
+
+            var elapsed: [Double] = []
+            for _ in 0..<2 {
+                start = Date()
+                let r = try fetch(server, "/f.bin?slowevery=2&slowfirstbyte=0.6", ["Range: bytes=0-9"])
+                #expect(r.body == Array(body[0..<10]))
+                elapsed.append(Date().timeIntervalSince(start))
+            }
+            #expect(elapsed[0] < 0.3 && elapsed[1] >= 0.55, "\(elapsed)")
+        }
+    }
+
+    /// `slowrate=0` after `slowafter` bytes: silence with the connection open; the request after it
+    /// (not slow) is whole.
+    @Test func zeroSlowRateFallsSilentAfterNBytes() throws {
+        try withServer(["f.bin": body]) { server in
+            let target = "/f.bin?slowfirst=1&slowrate=0&slowafter=1000"
+            let client = try RawClient(port: server.port)
+            try client.request("GET", target, ["Range: bytes=0-9999"])
+            #expect(waitUntil(timeout: 5) { lastSent(server) == 1000 })
+            Thread.sleep(forTimeInterval: 0.5)
+            #expect(lastSent(server) == 1000)
+            let next = try fetch(server, target, ["Range: bytes=0-9999"])
+            #expect(next.body == Array(body[0..<10000]))
+            withExtendedLifetime(client) {}
+        }
+    }
+}
