@@ -197,11 +197,13 @@ extension Coordinator {
             } else if now - c.transferStartedAt >= window, let m = c.recent(now: now, window: window, interval: Self.slowJudgeInterval) {
                 var o = SlowConnectionRule.Observation(id: c.id, bytes: m.bytes, seconds: m.seconds, heldSeconds: m.held, remainingBytes: left, consecutiveRedials: c.redials)
                 o.provenRate = c.bestWindowRate
+                o.age = c.firstByteAt.map { now - $0 - (c.held(at: now) - c.heldAtFirstByte) }
                 if o.freeSeconds > 0 { connections[c.id].bestWindowRate = max(c.bestWindowRate, Double(m.bytes) / o.freeSeconds) }
                 observations.append(o)
             } else if let first = c.firstByteAt, now - first > 0 {
                 var o = SlowConnectionRule.Observation(id: c.id, bytes: c.transferBytes - c.bytesAtFirstByte, seconds: now - first,
                     heldSeconds: c.held(at: now) - c.heldAtFirstByte, remainingBytes: left, consecutiveRedials: c.redials)
+                o.age = o.freeSeconds
                 // Its rate over the newest round trips (at least 0.1 s), held time left out.
                 if let m = c.recent(now: now, window: max(0.1, 2 * (rtt ?? 0)), interval: Self.slowJudgeInterval), m.seconds - m.held > 0.05 {
                     o.currentRate = Double(m.bytes) / (m.seconds - m.held)

@@ -75,6 +75,8 @@ public struct SlowConnectionRule: Sendable {
         /// The best rate its request had over an earlier whole window: a request that proved its
         /// path is judged slow only far lower (`provenFraction`).
         public var provenRate = 0.0
+        /// Seconds since its request's first byte (nil: `seconds`), for the slow start it may still be in.
+        public var age: Double?
 
         public init(id: Int, bytes: Int64, seconds: Double, heldSeconds: Double = 0, waitingForFirstByte: Double? = nil,
                     remainingBytes: Int64, consecutiveRedials: Int = 0) {
@@ -227,7 +229,7 @@ public struct SlowConnectionRule: Sendable {
             let rates = latest.values.map(\.rate).sorted()
             typical = rates[Int(Double(rates.count - 1) * 0.75 + 0.5)]
         }
-        guard let typical, typical > minTypicalRate else { return explore(observations, now: now) }
+        guard let typical, typical > minTypicalRate else { return explore(observations, now: now, rtt: rtt) }
         let firstByteLimit = max(minFirstByteWait ?? minJudgeSeconds, firstByteFactor * (usualFirstByteWait ?? 0))
         let youngLimit = max(minJudgeSeconds, firstByteFactor * (usualFirstByteWait ?? 0))
         var verdicts: [Verdict] = []
@@ -244,7 +246,10 @@ public struct SlowConnectionRule: Sendable {
                 if young && (o.freeSeconds < youngLimit || typical * o.freeSeconds < Double(evidenceBytes)) { continue }
                 rate = Double(o.bytes) / o.freeSeconds
                 // A young request may still be in slow start (see above).
-                if young { expected = Self.expectedRate(typical: typical, seconds: o.freeSeconds, rtt: rtt) }
+                // Young or not, a request may still be in slow start on a long path (see above): at
+                // 150 ms a request judged on its average since its first byte after 0.3 s was
+                // re-dialled at 167 KiB/s against 626 KiB/s typical (WAN link b).
+                expected = Self.expectedRate(typical: typical, seconds: o.age ?? o.freeSeconds, rtt: rtt)
             }
             let fraction = o.provenRate >= typical * slowFraction ? provenFraction : slowFraction
             guard rate < expected * fraction else { continue }
@@ -278,14 +283,17 @@ public struct SlowConnectionRule: Sendable {
     /// finds an answer four times faster makes the next try come at once, until enough fast answers set
     /// the typical rate and the rule proper takes over. A server that is simply slow costs a re-dial now
     /// and then, a doubling interval apart.
-    private mutating func explore(_ observations: [Observation], now: Double) -> [Verdict] {
+    private mutating func explore(_ observations: [Observation], now: Double, rtt: Double?) -> [Verdict] {
         if let e = explored, let l = latest[e.id], l.at > e.at, l.rate >= 4 * max(e.rate, 1) {
             // It found a faster answer: the others may well find one too, so the next try comes at once.
             explored = nil
             explorations = 0
             exploreAt = now
         }
-        let candidates = observations.filter { ($0.waitingForFirstByte ?? 0) >= minJudgeSeconds || $0.freeSeconds >= minJudgeSeconds }
+        // Not while requests may still be in slow start (a WAN download's first round trips are all
+        // slow): a candidate has had a whole window since its first byte, or waited that long for it.
+        let settled = max(minJudgeSeconds, window(rtt: rtt))
+        let candidates = observations.filter { ($0.waitingForFirstByte ?? 0) >= settled || ($0.age ?? $0.freeSeconds) >= settled }
         guard !candidates.isEmpty else { return [] }
         guard let at = exploreAt else {
             exploreAt = now + exploreHoldOff
