@@ -741,6 +741,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--tools", default=",".join(ALL_TOOLS),
                    help=f"Comma-separated tools (default {','.join(ALL_TOOLS)}).")
     p.add_argument("--segget", help="Path of the segget binary (default .build/release/segget, built if missing).")
+    p.add_argument("--baseline", help="Path of another segget binary (an earlier commit's), run as tool segget-base "
+                   "interleaved with the others, to tell a regression from the machine's mood.")
     p.add_argument("--no-build", action="store_true", help="Do not build segget when the binary is missing.")
     p.add_argument("--out", type=Path, default=REPO / "bench-out",
                    help="Output directory (default bench-out/, git-ignored).")
@@ -811,10 +813,17 @@ def main(argv: list[str]) -> int:
             binary = find_segget(args, notes)
             if binary:
                 tools[name] = toolmod.make_segget(binary)
+        elif name == "segget-base":
+            continue
         elif shutil.which(toolmod.PEERS[name].binary):
             tools[name] = toolmod.PEERS[name]
         else:
             notes.append(f"{name}: not installed; not run.")
+    if getattr(args, "baseline", None):
+        if os.access(args.baseline, os.X_OK):
+            tools["segget-base"] = toolmod.make_segget(args.baseline, name="segget-base")
+        else:
+            notes.append(f"segget-base: `{args.baseline}` is not an executable file; not run.")
     for n in notes:
         log(f"note: {n}")
 

@@ -103,8 +103,9 @@ def _wget2_batch(urls: Path, config: Path, out_dir: Path, jobs: int) -> list[str
     return ["wget2", "-q", f"--max-threads={jobs}", "-P", str(out_dir), "-i", str(urls)]
 
 
-def make_segget(binary: str, batch_connections: int | None = None) -> Tool:
-    """segget; in batch scenarios with its default -n, or with `-n batch_connections` (tool segget-nK)."""
+def make_segget(binary: str, batch_connections: int | None = None, name: str | None = None) -> Tool:
+    """segget; in batch scenarios with its default -n, or with `-n batch_connections` (tool segget-nK).
+    `name` names another build of it (`--baseline`: segget-base), measured interleaved with the rest."""
     def build(n: int, out: Path, url: str, tls: bool, size: int, resume: bool) -> list[str]:
         # The same command resumes an interrupted download.
         return [binary, "-n", str(n), "-q", *(["-k"] if tls else []), "-o", str(out), url]
@@ -113,7 +114,7 @@ def make_segget(binary: str, batch_connections: int | None = None) -> Tool:
         n = ["-n", str(batch_connections)] if batch_connections else []
         return [binary, "-q", "-i", str(urls), "-j", str(jobs), *n, "-d", str(out_dir)]
 
-    name = f"segget-n{batch_connections}" if batch_connections else "segget"
+    name = name or (f"segget-n{batch_connections}" if batch_connections else "segget")
     return Tool(name, binary, lambda n: n, build, True, [binary, "--version"], batch)
 
 

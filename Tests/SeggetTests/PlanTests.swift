@@ -520,3 +520,56 @@ import Testing
         #expect(slowAll.judge([Self.seen(0, 0.2), Self.seen(1, 0.2), Self.seen(2, 0.2), Self.seen(3, 0.01)], now: 0).isEmpty)
     }
 }
+
+/// `HostLimit`: a host's connection limit learnt from refusals, probed upwards with bounded refusals.
+@Suite struct HostLimitTests {
+    @Test func refusalsSetTheLimitAndProbesWaitForTheHoldOff() {
+        var h = HostLimit()
+        let a1 = h.allowsAnother(inFlight: 100, wanted: true, now: 0)
+        #expect(a1)
+        // Five requests already out when the first refusal came back: the limit converges to 3.
+        h.refused(inFlight: 7, wait: nil, now: 0.1)
+        h.refused(inFlight: 5, wait: nil, now: 0.1)
+        h.refused(inFlight: 3, wait: 1, now: 0.1)
+        #expect(h.limit == 3)
+        let first = h.announce()
+        let second = h.announce()
+        #expect(first == 3 && second == nil)
+        let a2 = h.allowsAnother(inFlight: 2, wanted: false, now: 0.2)
+        #expect(a2)
+        let a3 = h.allowsAnother(inFlight: 3, wanted: true, now: 1.0)
+        #expect(!a3)
+        // After the hold-off (2 s, more than the 1 s the host named), one probe, and only with work for it.
+        let a4 = h.allowsAnother(inFlight: 3, wanted: false, now: 2.2)
+        #expect(!a4)
+        let a5 = h.allowsAnother(inFlight: 3, wanted: true, now: 2.2)
+        #expect(a5)
+        #expect(h.limit == 4 && h.probes == 1)
+        // The probe is refused: back to 3, and the next probe waits twice as long.
+        h.refused(inFlight: 3, wait: nil, now: 2.3)
+        let again = h.announce()
+        #expect(h.limit == 3 && again == nil)
+        let a6 = h.allowsAnother(inFlight: 3, wanted: true, now: 6.0)
+        #expect(!a6)
+        let a7 = h.allowsAnother(inFlight: 3, wanted: true, now: 6.4)
+        #expect(a7)
+        // An accepted probe keeps the higher limit and the hold-off.
+        h.accepted()
+        #expect(h.limit == 4)
+        #expect(h.refusals == 4)
+    }
+
+    @Test func theRateLimitFieldsResetIsTheWait() {
+        var head = ResponseHead()
+        head.append(line: "HTTP/1.1 429 Too Many Requests\r\n")
+        head.append(line: "RateLimit-Policy: \"conc\";q=3;w=1\r\n")
+        head.append(line: "RateLimit: \"conc\";r=0;t=7\r\n")
+        head.append(line: "\r\n")
+        #expect(head.rateLimitReset == 7)
+        var legacy = ResponseHead()
+        legacy.append(line: "HTTP/1.1 429 Too Many Requests\r\n")
+        legacy.append(line: "RateLimit-Reset: 4\r\n")
+        legacy.append(line: "\r\n")
+        #expect(legacy.rateLimitReset == 4)
+    }
+}

@@ -352,11 +352,11 @@ struct Coordinator: Coordinating {
     mutating func refusedByHost(_ id: Int, head: ResponseHead, after: Double?, now: Double) -> [Command]? {
         let others = inFlight
         guard !isRacing(id), others > 0 else { return nil }
-        let lowered = host.refused(inFlight: others, wait: after ?? head.rateLimitReset, now: now)
+        host.refused(inFlight: others, wait: after ?? head.rateLimitReset, now: now)
         scheduler.abandon(id)
         var commands: [Command] = []
         if tracing { commands.append(.trace("connection \(id) refused (HTTP \(head.status)) with \(others) in flight; limit \(host.limit ?? -1), probe at \(Format.fixed(host.probeAt, 2))")) }
-        if lowered, let l = host.limit {
+        if let l = host.announce() {
             commands.append(.event(.notice("the server refuses more than \(l) request\(l == 1 ? "" : "s") at once (HTTP \(head.status)); continuing with \(l) connection\(l == 1 ? "" : "s").")))
         }
         return commands

@@ -20,6 +20,8 @@ struct HostLimit: Equatable, Sendable {
     private var holdOff = HostLimit.initialHoldOff
     /// A probe is out: its refusal doubles the hold-off.
     private var probing = false
+    /// The lowest limit said to the user (see `announce`).
+    private var announced: Int?
 
     /// The hold-off before the first probe when the host named none, seconds.
     static let initialHoldOff = 2.0
@@ -28,6 +30,7 @@ struct HostLimit: Equatable, Sendable {
 
     /// A request was refused while `inFlight` others were in flight; `wait` is what the host asked
     /// for (`Retry-After` or the `RateLimit` reset). Returns true when the limit went down.
+    @discardableResult
     mutating func refused(inFlight: Int, wait: Double?, now: Double) -> Bool {
         refusals += 1
         if probing {
@@ -55,4 +58,11 @@ struct HostLimit: Equatable, Sendable {
 
     /// A request was accepted: a probe out succeeded.
     mutating func accepted() { probing = false }
+
+    /// The limit to tell the user, once per new low (a refused probe only returns to a limit said).
+    mutating func announce() -> Int? {
+        guard let l = limit, l < (announced ?? Int.max) else { return nil }
+        announced = l
+        return l
+    }
 }
