@@ -1,5 +1,3 @@
-import Glibc
-
 /// One download of a `SimulatedScenario`, driven through the engine's one entry point
 /// (`EngineCore.handle`) exactly as `FetchEngine` drives it: a pass (due starts, assignment), the
 /// bytes each transfer received since, the losers of races removed, then the end of the pass
@@ -108,7 +106,7 @@ struct SimulatedDownload {
             handle(.pass(offered: nil))
             transmit()
             for id in losers where core.connections[id].machine.isTransferring {
-                close(id)
+                endTransfer(id)
                 handle(.removed(id))
             }
             losers.removeAll()
@@ -135,7 +133,7 @@ struct SimulatedDownload {
             case .start(let id, let bytes, let fresh, _):
                 start(id, bytes: bytes, fresh: fresh)
             case .remove(let id):
-                close(id)
+                endTransfer(id)
             case .event(.redial):
                 outcome.redials += 1
             case .event(.retry):
@@ -213,7 +211,7 @@ struct SimulatedDownload {
 
     /// Ends connection `id`'s transfer; an aborted one closes its TCP connection, a complete one
     /// keeps it alive for the next request.
-    private mutating func close(_ id: Int, keepAlive: Bool = false) {
+    private mutating func endTransfer(_ id: Int, keepAlive: Bool = false) {
         guard transfers[id].active else { return }
         transfers[id].active = false
         if keepAlive { idleTCP.append(transfers[id].tcp) }
@@ -272,14 +270,14 @@ struct SimulatedDownload {
         for case .crossed(_, let crossing) in actions { losers += crossing.losers }
         let c = core.connections[id]
         if actions.last == .body(.abort) {
-            close(id)
+            endTransfer(id)
             handle(.ended(id, .transient("the write callback refused the bytes"), head: transfers[id].head))
         } else if transfers[id].pos >= transfers[id].bytes.upperBound {
-            close(id, keepAlive: true)
+            endTransfer(id, keepAlive: true)
             handle(.ended(id, .ok, head: transfers[id].head))
         } else if c.machine.stopReason != nil {
             // libcurl hands over the next bytes, which the callback refuses.
-            close(id)
+            endTransfer(id)
             handle(.ended(id, .transient("the write callback refused the bytes"), head: transfers[id].head))
         }
     }
@@ -289,7 +287,7 @@ struct SimulatedDownload {
         let head = transfers[id].head
         _ = core.handle(.body(id, count: 18, head: head, budgetAllows: true), now: now)
         // The refused body aborts the transfer, which closes its connection.
-        close(id)
+        endTransfer(id)
         handle(.ended(id, .transient("the write callback refused the bytes"), head: head))
     }
 }
