@@ -142,6 +142,9 @@ import Testing
         var o = Self.options(1, dir: dir)
         o.transfer.stallTimeout = 1
         o.endGame = false
+        // The stall timeout is the backstop: the slow rule, which would re-dial the silent connection
+        // sooner (see `aSilentConnectionIsRedialledBeforeTheStallTimeout`), is off here.
+        o.redialSlowConnections = false
         let trace = FaultTrace()
         let started = nowSeconds()
         let outcome = await faultDownload(server.url("f", mode: .stall, query: "after=300000"), o, trace: trace)
@@ -163,11 +166,31 @@ import Testing
         let dir = try TempDir()
         var o = Self.options(1, dir: dir)
         o.transfer.stallTimeout = 1
+        o.redialSlowConnections = false
         let trace = FaultTrace()
         let outcome = await faultDownload(server.url("f", mode: .stall, query: "after=300000"), o, trace: trace)
         #expect(outcome.error == nil)
         let first = try #require(trace.firstRetryAt)
         #expect(first - trace.startedAt < 3.0, "the stall was noticed after \(first - trace.startedAt) s")
+    }
+
+    /// With the slow rule on (the default), one connection that goes silent after a good start is
+    /// re-dialled from the byte it reached well before a 20 s stall timeout: its own earlier rate is the
+    /// typical one (issue 23).
+    @Test func aSilentConnectionIsRedialledBeforeTheStallTimeout() async throws {
+        let size = 3 * Int(Self.chunk)
+        let body = TestFiles.pattern(size, seed: 19)
+        let server = try Self.server(body)
+        defer { server.stop() }
+        let dir = try TempDir()
+        var o = Self.options(1, dir: dir)
+        o.transfer.stallTimeout = 20
+        let started = nowSeconds()
+        let outcome = await faultDownload(server.url("f", mode: .stall, query: "after=1500000"), o, trace: FaultTrace())
+        let elapsed = nowSeconds() - started
+        #expect(outcome.error == nil, "\(outcome.error?.message ?? "")")
+        #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
+        #expect(elapsed < 10, "took \(elapsed) s")
     }
 
     /// A connection that stalls on every request: network error (exit 3), the journal is kept.
