@@ -5,10 +5,14 @@ import SeggetQueue
 /// daemon or of a download (`mapped`), or a fixed value with the reason it cannot change (`fixed`).
 ///
 /// `getGlobalOption` answers every entry; `getOption` the per-download ones. The key set is aria2
-/// 1.36.0's answer (`Tests/SeggetRPCTests/Fixtures/aria2-*-options.json`, checked by a test).
+/// 1.36.0's answer (`Tests/SeggetRPCTests/Fixtures/aria2-*-options.json`, checked by a test) plus
+/// ``addedSince1_36``, as the daemon answers `getVersion` with 1.37.0.
 /// Options aria2 answers only once set (`header`, `referer`, `all-proxy`, `out`, `checksum`) are
 /// answered by segget the same way: present when the download sets them.
 public enum Aria2OptionTable {
+    /// Options aria2 1.37.0 answers in `getGlobalOption` that the recorded 1.36.0 answer lacks.
+    public static let addedSince1_36: Set<String> = ["no-want-digest-header"]
+
     /// A segget setting an aria2 option stands for.
     public enum Mapping: String, Sendable, CaseIterable {
         /// Download root (global); the download's directory.
@@ -196,6 +200,9 @@ public enum Aria2OptionTable {
         .init("netrc-path", perDownload: false, fixed: "~/.netrc", .aria2Files),
         .init("no-conf", perDownload: false, fixed: "true", .aria2Files),
         .init("no-file-allocation-limit", perDownload: true, fixed: "5242880", .aria2Default),
+        .init(
+            "no-want-digest-header", perDownload: false, fixed: "true",
+            why: "segget sends no Want-Digest header; it checks the digests a server sends unasked."),
         .init("no-netrc", perDownload: true, fixed: "true", why: "the daemon reads no .netrc."),
         .init("optimize-concurrent-downloads", perDownload: false, fixed: "false", .aria2Default),
         .init("parameterized-uri", perDownload: true, fixed: "false", .aria2Default),

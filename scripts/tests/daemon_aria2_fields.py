@@ -146,9 +146,14 @@ def compare_status(state, a, s):
               s.get("bitfield"))
 
 
+# Answered by aria2 1.37.0 (the version segget's getVersion names), not yet by Debian 12's 1.36.0.
+NEWER_THAN_1_36 = {"no-want-digest-header"}
+
+
 def compare_options(name, a, s):
-    check(f"{name}: aria2c's key set", set(a) == set(s),
-          f"only aria2c: {sorted(set(a) - set(s))}, only segget: {sorted(set(s) - set(a))}")
+    newer = NEWER_THAN_1_36 if a.get("peer-agent") == "aria2/1.36.0" else set()
+    check(f"{name}: aria2c's key set", set(a) | (newer & set(s)) == set(s),
+          f"only aria2c: {sorted(set(a) - set(s))}, only segget: {sorted(set(s) - set(a) - newer)}")
     wrong = [f"{k}={s[k]!r} (aria2c {a[k]!r})" for k in set(a) & set(s)
              if kind(a[k]) in ("bool-string", "int-string") and kind(a[k]) != kind(s[k])]
     check(f"{name}: booleans and numbers where aria2c has them", not wrong, wrong)
