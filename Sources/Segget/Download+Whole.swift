@@ -87,6 +87,6 @@ extension Download {
             completedBytes: total, totalBytes: total, receivedBytes: 0, bytesPerSecond: 0, elapsed: 0,
             connections: (0..<connections).map {
                 ConnectionProgress(id: $0, state: .idle, bytesPerSecond: 0, remainingBytes: 0)
-            }))
+            }, finishedRanges: total > 0 ? [0..<total] : []))
     }
 }

@@ -47,6 +47,11 @@ extension DownloadQueue {
                 .badOption, "The default number of connections must be between 1 and 128 (got \(s.defaultConnections))."
             )
         }
+        guard (1...16).contains(s.maxConnectionsPerServer) else {
+            throw QueueError(
+                .badOption,
+                "The connections per server must be between 1 and 16, as in aria2 (got \(s.maxConnectionsPerServer)).")
+        }
         if let g = s.maxOverallSpeed, g < 0 {
             throw QueueError(.badOption, "The overall speed limit cannot be negative (got \(g)); use 0 for no limit.")
         }
@@ -58,17 +63,21 @@ extension DownloadQueue {
     static func snapshot(_ r: TaskRecord, _ c: Core, position: Int) -> TaskSnapshot {
         let live = c.live[r.id]
         let p = live?.progress
-        let pieceLength: Int64 = 1 << 20
-        let numPieces = r.totalLength > 0 ? Int((r.totalLength + pieceLength - 1) / pieceLength) : 0
-        var bitfield: String?
-        if r.status == .complete && numPieces > 0 {
-            // Every piece is there; aria2 pads the last byte with zero bits.
-            var bits = [Character](repeating: "f", count: numPieces / 4)
-            let rest = numPieces % 4
-            if rest > 0 { bits.append(Character(String((0xF << (4 - rest)) & 0xF, radix: 16))) }
-            if bits.count % 2 == 1 { bits.append("0") }
-            bitfield = String(bits)
+        let pieceLength = TaskSnapshot.pieceLength
+        let numPieces = PieceMap.pieceCount(totalLength: r.totalLength)
+        // The running download's finished chunks; else those its last run ended with; else (a task
+        // this daemon has not run yet) the completed length read as a prefix of the file.
+        let finished: [Range<Int64>]
+        if r.status == .complete {
+            finished = [0..<r.totalLength]
+        } else if let p, p.totalBytes != nil {
+            finished = p.finishedRanges
+        } else if let last = c.lastFinished[r.id] {
+            finished = last
+        } else {
+            finished = r.completedLength > 0 ? [0..<r.completedLength] : []
         }
+        let bitfield = PieceMap.bitfield(finished: finished, totalLength: r.totalLength)
         return TaskSnapshot(
             id: r.id, urls: r.urls, status: r.status, options: r.options, path: r.path, directory: r.directory,
             totalLength: r.totalLength, completedLength: r.completedLength,

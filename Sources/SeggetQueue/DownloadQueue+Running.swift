@@ -110,7 +110,8 @@ extension DownloadQueue {
 
     private func ended(_ id: TaskID, _ outcome: Finish) {
         let launches: [TaskID] = core.withLock { c in
-            guard c.live.removeValue(forKey: id) != nil else { return [] }
+            guard let live = c.live.removeValue(forKey: id) else { return [] }
+            if let p = live.progress, p.totalBytes != nil { c.lastFinished[id] = p.finishedRanges }
             let ending: QueueState.Ending
             if var r = c.records[id] {
                 switch outcome {

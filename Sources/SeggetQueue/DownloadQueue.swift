@@ -35,6 +35,9 @@ public final class DownloadQueue: Sendable {
         var policy: DirectoryPolicy
         var records: [TaskID: TaskRecord]
         var live: [TaskID: Live] = [:]
+        /// The finished byte ranges a download's last run ended with, for its piece map while it is
+        /// paused or stopped (not stored: after a restart the completed length stands in).
+        var lastFinished: [TaskID: [Range<Int64>]] = [:]
         var subscribers: [Int: AsyncStream<QueueEvent>.Continuation] = [:]
         var nextSubscriber = 0
         var stoppedTotal: Int
@@ -177,6 +180,7 @@ public final class DownloadQueue: Sendable {
             try Self.checkOpen(c)
             try c.state.removeResult(id)
             c.records[id] = nil
+            c.lastFinished[id] = nil
             do { try c.store?.delete([id]) } catch {
                 throw QueueError(.storage, "The task could not be deleted from the queue database: \(error).")
             }
@@ -188,7 +192,10 @@ public final class DownloadQueue: Sendable {
         core.withLock { c in
             guard !c.closed else { return }
             let gone = c.state.purgeResults()
-            for id in gone { c.records[id] = nil }
+            for id in gone {
+                c.records[id] = nil
+                c.lastFinished[id] = nil
+            }
             do { try c.store?.delete(gone) } catch {
                 c.lastStorageError = QueueError(.storage, "Purging the history failed: \(error).")
             }

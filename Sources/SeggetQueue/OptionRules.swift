@@ -39,6 +39,9 @@ enum OptionRules {
                 .badOption,
                 "The number of connections must be between \(allowed.lowerBound) and \(allowed.upperBound) (got \(n)).")
         }
+        if let n = options.maxConnectionsPerServer, !(1...16).contains(n) {
+            throw QueueError(.badOption, "The connections per server must be between 1 and 16, as in aria2 (got \(n)).")
+        }
         if let s = options.maxSpeed, s < 0 {
             throw QueueError(.badOption, "The speed limit cannot be negative (got \(s)); use 0 for no limit.")
         }

@@ -57,6 +57,9 @@ public struct TaskOptions: Sendable, Equatable, Codable {
     public var proxy: String?
     /// Connections wanted (1…128); the queue's connection budget may grant fewer.
     public var connections: Int?
+    /// aria2's `max-connection-per-server` for this task (1…16): stored and reported, not enforced
+    /// yet; nil means the queue's ``QueueSettings/maxConnectionsPerServer``.
+    public var maxConnectionsPerServer: Int?
     /// Receive rate cap for this task, bytes per second.
     public var maxSpeed: Int64?
     /// A digest the file must match: `sha-256=HEX`, `sha256=HEX` or `md5=HEX`.
@@ -65,7 +68,7 @@ public struct TaskOptions: Sendable, Equatable, Codable {
     public init(
         directory: String? = nil, outputName: String? = nil, headers: [String] = [], userAgent: String? = nil,
         referer: String? = nil, proxy: String? = nil, connections: Int? = nil, maxSpeed: Int64? = nil,
-        checksum: String? = nil
+        checksum: String? = nil, maxConnectionsPerServer: Int? = nil
     ) {
         self.directory = directory
         self.outputName = outputName
@@ -76,6 +79,7 @@ public struct TaskOptions: Sendable, Equatable, Codable {
         self.connections = connections
         self.maxSpeed = maxSpeed
         self.checksum = checksum
+        self.maxConnectionsPerServer = maxConnectionsPerServer
     }
 }
 
@@ -101,7 +105,10 @@ public struct TaskSnapshot: Sendable, Equatable {
     public var grantedConnections: Int
     /// Speed cap applied to this run (per-task and global share), bytes per second; nil when uncapped.
     public var grantedSpeed: Int64?
-    /// aria2's piece view, derived from the byte counts (segget's journal is not exposed).
+    /// The length of a piece in aria2's piece view (`pieceLength`, `bitfield`).
+    public static let pieceLength: Int64 = 1 << 20
+
+    /// aria2's piece view: ``TaskSnapshot/pieceLength`` and the count of pieces in the file.
     public var pieceLength: Int64
     public var numPieces: Int
     /// aria2-style hex bitfield of finished pieces (a prefix approximation); nil when the length is unknown.
@@ -129,6 +136,10 @@ public struct QueueSettings: Sendable, Equatable {
     public var maxOverallSpeed: Int64? = nil
     /// Connections for a task that does not ask for a number.
     public var defaultConnections = 8
+    /// aria2's `max-connection-per-server` (1…16), kept apart from `defaultConnections` (aria2's
+    /// `split`). Stored and reported only: no per-host cap is enforced yet beyond the limit the
+    /// engine learns from a host's refusals; 16 (aria2's highest) says "as many as `split` asks".
+    public var maxConnectionsPerServer = 16
     public var downloadRoot: String
     public var allowAnyDirectory = false
     /// Seconds between stores of a running task's completed length.

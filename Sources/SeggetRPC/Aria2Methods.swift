@@ -10,14 +10,38 @@ public struct Aria2Methods: RPCMethodHandler {
     public let sessionID: String
     /// Called after shutdown/forceShutdown answered; `true` for forceShutdown.
     public let requestShutdown: @Sendable (_ force: Bool) -> Void
+    /// How the daemon listens, for the `rpc-*` options.
+    public let listening: Listening
+
+    /// The daemon's port, whether it listens on every address, and its request size limit.
+    public struct Listening: Sendable {
+        public var port: Int
+        public var all: Bool
+        public var maxRequestBytes: Int
+
+        public init(port: Int = 6800, all: Bool = false, maxRequestBytes: Int = 2 << 20) {
+            self.port = port
+            self.all = all
+            self.maxRequestBytes = maxRequestBytes
+        }
+    }
 
     public init(
-        queue: DownloadQueue, policy: RPCPolicy, sessionID: String, requestShutdown: @escaping @Sendable (Bool) -> Void
+        queue: DownloadQueue, policy: RPCPolicy, sessionID: String, listening: Listening = Listening(),
+        requestShutdown: @escaping @Sendable (Bool) -> Void
     ) {
         self.queue = queue
         self.policy = policy
         self.sessionID = sessionID
+        self.listening = listening
         self.requestShutdown = requestShutdown
+    }
+
+    /// What the option table reads mapped options from.
+    var optionContext: Aria2OptionTable.Context {
+        Aria2OptionTable.Context(
+            settings: queue.settings, rpcPort: listening.port, listenAll: listening.all,
+            maxRequestBytes: listening.maxRequestBytes)
     }
 
     /// aria2's version this daemon answers like; front-ends check for at least 1.x features.
@@ -93,15 +117,14 @@ public struct Aria2Methods: RPCMethodHandler {
         case "aria2.changePosition": return try changePosition(p)
         case "aria2.getOption":
             let t = try task(p, 0)
-            return Aria2TaskOptions.render(
-                t.options, effectiveDirectory: t.directory, defaultConnections: queue.settings.defaultConnections)
+            return Aria2OptionTable.download(.init(options: t.options, directory: t.directory), optionContext)
         case "aria2.changeOption":
             let t = try task(p, 0)
             guard p.count >= 2 else { throw .invalidParams("changeOption takes a GID and an options object.") }
             let parsed = try Aria2TaskOptions.parse(p[1], onto: t.options, policy: policy)
             try run { try queue.changeOptions(t.id, parsed.options) }
             return .string("OK")
-        case "aria2.getGlobalOption": return globalOptions()
+        case "aria2.getGlobalOption": return Aria2OptionTable.global(optionContext)
         case "aria2.changeGlobalOption":
             guard p.count >= 1 else { throw .invalidParams("changeGlobalOption takes an options object.") }
             try changeGlobalOptions(p[0])
@@ -186,18 +209,6 @@ public struct Aria2Methods: RPCMethodHandler {
         return .int(Int64(result))
     }
 
-    func globalOptions() -> JSON {
-        let s = queue.settings
-        return .object([
-            ("dir", .string(s.downloadRoot)),
-            ("max-concurrent-downloads", .string(String(s.maxActive))),
-            ("max-overall-download-limit", .string(String(s.maxOverallSpeed ?? 0))),
-            ("split", .string(String(s.defaultConnections))),
-            ("max-connection-per-server", .string(String(s.defaultConnections))),
-            ("max-download-limit", .string("0")),
-        ])
-    }
-
     func changeGlobalOptions(_ raw: JSON) throws(RPCError) {
         guard case .object(let members) = raw else { throw .invalidParams("options must be an object.") }
         var s = queue.settings
@@ -210,8 +221,11 @@ public struct Aria2Methods: RPCMethodHandler {
                 s.maxActive = Int(v)
             case "max-overall-download-limit":
                 s.maxOverallSpeed = try Aria2TaskOptions.speed(value, key)
-            case "split", "max-connection-per-server":
+            case "split":
                 s.defaultConnections = try Aria2TaskOptions.count(value, key)
+            case "max-connection-per-server":
+                // Separate from split, as in aria2; see Aria2OptionTable.Mapping.maxConnectionPerServer.
+                s.maxConnectionsPerServer = try Aria2TaskOptions.perServer(value, key)
             default:
                 continue  // aria2 ignores global options that do not apply; so does segget
             }

@@ -33,8 +33,6 @@ public struct Aria2TaskOptions: Sendable, Equatable {
         var result = Aria2TaskOptions(options: base)
         guard let value, value != .null else { return result }
         guard case .object(let members) = value else { throw .invalidParams("options must be an object.") }
-        var split: Int?
-        var perServer: Int?
         for (key, raw) in members {
             switch key {
             case "dir":
@@ -51,9 +49,10 @@ public struct Aria2TaskOptions: Sendable, Equatable {
                 let proxy = try headerValue(try string(raw, key), key)
                 result.options.proxy = proxy.isEmpty ? nil : proxy
             case "split":
-                split = try count(raw, key)
+                result.options.connections = try count(raw, key)
             case "max-connection-per-server":
-                perServer = try count(raw, key)
+                // Separate from split, as in aria2; see Aria2OptionTable.Mapping.maxConnectionPerServer.
+                result.options.maxConnectionsPerServer = try perServer(raw, key)
             case "max-download-limit":
                 result.options.maxSpeed = try speed(raw, key)
             case "checksum":
@@ -64,30 +63,7 @@ public struct Aria2TaskOptions: Sendable, Equatable {
                 continue
             }
         }
-        // aria2 opens min(split, connections per server) connections to a single server.
-        switch (split, perServer) {
-        case (let s?, let p?): result.options.connections = min(s, p)
-        case (let s?, nil): result.options.connections = s
-        case (nil, let p?): result.options.connections = p
-        case (nil, nil): break
-        }
         return result
-    }
-
-    /// The options as aria2 reports them in `getOption`: every value a string.
-    public static func render(_ options: TaskOptions, effectiveDirectory: String, defaultConnections: Int) -> JSON {
-        var members: [(String, JSON)] = [("dir", .string(options.directory ?? effectiveDirectory))]
-        if let out = options.outputName { members.append(("out", .string(out))) }
-        if !options.headers.isEmpty { members.append(("header", .array(options.headers.map(JSON.string)))) }
-        if let ua = options.userAgent { members.append(("user-agent", .string(ua))) }
-        if let referer = options.referer { members.append(("referer", .string(referer))) }
-        if let proxy = options.proxy { members.append(("all-proxy", .string(proxy))) }
-        let connections = String(options.connections ?? defaultConnections)
-        members.append(("split", .string(connections)))
-        members.append(("max-connection-per-server", .string(connections)))
-        members.append(("max-download-limit", .string(String(options.maxSpeed ?? 0))))
-        if let checksum = options.checksum { members.append(("checksum", .string(checksum))) }
-        return .object(members)
     }
 
     // MARK: Single values
@@ -109,6 +85,15 @@ public struct Aria2TaskOptions: Sendable, Equatable {
         } catch {
             throw .invalidParams("option \(key): \(error)")
         }
+    }
+
+    /// aria2's `max-connection-per-server`: 1 to 16.
+    static func perServer(_ raw: JSON, _ key: String) throws(RPCError) -> Int {
+        let text = try string(raw, key)
+        guard let n = Int(text), (1...16).contains(n) else {
+            throw .invalidParams("option \(key) must be a number from 1 to 16, as in aria2 (got '\(text)').")
+        }
+        return n
     }
 
     static func bool(_ raw: JSON, _ key: String) throws(RPCError) -> Bool {

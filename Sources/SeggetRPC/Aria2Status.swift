@@ -1,15 +1,19 @@
-import SeggetQueue
 import Segget
+import SeggetQueue
 
-/// Renders task snapshots as aria2 status objects: every value a string, every key front-ends
-/// read by direct lookup present ("0" where it means nothing for segget, such as upload figures).
+/// Renders task snapshots as aria2 status objects, with aria2's types and presence rules for an
+/// HTTP download (checked against aria2c 1.36.0): every value a string; upload figures "0";
+/// `numSeeders` and `seeder` absent (BitTorrent only); `bitfield` only once the length is known;
+/// `errorCode` and `errorMessage` only once the download has stopped.
 public enum Aria2Status {
     /// The keys of a full status object, in the order they are written.
     public static let allKeys: [String] = [
         "gid", "status", "totalLength", "completedLength", "uploadLength", "downloadSpeed", "uploadSpeed",
-        "connections", "numSeeders", "pieceLength", "numPieces", "dir", "files", "errorCode", "errorMessage",
-        "bitfield",
+        "connections", "pieceLength", "numPieces", "dir", "files", "errorCode", "errorMessage", "bitfield",
     ]
+
+    /// aria2's error code for a download removed by the user (`error_code::REMOVED`).
+    public static let removedErrorCode = 31
 
     /// `keys`: the filter of tellStatus/tellActive/…; nil or empty means all keys.
     public static func render(_ task: TaskSnapshot, keys: [String]? = nil) -> JSON {
@@ -27,7 +31,7 @@ public enum Aria2Status {
         case "status": return .string(task.status.rawValue)
         case "totalLength": return .string(String(task.totalLength))
         case "completedLength": return .string(String(task.completedLength))
-        case "uploadLength", "uploadSpeed", "numSeeders": return .string("0")
+        case "uploadLength", "uploadSpeed": return .string("0")
         case "downloadSpeed": return .string(String(task.status == .active ? task.downloadSpeed : 0))
         case "connections": return .string(String(task.status == .active ? task.connections : 0))
         case "pieceLength": return .string(String(task.pieceLength))
@@ -38,22 +42,23 @@ public enum Aria2Status {
             // aria2 reports an error code only once a download has stopped.
             switch task.status {
             case .error: return .string(String(task.errorCode ?? 1))
-            case .complete, .removed: return .string("0")
+            case .removed: return .string(String(removedErrorCode))
+            case .complete: return .string("0")
             default: return nil
             }
         case "errorMessage":
-            guard task.status == .error || task.errorMessage != nil else { return nil }
+            // Present once stopped, as the code; aria2 leaves it empty for a completed or removed download.
+            guard task.status.isStopped else { return nil }
             // Escaped when the error was made (`SeggetError`); again here for a message stored by an older segget.
-            return .string(DisplayText.escaping(task.errorMessage ?? "", keepingLineBreaks: false))
-        case "bitfield": return task.bitfield.map(JSON.string)
+            let message = task.status == .error ? task.errorMessage ?? "" : ""
+            return .string(DisplayText.escaping(message, keepingLineBreaks: false))
+        case "bitfield": return task.numPieces > 0 ? task.bitfield.map(JSON.string) : nil
         default: return nil
         }
     }
 
     /// One file per task; its path is empty until segget knows the name (as aria2 before the first response).
     public static func files(_ task: TaskSnapshot) -> JSON {
-        let uriStatus = task.status == .active ? "used" : "waiting"
-        let uris: [JSON] = task.urls.map { .object([("uri", .string($0)), ("status", .string(uriStatus))]) }
         return .array([
             .object([
                 ("index", .string("1")),
@@ -61,15 +66,23 @@ public enum Aria2Status {
                 ("length", .string(String(task.totalLength))),
                 ("completedLength", .string(String(task.completedLength))),
                 ("selected", .string("true")),
-                ("uris", .array(uris)),
+                ("uris", uris(task)),
             ])
         ])
     }
 
-    /// `getUris`: the task's URLs and whether each is in use.
+    /// `getUris`: the task's URLs and whether each is in use. As in aria2, the first URL is "used"
+    /// from the download's first start on (and stays so once paused, removed, failed or complete);
+    /// segget spreads ranges over the other URLs too, so they count as used while it runs.
     public static func uris(_ task: TaskSnapshot) -> JSON {
-        let uriStatus = task.status == .active ? "used" : "waiting"
-        return .array(task.urls.map { .object([("uri", .string($0)), ("status", .string(uriStatus))]) })
+        let started =
+            task.status == .active || task.status == .complete || task.status == .error
+            || task.completedLength > 0
+        return .array(
+            task.urls.enumerated().map { i, url in
+                let used = started && (i == 0 || task.status == .active)
+                return .object([("uri", .string(url)), ("status", .string(used ? "used" : "waiting"))])
+            })
     }
 
     /// The indices of a list of `size` items that aria2's tellWaiting/tellStopped return for

@@ -120,7 +120,9 @@ struct Add: ParsableCommand {
         if let v = output { o.append(("out", .string(v))) }
         if let n = connections {
             o.append(("split", .string(String(n))))
-            o.append(("max-connection-per-server", .string(String(n))))
+            // aria2c opens min(split, this) connections to one server and takes at most 16 here;
+            // segget reads split alone.
+            o.append(("max-connection-per-server", .string(String(min(n, 16)))))
         }
         o += request.aria2Members
         if let v = maxSpeed { o.append(("max-download-limit", .string(String(v.bytesPerSecond)))) }

@@ -158,7 +158,7 @@ struct Daemon: ParsableCommand {
         let stop = ShutdownSignal()
         let methods = Aria2Methods(
             queue: queue, policy: RPCPolicy(root: root, allowAnyDirectory: allowAnyDirectory),
-            sessionID: Self.randomHex(20), requestShutdown: { force in stop.fire(force: force) })
+            sessionID: Self.randomHex(20), listening: .init(port: port, all: listenAll), requestShutdown: { force in stop.fire(force: force) })
         let rpcGuard = RPCGuard(hostPolicy: listenAll ? .anyHost : .loopback(port: port), log: { writeStderr($0) })
         let server = RPCServer(
             processor: RPCProcessor(secret: token, handler: methods), hub: hub, rpcGuard: rpcGuard,

@@ -422,4 +422,36 @@ final class EventLog: Sendable {
         try queue.changeSettings(good)
         #expect(queue.settings.maxActive == 7 && queue.settings.maxOverallSpeed == 1 << 20)
     }
+
+    /// aria2's piece map: set bits only for pieces finished by the engine while the task runs, kept
+    /// when it is paused, every bit once it is complete.
+    @Test func bitfieldFollowsTheFinishedChunks() async throws {
+        let dir = try QueueTempDir()
+        let size = 6 << 20
+        let server = try QueueIntegrationTests.server(["p.bin": QueueTestFiles.randomBytes(size, seed: 7)])
+        defer { server.stop() }
+        var settings = QueueSettings(downloadRoot: dir.path("root"))
+        settings.defaultConnections = 2
+        let queue = try DownloadQueue(databasePath: dir.path("q.sqlite"), settings: settings)
+        queue.start()
+        let id = try queue.add(urls: [server.url("p.bin", query: "rate=512k")], options: TaskOptions())
+        func setPieces(_ s: TaskSnapshot?) -> Int {
+            guard let hex = s?.bitfield else { return -1 }
+            return hex.compactMap { $0.hexDigitValue?.nonzeroBitCount }.reduce(0, +)
+        }
+        #expect(await eventually(timeout: 20) { setPieces(queue.snapshot(id)) >= 1 })
+        let running = try #require(queue.snapshot(id))
+        #expect(running.numPieces == 6 && running.bitfield?.count == 2)
+        #expect(Int64(setPieces(running)) * TaskSnapshot.pieceLength <= running.completedLength)
+        try queue.pause(id)
+        // The run has ended once the task holds no grant: the map is then the last run's.
+        #expect(await eventually(timeout: 10) { queue.snapshot(id)?.grantedConnections == 0 })
+        let paused = try #require(queue.snapshot(id))
+        #expect(setPieces(paused) >= setPieces(running))
+        #expect(Int64(setPieces(paused)) * TaskSnapshot.pieceLength <= paused.completedLength)
+        try queue.resume(id)
+        #expect(await eventually(timeout: 60) { queue.snapshot(id)?.status == .complete })
+        #expect(queue.snapshot(id)?.bitfield == "fc")
+        await queue.shutdown()
+    }
 }

@@ -1,4 +1,5 @@
 import Glibc
+import Segget
 import SeggetQueue
 import Synchronization
 import Testing
@@ -73,7 +74,7 @@ final class MethodsFixture {
         #expect(f.status(gid) == "waiting")
         let options = f.ok("aria2.getOption", [.string(gid)])
         #expect(options["out"] == .string("x.bin"))
-        #expect(options["header"] == .array([.string("A: 1")]))
+        #expect(options["header"] == .string("A: 1\n"))
         #expect(options["split"] == .string("3"))
         let uris = f.ok("aria2.getUris", [.string(gid)])
         #expect(
@@ -193,6 +194,49 @@ final class MethodsFixture {
         #expect(f.queue.settings.maxActive == 3)
         #expect(
             f.errorCode("aria2.changeGlobalOption", [.object([("max-concurrent-downloads", .string("0"))])]) == -32602)
+    }
+
+    /// In aria2, split is connections per download and max-connection-per-server a per-host cap:
+    /// changing one leaves the other.
+    @Test func perServerDoesNotChangeSplit() throws {
+        let f = try MethodsFixture()
+        let before = f.ok("aria2.getGlobalOption")["split"]
+        #expect(
+            f.ok("aria2.changeGlobalOption", [.object([("max-connection-per-server", .string("4"))])]) == .string("OK"))
+        let global = f.ok("aria2.getGlobalOption")
+        #expect(global["max-connection-per-server"] == .string("4"))
+        #expect(global["split"] == before)
+        #expect(f.ok("aria2.changeGlobalOption", [.object([("split", .string("6"))])]) == .string("OK"))
+        #expect(f.ok("aria2.getGlobalOption")["max-connection-per-server"] == .string("4"))
+        #expect(f.ok("aria2.getGlobalOption")["split"] == .string("6"))
+
+        let g = f.add("p.bin")
+        #expect(f.ok("aria2.changeOption", [.string(g), .object([("split", .string("3"))])]) == .string("OK"))
+        #expect(
+            f.ok("aria2.changeOption", [.string(g), .object([("max-connection-per-server", .string("2"))])])
+                == .string("OK"))
+        let o = f.ok("aria2.getOption", [.string(g)])
+        #expect(o["split"] == .string("3"))
+        #expect(o["max-connection-per-server"] == .string("2"))
+        #expect(
+            f.errorCode("aria2.changeGlobalOption", [.object([("max-connection-per-server", .string("17"))])]) == -32602
+        )
+    }
+
+    /// Every value a string, booleans "true"/"false", and no blank for an option aria2 always answers.
+    @Test func optionAnswersHaveAria2sShape() throws {
+        let f = try MethodsFixture()
+        let g = f.add("s.bin")
+        for answer in [f.ok("aria2.getGlobalOption"), f.ok("aria2.getOption", [.string(g)])] {
+            guard case .object(let members) = answer else {
+                Issue.record("not an object")
+                continue
+            }
+            for (key, value) in members {
+                #expect(value.stringValue?.isEmpty == false, "\(key)")
+            }
+        }
+        #expect(f.ok("aria2.getGlobalOption")["user-agent"] == .string("segget/\(seggetVersion)"))
     }
 
     @Test func daemonMethods() throws {

@@ -87,9 +87,13 @@ func removeTree(_ path: String) {
 
     @Test func connections() throws {
         #expect(try parse(#"{"split":"4"}"#).options.connections == 4)
-        #expect(try parse(#"{"max-connection-per-server":"3"}"#).options.connections == 3)
-        #expect(try parse(#"{"split":"16","max-connection-per-server":"4"}"#).options.connections == 4)
+        // Per server is aria2's separate option: stored, and split left alone.
+        #expect(try parse(#"{"max-connection-per-server":"3"}"#).options.connections == nil)
+        #expect(try parse(#"{"max-connection-per-server":"3"}"#).options.maxConnectionsPerServer == 3)
+        #expect(try parse(#"{"split":"16","max-connection-per-server":"4"}"#).options.connections == 16)
         #expect(try parse(#"{"split":2,"max-connection-per-server":"8"}"#).options.connections == 2)
+        #expect(code(#"{"max-connection-per-server":"17"}"#) == -32602)
+        #expect(code(#"{"max-connection-per-server":"0"}"#) == -32602)
         #expect(code(#"{"split":"0"}"#) == -32602)
         #expect(code(#"{"split":"129"}"#) == -32602)
         #expect(code(#"{"split":"many"}"#) == -32602)
@@ -108,7 +112,7 @@ func removeTree(_ path: String) {
         #expect(message(#"{"split":"0"}"#) == "option split: '0' is too few connections; give a number from 1 to 128.")
         #expect(
             message(#"{"max-connection-per-server":200}"#)
-                == "option max-connection-per-server: '200' is too many connections; give a number from 1 to 128.")
+                == "option max-connection-per-server must be a number from 1 to 16, as in aria2 (got '200').")
         #expect(
             message(#"{"split":"many"}"#)
                 == "option split: 'many' is not a number of connections; give a number from 1 to 128.")
@@ -209,15 +213,22 @@ func removeTree(_ path: String) {
     }
 
     @Test func renderedOptionsAreStrings() {
-        let o = TaskOptions(directory: "/d", outputName: "o", headers: ["A: 1"], connections: 4, maxSpeed: 100)
-        let r = Aria2TaskOptions.render(o, effectiveDirectory: "/x", defaultConnections: 8)
+        let o = TaskOptions(
+            directory: "/d", outputName: "o", headers: ["A: 1", "B: 2"], connections: 4, maxSpeed: 100,
+            maxConnectionsPerServer: 2)
+        let context = Aria2OptionTable.Context(settings: QueueSettings(downloadRoot: "/root"))
+        let r = Aria2OptionTable.download(.init(options: o, directory: "/d"), context)
         #expect(r["dir"] == .string("/d"))
         #expect(r["out"] == .string("o"))
         #expect(r["split"] == .string("4"))
+        #expect(r["max-connection-per-server"] == .string("2"))
         #expect(r["max-download-limit"] == .string("100"))
-        #expect(r["header"] == .array([.string("A: 1")]))
-        #expect(
-            Aria2TaskOptions.render(TaskOptions(), effectiveDirectory: "/x", defaultConnections: 8)["split"]
-                == .string("8"))
+        // aria2 answers its header option as one string, each line ended by a line feed.
+        #expect(r["header"] == .string("A: 1\nB: 2\n"))
+        let plain = Aria2OptionTable.download(.init(options: TaskOptions(), directory: "/x"), context)
+        #expect(plain["split"] == .string("8"))
+        #expect(plain["max-connection-per-server"] == .string("16"))
+        #expect(plain["out"] == nil)
+        #expect(plain["header"] == nil)
     }
 }

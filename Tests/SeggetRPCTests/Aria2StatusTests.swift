@@ -39,8 +39,56 @@ func aria2Page(size: Int, offset: Int, num: Int) -> [Int] {
 @Suite struct Aria2StatusTests {
     let fullKeys = [
         "gid", "status", "totalLength", "completedLength", "uploadLength", "downloadSpeed", "uploadSpeed",
-        "connections", "numSeeders", "pieceLength", "numPieces", "dir", "files",
+        "connections", "pieceLength", "numPieces", "dir", "files",
     ]
+
+    /// The keys aria2c 1.36.0 answered for an HTTP download of known length in each state (beside
+    /// `fullKeys`): never numSeeders or seeder; errorCode and errorMessage only once stopped.
+    @Test(arguments: [
+        (TaskStatus.active, ["bitfield"]), (.waiting, ["bitfield"]), (.paused, ["bitfield"]),
+        (.complete, ["bitfield", "errorCode", "errorMessage"]), (.removed, ["bitfield", "errorCode", "errorMessage"]),
+        (.error, ["bitfield", "errorCode", "errorMessage"]),
+    ])
+    func presenceFollowsAria2(_ status: TaskStatus, _ extra: [String]) {
+        guard case .object(let members) = Aria2Status.render(snapshot(status)) else {
+            Issue.record("not an object")
+            return
+        }
+        #expect(Set(members.map(\.0)) == Set(fullKeys + extra), "\(status)")
+    }
+
+    @Test func noBitfieldWhileTheLengthIsUnknown() {
+        var s = snapshot(.active)
+        s.totalLength = 0
+        s.numPieces = 0
+        s.bitfield = nil
+        #expect(Aria2Status.render(s)["bitfield"] == nil)
+        #expect(Aria2Status.render(s)["numPieces"] == .string("0"))
+    }
+
+    /// aria2c: a removed download answers errorCode 31 and an empty errorMessage, its URI "used".
+    @Test func removedLooksLikeAria2s() {
+        let r = Aria2Status.render(snapshot(.removed))
+        #expect(r["errorCode"] == .string("31"))
+        #expect(r["errorMessage"] == .string(""))
+        #expect(r["files"]?.arrayValue?.first?["uris"]?.arrayValue?.first?["status"] == .string("used"))
+        #expect(Aria2Status.render(snapshot(.complete))["errorMessage"] == .string(""))
+    }
+
+    @Test func uriStatusFollowsTheFirstStart() {
+        var fresh = snapshot(.paused)
+        fresh.completedLength = 0
+        #expect(Aria2Status.uris(fresh).arrayValue?.map { $0["status"] } == [.string("waiting"), .string("waiting")])
+        #expect(
+            Aria2Status.uris(snapshot(.paused)).arrayValue?.map { $0["status"] } == [
+                .string("used"), .string("waiting"),
+            ])
+        #expect(
+            Aria2Status.uris(snapshot(.active)).arrayValue?.map { $0["status"] } == [.string("used"), .string("used")])
+        var failedAtOnce = snapshot(.error)
+        failedAtOnce.completedLength = 0
+        #expect(Aria2Status.uris(failedAtOnce).arrayValue?.first?["status"] == .string("used"))
+    }
 
     @Test(arguments: [TaskStatus.active, .waiting, .paused, .error, .complete, .removed])
     func everyKeyPresentAndEveryValueAString(_ status: TaskStatus) {
@@ -89,7 +137,9 @@ func aria2Page(size: Int, offset: Int, num: Int) -> [Int] {
         #expect(f?["uris"]?.arrayValue?.count == 2)
         #expect(
             f?["uris"]?.arrayValue?.first == .object([("uri", .string("http://h/f.bin")), ("status", .string("used"))]))
-        let unnamed = Aria2Status.render(snapshot(.waiting, path: nil))["files"]?.arrayValue?.first
+        var fresh = snapshot(.waiting, path: nil)
+        fresh.completedLength = 0
+        let unnamed = Aria2Status.render(fresh)["files"]?.arrayValue?.first
         #expect(unnamed?["path"] == .string(""))
         #expect(unnamed?["uris"]?.arrayValue?.first?["status"] == .string("waiting"))
     }
@@ -121,5 +171,27 @@ func aria2Page(size: Int, offset: Int, num: Int) -> [Int] {
         #expect(Aria2Status.page(size: 5, offset: 3, num: 1) == [3])
         #expect(Aria2Status.page(size: 5, offset: 5, num: 1) == [])
         #expect(Aria2Status.page(size: 5, offset: -6, num: 3) == [])
+    }
+}
+
+@Suite struct PieceMapTests {
+    let mib: Int64 = 1 << 20
+
+    /// aria2c's answers for a 20,000,000-byte file: 4 pieces done, then all of it.
+    @Test func matchesAria2cExamples() {
+        #expect(PieceMap.pieceCount(totalLength: 20_000_000) == 20)
+        #expect(PieceMap.bitfield(finished: [0..<4 * mib + 5000], totalLength: 20_000_000) == "f00000")
+        #expect(PieceMap.bitfield(finished: [0..<20_000_000], totalLength: 20_000_000) == "fffff0")
+    }
+
+    @Test func piecesNeedEveryByte() {
+        let total = 10 * mib
+        #expect(PieceMap.bitfield(finished: [], totalLength: total) == "0000")
+        #expect(PieceMap.bitfield(finished: [mib..<3 * mib, 9 * mib..<total], totalLength: total) == "6040")
+        #expect(PieceMap.bitfield(finished: [mib / 2..<3 * mib], totalLength: total) == "6000")
+        #expect(PieceMap.bitfield(finished: [0..<mib - 1], totalLength: total) == "0000")
+        // A short last piece is set once its own bytes are there.
+        #expect(PieceMap.bitfield(finished: [8 * mib..<8 * mib + 10], totalLength: 8 * mib + 10) == "0080")
+        #expect(PieceMap.bitfield(finished: [], totalLength: 0) == nil)
     }
 }

@@ -149,6 +149,8 @@ import Testing
         s.run(until: 5)
         #expect(s.c.isComplete)
         #expect(s.c.finishedBytes == Int64(16 * Self.MiB))
+        // The piece map's source: the finished chunks as one run.
+        #expect(s.c.finishedRanges == [0..<Int64(16 * Self.MiB)])
         #expect(s.events.isEmpty, "\(s.events)")
     }
 
@@ -416,6 +418,8 @@ import Testing
         #expect(s.handle(.ended(0, .ok, head: h), now: 6).isEmpty)
         #expect(s.isComplete && s.finishedBytes == 2000)
         #expect(s.progress(now: 6, elapsed: 6).completedBytes == 2000)
+        // No length, no piece map.
+        #expect(s.progress(now: 6, elapsed: 6).finishedRanges.isEmpty)
     }
 
     @Test func aStreamOfKnownLengthRefusesMoreAndRetriesWhenCutShort() {

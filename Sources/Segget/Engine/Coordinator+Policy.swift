@@ -310,6 +310,23 @@ extension Coordinator {
         }
         return DownloadProgress(
             completedBytes: completed, totalBytes: config.totalLength, receivedBytes: receivedBytes,
-            bytesPerSecond: rate, elapsed: elapsed, connections: conns)
+            bytesPerSecond: rate, elapsed: elapsed, connections: conns, finishedRanges: finishedRanges)
+    }
+
+    /// The finished chunks as byte ranges, each run of neighbours as one range.
+    var finishedRanges: [Range<Int64>] {
+        let finished = scheduler.finished
+        var ranges: [Range<Int64>] = []
+        var k = 0
+        while k < finished.count {
+            guard finished[k] else {
+                k += 1
+                continue
+            }
+            let first = k
+            while k < finished.count && finished[k] { k += 1 }
+            ranges.append(plan.byteRange(ofChunks: first..<k))
+        }
+        return ranges
     }
 }

@@ -12,6 +12,9 @@ public struct DownloadProgress: Sendable, Equatable {
     /// Seconds since the transfer started.
     public var elapsed: Double
     public var connections: [ConnectionProgress]
+    /// Byte ranges of the file that are finished (whole chunks; in-flight parts left out), sorted
+    /// and apart: what a piece map shows. Empty while the length is unknown.
+    public var finishedRanges: [Range<Int64>] = []
 
     /// Estimated seconds left, nil when unknown.
     public var eta: Double? {
