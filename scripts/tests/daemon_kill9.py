@@ -4,9 +4,10 @@ log of bytes sent), and the finished history from before the kill must still be 
 
 The setup of issue 24: eight 64 MiB tasks of 2 connections each from a server capped at 16 MiB/s per
 connection, 3 active at a time; the daemon is killed 2 s after they were added (each active task is
-then 50-57 MiB in) and started again 2 s later. Before issue 24 a task of 2 connections lost both
+then 34-57 MiB in, with the machine's load) and started again 2 s later. Before issue 24 a task of 2 connections lost both
 connections' partly written chunks at a kill (its 1 MiB staging buffers filled only at chunk ends, so
-its progress slots never moved inside a chunk): 0.6-0.9 % fetched twice, 1.1-3.9 % on a busy machine.
+its progress slots never moved inside a chunk): 0.6-0.8 % fetched twice, up to 1.1 % and once 3.9 % on a busy
+machine; now 0.2-0.4 %.
 
 Usage: daemon_kill9.py --segget BIN --testserver BIN --work DIR [--aria2c BIN] [--kill-after S]
                        [--restart-after S] [--connections N]
