@@ -103,6 +103,10 @@ def module_name(target):
 
 def main():
     root = sys.argv[1]
+    missing = [f for f in ("Package.swift", "docs/architecture.md") if not os.path.isfile(os.path.join(root, f))]
+    if missing:
+        print(f"{' and '.join(missing)} not found under {os.path.abspath(root)}: the rules on targets and imports need them")
+        return 1
     problems = []
     targets = read_manifest(root, problems)
     rows = read_doc_table(root)
