@@ -52,7 +52,10 @@ let package = Package(
         .target(name: "SeggetQueue", dependencies: ["Segget", "SeggetSystem", "SeggetJournal", "SeggetVerify", "CSQLite"]),
         .executableTarget(
             name: "segget",
-            dependencies: ["Segget", "SeggetSystem", "SeggetRPC", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: [
+                "Segget", "SeggetSystem", "SeggetVerify", "SeggetQueue", "SeggetRPC",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
         ),
         // aria2-compatible JSON-RPC over HTTP and WebSocket for `segget daemon`, on SwiftNIO.
         .target(
@@ -60,6 +63,7 @@ let package = Package(
             dependencies: [
                 "Segget",
                 "SeggetQueue",
+                "SeggetSystem",
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -77,22 +81,28 @@ let package = Package(
         // A program using the queue (docs/queue.md); the durability tests kill -9 it.
         .executableTarget(name: "segget-queue-example", dependencies: ["SeggetQueue"], path: "Examples/QueueDownload"),
 
-        .testTarget(name: "SeggetTests", dependencies: ["Segget"]),
+        .testTarget(name: "SeggetTests", dependencies: ["Segget", "SeggetJournal", "SeggetVerify"]),
         .testTarget(name: "SeggetCurlTests", dependencies: ["SeggetCurl", "SeggetTestServer"]),
         .testTarget(name: "SeggetSystemTests", dependencies: ["SeggetSystem"]),
         .testTarget(name: "SeggetVerifyTests", dependencies: ["SeggetVerify"]),
         .testTarget(name: "SeggetJournalTests", dependencies: ["SeggetJournal"]),
-        .testTarget(name: "SeggetQueueTests", dependencies: ["SeggetQueue", "SeggetTestServer"]),
+        .testTarget(name: "SeggetQueueTests", dependencies: ["SeggetQueue", "Segget", "SeggetTestServer"]),
         // Fixtures/: aria2c 1.36.0's own getGlobalOption and getOption answers, read by path.
-        .testTarget(name: "SeggetRPCTests", dependencies: ["SeggetRPC", "SeggetQueue"], exclude: ["Fixtures"]),
+        .testTarget(
+            name: "SeggetRPCTests",
+            dependencies: ["SeggetRPC", "SeggetQueue", .product(name: "NIOCore", package: "swift-nio")],
+            exclude: ["Fixtures"]
+        ),
         // The command line parsed in-process: option groups, argument types, the options they build.
         .testTarget(
             name: "SeggetCLITests",
-            dependencies: ["segget", "Segget", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: [
+                "segget", "Segget", "SeggetVerify", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
         ),
         .testTarget(
             name: "SeggetIntegrationTests",
-            dependencies: ["Segget", "SeggetTestServer"]
+            dependencies: ["Segget", "SeggetCurl", "SeggetJournal", "SeggetVerify", "SeggetTestServer"]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -1,4 +1,4 @@
-import Glibc
+import SeggetSystem
 
 /// Why a call to the daemon failed: it could not be reached, or it answered with an error.
 public enum RPCClientError: Error, CustomStringConvertible, Sendable {
@@ -15,7 +15,7 @@ public enum RPCClientError: Error, CustomStringConvertible, Sendable {
 }
 
 /// A blocking JSON-RPC client for the CLI verbs: one HTTP/1.1 POST per call over a plain TCP
-/// socket to the daemon (loopback by default), no dependencies beyond libc.
+/// socket to the daemon (loopback by default), through `SeggetSystem.StreamSocket`.
 public struct RPCClient: Sendable {
     public var host: String
     public var port: Int
@@ -48,34 +48,23 @@ public struct RPCClient: Sendable {
 
     /// Sends one POST /jsonrpc and parses the JSON body of the answer.
     public func post(_ body: String) throws(RPCClientError) -> JSON {
-        let fd = try connectSocket()
-        defer { close(fd) }
+        let socket = try connectSocket()
+        defer { socket.close() }
         // An IPv6 literal goes in brackets: the daemon checks Host against its loopback names.
         let authority = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]:\(port)" : "\(host):\(port)"
         let request =
             "POST /jsonrpc HTTP/1.1\r\nHost: \(authority)\r\nContent-Type: application/json\r\n"
             + "Content-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n" + body
-        let bytes = Array(request.utf8)
-        var sent = 0
-        while sent < bytes.count {
-            let n = bytes[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else {
-                throw .unreachable("Sending to the daemon failed: \(String(cString: strerror(errno))).")
-            }
-            sent += n
+        do {
+            try socket.sendAll(Array(request.utf8))
+        } catch {
+            throw .unreachable("Sending to the daemon failed: \(error).")
         }
-        var response: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if n < 0 && errno == EINTR { continue }
-            guard n >= 0 else {
-                throw .unreachable(
-                    "The daemon did not answer within \(timeout) s (\(String(cString: strerror(errno)))).")
-            }
-            if n == 0 { break }
-            response.append(contentsOf: buffer[0..<n])
+        let response: [UInt8]
+        do {
+            response = try socket.receiveAll()
+        } catch {
+            throw .unreachable("The daemon did not answer within \(timeout) s (\(error)).")
         }
         return try Self.parseResponse(response)
     }
@@ -102,30 +91,19 @@ public struct RPCClient: Sendable {
         }
     }
 
-    func connectSocket() throws(RPCClientError) -> Int32 {
-        var hints = addrinfo()
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        var list: UnsafeMutablePointer<addrinfo>?
-        guard getaddrinfo(host, String(port), &hints, &list) == 0, let first = list else {
-            throw .unreachable("Cannot resolve the daemon's host \(host).")
+    func connectSocket() throws(RPCClientError) -> StreamSocket {
+        do {
+            return try StreamSocket.connect(host: host, port: port, timeout: timeout)
+        } catch {
+            switch error {
+            case .unresolved:
+                throw .unreachable("Cannot resolve the daemon's host \(host).")
+            case .refused(let why):
+                throw .unreachable(
+                    "Cannot reach the segget daemon at \(host):\(port) (\(why)); start it with 'segget daemon', or give --rpc-port."
+                )
+            }
         }
-        defer { freeaddrinfo(list) }
-        var lastError: Int32 = ECONNREFUSED
-        var entry: UnsafeMutablePointer<addrinfo>? = first
-        while let ai = entry {
-            entry = ai.pointee.ai_next
-            let fd = socket(ai.pointee.ai_family, ai.pointee.ai_socktype, ai.pointee.ai_protocol)
-            guard fd >= 0 else { continue }
-            var tv = timeval(tv_sec: timeout, tv_usec: 0)
-            _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-            _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-            if connect(fd, ai.pointee.ai_addr, ai.pointee.ai_addrlen) == 0 { return fd }
-            lastError = errno
-            close(fd)
-        }
-        throw .unreachable(
-            "Cannot reach the segget daemon at \(host):\(port) (\(String(cString: strerror(lastError)))); start it with 'segget daemon', or give --rpc-port."
-        )
     }
 }
 

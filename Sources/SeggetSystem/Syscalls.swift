@@ -190,6 +190,60 @@ internal func system_realpath(_ path: String) -> Result<String, Errno> {
     return .success(String(cString: resolved))
 }
 
+// MARK: Sockets (the daemon's command-line client) and the terminal
+
+internal func system_socket(_ family: Int32, _ type: Int32, _ proto: Int32) -> Int32 {
+    socket(family, type, proto)
+}
+
+internal func system_connect(_ fd: Int32, _ address: UnsafePointer<sockaddr>?, _ length: socklen_t) -> Int32 {
+    connect(fd, address, length)
+}
+
+/// Sets `SO_RCVTIMEO` and `SO_SNDTIMEO`: a blocking send or receive fails with `EAGAIN` after `seconds`.
+internal func system_set_socket_timeouts(_ fd: Int32, seconds: Int) -> Int32 {
+    var tv = timeval(tv_sec: seconds, tv_usec: 0)
+    let size = socklen_t(MemoryLayout<timeval>.size)
+    guard setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, size) == 0 else { return -1 }
+    return setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, size)
+}
+
+/// `send` without `SIGPIPE` (`MSG_NOSIGNAL`): a peer gone shows as `EPIPE`.
+internal func system_send(_ fd: Int32, _ buffer: UnsafeRawPointer?, _ count: Int) -> Int {
+    send(fd, buffer, count, Int32(MSG_NOSIGNAL))
+}
+
+internal func system_recv(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int {
+    recv(fd, buffer, count, 0)
+}
+
+/// The stream addresses of `host:port` (`getaddrinfo`), each as `(family, type, protocol, address)`;
+/// nil when the name does not resolve.
+internal func system_stream_addresses(_ host: String, _ port: Int) -> [(Int32, Int32, Int32, [UInt8])]? {
+    var hints = addrinfo()
+    hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+    var list: UnsafeMutablePointer<addrinfo>?
+    guard getaddrinfo(host, String(port), &hints, &list) == 0, let first = list else { return nil }
+    defer { freeaddrinfo(list) }
+    var found: [(Int32, Int32, Int32, [UInt8])] = []
+    var entry: UnsafeMutablePointer<addrinfo>? = first
+    while let ai = entry {
+        entry = ai.pointee.ai_next
+        guard let address = ai.pointee.ai_addr else { continue }
+        let bytes = Array(UnsafeRawBufferPointer(start: address, count: Int(ai.pointee.ai_addrlen)))
+        found.append((ai.pointee.ai_family, ai.pointee.ai_socktype, ai.pointee.ai_protocol, bytes))
+    }
+    return found
+}
+
+/// The width of the terminal on `fd` (`ioctl(TIOCGWINSZ)`), nil when it is not a terminal.
+internal func system_terminal_columns(_ fd: Int32) -> Int? {
+    guard isatty(fd) == 1 else { return nil }
+    var ws = winsize()
+    guard ioctl(fd, UInt(TIOCGWINSZ), &ws) == 0 else { return nil }
+    return Int(ws.ws_col)
+}
+
 internal func system_strerror(_ code: Int32) -> String {
     guard let message = strerror(code) else { return "error \(code)" }
     return String(cString: message)

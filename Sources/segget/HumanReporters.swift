@@ -1,5 +1,6 @@
 import Glibc
 import Segget
+import SeggetSystem
 import Synchronization
 
 /// One URL, human output: the live bar of `TerminalUI` and one line at the end.
@@ -56,8 +57,7 @@ final class BatchUI: Reporter {
         self.count = count
         // A log (not a terminal) gets its first status line after 5 s, not at once.
         state.withLock { $0.lastDraw = monotonicNow() }
-        var ws = winsize()
-        columns = isatty(2) == 1 && ioctl(2, UInt(TIOCGWINSZ), &ws) == 0 && ws.ws_col > 20 ? Int(ws.ws_col) : 80
+        columns = Terminal.columns(fd: 2).flatMap { $0 > 20 ? $0 : nil } ?? 80
     }
 
     private func tag(_ id: Int) -> String { "[\(id)/\(count)]" }

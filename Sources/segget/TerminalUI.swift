@@ -15,8 +15,7 @@ final class TerminalUI: @unchecked Sendable {
 
     init(quiet: Bool) {
         self.quiet = quiet
-        var ws = winsize()
-        if isTTY, ioctl(2, UInt(TIOCGWINSZ), &ws) == 0, ws.ws_col > 20 { columns = Int(ws.ws_col) }
+        if isTTY, let width = Terminal.columns(fd: 2), width > 20 { columns = width }
     }
 
     func progress(_ p: DownloadProgress) {

@@ -9,7 +9,7 @@ struct RawWebSocket {
 
     /// Connects and sends the upgrade request; `answer` is what came back to it.
     init(port: Int, host: String, origin: String = "http://evil.example") throws {
-        fd = try RPCClient(port: port).connectSocket()
+        fd = try RPCClient(port: port).connectSocket().descriptor
         var tv = timeval(tv_sec: 5, tv_usec: 0)
         _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         send(

@@ -56,7 +56,7 @@ struct RunningServer {
 
     /// Sends raw bytes, returns everything the server sent until it closed.
     func raw(_ request: String) throws -> String {
-        let fd = try RPCClient(port: port).connectSocket()
+        let fd = try RPCClient(port: port).connectSocket().descriptor
         defer { close(fd) }
         var bytes = Array(request.utf8)
         _ = bytes.withUnsafeMutableBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -142,7 +142,7 @@ struct RunningServer {
 
     @Test func stopClosesAnIdleKeepAliveConnection() async throws {
         let s = try await RunningServer()
-        let fd = try RPCClient(port: s.port).connectSocket()
+        let fd = try RPCClient(port: s.port).connectSocket().descriptor
         defer { close(fd) }
         let started = ContinuousClock.now
         await s.stop()
@@ -151,7 +151,7 @@ struct RunningServer {
 
     @Test func silentHTTPConnectionIsClosedButAWebSocketIsNot() async throws {
         let s = try await RunningServer(idleTimeout: .milliseconds(300))
-        let quiet = try RPCClient(port: s.port).connectSocket()
+        let quiet = try RPCClient(port: s.port).connectSocket().descriptor
         defer { close(quiet) }
         var tv = timeval(tv_sec: 5, tv_usec: 0)
         _ = setsockopt(quiet, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
@@ -160,7 +160,7 @@ struct RunningServer {
         #expect(recv(quiet, &byte, 1, 0) == 0)  // closed by the server, not timed out here
         #expect(ContinuousClock.now - started < .seconds(3))
 
-        let ws = try RPCClient(port: s.port).connectSocket()
+        let ws = try RPCClient(port: s.port).connectSocket().descriptor
         defer { close(ws) }
         _ = setsockopt(ws, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         let handshake = Array(

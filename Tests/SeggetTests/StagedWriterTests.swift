@@ -172,6 +172,18 @@ import Testing
         #expect(StagedWriter.maxInFlight(bufferSize: 256 << 10) == 4)
     }
 
+    /// With progress slots, at most a quarter of a chunk (never below 256 KiB), so that a slot moves
+    /// inside a chunk even at 1 or 2 connections (issue 24).
+    @Test func bufferSizesLeaveRoomForSlotsInsideAChunk() {
+        #expect(StagedWriter.bufferSize(connections: 1, slotsInChunksOf: 1 << 20) == 256 << 10)
+        #expect(StagedWriter.bufferSize(connections: 2, slotsInChunksOf: 1 << 20) == 256 << 10)
+        #expect(StagedWriter.bufferSize(connections: 2, slotsInChunksOf: 2 << 20) == 512 << 10)
+        #expect(StagedWriter.bufferSize(connections: 2, slotsInChunksOf: 64 << 20) == 1 << 20)
+        #expect(StagedWriter.bufferSize(connections: 8, slotsInChunksOf: 64 << 20) == 256 << 10)
+        #expect(StagedWriter.bufferSize(connections: 1, slotsInChunksOf: 64 << 10) == 256 << 10)
+        #expect(StagedWriter.bufferSize(connections: 1, slotsInChunksOf: (3 << 20) + 5) % 4096 == 0)
+    }
+
     /// A discarded buffer (a cancelled duplicate) writes nothing.
     @Test func discardWritesNothing() throws {
         let (file, path) = try Self.temporaryFile(length: 1 << 20)

@@ -123,7 +123,11 @@ final class FetchEngine {
         self.data = data
         let n = target.ranged ? settings.connections : 1
         // Sized for the connections of its own: borrowed ones come and go near a batch's end.
-        let bufferSize = StagedWriter.bufferSize(connections: min(n, settings.initialConnections ?? n))
+        let own = min(n, settings.initialConnections ?? n)
+        let bufferSize =
+            journal != nil && target.ranged
+            ? StagedWriter.bufferSize(connections: own, slotsInChunksOf: plan.chunkSize)
+            : StagedWriter.bufferSize(connections: own)
         writer = StagedWriter(
             data: data, path: settings.writePath, bufferSize: bufferSize,
             maxInFlight: StagedWriter.maxInFlight(bufferSize: bufferSize))
