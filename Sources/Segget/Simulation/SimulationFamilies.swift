@@ -109,7 +109,7 @@ extension SimulationFamily {
     }
 
     /// A random share of answers trickles.
-    static let trickleFraction = SimulationFamily(name: "trickle-fraction", summary: "10-50 % of answers trickle", bound: 24) { r, _ in
+    static let trickleFraction = SimulationFamily(name: "trickle-fraction", summary: "10-50 % of answers trickle", bound: 32) { r, _ in
         var s = SimulatedScenario(
             fileSize: r.pick([8, 24, 64, 256]) * MiB, connections: r.pick([4, 8, 16]), rtt: r.logBetween(0.0005, 0.08),
             bottleneck: r.logBetween(30e6, 1e9))
