@@ -19,21 +19,7 @@ import sys
 import time
 import urllib.request
 
-results = []
-
-
-def check(name, ok, detail=""):
-    results.append((name, bool(ok)))
-    print(("ok   " if ok else "FAIL ") + name + (f" ({detail})" if detail and not ok else ""), flush=True)
-    return ok
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+from checks import check, free_port, summary
 
 
 def wait_for(predicate, timeout, step=0.1):
@@ -189,9 +175,7 @@ def main():
     compare_options("getGlobalOption", A["getGlobalOption"], S["getGlobalOption"])
     compare_options("getOption", A["getOption"], S["getOption"])
     check("segget's user-agent is its own", S["getGlobalOption"].get("user-agent", "").startswith("segget/"))
-    failed = [r for r in results if not r[1]]
-    print(f"daemon-aria2-fields: {len(results) - len(failed)}/{len(results)} checks passed")
-    return 1 if failed else 0
+    return summary("daemon-aria2-fields")
 
 
 if __name__ == "__main__":

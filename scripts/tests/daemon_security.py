@@ -31,21 +31,7 @@ import subprocess
 import sys
 import time
 
-results = []
-
-
-def check(name, ok, detail=""):
-    results.append((name, bool(ok)))
-    print(("ok   " if ok else "FAIL ") + name + (f" ({detail})" if detail and not ok else ""), flush=True)
-    return ok
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+from checks import check, free_port, summary
 
 
 def recv_all(s):
@@ -398,9 +384,7 @@ def main():
         finally:
             d.stop()
 
-    failed = [r for r in results if not r[1]]
-    print(f"daemon-security: {len(results) - len(failed)}/{len(results)} checks passed")
-    return 1 if failed else 0
+    return summary("daemon-security")
 
 
 def systemd_command(unit_path, segget, home, port):

@@ -32,21 +32,7 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
-results = []
-
-
-def check(name, ok, detail=""):
-    results.append((name, bool(ok)))
-    print(("ok   " if ok else "FAIL ") + name + (f" ({detail})" if detail and not ok else ""), flush=True)
-    return ok
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+from checks import check, free_port, summary
 
 
 def wait_for(predicate, timeout, step=0.2):
@@ -267,9 +253,7 @@ def main():
                     p.kill()
     for path in shots:
         print(f"artefact: {path}")
-    failed = [r for r in results if not r[1]]
-    print(f"daemon-webui: {len(results) - len(failed)}/{len(results)} checks passed")
-    return 1 if failed else 0
+    return summary("daemon-webui")
 
 
 if __name__ == "__main__":
