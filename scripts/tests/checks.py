@@ -28,3 +28,17 @@ def free_port():
     p = s.getsockname()[1]
     s.close()
     return p
+
+
+def recv_all(s):
+    """Everything a socket sends until it closes (or fails)."""
+    data = b""
+    try:
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except OSError:
+        pass
+    return data

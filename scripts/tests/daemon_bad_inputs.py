@@ -13,15 +13,9 @@ import subprocess
 import sys
 import time
 
+from checks import free_port, recv_all
+
 SECRET = "bad-inputs"
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def raw_http(port, body, headers=None, method="POST", host=None):
@@ -37,15 +31,7 @@ def raw_http(port, body, headers=None, method="POST", host=None):
         s.sendall(head.encode() + b"\r\n" + body)
     except OSError:
         pass  # the server may answer and close before reading an oversize body
-    data = b""
-    try:
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    except OSError:
-        pass
+    data = recv_all(s)
     s.close()
     if not data:
         return 0, ""
@@ -178,15 +164,7 @@ def raw_http_declared(port, length):
     """Declares a huge body and sends none: the answer must come from the header alone."""
     s = socket.create_connection(("127.0.0.1", port), timeout=10)
     s.sendall(f"POST /jsonrpc HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {length}\r\n\r\n".encode())
-    data = b""
-    try:
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    except OSError:
-        pass
+    data = recv_all(s)
     s.close()
     status = int(data.split(b" ", 2)[1]) if data.startswith(b"HTTP/") else 0
     return status, data.split(b"\r\n\r\n", 1)[-1].decode(errors="replace")

@@ -31,20 +31,7 @@ import subprocess
 import sys
 import time
 
-from checks import check, free_port, summary
-
-
-def recv_all(s):
-    data = b""
-    try:
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    except OSError:
-        pass
-    return data
+from checks import check, free_port, recv_all, summary
 
 
 def http(port, body, host=None, method="POST", origin="http://evil.example", extra=""):
