@@ -81,6 +81,13 @@ extension Download {
                 let done = engine.finishedBytesForReport
                 throw SeggetError(.interrupted, "interrupted with \(Format.bytes(done)) of \(Format.bytes(plan.totalLength)) saved; run the same command to resume.")
             }
+            if ranged, partial.journal != nil, let status = LinkExpiry.status(of: e) {
+                // The link that served the first requests stopped working: renew it (see `renew`).
+                return .restart(.linkExpired(LinkExpired(
+                    url: probe.finalURL, status: status, bytesDone: engine.finishedBytesForReport,
+                    identity: ObjectIdentity(probe), outputPath: partial.paths.final,
+                    receivedBytes: engine.receivedBytes)))
+            }
             throw e
         } catch {
             throw SeggetError(.internalError, "unexpected error: \(error)")

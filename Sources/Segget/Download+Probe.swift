@@ -53,7 +53,7 @@ extension Download {
     }
 
     func probeWithRetries(
-        multi: MultiHandle, firstBytes: Int, deadline: Deadline?, events: (@Sendable (DownloadEvent) -> Void)?,
+        url: String, multi: MultiHandle, firstBytes: Int, deadline: Deadline?, events: (@Sendable (DownloadEvent) -> Void)?,
         interrupt: InterruptFlag
     ) throws(SeggetError) -> ProbeResult {
         let prober = prober(firstBytes: firstBytes, multi: multi, deadline: deadline)

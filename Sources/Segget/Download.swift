@@ -49,12 +49,30 @@ public final class Download: @unchecked Sendable {
             started: monotonicSeconds(), pool: pool, progress: progress, events: events, interrupt: interrupt)
         var plan = AttemptPlan(fresh: !options.resume)
         var prepared = prepared?.url == url ? prepared : nil
+        var renewals = RenewalCount()
+        // Before the first renewal: what the run found on disk, and what earlier attempts received.
+        var resumedAtStart: Int64?
+        var receivedBefore: Int64 = 0
         while true {
             let outcome = try attempt(plan, prepared: prepared, context)
             prepared = nil
             switch outcome {
-            case .finished(let result):
+            case .finished(var result):
+                if let resumedAtStart {
+                    // The whole run, not its last attempt.
+                    result.resumedBytes = resumedAtStart
+                    result.receivedBytes += receivedBefore
+                    result.seconds = monotonicSeconds() - context.started
+                }
                 return result
+            case .restart(.linkExpired(var expired)):
+                // A new link of the same file, proven before the next attempt resumes from the journal.
+                expired.url = plan.url ?? url
+                if resumedAtStart == nil { resumedAtStart = expired.resumedAtStart }
+                receivedBefore += expired.receivedBytes
+                let renewed = try renew(expired, count: &renewals, context)
+                plan = plan.renewed(url: renewed.url, outputPath: expired.outputPath)
+                prepared = renewed
             case .restart(let restart):
                 let (next, notice) = try plan.next(after: restart)
                 events?(.notice(notice))
@@ -78,6 +96,8 @@ public final class Download: @unchecked Sendable {
         _ plan: AttemptPlan, prepared: PreparedDownload?, _ context: AttemptContext
     ) throws(SeggetError) -> AttemptOutcome {
         let events = context.events
+        // The URL of this attempt: a renewed link once the first one expired.
+        let url = plan.url ?? self.url
         // Probe. One multi handle for the probe and the fetch: the probe's connection is kept alive for
         // the first range instead of a new one being opened.
         let multi = prepared?.multi ?? context.pool?.multi ?? MultiHandle()
@@ -88,13 +108,15 @@ public final class Download: @unchecked Sendable {
         } else {
             let ask = probeBytes(fresh: plan.fresh, stream: plan.stream)
             probe = try probeWithRetries(
-                multi: multi, firstBytes: ask.bytes, deadline: deadline, events: events, interrupt: context.interrupt)
+                url: url, multi: multi, firstBytes: ask.bytes, deadline: deadline, events: events, interrupt: context.interrupt)
             probe.noJournalAt = ask.noJournalAt
         }
         // A probe transfer held for the fetch ends with the attempt unless the fetch continued it.
         let held = probe.held
         defer { held?.release() }
-        let paths = PartialDownload.Paths(final: try outputPath(probe: probe))
+        let final: String
+        if let pinned = plan.outputPath { final = pinned } else { final = try outputPath(probe: probe) }
+        let paths = PartialDownload.Paths(final: final)
         let expected = expectedDigests(probe)
         let ranged = probe.acceptsRanges && probe.totalLength != nil && !plan.stream
         if let whole = try publishWhole(probe: probe, ranged: ranged, paths: paths, expected: expected, deadline: deadline, context) {
@@ -117,7 +139,7 @@ public final class Download: @unchecked Sendable {
         // Open the partial download: resume when the journal and data agree with the server, else start over.
         let partial = try PartialDownload.open(
             paths: paths, url: url, probe: probe, ranged: ranged, fresh: plan.fresh, chunkSize: options.chunkSize,
-            events: events)
+            mustResume: plan.mustResume, events: events)
         defer { partial.close() }
         let chunks = ChunkPlan(totalLength: probe.totalLength ?? 0, chunkSize: partial.chunkSize)
         let resumedBytes = partial.resumedBytes(plan: chunks)
@@ -138,6 +160,9 @@ public final class Download: @unchecked Sendable {
             probe: probe, ranged: ranged, partial: partial, plan: chunks, hasher: hasher, multi: multi,
             deadline: deadline, context)
         {
+        case .restart(.linkExpired(var expired)):
+            expired.resumedAtStart = resumedBytes
+            return .restart(.linkExpired(expired))
         case .restart(let restart): return .restart(restart)
         case .fetched(let result): fetched = result
         }

@@ -10,6 +10,26 @@ enum DownloadRestart: Equatable, Sendable {
     case rangesIgnored(reason: String)
     /// The file changed on the server (its validators or length): fetch again from zero.
     case resourceChanged(reason: String)
+    /// The link expired mid-download (see ``LinkExpiry``): renew it, prove the new one serves the same
+    /// file, and continue from the journal.
+    case linkExpired(LinkExpired)
+}
+
+/// A link that stopped working in the middle of a download, and what renewing it must match.
+struct LinkExpired: Equatable, Sendable {
+    /// The URL that expired (the attempt's, before redirects).
+    var url: String
+    var status: Int
+    /// Bytes in the file, recorded by the journal.
+    var bytesDone: Int64
+    /// What the expired link served: the renewed one must serve the same.
+    var identity: ObjectIdentity
+    /// The file's final name, kept for the renewed link (whose path may name the file otherwise).
+    var outputPath: String
+    /// Bytes the attempt found in the file when it started, and received from the network, for
+    /// the result of a download that renewed its link.
+    var resumedAtStart: Int64 = 0
+    var receivedBytes: Int64 = 0
 }
 
 /// What the next attempt of a download does, and how many restarts it has had: a value, so that the
@@ -21,6 +41,22 @@ struct AttemptPlan: Equatable, Sendable {
     var stream = false
     /// Restarts because the file changed; the third gives up.
     var changeRestarts = 0
+    /// The renewed link, once the download's own URL expired; nil for that URL.
+    var url: String?
+    /// The final name, kept across renewals (nil: from `-o`, or the server's name for the file).
+    var outputPath: String?
+    /// Continue the partial download or fail; never start over (the attempt after a renewal).
+    var mustResume = false
+
+    /// The plan for the attempt after a renewal: the new link, the same file, resumed from the journal.
+    func renewed(url: String, outputPath: String) -> AttemptPlan {
+        var next = self
+        next.url = url
+        next.outputPath = outputPath
+        next.fresh = false
+        next.mustResume = true
+        return next
+    }
 
     /// How many times a download starts over for a file that changed before it gives up.
     static let maxChangeRestarts = 2
@@ -30,7 +66,10 @@ struct AttemptPlan: Equatable, Sendable {
     func next(after restart: DownloadRestart) throws(SeggetError) -> (plan: AttemptPlan, notice: String) {
         var next = self
         next.fresh = true
+        next.mustResume = false
         switch restart {
+        case .linkExpired:
+            throw SeggetError(.internalError, "a link renewal reached the restart rules.")
         case .rangesIgnored(let reason):
             guard !stream else {
                 throw SeggetError(.protocolViolation, "the server ignored byte ranges even for a single stream; giving up.")

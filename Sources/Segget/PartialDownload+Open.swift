@@ -6,11 +6,17 @@ extension PartialDownload {
     /// server (and `fresh` is false), else starts over with a new data file, locked, with its space
     /// reserved, and a journal when the download can be resumed (`ranged`, and more to fetch than the
     /// probe brought).
+    ///
+    /// With `mustResume` (the link was renewed mid-download) nothing is started over: a partial
+    /// download that cannot be resumed is an error, and its files are left as they are.
     static func open(
         paths: Paths, url: String, probe: ProbeResult, ranged: Bool, fresh: Bool, chunkSize: Int64,
-        events: (@Sendable (DownloadEvent) -> Void)?
+        mustResume: Bool = false, events: (@Sendable (DownloadEvent) -> Void)?
     ) throws(SeggetError) -> PartialDownload {
         guard ranged, let total = probe.totalLength else {
+            if mustResume {
+                throw SeggetError(.protocolViolation, "the renewed link does not serve byte ranges, so the download cannot continue from \(paths.part); it is kept as it was.")
+            }
             if !fresh, PosixFile.fileSize(path: paths.journal) != nil {
                 events?(.notice("the server cannot resume a partial download; starting over."))
             }
@@ -19,8 +25,10 @@ extension PartialDownload {
                 withJournal: false)
         }
         let opened: PartialDownload
-        if !fresh, let resumed = try resume(paths: paths, url: url, probe: probe, total: total, events: events) {
+        if !fresh, let resumed = try resume(paths: paths, url: url, probe: probe, total: total, renewed: mustResume, events: events) {
             opened = resumed
+        } else if mustResume {
+            throw SeggetError(.protocolViolation, "after renewing the link, the partial download \(paths.part) could not be resumed (see the notice above); it is kept as it was.")
         } else {
             // A file the probe brought whole needs no journal: there is nothing to resume. Nor a
             // reservation: the probe's bytes are written at once, all of them (`placeProbePrefix`).
@@ -49,7 +57,8 @@ extension PartialDownload {
     /// The partial download an earlier run left, if its journal describes this URL and this version
     /// of the file and its data file is whole; nil (with a notice saying why) to start over.
     private static func resume(
-        paths: Paths, url: String, probe: ProbeResult, total: Int64, events: (@Sendable (DownloadEvent) -> Void)?
+        paths: Paths, url: String, probe: ProbeResult, total: Int64, renewed: Bool,
+        events: (@Sendable (DownloadEvent) -> Void)?
     ) throws(SeggetError) -> PartialDownload? {
         let opened: (journal: Journal, trusted: ChunkBitmap)
         do {
@@ -75,9 +84,6 @@ extension PartialDownload {
             events?(.notice("\(why); starting over."))
             return nil
         }
-        if h.url != URLParts.redactingCredentials(url) {
-            return restart("the partial download came from another URL (\(h.url))")
-        }
         if h.totalLength != total {
             return restart("the file on the server changed size (\(h.totalLength) → \(total) bytes)")
         }
@@ -86,6 +92,11 @@ extension PartialDownload {
         }
         if h.etag != probe.etag || h.lastModified != probe.lastModified {
             return restart("the file changed on the server since the last run (ETag/Last-Modified differ)")
+        }
+        if h.url != URLParts.redactingCredentials(url) && !renewed {
+            // Signed links change every time they are made: the same length and validators (checked
+            // above) say that it is the same file, so a fresh link resumes the partial download.
+            events?(.notice("the partial download came from another URL (\(URLParts.shown(h.url))); this one serves the same file (same length, \(probe.etag != nil ? "ETag" : "Last-Modified")), so it continues from there."))
         }
         guard let size = PosixFile.fileSize(path: paths.part) else {
             return restart("the partial data file \(paths.part) is missing")

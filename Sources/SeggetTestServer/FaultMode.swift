@@ -70,6 +70,7 @@
 /// | smuggle | ambiguous framing on 206: `kind=te-cl` chunked body plus a `Content-Length`; `te-other` `Transfer-Encoding: gzip, chunked`; `fold` obs-folded `Content-Length`; `space` a space before the colon of `Content-Length` | kind (te-cl) |
 /// | multipart | requests from number `after` on get a 206 `multipart/byteranges` body with one part | after (1) |
 /// | bigheaders | adds a `size`-byte header line, or `lines` 100-byte header lines | size (200000), lines |
+/// | expiring | a signed URL, as object stores hand out (see `SignedURL`): `expires` (Unix seconds) and `sig` are checked on every request; from `expires` on, or with a wrong `sig`, the answer is `status` with S3's XML error body (`AccessDenied`, "Request has expired"); `version=2` serves a second object (other bytes, ETag, date; `newlength`); `max` caps each 206 as `capped` does, so that requests keep coming after the expiry. `GET /_sign/NAME?ttl=S` mints such a URL, valid for S seconds, passing every other parameter on | expires, sig, status (403), version (1), newlength, max |
 public enum FaultMode: String, CaseIterable, Sendable {
     case normal
     case noranges
@@ -97,6 +98,7 @@ public enum FaultMode: String, CaseIterable, Sendable {
     case smuggle
     case multipart
     case bigheaders
+    case expiring
 }
 
 /// A request resolved to a mode, a resource name and the decoded query parameters.

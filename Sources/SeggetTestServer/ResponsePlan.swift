@@ -61,6 +61,8 @@ struct ResponsePlan {
 struct ResponsePlanner {
     /// `http://HOST:PORT`, for absolute `Location` headers.
     var baseURL: String
+    /// Unix seconds, for the `expiring` mode's signed URLs.
+    var now: Int64 = 0
 
     /// - Parameters:
     ///   - requestNumber: 1-based count of requests for this exact target, for `times`/`after` params.
@@ -121,6 +123,9 @@ struct ResponsePlanner {
             if n > (p.int("after") ?? 1) {
                 representation = changed(p.int("newlength") ?? current.length)
             }
+        case .expiring:
+            if let refusal = SignedURL.refusal(route: p, now: now) { return refusal }
+            if p.int("version") == 2 { representation = changed(p.int("newlength") ?? current.length) }
         default:
             break
         }
@@ -148,7 +153,7 @@ struct ResponsePlanner {
                 let newLast = min(max(newFirst, last + shift), length - 1)
                 decision = .partial(first: newFirst, last: newLast)
             }
-        case .capped:
+        case .capped, .expiring where p.params["max"] != nil:
             if case .partial(let first, let last) = decision {
                 let most = p.params["max"].flatMap(URLText.parseRate) ?? 1 << 20
                 decision = .partial(first: first, last: min(last, first + most - 1))

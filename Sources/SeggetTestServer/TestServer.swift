@@ -40,6 +40,18 @@ public final class TestServer: @unchecked Sendable {
         return baseURL + prefix + path + (query.isEmpty ? "" : "?" + query)
     }
 
+    /// A URL of the `expiring` mode for `name`, valid for `ttl` seconds from now, with `query`'s
+    /// parameters passed on (as `GET /_sign/NAME?ttl=…` answers); the URL to renew from is
+    /// `signURL(name, query:)`.
+    public func signedURL(_ name: String, ttl: Int64, query: String = "") -> String {
+        baseURL + SignedURL.mint(name: name, query: "ttl=\(ttl)" + (query.isEmpty ? "" : "&" + query), now: Int64(time(nil)))
+    }
+
+    /// The URL that mints a fresh signed URL for `name` (the `expiring` mode), for refresh commands.
+    public func signURL(_ name: String, query: String = "") -> String {
+        baseURL + "/_sign/" + URLText.percentEncodePath(name) + (query.isEmpty ? "" : "?" + query)
+    }
+
     private let listener: Int32
     private let stopSignal: StopSignal
     private let lock = Lock()
@@ -235,7 +247,7 @@ public final class TestServer: @unchecked Sendable {
 
     // MARK: Used by connections
 
-    var planner: ResponsePlanner { ResponsePlanner(baseURL: baseURL) }
+    var planner: ResponsePlanner { ResponsePlanner(baseURL: baseURL, now: Int64(time(nil))) }
 
     struct Prepared {
         var plan: ResponsePlan
@@ -256,6 +268,7 @@ public final class TestServer: @unchecked Sendable {
     /// until `release(_:)`.
     func prepare(_ request: HTTPRequest, remoteAddress: String, remotePort: Int) -> Prepared {
         if request.path == "/_stats" { return statsResponse(request, remotePort: remotePort) }
+        if request.path.hasPrefix("/_sign/") { return signResponse(request, remotePort: remotePort) }
         let key = "\(remoteAddress) \(request.target)"
         let (route, current, number, admission): (Route?, Representation?, Int, Admission) = lock.withLock {
             guard let route = Route.resolve(path: request.path, query: request.query, isRegistered: { resources[$0] != nil })
@@ -313,6 +326,21 @@ public final class TestServer: @unchecked Sendable {
             return ledger.stats
         }
         let plan = ResponsePlan.text(200, stats.description + "\n")
+        let record = RecordedRequest(
+            method: request.method, path: request.path, query: request.query, headers: request.headers,
+            remotePort: remotePort, status: plan.status, bodyBytesSent: 0)
+        return Prepared(plan: plan, record: record, handle: append(record), pacing: Pacing())
+    }
+
+    /// `GET /_sign/NAME?ttl=S&…`: a fresh signed URL for the `expiring` mode, one line of text.
+    private func signResponse(_ request: HTTPRequest, remotePort: Int) -> Prepared {
+        let name = URLText.percentDecode(request.path.dropFirst("/_sign/".count))
+        let plan: ResponsePlan
+        if lock.withLock({ resources[name] != nil }) {
+            plan = .text(200, baseURL + SignedURL.mint(name: name, query: request.query, now: Int64(time(nil))) + "\n")
+        } else {
+            plan = .text(404, "no such resource: \(name)\n")
+        }
         let record = RecordedRequest(
             method: request.method, path: request.path, query: request.query, headers: request.headers,
             remotePort: remotePort, status: plan.status, bodyBytesSent: 0)

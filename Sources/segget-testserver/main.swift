@@ -25,6 +25,8 @@ let usage = """
       (see Sources/SeggetTestServer/FaultMode.swift).
     GET /_stats answers `admitted=A rejected=R in-flight=I max-in-flight=M max-demand=D` for the
     maxconc limits (?reset=1 clears them after answering); the same line goes to stderr on exit.
+    GET /_sign/NAME?ttl=S answers a URL of the expiring mode for NAME, valid for S seconds, with the
+    other parameters passed on (version=2 serves a second object under the name).
     """
 
 /// stderr through write(2): the C `stderr` global is shared mutable state to Swift 6.

@@ -201,6 +201,19 @@ struct RetryOptions: ParsableArguments {
         transform: ArgumentValue.seconds)
     var maxRetryWait: Double = 300
 
+    @Option(
+        name: .customLong("refresh-command"),
+        help: ArgumentHelp(
+            "When the link expires mid-download (401, 403 or 410), run this through /bin/sh -c for a new one: it prints the URL; SEGGET_URL, SEGGET_STATUS, SEGGET_BYTES_DONE, SEGGET_TOTAL_BYTES, SEGGET_RENEWAL and SEGGET_OUTPUT are set.",
+            valueName: "command"))
+    var refreshCommand: String?
+
+    @Option(
+        name: .customLong("refresh-timeout"),
+        help: "Seconds the refresh command may run before it is stopped (default 60).",
+        transform: ArgumentValue.seconds)
+    var refreshTimeout: Double = 60
+
     func validate() throws {
         guard retries >= 0 && retries <= 100 else { throw ValidationError("--retries must be between 0 and 100.") }
         guard retryWait >= 0 && retryWait <= 3600 else {
@@ -210,6 +223,12 @@ struct RetryOptions: ParsableArguments {
         if let t = timeout, t <= 0 { throw ValidationError("--timeout must be a positive number of seconds.") }
         guard maxRetryWait >= 0 && maxRetryWait <= 86400 else {
             throw ValidationError("--max-retry-wait must be between 0 and 86400 seconds.")
+        }
+        guard refreshTimeout > 0 && refreshTimeout <= 3600 else {
+            throw ValidationError("--refresh-timeout must be between 0 and 3600 seconds.")
+        }
+        if let c = refreshCommand, c.allSatisfy({ $0 == " " || $0 == "\t" }) {
+            throw ValidationError("--refresh-command is empty.")
         }
     }
 
@@ -222,6 +241,7 @@ struct RetryOptions: ParsableArguments {
         o.maxRetryWait = maxRetryWait
         o.transfer.connectTimeout = connectTimeout
         o.transfer.stallTimeout = stallTimeout
+        o.linkRenewer = refreshCommand.map { RefreshCommand(command: $0, timeout: refreshTimeout).renewer }
     }
 }
 

@@ -65,6 +65,10 @@ public struct DownloadOptions: Sendable, Equatable {
     public var redialSlowConnections = true
     /// Race the last in-flight chunks on idle connections.
     public var endGame = true
+    /// Asked for a new link when the download's link expires mid-download (401, 403 or 410 after the
+    /// download started; see ``LinkExpiry``). Nil: the download stops with a message that says how to
+    /// renew (`--refresh-command`, or a fresh link with the same output name).
+    public var linkRenewer: LinkRenewer?
 
     public init() {}
 }

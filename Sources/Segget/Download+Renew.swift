@@ -1,0 +1,90 @@
+import SeggetCurl
+
+extension ObjectIdentity {
+    /// What a probe found behind a URL.
+    init(_ probe: ProbeResult) {
+        self.init(length: probe.totalLength ?? -1, etag: probe.etag, lastModified: probe.lastModified)
+    }
+}
+
+/// How many renewals a download had, and how many in a row brought no byte: a link that expires
+/// again before anything arrives would otherwise be renewed for ever.
+struct RenewalCount: Equatable, Sendable {
+    var total = 0
+    var withoutProgress = 0
+    /// Bytes done at the last renewal.
+    var lastBytesDone: Int64 = -1
+
+    /// Renewals in a row without a new byte after which the download gives up.
+    static let maxWithoutProgress = 3
+
+    /// Counts a renewal at `bytesDone`; false when it is one too many without progress.
+    mutating func count(bytesDone: Int64) -> Bool {
+        total += 1
+        withoutProgress = bytesDone > lastBytesDone ? 1 : withoutProgress + 1
+        lastBytesDone = bytesDone
+        return withoutProgress <= Self.maxWithoutProgress
+    }
+}
+
+extension Download {
+    /// Asks the renewer for a new link after `expired`, probes it and checks that it serves the same
+    /// file (``ObjectIdentity``) before the next attempt keeps any byte from it. Returns the probe,
+    /// for that attempt to start from. Throws, with the journal kept, when there is no renewer, the
+    /// renewer gives up, or the new link fails or serves another file (nothing from it was written).
+    func renew(
+        _ expired: LinkExpired, count: inout RenewalCount, _ context: AttemptContext
+    ) throws(SeggetError) -> PreparedDownload {
+        let shown = URLParts.shown(expired.url)
+        let what = "the link expired: \(shown) answered HTTP \(expired.status) after \(Format.bytes(expired.bytesDone)) of \(Format.bytes(expired.identity.length))"
+        guard let renewer = options.linkRenewer else {
+            throw SeggetError(
+                .httpStatus,
+                "\(what), which the journal keeps. To continue, pass --refresh-command CMD (it prints a new link), or run again with a fresh link to the same file and the same output name (-o): the journal resumes it.",
+                httpStatus: expired.status)
+        }
+        guard count.count(bytesDone: expired.bytesDone) else {
+            throw SeggetError(
+                .httpStatus,
+                "\(what); the last \(RenewalCount.maxWithoutProgress) renewed links expired before any new byte arrived, so segget stops here (the journal keeps the file's progress).",
+                httpStatus: expired.status)
+        }
+        context.events?(.notice("\(what); asking for a new link (renewal \(count.total))."))
+        let request = LinkRenewalRequest(
+            url: expired.url, status: expired.status, bytesDone: expired.bytesDone,
+            totalLength: expired.identity.length, renewal: count.total, outputPath: expired.outputPath)
+        let newURL: String
+        do {
+            newURL = try String(Substring(renewer.renew(request)).trimmingASCIIWhitespace())
+        } catch let e as SeggetError {
+            throw SeggetError(e.kind, "\(what), and renewing it failed: \(e.message)", httpStatus: e.httpStatus ?? expired.status)
+        } catch {
+            throw SeggetError(.httpStatus, "\(what), and renewing it failed: \(error)", httpStatus: expired.status)
+        }
+        guard let parts = URLParts(newURL), parts.scheme == "http" || parts.scheme == "https" else {
+            throw SeggetError(.usage, "\(what), and the renewed link is not an http or https URL: '\(ServerText(newURL))'.")
+        }
+        // One byte, to learn the length and validators; it is not written (the attempt resumes).
+        let multi = context.pool?.multi ?? MultiHandle()
+        let probe: ProbeResult
+        do {
+            probe = try probeWithRetries(
+                url: newURL, multi: multi, firstBytes: 1, deadline: options.timeout.map { Deadline(limit: $0, from: context.started) },
+                events: context.events, interrupt: context.interrupt)
+        } catch {
+            throw SeggetError(error.kind, "\(what), and the renewed link \(URLParts.shown(newURL)) did not work: \(error.message)", httpStatus: error.httpStatus)
+        }
+        if let why = expired.identity.differences(from: ObjectIdentity(probe)) {
+            throw SeggetError(
+                .protocolViolation,
+                "the renewed link \(URLParts.shown(newURL)) serves a different file (\(why)); nothing from it was written, and the partial download is kept for a link to the same file.")
+        }
+        guard probe.acceptsRanges else {
+            throw SeggetError(
+                .protocolViolation,
+                "the renewed link \(URLParts.shown(newURL)) does not serve byte ranges, so the download cannot continue; nothing from it was written, and the partial download is kept.")
+        }
+        context.events?(.notice("renewed the link: it serves the same file (same length, \(probe.etag != nil ? "ETag" : "Last-Modified")); continuing from \(Format.bytes(expired.bytesDone))."))
+        return PreparedDownload(url: newURL, probe: probe, multi: multi)
+    }
+}
