@@ -52,11 +52,15 @@ extension Download {
         context.events?(.notice("\(what); asking for a new link (renewal \(count.total))."))
         let request = LinkRenewalRequest(
             url: expired.url, status: expired.status, bytesDone: expired.bytesDone,
-            totalLength: expired.identity.length, renewal: count.total, outputPath: expired.outputPath)
+            totalLength: expired.identity.length, renewal: count.total, outputPath: expired.outputPath,
+            interrupt: context.interrupt)
         let newURL: String
         do {
             newURL = try String(Substring(renewer.renew(request)).trimmingASCIIWhitespace())
         } catch let e as SeggetError {
+            if e.kind == .interrupted || context.interrupt.isSet {
+                throw SeggetError(.interrupted, "interrupted while renewing the link, with \(Format.bytes(expired.bytesDone)) of \(Format.bytes(expired.identity.length)) saved; run the same command to resume.")
+            }
             throw SeggetError(e.kind, "\(what), and renewing it failed: \(e.message)", httpStatus: e.httpStatus ?? expired.status)
         } catch {
             throw SeggetError(.httpStatus, "\(what), and renewing it failed: \(error)", httpStatus: expired.status)

@@ -154,6 +154,7 @@ extension DownloadQueue {
             o.connections = g.connections
             o.maxSpeed = g.speed
         }
+        o.linkRenewer = linkRenewer(r.id)
         return o.applying(r.options.requestOverrides)
     }
 }

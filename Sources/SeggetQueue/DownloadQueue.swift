@@ -38,6 +38,8 @@ public final class DownloadQueue: Sendable {
         /// The finished byte ranges a download's last run ended with, for its piece map while it is
         /// paused or stopped (not stored: after a restart the completed length stands in).
         var lastFinished: [TaskID: [Range<Int64>]] = [:]
+        /// Tasks whose link expired, waiting for a new one (see `DownloadQueue+Renewal.swift`).
+        var renewals: [TaskID: PendingRenewal] = [:]
         var subscribers: [Int: AsyncStream<QueueEvent>.Continuation] = [:]
         var nextSubscriber = 0
         var stoppedTotal: Int

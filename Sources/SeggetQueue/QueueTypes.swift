@@ -144,6 +144,9 @@ public struct QueueSettings: Sendable, Equatable {
     public var allowAnyDirectory = false
     /// Seconds between stores of a running task's completed length.
     public var progressSaveInterval = 3.0
+    /// Seconds a task whose link expired waits for a new one (``QueueEvent/linkExpired(_:_:)``,
+    /// answered with ``DownloadQueue/changeURIs(_:fileIndex:delete:add:position:)``) before it fails.
+    public var linkRenewalWait = 120.0
 
     public init(downloadRoot: String) { self.downloadRoot = downloadRoot }
 }
@@ -167,10 +170,14 @@ public enum QueueEvent: Sendable, Equatable {
     case stopped(TaskID)
     case completed(TaskID)
     case failed(TaskID)
+    /// The task's link expired mid-download; it waits `linkRenewalWait` seconds for a new URI
+    /// (segget's `segget.onLinkExpired`, answered with aria2's `changeUri`).
+    case linkExpired(TaskID, LinkRenewalRequest)
 
     public var id: TaskID {
         switch self {
-        case .started(let id), .paused(let id), .stopped(let id), .completed(let id), .failed(let id): id
+        case .started(let id), .paused(let id), .stopped(let id), .completed(let id), .failed(let id),
+            .linkExpired(let id, _): id
         }
     }
 }

@@ -61,7 +61,7 @@ public struct Aria2Methods: RPCMethodHandler {
 
     public static let notifications: [String] = [
         "aria2.onDownloadStart", "aria2.onDownloadPause", "aria2.onDownloadStop", "aria2.onDownloadComplete",
-        "aria2.onDownloadError", "aria2.onBtDownloadComplete",
+        "aria2.onDownloadError", "aria2.onBtDownloadComplete", "segget.onLinkExpired",
     ]
 
     public func handle(_ call: RPCCall) throws(RPCError) -> JSON {
@@ -151,7 +151,8 @@ public struct Aria2Methods: RPCMethodHandler {
             return .string("OK")
         case "system.listMethods": return .array(Self.methods.map(JSON.string))
         case "system.listNotifications": return .array(Self.notifications.map(JSON.string))
-        case "aria2.addTorrent", "aria2.addMetalink", "aria2.changeUri":
+        case "aria2.changeUri": return try changeUri(p)
+        case "aria2.addTorrent", "aria2.addMetalink":
             throw .failed(
                 "\(call.method) is not supported: segget downloads HTTP and HTTPS URLs only (no BitTorrent or Metalink)."
             )
@@ -190,6 +191,33 @@ public struct Aria2Methods: RPCMethodHandler {
         let paused = parsed.paused
         let id = try run { try queue.add(urls: urls, options: options, paused: paused, position: position) }
         return .string(id.gid)
+    }
+
+    /// aria2's `changeUri(gid, fileIndex, delUris, addUris[, position])`: `[deleted, added]`. Also how
+    /// a client answers `segget.onLinkExpired` (docs/daemon.md).
+    func changeUri(_ p: [JSON]) throws(RPCError) -> JSON {
+        let id = try gid(p, 0)
+        let fileIndex = try integer(p, 1, "fileIndex")
+        func uris(_ i: Int, _ name: String) throws(RPCError) -> [String] {
+            guard p.count > i, case .array(let items) = p[i] else {
+                throw .invalidParams("changeUri takes a GID, a file index, delUris and addUris (arrays of URIs).")
+            }
+            var out: [String] = []
+            for item in items {
+                guard case .string(let s) = item else { throw .invalidParams("each of \(name) must be a string.") }
+                out.append(s)
+            }
+            return out
+        }
+        let delete = try uris(2, "delUris")
+        let add = try uris(3, "addUris")
+        var position: Int?
+        if p.count > 4 {
+            guard let v = p[4].intValue, v >= 0 else { throw .invalidParams("position must be a non-negative integer.") }
+            position = Int(v)
+        }
+        let changed = try run { try queue.changeURIs(id, fileIndex: fileIndex, delete: delete, add: add, position: position) }
+        return .array([.int(Int64(changed.deleted)), .int(Int64(changed.added))])
     }
 
     func changePosition(_ p: [JSON]) throws(RPCError) -> JSON {

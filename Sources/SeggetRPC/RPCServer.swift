@@ -29,10 +29,11 @@ public final class NotificationHub: Sendable {
         c?.finish()
     }
 
-    public func notify(method: String, gid: String) {
+    /// Sends `method` with aria2's one parameter, `{"gid": …}`, and `fields` after the GID.
+    public func notify(method: String, gid: String, fields: [(String, JSON)] = []) {
         let message = JSON.object([
             ("jsonrpc", .string("2.0")), ("method", .string(method)),
-            ("params", .array([.object([("gid", .string(gid))])])),
+            ("params", .array([.object([("gid", .string(gid))] + fields)])),
         ]).serializedBytes
         for c in clients.withLockedValue({ Array($0.values) }) { c.yield(message) }
     }

@@ -9,6 +9,8 @@ public struct ChildProcessResult: Sendable, Equatable {
     public var standardError: [UInt8] = []
     /// It was still running at the time limit and was killed (with its process group).
     public var timedOut = false
+    /// It was killed because the caller cancelled it.
+    public var cancelled = false
 }
 
 /// Runs shell commands (a `--refresh-command`): `/bin/sh -c COMMAND`, blocking the calling thread.
@@ -24,8 +26,10 @@ public enum ChildProcess {
     /// (whose names win), standard input from `/dev/null`, and waits until it has ended and closed
     /// its output, at most `timeout` seconds: then its whole process group is killed (`SIGKILL`).
     /// Keeps at most `outputLimit` bytes of each output stream (the rest is read and dropped).
+    /// `cancelled` is asked every 0.1 s: true kills the process group as the timeout does.
     public static func runShell(
-        _ command: String, environment: [String: String] = [:], timeout: Double, outputLimit: Int = 64 << 10
+        _ command: String, environment: [String: String] = [:], timeout: Double, outputLimit: Int = 64 << 10,
+        cancelled: () -> Bool = { false }
     ) throws(Errno) -> ChildProcessResult {
         let (outRead, outWrite) = try system_pipe().get()
         let errPipe: (Int32, Int32)
@@ -61,8 +65,9 @@ public enum ChildProcess {
         var chunk = [UInt8](repeating: 0, count: 4096)
         while !open.isEmpty {
             let left = deadline - now()
-            if left <= 0 {
-                result.timedOut = true
+            if left <= 0 || cancelled() {
+                result.timedOut = left <= 0
+                result.cancelled = left > 0
                 system_kill_group(pid)
                 break
             }
@@ -90,7 +95,7 @@ public enum ChildProcess {
         }
         for fd in open { _ = system_close(fd) }
         if case .success(let ended) = system_wait_child(pid) {
-            result.exitStatus = result.timedOut ? nil : ended.status
+            result.exitStatus = result.timedOut || result.cancelled ? nil : ended.status
             result.signal = ended.signal
         }
         return result

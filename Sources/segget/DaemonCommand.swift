@@ -83,6 +83,12 @@ struct Daemon: ParsableCommand {
     var maxOverall: ByteRate?
 
     @Option(
+        name: .customLong("link-renewal-wait"),
+        help: "Seconds a task whose link expired waits for a new URI (segget.onLinkExpired, answered with aria2.changeUri) before it fails (default 120).",
+        transform: ArgumentValue.seconds)
+    var linkRenewalWait: Double = 120
+
+    @Option(
         help:
             "The queue's SQLite database (default $XDG_STATE_HOME/segget/queue.sqlite or ~/.local/state/segget/queue.sqlite)."
     )
@@ -91,6 +97,9 @@ struct Daemon: ParsableCommand {
     func validate() throws {
         guard (1...65535).contains(port) else {
             throw ValidationError("--rpc-listen-port takes a port from 1 to 65535 (got \(port)).")
+        }
+        guard linkRenewalWait > 0 && linkRenewalWait <= 86400 else {
+            throw ValidationError("--link-renewal-wait takes seconds from 0 to 86400 (got \(linkRenewalWait)).")
         }
         if noSecret && listenAll {
             throw ValidationError(
@@ -146,6 +155,7 @@ struct Daemon: ParsableCommand {
         settings.connectionBudget = totalConnections
         settings.maxOverallSpeed = maxOverall.flatMap { $0.bytesPerSecond > 0 ? $0.bytesPerSecond : nil }
         settings.allowAnyDirectory = allowAnyDirectory
+        settings.linkRenewalWait = linkRenewalWait
         let queue: DownloadQueue
         do {
             queue = try DownloadQueue(databasePath: dbPath, settings: settings)
@@ -245,6 +255,16 @@ struct Daemon: ParsableCommand {
         case .stopped(let id): hub.notify(method: "aria2.onDownloadStop", gid: id.gid)
         case .completed(let id): hub.notify(method: "aria2.onDownloadComplete", gid: id.gid)
         case .failed(let id): hub.notify(method: "aria2.onDownloadError", gid: id.gid)
+        case .linkExpired(let id, let r):
+            // segget's own event (docs/daemon.md): answer it with aria2.changeUri. Numbers as strings,
+            // as aria2's status fields are.
+            hub.notify(
+                method: "segget.onLinkExpired", gid: id.gid,
+                fields: [
+                    ("uri", .string(r.url)), ("status", .string(String(r.status))),
+                    ("completedLength", .string(String(r.bytesDone))), ("totalLength", .string(String(r.totalLength))),
+                    ("renewal", .string(String(r.renewal))),
+                ])
         }
     }
 

@@ -43,13 +43,18 @@ struct RefreshCommand: Sendable {
         return LinkRenewer { request in
             let result: ChildProcessResult
             do {
-                result = try ChildProcess.runShell(command, environment: Self.environment(for: request), timeout: timeout)
+                result = try ChildProcess.runShell(
+                    command, environment: Self.environment(for: request), timeout: timeout,
+                    cancelled: { request.interrupt.isSet })
             } catch {
                 throw SeggetError(.internalError, "could not start the refresh command: \(error)")
             }
             for line in String(decoding: result.standardError, as: UTF8.self).split(separator: "\n") {
                 // The command's words, which may quote a server: escaped like server text.
                 writeStderr("segget: refresh command: \(ServerText(String(line)))\n")
+            }
+            if result.cancelled {
+                throw SeggetError(.interrupted, "the refresh command was stopped")
             }
             if result.timedOut {
                 throw SeggetError(.httpStatus, "the refresh command did not finish within \(Format.seconds(timeout)) and was stopped (--refresh-timeout)")

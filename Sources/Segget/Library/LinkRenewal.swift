@@ -12,14 +12,27 @@ public struct LinkRenewalRequest: Sendable, Equatable {
     public let renewal: Int
     /// The file being downloaded (its final name).
     public let outputPath: String
+    /// The download's stop flag: a renewer that waits (for a person, a command) gives up when it is
+    /// set, by throwing.
+    public let interrupt: InterruptFlag
 
-    public init(url: String, status: Int, bytesDone: Int64, totalLength: Int64, renewal: Int, outputPath: String) {
+    public init(
+        url: String, status: Int, bytesDone: Int64, totalLength: Int64, renewal: Int, outputPath: String,
+        interrupt: InterruptFlag = InterruptFlag()
+    ) {
         self.url = url
         self.status = status
         self.bytesDone = bytesDone
         self.totalLength = totalLength
         self.renewal = renewal
         self.outputPath = outputPath
+        self.interrupt = interrupt
+    }
+
+    /// Equal in what they say; the stop flag is not compared.
+    public static func == (a: LinkRenewalRequest, b: LinkRenewalRequest) -> Bool {
+        a.url == b.url && a.status == b.status && a.bytesDone == b.bytesDone && a.totalLength == b.totalLength
+            && a.renewal == b.renewal && a.outputPath == b.outputPath
     }
 }
 
