@@ -15,7 +15,8 @@ over 8 connections takes about 4 s, and its links last 1-2 s, so they expire in 
   - `segget daemon`: a WebSocket client answers `segget.onLinkExpired` with `aria2.changeUri`; the task
     completes identical; a task nobody renews fails after --link-renewal-wait with errorCode 24.
 
-Usage: link_renewal.py --segget BIN --testserver BIN --work DIR"""
+Usage: link_renewal.py --segget BIN --testserver BIN --work DIR
+       [--size-mib N --ttl S --query Q --renewals-only]   (Benchmarks/link-renewal.sh: 1 GiB, renewals only)"""
 import argparse
 import base64
 import hashlib
@@ -34,6 +35,7 @@ from checks import check, free_port, summary
 SIZE = 64 << 20
 QUERY = "rate=2m&max=1m"
 TTL = 2
+RENEWALS_ONLY = False
 
 
 def sha256(path):
@@ -155,7 +157,9 @@ def cli_checks(args, base, www, work):
     write_script(refresh, f'echo "$SEGGET_STATUS $SEGGET_BYTES_DONE $SEGGET_TOTAL_BYTES $SEGGET_RENEWAL $SEGGET_OUTPUT $SEGGET_URL" >> {env_log}\n'
                           f'printf "renewing \\033[31mnow\\n" >&2\n{py_get} "{sign}"\n')
     first = mint(base, "f.bin")
-    rc, err = run_segget(args.segget, ["-n", "8", "-o", out, "--refresh-command", refresh, first])
+    started = time.time()
+    rc, err = run_segget(args.segget, ["-n", "8", "-o", out, "--refresh-command", refresh, first], timeout=1200)
+    seconds = time.time() - started
     renewals = err.count("asking for a new link")
     check("--refresh-command: exit 0", rc == 0, err[-400:])
     check("--refresh-command: the file is identical", os.path.exists(out) and sha256(out) == want)
@@ -168,7 +172,10 @@ def cli_checks(args, base, www, work):
           str(lines[:2]))
     check("one run of the command per renewal", len(lines) == renewals, f"{len(lines)} runs, {renewals} renewals")
     check("the command's stderr is shown, escaped", "refresh command: renewing" in err and "\x1b" not in err, err[-300:])
-    print(f"     (64 MiB at -n 8 with links valid {TTL} s: {renewals} renewals)")
+    print(f"     ({SIZE >> 20} MiB at -n 8 with links valid {TTL} s: {renewals} renewals, {seconds:.1f} s)")
+    if RENEWALS_ONLY:
+        os.remove(out)
+        return
 
     # 2. A renewed link to another object: refused, nothing from it written.
     out = os.path.join(work, "two.bin")
@@ -246,9 +253,11 @@ def daemon_checks(args, base, www, work):
         renewing = {"gid": None}
         ws.handlers.append(answer)
         first = mint(base, "f.bin")
+        started = time.time()
         renewing["gid"] = rpc("aria2.addUri", [first], {"split": "8", "out": "renewed.bin"})
         gid = renewing["gid"]
-        done = wait_for(lambda: rpc("aria2.tellStatus", gid, ["status"])["status"] in ("complete", "error"), 60)
+        done = wait_for(lambda: rpc("aria2.tellStatus", gid, ["status"])["status"] in ("complete", "error"), 1200)
+        seconds = time.time() - started
         status = rpc("aria2.tellStatus", gid, ["status", "errorMessage", "files"])
         check("daemon: the task completes through changeUri", done and status["status"] == "complete", str(status))
         path = os.path.join(downloads, "renewed.bin")
@@ -262,7 +271,9 @@ def daemon_checks(args, base, www, work):
             check("daemon: changeUri answers [deleted, added] = [1, 1]", result == [1, 1], str(result))
         uris = [u["uri"] for u in rpc("aria2.getUris", gid)]
         check("daemon: the task's URI is the last renewed one", len(uris) == 1 and uris[0] != first, str(uris))
-        print(f"     (daemon: {len(answered)} renewals through changeUri)")
+        print(f"     (daemon: {SIZE >> 20} MiB at split 8, {len(answered)} renewals through changeUri, {seconds:.1f} s)")
+        if RENEWALS_ONLY:
+            return
 
         # A task nobody renews fails after --link-renewal-wait.
         lonely = rpc("aria2.addUri", [mint(base, "f.bin")], {"split": "8", "out": "lonely.bin"})
@@ -288,15 +299,22 @@ def daemon_checks(args, base, www, work):
 
 
 def main():
+    global SIZE, TTL, QUERY, RENEWALS_ONLY
     parser = argparse.ArgumentParser()
     parser.add_argument("--segget", required=True)
     parser.add_argument("--testserver", required=True)
     parser.add_argument("--work", required=True)
+    parser.add_argument("--size-mib", type=int, default=64)
+    parser.add_argument("--ttl", type=int, default=2)
+    parser.add_argument("--query", default="rate=2m&max=1m")
+    parser.add_argument("--renewals-only", action="store_true")
     args = parser.parse_args()
+    SIZE, TTL, QUERY, RENEWALS_ONLY = args.size_mib << 20, args.ttl, args.query, args.renewals_only
     www = os.path.join(args.work, "www")
     os.makedirs(www, exist_ok=True)
     with open(os.path.join(www, "f.bin"), "wb") as f:
-        f.write(os.urandom(SIZE))
+        for _ in range(SIZE >> 20):
+            f.write(os.urandom(1 << 20))
     server = subprocess.Popen([args.testserver, "--port", "0", "--dir", www], stdout=subprocess.PIPE,
                               stderr=subprocess.DEVNULL, text=True)
     try:
