@@ -607,6 +607,36 @@ private func base64OfToolDigest(_ tool: String, _ path: String) throws -> String
         }
     }
 
+    @Test func expiringURLsAreCheckedOnEveryRequest() throws {
+        try withServer(["f.bin": body]) { server in
+            // A minted URL works; the same path with another expiry or signature does not.
+            let valid = server.signedURL("f.bin", ttl: 60)
+            let target = String(valid.dropFirst(server.baseURL.count))
+            let ok = try fetch(server, target, ["Range: bytes=0-99"])
+            #expect(ok.status == 206 && ok.body == Array(body[0..<100]))
+            let forged = target.replacingOccurrences(of: "sig=", with: "sig=0")
+            let refused = try fetch(server, forged, ["Range: bytes=0-99"])
+            #expect(refused.status == 403)
+            #expect(String(decoding: refused.body, as: UTF8.self).contains("<Code>SignatureDoesNotMatch</Code>"))
+            // Expired (ttl 0: valid until the current second): 403 with S3's body, or the asked status.
+            let expired = String(server.signedURL("f.bin", ttl: 0).dropFirst(server.baseURL.count))
+            let late = try fetch(server, expired, ["Range: bytes=0-99"])
+            #expect(late.status == 403)
+            #expect(String(decoding: late.body, as: UTF8.self).contains("<Message>Request has expired</Message>"))
+            let gone = String(server.signedURL("f.bin", ttl: 0, query: "status=410").dropFirst(server.baseURL.count))
+            #expect(try fetch(server, gone).status == 410)
+            // version=2 is another object under the name; /_sign mints URLs with the other parameters kept.
+            let v2 = String(server.signedURL("f.bin", ttl: 60, query: "version=2").dropFirst(server.baseURL.count))
+            let other = try fetch(server, v2, ["Range: bytes=0-99"])
+            #expect(other.status == 206 && other.body != ok.body && other.headers["etag"] != ok.headers["etag"])
+            let minted = try fetch(server, "/_sign/f.bin?ttl=60&max=10")
+            let url = String(decoding: minted.body, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(minted.status == 200 && url.hasPrefix(server.baseURL + "/expiring/f.bin?expires="))
+            let capped = try fetch(server, String(url.dropFirst(server.baseURL.count)), ["Range: bytes=0-99"])
+            #expect(capped.status == 206 && capped.headers["content-range"] == "bytes 0-9/100000")
+        }
+    }
+
     @Test func dispositionIsSentRaw() throws {
         try withServer(["f.bin": body]) { server in
             let r = try fetch(server, "/disposition/f.bin?cd=attachment%3B%20filename%3D%22..%2F..%2Fetc%2Fpasswd%22")
