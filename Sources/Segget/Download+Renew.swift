@@ -28,6 +28,21 @@ struct RenewalCount: Equatable, Sendable {
 }
 
 extension Download {
+    /// The expiry to renew when the first request of a run answers 401, 403 or 410 and a partial
+    /// download of this URL's output name is waiting (a rerun after the link expired), with a renewer
+    /// to ask; nil otherwise. The journal's length and validators are what the new link must match.
+    func expiredBeforeStart(_ error: SeggetError, plan: AttemptPlan, url: String) -> LinkExpired? {
+        guard options.linkRenewer != nil, options.resume, !plan.fresh, !plan.mustResume,
+            let status = LinkExpiry.status(of: error)
+        else { return nil }
+        let name = plan.outputPath ?? options.outputPath
+            ?? OutputNames.join(options.directory, FileName.sanitize(FileName.fromURLPath(url)))
+        guard let kept = PartialDownload.kept(paths: PartialDownload.Paths(final: name)) else { return nil }
+        return LinkExpired(
+            url: url, status: status, bytesDone: kept.bytesDone, identity: kept.identity, outputPath: name,
+            resumedAtStart: kept.bytesDone)
+    }
+
     /// Asks the renewer for a new link after `expired`, probes it and checks that it serves the same
     /// file (``ObjectIdentity``) before the next attempt keeps any byte from it. Returns the probe,
     /// for that attempt to start from. Throws, with the journal kept, when there is no renewer, the

@@ -107,8 +107,15 @@ public final class Download: @unchecked Sendable {
             probe = prepared.probe
         } else {
             let ask = probeBytes(fresh: plan.fresh, stream: plan.stream)
-            probe = try probeWithRetries(
-                url: url, multi: multi, firstBytes: ask.bytes, deadline: deadline, events: events, interrupt: context.interrupt)
+            do {
+                probe = try probeWithRetries(
+                    url: url, multi: multi, firstBytes: ask.bytes, deadline: deadline, events: events,
+                    interrupt: context.interrupt)
+            } catch {
+                // A rerun of a download whose link expired: renew it as if it had expired now.
+                if let expired = expiredBeforeStart(error, plan: plan, url: url) { return .restart(.linkExpired(expired)) }
+                throw error
+            }
             probe.noJournalAt = ask.noJournalAt
         }
         // A probe transfer held for the fetch ends with the attempt unless the fetch continued it.

@@ -135,6 +135,20 @@ final class PartialDownload {
         return size
     }
 
+    /// What the journal at `paths` says about the file it belongs to, and how many of its bytes are
+    /// in the data file: nil when there is no readable journal or no data file. Read without locking
+    /// or changing anything (a rerun whose link expired before it started; see `Download.renew`).
+    static func kept(paths: Paths) -> (identity: ObjectIdentity, bytesDone: Int64)? {
+        guard PosixFile.fileSize(path: paths.part) != nil,
+            let (journal, trusted) = try? Journal.open(path: paths.journal, currentBootID: Journal.currentBootID())
+        else { return nil }
+        defer { journal.close() }
+        let h = journal.header
+        let plan = ChunkPlan(totalLength: h.totalLength, chunkSize: h.chunkSize)
+        let done = (0..<plan.chunkCount).reduce(Int64(0)) { $0 + (trusted[$1] ? Int64(plan.byteRange(ofChunk: $1).count) : 0) }
+        return (ObjectIdentity(length: h.totalLength, etag: h.etag, lastModified: h.lastModified), done)
+    }
+
     /// Bytes of the plan's chunks that are already in the file.
     func resumedBytes(plan: ChunkPlan) -> Int64 {
         guard let trusted else { return 0 }

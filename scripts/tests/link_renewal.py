@@ -199,10 +199,19 @@ def cli_checks(args, base, www, work):
     check("the message says the link expired, after how many bytes, and how to renew",
           "the link expired" in err and "answered HTTP 403 after" in err and "--refresh-command" in err
           and "fresh link" in err, err[-400:])
-    write_script(refresh, f'{py_get} "{sign}"\n')
-    rc, err = run_segget(args.segget, ["-n", "8", "-o", out, "--refresh-command", refresh, mint(base, "f.bin")])
+    # A fresh link (another URL, valid long enough) with no renewer: the partial download resumes.
+    rc, err = run_segget(args.segget, ["-n", "8", "-o", out, mint(base, 'f.bin', '&ttl=600')])
     check("a rerun with a fresh link resumes the partial download and finishes identical",
           rc == 0 and "came from another URL" in err and "resuming:" in err and sha256(out) == want, err[-400:])
+    # The same expired link again, now with --refresh-command: renewed before the first byte.
+    out = os.path.join(work, "three-again.bin")
+    expired = mint(base, "f.bin")
+    rc, err = run_segget(args.segget, ["-n", "8", "-o", out, expired])
+    write_script(refresh, f'{py_get} "{sign}"\n')
+    rc, err = run_segget(args.segget, ["-n", "8", "-o", out, "--refresh-command", refresh, expired])
+    check("rerunning the expired link with --refresh-command renews it at once and resumes",
+          rc == 0 and "asking for a new link (renewal 1)" in err and "resuming:" in err and sha256(out) == want,
+          err[-400:])
 
     # 4. A command that fails, or takes too long.
     out = os.path.join(work, "four.bin")
