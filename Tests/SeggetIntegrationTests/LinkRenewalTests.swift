@@ -90,6 +90,21 @@ private final class ExpiringFixture: @unchecked Sendable {
         #expect(log.hasNotice(containing: "renewed the link: it serves the same file"))
     }
 
+    @Test(arguments: [401, 410])
+    func otherExpiryStatusesAreRenewedToo(status: Int) async throws {
+        let f = try ExpiringFixture()
+        let statuses = Mutex<[Int]>([])
+        let renewer = LinkRenewer { request in
+            statuses.withLock { $0.append(request.status) }
+            return f.server.signedURL(f.name, ttl: Geometry.ttl, query: Geometry.query + "&status=\(status)")
+        }
+        let first = f.server.signedURL(f.name, ttl: Geometry.ttl, query: Geometry.query + "&status=\(status)")
+        _ = try await f.run(first, renewer: renewer, log: EventLog()).get()
+        #expect(TestFiles.fileDifference(f.output, f.bytes) == nil)
+        let seen = statuses.withLock { $0 }
+        #expect(!seen.isEmpty && seen.allSatisfy { $0 == status }, "\(seen)")
+    }
+
     @Test func aRenewedLinkToAnotherFileIsRefusedAndNothingFromItIsWritten() async throws {
         let f = try ExpiringFixture()
         // What the partial download held when the renewer was asked: nothing may change after that.
