@@ -28,7 +28,7 @@ extension Download {
     ) throws(SeggetError) -> FetchStep {
         let settings = fetchSettings(
             ranged: ranged, chunkSize: partial.chunkSize, totalLength: probe.totalLength, deadline: deadline,
-            hashing: hasher != nil)
+            hashing: hasher != nil, hostShare: context.hostShare)
         if Self.probeFetchedEverything(
             ranged: ranged, isNew: partial.isNew, chunkCount: plan.chunkCount, trusted: partial.trusted?.setCount ?? 0,
             mirrors: options.mirrors.count, interrupted: context.interrupt.isSet,
@@ -113,7 +113,7 @@ extension Download {
     static let pageCacheFileLimit: Int64 = 32 << 20
 
     private func fetchSettings(
-        ranged: Bool, chunkSize: Int64, totalLength: Int64?, deadline: Deadline?, hashing: Bool
+        ranged: Bool, chunkSize: Int64, totalLength: Int64?, deadline: Deadline?, hashing: Bool, hostShare: HostShare?
     ) -> FetchSettings {
         var settings = FetchSettings()
         settings.transfer = options.transfer
@@ -124,6 +124,8 @@ extension Download {
             settings.initialConnections = options.connections
             settings.lender = lender
         }
+        settings.hostShare = hostShare
+        settings.sharedSpeed = options.sharedSpeedLimit
         settings.retries = options.retries
         settings.retryWait = options.retryWait
         settings.deadline = deadline

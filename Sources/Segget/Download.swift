@@ -45,10 +45,14 @@ public final class Download: @unchecked Sendable {
         guard options.chunkSize >= 16 * 1024 && options.chunkSize <= 1 << 30 else {
             throw SeggetError(.usage, "the chunk size must be between 16 KiB and 1 GiB.")
         }
-        let context = AttemptContext(
-            started: monotonicSeconds(), pool: pool, progress: progress, events: events, interrupt: interrupt)
-        var plan = AttemptPlan(fresh: !options.resume)
         var prepared = prepared?.url == url ? prepared : nil
+        // The probe's slot in the host's budget, if it prepared, stays held for the first range.
+        let share = prepared?.hostShare ?? options.hostBudget?.share(for: url)
+        defer { share?.sync(inFlight: 0) }
+        let context = AttemptContext(
+            started: monotonicSeconds(), pool: pool, progress: progress, events: events, interrupt: interrupt,
+            hostShare: share)
+        var plan = AttemptPlan(fresh: !options.resume)
         while true {
             let outcome = try attempt(plan, prepared: prepared, context)
             prepared = nil
@@ -70,6 +74,8 @@ public final class Download: @unchecked Sendable {
         let progress: (@Sendable (DownloadProgress) -> Void)?
         let events: (@Sendable (DownloadEvent) -> Void)?
         let interrupt: InterruptFlag
+        /// This run's slots in its host's budget.
+        var hostShare: HostShare? = nil
     }
 
     // MARK: One attempt
@@ -87,8 +93,12 @@ public final class Download: @unchecked Sendable {
             probe = prepared.probe
         } else {
             let ask = probeBytes(fresh: plan.fresh, stream: plan.stream)
+            if let share = context.hostShare, !share.waitForSlot(interrupt: context.interrupt) {
+                throw SeggetError(.interrupted, "interrupted")
+            }
             probe = try probeWithRetries(
-                multi: multi, firstBytes: ask.bytes, deadline: deadline, events: events, interrupt: context.interrupt)
+                multi: multi, firstBytes: ask.bytes, deadline: deadline, events: events, interrupt: context.interrupt,
+                hostShare: context.hostShare)
             probe.noJournalAt = ask.noJournalAt
         }
         // A probe transfer held for the fetch ends with the attempt unless the fetch continued it.

@@ -154,7 +154,12 @@ extension DownloadQueue {
             o.connections = g.connections
             o.maxSpeed = g.speed
         }
-        return o.applying(r.options.requestOverrides)
+        o.hostBudget = hostBudget
+        o.sharedSpeedLimit = overallSpeed
+        var applied = o.applying(r.options.requestOverrides)
+        // aria2's per-download max-connection-per-server: this download's own connections to its host.
+        if let perServer = r.options.maxConnectionsPerServer { applied.connections = min(applied.connections, perServer) }
+        return applied
     }
 }
 
