@@ -55,7 +55,13 @@ extension Download {
         engine.writer.onFlush = hasher.map { h in { h.offer($0, at: $1) } }
         engine.progressSlots = partial.progress
         // The probe's transfer, held open, becomes the first request of a new download.
-        if partial.isNew { engine.adoptable = probe.held }
+        if partial.isNew {
+            engine.adoptable = probe.held
+        } else if let held = probe.held, !held.isSettled {
+            // Not continued: ended now, not after the download, which would hold it uncounted.
+            context.hostShare?.cancelled(1)
+            held.release()
+        }
         engine.continueChecksums(of: partial.partial)
         // Every chunk kept from an earlier run is read back and checked behind the download.
         if let voucher = partial.voucher(plan: plan) { engine.vouch(with: voucher) }

@@ -103,7 +103,11 @@ public final class Download: @unchecked Sendable {
         }
         // A probe transfer held for the fetch ends with the attempt unless the fetch continued it.
         let held = probe.held
-        defer { held?.release() }
+        defer {
+            // Ended mid-answer unless the fetch continued it: the server counts it a moment longer.
+            if held?.isSettled == false { context.hostShare?.cancelled(1) }
+            held?.release()
+        }
         let paths = PartialDownload.Paths(final: try outputPath(probe: probe))
         let expected = expectedDigests(probe)
         let ranged = probe.acceptsRanges && probe.totalLength != nil && !plan.stream

@@ -101,8 +101,10 @@ def main():
                 check(f"{round_name}: no request refused", s["rejected"] == "0", s["rejected"])
                 check(f"{round_name}: never more than 3 asked at once", int(s["max-demand"]) <= 3, s["max-demand"])
             else:
-                # The first burst (every task's probe at once: 8 - 3) and a probe upwards per hold-off.
-                check(f"{round_name}: refusals stay bounded", int(s["rejected"]) <= 12, s["rejected"])
+                # The first burst (every task's probe at once: 8 - 3 refused, each teaching a lower
+                # limit as the refused ones give their slots back), the requests already out when the
+                # limit reached 3, and a probe upwards per hold-off (2, then 4 s). Seen: 2 to 12.
+                check(f"{round_name}: refusals stay bounded", int(s["rejected"]) <= 16, s["rejected"])
     finally:
         daemon.terminate()
         daemon.wait(timeout=20)

@@ -205,6 +205,8 @@ final class FetchEngine {
                 if let held = adoptable {
                     adoptable = nil
                     if !fresh, !newPath, bytes == held.offset..<held.total, continueProbe(io[id], held) { continue }
+                    // Ended mid-answer: the server counts it a moment longer.
+                    if !held.isSettled { settings.hostShare?.cancelled(1) }
                     held.release()
                 }
                 startRequest(io[id], bytes: bytes, fresh: fresh, newPath: newPath)
