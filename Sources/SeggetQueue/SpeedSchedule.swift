@@ -8,8 +8,8 @@ import Segget
 /// past midnight; `00:00-24:00` is the whole day. Windows must not overlap. Outside every window
 /// the daemon's own `max-overall-download-limit` applies. Times are minutes of the day, so the
 /// schedule follows the local clock across daylight saving time changes: on the night the clock
-/// jumps forward, a boundary in the skipped hour takes effect at the jump; on the night it goes back,
-/// the repeated hour is that hour's window both times.
+/// jumps forward, a boundary in the skipped hour takes effect at the jump (a window wholly inside it
+/// is skipped); on the night it goes back, the repeated hour is that hour's window both times.
 ///
 /// Pure: parsing, checking and reading it take no clock; the daemon passes the minute of the day.
 public struct SpeedSchedule: Sendable, Equatable, CustomStringConvertible {
