@@ -28,7 +28,7 @@ extension Download {
     ) throws(SeggetError) -> FetchStep {
         let settings = fetchSettings(
             ranged: ranged, chunkSize: partial.chunkSize, totalLength: probe.totalLength, deadline: deadline,
-            hashing: hasher != nil)
+            hashing: hasher != nil, hostShare: context.hostShare)
         if Self.probeFetchedEverything(
             ranged: ranged, isNew: partial.isNew, chunkCount: plan.chunkCount, trusted: partial.trusted?.setCount ?? 0,
             mirrors: options.mirrors.count, interrupted: context.interrupt.isSet,
@@ -55,7 +55,13 @@ extension Download {
         engine.writer.onFlush = hasher.map { h in { h.offer($0, at: $1) } }
         engine.progressSlots = partial.progress
         // The probe's transfer, held open, becomes the first request of a new download.
-        if partial.isNew { engine.adoptable = probe.held }
+        if partial.isNew {
+            engine.adoptable = probe.held
+        } else if let held = probe.held, !held.isSettled {
+            // Not continued: ended now, not after the download, which would hold it uncounted.
+            context.hostShare?.cancelled(1)
+            held.release()
+        }
         engine.continueChecksums(of: partial.partial)
         // Every chunk kept from an earlier run is read back and checked behind the download.
         if let voucher = partial.voucher(plan: plan) { engine.vouch(with: voucher) }
@@ -120,7 +126,7 @@ extension Download {
     static let pageCacheFileLimit: Int64 = 32 << 20
 
     private func fetchSettings(
-        ranged: Bool, chunkSize: Int64, totalLength: Int64?, deadline: Deadline?, hashing: Bool
+        ranged: Bool, chunkSize: Int64, totalLength: Int64?, deadline: Deadline?, hashing: Bool, hostShare: HostShare?
     ) -> FetchSettings {
         var settings = FetchSettings()
         settings.transfer = options.transfer
@@ -131,6 +137,8 @@ extension Download {
             settings.initialConnections = options.connections
             settings.lender = lender
         }
+        settings.hostShare = hostShare
+        settings.sharedSpeed = options.sharedSpeedLimit
         settings.retries = options.retries
         settings.retryWait = options.retryWait
         settings.deadline = deadline

@@ -52,9 +52,16 @@ extension Download {
         }
     }
 
+    /// Whether `error` is a 429 or 503 that `share`'s host budget takes for the host's connection
+    /// limit (other requests to the host were out); it then records it.
+    static func refusedByHost(_ error: SeggetError, share: HostShare?) -> Bool {
+        guard let share, error.kind == .httpStatus, error.httpStatus == 429 || error.httpStatus == 503 else { return false }
+        return share.refused(inFlight: 0, wait: error.retryAfter, now: monotonicSeconds()) != nil
+    }
+
     func probeWithRetries(
         url: String, multi: MultiHandle, firstBytes: Int, deadline: Deadline?, events: (@Sendable (DownloadEvent) -> Void)?,
-        interrupt: InterruptFlag
+        interrupt: InterruptFlag, hostShare: HostShare? = nil
     ) throws(SeggetError) -> ProbeResult {
         let prober = prober(firstBytes: firstBytes, multi: multi, deadline: deadline)
         var attempt = 0
@@ -62,6 +69,15 @@ extension Download {
             do {
                 return try prober.probe(url: url)
             } catch {
+                // Refused while other downloads' requests to the host are out: the host's connection
+                // limit, learnt for all of them; the probe waits for a slot and is not counted a failure.
+                if Self.refusedByHost(error, share: hostShare) {
+                    hostShare?.sync(inFlight: 0)
+                    guard hostShare?.waitForSlot(interrupt: interrupt) ?? true else {
+                        throw SeggetError(.interrupted, "interrupted before the download started.")
+                    }
+                    continue
+                }
                 attempt += 1
                 guard Self.probeIsRetryable(error, attempt: attempt), attempt <= options.retries, !interrupt.isSet else {
                     throw error

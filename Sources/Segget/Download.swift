@@ -45,10 +45,14 @@ public final class Download: @unchecked Sendable {
         guard options.chunkSize >= 16 * 1024 && options.chunkSize <= 1 << 30 else {
             throw SeggetError(.usage, "the chunk size must be between 16 KiB and 1 GiB.")
         }
-        let context = AttemptContext(
-            started: monotonicSeconds(), pool: pool, progress: progress, events: events, interrupt: interrupt)
-        var plan = AttemptPlan(fresh: !options.resume)
         var prepared = prepared?.url == url ? prepared : nil
+        // The probe's slot in the host's budget, if it prepared, stays held for the first range.
+        let share = prepared?.hostShare ?? options.hostBudget?.share(for: url)
+        defer { share?.sync(inFlight: 0) }
+        let context = AttemptContext(
+            started: monotonicSeconds(), pool: pool, progress: progress, events: events, interrupt: interrupt,
+            hostShare: share)
+        var plan = AttemptPlan(fresh: !options.resume)
         var renewals = RenewalCount()
         // Before the first renewal: what the run found on disk, and what earlier attempts received.
         var resumedAtStart: Int64?
@@ -88,6 +92,8 @@ public final class Download: @unchecked Sendable {
         let progress: (@Sendable (DownloadProgress) -> Void)?
         let events: (@Sendable (DownloadEvent) -> Void)?
         let interrupt: InterruptFlag
+        /// This run's slots in its host's budget.
+        var hostShare: HostShare? = nil
     }
 
     // MARK: One attempt
@@ -107,10 +113,13 @@ public final class Download: @unchecked Sendable {
             probe = prepared.probe
         } else {
             let ask = probeBytes(fresh: plan.fresh, stream: plan.stream)
+            if let share = context.hostShare, !share.waitForSlot(interrupt: context.interrupt) {
+                throw SeggetError(.interrupted, "interrupted")
+            }
             do {
                 probe = try probeWithRetries(
                     url: url, multi: multi, firstBytes: ask.bytes, deadline: deadline, events: events,
-                    interrupt: context.interrupt)
+                    interrupt: context.interrupt, hostShare: context.hostShare)
             } catch {
                 // A rerun of a download whose link expired: renew it as if it had expired now.
                 if let expired = expiredBeforeStart(error, plan: plan, url: url) { return .restart(.linkExpired(expired)) }
@@ -120,7 +129,11 @@ public final class Download: @unchecked Sendable {
         }
         // A probe transfer held for the fetch ends with the attempt unless the fetch continued it.
         let held = probe.held
-        defer { held?.release() }
+        defer {
+            // Ended mid-answer unless the fetch continued it: the server counts it a moment longer.
+            if held?.isSettled == false { context.hostShare?.cancelled(1) }
+            held?.release()
+        }
         let final: String
         if let pinned = plan.outputPath { final = pinned } else { final = try outputPath(probe: probe) }
         let paths = PartialDownload.Paths(final: final)

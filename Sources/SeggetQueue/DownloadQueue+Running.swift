@@ -155,7 +155,12 @@ extension DownloadQueue {
             o.maxSpeed = g.speed
         }
         o.linkRenewer = linkRenewer(r.id)
-        return o.applying(r.options.requestOverrides)
+        o.hostBudget = hostBudget
+        o.sharedSpeedLimit = overallSpeed
+        var applied = o.applying(r.options.requestOverrides)
+        // aria2's per-download max-connection-per-server: this download's own connections to its host.
+        if let perServer = r.options.maxConnectionsPerServer { applied.connections = min(applied.connections, perServer) }
+        return applied
     }
 }
 

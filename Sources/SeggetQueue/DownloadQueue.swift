@@ -18,6 +18,14 @@ import SeggetSystem
 /// held while waiting on the network.
 public final class DownloadQueue: Sendable {
     let core: Mutex<Core>
+    /// Every task's requests per host, capped at ``QueueSettings/maxConnectionsPerServer``, with the
+    /// limits hosts' refusals teach kept for 10 minutes after their last refusal (see `HostBudget`).
+    public let hostBudget: HostBudget
+    /// The overall download limit every task pays into, changed live by the speed schedule (see
+    /// `DownloadQueue+Schedule.swift`).
+    public let overallSpeed: SharedRateLimit
+    /// Minutes since local midnight; injectable for tests.
+    let minuteOfDay: @Sendable () -> Int
 
     struct Live {
         var grant: QueueState.Grant
@@ -52,16 +60,22 @@ public final class DownloadQueue: Sendable {
 
     /// Opens (or creates) the database at `databasePath` and restores every task in its last state.
     /// Tasks that were active are started again when ``start()`` is called.
-    public init(databasePath: String, settings: QueueSettings) throws(QueueError) {
+    /// `minuteOfDay` is the clock the speed schedule reads (default: local time).
+    public init(
+        databasePath: String, settings: QueueSettings, minuteOfDay: (@Sendable () -> Int)? = nil
+    ) throws(QueueError) {
         try Self.checkSettings(settings)
         let policy = try DirectoryPolicy(root: settings.downloadRoot, allowAnyDirectory: settings.allowAnyDirectory)
         let store: TaskStore
         let records: [TaskRecord]
         let stoppedTotal: Int64
+        let storedSchedule: String?
         do {
             store = try TaskStore(path: databasePath)
             records = try store.loadAll()
             stoppedTotal = try store.counter("stopped_total")
+            storedSchedule = try store.setting(Self.scheduleSetting)
+            if let given = settings.speedSchedule { try store.setSetting(Self.scheduleSetting, given.description) }
         } catch {
             throw QueueError(
                 .storage,
@@ -69,10 +83,16 @@ public final class DownloadQueue: Sendable {
         }
         var resolved = settings
         resolved.downloadRoot = policy.root
+        if settings.speedSchedule == nil {
+            resolved.speedSchedule = try Self.storedSchedule(storedSchedule, databasePath: databasePath)
+        }
+        self.minuteOfDay = minuteOfDay ?? { localMinuteOfDay() }
+        overallSpeed = SharedRateLimit(bytesPerSecond: Self.overallLimit(resolved, atMinute: self.minuteOfDay()))
         let stored = records.map {
             QueueState.Stored(id: $0.id, status: $0.status, want: Self.want($0.options), order: $0.order)
         }
         let state = QueueState(limits: Self.limits(resolved), restoring: stored)
+        hostBudget = HostBudget(maxPerHost: resolved.maxConnectionsPerServer, forgetLearntAfter: HostBudget.daemonForgetAfter)
         core = Mutex(
             Core(
                 state: state, store: store, settings: resolved, policy: policy,
@@ -82,11 +102,14 @@ public final class DownloadQueue: Sendable {
 
     /// Begins scheduling: starts restored and queued tasks as the limits allow.
     public func start() {
+        var first = false
         let launches = core.withLock { c -> [TaskID] in
             guard !c.closed, !c.state.scheduling else { return [] }
+            first = true
             return perform(c.state.startScheduling(), &c)
         }
         launch(launches)
+        if first { followSchedule() }
     }
 
     /// A new subscription to task events: each access returns a fresh stream that sees every event
@@ -288,11 +311,17 @@ public final class DownloadQueue: Sendable {
         let policy = try DirectoryPolicy(root: s.downloadRoot, allowAnyDirectory: s.allowAnyDirectory)
         var resolved = s
         resolved.downloadRoot = policy.root
+        hostBudget.maxPerHost = resolved.maxConnectionsPerServer
         try change { (c: inout Core) in
+            if resolved.speedSchedule != c.settings.speedSchedule {
+                let text = resolved.speedSchedule?.description ?? ""
+                store(&c) { s throws(SQLiteError) in try s.setSetting(Self.scheduleSetting, text) }
+            }
             c.settings = resolved
             c.policy = policy
             return c.state.setLimits(Self.limits(resolved))
         }
+        applySchedule()
     }
 
     public func globalStat() -> GlobalStat {

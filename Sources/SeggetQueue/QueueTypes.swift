@@ -57,8 +57,9 @@ public struct TaskOptions: Sendable, Equatable, Codable {
     public var proxy: String?
     /// Connections wanted (1…128); the queue's connection budget may grant fewer.
     public var connections: Int?
-    /// aria2's `max-connection-per-server` for this task (1…16): stored and reported, not enforced
-    /// yet; nil means the queue's ``QueueSettings/maxConnectionsPerServer``.
+    /// aria2's `max-connection-per-server` for this task (1…16): at most this many of its own
+    /// connections (fewer than `connections` when lower); nil: only the queue's per-host cap,
+    /// ``QueueSettings/maxConnectionsPerServer``, applies.
     public var maxConnectionsPerServer: Int?
     /// Receive rate cap for this task, bytes per second.
     public var maxSpeed: Int64?
@@ -132,13 +133,17 @@ public struct QueueSettings: Sendable, Equatable {
     public var maxActive = 5
     /// Connections across all active downloads together.
     public var connectionBudget = 16
-    /// Receive rate cap across all active downloads, bytes per second.
+    /// Receive rate cap across all active downloads, bytes per second, outside the windows of
+    /// `speedSchedule` (inside one, the window's rate applies; see ``DownloadQueue/currentOverallSpeed``).
     public var maxOverallSpeed: Int64? = nil
+    /// Time-of-day overall limits. Nil when opening a queue: the schedule stored in its database (if
+    /// any) is kept; a schedule given replaces the stored one (an empty one clears it).
+    public var speedSchedule: SpeedSchedule? = nil
     /// Connections for a task that does not ask for a number.
     public var defaultConnections = 8
     /// aria2's `max-connection-per-server` (1…16), kept apart from `defaultConnections` (aria2's
-    /// `split`). Stored and reported only: no per-host cap is enforced yet beyond the limit the
-    /// engine learns from a host's refusals; 16 (aria2's highest) says "as many as `split` asks".
+    /// `split`): requests at once to one host (scheme, name, port) across all tasks, through
+    /// ``DownloadQueue/hostBudget``. 16 is aria2's highest.
     public var maxConnectionsPerServer = 16
     public var downloadRoot: String
     public var allowAnyDirectory = false

@@ -32,7 +32,7 @@ struct TaskRecord: Sendable, Equatable {
 /// count, since the download's own journal is the truth about finished bytes).
 final class TaskStore {
     /// The schema version in `PRAGMA user_version`; each step in ``migrations`` raises it by one.
-    static let schemaVersion = 1
+    static let schemaVersion = 2
 
     /// Migration `i` takes the schema from version `i` to `i + 1`.
     static let migrations: [String] = [
@@ -54,7 +54,11 @@ final class TaskStore {
             finished_at INTEGER
         );
         CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+        """,
+        // 2: queue-wide settings kept across restarts (the speed schedule), as text by name.
         """
+        CREATE TABLE settings (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+        """,
     ]
 
     private let db: SQLiteDatabase
@@ -193,6 +197,18 @@ final class TaskStore {
         let s = try db.prepare("SELECT value FROM counters WHERE name = ?1")
         try s.bind([.text(name)])
         return try s.step() ? s.int64(0) : 0
+    }
+
+    /// A stored queue-wide setting (see migration 2), nil when never stored.
+    func setting(_ name: String) throws(SQLiteError) -> String? {
+        let s = try db.prepare("SELECT value FROM settings WHERE name = ?1")
+        try s.bind([.text(name)])
+        return try s.step() ? s.text(0) : nil
+    }
+
+    func setSetting(_ name: String, _ value: String) throws(SQLiteError) {
+        try db.prepare("INSERT INTO settings (name, value) VALUES (?1, ?2) ON CONFLICT(name) DO UPDATE SET value = ?2")
+            .run([.text(name), .text(value)])
     }
 
     func setCounter(_ name: String, _ value: Int64) throws(SQLiteError) {

@@ -41,7 +41,7 @@ public struct Aria2Methods: RPCMethodHandler {
     var optionContext: Aria2OptionTable.Context {
         Aria2OptionTable.Context(
             settings: queue.settings, rpcPort: listening.port, listenAll: listening.all,
-            maxRequestBytes: listening.maxRequestBytes)
+            maxRequestBytes: listening.maxRequestBytes, overallSpeedNow: queue.currentOverallSpeed ?? 0)
     }
 
     /// aria2's version this daemon answers like; front-ends check for at least 1.x features.
@@ -254,6 +254,15 @@ public struct Aria2Methods: RPCMethodHandler {
             case "max-connection-per-server":
                 // Separate from split, as in aria2; see Aria2OptionTable.Mapping.maxConnectionPerServer.
                 s.maxConnectionsPerServer = try Aria2TaskOptions.perServer(value, key)
+            case "speed-schedule":
+                guard case .string(let text) = value else {
+                    throw .invalidParams("option speed-schedule must be a string such as 08:00-18:00=2M,18:00-08:00=0.")
+                }
+                do {
+                    s.speedSchedule = try SpeedSchedule(parsing: text)
+                } catch {
+                    throw .invalidParams("option speed-schedule: \(error)")
+                }
             default:
                 continue  // aria2 ignores global options that do not apply; so does segget
             }

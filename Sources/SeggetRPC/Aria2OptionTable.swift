@@ -12,6 +12,8 @@ import SeggetQueue
 public enum Aria2OptionTable {
     /// Options aria2 1.37.0 answers in `getGlobalOption` that the recorded 1.36.0 answer lacks.
     public static let addedSince1_36: Set<String> = ["no-want-digest-header"]
+    /// segget's own global options, beyond aria2's: `speed-schedule` (see `SpeedSchedule`).
+    public static let seggetOnly: Set<String> = ["speed-schedule"]
 
     /// A segget setting an aria2 option stands for.
     public enum Mapping: String, Sendable, CaseIterable {
@@ -23,7 +25,10 @@ public enum Aria2OptionTable {
         /// engine learns a host's own limit from its refusals).
         case maxConnectionPerServer
         case maxConcurrentDownloads
+        /// The overall limit in force now: the speed schedule's window, else the daemon's own.
         case maxOverallDownloadLimit
+        /// segget's time-of-day schedule of the overall limit (canonical text; `none`: no windows).
+        case speedSchedule
         /// The download's speed cap; 0 in the global answer (segget has no default per-download cap).
         case maxDownloadLimit
         /// The download's `User-Agent`, else segget's own (`segget/VERSION`).
@@ -235,6 +240,7 @@ public enum Aria2OptionTable {
         .init("show-console-readout", perDownload: false, fixed: "false", .console),
         .init("show-files", perDownload: false, fixed: "false", .console),
         .init("socket-recv-buffer-size", perDownload: false, fixed: "0", why: "segget leaves SO_RCVBUF to the kernel."),
+        .init("speed-schedule", perDownload: false, .speedSchedule),
         .init("split", perDownload: true, .split),
         .init("stderr", perDownload: false, fixed: "false", .console),
         .init("stop", perDownload: false, fixed: "0", .aria2Default),
@@ -254,10 +260,14 @@ public enum Aria2OptionTable {
         public var rpcPort: Int
         public var listenAll: Bool
         public var maxRequestBytes: Int
+        /// The overall limit in force now (``DownloadQueue/currentOverallSpeed``); nil: the settings'.
+        public var overallSpeedNow: Int64?
 
         public init(
-            settings: QueueSettings, rpcPort: Int = 6800, listenAll: Bool = false, maxRequestBytes: Int = 2 << 20
+            settings: QueueSettings, rpcPort: Int = 6800, listenAll: Bool = false, maxRequestBytes: Int = 2 << 20,
+            overallSpeedNow: Int64? = nil
         ) {
+            self.overallSpeedNow = overallSpeedNow
             self.settings = settings
             self.rpcPort = rpcPort
             self.listenAll = listenAll
@@ -308,7 +318,8 @@ public enum Aria2OptionTable {
         case .split: return String(o?.connections ?? s.defaultConnections)
         case .maxConnectionPerServer: return String(o?.maxConnectionsPerServer ?? s.maxConnectionsPerServer)
         case .maxConcurrentDownloads: return String(s.maxActive)
-        case .maxOverallDownloadLimit: return String(s.maxOverallSpeed ?? 0)
+        case .maxOverallDownloadLimit: return String(context.overallSpeedNow ?? s.maxOverallSpeed ?? 0)
+        case .speedSchedule: return s.speedSchedule?.description ?? SpeedSchedule.noneText
         case .maxDownloadLimit: return String(o?.maxSpeed ?? 0)
         case .userAgent: return o?.userAgent ?? engine.transfer.userAgent
         case .header:

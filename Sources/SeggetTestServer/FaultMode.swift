@@ -40,7 +40,8 @@
 /// (`RateLimit-Policy: "conc";q=3;qu="concurrent-requests"`, `RateLimit: "conc";r=0;t=reset`) or with
 /// `ratelimit=legacy` the older `RateLimit-Limit`/`-Remaining`/`-Reset` triple; admitted responses
 /// carry the same fields with the quota that remains. `reset` defaults to `retryafter`, else 1. The
-/// counts are `TestServer.concurrency` (and `GET /_stats`).
+/// counts are `TestServer.concurrency` (and `GET /_stats`). With `scope=client` the limit counts
+/// every request of the client address whatever its target (a per-host limit across files).
 ///
 /// | mode | behaviour | parameters (default) |
 /// |---|---|---|

@@ -269,7 +269,7 @@ public final class TestServer: @unchecked Sendable {
     func prepare(_ request: HTTPRequest, remoteAddress: String, remotePort: Int) -> Prepared {
         if request.path == "/_stats" { return statsResponse(request, remotePort: remotePort) }
         if request.path.hasPrefix("/_sign/") { return signResponse(request, remotePort: remotePort) }
-        let key = "\(remoteAddress) \(request.target)"
+        var key = "\(remoteAddress) \(request.target)"
         let (route, current, number, admission): (Route?, Representation?, Int, Admission) = lock.withLock {
             guard let route = Route.resolve(path: request.path, query: request.query, isRegistered: { resources[$0] != nil })
             else { return (nil, nil, 0, .unlimited) }
@@ -277,6 +277,8 @@ public final class TestServer: @unchecked Sendable {
             requestCountByTarget[request.target] = count
             var admission = Admission.unlimited
             if let limit = ConcurrencyLimit(route: route) {
+                // `scope=client`: one limit for all of the client's requests, whatever the target.
+                if route.params["scope"] == "client" { key = remoteAddress }
                 if let remaining = ledger.admit(key, limit: limit.limit) {
                     admission = .admitted(limit, remaining: remaining)
                 } else {

@@ -62,6 +62,9 @@ struct Batch: Sendable {
     let base: DownloadOptions
     let jobs: Int
     let totalConnections: Int?
+    /// `--max-connections-per-host`; with or without it, the run's files share one `HostBudget`, so
+    /// that a limit learnt from a host's refusals in one file holds for the others.
+    var maxConnectionsPerHost: Int? = nil
     /// More than one URL, or `-i`: paths decided up front, a summary table at the end.
     let listMode: Bool
     /// Decide every path before its download starts (lists, `--json`, `--skip-existing`).
@@ -87,7 +90,12 @@ struct Batch: Sendable {
         /// `decided[k]` is signalled once file k's path is decided by another file's report (see
         /// `OrderedNames`): file k waits only while an earlier file has not reported its wish.
         let decided: [DispatchSemaphore]
+        /// `probeTurn[k]` is signalled once file k-1's probe has its slot in the host's budget: probes
+        /// take slots in list order, so that no file waiting for an earlier file's name holds a slot
+        /// the earlier file still waits for.
+        let probeTurn: [DispatchSemaphore]
         init(count: Int) {
+            probeTurn = (0...count).map { _ in DispatchSemaphore(value: 0) }
             state = Mutex(Shared(names: OrderedNames(count: count), outcomes: Array(repeating: nil, count: count)))
             // All start at 0 (libdispatch traps when a semaphore ends below its initial value).
             decided = (0..<count).map { _ in DispatchSemaphore(value: 0) }
@@ -99,6 +107,7 @@ struct Batch: Sendable {
         let started = DispatchTime.now().uptimeNanoseconds
         let shared = SharedBox(count: entries.count)
         let group = DispatchGroup()
+        let hostBudget = HostBudget(maxPerHost: maxConnectionsPerHost)
         // A worker that finds no file left lends its share of the budget to the files still running.
         let lender = parallelFiles > 1 && !base.autoConnections && base.connections > connectionsPerFile ? ConnectionLender() : nil
         // One thread per file in flight (not Dispatch's global queue, which runs about one per CPU).
@@ -114,7 +123,8 @@ struct Batch: Sendable {
                     lender?.lend(connectionsPerFile)
                     return
                 }
-                let outcome = runOne(k, shared: shared, pool: pool, lender: lender, reporter: reporter, interrupt: interrupt)
+                let outcome = runOne(
+                    k, shared: shared, pool: pool, lender: lender, hostBudget: hostBudget, reporter: reporter, interrupt: interrupt)
                 shared.withLock { $0.outcomes[k] = outcome }
             }
         }
@@ -146,11 +156,13 @@ struct Batch: Sendable {
     }
 
     private func runOne(
-        _ k: Int, shared: SharedBox, pool: ConnectionPool, lender: ConnectionLender?, reporter: Reporter, interrupt: InterruptFlag
+        _ k: Int, shared: SharedBox, pool: ConnectionPool, lender: ConnectionLender?, hostBudget: HostBudget,
+        reporter: Reporter, interrupt: InterruptFlag
     ) -> Outcome {
         let entry = entries[k]
         let id = k + 1
         var opts = options(for: entry)
+        opts.hostBudget = hostBudget
         if let lender {
             // Its share, and up to -n while others are spare near the end of the list.
             opts.lender = lender
@@ -165,9 +177,15 @@ struct Batch: Sendable {
         var prepared: PreparedDownload?
         // A checksum file is looked up by the name the file will be saved under, which may come from
         // the server (Content-Disposition), so probe for it then too.
-        if (planPaths || (checksumFile != nil && opts.outputPath == nil)) && !interrupt.isSet {
-            prepared = try? download0.prepare(pool: pool)
+        if k > 0 { shared.probeTurn[k].wait() }
+        let turnPassed = Mutex(false)
+        let passTurn: @Sendable () -> Void = {
+            if !turnPassed.withLock({ t in defer { t = true }; return t }) { shared.probeTurn[k + 1].signal() }
         }
+        if (planPaths || (checksumFile != nil && opts.outputPath == nil)) && !interrupt.isSet {
+            prepared = try? download0.prepare(pool: pool, interrupt: interrupt, onSlot: passTurn)
+        }
+        passTurn()
         let info = prepared?.info
 
         // Paths are decided in list order, so a rerun picks the same names. Whichever report completes

@@ -98,6 +98,7 @@ struct Get: ParsableCommand {
         GetRequest(
             urls: urls, inputFile: inputFile, mirrors: connection.mirrors, checksumFile: verification.checksumFile,
             options: try downloadOptions(), jobs: connection.jobs, totalConnections: connection.totalConnections,
+            maxConnectionsPerHost: connection.maxConnectionsPerHost,
             json: format.json, quiet: format.quiet, skipExisting: output.skipExisting)
     }
 

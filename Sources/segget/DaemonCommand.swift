@@ -77,6 +77,12 @@ struct Daemon: ParsableCommand {
     var totalConnections: Int = 16
 
     @Option(
+        name: .customLong("max-connections-per-host"),
+        help: "Requests at once to one host (scheme, name and port) across all downloads, 1 to 16: aria2's max-connection-per-server (default 16).",
+        transform: ArgumentValue.wholeNumber)
+    var maxConnectionsPerHost: Int = 16
+
+    @Option(
         name: .customLong("max-overall-download-limit"),
         help: "Cap the download rate of all downloads together, e.g. 20M (default: no cap).",
         transform: ArgumentValue.rate(atLeast: ByteRate(bytesPerSecond: 0)))
@@ -87,6 +93,13 @@ struct Daemon: ParsableCommand {
         help: "Seconds a task whose link expired waits for a new URI (segget.onLinkExpired, answered with aria2.changeUri) before it fails (default 120).",
         transform: ArgumentValue.seconds)
     var linkRenewalWait: Double = 120
+
+    @Option(
+        name: .customLong("speed-schedule"),
+        help: ArgumentHelp(
+            "Overall limits by local time of day, e.g. '08:00-18:00=2M,18:00-08:00=0' (0: no limit; outside the windows --max-overall-download-limit applies; 'none' clears; default: the schedule stored in the database).",
+            valueName: "windows"))
+    var speedSchedule: String?
 
     @Option(
         help:
@@ -114,6 +127,16 @@ struct Daemon: ParsableCommand {
         }
         guard (1...512).contains(totalConnections) else {
             throw ValidationError("--total-connections takes a number from 1 to 512 (got \(totalConnections)).")
+        }
+        if let text = speedSchedule {
+            do {
+                _ = try SpeedSchedule(parsing: text)
+            } catch {
+                throw ValidationError("--speed-schedule: \(error)")
+            }
+        }
+        guard (1...16).contains(maxConnectionsPerHost) else {
+            throw ValidationError("--max-connections-per-host takes a number from 1 to 16 (got \(maxConnectionsPerHost)).")
         }
     }
 
@@ -153,6 +176,8 @@ struct Daemon: ParsableCommand {
         var settings = QueueSettings(downloadRoot: root)
         settings.maxActive = maxConcurrent
         settings.connectionBudget = totalConnections
+        settings.maxConnectionsPerServer = maxConnectionsPerHost
+        settings.speedSchedule = try speedSchedule.map { text throws -> SpeedSchedule in try SpeedSchedule(parsing: text) }
         settings.maxOverallSpeed = maxOverall.flatMap { $0.bytesPerSecond > 0 ? $0.bytesPerSecond : nil }
         settings.allowAnyDirectory = allowAnyDirectory
         settings.linkRenewalWait = linkRenewalWait

@@ -12,6 +12,8 @@ struct GetRequest: Equatable {
     var options: DownloadOptions
     var jobs: Int
     var totalConnections: Int?
+    /// `--max-connections-per-host`: the cap of the run's `HostBudget`.
+    var maxConnectionsPerHost: Int? = nil
     var json: Bool
     var quiet: Bool
     var skipExisting: Bool
@@ -36,7 +38,8 @@ struct GetRequest: Equatable {
         let checksums = try checksumFile.map { try readTextFile($0, what: "the checksum file") }
         let batch = Batch(
             entries: entries, base: options, jobs: jobs,
-            totalConnections: totalConnections, listMode: inputFile != nil || entries.count > 1,
+            totalConnections: totalConnections, maxConnectionsPerHost: maxConnectionsPerHost,
+            listMode: inputFile != nil || entries.count > 1,
             planPaths: inputFile != nil || entries.count > 1 || json || skipExisting,
             skipExisting: skipExisting,
             checksumFile: checksumFile.flatMap { path in checksums.map { (path, $0) } })

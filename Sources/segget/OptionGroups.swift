@@ -30,6 +30,14 @@ struct ConnectionOptions: ParsableArguments {
     var totalConnections: Int?
 
     @Option(
+        name: .customLong("max-connections-per-host"),
+        help: ArgumentHelp(
+            "Requests at once to one host (scheme, name and port) across all files, 1 to 128 (default: no cap beyond what the host's 429/503 answers teach).",
+            valueName: "n"),
+        transform: ArgumentValue.wholeNumber)
+    var maxConnectionsPerHost: Int?
+
+    @Option(
         name: .customLong("mirror"),
         help: "Another URL of the same file; ranges are spread over all of them (repeatable).")
     var mirrors: [String] = []
@@ -58,6 +66,9 @@ struct ConnectionOptions: ParsableArguments {
         guard (1...32).contains(jobs) else { throw ValidationError("-j takes a number from 1 to 32 (got \(jobs)).") }
         if let t = totalConnections, !(1...512).contains(t) {
             throw ValidationError("--total-connections takes a number from 1 to 512 (got \(t)).")
+        }
+        if let h = maxConnectionsPerHost, !(1...128).contains(h) {
+            throw ValidationError("--max-connections-per-host takes a number from 1 to 128 (got \(h)).")
         }
     }
 

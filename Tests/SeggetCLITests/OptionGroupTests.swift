@@ -206,6 +206,27 @@ func parseFailure(_ arguments: [String]) -> String? {
         }
     }
 
+    /// The per-host cap (aria2's 1-16) and the speed schedule: read, and refused with a sentence.
+    @Test func perHostCapAndScheduleAreChecked() throws {
+        #expect(try Daemon.parse(["--max-connections-per-host", "3"]).maxConnectionsPerHost == 3)
+        #expect(try Daemon.parse([]).maxConnectionsPerHost == 16)
+        #expect(try Daemon.parse(["--speed-schedule", "08:00-18:00=2M,18:00-08:00=0"]).speedSchedule != nil)
+        for (arguments, words) in [
+            (["--max-connections-per-host", "17"], "from 1 to 16"), (["--speed-schedule", "8-9=1M"], "HH:MM"),
+            (["--speed-schedule", "08:00-12:00=1M,11:00-13:00=2M"], "overlap"),
+        ] {
+            do {
+                _ = try Daemon.parse(arguments)
+                Issue.record("accepted \(arguments)")
+            } catch {
+                #expect(Daemon.message(for: error).contains(words), "\(Daemon.message(for: error))")
+            }
+        }
+        #expect(parseFailure(["--max-connections-per-host", "0", "http://127.0.0.1:9/x"])?.contains("from 1 to 128") == true)
+        let get = try Get.parse(["--max-connections-per-host", "4", "-j", "8", "http://127.0.0.1:9/x"])
+        #expect(try get.parsedRequest().maxConnectionsPerHost == 4)
+    }
+
     @Test func helpGivesEachDefaultOnce() {
         let help = SeggetCommand.helpMessage(for: Daemon.self, columns: 200)
         #expect(!help.contains(". (default: "), "\(help)")

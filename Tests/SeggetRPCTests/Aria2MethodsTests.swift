@@ -196,6 +196,28 @@ final class MethodsFixture {
             f.errorCode("aria2.changeGlobalOption", [.object([("max-concurrent-downloads", .string("0"))])]) == -32602)
     }
 
+    /// segget's speed-schedule: read, changed, refused when bad, and the limit in force follows it
+    /// (a whole-day window, so that the clock does not matter); the hosts' cap follows
+    /// max-connection-per-server.
+    @Test func speedScheduleIsReadAndChanged() throws {
+        let f = try MethodsFixture()
+        #expect(f.ok("aria2.getGlobalOption")["speed-schedule"] == .string("none"))
+        #expect(
+            f.ok("aria2.changeGlobalOption", [.object([("speed-schedule", .string("00:00-24:00=1M"))])]) == .string("OK"))
+        var global = f.ok("aria2.getGlobalOption")
+        #expect(global["speed-schedule"] == .string("00:00-24:00=1M"))
+        #expect(global["max-overall-download-limit"] == .string("1048576"))
+        #expect(f.queue.overallSpeed.bytesPerSecond == 1 << 20)
+        #expect(f.errorCode("aria2.changeGlobalOption", [.object([("speed-schedule", .string("9-5=1M"))])]) == -32602)
+        #expect(f.ok("aria2.getGlobalOption")["speed-schedule"] == .string("00:00-24:00=1M"))
+        #expect(f.ok("aria2.changeGlobalOption", [.object([("speed-schedule", .string("none"))])]) == .string("OK"))
+        global = f.ok("aria2.getGlobalOption")
+        #expect(global["speed-schedule"] == .string("none") && global["max-overall-download-limit"] == .string("0"))
+        #expect(f.queue.overallSpeed.bytesPerSecond == nil)
+        #expect(f.ok("aria2.changeGlobalOption", [.object([("max-connection-per-server", .string("3"))])]) == .string("OK"))
+        #expect(f.queue.hostBudget.maxPerHost == 3)
+    }
+
     /// In aria2, split is connections per download and max-connection-per-server a per-host cap:
     /// changing one leaves the other.
     @Test func perServerDoesNotChangeSplit() throws {

@@ -134,10 +134,12 @@ def compare_status(state, a, s):
 
 # Answered by aria2 1.37.0 (the version segget's getVersion names), not yet by Debian 12's 1.36.0.
 NEWER_THAN_1_36 = {"no-want-digest-header"}
+# segget's own global options (Aria2OptionTable.seggetOnly), which aria2 does not have.
+SEGGET_ONLY = {"speed-schedule"}
 
 
 def compare_options(name, a, s):
-    newer = NEWER_THAN_1_36 if a.get("peer-agent") == "aria2/1.36.0" else set()
+    newer = (NEWER_THAN_1_36 if a.get("peer-agent") == "aria2/1.36.0" else set()) | SEGGET_ONLY
     check(f"{name}: aria2c's key set", set(a) | (newer & set(s)) == set(s),
           f"only aria2c: {sorted(set(a) - set(s))}, only segget: {sorted(set(s) - set(a) - newer)}")
     wrong = [f"{k}={s[k]!r} (aria2c {a[k]!r})" for k in set(a) & set(s)

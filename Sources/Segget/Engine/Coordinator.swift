@@ -30,6 +30,9 @@ struct Coordinator: Coordinating {
         /// Start with this many of the connections (a batch file's share of the budget); the others
         /// are used only while lent (see `ConnectionLender`). Nil: all of them from the start.
         var initialConnections: Int?
+        /// The download's slots in its host's budget, shared with the process's other downloads to
+        /// that host (see `HostBudget`); nil: only this download's own `HostLimit`.
+        var hostShare: HostShare?
         var maxRedialsPerConnection = 3
         var retries = 5
         var retryWait = 1.0
@@ -339,24 +342,40 @@ struct Coordinator: Coordinating {
 
     /// Whether the host accepts one more request now (see `HostLimit`).
     mutating func allowsAnotherRequest(now: Double) -> Bool {
+        if let share = config.hostShare {
+            let coordinator = self
+            return share.reserve(inFlight: inFlight, wanted: { coordinator.wantsAnotherConnection(now: now) }, now: now)
+        }
         var h = host
         defer { host = h }
         return h.allowsAnother(inFlight: inFlight, wanted: wantsAnotherConnection(now: now), now: now)
     }
 
-    mutating func accepted(_ id: Int) { host.accepted() }
+    mutating func accepted(_ id: Int) {
+        host.accepted()
+        config.hostShare?.accepted()
+    }
 
     /// A 429 or 503 while other requests are out is the host's connection limit, not a failure of
     /// these bytes (see `HostLimit`): the work goes back to the pool for the connections the host
     /// serves, nothing is counted against the retries, and the limit learnt is said once.
     mutating func refusedByHost(_ id: Int, head: ResponseHead, after: Double?, now: Double) -> [Command]? {
         let others = inFlight
-        guard !isRacing(id), others > 0 else { return nil }
-        host.refused(inFlight: others, wait: after ?? head.rateLimitReset, now: now)
+        guard !isRacing(id) else { return nil }
+        let limit: Int?
+        if let share = config.hostShare {
+            // Other downloads' requests to the host count too: the limit is the host's, shared.
+            guard let shared = share.refused(inFlight: others, wait: after ?? head.rateLimitReset, now: now) else { return nil }
+            limit = shared.announce
+        } else {
+            guard others > 0 else { return nil }
+            host.refused(inFlight: others, wait: after ?? head.rateLimitReset, now: now)
+            limit = host.announce()
+        }
         scheduler.abandon(id)
         var commands: [Command] = []
-        if tracing { commands.append(.trace("connection \(id) refused (HTTP \(head.status)) with \(others) in flight; limit \(host.limit ?? -1), probe at \(Format.fixed(host.probeAt, 2))")) }
-        if let l = host.announce() {
+        if tracing { commands.append(.trace("connection \(id) refused (HTTP \(head.status)) with \(others) in flight; limit \(config.hostShare?.learntLimit ?? host.limit ?? -1)")) }
+        if let l = limit {
             commands.append(.event(.notice("the server refuses more than \(l) request\(l == 1 ? "" : "s") at once (HTTP \(head.status)); continuing with \(l) connection\(l == 1 ? "" : "s").")))
         }
         return commands

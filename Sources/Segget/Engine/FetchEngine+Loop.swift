@@ -62,6 +62,8 @@ extension FetchEngine {
         // A connection a lender has spare is offered; the core keeps it only when it would find work.
         var offered: Int?
         if let lender = settings.lender { offered = lender.spare > 0 ? lender.borrow(upTo: 1) : 0 }
+        // Slots of the host's budget beyond the requests in flight go back for other downloads.
+        if let share = settings.hostShare, let c = core.ranged { share.sync(inFlight: c.inFlight) }
         apply(.pass(offered: offered), now: now)
         return false
     }
@@ -100,9 +102,11 @@ extension FetchEngine {
             driver.cancel(c.easy)
             settle(c)
             apply(.removed(c.id))
+            settings.hostShare?.cancelled(1)
         }
         runAfterWrites(waiting: true)
         settings.lender?.lend(core.loans)
+        settings.hostShare?.sync(inFlight: 0)
         recordFinalSlots()
         checkpointThread?.stop()
         vouching?.stop()

@@ -184,8 +184,9 @@ final class FetchEngine {
     func pollTimeout(now: Double) -> Int32 {
         var ms = 100.0
         for c in core.connections { if let t = c.machine.waitingUntil { ms = min(ms, max(0, (t - now) * 1000)) } }
-        if let b = budget, core.connections.contains(where: { $0.machine.isPaused }) {
-            ms = min(ms, max(1, (b.secondsUntilAllowed * 1000).rounded(.up)))
+        if core.connections.contains(where: { $0.machine.isPaused }) {
+            let wait = max(budget?.secondsUntilAllowed ?? 0, settings.sharedSpeed?.secondsUntilAllowed ?? 0)
+            if budget != nil || settings.sharedSpeed != nil { ms = min(ms, max(1, (wait * 1000).rounded(.up))) }
         }
         return Int32(ms)
     }
@@ -204,6 +205,8 @@ final class FetchEngine {
                 if let held = adoptable {
                     adoptable = nil
                     if !fresh, !newPath, bytes == held.offset..<held.total, continueProbe(io[id], held) { continue }
+                    // Ended mid-answer: the server counts it a moment longer.
+                    if !held.isSettled { settings.hostShare?.cancelled(1) }
                     held.release()
                 }
                 startRequest(io[id], bytes: bytes, fresh: fresh, newPath: newPath)
@@ -212,6 +215,7 @@ final class FetchEngine {
             case .remove(let id):
                 driver.cancel(io[id].easy)
                 settle(io[id])
+                settings.hostShare?.cancelled(1)
             case .event(let e):
                 onEvent?(e)
             case .trace(let line):
@@ -298,6 +302,10 @@ final class FetchEngine {
             budget!.refill(now: now)
             allows = budget!.allowsReceiving
         }
+        if let shared = settings.sharedSpeed {
+            if budget == nil { now = monotonicSeconds() }
+            allows = shared.allowsReceiving(now: now) && allows
+        }
         let actions = core.handle(.body(c.id, count: n, head: c.head, budgetAllows: allows), now: now)
         var decision = WriteDecision.proceed
         var flushed = false
@@ -306,6 +314,7 @@ final class FetchEngine {
             case .write(_, let from, let count, let at):
                 if flushed { moveSlot(c, atLeast: Self.slotStep) }
                 if budget != nil && from == 0 { budget!.spend(n) }
+                if from == 0 { settings.sharedSpeed?.spend(n) }
                 flushed = writer.append(c.staging, ptr + from, count: count, at: at)
             case .crossed(_, let crossing):
                 flushed = false
@@ -352,6 +361,7 @@ final class FetchEngine {
             if core.connections[id].machine.isTransferring {
                 driver.cancel(c.easy)
                 apply(.removed(id))
+                settings.hostShare?.cancelled(1)
             }
             if let s = c.staging { writer.discard(s) }
         }
@@ -379,11 +389,12 @@ final class FetchEngine {
     /// first last time, so that every connection gets its turn. Resuming can hand over the held bytes
     /// at once (`receive` runs inside `unpause()`) and pause the transfer again.
     func resumePausedTransfers() throws(SeggetError) {
-        guard budget != nil, core.connections.contains(where: { $0.machine.isPaused }) else { return }
-        budget!.refill(now: monotonicSeconds())
+        guard budget != nil || settings.sharedSpeed != nil, core.connections.contains(where: { $0.machine.isPaused }) else { return }
+        let now = monotonicSeconds()
+        budget?.refill(now: now)
         let n = io.count
         for i in 0..<n {
-            guard budget!.allowsReceiving else { break }
+            guard budget?.allowsReceiving ?? true, settings.sharedSpeed?.allowsReceiving(now: now) ?? true else { break }
             let c = io[(resumeCursor + i) % n]
             guard core.connections[c.id].machine.isPaused else { continue }
             apply(.resumed(c.id))

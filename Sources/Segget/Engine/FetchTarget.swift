@@ -41,6 +41,10 @@ struct FetchSettings {
     /// ones (a batch's last files; see `ConnectionLender`). Nil: all `connections` from the start.
     var initialConnections: Int?
     var lender: ConnectionLender?
+    /// This download's slots in its host's budget (see `HostBudget`).
+    var hostShare: HostShare?
+    /// A cap shared with other downloads and changeable while they run (see `SharedRateLimit`).
+    var sharedSpeed: SharedRateLimit?
     var retries = 5
     var retryWait = 1.0
     /// `--timeout`: the loop ends there, and a retry that would wait past it fails at once.
@@ -77,6 +81,7 @@ extension Coordinator.Config {
         url = target.url
         sources = target.sources
         endGame = settings.endGame
+        hostShare = settings.hostShare
         redialSlow = settings.redialSlow
         autoConnections = settings.autoConnections
         initialConnections = settings.initialConnections

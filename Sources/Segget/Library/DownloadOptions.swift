@@ -19,6 +19,12 @@ public struct DownloadOptions: Sendable, Equatable {
     /// in all. Not with `autoConnections`.
     public var lender: ConnectionLender?
     public var connectionsWithLoans = 0
+    /// The process's per-host budget (see `HostBudget`): this download's requests to its host count
+    /// against it with those of the other downloads sharing it. Nil: only its own connections count.
+    public var hostBudget: HostBudget?
+    /// A receive rate cap shared with other downloads and changeable while they run (a daemon's
+    /// overall limit; see `SharedRateLimit`), on top of `maxSpeed`.
+    public var sharedSpeedLimit: SharedRateLimit?
     /// Other URLs of the same file; ranges are spread over all of them. A mirror whose length or
     /// validators disagree with the main URL is dropped with a notice.
     public var mirrors: [String] = []

@@ -26,7 +26,11 @@ extension Download {
     /// The download manager uses it to fix a task's file name before its first start. A batch, which
     /// goes on to download the file, uses ``prepare(pool:)`` instead.
     public func probe() throws(SeggetError) -> RemoteFileInfo {
-        RemoteFileInfo(try Prober(options: options.transfer).probe(url: url))
+        // With a host budget, one slot of the host's is held for the request.
+        let share = options.hostBudget?.share(for: url)
+        if let share, !share.waitForSlot(interrupt: InterruptFlag()) { throw SeggetError(.interrupted, "interrupted") }
+        defer { share?.sync(inFlight: 0) }
+        return RemoteFileInfo(try Prober(options: options.transfer).probe(url: url))
     }
 }
 
@@ -47,25 +51,42 @@ public final class PreparedDownload: @unchecked Sendable {
     let probe: ProbeResult
     /// Used by one thread at a time: the one that prepared, then the one that runs the download.
     let multi: MultiHandle
+    /// The probe's slot in its host's budget, held until the download continues its transfer.
+    let hostShare: HostShare?
 
-    init(url: String, probe: ProbeResult, multi: MultiHandle) {
+    init(url: String, probe: ProbeResult, multi: MultiHandle, hostShare: HostShare? = nil) {
+        self.hostShare = hostShare
         self.url = url
         self.probe = probe
         self.multi = multi
         info = RemoteFileInfo(probe)
     }
+
 }
 
 extension Download {
     /// Probes like ``probe()`` (one attempt, no retries) but asks for the file's first chunk too, and
     /// keeps everything for ``run(progress:events:interrupt:prepared:pool:)``. A batch uses it to name
     /// a file and then download it with one request less, over the connections of `pool`.
-    public func prepare(pool: ConnectionPool? = nil) throws(SeggetError) -> PreparedDownload {
+    /// With a `hostBudget`, it waits for a slot of its host first (until `interrupt` is set), and
+    /// calls `onSlot` once it has one, before the request goes out.
+    public func prepare(
+        pool: ConnectionPool? = nil, interrupt: InterruptFlag = InterruptFlag(), onSlot: (() -> Void)? = nil
+    ) throws(SeggetError) -> PreparedDownload {
         let multi = pool?.multi ?? MultiHandle()
         let deadline = options.timeout.map { Deadline(limit: $0, from: monotonicSeconds()) }
         let ask = probeBytes(fresh: !options.resume, stream: false)
-        var p = try prober(firstBytes: ask.bytes, multi: multi, deadline: deadline).probe(url: url)
+        let share = options.hostBudget?.share(for: url)
+        if let share, !share.waitForSlot(interrupt: interrupt) { throw SeggetError(.interrupted, "interrupted") }
+        onSlot?()
+        var p: ProbeResult
+        do {
+            p = try prober(firstBytes: ask.bytes, multi: multi, deadline: deadline).probe(url: url)
+        } catch {
+            _ = Self.refusedByHost(error, share: share)
+            throw error
+        }
         p.noJournalAt = ask.noJournalAt
-        return PreparedDownload(url: url, probe: p, multi: multi)
+        return PreparedDownload(url: url, probe: p, multi: multi, hostShare: share)
     }
 }

@@ -1,0 +1,45 @@
+import Synchronization
+
+/// One receive rate cap for several downloads at once (a daemon's `max-overall-download-limit`),
+/// changeable while they run: a `RateBudget` behind a lock that every connection of every download
+/// sharing it pays into. A change takes effect at the next bytes received (the bucket starts afresh
+/// at the new rate); nil lifts the cap.
+///
+/// Safe from any thread.
+public final class SharedRateLimit: Sendable {
+    private let state: Mutex<RateBudget?>
+
+    public init(bytesPerSecond: Int64? = nil) {
+        state = Mutex(bytesPerSecond.map { RateBudget(bytesPerSecond: $0, now: monotonicSeconds()) })
+    }
+
+    /// The cap now; nil: none.
+    public var bytesPerSecond: Int64? {
+        get { state.withLock { $0.map { Int64($0.bytesPerSecond) } } }
+        set {
+            state.withLock { b in
+                guard newValue != b.map({ Int64($0.bytesPerSecond) }) else { return }
+                b = newValue.map { RateBudget(bytesPerSecond: $0, now: monotonicSeconds()) }
+            }
+        }
+    }
+
+    /// Whether bytes may be received now.
+    func allowsReceiving(now: Double) -> Bool {
+        state.withLock { b in
+            guard b != nil else { return true }
+            b!.refill(now: now)
+            return b!.allowsReceiving
+        }
+    }
+
+    func spend(_ bytes: Int) { state.withLock { b in b?.spend(bytes) } }
+
+    /// Seconds until receiving is allowed again (0 now or without a cap).
+    var secondsUntilAllowed: Double { state.withLock { $0?.secondsUntilAllowed ?? 0 } }
+}
+
+extension SharedRateLimit: Equatable {
+    /// The same limit (a daemon's), not an equal rate.
+    public static func == (a: SharedRateLimit, b: SharedRateLimit) -> Bool { a === b }
+}
