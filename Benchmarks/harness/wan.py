@@ -359,7 +359,7 @@ class WanBench:
     def argv_for(self, tool: toolmod.Tool, url: str, tls: bool, out: Path) -> list[str]:
         assert self.link is not None
         argv = tool.build(self.args.connections, out, url, tls, self.src.stat().st_size, False)
-        if tool.name == "segget":
+        if tool.name.startswith("segget"):
             # The re-dial trace goes to stderr, into the run's log; -q still hides the progress bar.
             argv = ["env", "SEGGET_DEBUG=1", *argv]
         return self.link.in_client(argv)
@@ -415,7 +415,7 @@ class WanBench:
             "queue_drops": delta["up"]["queue_drops"] + delta["down"]["queue_drops"],
             "ring_drops": delta["up"]["ring_drops"] + delta["down"]["ring_drops"],
             "down_pkts": delta["down"]["rx_pkts"],
-            "redials": count_redials(lines) if tool.name == "segget" else None,
+            "redials": count_redials(lines) if tool.name.startswith("segget") else None,
         }
         return rec
 
@@ -493,7 +493,7 @@ def summarize(records: list[dict]) -> list[dict]:
                "max_s": max(walls) if walls else float("nan"),
                "connections": [r["connections"] for r in good], "syns": [r["syns"] for r in good],
                "requests": [r["requests"] for r in good],
-               "redials": [r["redials"] for r in good] if tool == "segget" else None,
+               "redials": [r["redials"] for r in good] if tool.startswith("segget") else None,
                "fails": [r["fail"] for r in runs if not r["ok"]]}
         rows.append(row)
     for row in rows:
@@ -610,6 +610,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--tools", default=",".join(ALL_TOOLS), help=f"Comma-separated tools (default {','.join(ALL_TOOLS)}).")
     p.add_argument("--connections", "-n", type=int, default=8, help="Connections per tool (default 8; curl uses 1).")
     p.add_argument("--segget", help="Path of the segget binary (default .build/release/segget).")
+    p.add_argument("--baseline", help="Path of another segget binary (an earlier commit's), run as tool segget-base "
+                   "interleaved with the others.")
     p.add_argument("--out", type=Path, default=REPO / "bench-out" / "wan", help="Output directory (default bench-out/wan/).")
     p.add_argument("--dd-size", type=bench.parse_size, help="Bytes dd writes to measure the disk (default 1G; --quick 0).")
     p.add_argument("--settle", type=float, default=0.5, help="Seconds of rest after the sync before each run (default 0.5).")
@@ -657,6 +659,12 @@ def main(argv: list[str]) -> int:
             tools[name] = toolmod.PEERS[name]
         else:
             notes.append(f"{name}: not installed; not run.")
+    if args.baseline:
+        if os.access(args.baseline, os.X_OK):
+            tools["segget-base"] = toolmod.make_segget(args.baseline, name="segget-base")
+            args.tools.insert(args.tools.index("segget") + 1 if "segget" in args.tools else 0, "segget-base")
+        else:
+            notes.append(f"segget-base: `{args.baseline}` is not an executable file; not run.")
     for n in notes:
         log(f"note: {n}")
     started = time.monotonic()

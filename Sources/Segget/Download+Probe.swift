@@ -29,14 +29,20 @@ extension Download {
     /// makes one request for the whole file. A batch gives each file one connection when 16 run at
     /// once; a probe and a second request per file cost 100 files of 4 MiB a third more time than
     /// wget2 took.
+    ///
+    /// A download of several connections holds it too, from the first answer's head (see
+    /// `Prober.holdsAtHead`): its first connection then runs on from the probe as aria2's does,
+    /// instead of being cut after `Prober.prefixSeconds` and dialled again (a TCP and TLS handshake
+    /// and a slow start more, several round trips on a WAN).
     func holdsProbeTransfer(firstBytes: Int) -> Bool {
-        firstBytes > 1 && options.connections == 1 && !options.autoConnections && options.mirrors.isEmpty
+        firstBytes > 1 && !options.autoConnections && options.mirrors.isEmpty
     }
 
     /// The prober for this download's first request, asking for `firstBytes` on `multi`.
     func prober(firstBytes: Int, multi: MultiHandle, deadline: Deadline?) -> Prober {
         var prober = Prober(options: options.transfer, firstBytes: firstBytes, multi: multi, deadline: deadline)
         prober.holdsTransfer = holdsProbeTransfer(firstBytes: firstBytes)
+        prober.holdsAtHead = options.connections > 1
         return prober
     }
 

@@ -1,3 +1,4 @@
+import Dispatch
 import Glibc
 import Segget
 import SeggetTestServer
@@ -51,6 +52,32 @@ import Testing
         }
     }
 
+    /// Issue 23: several connections, and the probe's connection is not thrown away. The probe asks
+    /// for `bytes=0-` and is held as soon as its head shows a larger file; the fetch continues it as
+    /// the first connection's request (cut where that connection's range ends) and starts the others
+    /// at once. Before, a server slower than the probe's 0.25 s cut got its first connection closed
+    /// and dialled again: 5 TCP connections for `-n 4`, and the others started a cut later.
+    @Test func severalConnectionsContinueTheProbesTransfer() throws {
+        let server = try TestServer()
+        try server.start()
+        defer { server.stop() }
+        let size = 64 * Self.chunk
+        let body = TestFiles.pattern(size, seed: 78)
+        server.addResource(name: "f", bytes: body)
+        let dir = try TempDir()
+        // 4 MiB at 1 MiB/s per request: the probe's first chunk takes longer than its time cut.
+        let started = Double(DispatchTime.now().uptimeNanoseconds) / 1e9
+        let result = try Download(url: server.url("f", query: "rate=1m"), options: Self.options(4, dir: dir)).run()
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds) / 1e9 - started
+        #expect(result.bytes == Int64(size))
+        #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
+        let gets = server.requests.filter { $0.method == "GET" }
+        #expect(gets.first?.headers["range"] == "bytes=0-", "\(gets.map { $0.headers["range"] ?? "-" })")
+        #expect(server.connectionsAccepted == 4, "\(gets.map { $0.headers["range"] ?? "-" })")
+        // Four connections at 1 MiB/s from the start: about 1 s, not the 4 s of one.
+        #expect(seconds < 3, "took \(seconds) s")
+    }
+
     @Test(arguments: [1, 3, 8, 32])
     func sizeEdgesAreByteIdentical(_ n: Int) throws {
         let server = try TestServer()
@@ -81,8 +108,9 @@ import Testing
         _ = try Download(url: server.baseURL + "/f?rate=1m", options: Self.options(8, dir: dir)).run()
         #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
         let ranged = server.requests.filter { $0.status == 206 && $0.path == "/f" }
-        // The probe plus one range per connection at least; each from its own TCP connection.
-        #expect(ranged.count >= 9)
+        // One range per connection at least (the probe's, held open, is the first connection's);
+        // each from its own TCP connection.
+        #expect(ranged.count >= 8)
         #expect(Set(ranged.map(\.remotePort)).count >= 8)
     }
 
@@ -155,9 +183,9 @@ import Testing
     }
 
     /// The end game races a slow owner's chunk from where the owner got; when the racer wins, the
-    /// owner's bytes before that point must still be in the file. Two 1 MiB chunks: the probe and
-    /// the first range (connection 0, chunk 0) get 100 KiB/s, everything after is fast, so
-    /// connection 1 finishes chunk 1, races chunk 0 from the middle and wins.
+    /// owner's bytes before that point must still be in the file. Two 1 MiB chunks: the probe, which
+    /// connection 0 continues for chunk 0, gets 100 KiB/s, everything after is fast, so connection 1
+    /// finishes chunk 1, races chunk 0 from the middle and wins.
     @Test func racerWinningKeepsTheOwnersEarlierBytes() throws {
         let server = try TestServer()
         try server.start()
@@ -168,7 +196,7 @@ import Testing
         var o = Self.options(2, dir: dir)
         o.chunkSize = 1 << 20
         o.redialSlowConnections = false
-        _ = try Download(url: server.baseURL + "/f?slowfirst=2&slowrate=100k", options: o).run()
+        _ = try Download(url: server.baseURL + "/f?slowfirst=1&slowrate=100k", options: o).run()
         #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
         // The race happened: a range that starts inside chunk 0.
         let starts = server.requests.compactMap { r in r.headers["range"].flatMap { Int64($0.dropFirst(6).prefix { $0 != "-" }) } }

@@ -99,12 +99,13 @@ import Testing
         let outcome = await faultDownload(server.url("f", mode: .drop, query: "after=100000&times=3"), o, trace: trace)
         #expect(outcome.error == nil, "\(outcome.error?.message ?? "")")
         #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
-        // The probe (request 1) gets its single byte; requests 2 and 3 are ranges cut at 100000.
+        // The probe (request 1, `bytes=0-`, continued as connection 0's range) and requests 2 and 3 are
+        // cut at 100000.
         #expect(trace.retries >= 2)
         // Byte-exact resume: each cut range is asked again from exactly the byte it reached.
         let requests = server.requests
         let dropped = requests.filter { $0.status == 206 && $0.bodyBytesSent == 100_000 }
-        #expect(dropped.count == 2, "\(requests)")
+        #expect(dropped.count == 3, "\(requests)")
         for d in dropped {
             let start = try #require(rangeStart(d.headers["range"]))
             #expect(requests.contains { rangeStart($0.headers["range"]) == start + 100_000 },

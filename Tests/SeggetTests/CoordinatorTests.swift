@@ -269,6 +269,37 @@ import Testing
         #expect(Coordinator.worthStealing(rate: .infinity, notStartedChunks: 1, chunkSize: mib))
     }
 
+    /// Issue 23: a thief with no open connection in libcurl's pool dials one, and its first byte waits
+    /// for the TCP handshake (and TLS's), then slow start: on a WAN that is worth more than a chunk
+    /// of a victim only a little slower than typical, which is then left to finish its own.
+    @Test func aThiefThatMustDialPaysForIt() {
+        let mib = Double(Self.MiB)
+        for (url, handshakes) in [("https://example.com/f", 2.0), ("http://example.com/f", 1.0)] {
+            var config = Coordinator.Config()
+            config.url = url
+            var c = Coordinator(plan: ChunkPlan(totalLength: 64 * Int64(Self.MiB), chunkSize: Int64(Self.MiB)), connections: 2, config: config)
+            #expect(c.dialSeconds(typical: nil) == 0, "no round trip known yet")
+            c.firstByteWaits = [0.30, 0.15, 0.16]
+            #expect(abs(c.dialSeconds(typical: nil) - handshakes * 0.15) < 1e-9)
+            // At 2.5 MiB/s over 150 ms, slow start takes several more round trips.
+            let ramp = SlowConnectionRule.rampSeconds(rate: 2.5 * mib, rtt: 0.15)
+            #expect(ramp > 0.5)
+            #expect(abs(c.dialSeconds(typical: 2.5 * mib) - (handshakes * 0.15 + ramp)) < 1e-9)
+            // A victim at 2 MiB/s with 0.3 s left of its chunk in flight and one chunk not started: an open
+            // connection takes the chunk (first byte in one round trip), one that must dial does not.
+            #expect(Coordinator.worthStealing(rate: 2 * mib, notStartedChunks: 1, chunkSize: mib, inFlightSeconds: 0.3,
+                                              thiefChunkSeconds: 0.4, firstByteWait: 0.15))
+            #expect(!Coordinator.worthStealing(rate: 2 * mib, notStartedChunks: 1, chunkSize: mib, inFlightSeconds: 0.3,
+                                               thiefChunkSeconds: 0.4, firstByteWait: 0.15 + c.dialSeconds(typical: 2.5 * mib)))
+        }
+        // On a LAN the dial is next to nothing.
+        var config = Coordinator.Config()
+        config.url = "https://example.com/f"
+        var lan = Coordinator(plan: ChunkPlan(totalLength: 64 * Int64(Self.MiB), chunkSize: Int64(Self.MiB)), connections: 2, config: config)
+        lan.firstByteWaits = [0.0004]
+        #expect(lan.dialSeconds(typical: 400 * mib) < 0.01)
+    }
+
     @Test func aWriterStallBlamesNobody() {
         var s = Script(size: 64 * Self.MiB, connections: 4) { $0.stallTimeout = 1 }
         s.begin()

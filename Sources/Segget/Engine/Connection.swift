@@ -44,6 +44,9 @@ struct Connection {
     var bytesAtFirstByte: Int64 = 0
     /// The best rate the current transfer had over a whole slow-rule window (see `SlowConnectionRule`).
     var bestWindowRate = 0.0
+    /// The last transfer ended with its whole answer read, so its TCP (and TLS) connection went back
+    /// to libcurl's pool, open, for the next request; a transfer cut short or failed closed it.
+    var leftLinkOpen = false
 
     init(id: Int) { self.id = id }
 

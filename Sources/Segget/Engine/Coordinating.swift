@@ -150,6 +150,7 @@ extension Coordinating {
     /// Connection `id`'s transfer was taken out of libcurl (a lost race, the end of the loop).
     mutating func removed(_ id: Int, now: Double) {
         if connections[id].machine.isTransferring { _ = connections[id].machine.transferEnded(now: now) }
+        connections[id].leftLinkOpen = false
     }
 
     /// Connection `id`'s transfer is gone: `end` says how libcurl ended it, `head` is what came of
@@ -158,6 +159,7 @@ extension Coordinating {
     mutating func transferEnded(_ id: Int, _ end: Coordinator.TransferEnd, head: ResponseHead, now: Double) -> [Command] {
         let headJudged = connections[id].machine.headJudged
         var reason = connections[id].machine.transferEnded(now: now)
+        connections[id].leftLinkOpen = reason == nil && end == .ok
         recordFinished(id, now: now)
         // No response head at all (refused, reset, timed out): a network failure, not an HTTP answer.
         if reason == nil, !headJudged, head.status != 0 { reason = judge(id, head: head) }

@@ -111,12 +111,24 @@ extension Coordinator {
         }
     }
 
-    func stealEstimates(now: Double) -> StealEstimates {
-        StealEstimates(
+    /// `thiefDials`: the thief has no open connection to reuse, so its first byte also waits for the
+    /// handshakes (`dialSeconds`).
+    func stealEstimates(now: Double, thiefDials: Bool = false) -> StealEstimates {
+        let typical = typicalRate(now: now)
+        return StealEstimates(
             remaining: connections.map { remainingSeconds($0, now: now) },
             rates: connections.map { $0.machine.isTransferring ? (rate($0, now: now) ?? averageRate($0, now: now) ?? -1) : .infinity },
-            chunkSeconds: typicalRate(now: now).map { Double(plan.chunkSize) / $0 }, chunkSize: Double(plan.chunkSize),
-            firstByteWait: usualFirstByteWait ?? 0)
+            chunkSeconds: typical.map { Double(plan.chunkSize) / $0 }, chunkSize: Double(plan.chunkSize),
+            firstByteWait: (usualFirstByteWait ?? 0) + (thiefDials ? dialSeconds(typical: typical) : 0))
+    }
+
+    /// What a request on a new connection costs beyond one on an open one: the TCP handshake's round
+    /// trip, TLS's (TLS 1.3: one more), and the slow start up to the typical rate (0 on a path whose
+    /// round trip is not known yet, and next to nothing on a LAN).
+    func dialSeconds(typical: Double?) -> Double {
+        guard let rtt = pathRoundTrip else { return 0 }
+        let handshakes = config.url.lowercased().hasPrefix("https:") ? 2.0 : 1.0
+        return handshakes * rtt + (typical.map { SlowConnectionRule.rampSeconds(rate: $0, rtt: rtt) } ?? 0)
     }
 
     /// The path's round trip as the shortest recent first-byte wait shows it (a request on a kept-alive

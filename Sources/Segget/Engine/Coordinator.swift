@@ -217,11 +217,14 @@ struct Coordinator: Coordinating {
             connections[$0].machine.isIdle && scheduler.run(of: $0) == nil && scheduler.duplicates[$0] == nil
         }
         var commands: [Command] = []
+        // Connections that libcurl's pool holds open, each good for one request without a handshake
+        // (libcurl hands them to whichever transfer starts next); the thieves beyond them dial.
+        var openLinks = idle.filter { connections[$0].leftLinkOpen }.count
         for (i, id) in idle.enumerated() {
             // No more than the host accepts (see `HostLimit`).
             guard allowsAnotherRequest(now: now) else { break }
             // Estimates are read before the scheduler is asked (it cannot be read while it decides).
-            let estimates = stealEstimates(now: now)
+            let estimates = stealEstimates(now: now, thiefDials: openLinks == 0)
             let runTimes = connections.map { runSeconds($0, now: now) }
             guard let a = scheduler.nextAssignment(
                 for: id, allowDuplicates: config.endGame, remainingSeconds: { estimates.remaining[$0] },
@@ -229,6 +232,7 @@ struct Coordinator: Coordinating {
                 chunkSeconds: estimates.chunkSeconds, runSeconds: { runTimes[$0] },
                 worthStealing: { config.stealing && estimates.worthStealing($0, notStartedChunks: $1) })
             else { continue }
+            openLinks = max(0, openLinks - 1)
             if tracing { commands.append(.trace("connection \(id) gets \(a)")) }
             switch a {
             case .run(let r), .stolen(let r, _, _):

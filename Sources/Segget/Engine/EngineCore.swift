@@ -45,6 +45,11 @@ struct EngineCore {
         case failed(SeggetError)
         /// Chunk `k`, counted as finished, must be fetched again (its kept bytes failed their check).
         case reopened(Int)
+        /// Connection `id`'s request, just started, continues a transfer sent at `sentAt` (the probe's,
+        /// held open) that runs to `requestEnd`, past the connection's range when that ends sooner
+        /// (it is cut there, as a shortened range is). Its wait for the first byte counts from
+        /// `sentAt`, handshakes included, not from the moment it was handed over.
+        case continued(Int, sentAt: Double, requestEnd: Int64)
     }
 
     typealias TransferEnd = Coordinator.TransferEnd
@@ -157,6 +162,10 @@ struct EngineCore {
             return []
         case .reopened(let k):
             c.reopen(k)
+            return []
+        case .continued(let id, let sentAt, let requestEnd):
+            c.connections[id].requestStartedAt = min(c.connections[id].requestStartedAt, sentAt)
+            c.connections[id].requestEnd = max(c.connections[id].requestEnd, requestEnd)
             return []
         }
     }

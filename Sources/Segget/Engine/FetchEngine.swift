@@ -204,7 +204,11 @@ final class FetchEngine {
             case .start(let id, let bytes, let fresh, let newPath):
                 if let held = adoptable {
                     adoptable = nil
-                    if !fresh, !newPath, bytes == held.offset..<held.total, continueProbe(io[id], held) { continue }
+                    if !fresh, !newPath, bytes.lowerBound == held.offset, bytes.upperBound <= held.total, held.bringsTheRest,
+                        continueProbe(io[id], held)
+                    {
+                        continue
+                    }
                     // Ended mid-answer: the server counts it a moment longer.
                     if !held.isSettled { settings.hostShare?.cancelled(1) }
                     held.release()
@@ -251,6 +255,8 @@ final class FetchEngine {
     /// coordinator has prepared its bookkeeping as for any request): its head is judged as the answer
     /// to that request, and its bytes, which libcurl held back, arrive once it is unpaused at the top
     /// of the next pass.
+    /// The connection's range may end before the file does: the answer runs on to the file's end, and
+    /// the transfer is cut where the range ends, as a shortened range's is.
     private func continueProbe(_ c: ConnectionIO, _ held: HeldTransfer) -> Bool {
         guard target.ranged, core.connections[c.id].source == 0, held.multi === driver.multi else { return false }
         if c.staging == nil { c.staging = writer.makeStaging() }
@@ -263,6 +269,7 @@ final class FetchEngine {
         try? held.easy.setLowSpeedLimit(bytesPerSecond: 0, seconds: 0)
         driver.adopt(held.easy, for: self)
         held.adopted()
+        apply(.continued(c.id, sentAt: held.sentAt, requestEnd: held.total))
         adoptedToUnpause = c
         return true
     }

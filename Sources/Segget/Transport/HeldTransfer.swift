@@ -18,6 +18,8 @@ final class HeldTransfer: @unchecked Sendable, Equatable {
     let offset: Int64
     /// The file's length, from the answer's `Content-Range` (0 when it has none).
     let total: Int64
+    /// When the probe sent its request (monotonic seconds).
+    let sentAt: Double
     /// The probe's collector, the handle's delegate (held weakly by the handle) until it is adopted.
     private var context: ProbeContext?
     private(set) var isSettled = false
@@ -29,6 +31,7 @@ final class HeldTransfer: @unchecked Sendable, Equatable {
         head = context.head
         offset = Int64(context.body.count)
         total = context.head.contentRange?.completeLength ?? 0
+        sentAt = context.sentAt
     }
 
     /// The answer runs to the file's end and more of it is still to come: the rest of the file, as

@@ -51,6 +51,8 @@ final class ProbeContext: TransferDelegate {
     var bodyStartedAt = 0.0
     /// The transfer is paused with the rest of the file still to come (see `HeldTransfer`).
     var isHeld = false
+    /// When the request was sent (monotonic seconds).
+    var sentAt = 0.0
     /// Whether the body is worth keeping, decided once at its first bytes (the head is complete by
     /// then) rather than read from the header fields again for every piece of the body.
     private var keepsBody: Bool?
@@ -106,6 +108,11 @@ struct Prober {
     /// for the fetch (`ProbeResult.held`) rather than end it: for a download of one connection, which
     /// then makes one request in all. Needs `multi`.
     var holdsTransfer = false
+    /// With `holdsTransfer`: hold the transfer as soon as its head shows a file larger than
+    /// `firstBytes` (a 206 from byte 0 to the end), instead of after `firstBytes` or `prefixSeconds`.
+    /// For a download of several connections: the others start one round trip after the first
+    /// answer, while the first keeps its warm connection, rather than after a cut that closes it.
+    var holdsAtHead = false
 
     func probe(url: String) throws(SeggetError) -> ProbeResult {
         guard let first = URLParts(url) else {
@@ -206,6 +213,7 @@ struct Prober {
             try e.setConnectTimeout(milliseconds: min(ms, Int(options.connectTimeout * 1000)))
         }
         e.delegate = ctx
+        ctx.sentAt = monotonicSeconds()
         let code = try withExtendedLifetime(ctx) { () throws(CurlError) -> CurlCode? in
             guard let multi else { return e.perform() }
             // Timed from the head, not the first body byte: a server that answers at once and then
@@ -219,6 +227,13 @@ struct Prober {
             }
             return try multi.performAlone(e, hold: {
                 if ctx.isHeld { return true }
+                if holding, holdsAtHead, ctx.head.isComplete, ctx.head.status == 206, ctx.head.contentEncoding == nil,
+                    let cr = ctx.head.contentRange, cr.first == 0, let total = cr.completeLength, cr.last == total - 1,
+                    total > Int64(ctx.limit), (try? e.pause()) != nil
+                {
+                    ctx.isHeld = true
+                    return true
+                }
                 // A slow first answer is held where it got, not cut: the fetch continues it.
                 guard holding, ctx.head.status == 206, ctx.head.contentEncoding == nil, cutDue(),
                     (try? e.pause()) != nil
