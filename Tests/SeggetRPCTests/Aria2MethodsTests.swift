@@ -279,7 +279,7 @@ final class MethodsFixture {
         ] {
             #expect(methods.contains(m), "\(m) not listed")
         }
-        #expect(f.ok("system.listNotifications").arrayValue?.count == 6)
+        #expect(f.ok("system.listNotifications").arrayValue?.count == 7, "aria2's six and segget.onLinkExpired")
         let g = f.add("s.bin")
         #expect(f.ok("aria2.getPeers", [.string(g)]) == .array([]))
         #expect(f.ok("aria2.getServers", [.string(g)]) == .array([]))
