@@ -96,6 +96,8 @@ struct Batch: Sendable {
     }
 
     func run(reporter: Reporter, interrupt: InterruptFlag) -> [Outcome] {
+        // Several files at once: all on one loop (see `runOnLoop`).
+        if parallelFiles > 1 { return runOnLoop(reporter: reporter, interrupt: interrupt) }
         let started = DispatchTime.now().uptimeNanoseconds
         let shared = SharedBox(count: entries.count)
         let group = DispatchGroup()
@@ -145,17 +147,40 @@ struct Batch: Sendable {
         return base.applying(overrides)
     }
 
+    /// `options(for:)`, with the loans of `lender`: its share, and up to -n while others are spare
+    /// near the end of the list.
+    func options(for entry: InputFile.Entry, lender: ConnectionLender?) -> DownloadOptions {
+        var opts = options(for: entry)
+        if let lender {
+            opts.lender = lender
+            opts.connectionsWithLoans = base.connections
+        }
+        return opts
+    }
+
+    /// Whether a file is probed before its path is decided: to learn the server's name for it (and
+    /// its size for the start message). A checksum file is looked up by the name the file will be
+    /// saved under, which may come from the server (Content-Disposition), so then too.
+    func probes(_ opts: DownloadOptions) -> Bool {
+        planPaths || (checksumFile != nil && opts.outputPath == nil)
+    }
+
+    /// What file `k` asks of `OrderedNames`, knowing what its probe learnt (`info`).
+    func wish(_ k: Int, options opts: DownloadOptions, info: RemoteFileInfo?) -> OrderedNames.Wish {
+        let entry = entries[k]
+        if let o = opts.outputPath { return .path(o) }
+        if planPaths {
+            return .name(entry.outputName ?? info?.suggestedFileName ?? FileName.fromURLPath(entry.url), directory: opts.directory)
+        }
+        return .path(nil)
+    }
+
     private func runOne(
         _ k: Int, shared: SharedBox, pool: ConnectionPool, lender: ConnectionLender?, reporter: Reporter, interrupt: InterruptFlag
     ) -> Outcome {
         let entry = entries[k]
         let id = k + 1
-        var opts = options(for: entry)
-        if let lender {
-            // Its share, and up to -n while others are spare near the end of the list.
-            opts.lender = lender
-            opts.connectionsWithLoans = base.connections
-        }
+        let opts = options(for: entry, lender: lender)
         let download0 = Download(url: entry.url, options: opts)
 
         // A probe learns the server's name (and size for the start message). Its failure is not
@@ -165,44 +190,76 @@ struct Batch: Sendable {
         var prepared: PreparedDownload?
         // A checksum file is looked up by the name the file will be saved under, which may come from
         // the server (Content-Disposition), so probe for it then too.
-        if (planPaths || (checksumFile != nil && opts.outputPath == nil)) && !interrupt.isSet {
+        if probes(opts) && !interrupt.isSet {
             prepared = try? download0.prepare(pool: pool)
         }
         let info = prepared?.info
 
         // Paths are decided in list order, so a rerun picks the same names. Whichever report completes
         // the list's prefix decides it and wakes the files it decided; no file waits for another to run.
-        let wish: OrderedNames.Wish
-        if let o = opts.outputPath {
-            wish = .path(o)
-        } else if planPaths {
-            wish = .name(entry.outputName ?? info?.suggestedFileName ?? FileName.fromURLPath(entry.url), directory: opts.directory)
-        } else {
-            wish = .path(nil)
-        }
+        let wish = wish(k, options: opts, info: info)
         let decidedNow = shared.withLock { $0.names.wish(wish, for: k) }
         for i in decidedNow where i != k { shared.decided[i].signal() }
         if !decidedNow.contains(k) { shared.decided[k].wait() }
         let path = shared.withLock { $0.names.path(of: k) }
 
-        if interrupt.isSet { return Outcome(id: id, url: entry.url, path: path, status: .notStarted) }
-        func fail(_ e: SeggetError) -> Outcome {
+        let ready = ready(
+            k, path: path, options: opts, info: info, reporter: reporter, interrupt: interrupt,
+            knownDirectory: { dir in shared.withLock { $0.directories.contains(dir) } },
+            noteDirectory: { dir in shared.withLock { _ = $0.directories.insert(dir) } })
+        guard case .run(let opts) = ready else {
+            if case .ended(let outcome) = ready { return outcome }
+            preconditionFailure("a file is either ready to run or ended")
+        }
+        let download = Download(url: entry.url, options: opts)
+        do throws(SeggetError) {
+            let result = try download.run(
+                progress: { reporter.progress(id: id, $0) }, events: { reporter.event(id: id, $0) }, interrupt: interrupt,
+                prepared: prepared, pool: pool)
+            reporter.finished(id: id, url: entry.url, result)
+            return Outcome(id: id, url: entry.url, path: result.path, status: .done(result))
+        } catch {
+            reporter.failed(id: id, url: entry.url, path: path, error)
+            return Outcome(id: id, url: entry.url, path: path, status: .failed(error))
+        }
+    }
+
+    /// How file `k` goes on once its path is decided.
+    enum Readiness {
+        /// Download it with these options.
+        case run(DownloadOptions)
+        /// It ended here (interrupted, skipped, or failed before its download).
+        case ended(Outcome)
+    }
+
+    /// What happens to file `k` between the decision of its `path` and its download: its directory
+    /// (each looked at once per run, through `knownDirectory` and `noteDirectory`), `--skip-existing`,
+    /// its digest in the checksum file, and the start message.
+    func ready(
+        _ k: Int, path: String?, options: DownloadOptions, info: RemoteFileInfo?, reporter: Reporter, interrupt: InterruptFlag,
+        knownDirectory: (String) -> Bool, noteDirectory: (String) -> Void
+    ) -> Readiness {
+        let entry = entries[k]
+        let id = k + 1
+        var opts = options
+        if interrupt.isSet { return .ended(Outcome(id: id, url: entry.url, path: path, status: .notStarted)) }
+        func fail(_ e: SeggetError) -> Readiness {
             reporter.failed(id: id, url: entry.url, path: path, e)
-            return Outcome(id: id, url: entry.url, path: path, status: .failed(e))
+            return .ended(Outcome(id: id, url: entry.url, path: path, status: .failed(e)))
         }
 
         if planPaths, let path {
             let dir = parentDirectory(path)
-            if !shared.withLock({ $0.directories.contains(dir) }) {
+            if !knownDirectory(dir) {
                 if let problem = makeDirectories(dir) { return fail(SeggetError(.fileSystem, problem)) }
-                shared.withLock { _ = $0.directories.insert(dir) }
+                noteDirectory(dir)
             }
             opts.outputPath = path
             opts.directory = nil
         }
         if skipExisting, let path, fileExists(path) {
             reporter.skipped(id: id, url: entry.url, path: path)
-            return Outcome(id: id, url: entry.url, path: path, status: .skipped)
+            return .ended(Outcome(id: id, url: entry.url, path: path, status: .skipped))
         }
         if let (cfPath, text) = checksumFile {
             let name = lastPathComponent(
@@ -221,16 +278,7 @@ struct Batch: Sendable {
                 id: id, url: entry.url, path: path, size: info?.totalBytes,
                 connections: info.map { $0.acceptsRanges && $0.totalBytes != nil } == false ? 1 : opts.connections,
                 autoConnections: opts.autoConnections))
-        let download = Download(url: entry.url, options: opts)
-        do throws(SeggetError) {
-            let result = try download.run(
-                progress: { reporter.progress(id: id, $0) }, events: { reporter.event(id: id, $0) }, interrupt: interrupt,
-                prepared: prepared, pool: pool)
-            reporter.finished(id: id, url: entry.url, result)
-            return Outcome(id: id, url: entry.url, path: result.path, status: .done(result))
-        } catch {
-            return fail(error)
-        }
+        return .run(opts)
     }
 
     /// 0 when every file succeeded or was skipped; 130 when the run was interrupted; otherwise the

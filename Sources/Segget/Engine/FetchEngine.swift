@@ -248,7 +248,9 @@ final class FetchEngine {
     /// to that request, and its bytes, which libcurl held back, arrive once it is unpaused at the top
     /// of the next pass.
     private func continueProbe(_ c: ConnectionIO, _ held: HeldTransfer) -> Bool {
-        guard target.ranged, core.connections[c.id].source == 0, held.multi === driver.multi else { return false }
+        guard target.ranged, core.connections[c.id].source == 0, held.multi === driver.multi, held.multi.contains(held.easy) else {
+            return false
+        }
         if c.staging == nil { c.staging = writer.makeStaging() }
         settle(c)
         c.easy = held.easy

@@ -108,85 +108,17 @@ struct Prober {
     var holdsTransfer = false
 
     func probe(url: String) throws(SeggetError) -> ProbeResult {
-        guard let first = URLParts(url) else {
-            throw SeggetError(.usage, "'\(URLParts.redactingCredentials(url))' is not an absolute URL; give one such as https://example.com/file.iso.")
-        }
-        guard first.isHTTPFamily else {
-            throw SeggetError(.usage, "the scheme '\(first.scheme)' is not supported; segget downloads http:// and https:// URLs.")
-        }
-        var current = url
-        var currentParts = first
-        var visited: Set<String> = [url]
-        var opts = options
-        var hops = 0
+        var walk = try ProbeWalk(prober: self, url: url)
         while true {
-            if let deadline, deadline.remaining(now: monotonicSeconds()) <= 0 {
-                throw deadline.expired("the first request to \(URLParts.shown(current))")
-            }
+            try walk.checkDeadline()
             // A held transfer not handed on below ends when `held` goes away (see `HeldTransfer`).
             let (ctx, code, held): (ProbeContext, CurlCode, HeldTransfer?)
             do throws(CurlError) {
-                (ctx, code, held) = try request(current, options: opts)
+                (ctx, code, held) = try request(walk.current, options: walk.options)
             } catch {
                 throw SeggetError(error)
             }
-            let head = ctx.head
-            if head.status == 200 || head.status == 206, !(head.status == 206 && head.contentEncoding != nil),
-                let problem = head.framingProblem
-            {
-                // Checked before libcurl's verdict: it rejects some of these itself, as a "weird reply".
-                throw Self.framingError(problem, url: current)
-            }
-            if code != .ok && !(code == .writeError && head.isComplete) {
-                if let deadline, code == .operationTimedOut, deadline.remaining(now: monotonicSeconds()) < 0.1 {
-                    throw deadline.expired("the first request to \(URLParts.shown(current))")
-                }
-                throw Self.networkError(code, url: current, head: head)
-            }
-            if (300...399).contains(head.status), head.status != 304 {
-                // Followed as it came; shown only as `ServerText`.
-                guard let location = head.value("location") else {
-                    throw SeggetError(.protocolViolation, "the server answered \(head.status) without a Location header; there is nothing to follow.", httpStatus: head.status, retryAdvice: .never)
-                }
-                guard !location.isEmpty else {
-                    throw SeggetError(.protocolViolation, "the server answered \(head.status) with an empty Location header; there is nothing to follow.", httpStatus: head.status, retryAdvice: .never)
-                }
-                guard let next = resolveURL(location.unsafeRawValue, against: current) else {
-                    throw SeggetError(.protocolViolation, "the server redirected (\(head.status)) to '\(URLParts.shown(location))', which is not a valid URL; there is nothing to follow.", httpStatus: head.status, retryAdvice: .never)
-                }
-                hops += 1
-                if hops > options.maxRedirects {
-                    throw SeggetError(.network, "more than \(options.maxRedirects) redirects; the server may be misconfigured.", retryAdvice: .never)
-                }
-                if visited.contains(next) {
-                    throw SeggetError(.network, "redirect loop: \(URLParts.shown(next)) was already visited.", retryAdvice: .never)
-                }
-                guard let nextParts = URLParts(next), nextParts.isHTTPFamily else {
-                    throw SeggetError(.protocolViolation, "refusing a redirect to '\(URLParts.shown(next))': only http and https are allowed.", retryAdvice: .never)
-                }
-                if currentParts.scheme == "https" && nextParts.scheme == "http" && !options.allowInsecureRedirect {
-                    throw SeggetError(.protocolViolation, "refusing a redirect from https to plain http (\(URLParts.shown(next))); pass --allow-insecure-redirect to follow it.", retryAdvice: .never)
-                }
-                if nextParts.host != currentParts.host {
-                    opts = opts.withoutCredentials()
-                }
-                visited.insert(next)
-                current = next
-                currentParts = nextParts
-                continue
-            }
-            var result = try interpret(head, finalURL: current, redirects: hops, options: opts)
-            result.credentialsDropped = currentParts.host != first.host
-            if result.acceptsRanges, let last = head.contentRange?.last, ctx.body.count <= last + 1 {
-                // Whatever arrived (all of it, or what came before the cut) is the file's beginning.
-                result.prefix = ctx.body
-            }
-            // Handed on only when the answer runs to the file's end: the fetch continues it as the
-            // request for everything after the prefix.
-            if let held, result.acceptsRanges, held.bringsTheRest, held.offset == Int64(result.prefix.count) {
-                result.held = held
-            }
-            return result
+            if let result = try walk.answered(ctx, code: code, held: held) { return result }
         }
     }
 
@@ -194,7 +126,18 @@ struct Prober {
     /// performed to completion, until the head shows that the body is not worth reading, or until it
     /// is held; a held transfer is returned, still on `multi`.
     private func request(_ url: String, options: TransferOptions) throws(CurlError) -> (ProbeContext, CurlCode, HeldTransfer?) {
-        let holding = holdsTransfer && multi != nil
+        let r = try makeRequest(url, options: options, holding: holdsTransfer && multi != nil)
+        let code = try withExtendedLifetime(r) { () throws(CurlError) -> CurlCode? in
+            guard let multi else { return r.easy.perform() }
+            return try multi.performAlone(r.easy, hold: r.holdDue, cut: r.cutDue)
+        }
+        // Held: the head is complete and the transfer waits in `multi` (see `probe(url:)`).
+        guard code == nil, let multi else { return (r.context, code ?? .writeError, nil) }
+        return (r.context, .writeError, HeldTransfer(easy: r.easy, multi: multi, context: r.context))
+    }
+
+    /// The request for `url`, set up and not started (see `ProbeRequest`).
+    func makeRequest(_ url: String, options: TransferOptions, holding: Bool) throws(CurlError) -> ProbeRequest {
         let ctx = ProbeContext(limit: max(1, firstBytes), holdsAtLimit: holding)
         let e = EasyHandle()
         try e.configure(url: url, options: options)
@@ -206,33 +149,10 @@ struct Prober {
             try e.setConnectTimeout(milliseconds: min(ms, Int(options.connectTimeout * 1000)))
         }
         e.delegate = ctx
-        let code = try withExtendedLifetime(ctx) { () throws(CurlError) -> CurlCode? in
-            guard let multi else { return e.perform() }
-            // Timed from the head, not the first body byte: a server that answers at once and then
-            // holds back the body (a trickle starting at one byte per second) is cut as soon.
-            var headAt: Double?
-            func cutDue() -> Bool {
-                guard ctx.head.isComplete else { return false }
-                let now = monotonicSeconds()
-                if headAt == nil { headAt = now }
-                return now - (ctx.bodyStartedAt > 0 ? ctx.bodyStartedAt : headAt!) > Self.prefixSeconds
-            }
-            return try multi.performAlone(e, hold: {
-                if ctx.isHeld { return true }
-                // A slow first answer is held where it got, not cut: the fetch continues it.
-                guard holding, ctx.head.status == 206, ctx.head.contentEncoding == nil, cutDue(),
-                    (try? e.pause()) != nil
-                else { return false }
-                ctx.isHeld = true
-                return true
-            }, cut: cutDue)
-        }
-        // Held: the head is complete and the transfer waits in `multi` (see `probe(url:)`).
-        guard code == nil, let multi else { return (ctx, code ?? .writeError, nil) }
-        return (ctx, .writeError, HeldTransfer(easy: e, multi: multi, context: ctx))
+        return ProbeRequest(easy: e, context: ctx, holding: holding)
     }
 
-    private func interpret(_ head: ResponseHead, finalURL: String, redirects: Int, options: TransferOptions) throws(SeggetError) -> ProbeResult {
+    func interpret(_ head: ResponseHead, finalURL: String, redirects: Int, options: TransferOptions) throws(SeggetError) -> ProbeResult {
         var result = ProbeResult(
             finalURL: finalURL, totalLength: nil, acceptsRanges: false, etag: head.unsafeRawValue("etag"),
             lastModified: head.unsafeRawValue("last-modified"), suggestedFileName: FileName.fromURLPath(finalURL),
