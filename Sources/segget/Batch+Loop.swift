@@ -3,11 +3,11 @@ import Segget
 import Synchronization
 
 extension Batch {
-    /// Runs the files in flight on one `DownloadLoop`, on the calling thread: their probes and their
-    /// fetches share one driver and its connections; their blocking steps run one at a time on the
-    /// loop's steps queue, where this run's bookkeeping (`LoopRun`) lives too. Same rules as the
-    /// threaded run: the budget and its loans, names in list order, one file's failure its own.
-    func runOnLoop(reporter: Reporter, interrupt: InterruptFlag) -> [Outcome] {
+    /// Runs the files, `parallelFiles` at a time, on one `DownloadLoop` on the calling thread: their
+    /// probes and their fetches share one driver and its connections (a file's requests reuse those
+    /// the files before it left); their blocking steps run one at a time on the loop's steps queue,
+    /// where this run's bookkeeping (`LoopRun`) lives too. One file's failure is its own.
+    func run(reporter: Reporter, interrupt: InterruptFlag) -> [Outcome] {
         let started = DispatchTime.now().uptimeNanoseconds
         let loop = DownloadLoop()
         let lender = parallelFiles > 1 && !base.autoConnections && base.connections > connectionsPerFile ? ConnectionLender() : nil

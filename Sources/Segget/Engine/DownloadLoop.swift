@@ -38,6 +38,18 @@ public final class DownloadLoop: @unchecked Sendable {
         try? driver.multi.setMaxConnectionCache(cacheSize)
     }
 
+    /// A loop running on a thread of its own for as long as the process lives (the daemon's), or nil
+    /// when no thread could be had.
+    public static func onOwnThread() -> DownloadLoop? {
+        let loop = DownloadLoop()
+        do {
+            try SystemThread.detach { loop.run(until: { false }) }
+        } catch {
+            return nil
+        }
+        return loop
+    }
+
     /// Downloads fetching now (loop thread only).
     var runningEngines: Int { engines.count }
 
@@ -91,7 +103,8 @@ public final class DownloadLoop: @unchecked Sendable {
         }
         if completed > 0 || inboxLock.withLock({ !inbox.isEmpty }) { return }
         let now = monotonicSeconds()
-        var wait = engines.map { $0.engine.pollTimeout(now: now) }.min() ?? 100
+        // Idle, it waits for posted work (which wakes it) a second at a time.
+        var wait = engines.map { $0.engine.pollTimeout(now: now) }.min() ?? (probes.isEmpty ? 1000 : 100)
         // A probe's request is looked at (held or cut) at least every 10 ms, as on a thread of its own.
         if !probes.isEmpty { wait = min(wait, 10) }
         try? driver.wait(timeoutMs: wait)
