@@ -53,8 +53,8 @@ extension DownloadQueue {
             let info = try? probing.probe()
             return start(id, directory: directory, suggested: info?.suggestedFileName ?? FileName.fromURLPath(record.urls[0]))
         }
-        probing.prepare(on: loop) { result in
-            let name = (try? result.get())?.info.suggestedFileName ?? FileName.fromURLPath(record.urls[0])
+        probing.probe(on: loop) { result in
+            let name = (try? result.get())?.suggestedFileName ?? FileName.fromURLPath(record.urls[0])
             self.start(id, directory: directory, suggested: name)
         }
     }

@@ -22,7 +22,7 @@ import Glibc
     /// 48 paced files, 16 in flight: the process never runs more than 4 threads (before, one thread
     /// per file in flight: 17 and more), every file arrives whole, and the files share their
     /// connections: one request each over at most 16 connections in all.
-    @Test func batchRunsOnBoundedThreadsAndSharesConnections() throws {
+    @Test func batchRunsOnBoundedThreadsAndSharesConnections() async throws {
         var files: [String: [UInt8]] = [:]
         for i in 0..<48 { files["f\(i)"] = cliTestBytes(256 * 1024 + i, seed: UInt64(300 + i)) }
         let server = try startCLITestServer(files)
@@ -35,16 +35,19 @@ import Glibc
             .write(toFile: list, atomically: true, encoding: .utf8)
         let p = try SpawnedProcess(
             executable: SpawnedProcess.seggetPath(), arguments: ["-q", "-n", "1", "-j", "16", "-i", list, "-d", dir.path("out")])
-        var peak = 0
-        var samples = 0
-        while p.isRunning {
-            if let n = Self.threads(of: p.pid) {
-                peak = max(peak, n)
-                samples += 1
+        // Watched from a thread of its own, not one of the test runner's few cooperative threads.
+        let (peak, samples, r) = try await blocking { () -> (Int, Int, SpawnedProcess.Outcome) in
+            var peak = 0
+            var samples = 0
+            while p.isRunning {
+                if let n = Self.threads(of: p.pid) {
+                    peak = max(peak, n)
+                    samples += 1
+                }
+                usleep(10_000)
             }
-            usleep(10_000)
+            return (peak, samples, p.wait())
         }
-        let r = p.wait()
         #expect(r.exitCode == 0, "\(r.stderr)")
         for i in 0..<48 { #expect(fileMatches(dir.path("out") + "/f\(i)", files["f\(i)"]!)) }
         #expect(samples >= 5, "the batch ended before its threads could be watched")

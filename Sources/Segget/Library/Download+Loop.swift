@@ -25,6 +25,17 @@ extension Download {
         }
     }
 
+    /// Sends one probing request as ``probe()`` does, as a request on `loop` beside its other
+    /// downloads. `completion` is called once, on the loop's steps queue.
+    public func probe(on loop: DownloadLoop, completion: @escaping @Sendable (Result<RemoteFileInfo, SeggetError>) -> Void) {
+        loop.post { [self] in
+            loop.probe(self, firstBytes: 1, deadline: nil, retrying: false, events: nil, interrupt: InterruptFlag()) { result in
+                let info = result.map(RemoteFileInfo.init)
+                loop.steps.async { completion(info) }
+            }
+        }
+    }
+
     /// Runs the download as ``run(progress:events:interrupt:prepared:pool:)`` does, with the same
     /// attempts, restarts, errors and result, but on `loop`: its requests beside the other downloads
     /// there (sharing their connections), its blocking steps on the loop's steps queue. Returns at
