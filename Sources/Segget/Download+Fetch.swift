@@ -20,12 +20,73 @@ enum FetchStep {
     case restart(DownloadRestart)
 }
 
+/// How the fetch of an attempt starts: the probe brought every byte, or an engine fetches the rest
+/// (made at `started`, monotonic seconds).
+enum FetchStart {
+    case fetched(Fetched)
+    case engine(FetchEngine, started: Double)
+}
+
+/// How an attempt goes on after `Download.beginFetch`: it ended there, or it fetches.
+enum AttemptStart {
+    case finished(AttemptOutcome)
+    case fetch(FetchStage)
+}
+
+/// What an attempt holds open from the opening of its partial download to its end: the part file
+/// and journal, the hasher, the probe's held transfer, and the fetch. `close()` lets go of them.
+final class FetchStage: @unchecked Sendable {
+    let probe: ProbeResult
+    let paths: PartialDownload.Paths
+    let expected: [ExpectedDigest]
+    let ranged: Bool
+    let partial: PartialDownload
+    let plan: ChunkPlan
+    let resumedBytes: Int64
+    let hasher: PrefixHasher?
+    let start: FetchStart
+    /// The run's slots in its host's budget: a held transfer ended unfinished is counted cancelled.
+    let hostShare: HostShare?
+
+    init(
+        probe: ProbeResult, paths: PartialDownload.Paths, expected: [ExpectedDigest], ranged: Bool, partial: PartialDownload,
+        plan: ChunkPlan, resumedBytes: Int64, hasher: PrefixHasher?, start: FetchStart, hostShare: HostShare? = nil
+    ) {
+        self.hostShare = hostShare
+        self.probe = probe
+        self.paths = paths
+        self.expected = expected
+        self.ranged = ranged
+        self.partial = partial
+        self.plan = plan
+        self.resumedBytes = resumedBytes
+        self.hasher = hasher
+        self.start = start
+    }
+
+    /// The engine, when the probe did not bring everything.
+    var engine: FetchEngine? {
+        if case .engine(let e, _) = start { return e }
+        return nil
+    }
+
+    /// Ends what the attempt held, in the order an attempt on one thread always did.
+    func close() {
+        hasher?.cancel()
+        partial.close()
+        // Ended mid-answer unless the fetch continued it: the server counts it a moment longer.
+        if probe.held?.isSettled == false { hostShare?.cancelled(1) }
+        probe.held?.release()
+    }
+}
+
 extension Download {
-    /// Runs the engine over the partial download until every chunk is written.
-    func fetch(
+    /// Sets up the engine that fetches the partial download's missing chunks, on `driver` when given
+    /// (shared with other downloads), else on a driver of its own over `multi`.
+    func makeFetch(
         probe: ProbeResult, ranged: Bool, partial: PartialDownload, plan: ChunkPlan, hasher: PrefixHasher?,
-        multi: MultiHandle, deadline: Deadline?, _ context: AttemptContext
-    ) throws(SeggetError) -> FetchStep {
+        multi: MultiHandle, driver: TransferDriver?, deadline: Deadline?, _ context: AttemptContext
+    ) -> FetchStart {
         let settings = fetchSettings(
             ranged: ranged, chunkSize: partial.chunkSize, totalLength: probe.totalLength, deadline: deadline,
             hashing: hasher != nil, hostShare: context.hostShare)
@@ -48,7 +109,7 @@ extension Download {
         let engine = FetchEngine(
             target: target, settings: settings, data: partial.data, journal: partial.journal, plan: plan,
             isFinished: { trusted?[$0] ?? false }, interrupt: context.interrupt, multi: multi,
-            partialChunks: partial.partial.mapValues(\.upTo))
+            partialChunks: partial.partial.mapValues(\.upTo), driver: driver)
         engine.onProgress = context.progress.map { p in { p($0) } }
         engine.onEvent = context.events.map { e in { e($0) } }
         engine.onPrefix = hasher.map { h in { h.advance(to: $0) } }
@@ -73,33 +134,41 @@ extension Download {
             let length = plan.totalLength
             engine.onWriteback = { partial.startWriteback(length: length) }
         }
-        let started = monotonicSeconds()
-        do {
-            try engine.run()
-        } catch let restart as RangesIgnored {
+        return .engine(engine, started: monotonicSeconds())
+    }
+
+    /// What the end of `engine`'s run (with `failure`, nil when every chunk is written) means for the
+    /// attempt: what was fetched, a restart, or the error to report.
+    func fetchEnded(_ engine: FetchEngine, failure: (any Error)?, started: Double, stage: FetchStage) throws(SeggetError) -> FetchStep {
+        let plan = stage.plan
+        switch failure {
+        case nil:
+            break
+        case let restart as RangesIgnored:
             return .restart(.rangesIgnored(reason: restart.reason))
-        } catch let restart as ResourceChanged {
+        case let restart as ResourceChanged:
             return .restart(.resourceChanged(reason: restart.reason))
-        } catch let e as SeggetError {
+        case let e as SeggetError:
             // The written bitmap is already exact; make it durable too, so that even a reboot keeps it.
-            partial.checkpoint()
+            stage.partial.checkpoint()
             if e.kind == .interrupted {
                 let done = engine.finishedBytesForReport
                 throw SeggetError(.interrupted, "interrupted with \(Format.bytes(done)) of \(Format.bytes(plan.totalLength)) saved; run the same command to resume.")
             }
-            if ranged, partial.journal != nil, let status = LinkExpiry.status(of: e) {
+            if stage.ranged, stage.partial.journal != nil, let status = LinkExpiry.status(of: e) {
+                let probe = stage.probe
                 // The link that served the first requests stopped working: renew it (see `renew`).
                 return .restart(.linkExpired(LinkExpired(
                     url: probe.finalURL, status: status, bytesDone: engine.finishedBytesForReport,
-                    identity: ObjectIdentity(probe), outputPath: partial.paths.final,
+                    identity: ObjectIdentity(probe), outputPath: stage.partial.paths.final,
                     receivedBytes: engine.receivedBytes)))
             }
             throw e
-        } catch {
-            throw SeggetError(.internalError, "unexpected error: \(error)")
+        case let other?:
+            throw SeggetError(.internalError, "unexpected error: \(other)")
         }
-        let length = ranged ? plan.totalLength : engine.streamLength
-        if let total = probe.totalLength, length != total {
+        let length = stage.ranged ? plan.totalLength : engine.streamLength
+        if let total = stage.probe.totalLength, length != total {
             throw SeggetError(.protocolViolation, "the server sent \(length) bytes but announced \(total); run the command again.")
         }
         return .fetched(Fetched(

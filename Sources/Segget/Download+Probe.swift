@@ -85,25 +85,7 @@ extension Download {
                     continue
                 }
                 attempt += 1
-                guard Self.probeIsRetryable(error, attempt: attempt), attempt <= options.retries, !interrupt.isSet else {
-                    throw error
-                }
-                let delay: Double
-                var reason = error.message
-                switch RetryPolicy.decide(
-                    attempt: attempt, reason: error.message, base: options.retryWait, retryAfter: error.retryAfter,
-                    maxWait: options.maxRetryWait, deadline: deadline, now: monotonicSeconds(), jitter: .random(in: 0.5...1.5))
-                {
-                case .giveUp(let message):
-                    throw SeggetError(.network, message)
-                case .wait(let seconds, let note):
-                    delay = seconds
-                    if let note { reason = "\(RetryPolicy.sentence(reason).dropLast()); \(note)" }
-                }
-                if error.retryAdvice == .once {
-                    reason = "\(RetryPolicy.sentence(reason).dropLast()); trying once more"
-                }
-                events?(.retry(connection: 0, attempt: attempt, delay: delay, reason: reason))
+                let delay = try probeRetryDelay(after: error, attempt: attempt, deadline: deadline, events: events, interrupt: interrupt)
                 let until = monotonicSeconds() + delay
                 while monotonicSeconds() < until {
                     if interrupt.isSet { throw SeggetError(.interrupted, "interrupted before the download started.") }
@@ -111,6 +93,34 @@ extension Download {
                 }
             }
         }
+    }
+
+    /// After the probe's `attempt`-th failure, `error`: throws when it is not worth another try, else
+    /// reports the retry and returns how long to wait before it.
+    func probeRetryDelay(
+        after error: SeggetError, attempt: Int, deadline: Deadline?, events: (@Sendable (DownloadEvent) -> Void)?,
+        interrupt: InterruptFlag
+    ) throws(SeggetError) -> Double {
+        guard Self.probeIsRetryable(error, attempt: attempt), attempt <= options.retries, !interrupt.isSet else {
+            throw error
+        }
+        let delay: Double
+        var reason = error.message
+        switch RetryPolicy.decide(
+            attempt: attempt, reason: error.message, base: options.retryWait, retryAfter: error.retryAfter,
+            maxWait: options.maxRetryWait, deadline: deadline, now: monotonicSeconds(), jitter: .random(in: 0.5...1.5))
+        {
+        case .giveUp(let message):
+            throw SeggetError(.network, message)
+        case .wait(let seconds, let note):
+            delay = seconds
+            if let note { reason = "\(RetryPolicy.sentence(reason).dropLast()); \(note)" }
+        }
+        if error.retryAdvice == .once {
+            reason = "\(RetryPolicy.sentence(reason).dropLast()); trying once more"
+        }
+        events?(.retry(connection: 0, attempt: attempt, delay: delay, reason: reason))
+        return delay
     }
 
     /// Probes each mirror; keeps those that agree with the main URL on length and validators.

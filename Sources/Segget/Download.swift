@@ -127,12 +127,39 @@ public final class Download: @unchecked Sendable {
             }
             probe.noJournalAt = ask.noJournalAt
         }
+        switch try beginFetch(plan, probe: probe, deadline: deadline, driver: nil, multi: multi, context) {
+        case .finished(let outcome):
+            return outcome
+        case .fetch(let stage):
+            defer { stage.close() }
+            var failure: (any Error)?
+            if let engine = stage.engine {
+                do { try engine.run() } catch { failure = error }
+            }
+            return try endFetch(stage, failure: failure, context)
+        }
+    }
+
+    /// The part of an attempt between the probe and the fetch: names the file, saves one the probe
+    /// brought whole, opens the partial download (resuming when the journal and data agree with the
+    /// server), starts the hasher and sets up the engine, on `driver` when given (a `DownloadLoop`'s).
+    func beginFetch(
+        _ plan: AttemptPlan, probe: ProbeResult, deadline: Deadline?, driver: TransferDriver?, multi: MultiHandle,
+        _ context: AttemptContext
+    ) throws(SeggetError) -> AttemptStart {
+        var probe = probe
+        let events = context.events
+        // The URL of this attempt: a renewed link once the first one expired.
+        let url = plan.url ?? self.url
         // A probe transfer held for the fetch ends with the attempt unless the fetch continued it.
         let held = probe.held
+        var handedOn = false
         defer {
-            // Ended mid-answer unless the fetch continued it: the server counts it a moment longer.
-            if held?.isSettled == false { context.hostShare?.cancelled(1) }
-            held?.release()
+            if !handedOn {
+                // Ended mid-answer unless the fetch continued it: the server counts it a moment longer.
+                if held?.isSettled == false { context.hostShare?.cancelled(1) }
+                held?.release()
+            }
         }
         let final: String
         if let pinned = plan.outputPath { final = pinned } else { final = try outputPath(probe: probe) }
@@ -140,14 +167,14 @@ public final class Download: @unchecked Sendable {
         let expected = expectedDigests(probe)
         let ranged = probe.acceptsRanges && probe.totalLength != nil && !plan.stream
         if let whole = try publishWhole(probe: probe, ranged: ranged, paths: paths, expected: expected, deadline: deadline, context) {
-            return .finished(whole)
+            return .finished(.finished(whole))
         }
         let finalExists = try checkOutputPath(paths.final)
         if !options.force, finalExists, let size = PartialDownload.finishedEarlier(paths: paths, url: url) {
             events?(.notice("\(paths.final) was already completed by an earlier run."))
-            return .finished(DownloadResult(
+            return .finished(.finished(DownloadResult(
                 path: paths.final, bytes: size, resumedBytes: size, receivedBytes: 0, seconds: 0,
-                connections: 0, verified: [], usedRanges: probe.acceptsRanges))
+                connections: 0, verified: [], usedRanges: probe.acceptsRanges)))
         }
         if finalExists && !options.force {
             throw SeggetError(.fileSystem, "\(paths.final) already exists; pass --force to overwrite it, or -o to choose another name.")
@@ -160,45 +187,63 @@ public final class Download: @unchecked Sendable {
         let partial = try PartialDownload.open(
             paths: paths, url: url, probe: probe, ranged: ranged, fresh: plan.fresh, chunkSize: options.chunkSize,
             mustResume: plan.mustResume, events: events)
-        defer { partial.close() }
+        var hasher: PrefixHasher?
+        defer {
+            if !handedOn {
+                hasher?.cancel()
+                partial.close()
+            }
+        }
         let chunks = ChunkPlan(totalLength: probe.totalLength ?? 0, chunkSize: partial.chunkSize)
         let resumedBytes = partial.resumedBytes(plan: chunks)
         if resumedBytes > 0 {
             events?(.notice("resuming: \(Format.bytes(resumedBytes)) of \(Format.bytes(chunks.totalLength)) already downloaded."))
         }
         if ranged { try partial.placeProbePrefix(probe.prefix, plan: chunks) }
-        let hasher = try makeHasher(for: expected, partial: partial)
-        defer { hasher?.cancel() }
+        hasher = try makeHasher(for: expected, partial: partial)
         if let hasher, partial.isNew, ranged, !probe.prefix.isEmpty {
             probe.prefix.withUnsafeBytes { hasher.offer($0, at: 0) }
         }
         probe.prefix = []  // in the file (and the hasher) now; give the memory back
 
-        // Fetch.
-        let fetched: Fetched
-        switch try fetch(
-            probe: probe, ranged: ranged, partial: partial, plan: chunks, hasher: hasher, multi: multi,
+        let start = makeFetch(
+            probe: probe, ranged: ranged, partial: partial, plan: chunks, hasher: hasher, multi: multi, driver: driver,
             deadline: deadline, context)
-        {
-        case .restart(.linkExpired(var expired)):
-            expired.resumedAtStart = resumedBytes
-            return .restart(.linkExpired(expired))
-        case .restart(let restart): return .restart(restart)
-        case .fetched(let result): fetched = result
-        }
+        handedOn = true
+        return .fetch(FetchStage(
+            probe: probe, paths: paths, expected: expected, ranged: ranged, partial: partial, plan: chunks,
+            resumedBytes: resumedBytes, hasher: hasher, start: start, hostShare: context.hostShare))
+    }
 
+    /// The rest of an attempt once its engine stopped (with `failure`, or nil when every byte is in
+    /// the file): verify, then publish. The caller closes `stage` after.
+    func endFetch(_ stage: FetchStage, failure: (any Error)?, _ context: AttemptContext) throws(SeggetError) -> AttemptOutcome {
+        let fetched: Fetched
+        switch stage.start {
+        case .fetched(let f):
+            fetched = f
+        case .engine(let engine, let started):
+            switch try fetchEnded(engine, failure: failure, started: started, stage: stage) {
+            case .restart(.linkExpired(var expired)):
+                expired.resumedAtStart = stage.resumedBytes
+                return .restart(.linkExpired(expired))
+            case .restart(let restart): return .restart(restart)
+            case .fetched(let result): fetched = result
+            }
+        }
+        let partial = stage.partial
         // Verify before the file gets its final name. The data sync runs meanwhile: it waits on the
         // disk while the hash tail uses the CPU.
-        let earlySync = hasher != nil && options.syncBeforeRename ? partial.syncInBackground() : nil
+        let earlySync = stage.hasher != nil && options.syncBeforeRename ? partial.syncInBackground() : nil
         defer { earlySync?.wait() }
-        let verified = try verify(hasher: hasher, expected: expected, length: fetched.length, partial: partial)
+        let verified = try verify(hasher: stage.hasher, expected: stage.expected, length: fetched.length, partial: partial)
 
         // Publish: rename into place and drop the journal; with --fsync, sync before and the directory after.
         try partial.publish(syncing: options.syncBeforeRename)
         return .finished(DownloadResult(
-            path: paths.final, bytes: fetched.length, resumedBytes: resumedBytes - fetched.rejectedBytes,
+            path: stage.paths.final, bytes: fetched.length, resumedBytes: stage.resumedBytes - fetched.rejectedBytes,
             receivedBytes: fetched.receivedBytes, seconds: monotonicSeconds() - fetched.started,
-            connections: fetched.connections, verified: verified, usedRanges: ranged))
+            connections: fetched.connections, verified: verified, usedRanges: stage.ranged))
     }
 
     /// The digests to check: those the user gave, then those the server announced for algorithms the

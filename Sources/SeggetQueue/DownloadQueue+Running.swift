@@ -9,14 +9,23 @@ import Synchronization
 extension DownloadQueue {
     // MARK: Running downloads
 
+    /// The loop every task of the process runs on (see `DownloadLoop`): one thread for the
+    /// transfers of all of them, one steps queue for their blocking steps; nil when no thread could
+    /// be had, and then each task runs on a thread of its own.
+    static let loop = DownloadLoop.onOwnThread()
+
     func launch(_ ids: [TaskID]) {
         for id in ids {
-            DispatchQueue.global().async { self.prepareAndStart(id) }
+            if let loop = Self.loop {
+                loop.steps.async { self.prepareAndStart(id) }
+            } else {
+                DispatchQueue.global().async { self.prepareAndStart(id) }
+            }
         }
     }
 
     /// Off the lock: creates the directory, fixes the output path (probing for the server's file
-    /// name the first time), then starts the download and watches it.
+    /// name the first time: a request on the loop), then starts the download and watches it.
     private func prepareAndStart(_ id: TaskID) {
         guard
             let (record, policy) = core.withLock({ c -> (TaskRecord, DirectoryPolicy)? in
@@ -38,11 +47,21 @@ extension DownloadQueue {
             ended(id, .completed(path: path, bytes: size))
             return
         }
-        var suggested: String?
-        if record.path == nil {
-            let info = try? Download(url: record.urls[0], options: downloadOptions(record, grant: nil)).probe()
-            suggested = info?.suggestedFileName ?? FileName.fromURLPath(record.urls[0])
+        guard record.path == nil else { return start(id, directory: directory, suggested: nil) }
+        let probing = Download(url: record.urls[0], options: downloadOptions(record, grant: nil))
+        guard let loop = Self.loop else {
+            let info = try? probing.probe()
+            return start(id, directory: directory, suggested: info?.suggestedFileName ?? FileName.fromURLPath(record.urls[0]))
         }
+        probing.probe(on: loop) { result in
+            let name = (try? result.get())?.suggestedFileName ?? FileName.fromURLPath(record.urls[0])
+            self.start(id, directory: directory, suggested: name)
+        }
+    }
+
+    /// Gives a task without a path its own (from the server's `suggested` name), then starts its
+    /// download and watches it.
+    private func start(_ id: TaskID, directory: String, suggested: String?) {
         let started: DownloadTask? = core.withLock { c in
             guard var r = c.records[id], c.live[id] != nil, c.live[id]?.stopRequested == false,
                 let grant = c.live[id]?.grant
@@ -57,7 +76,8 @@ extension DownloadQueue {
                 store(&c) { s throws(SQLiteError) in try s.update(saved) }
                 c.storageError = nil
             }
-            let task = Download(url: r.urls[0], options: downloadOptions(r, grant: grant)).start()
+            let download = Download(url: r.urls[0], options: downloadOptions(r, grant: grant))
+            let task = Self.loop.map { download.start(on: $0) } ?? download.start()
             c.live[id]?.task = task
             return task
         }

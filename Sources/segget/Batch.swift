@@ -32,7 +32,8 @@ struct JobStart: Sendable {
     var autoConnections: Bool
 }
 
-/// Receives everything the user sees. Called from download threads, possibly several at once.
+/// Receives everything the user sees. Called from a batch's loop thread and from its steps queue
+/// (see `DownloadLoop`), possibly both at once.
 protocol Reporter: Sendable {
     func started(_ job: JobStart)
     func progress(id: Int, _ p: DownloadProgress)
@@ -49,7 +50,7 @@ protocol Reporter: Sendable {
 /// Rules (documented in `segget --help` and the README):
 /// - Budget: all files together use at most `totalConnections` (default: the larger of 16 and
 ///   `-n`). At most that many files run at once, and each gets `min(-n, budget / jobs)` connections.
-///   Once no file is left to start, the shares of the workers that stopped are lent to the files
+///   Once no file is left to start, the shares of the files that ended are lent to the files
 ///   still running (`ConnectionLender`), each up to `-n`: the last files of a list do not run on one
 ///   connection each while the rest of the budget sits unused.
 /// - Names: in list mode (and with `--json` or `--skip-existing`) every file's path is decided before it starts, in list order, through
@@ -77,77 +78,6 @@ struct Batch: Sendable {
     var parallelFiles: Int { max(1, min(jobs, budget, entries.count)) }
     var connectionsPerFile: Int { min(base.connections, max(1, budget / parallelFiles)) }
 
-    private struct Shared {
-        var next = 0
-        var names: OrderedNames
-        var outcomes: [Outcome?]
-        /// Directories made (or found) for earlier files: each is looked at once per run.
-        var directories: Set<String> = []
-    }
-
-    private final class SharedBox: Sendable {
-        let state: Mutex<Shared>
-        /// `decided[k]` is signalled once file k's path is decided by another file's report (see
-        /// `OrderedNames`): file k waits only while an earlier file has not reported its wish.
-        let decided: [DispatchSemaphore]
-        /// `probeTurn[k]` is signalled once file k-1's probe has its slot in the host's budget: probes
-        /// take slots in list order, so that no file waiting for an earlier file's name holds a slot
-        /// the earlier file still waits for.
-        let probeTurn: [DispatchSemaphore]
-        init(count: Int) {
-            probeTurn = (0...count).map { _ in DispatchSemaphore(value: 0) }
-            state = Mutex(Shared(names: OrderedNames(count: count), outcomes: Array(repeating: nil, count: count)))
-            // All start at 0 (libdispatch traps when a semaphore ends below its initial value).
-            decided = (0..<count).map { _ in DispatchSemaphore(value: 0) }
-        }
-        func withLock<T>(_ body: (inout Shared) -> T) -> T { state.withLock { body(&$0) } }
-    }
-
-    func run(reporter: Reporter, interrupt: InterruptFlag) -> [Outcome] {
-        let started = DispatchTime.now().uptimeNanoseconds
-        let shared = SharedBox(count: entries.count)
-        let group = DispatchGroup()
-        let hostBudget = HostBudget(maxPerHost: maxConnectionsPerHost)
-        // A worker that finds no file left lends its share of the budget to the files still running.
-        let lender = parallelFiles > 1 && !base.autoConnections && base.connections > connectionsPerFile ? ConnectionLender() : nil
-        // One thread per file in flight (not Dispatch's global queue, which runs about one per CPU).
-        let work: @Sendable () -> Void = {
-            // Each worker's files reuse its kept-alive connections.
-            let pool = ConnectionPool()
-            while true {
-                let k: Int = shared.withLock { s in
-                    defer { s.next += 1 }
-                    return s.next
-                }
-                guard k < entries.count else {
-                    lender?.lend(connectionsPerFile)
-                    return
-                }
-                let outcome = runOne(
-                    k, shared: shared, pool: pool, lender: lender, hostBudget: hostBudget, reporter: reporter, interrupt: interrupt)
-                shared.withLock { $0.outcomes[k] = outcome }
-            }
-        }
-        var threads = 0
-        // One file at a time runs on this thread: no thread to start, and none to hand the end back.
-        for _ in 0..<(parallelFiles > 1 ? parallelFiles : 0) {
-            group.enter()
-            if DownloadThread.start({ work(); group.leave() }) {
-                threads += 1
-            } else {
-                // No thread to be had: this worker's share goes to the ones that started.
-                group.leave()
-            }
-        }
-        if threads == 0 { work() }
-        group.wait()
-        let outcomes = shared.withLock { s in
-            s.outcomes.enumerated().map { $0.element ?? Outcome(id: $0.offset + 1, url: entries[$0.offset].url, status: .notStarted) }
-        }
-        reporter.summary(outcomes, seconds: Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9)
-        return outcomes
-    }
-
     /// The run's options with the entry's own lines and this file's share of the budget.
     func options(for entry: InputFile.Entry) -> DownloadOptions {
         var overrides = entry.overrides
@@ -155,72 +85,71 @@ struct Batch: Sendable {
         return base.applying(overrides)
     }
 
-    private func runOne(
-        _ k: Int, shared: SharedBox, pool: ConnectionPool, lender: ConnectionLender?, hostBudget: HostBudget,
-        reporter: Reporter, interrupt: InterruptFlag
-    ) -> Outcome {
-        let entry = entries[k]
-        let id = k + 1
+    /// `options(for:)`, with the loans of `lender`: its share, and up to -n while others are spare
+    /// near the end of the list.
+    func options(for entry: InputFile.Entry, lender: ConnectionLender?, hostBudget: HostBudget) -> DownloadOptions {
         var opts = options(for: entry)
         opts.hostBudget = hostBudget
         if let lender {
-            // Its share, and up to -n while others are spare near the end of the list.
             opts.lender = lender
             opts.connectionsWithLoans = base.connections
         }
-        let download0 = Download(url: entry.url, options: opts)
+        return opts
+    }
 
-        // A probe learns the server's name (and size for the start message). Its failure is not
-        // reported: the download itself retries and gives the real error.
-        // The probe's answer (with the file's first chunk) goes on to the download, which then starts
-        // without asking again.
-        var prepared: PreparedDownload?
-        // A checksum file is looked up by the name the file will be saved under, which may come from
-        // the server (Content-Disposition), so probe for it then too.
-        if k > 0 { shared.probeTurn[k].wait() }
-        let turnPassed = Mutex(false)
-        let passTurn: @Sendable () -> Void = {
-            if !turnPassed.withLock({ t in defer { t = true }; return t }) { shared.probeTurn[k + 1].signal() }
-        }
-        if (planPaths || (checksumFile != nil && opts.outputPath == nil)) && !interrupt.isSet {
-            prepared = try? download0.prepare(pool: pool, interrupt: interrupt, onSlot: passTurn)
-        }
-        passTurn()
-        let info = prepared?.info
+    /// Whether a file is probed before its path is decided: to learn the server's name for it (and
+    /// its size for the start message). A checksum file is looked up by the name the file will be
+    /// saved under, which may come from the server (Content-Disposition), so then too.
+    func probes(_ opts: DownloadOptions) -> Bool {
+        planPaths || (checksumFile != nil && opts.outputPath == nil)
+    }
 
-        // Paths are decided in list order, so a rerun picks the same names. Whichever report completes
-        // the list's prefix decides it and wakes the files it decided; no file waits for another to run.
-        let wish: OrderedNames.Wish
-        if let o = opts.outputPath {
-            wish = .path(o)
-        } else if planPaths {
-            wish = .name(entry.outputName ?? info?.suggestedFileName ?? FileName.fromURLPath(entry.url), directory: opts.directory)
-        } else {
-            wish = .path(nil)
+    /// What file `k` asks of `OrderedNames`, knowing what its probe learnt (`info`).
+    func wish(_ k: Int, options opts: DownloadOptions, info: RemoteFileInfo?) -> OrderedNames.Wish {
+        let entry = entries[k]
+        if let o = opts.outputPath { return .path(o) }
+        if planPaths {
+            return .name(entry.outputName ?? info?.suggestedFileName ?? FileName.fromURLPath(entry.url), directory: opts.directory)
         }
-        let decidedNow = shared.withLock { $0.names.wish(wish, for: k) }
-        for i in decidedNow where i != k { shared.decided[i].signal() }
-        if !decidedNow.contains(k) { shared.decided[k].wait() }
-        let path = shared.withLock { $0.names.path(of: k) }
+        return .path(nil)
+    }
 
-        if interrupt.isSet { return Outcome(id: id, url: entry.url, path: path, status: .notStarted) }
-        func fail(_ e: SeggetError) -> Outcome {
+    /// How file `k` goes on once its path is decided.
+    enum Readiness {
+        /// Download it with these options.
+        case run(DownloadOptions)
+        /// It ended here (interrupted, skipped, or failed before its download).
+        case ended(Outcome)
+    }
+
+    /// What happens to file `k` between the decision of its `path` and its download: its directory
+    /// (each looked at once per run, through `knownDirectory` and `noteDirectory`), `--skip-existing`,
+    /// its digest in the checksum file, and the start message.
+    func ready(
+        _ k: Int, path: String?, options: DownloadOptions, info: RemoteFileInfo?, reporter: Reporter, interrupt: InterruptFlag,
+        knownDirectory: (String) -> Bool, noteDirectory: (String) -> Void
+    ) -> Readiness {
+        let entry = entries[k]
+        let id = k + 1
+        var opts = options
+        if interrupt.isSet { return .ended(Outcome(id: id, url: entry.url, path: path, status: .notStarted)) }
+        func fail(_ e: SeggetError) -> Readiness {
             reporter.failed(id: id, url: entry.url, path: path, e)
-            return Outcome(id: id, url: entry.url, path: path, status: .failed(e))
+            return .ended(Outcome(id: id, url: entry.url, path: path, status: .failed(e)))
         }
 
         if planPaths, let path {
             let dir = parentDirectory(path)
-            if !shared.withLock({ $0.directories.contains(dir) }) {
+            if !knownDirectory(dir) {
                 if let problem = makeDirectories(dir) { return fail(SeggetError(.fileSystem, problem)) }
-                shared.withLock { _ = $0.directories.insert(dir) }
+                noteDirectory(dir)
             }
             opts.outputPath = path
             opts.directory = nil
         }
         if skipExisting, let path, fileExists(path) {
             reporter.skipped(id: id, url: entry.url, path: path)
-            return Outcome(id: id, url: entry.url, path: path, status: .skipped)
+            return .ended(Outcome(id: id, url: entry.url, path: path, status: .skipped))
         }
         if let (cfPath, text) = checksumFile {
             let name = lastPathComponent(
@@ -239,16 +168,7 @@ struct Batch: Sendable {
                 id: id, url: entry.url, path: path, size: info?.totalBytes,
                 connections: info.map { $0.acceptsRanges && $0.totalBytes != nil } == false ? 1 : opts.connections,
                 autoConnections: opts.autoConnections))
-        let download = Download(url: entry.url, options: opts)
-        do throws(SeggetError) {
-            let result = try download.run(
-                progress: { reporter.progress(id: id, $0) }, events: { reporter.event(id: id, $0) }, interrupt: interrupt,
-                prepared: prepared, pool: pool)
-            reporter.finished(id: id, url: entry.url, result)
-            return Outcome(id: id, url: entry.url, path: result.path, status: .done(result))
-        } catch {
-            return fail(error)
-        }
+        return .run(opts)
     }
 
     /// 0 when every file succeeded or was skipped; 130 when the run was interrupted; otherwise the

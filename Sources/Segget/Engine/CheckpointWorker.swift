@@ -8,7 +8,9 @@ final class CheckpointWorker {
     private let journal: Journal
     private let data: BlockStorage
     private let interval: Double
-    private let queue = DispatchQueue(label: "segget.checkpoint")
+    private let queue = DispatchQueue(label: "segget.checkpoint", target: CheckpointWorker.sharedQueue)
+    /// Where every download's checkpoints run, one at a time (one thread for all of a process's).
+    static let sharedQueue = DispatchQueue(label: "segget.checkpoints")
     private let finished = ResultSlot()
     private var lastCheckpoint = monotonicSeconds()
     private var inFlight = false

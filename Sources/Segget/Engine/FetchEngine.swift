@@ -258,7 +258,9 @@ final class FetchEngine {
     /// The connection's range may end before the file does: the answer runs on to the file's end, and
     /// the transfer is cut where the range ends, as a shortened range's is.
     private func continueProbe(_ c: ConnectionIO, _ held: HeldTransfer) -> Bool {
-        guard target.ranged, core.connections[c.id].source == 0, held.multi === driver.multi else { return false }
+        guard target.ranged, core.connections[c.id].source == 0, held.multi === driver.multi, held.multi.contains(held.easy) else {
+            return false
+        }
         if c.staging == nil { c.staging = writer.makeStaging() }
         settle(c)
         c.easy = held.easy

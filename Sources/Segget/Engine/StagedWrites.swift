@@ -47,7 +47,10 @@ final class StagedWriter: @unchecked Sendable {
     /// 0.73–0.92 s against 0.69–0.93 s). Set before the first hand-over.
     var besideWrite: (@Sendable (UnsafeRawBufferPointer, Int64) -> Void)?
 
-    private let queue = DispatchQueue(label: "segget.writer")
+    private let queue = DispatchQueue(label: "segget.writer", target: StagedWriter.sharedQueue)
+    /// Where every writer's writes run, one at a time: one thread writes for all the downloads of a
+    /// process (a batch's or the daemon's), however many there are.
+    static let sharedQueue = DispatchQueue(label: "segget.writers")
     private let lock = ConditionLock()
     // Guarded by `lock`.
     private var direct: FileDescriptor?

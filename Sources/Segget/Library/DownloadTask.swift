@@ -60,6 +60,23 @@ public final class DownloadTask: Sendable {
         }
     }
 
+    /// The download on `loop`, beside the other downloads there, without a thread of its own.
+    init(download: Download, loop: DownloadLoop) {
+        let (progress, progressSink) = AsyncStream.makeStream(of: DownloadProgress.self, bufferingPolicy: .bufferingNewest(1))
+        let (events, eventSink) = AsyncStream.makeStream(of: DownloadEvent.self, bufferingPolicy: .bufferingNewest(1000))
+        self.progress = progress
+        self.events = events
+        let interrupt = InterruptFlag()
+        self.interrupt = interrupt
+        download.run(
+            on: loop, progress: { progressSink.yield($0) }, events: { eventSink.yield($0) }, interrupt: interrupt
+        ) { [self] outcome in
+            progressSink.finish()
+            eventSink.finish()
+            complete(outcome)
+        }
+    }
+
     /// Waits for the download to end and returns what it produced.
     ///
     /// May be called any number of times, from any task; every caller gets the same outcome.
@@ -101,6 +118,10 @@ public final class DownloadTask: Sendable {
 extension Download {
     /// Starts the download on a dedicated thread and returns a handle to observe, await or cancel it.
     public func start() -> DownloadTask { DownloadTask(download: self) }
+
+    /// Starts the download on `loop` (see ``DownloadLoop``) and returns a handle to observe, await or
+    /// cancel it: any number of downloads started so share the loop's thread and connections.
+    public func start(on loop: DownloadLoop) -> DownloadTask { DownloadTask(download: self, loop: loop) }
 
     /// Downloads the file and returns when it is in place, without blocking a cooperative thread.
     ///

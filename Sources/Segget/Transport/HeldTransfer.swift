@@ -23,11 +23,15 @@ final class HeldTransfer: @unchecked Sendable, Equatable {
     /// The probe's collector, the handle's delegate (held weakly by the handle) until it is adopted.
     private var context: ProbeContext?
     private(set) var isSettled = false
+    /// Ends the transfer for `release()` where another thread runs `multi` (a `DownloadLoop`'s
+    /// driver); nil: `multi.remove`, on the thread that runs it.
+    private let releasing: (@Sendable (EasyHandle) -> Void)?
 
-    init(easy: EasyHandle, multi: MultiHandle, context: ProbeContext) {
+    init(easy: EasyHandle, multi: MultiHandle, context: ProbeContext, releasing: (@Sendable (EasyHandle) -> Void)? = nil) {
         self.easy = easy
         self.multi = multi
         self.context = context
+        self.releasing = releasing
         head = context.head
         offset = Int64(context.body.count)
         total = context.head.contentRange?.completeLength ?? 0
@@ -49,7 +53,7 @@ final class HeldTransfer: @unchecked Sendable, Equatable {
         guard !isSettled else { return }
         isSettled = true
         context = nil
-        multi.remove(easy)
+        if let releasing { releasing(easy) } else { multi.remove(easy) }
     }
 
     deinit { release() }

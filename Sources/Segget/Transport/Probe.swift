@@ -115,85 +115,17 @@ struct Prober {
     var holdsAtHead = false
 
     func probe(url: String) throws(SeggetError) -> ProbeResult {
-        guard let first = URLParts(url) else {
-            throw SeggetError(.usage, "'\(URLParts.redactingCredentials(url))' is not an absolute URL; give one such as https://example.com/file.iso.")
-        }
-        guard first.isHTTPFamily else {
-            throw SeggetError(.usage, "the scheme '\(first.scheme)' is not supported; segget downloads http:// and https:// URLs.")
-        }
-        var current = url
-        var currentParts = first
-        var visited: Set<String> = [url]
-        var opts = options
-        var hops = 0
+        var walk = try ProbeWalk(prober: self, url: url)
         while true {
-            if let deadline, deadline.remaining(now: monotonicSeconds()) <= 0 {
-                throw deadline.expired("the first request to \(URLParts.shown(current))")
-            }
+            try walk.checkDeadline()
             // A held transfer not handed on below ends when `held` goes away (see `HeldTransfer`).
             let (ctx, code, held): (ProbeContext, CurlCode, HeldTransfer?)
             do throws(CurlError) {
-                (ctx, code, held) = try request(current, options: opts)
+                (ctx, code, held) = try request(walk.current, options: walk.options)
             } catch {
                 throw SeggetError(error)
             }
-            let head = ctx.head
-            if head.status == 200 || head.status == 206, !(head.status == 206 && head.contentEncoding != nil),
-                let problem = head.framingProblem
-            {
-                // Checked before libcurl's verdict: it rejects some of these itself, as a "weird reply".
-                throw Self.framingError(problem, url: current)
-            }
-            if code != .ok && !(code == .writeError && head.isComplete) {
-                if let deadline, code == .operationTimedOut, deadline.remaining(now: monotonicSeconds()) < 0.1 {
-                    throw deadline.expired("the first request to \(URLParts.shown(current))")
-                }
-                throw Self.networkError(code, url: current, head: head)
-            }
-            if (300...399).contains(head.status), head.status != 304 {
-                // Followed as it came; shown only as `ServerText`.
-                guard let location = head.value("location") else {
-                    throw SeggetError(.protocolViolation, "the server answered \(head.status) without a Location header; there is nothing to follow.", httpStatus: head.status, retryAdvice: .never)
-                }
-                guard !location.isEmpty else {
-                    throw SeggetError(.protocolViolation, "the server answered \(head.status) with an empty Location header; there is nothing to follow.", httpStatus: head.status, retryAdvice: .never)
-                }
-                guard let next = resolveURL(location.unsafeRawValue, against: current) else {
-                    throw SeggetError(.protocolViolation, "the server redirected (\(head.status)) to '\(URLParts.shown(location))', which is not a valid URL; there is nothing to follow.", httpStatus: head.status, retryAdvice: .never)
-                }
-                hops += 1
-                if hops > options.maxRedirects {
-                    throw SeggetError(.network, "more than \(options.maxRedirects) redirects; the server may be misconfigured.", retryAdvice: .never)
-                }
-                if visited.contains(next) {
-                    throw SeggetError(.network, "redirect loop: \(URLParts.shown(next)) was already visited.", retryAdvice: .never)
-                }
-                guard let nextParts = URLParts(next), nextParts.isHTTPFamily else {
-                    throw SeggetError(.protocolViolation, "refusing a redirect to '\(URLParts.shown(next))': only http and https are allowed.", retryAdvice: .never)
-                }
-                if currentParts.scheme == "https" && nextParts.scheme == "http" && !options.allowInsecureRedirect {
-                    throw SeggetError(.protocolViolation, "refusing a redirect from https to plain http (\(URLParts.shown(next))); pass --allow-insecure-redirect to follow it.", retryAdvice: .never)
-                }
-                if nextParts.host != currentParts.host {
-                    opts = opts.withoutCredentials()
-                }
-                visited.insert(next)
-                current = next
-                currentParts = nextParts
-                continue
-            }
-            var result = try interpret(head, finalURL: current, redirects: hops, options: opts)
-            result.credentialsDropped = currentParts.host != first.host
-            if result.acceptsRanges, let last = head.contentRange?.last, ctx.body.count <= last + 1 {
-                // Whatever arrived (all of it, or what came before the cut) is the file's beginning.
-                result.prefix = ctx.body
-            }
-            // Handed on only when the answer runs to the file's end: the fetch continues it as the
-            // request for everything after the prefix.
-            if let held, result.acceptsRanges, held.bringsTheRest, held.offset == Int64(result.prefix.count) {
-                result.held = held
-            }
-            return result
+            if let result = try walk.answered(ctx, code: code, held: held) { return result }
         }
     }
 
@@ -201,7 +133,18 @@ struct Prober {
     /// performed to completion, until the head shows that the body is not worth reading, or until it
     /// is held; a held transfer is returned, still on `multi`.
     private func request(_ url: String, options: TransferOptions) throws(CurlError) -> (ProbeContext, CurlCode, HeldTransfer?) {
-        let holding = holdsTransfer && multi != nil
+        let r = try makeRequest(url, options: options, holding: holdsTransfer && multi != nil)
+        let code = try withExtendedLifetime(r) { () throws(CurlError) -> CurlCode? in
+            guard let multi else { return r.easy.perform() }
+            return try multi.performAlone(r.easy, hold: r.holdDue, cut: r.cutDue)
+        }
+        // Held: the head is complete and the transfer waits in `multi` (see `probe(url:)`).
+        guard code == nil, let multi else { return (r.context, code ?? .writeError, nil) }
+        return (r.context, .writeError, HeldTransfer(easy: r.easy, multi: multi, context: r.context))
+    }
+
+    /// The request for `url`, set up and not started (see `ProbeRequest`).
+    func makeRequest(_ url: String, options: TransferOptions, holding: Bool) throws(CurlError) -> ProbeRequest {
         let ctx = ProbeContext(limit: max(1, firstBytes), holdsAtLimit: holding)
         let e = EasyHandle()
         try e.configure(url: url, options: options)
@@ -214,40 +157,10 @@ struct Prober {
         }
         e.delegate = ctx
         ctx.sentAt = monotonicSeconds()
-        let code = try withExtendedLifetime(ctx) { () throws(CurlError) -> CurlCode? in
-            guard let multi else { return e.perform() }
-            // Timed from the head, not the first body byte: a server that answers at once and then
-            // holds back the body (a trickle starting at one byte per second) is cut as soon.
-            var headAt: Double?
-            func cutDue() -> Bool {
-                guard ctx.head.isComplete else { return false }
-                let now = monotonicSeconds()
-                if headAt == nil { headAt = now }
-                return now - (ctx.bodyStartedAt > 0 ? ctx.bodyStartedAt : headAt!) > Self.prefixSeconds
-            }
-            return try multi.performAlone(e, hold: {
-                if ctx.isHeld { return true }
-                if holding, holdsAtHead, ctx.head.isComplete, ctx.head.status == 206, ctx.head.contentEncoding == nil,
-                    let cr = ctx.head.contentRange, cr.first == 0, let total = cr.completeLength, cr.last == total - 1,
-                    total > Int64(ctx.limit), (try? e.pause()) != nil
-                {
-                    ctx.isHeld = true
-                    return true
-                }
-                // A slow first answer is held where it got, not cut: the fetch continues it.
-                guard holding, ctx.head.status == 206, ctx.head.contentEncoding == nil, cutDue(),
-                    (try? e.pause()) != nil
-                else { return false }
-                ctx.isHeld = true
-                return true
-            }, cut: cutDue)
-        }
-        // Held: the head is complete and the transfer waits in `multi` (see `probe(url:)`).
-        guard code == nil, let multi else { return (ctx, code ?? .writeError, nil) }
-        return (ctx, .writeError, HeldTransfer(easy: e, multi: multi, context: ctx))
+        return ProbeRequest(easy: e, context: ctx, holding: holding, holdsAtHead: holdsAtHead)
     }
 
-    private func interpret(_ head: ResponseHead, finalURL: String, redirects: Int, options: TransferOptions) throws(SeggetError) -> ProbeResult {
+    func interpret(_ head: ResponseHead, finalURL: String, redirects: Int, options: TransferOptions) throws(SeggetError) -> ProbeResult {
         var result = ProbeResult(
             finalURL: finalURL, totalLength: nil, acceptsRanges: false, etag: head.unsafeRawValue("etag"),
             lastModified: head.unsafeRawValue("last-modified"), suggestedFileName: FileName.fromURLPath(finalURL),
@@ -353,6 +266,109 @@ struct Prober {
         default:
             return SeggetError(.network, "the request to \(u) failed: \(code).", retryAdvice: code.isTransient ? .mayChange : .never)
         }
+    }
+}
+
+/// The requests of one probe, a step at a time: the URL to ask next, and what each answer means
+/// (a redirect to follow under segget's policy, or the probe's result). A probe on a thread of its
+/// own (`Prober.probe`) and one run by the `DownloadLoop` walk the same steps.
+struct ProbeWalk {
+    let prober: Prober
+    private let first: URLParts
+    /// The URL the next request goes to.
+    private(set) var current: String
+    private var currentParts: URLParts
+    private var visited: Set<String>
+    /// The options of the next request (credentials dropped after a redirect to another host).
+    private(set) var options: TransferOptions
+    private var hops = 0
+
+    init(prober: Prober, url: String) throws(SeggetError) {
+        guard let first = URLParts(url) else {
+            throw SeggetError(.usage, "'\(URLParts.redactingCredentials(url))' is not an absolute URL; give one such as https://example.com/file.iso.")
+        }
+        guard first.isHTTPFamily else {
+            throw SeggetError(.usage, "the scheme '\(first.scheme)' is not supported; segget downloads http:// and https:// URLs.")
+        }
+        self.prober = prober
+        self.first = first
+        current = url
+        currentParts = first
+        visited = [url]
+        options = prober.options
+    }
+
+    /// Throws when `--timeout` ran out before the next request.
+    func checkDeadline() throws(SeggetError) {
+        if let deadline = prober.deadline, deadline.remaining(now: monotonicSeconds()) <= 0 {
+            throw deadline.expired("the first request to \(URLParts.shown(current))")
+        }
+    }
+
+    /// What the answer to the request for `current` means: the result, or nil when it redirected
+    /// (then `current` is the next URL to ask). `held` is the transfer, when it was held.
+    mutating func answered(_ ctx: ProbeContext, code: CurlCode, held: HeldTransfer?) throws(SeggetError) -> ProbeResult? {
+        let head = ctx.head
+        if head.status == 200 || head.status == 206, !(head.status == 206 && head.contentEncoding != nil),
+            let problem = head.framingProblem
+        {
+            // Checked before libcurl's verdict: it rejects some of these itself, as a "weird reply".
+            throw Prober.framingError(problem, url: current)
+        }
+        if code != .ok && !(code == .writeError && head.isComplete) {
+            if let deadline = prober.deadline, code == .operationTimedOut, deadline.remaining(now: monotonicSeconds()) < 0.1 {
+                throw deadline.expired("the first request to \(URLParts.shown(current))")
+            }
+            throw Prober.networkError(code, url: current, head: head)
+        }
+        if (300...399).contains(head.status), head.status != 304 {
+            try follow(head)
+            return nil
+        }
+        var result = try prober.interpret(head, finalURL: current, redirects: hops, options: options)
+        result.credentialsDropped = currentParts.host != first.host
+        if result.acceptsRanges, let last = head.contentRange?.last, ctx.body.count <= last + 1 {
+            // Whatever arrived (all of it, or what came before the cut) is the file's beginning.
+            result.prefix = ctx.body
+        }
+        // Handed on only when the answer runs to the file's end: the fetch continues it as the
+        // request for everything after the prefix.
+        if let held, result.acceptsRanges, held.bringsTheRest, held.offset == Int64(result.prefix.count) {
+            result.held = held
+        }
+        return result
+    }
+
+    /// Takes the redirect in `head` (followed as it came; shown only as `ServerText`).
+    private mutating func follow(_ head: ResponseHead) throws(SeggetError) {
+        guard let location = head.value("location") else {
+            throw SeggetError(.protocolViolation, "the server answered \(head.status) without a Location header; there is nothing to follow.", httpStatus: head.status, retryAdvice: .never)
+        }
+        guard !location.isEmpty else {
+            throw SeggetError(.protocolViolation, "the server answered \(head.status) with an empty Location header; there is nothing to follow.", httpStatus: head.status, retryAdvice: .never)
+        }
+        guard let next = resolveURL(location.unsafeRawValue, against: current) else {
+            throw SeggetError(.protocolViolation, "the server redirected (\(head.status)) to '\(URLParts.shown(location))', which is not a valid URL; there is nothing to follow.", httpStatus: head.status, retryAdvice: .never)
+        }
+        hops += 1
+        if hops > prober.options.maxRedirects {
+            throw SeggetError(.network, "more than \(prober.options.maxRedirects) redirects; the server may be misconfigured.", retryAdvice: .never)
+        }
+        if visited.contains(next) {
+            throw SeggetError(.network, "redirect loop: \(URLParts.shown(next)) was already visited.", retryAdvice: .never)
+        }
+        guard let nextParts = URLParts(next), nextParts.isHTTPFamily else {
+            throw SeggetError(.protocolViolation, "refusing a redirect to '\(URLParts.shown(next))': only http and https are allowed.", retryAdvice: .never)
+        }
+        if currentParts.scheme == "https" && nextParts.scheme == "http" && !prober.options.allowInsecureRedirect {
+            throw SeggetError(.protocolViolation, "refusing a redirect from https to plain http (\(URLParts.shown(next))); pass --allow-insecure-redirect to follow it.", retryAdvice: .never)
+        }
+        if nextParts.host != currentParts.host {
+            options = options.withoutCredentials()
+        }
+        visited.insert(next)
+        current = next
+        currentParts = nextParts
     }
 }
 

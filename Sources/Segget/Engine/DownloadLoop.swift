@@ -1,0 +1,340 @@
+import Dispatch
+import SeggetCurl
+import SeggetSystem
+
+/// Runs any number of downloads on one thread and one `TransferDriver`: their probes, and the
+/// engines that fetch their chunks, share one multi handle (so one connection cache: a file's
+/// requests reuse the connections of the files before it on the same host) and one loop.
+///
+/// Threads: the loop runs on the thread that calls `run(until:)`. What blocks (opening and
+/// preallocating the partial download, the journal, verifying, publishing) runs on `steps`, one
+/// serial queue for all the downloads, so that a download never needs a thread of its own. Beside
+/// them run the writer (`StagedWriter.sharedQueue`) and the checkpoints (`CheckpointWorker.sharedQueue`),
+/// each one serial queue for every download too.
+///
+/// Everything is handed to the loop through `post`, from any thread; the loop owns the driver, the
+/// engines while they fetch, and the probes.
+public final class DownloadLoop: @unchecked Sendable {
+    let driver: TransferDriver
+    /// The downloads' blocking steps, one at a time, off the loop.
+    public let steps = DispatchQueue(label: "segget.steps")
+
+    private let inboxLock = ConditionLock()
+    /// Guarded by `inboxLock`: work posted for the loop thread.
+    private var inbox: [() -> Void] = []
+
+    // Loop thread only.
+    private struct Running {
+        let engine: FetchEngine
+        let done: ((any Error)?) -> Void
+    }
+    private var engines: [Running] = []
+    private var probes: [ObjectIdentifier: LoopProbe] = [:]
+    private var cacheSize = 16
+    private var multiplexing = false
+
+    public init() {
+        driver = TransferDriver(multi: MultiHandle(), clock: monotonicSeconds)
+        try? driver.multi.setMaxConnectionCache(cacheSize)
+    }
+
+    /// A loop running on a thread of its own for as long as the process lives (the daemon's), or nil
+    /// when no thread could be had.
+    public static func onOwnThread() -> DownloadLoop? {
+        let loop = DownloadLoop()
+        do {
+            try SystemThread.detach { loop.run(until: { false }) }
+        } catch {
+            return nil
+        }
+        return loop
+    }
+
+    /// Downloads fetching now (loop thread only).
+    var runningEngines: Int { engines.count }
+
+    /// Runs `work` on the loop thread at the top of its next pass; from any thread.
+    public func post(_ work: @escaping () -> Void) {
+        inboxLock.withLock { inbox.append(work) }
+        // Thread-safe in libcurl: a poll in progress returns at once.
+        try? driver.multi.wakeUp()
+    }
+
+    /// Runs the loop on the calling thread until `finished` says so (asked after every pass, and at
+    /// once after work is posted).
+    public func run(until finished: () -> Bool) {
+        while true {
+            let work = inboxLock.withLock { () -> [() -> Void] in
+                defer { inbox.removeAll() }
+                return inbox
+            }
+            for w in work { w() }
+            if finished() { return }
+            pass()
+        }
+    }
+
+    /// One pass: every engine prepares, the driver performs (completions go to their engine or
+    /// probe), the probes look at their requests, every engine carries out what followed; then a
+    /// wait for the sockets unless something ended.
+    private func pass() {
+        for r in engines {
+            do {
+                if try r.engine.prepare() { conclude(r.engine, nil) }
+            } catch {
+                conclude(r.engine, error)
+            }
+        }
+        let completed: Int
+        do {
+            completed = try libcurl(driver.performAndDispatch)
+        } catch {
+            for r in engines { conclude(r.engine, error) }
+            for p in probes.values { p.abandon(error) }
+            return
+        }
+        driver.tickDueClients()
+        for r in engines {
+            do {
+                if try r.engine.afterPerform() { conclude(r.engine, nil) }
+            } catch {
+                conclude(r.engine, error)
+            }
+        }
+        if completed > 0 || inboxLock.withLock({ !inbox.isEmpty }) { return }
+        let now = monotonicSeconds()
+        // Idle, it waits for posted work (which wakes it) a second at a time.
+        var wait = engines.map { $0.engine.pollTimeout(now: now) }.min() ?? (probes.isEmpty ? 1000 : 100)
+        // A probe's request is looked at (held or cut) at least every 10 ms, as on a thread of its own.
+        if !probes.isEmpty { wait = min(wait, 10) }
+        try? driver.wait(timeoutMs: wait)
+    }
+
+    // MARK: Engines
+
+    /// Starts fetching with `engine` (made with this loop's driver); `done` hears on the loop thread
+    /// how it ended: nil when every chunk is written, else what `FetchEngine.run` would have thrown.
+    /// Loop thread only.
+    func join(_ engine: FetchEngine, done: @escaping ((any Error)?) -> Void) {
+        precondition(engine.driver === driver, "an engine joins the loop whose driver it was made with")
+        let wanted = max(16, (engines.reduce(0) { $0 + $1.engine.io.count } + engine.io.count) * 2)
+        if wanted > cacheSize, (try? driver.multi.setMaxConnectionCache(wanted)) != nil { cacheSize = wanted }
+        if engine.settings.transfer.http2 && !multiplexing, (try? driver.multi.setMultiplexing(true)) != nil {
+            multiplexing = true
+        }
+        do {
+            try engine.begin()
+        } catch {
+            done(error)
+            return
+        }
+        engines.append(Running(engine: engine, done: done))
+    }
+
+    /// Ends `engine`: completed when `error` is nil, else stopped by it.
+    private func conclude(_ engine: FetchEngine, _ error: (any Error)?) {
+        guard let i = engines.firstIndex(where: { $0.engine === engine }) else { return }
+        let r = engines.remove(at: i)
+        var error = error
+        if error == nil {
+            do { try engine.complete() } catch let e { error = e }
+        }
+        engine.end()
+        r.done(error)
+    }
+
+    // MARK: Probes
+
+    /// Starts probing for `download` (see `LoopProbe`); `done` hears on the loop thread. Loop thread only.
+    /// With `hostShare`, the probe first waits (on the loop, without blocking it) for a slot in its
+    /// host's budget, then calls `onSlot`; a refusal that the budget takes for the host's limit (with
+    /// `retrying`) waits for a slot again instead of counting as a failure.
+    func probe(
+        _ download: Download, url: String? = nil, firstBytes: Int, deadline: Deadline?, retrying: Bool,
+        events: (@Sendable (DownloadEvent) -> Void)?, interrupt: InterruptFlag, hostShare: HostShare? = nil,
+        onSlot: (() -> Void)? = nil, done: @escaping (Result<ProbeResult, SeggetError>) -> Void
+    ) {
+        let p = LoopProbe(
+            loop: self, download: download, url: url ?? download.url,
+            prober: download.prober(firstBytes: firstBytes, multi: driver.multi, deadline: deadline),
+            retrying: retrying, events: events, interrupt: interrupt, hostShare: hostShare)
+        p.onSlot = onSlot
+        let id = ObjectIdentifier(p)
+        probes[id] = p
+        // Not unregistered: a held transfer stays on the driver for the fetch, and the driver lets
+        // go of a client (held weakly) once it is gone.
+        p.done = { [unowned self] result in
+            probes[id] = nil
+            done(result)
+        }
+        driver.register(p, tickInterval: 0)
+        p.begin()
+    }
+
+    /// Ends a transfer held for a fetch that did not take it (see `HeldTransfer`); from any thread.
+    func release(_ handle: EasyHandle) {
+        post { [self] in driver.cancel(handle) }
+    }
+}
+
+/// One download's probe run by a `DownloadLoop`: the requests of a `ProbeWalk`, each started on
+/// the loop's driver and looked at after every pass (held for the fetch or cut, as
+/// `ProbeRequest` says), with the retries of `Download.probeWithRetries` when `retrying`, their
+/// waits timed by the loop instead of a sleeping thread.
+final class LoopProbe: TransferClient {
+    private unowned let loop: DownloadLoop
+    private let download: Download
+    private let prober: Prober
+    private let retrying: Bool
+    private let events: (@Sendable (DownloadEvent) -> Void)?
+    private let interrupt: InterruptFlag
+    private let url: String
+    /// The download's slots in its host's budget; `waitingForSlot` while the probe waits for one.
+    private let hostShare: HostShare?
+    private var waitingForSlot = false
+    /// Called once the probe has its slot, before its first request goes out.
+    var onSlot: (() -> Void)?
+    private var walk: ProbeWalk?
+    private var request: ProbeRequest?
+    private var attempt = 0
+    private var retryAt: Double?
+    /// Called once, with the result or the error.
+    var done: ((Result<ProbeResult, SeggetError>) -> Void)?
+
+    init(
+        loop: DownloadLoop, download: Download, url: String, prober: Prober, retrying: Bool,
+        events: (@Sendable (DownloadEvent) -> Void)?, interrupt: InterruptFlag, hostShare: HostShare?
+    ) {
+        self.url = url
+        self.hostShare = hostShare
+        self.loop = loop
+        self.download = download
+        self.prober = prober
+        self.retrying = retrying
+        self.events = events
+        self.interrupt = interrupt
+    }
+
+    /// Starts once the host's budget gives the probe a slot (at once without a budget).
+    func begin() {
+        waitingForSlot = hostShare != nil
+        if waitingForSlot { takeSlot() } else { slotTaken() }
+    }
+
+    /// Takes a slot if one is free; else the probe waits, asking again at every tick.
+    private func takeSlot() {
+        guard let share = hostShare else { return }
+        if interrupt.isSet {
+            waitingForSlot = false
+            return finish(.failure(SeggetError(.interrupted, "interrupted before the download started.")))
+        }
+        guard share.reserve(inFlight: 0, wanted: { true }, now: monotonicSeconds()) else { return }
+        waitingForSlot = false
+        slotTaken()
+    }
+
+    private func slotTaken() {
+        let s = onSlot
+        onSlot = nil
+        s?()
+        start()
+    }
+
+    /// Starts (or, after a failure, starts again) from the download's URL.
+    func start() {
+        do throws(SeggetError) {
+            walk = try ProbeWalk(prober: prober, url: url)
+            try send()
+        } catch {
+            failed(error)
+        }
+    }
+
+    private func send() throws(SeggetError) {
+        guard let walk else { return }
+        try walk.checkDeadline()
+        let r = try libcurl { () throws(CurlError) in
+            try prober.makeRequest(walk.current, options: walk.options, holding: prober.holdsTransfer)
+        }
+        try libcurl { () throws(CurlError) in try loop.driver.start(r.easy, for: self) }
+        request = r
+    }
+
+    private func answered(_ r: ProbeRequest, code: CurlCode, held: HeldTransfer?) {
+        do throws(SeggetError) {
+            guard var w = walk else { return }
+            let result = try w.answered(r.context, code: code, held: held)
+            walk = w
+            if let result {
+                finish(.success(result))
+            } else {
+                try send()
+            }
+        } catch {
+            failed(error)
+        }
+    }
+
+    private func failed(_ error: SeggetError) {
+        guard retrying else { return finish(.failure(error)) }
+        // Refused while other downloads' requests to the host are out: the host's connection limit,
+        // learnt for all of them; the probe waits for a slot and is not counted a failure.
+        if Download.refusedByHost(error, share: hostShare) {
+            hostShare?.sync(inFlight: 0)
+            waitingForSlot = true
+            return takeSlot()
+        }
+        attempt += 1
+        do throws(SeggetError) {
+            let delay = try download.probeRetryDelay(
+                after: error, attempt: attempt, deadline: prober.deadline, events: events, interrupt: interrupt)
+            retryAt = monotonicSeconds() + delay
+        } catch {
+            finish(.failure(error))
+        }
+    }
+
+    private func finish(_ result: Result<ProbeResult, SeggetError>) {
+        let d = done
+        done = nil
+        d?(result)
+    }
+
+    /// The driver failed as a whole: the probe ends with its error.
+    func abandon(_ error: any Error) {
+        if let r = request { loop.driver.cancel(r.easy) }
+        request = nil
+        finish(.failure(error as? SeggetError ?? SeggetError(.internalError, "unexpected error: \(error)")))
+    }
+
+    func transferDriver(_ driver: TransferDriver, completed handle: EasyHandle, with code: CurlCode) {
+        guard let r = request, r.easy === handle else { return }
+        request = nil
+        answered(r, code: code, held: nil)
+    }
+
+    func transferDriverTick(_ driver: TransferDriver, now: Double) {
+        if waitingForSlot { return takeSlot() }
+        if let at = retryAt {
+            if interrupt.isSet {
+                retryAt = nil
+                finish(.failure(SeggetError(.interrupted, "interrupted before the download started.")))
+            } else if now >= at {
+                retryAt = nil
+                start()
+            }
+            return
+        }
+        guard let r = request else { return }
+        if r.holdDue() {
+            // Left on the driver, paused, for the fetch to continue (or for `release` to end).
+            request = nil
+            let held = HeldTransfer(easy: r.easy, multi: driver.multi, context: r.context, releasing: { [loop] in loop.release($0) })
+            answered(r, code: .writeError, held: held)
+        } else if r.cutDue() {
+            request = nil
+            driver.cancel(r.easy)
+            answered(r, code: .writeError, held: nil)
+        }
+    }
+}

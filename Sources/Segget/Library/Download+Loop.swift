@@ -1,0 +1,212 @@
+import Dispatch
+import SeggetCurl
+
+/// Used by one thread at a time: made on a `DownloadLoop`'s steps queue, run on its loop thread,
+/// read once more on the steps queue after the loop is done with it.
+extension FetchEngine: @unchecked Sendable {}
+
+extension Download {
+    /// Probes like ``prepare(pool:)`` (one attempt, no retries, the file's first chunk too), as a
+    /// request on `loop` beside its other downloads, without a thread of its own. `completion` is
+    /// called once, on the loop's steps queue.
+    ///
+    /// With a `hostBudget`, it waits (on the loop, without blocking it) for a slot of its host first,
+    /// until `interrupt` is set, and calls `onSlot` on the loop thread once it has one, before the
+    /// request goes out.
+    public func prepare(
+        on loop: DownloadLoop, interrupt: InterruptFlag = InterruptFlag(), onSlot: (@Sendable () -> Void)? = nil,
+        completion: @escaping @Sendable (Result<PreparedDownload, SeggetError>) -> Void
+    ) {
+        let deadline = options.timeout.map { Deadline(limit: $0, from: monotonicSeconds()) }
+        let ask = probeBytes(fresh: !options.resume, stream: false)
+        let share = options.hostBudget?.share(for: url)
+        loop.post { [self] in
+            loop.probe(
+                self, firstBytes: ask.bytes, deadline: deadline, retrying: false, events: nil, interrupt: interrupt,
+                hostShare: share, onSlot: onSlot
+            ) { result in
+                if case .failure(let e) = result { _ = Self.refusedByHost(e, share: share) }
+                let prepared = result.map { p in
+                    var p = p
+                    p.noJournalAt = ask.noJournalAt
+                    return PreparedDownload(url: self.url, probe: p, multi: loop.driver.multi, hostShare: share)
+                }
+                loop.steps.async { completion(prepared) }
+            }
+        }
+    }
+
+    /// Sends one probing request as ``probe()`` does, as a request on `loop` beside its other
+    /// downloads. `completion` is called once, on the loop's steps queue.
+    public func probe(on loop: DownloadLoop, completion: @escaping @Sendable (Result<RemoteFileInfo, SeggetError>) -> Void) {
+        loop.post { [self] in
+            loop.probe(self, firstBytes: 1, deadline: nil, retrying: false, events: nil, interrupt: InterruptFlag()) { result in
+                let info = result.map(RemoteFileInfo.init)
+                loop.steps.async { completion(info) }
+            }
+        }
+    }
+
+    /// Runs the download as ``run(progress:events:interrupt:prepared:pool:)`` does, with the same
+    /// attempts, restarts, errors and result, but on `loop`: its requests beside the other downloads
+    /// there (sharing their connections), its blocking steps on the loop's steps queue. Returns at
+    /// once; `completion` is called once, on the steps queue. `progress` and `events` are called on
+    /// the loop thread, or on the steps queue.
+    public func run(
+        on loop: DownloadLoop,
+        progress: (@Sendable (DownloadProgress) -> Void)? = nil,
+        events: (@Sendable (DownloadEvent) -> Void)? = nil,
+        interrupt: InterruptFlag = InterruptFlag(),
+        prepared: PreparedDownload? = nil,
+        completion: @escaping @Sendable (Result<DownloadResult, SeggetError>) -> Void
+    ) {
+        guard (1...128).contains(options.connections) else {
+            let e = SeggetError(.usage, "the number of connections must be between 1 and 128 (got \(options.connections)).")
+            return loop.steps.async { completion(.failure(e)) }
+        }
+        guard options.chunkSize >= 16 * 1024 && options.chunkSize <= 1 << 30 else {
+            let e = SeggetError(.usage, "the chunk size must be between 16 KiB and 1 GiB.")
+            return loop.steps.async { completion(.failure(e)) }
+        }
+        let prepared = prepared?.url == url ? prepared : nil
+        // The probe's slot in the host's budget, if it prepared, stays held for the first range.
+        let share = prepared?.hostShare ?? options.hostBudget?.share(for: url)
+        let context = AttemptContext(
+            started: monotonicSeconds(), pool: nil, progress: progress, events: events, interrupt: interrupt,
+            hostShare: share)
+        attempts(AttemptPlan(fresh: !options.resume), prepared: prepared, on: loop, context, LoopRenewals()) { result in
+            share?.sync(inFlight: 0)
+            completion(result)
+        }
+    }
+
+    /// Attempts from `plan` on, each restart probing afresh (a link that expired renewed first),
+    /// until one finishes or fails.
+    private func attempts(
+        _ plan: AttemptPlan, prepared: PreparedDownload?, on loop: DownloadLoop, _ context: AttemptContext,
+        _ renewals: LoopRenewals, completion: @escaping @Sendable (Result<DownloadResult, SeggetError>) -> Void
+    ) {
+        attempt(plan, prepared: prepared, on: loop, context) { [self] plan, outcome in
+            switch outcome {
+            case .failure(let e):
+                completion(.failure(e))
+            case .success(.finished(var result)):
+                if let resumedAtStart = renewals.resumedAtStart {
+                    // The whole run, not its last attempt.
+                    result.resumedBytes = resumedAtStart
+                    result.receivedBytes += renewals.receivedBefore
+                    result.seconds = monotonicSeconds() - context.started
+                }
+                completion(.success(result))
+            case .success(.restart(.linkExpired(var expired))):
+                // A new link of the same file, proven before the next attempt resumes from the journal.
+                // The renewer may wait (a command, a daemon client): off the loop and its steps queue.
+                expired.url = plan.url ?? url
+                if renewals.resumedAtStart == nil { renewals.resumedAtStart = expired.resumedAtStart }
+                renewals.receivedBefore += expired.receivedBytes
+                let expiredNow = expired
+                DispatchQueue.global().async { [self] in
+                    let renewed: PreparedDownload
+                    do throws(SeggetError) {
+                        renewed = try renew(expiredNow, count: &renewals.count, context)
+                    } catch {
+                        return loop.steps.async { completion(.failure(error)) }
+                    }
+                    let next = plan.renewed(url: renewed.url, outputPath: expiredNow.outputPath)
+                    loop.steps.async { [self] in
+                        attempts(next, prepared: renewed, on: loop, context, renewals, completion: completion)
+                    }
+                }
+            case .success(.restart(let restart)):
+                do throws(SeggetError) {
+                    let (next, notice) = try plan.next(after: restart)
+                    context.events?(.notice(notice))
+                    attempts(next, prepared: nil, on: loop, context, renewals, completion: completion)
+                } catch {
+                    completion(.failure(error))
+                }
+            }
+        }
+    }
+
+    /// One attempt on `loop`, as `attempt(_:prepared:_:)` runs it on one thread: probe (on the loop,
+    /// unless `prepared`), the steps up to the fetch (steps queue), the fetch (loop), verify and
+    /// publish (steps queue). `done` is called on the steps queue with the plan it ran.
+    private func attempt(
+        _ plan: AttemptPlan, prepared: PreparedDownload?, on loop: DownloadLoop, _ context: AttemptContext,
+        done: @escaping @Sendable (AttemptPlan, Result<AttemptOutcome, SeggetError>) -> Void
+    ) {
+        let deadline = options.timeout.map { Deadline(limit: $0, from: context.started) }
+        let fetchWith: @Sendable (ProbeResult) -> Void = { [self] probe in
+            do throws(SeggetError) {
+                switch try beginFetch(plan, probe: probe, deadline: deadline, driver: loop.driver, multi: loop.driver.multi, context) {
+                case .finished(let outcome):
+                    done(plan, .success(outcome))
+                case .fetch(let stage):
+                    guard let engine = stage.engine else {
+                        return done(plan, end(stage, failure: nil, context))
+                    }
+                    loop.post {
+                        loop.join(engine) { error in
+                            let failure = error.map(SendableError.init)
+                            loop.steps.async { [self] in done(plan, end(stage, failure: failure?.error, context)) }
+                        }
+                    }
+                }
+            } catch {
+                done(plan, .failure(error))
+            }
+        }
+        if let prepared {
+            loop.steps.async { fetchWith(prepared.probe) }
+            return
+        }
+        let ask = probeBytes(fresh: plan.fresh, stream: plan.stream)
+        // The URL of this attempt: a renewed link once the first one expired.
+        let url = plan.url ?? self.url
+        loop.post { [self] in
+            loop.probe(
+                self, url: url, firstBytes: ask.bytes, deadline: deadline, retrying: true, events: context.events,
+                interrupt: context.interrupt, hostShare: context.hostShare
+            ) { result in
+                loop.steps.async { [self] in
+                    switch result {
+                    case .success(var probe):
+                        probe.noJournalAt = ask.noJournalAt
+                        fetchWith(probe)
+                    case .failure(let e):
+                        // A rerun of a download whose link expired: renew it as if it had expired now.
+                        if let expired = expiredBeforeStart(e, plan: plan, url: url) {
+                            return done(plan, .success(.restart(.linkExpired(expired))))
+                        }
+                        done(plan, .failure(e))
+                    }
+                }
+            }
+        }
+    }
+
+    /// `endFetch`, then the stage closed.
+    private func end(_ stage: FetchStage, failure: (any Error)?, _ context: AttemptContext) -> Result<AttemptOutcome, SeggetError> {
+        defer { stage.close() }
+        do throws(SeggetError) {
+            return .success(try endFetch(stage, failure: failure, context))
+        } catch {
+            return .failure(error)
+        }
+    }
+}
+
+/// What the attempts of one run on a loop carry from one to the next about renewed links; used by
+/// one attempt at a time (on the steps queue, or the renewal's thread between two attempts).
+private final class LoopRenewals: @unchecked Sendable {
+    var count = RenewalCount()
+    /// Before the first renewal: what the run found on disk, and what earlier attempts received.
+    var resumedAtStart: Int64?
+    var receivedBefore: Int64 = 0
+}
+
+/// An engine's stop, handed from the loop thread to the steps queue.
+private struct SendableError: @unchecked Sendable {
+    let error: any Error
+}

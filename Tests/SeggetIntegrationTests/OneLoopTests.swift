@@ -1,0 +1,60 @@
+import Foundation
+import SeggetTestServer
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// A batch runs every file in flight on one loop: a bounded number of threads, however many files,
+// and one connection cache that the files share.
+
+@Suite struct OneLoopTests {
+    /// The `Threads:` line of /proc/PID/status, nil once the process is gone.
+    static func threads(of pid: pid_t) -> Int? {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
+        for line in text.split(separator: "\n") where line.hasPrefix("Threads:") {
+            return Int(line.dropFirst("Threads:".count).trimmingCharacters(in: .whitespaces))
+        }
+        return nil
+    }
+
+    /// 48 paced files, 16 in flight: the process never runs more than 4 threads (before, one thread
+    /// per file in flight: 17 and more), every file arrives whole, and the files share their
+    /// connections: one request each over at most 16 connections in all.
+    @Test func batchRunsOnBoundedThreadsAndSharesConnections() async throws {
+        var files: [String: [UInt8]] = [:]
+        for i in 0..<48 { files["f\(i)"] = cliTestBytes(256 * 1024 + i, seed: UInt64(300 + i)) }
+        let server = try startCLITestServer(files)
+        defer { server.stop() }
+        let dir = try CLITempDir()
+        let list = dir.path("list.txt")
+        // 2 MiB/s per response: each file takes about an eighth of a second, the batch about half a
+        // second, long enough to watch its threads.
+        try (0..<48).map { server.url("f\($0)", query: "rate=2m") }.joined(separator: "\n")
+            .write(toFile: list, atomically: true, encoding: .utf8)
+        let p = try SpawnedProcess(
+            executable: SpawnedProcess.seggetPath(), arguments: ["-q", "-n", "1", "-j", "16", "-i", list, "-d", dir.path("out")])
+        // Watched from a thread of its own, not one of the test runner's few cooperative threads.
+        let (peak, samples, r) = try await blocking { () -> (Int, Int, SpawnedProcess.Outcome) in
+            var peak = 0
+            var samples = 0
+            while p.isRunning {
+                if let n = Self.threads(of: p.pid) {
+                    peak = max(peak, n)
+                    samples += 1
+                }
+                usleep(10_000)
+            }
+            return (peak, samples, p.wait())
+        }
+        #expect(r.exitCode == 0, "\(r.stderr)")
+        for i in 0..<48 { #expect(fileMatches(dir.path("out") + "/f\(i)", files["f\(i)"]!)) }
+        #expect(samples >= 5, "the batch ended before its threads could be watched")
+        #expect(peak <= 4, "peak threads \(peak)")
+        let requests = server.requests.filter { $0.path.hasPrefix("/f") }
+        #expect(requests.count == 48, "\(requests)")
+        #expect(server.connectionsAccepted <= 16, "\(server.connectionsAccepted) connections for 48 files")
+        #expect(Set(requests.map(\.remotePort)).count <= 16)
+    }
+}
