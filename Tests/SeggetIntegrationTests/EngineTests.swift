@@ -78,6 +78,30 @@ import Testing
         #expect(seconds < 3, "took \(seconds) s")
     }
 
+    /// The same on a `DownloadLoop` (as the command line and the daemon run every download): the
+    /// loop's probe of a download of several connections holds its transfer too, and connection 0
+    /// continues it on the loop's driver (four connections in all, not a fifth for a cut probe).
+    @Test func severalConnectionsContinueTheProbesTransferOnALoop() async throws {
+        let server = try TestServer()
+        try server.start()
+        defer { server.stop() }
+        let size = 64 * Self.chunk
+        let body = TestFiles.pattern(size, seed: 79)
+        server.addResource(name: "f", bytes: body)
+        let dir = try TempDir()
+        let loop = try #require(DownloadLoop.onOwnThread())
+        let started = Double(DispatchTime.now().uptimeNanoseconds) / 1e9
+        let task = Download(url: server.url("f", query: "rate=1m"), options: Self.options(4, dir: dir)).start(on: loop)
+        let result = try await task.result()
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds) / 1e9 - started
+        #expect(result.bytes == Int64(size))
+        #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
+        let gets = server.requests.filter { $0.method == "GET" }
+        #expect(gets.first?.headers["range"] == "bytes=0-", "\(gets.map { $0.headers["range"] ?? "-" })")
+        #expect(server.connectionsAccepted == 4, "\(gets.map { $0.headers["range"] ?? "-" })")
+        #expect(seconds < 3, "took \(seconds) s")
+    }
+
     @Test(arguments: [1, 3, 8, 32])
     func sizeEdgesAreByteIdentical(_ n: Int) throws {
         let server = try TestServer()
