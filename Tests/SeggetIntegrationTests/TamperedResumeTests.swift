@@ -152,11 +152,13 @@ private func claimEveryChunk(_ image: inout [UInt8], bitmapAt offset: Int64, chu
     }
 
     @Test func everyRecordedChecksumIsTheChecksumOfTheServedBytes() async throws {
-        // 2 MiB chunks: the probe brings the first 1 MiB, so chunk 0 is finished by a connection that
-        // continues it from the probe's checksum. Every claimed chunk's recorded checksum must be the
-        // served bytes' own, and an undamaged resume must keep them all.
+        // 2 MiB chunks: chunk 0 is finished by the connection that continues the probe's transfer
+        // (held at its head for -n 4, or after its first bytes), from the probe's checksum. Stopped
+        // at three quarters: the four connections started together, so their first chunks are done
+        // (at half, each was three quarters into its chunk). Every claimed chunk's recorded
+        // checksum must be the served bytes' own, and an undamaged resume must keep them all.
         let f = try TamperFixture(size: 12 << 20, chunk: 2 << 20, rate: "2m")
-        let claimed = try await f.interruptedRun(at: 0.5)
+        let claimed = try await f.interruptedRun(at: 0.75)
         try #require(claimed.contains(0))
         let (j, _) = try Journal.open(path: f.journal, currentBootID: Journal.currentBootID())
         let recorded = j.chunkCRCs
