@@ -128,6 +128,11 @@ struct Coordinator: Coordinating {
         for i in connections.indices { connections[i].source = i % max(1, config.sources.count) }
     }
 
+    /// Work is handed out only in whole chunks below byte `limit` (see `Scheduler.handOutLimit`).
+    mutating func limitHandOut(below limit: Int64) {
+        scheduler.handOutLimit = limit >= plan.totalLength ? plan.chunkCount : Int(limit / plan.chunkSize)
+    }
+
     // MARK: Reading
 
     /// Whether connection `id` races another for a chunk (the scheduler alone knows).

@@ -206,6 +206,14 @@ struct EngineCore {
         }
     }
 
+    /// Work is handed out only below byte `limit` (a download into a stream: its reorder window).
+    mutating func limitHandOut(below limit: Int64) {
+        guard case .ranged(var c) = mode else { return }
+        mode = .vacant
+        c.limitHandOut(below: limit)
+        mode = .ranged(c)
+    }
+
     // MARK: Reading
 
     /// The ranged coordinator, if this is a ranged download (tests read its scheduler).
