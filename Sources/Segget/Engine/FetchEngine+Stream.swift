@@ -9,10 +9,12 @@ extension FetchEngine {
 
     /// Before work is handed out: no new request reaches past the window's end (a range beyond it
     /// would hold a connection paused, and a run could not be stolen from it), and a stream whose
-    /// reader failed stops the download.
+    /// reader failed stops the download. While bytes wait for the reader, no connection is judged
+    /// slow: the reader sets the pace, and a connection that waited for it (paused, or starved by
+    /// the kernel's buffers filling behind a pause) is not the network's fault.
     func limitToStreamWindow() throws {
         guard let gate = streamGate else { return }
         if let failure = gate.outputFailure { throw failure }
-        if target.ranged { core.limitHandOut(below: gate.receiveLimit) }
+        if target.ranged { core.limitHandOut(below: gate.receiveLimit, readerBound: gate.readerIsBehind) }
     }
 }

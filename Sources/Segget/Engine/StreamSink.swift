@@ -10,6 +10,8 @@ protocol StreamGate: AnyObject {
     var receiveLimit: Int64 { get }
     /// Why the stream cannot go on (its output failed), if it cannot.
     var outputFailure: (any Error)? { get }
+    /// Bytes are waiting for the reader: the reader, not the network, sets the pace now.
+    var readerIsBehind: Bool { get }
 }
 
 /// The storage of a download into a stream (`-o -`, `Download.stream`): bytes written at any offset
@@ -63,6 +65,7 @@ final class StreamSink: BlockStorage, StreamGate, @unchecked Sendable {
 
     var receiveLimit: Int64 { limit.load(ordering: .acquiring) }
     var outputFailure: (any Error)? { lock.withLock { failure } }
+    var readerIsBehind: Bool { lock.withLock { (window.ready?.count ?? 0) >= Self.outputPiece } }
     /// Bytes handed to the output so far, from `start`.
     var handedOn: Int64 { lock.withLock { window.handedOn } }
 
