@@ -6,7 +6,7 @@ import SeggetVerify
 public struct StreamSettings: Sendable, Equatable {
     /// The reorder window: the most bytes held in memory, received but not yet handed on because
     /// bytes before them are still on their way. Connections further ahead pause until the reader
-    /// takes more. At least `minimumWindow` and 4 chunks.
+    /// takes more. At least `minimumWindow` and 4 chunks; used in whole MiB.
     public var window: Int64 = StreamSettings.defaultWindow
     /// The stream starts at this byte of the file (a stream that failed after N bytes continues
     /// with `from = N`). Needs a server that honours byte ranges.
@@ -86,7 +86,7 @@ extension Download {
         let expected = settings.from > 0 ? [] : expectedDigests(probe)
         let plan = ChunkPlan(totalLength: probe.totalLength ?? 0, chunkSize: options.chunkSize)
         let sink = StreamSink(
-            capacity: settings.window, start: settings.from,
+            capacity: settings.window / StreamSink.blockSize * StreamSink.blockSize, start: settings.from,
             algorithms: Array(Set(expected.map(\.algorithm))).sorted { $0.rawValue < $1.rawValue }, output: output)
         do {
             try sink.startEmitting()

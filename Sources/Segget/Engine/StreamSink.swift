@@ -18,9 +18,11 @@ protocol StreamGate: AnyObject {
 /// of the reorder window are kept in a ring of `capacity` bytes and handed to `output` in order, on
 /// a thread of their own, so that a slow reader holds up no connection but those it must.
 ///
-/// Memory: the ring (touched only as it fills) and nothing else; `ReorderWindow` keeps every byte
-/// held inside `[handedOn, handedOn + capacity)`, so no two held bytes share a place in the ring.
-/// The fetch engine pauses a connection whose next bytes lie beyond `receiveLimit` (see
+/// Memory: the ring is made of 1 MiB blocks, allocated when bytes arrive for them and given back
+/// once handed on, so it holds about what the window holds (a fast reader keeps it small) and never
+/// more than `capacity` plus one block. `ReorderWindow` keeps every byte held inside
+/// `[handedOn, handedOn + capacity)`, so no two held bytes share a place in the ring. The fetch
+/// engine pauses a connection whose next bytes lie beyond `receiveLimit` (see
 /// `FetchEngine.receive`), so a write never waits for room; if one did, it would wait, not drop.
 ///
 /// With `algorithms`, the bytes are hashed as they are handed on, in order: `digests()` is the
@@ -31,7 +33,12 @@ final class StreamSink: BlockStorage, StreamGate, @unchecked Sendable {
     let capacity: Int64
     /// The first offset of the stream (`--stream-from`).
     let start: Int64
-    private let ring: AlignedBuffer
+    /// The ring's blocks (nil: not allocated), and for each the block of the stream it last held.
+    private var blocks: [AlignedBuffer?]
+    private var owners: [Int64]
+    /// Blocks given back, kept for reuse (at most `keptBlocks`).
+    private var spare: [AlignedBuffer] = []
+    private var handedOnBlocks: Int64
     private let output: Output
     private let lock = ConditionLock()
     // Guarded by `lock`.
@@ -45,13 +52,18 @@ final class StreamSink: BlockStorage, StreamGate, @unchecked Sendable {
     /// The most bytes held at once (for tests and the memory bound).
     private(set) var peakHeld: Int64 = 0
 
-    /// The most bytes `output` is given in one call.
+    /// The most bytes `output` is given in one call, and the size of the ring's blocks.
     static let outputPiece = 1 << 20
+    static let blockSize: Int64 = 1 << 20
+    static let keptBlocks = 4
 
     init(capacity: Int64, start: Int64 = 0, algorithms: [DigestAlgorithm] = [], output: @escaping Output) {
+        precondition(capacity > 0 && capacity % Self.blockSize == 0, "the window is a whole number of blocks")
         self.capacity = capacity
         self.start = start
-        ring = AlignedBuffer(count: Int(capacity), alignment: 4096)
+        blocks = Array(repeating: nil, count: Int(capacity / Self.blockSize))
+        owners = Array(repeating: -1, count: blocks.count)
+        handedOnBlocks = start / Self.blockSize
         self.output = output
         window = ReorderWindow(capacity: capacity, start: start)
         limit = Atomic(start + capacity)
@@ -90,11 +102,36 @@ final class StreamSink: BlockStorage, StreamGate, @unchecked Sendable {
         var from = skipping
         var at = r.lowerBound
         while at < r.upperBound {
-            let place = Int(at % capacity)
-            let n = min(Int(r.upperBound - at), Int(capacity) - place)
-            (ring.base + place).copyMemory(from: bytes.baseAddress! + from, byteCount: n)
+            let block = at / Self.blockSize
+            let inBlock = Int(at % Self.blockSize)
+            let n = min(Int(r.upperBound - at), Int(Self.blockSize) - inBlock)
+            (buffer(for: block).base + inBlock).copyMemory(from: bytes.baseAddress! + from, byteCount: n)
             from += n
             at += Int64(n)
+        }
+    }
+
+    /// The ring's block for stream block `block`, allocated if need be. (Bytes of two stream blocks
+    /// can share a ring block, at different places: see `ReorderWindow`.)
+    private func buffer(for block: Int64) -> AlignedBuffer {
+        let slot = Int(block % Int64(blocks.count))
+        owners[slot] = max(owners[slot], block)
+        if let b = blocks[slot] { return b }
+        let b = spare.popLast() ?? AlignedBuffer(count: Int(Self.blockSize), alignment: 4096)
+        blocks[slot] = b
+        return b
+    }
+
+    /// Gives back the ring blocks whose stream block is handed on whole and holds nothing newer.
+    private func releaseHandedOnBlocks() {
+        let done = window.handedOn / Self.blockSize
+        while handedOnBlocks < done {
+            let slot = Int(handedOnBlocks % Int64(blocks.count))
+            if owners[slot] == handedOnBlocks, let b = blocks[slot] {
+                blocks[slot] = nil
+                if spare.count < Self.keptBlocks { spare.append(b) }
+            }
+            handedOnBlocks += 1
         }
     }
 
@@ -109,14 +146,15 @@ final class StreamSink: BlockStorage, StreamGate, @unchecked Sendable {
 
     private func emitLoop() {
         while true {
-            let piece: (place: Int, count: Int)? = lock.withLock {
+            let piece: (block: AlignedBuffer, place: Int, count: Int)? = lock.withLock {
                 while failure == nil, window.ready == nil, end.map({ window.handedOn < $0 }) ?? true { lock.wait() }
                 guard failure == nil, let r = window.ready else { return nil }
-                let place = Int(r.lowerBound % capacity)
-                return (place, min(r.count, Int(capacity) - place, Self.outputPiece))
+                let place = Int(r.lowerBound % Self.blockSize)
+                // Only this thread gives blocks back, so the block stays while it is read outside the lock.
+                return (buffer(for: r.lowerBound / Self.blockSize), place, min(r.count, Int(Self.blockSize) - place))
             }
             guard let piece else { break }
-            let bytes = UnsafeRawBufferPointer(start: ring.base + piece.place, count: piece.count)
+            let bytes = UnsafeRawBufferPointer(start: piece.block.base + piece.place, count: piece.count)
             for d in digesters { d.update(bytes) }
             do {
                 try output(bytes)
@@ -129,6 +167,7 @@ final class StreamSink: BlockStorage, StreamGate, @unchecked Sendable {
             }
             lock.withLock {
                 window.handOn(Int64(piece.count))
+                releaseHandedOnBlocks()
                 limit.store(window.limit, ordering: .releasing)
                 lock.broadcast()
             }
