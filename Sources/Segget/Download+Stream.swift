@@ -5,7 +5,8 @@ import SeggetVerify
 /// How a download into a stream is shaped (see ``Download/stream(to:settings:progress:events:interrupt:)``).
 public struct StreamSettings: Sendable, Equatable {
     /// The reorder window: the most bytes held in memory, received but not yet handed on because
-    /// bytes before them are still on their way. Connections further ahead pause until the reader
+    /// bytes before them are still on their way (the connections' staging buffers included, while
+    /// that leaves `minimumWindow` for reordering). Connections further ahead pause until the reader
     /// takes more. At least `minimumWindow` and 4 chunks; used in whole MiB.
     public var window: Int64 = StreamSettings.defaultWindow
     /// The stream starts at this byte of the file (a stream that failed after N bytes continues
@@ -86,7 +87,8 @@ extension Download {
         let expected = settings.from > 0 ? [] : expectedDigests(probe)
         let plan = ChunkPlan(totalLength: probe.totalLength ?? 0, chunkSize: options.chunkSize)
         let sink = StreamSink(
-            capacity: settings.window / StreamSink.blockSize * StreamSink.blockSize, start: settings.from,
+            capacity: Self.reorderCapacity(window: settings.window, connections: ranged ? options.connections : 1),
+            start: settings.from,
             algorithms: Array(Set(expected.map(\.algorithm))).sorted { $0.rawValue < $1.rawValue }, output: output)
         do {
             try sink.startEmitting()
@@ -143,6 +145,16 @@ extension Download {
             bytes: length - from, from: from, receivedBytes: engine.receivedBytes,
             seconds: monotonicSeconds() - started, connections: engine.connectionsUsed, verified: verified,
             usedRanges: ranged, peakWindowBytes: sink.peakHeld)
+    }
+
+    /// The reorder ring inside a window of `window` bytes: what the connections' staging buffers and
+    /// the writer's queue may hold is counted in the window too, so that every received byte the
+    /// stream holds fits in it; in whole blocks, at least `StreamSettings.minimumWindow`.
+    static func reorderCapacity(window: Int64, connections: Int) -> Int64 {
+        let buffer = StagedWriter.bufferSize(connections: connections)
+        let staging = Int64((connections + StagedWriter.maxInFlight(bufferSize: buffer)) * buffer)
+        let ring = max(StreamSettings.minimumWindow, window - staging)
+        return ring / StreamSink.blockSize * StreamSink.blockSize
     }
 
     /// Chunks per run of work: every connection's run together in half the window, at least one chunk.
