@@ -15,13 +15,6 @@ extension FetchEngine {
     func limitToStreamWindow() throws {
         guard let gate = streamGate else { return }
         if let failure = gate.outputFailure { throw failure }
-        guard target.ranged else { return }
-        // Whole runs: the limit moves in steps of a run, so that a reader that sets the pace is not
-        // answered with a request per chunk as room appears (270 requests for 256 MiB at 10 MiB/s).
-        let run = Int64(settings.maxRunChunks ?? 1) * plan.chunkSize
-        let first = gate.streamStart / plan.chunkSize * plan.chunkSize
-        // At most a run below the window's end: the window holds two runs per connection (see
-        // `Download.streamRunChunks`), so the run at the stream's head is always below it.
-        core.limitHandOut(below: first + (gate.receiveLimit - first) / run * run, readerBound: gate.readerIsBehind)
+        if target.ranged { core.limitHandOut(below: gate.receiveLimit, readerBound: gate.readerIsBehind) }
     }
 }

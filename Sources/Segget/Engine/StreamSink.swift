@@ -12,8 +12,6 @@ protocol StreamGate: AnyObject {
     var outputFailure: (any Error)? { get }
     /// Bytes are waiting for the reader: the reader, not the network, sets the pace now.
     var readerIsBehind: Bool { get }
-    /// The stream's first byte (`--stream-from`).
-    var streamStart: Int64 { get }
 }
 
 /// The storage of a download into a stream (`-o -`, `Download.stream`): bytes written at any offset
@@ -78,7 +76,6 @@ final class StreamSink: BlockStorage, StreamGate, @unchecked Sendable {
     }
 
     var receiveLimit: Int64 { limit.load(ordering: .acquiring) }
-    var streamStart: Int64 { start }
     var outputFailure: (any Error)? { lock.withLock { failure } }
     var readerIsBehind: Bool { lock.withLock { (window.ready?.count ?? 0) >= Self.outputPiece } }
     /// Bytes handed to the output so far, from `start`.
