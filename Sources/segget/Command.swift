@@ -65,7 +65,7 @@ struct Get: ParsableCommand {
     @OptionGroup(title: "HTTP requests") var request: RequestOptions
     @OptionGroup(title: "Network") var network: NetworkOptions
     @OptionGroup(title: "Durability and I/O") var durability: DurabilityOptions
-    @OptionGroup(title: "Streaming to standard output (-o -)") var stream: StreamOptions
+    @OptionGroup(title: "Streaming to standard output") var stream: StreamOptions
 
     /// Checks across groups; each group checks its own options first.
     func validate() throws {
@@ -79,7 +79,7 @@ struct Get: ParsableCommand {
         if output.output == "-" && format.json {
             throw ValidationError("-o - writes the file to standard output, where --json would write its objects; give one of them.")
         }
-        if output.output != "-" && (stream.from != 0 || stream.window.bytes != StreamSettings.defaultWindow) {
+        if output.output != "-" && stream.isGiven {
             throw ValidationError("--stream-window and --stream-from apply to -o - (streaming to standard output) only.")
         }
         if several && !connection.mirrors.isEmpty {

@@ -14,20 +14,25 @@ struct StreamOptions: ParsableArguments {
             "With -o -, the most bytes held in memory waiting for earlier ones, e.g. 64M (the default); connections further ahead pause.",
             valueName: "size"),
         transform: ArgumentValue.size(in: windows))
-    var window = ByteSize(StreamSettings.defaultWindow)
+    var window: ByteSize?
 
     @Option(
         name: .customLong("stream-from"),
         help: ArgumentHelp(
             "With -o -, start the stream at this byte of the file: continues a stream that stopped after that many bytes.",
             valueName: "offset"))
-    var from: Int64 = 0
+    var from: Int64?
 
     func validate() throws {
-        if from < 0 { throw ValidationError("--stream-from takes a byte offset of 0 or more (got \(from)).") }
+        if let from, from < 0 { throw ValidationError("--stream-from takes a byte offset of 0 or more (got \(from)).") }
     }
 
-    var settings: StreamSettings { StreamSettings(window: window.bytes, from: from) }
+    /// Either option was given.
+    var isGiven: Bool { window != nil || from != nil }
+
+    var settings: StreamSettings {
+        StreamSettings(window: window?.bytes ?? StreamSettings.defaultWindow, from: from ?? 0)
+    }
 }
 
 /// Runs `segget -o - URL`: progress and messages on stderr only, the file's bytes on stdout.
