@@ -70,7 +70,7 @@ extension Download {
         let started = monotonicSeconds()
         let multi = MultiHandle()
         let deadline = options.timeout.map { Deadline(limit: $0, from: started) }
-        let probe = try probeWithRetries(multi: multi, firstBytes: 1, deadline: deadline, events: events, interrupt: interrupt)
+        let probe = try probeWithRetries(url: url, multi: multi, firstBytes: 1, deadline: deadline, events: events, interrupt: interrupt)
         probe.held?.release()
         let ranged = probe.acceptsRanges && probe.totalLength != nil
         if settings.from > 0 {
