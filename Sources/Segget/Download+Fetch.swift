@@ -194,8 +194,8 @@ extension Download {
     /// median of 1.04 s through the page cache against 1.24 s adaptive (wget2 1.00 s), 5 alternated runs.
     static let pageCacheFileLimit: Int64 = 32 << 20
 
-    private func fetchSettings(
-        ranged: Bool, chunkSize: Int64, totalLength: Int64?, deadline: Deadline?, hashing: Bool, hostShare: HostShare?
+    func fetchSettings(
+        ranged: Bool, chunkSize: Int64, totalLength: Int64?, deadline: Deadline?, hashing: Bool, hostShare: HostShare? = nil
     ) -> FetchSettings {
         var settings = FetchSettings()
         settings.transfer = options.transfer

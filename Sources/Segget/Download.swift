@@ -248,7 +248,7 @@ public final class Download: @unchecked Sendable {
 
     /// The digests to check: those the user gave, then those the server announced for algorithms the
     /// user did not name (with `verifyServerDigests`).
-    private func expectedDigests(_ probe: ProbeResult) -> [ExpectedDigest] {
+    func expectedDigests(_ probe: ProbeResult) -> [ExpectedDigest] {
         var expected = options.checksums
         if options.verifyServerDigests {
             for d in ServerDigests.parse(reprDigest: probe.reprDigest, digest: probe.digest, contentMD5: probe.contentMD5)

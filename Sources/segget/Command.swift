@@ -65,6 +65,7 @@ struct Get: ParsableCommand {
     @OptionGroup(title: "HTTP requests") var request: RequestOptions
     @OptionGroup(title: "Network") var network: NetworkOptions
     @OptionGroup(title: "Durability and I/O") var durability: DurabilityOptions
+    @OptionGroup(title: "Streaming to standard output") var stream: StreamOptions
 
     /// Checks across groups; each group checks its own options first.
     func validate() throws {
@@ -74,6 +75,12 @@ struct Get: ParsableCommand {
         }
         if several && !verification.checksum.isEmpty {
             throw ValidationError("--checksum applies to one file; with several URLs use checksum= lines in an input file or --checksum-file.")
+        }
+        if output.output == "-" && format.json {
+            throw ValidationError("-o - writes the file to standard output, where --json would write its objects; give one of them.")
+        }
+        if output.output != "-" && stream.isGiven {
+            throw ValidationError("--stream-window and --stream-from apply to -o - (streaming to standard output) only.")
         }
         if several && !connection.mirrors.isEmpty {
             throw ValidationError("--mirror applies to one file; with several URLs put mirrors on the URL's line in an input file, separated by tabs.")
@@ -99,7 +106,7 @@ struct Get: ParsableCommand {
             urls: urls, inputFile: inputFile, mirrors: connection.mirrors, checksumFile: verification.checksumFile,
             options: try downloadOptions(), jobs: connection.jobs, totalConnections: connection.totalConnections,
             maxConnectionsPerHost: connection.maxConnectionsPerHost,
-            json: format.json, quiet: format.quiet, skipExisting: output.skipExisting)
+            json: format.json, quiet: format.quiet, skipExisting: output.skipExisting, stream: stream.settings)
     }
 
     func run() throws {

@@ -17,6 +17,8 @@ struct GetRequest: Equatable {
     var json: Bool
     var quiet: Bool
     var skipExisting: Bool
+    /// With `-o -` (one URL): the reorder window and the first byte of the stream.
+    var stream = StreamSettings()
 
     func run() throws {
         // Checked here, not in validate(): ArgumentParser reports unknown options only after
@@ -24,6 +26,10 @@ struct GetRequest: Equatable {
         if urls.isEmpty && inputFile == nil { throw SeggetError(.usage, "give a URL to download, or -i FILE with a list of URLs.") }
         for u in urls + mirrors {
             if let problem = InputFile.urlProblem(u) { throw SeggetError(.usage, problem) }
+        }
+        if options.outputPath == "-" && urls.count == 1 && inputFile == nil {
+            try StreamRun(url: urls[0], options: options, settings: stream, quiet: quiet).run()
+            return
         }
         var entries = urls.enumerated().map { InputFile.Entry(url: $0.element, line: $0.offset + 1) }
         if let path = inputFile {

@@ -149,7 +149,7 @@ func parseFailure(_ arguments: [String]) -> String? {
         let help = SeggetCommand.helpMessage(for: Get.self, columns: 200)
         for title in [
             "CONNECTIONS AND SCHEDULING:", "OUTPUT:", "OUTPUT FORMAT:", "VERIFICATION:", "RETRIES AND TIME LIMITS:",
-            "HTTP REQUESTS:", "NETWORK:", "DURABILITY AND I/O:",
+            "HTTP REQUESTS:", "NETWORK:", "DURABILITY AND I/O:", "STREAMING TO STANDARD OUTPUT:",
         ] {
             #expect(help.contains(title), "\(title) missing")
         }

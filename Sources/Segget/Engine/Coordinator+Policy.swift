@@ -188,7 +188,7 @@ extension Coordinator {
     /// `worthFactor` changes of the same commit). A connection that stays slow is re-dialled again, and past its bound loses
     /// the run; thieves take from it like from anyone.
     mutating func judgeSlowConnections(now: Double) -> [Command] {
-        guard config.redialSlow else { return [] }
+        guard config.redialSlow, !readerBound else { return [] }
         // Half a second tells a connection capped 8x lower from its peers: nginx sends a 2 MiB/s
         // connection its first 2 MiB at once and then nothing for a second, while a 16 MiB/s one gets
         // 2 MiB every 125 ms. On the uneven benchmark the slow ones were re-dialled after 0.76 s

@@ -131,6 +131,15 @@ struct Coordinator: Coordinating {
         for i in connections.indices { connections[i].source = i % max(1, config.sources.count) }
     }
 
+    /// A download into a stream whose reader is behind: the reader sets the pace, so the slow rule
+    /// judges no one (see `FetchEngine.limitToStreamWindow`).
+    var readerBound = false
+
+    /// Work is handed out only in whole chunks below byte `limit` (see `Scheduler.handOutLimit`).
+    mutating func limitHandOut(below limit: Int64) {
+        scheduler.handOutLimit = limit >= plan.totalLength ? plan.chunkCount : Int(limit / plan.chunkSize)
+    }
+
     // MARK: Reading
 
     /// Whether connection `id` races another for a chunk (the scheduler alone knows).

@@ -215,6 +215,16 @@ struct EngineCore {
         }
     }
 
+    /// Work is handed out only below byte `limit` (a download into a stream: its reorder window);
+    /// `readerBound`: the stream's reader is behind, so no connection is judged slow.
+    mutating func limitHandOut(below limit: Int64, readerBound: Bool) {
+        guard case .ranged(var c) = mode else { return }
+        mode = .vacant
+        c.limitHandOut(below: limit)
+        c.readerBound = readerBound
+        mode = .ranged(c)
+    }
+
     // MARK: Reading
 
     /// The ranged coordinator, if this is a ranged download (tests read its scheduler).

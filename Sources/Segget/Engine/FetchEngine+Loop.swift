@@ -60,6 +60,7 @@ extension FetchEngine {
             try? c.easy.unpause()
         }
         // A connection a lender has spare is offered; the core keeps it only when it would find work.
+        try limitToStreamWindow()
         var offered: Int?
         if let lender = settings.lender { offered = lender.spare > 0 ? lender.borrow(upTo: 1) : 0 }
         // Slots of the host's budget beyond the requests in flight go back for other downloads.

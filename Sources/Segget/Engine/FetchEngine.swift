@@ -56,6 +56,9 @@ final class FetchEngine {
     var core: EngineCore
     /// `--max-speed`, shared by all connections (see `RateBudget`).
     private var budget: RateBudget?
+    /// A download into a stream: its reorder window pauses connections that are too far ahead (see
+    /// `StreamSink`), and work is handed out inside it (`FetchEngine+Stream.swift`).
+    var streamGate: StreamGate?
     private var resumeCursor = 0
     let interrupt: InterruptFlag
     var onProgress: ((DownloadProgress) -> Void)?
@@ -188,6 +191,8 @@ final class FetchEngine {
             let wait = max(budget?.secondsUntilAllowed ?? 0, settings.sharedSpeed?.secondsUntilAllowed ?? 0)
             if budget != nil || settings.sharedSpeed != nil { ms = min(ms, max(1, (wait * 1000).rounded(.up))) }
         }
+        // A connection paused for the reorder window continues once the reader has taken more.
+        if streamGate != nil, core.connections.contains(where: { $0.machine.isPaused }) { ms = min(ms, Self.streamPollMs) }
         return Int32(ms)
     }
 
@@ -315,6 +320,9 @@ final class FetchEngine {
             if budget == nil { now = monotonicSeconds() }
             allows = shared.allowsReceiving(now: now) && allows
         }
+        if allows, let gate = streamGate {
+            allows = core.connections[c.id].pos + Int64(n) <= gate.receiveLimit
+        }
         let actions = core.handle(.body(c.id, count: n, head: c.head, budgetAllows: allows), now: now)
         var decision = WriteDecision.proceed
         var flushed = false
@@ -340,6 +348,9 @@ final class FetchEngine {
             }
         }
         if flushed { moveSlot(c, atLeast: Self.slotStep) }
+        // What a connection paused for the reorder window staged goes on, so that the bytes before
+        // another connection's never wait in its buffer.
+        if decision == .pause, streamGate != nil { settle(c) }
         return decision
     }
 
@@ -398,7 +409,8 @@ final class FetchEngine {
     /// first last time, so that every connection gets its turn. Resuming can hand over the held bytes
     /// at once (`receive` runs inside `unpause()`) and pause the transfer again.
     func resumePausedTransfers() throws(SeggetError) {
-        guard budget != nil || settings.sharedSpeed != nil, core.connections.contains(where: { $0.machine.isPaused }) else { return }
+        guard budget != nil || settings.sharedSpeed != nil || streamGate != nil, core.connections.contains(where: { $0.machine.isPaused })
+        else { return }
         let now = monotonicSeconds()
         budget?.refill(now: now)
         let n = io.count
@@ -406,6 +418,7 @@ final class FetchEngine {
             guard budget?.allowsReceiving ?? true, settings.sharedSpeed?.allowsReceiving(now: now) ?? true else { break }
             let c = io[(resumeCursor + i) % n]
             guard core.connections[c.id].machine.isPaused else { continue }
+            if let gate = streamGate, core.connections[c.id].pos + Self.streamResumeRoom > gate.receiveLimit { continue }
             apply(.resumed(c.id))
             resumeCursor = (c.id + 1) % n
             do throws(CurlError) {

@@ -30,6 +30,11 @@ public struct Scheduler: Sendable {
         case duplicate(chunk: Int, owner: Int)
     }
 
+    /// Chunks from this one on are handed out to no one (a download into a stream: beyond its reorder
+    /// window); a free run is cut there. Nil: no limit. It may only grow, so a run held or stolen
+    /// stays below it.
+    public var handOutLimit: Int?
+
     /// True when work is handed out front to back in runs of at most `maxRunChunks` (see `init`).
     public let inOrder: Bool
 
@@ -141,8 +146,12 @@ public struct Scheduler: Sendable {
         } else {
             pick = free.indices.max(by: { free[$0].count < free[$1].count || (free[$0].count == free[$1].count && $0 > $1) })
         }
-        if let i = pick {
+        if let i = pick, free[i].lowerBound < handOutLimit ?? Int.max {
             var r = free.remove(at: i)
+            if let cut = handOutLimit, r.upperBound > cut {
+                free.append(cut..<r.upperBound)
+                r = r.lowerBound..<cut
+            }
             if !inOrder && thieves > 1 && r.count > 1 {
                 let take = (r.count + thieves - 1) / thieves
                 free.append((r.lowerBound + take)..<r.upperBound)
@@ -178,7 +187,8 @@ public struct Scheduler: Sendable {
             runs[w] = stolen
             return .stolen(stolen, victim: v, victimNewEnd: cut)
         }
-        guard allowDuplicates else { return nil }
+        // Work left beyond `handOutLimit` is no end game: it waits for the limit to move.
+        guard allowDuplicates, free.isEmpty else { return nil }
         // End game: race the in-flight chunk expected to finish last; it finishes when its first
         // copy does.
         var racers: [Int: [Int]] = [:]
