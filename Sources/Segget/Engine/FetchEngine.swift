@@ -359,6 +359,9 @@ final class FetchEngine {
     /// Connection `c`'s transfer ended (the driver has removed it already).
     private func finish(_ c: ConnectionIO, code: CurlCode) {
         settle(c)
+        // Our own cut (a range's end reached mid-answer): the server counts the request until it
+        // sees the close, so its slot in the host's budget cools a moment before it is reused.
+        if code == .writeError { settings.hostShare?.cancelled(1) }
         let conn = core.connections[c.id]
         trace("connection \(c.id) done code=\(code.rawValue) pos=\(conn.pos) port=\((try? c.easy.localPort()).map(String.init) ?? "?") rate=\(Format.rate(Double(conn.transferBytes) / max(0.001, monotonicSeconds() - conn.transferStartedAt)))")
         let end: Coordinator.TransferEnd
