@@ -99,7 +99,8 @@ let package = Package(
         .testTarget(
             name: "SeggetCLITests",
             dependencies: [
-                "segget", "Segget", "SeggetVerify", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "segget", "Segget", "SeggetVerify", "SeggetRPC",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .testTarget(

@@ -177,7 +177,12 @@ extension DownloadQueue {
         o.linkRenewer = linkRenewer(r.id)
         o.hostBudget = hostBudget
         o.sharedSpeedLimit = overallSpeed
-        var applied = o.applying(r.options.requestOverrides)
+        // The directory, the connection count and the speed cap were resolved and granted above.
+        var own = r.options
+        own.directory = nil
+        own.connections = nil
+        own.maxSpeed = nil
+        var applied = o.applying(own)
         // aria2's per-download max-connection-per-server: this download's own connections to its host.
         if let perServer = r.options.maxConnectionsPerServer { applied.connections = min(applied.connections, perServer) }
         return applied

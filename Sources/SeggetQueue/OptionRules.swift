@@ -1,5 +1,4 @@
 import Segget
-import SeggetVerify
 import SeggetSystem
 
 /// The checks a task's URLs and options must pass before the queue accepts them. Requests may come
@@ -23,49 +22,13 @@ enum OptionRules {
                     .badOption, "The URL “\(shown(url))” contains spaces or control characters; percent-encode them.")
             }
         }
-        if let out = options.outputName { try checkOutputName(out) }
-        for h in options.headers {
-            try checkNoLineBreak(h, what: "The header “\(shown(h))”")
-            guard let colon = h.firstIndex(of: ":"), colon != h.startIndex else {
-                throw QueueError(.badOption, "The header “\(shown(h))” is not of the form “Name: value”.")
-            }
+        // The values went through OptionSchema when they arrived as text (RPC, input file, command
+        // line); a library caller's values meet the same checks here.
+        do {
+            _ = try options.validated()
+        } catch {
+            throw QueueError(.badOption, error.message)
         }
-        if let v = options.userAgent { try checkNoLineBreak(v, what: "The user agent") }
-        if let v = options.referer { try checkNoLineBreak(v, what: "The referer") }
-        if let v = options.proxy { try checkNoLineBreak(v, what: "The proxy") }
-        if let n = options.connections, !ConnectionCount.allowed.contains(n) {
-            let allowed = ConnectionCount.allowed
-            throw QueueError(
-                .badOption,
-                "The number of connections must be between \(allowed.lowerBound) and \(allowed.upperBound) (got \(n)).")
-        }
-        if let n = options.maxConnectionsPerServer, !(1...16).contains(n) {
-            throw QueueError(.badOption, "The connections per server must be between 1 and 16, as in aria2 (got \(n)).")
-        }
-        if let s = options.maxSpeed, s < 0 {
-            throw QueueError(.badOption, "The speed limit cannot be negative (got \(s)); use 0 for no limit.")
-        }
-        if let c = options.checksum {
-            do {
-                _ = try ExpectedDigest(parsing: c)
-            } catch {
-                throw QueueError(.badOption, "\(error)")
-            }
-        }
-    }
-
-    /// `out` is one file name: no slash, not `.` or `..`, no NUL, not empty.
-    static func checkOutputName(_ name: String) throws(QueueError) {
-        guard !name.isEmpty else {
-            throw QueueError(.badOption, "The output name is empty; give a file name or leave it out.")
-        }
-        guard name != "." && name != ".." && !name.contains("/") && !name.utf8.contains(0) else {
-            throw QueueError(
-                .badOption,
-                "The output name “\(shown(name))” must be a single file name, without “/”, and not “.” or “..”; use the directory option to choose where it goes."
-            )
-        }
-        try checkNoLineBreak(name, what: "The output name")
     }
 
     static func checkNoLineBreak(_ value: String, what: String) throws(QueueError) {
@@ -80,18 +43,6 @@ enum OptionRules {
     static func shown(_ s: String) -> String {
         let clean = String(s.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? "?" : Character($0) })
         return clean.count > 80 ? String(clean.prefix(77)) + "…" : clean
-    }
-}
-
-extension TaskOptions {
-    /// The request settings a task lays over the queue's download options, through the same
-    /// ``DownloadOverrides`` as an input file's entry (`segget -i`). The directory, the connection
-    /// count and the speed cap are left out: the queue resolves the first against its root and the
-    /// budget grants the other two.
-    var requestOverrides: DownloadOverrides {
-        DownloadOverrides(
-            checksums: checksum.flatMap { try? ExpectedDigest(parsing: $0) }.map { [$0] } ?? [], headers: headers,
-            userAgent: userAgent, referer: referer, proxy: proxy)
     }
 }
 

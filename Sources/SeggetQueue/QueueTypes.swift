@@ -44,45 +44,13 @@ public enum TaskStatus: String, Sendable, Codable, CaseIterable {
     public var isStopped: Bool { self == .error || self == .complete || self == .removed }
 }
 
-/// Per-task options. Every field is optional: nil (or empty) means the queue's default.
-public struct TaskOptions: Sendable, Equatable, Codable {
-    /// Directory to save into; must lie inside the queue's download root unless the queue allows any.
-    public var directory: String?
-    /// File name to save as: exactly one path component. nil: the server's name.
-    public var outputName: String?
-    /// Extra request header lines, `Name: value`.
-    public var headers: [String] = []
-    public var userAgent: String?
-    public var referer: String?
-    public var proxy: String?
-    /// Connections wanted (1…128); the queue's connection budget may grant fewer.
-    public var connections: Int?
-    /// aria2's `max-connection-per-server` for this task (1…16): at most this many of its own
-    /// connections (fewer than `connections` when lower); nil: only the queue's per-host cap,
-    /// ``QueueSettings/maxConnectionsPerServer``, applies.
-    public var maxConnectionsPerServer: Int?
-    /// Receive rate cap for this task, bytes per second.
-    public var maxSpeed: Int64?
-    /// A digest the file must match: `sha-256=HEX`, `sha256=HEX` or `md5=HEX`.
-    public var checksum: String?
-
-    public init(
-        directory: String? = nil, outputName: String? = nil, headers: [String] = [], userAgent: String? = nil,
-        referer: String? = nil, proxy: String? = nil, connections: Int? = nil, maxSpeed: Int64? = nil,
-        checksum: String? = nil, maxConnectionsPerServer: Int? = nil
-    ) {
-        self.directory = directory
-        self.outputName = outputName
-        self.headers = headers
-        self.userAgent = userAgent
-        self.referer = referer
-        self.proxy = proxy
-        self.connections = connections
-        self.maxSpeed = maxSpeed
-        self.checksum = checksum
-        self.maxConnectionsPerServer = maxConnectionsPerServer
-    }
-}
+/// Per-task options: the per-file options every entry point shares (``OptionSchema``). Every field is
+/// optional: nil (or empty) means the queue's default. The directory must lie inside the queue's
+/// download root unless the queue allows any; `connections` is what the task asks of the queue's
+/// connection budget, which may grant fewer; `maxConnectionsPerServer` (aria2's
+/// `max-connection-per-server`) caps the task's own connections, apart from the queue-wide
+/// ``QueueSettings/maxConnectionsPerServer``.
+public typealias TaskOptions = FileOptions
 
 /// What a task looks like now: its stored state plus live progress while it runs.
 public struct TaskSnapshot: Sendable, Equatable {

@@ -32,7 +32,7 @@ struct TaskRecord: Sendable, Equatable {
 /// count, since the download's own journal is the truth about finished bytes).
 final class TaskStore {
     /// The schema version in `PRAGMA user_version`; each step in ``migrations`` raises it by one.
-    static let schemaVersion = 2
+    static let schemaVersion = 3
 
     /// Migration `i` takes the schema from version `i` to `i + 1`.
     static let migrations: [String] = [
@@ -59,6 +59,8 @@ final class TaskStore {
         """
         CREATE TABLE settings (name TEXT PRIMARY KEY, value TEXT NOT NULL);
         """,
+        // 3: no table changes; every row's options are rewritten to StoredOptions (OptionsMigration).
+        "SELECT 1;",
     ]
 
     private let db: SQLiteDatabase
@@ -128,6 +130,7 @@ final class TaskStore {
                 }
                 guard version < schemaVersion else { return true }
                 try db.execute(migrations[version])
+                if version == 2 { try OptionsMigration.run(db) }
                 try db.execute("PRAGMA user_version = \(version + 1)")
                 return false
             }
@@ -144,7 +147,7 @@ final class TaskStore {
         let options: String
         do {
             urls = String(decoding: try Self.encoder.encode(r.urls), as: UTF8.self)
-            options = String(decoding: try Self.encoder.encode(r.options), as: UTF8.self)
+            options = try StoredOptions.encoded(r.options)
         } catch {
             throw SQLiteError(operation: "encoding task \(r.id.gid)", code: 0, message: "\(error)")
         }
@@ -227,7 +230,7 @@ final class TaskStore {
             let gid = TaskID(UInt64(bitPattern: s.int64(0)))
             guard let status = s.text(3).flatMap(TaskStatus.init(rawValue:)),
                 let urls = try? decoder.decode([String].self, from: Data((s.text(1) ?? "").utf8)),
-                let options = try? decoder.decode(TaskOptions.self, from: Data((s.text(2) ?? "").utf8)),
+                let options = try? StoredOptions.decoded(s.text(2) ?? ""),
                 let directory = s.text(5)
             else {
                 throw SQLiteError(
@@ -242,5 +245,40 @@ final class TaskStore {
                     errorMessage: s.text(11), createdAt: s.int64(12), finishedAt: s.optionalInt64(13)))
         }
         return out
+    }
+}
+
+extension StoredOptions {
+    /// The options column's text (keys sorted, so that equal options are equal text).
+    static func encoded(_ options: FileOptions) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return String(decoding: try encoder.encode(StoredOptions(options)), as: UTF8.self)
+    }
+
+    static func decoded(_ text: String) throws -> FileOptions {
+        try JSONDecoder().decode(StoredOptions.self, from: Data(text.utf8)).options
+    }
+}
+
+extension OptionsMigration {
+    /// Rewrites every row's options; a row that cannot be read is reported, not dropped.
+    static func run(_ db: SQLiteDatabase) throws(SQLiteError) {
+        let select = try db.prepare("SELECT gid, options FROM tasks")
+        var rows: [(Int64, String)] = []
+        while try select.step() { rows.append((select.int64(0), select.text(1) ?? "")) }
+        let update = try db.prepare("UPDATE tasks SET options = ?2 WHERE gid = ?1")
+        for (gid, text) in rows {
+            let new: String
+            do {
+                let old = try JSONDecoder().decode(Version2.self, from: Data(text.utf8))
+                new = try StoredOptions.encoded(try old.options)
+            } catch {
+                throw SQLiteError(
+                    operation: "migrating the queue to schema 3", code: 0,
+                    message: "the options of task \(TaskID(UInt64(bitPattern: gid)).gid) cannot be read: \(error)")
+            }
+            try update.run([.int(gid), .text(new)])
+        }
     }
 }

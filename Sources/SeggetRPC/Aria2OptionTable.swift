@@ -329,7 +329,7 @@ public enum Aria2OptionTable {
         case .referer: return o?.referer
         case .allProxy: return o?.proxy
         case .out: return o?.outputName
-        case .checksum: return o?.checksum
+        case .checksum: return o.flatMap { OptionSchema.checksum.values($0).first }
         case .maxTries: return String(engine.retries + 1)
         case .retryWait: return String(Int(engine.retryWait.rounded()))
         case .timeout: return String(Int(engine.transfer.stallTimeout.rounded()))

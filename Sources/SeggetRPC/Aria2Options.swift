@@ -25,8 +25,10 @@ public struct Aria2TaskOptions: Sendable, Equatable {
         self.paused = paused
     }
 
-    /// Options segget knows but ignores because they make no sense for it (BitTorrent, FTP, …)
-    /// are accepted silently, as aria2 does for options that do not apply to a download.
+    /// Every per-download option is read through ``OptionSchema`` (the command line's and the input
+    /// file's rules and sentences); `pause` is the one RPC-only option that is not a download setting.
+    /// Options segget knows but ignores because they make no sense for it (BitTorrent, FTP, …) are
+    /// accepted silently, as aria2 does for options that do not apply to a download.
     public static func parse(_ value: JSON?, onto base: TaskOptions = TaskOptions(), policy: RPCPolicy)
         throws(RPCError) -> Aria2TaskOptions
     {
@@ -34,36 +36,41 @@ public struct Aria2TaskOptions: Sendable, Equatable {
         guard let value, value != .null else { return result }
         guard case .object(let members) = value else { throw .invalidParams("options must be an object.") }
         for (key, raw) in members {
-            switch key {
-            case "dir":
-                result.options.directory = try confineDirectory(try string(raw, key), policy: policy)
-            case "out":
-                result.options.outputName = try outputName(try string(raw, key))
-            case "header":
-                result.options.headers = try headers(raw)
-            case "user-agent":
-                result.options.userAgent = try headerValue(try string(raw, key), key)
-            case "referer":
-                result.options.referer = try headerValue(try string(raw, key), key)
-            case "all-proxy":
-                let proxy = try headerValue(try string(raw, key), key)
-                result.options.proxy = proxy.isEmpty ? nil : proxy
-            case "split":
-                result.options.connections = try count(raw, key)
-            case "max-connection-per-server":
-                // Separate from split, as in aria2; see Aria2OptionTable.Mapping.maxConnectionPerServer.
-                result.options.maxConnectionsPerServer = try perServer(raw, key)
-            case "max-download-limit":
-                result.options.maxSpeed = try speed(raw, key)
-            case "checksum":
-                result.options.checksum = try checksum(try string(raw, key))
-            case "pause":
+            if let spec = OptionSchema.spec(key) {
+                // A repeatable option given over RPC replaces the task's values as a whole, as in aria2.
+                if spec.repeatable { spec.clear(&result.options) }
+                try apply(spec, raw, to: &result.options)
+                if spec.key == OptionSchema.directory.key, let dir = result.options.directory {
+                    result.options.directory = try confineDirectory(dir, policy: policy)
+                }
+            } else if key == "pause" {
                 result.paused = try bool(raw, key)
-            default:
-                continue
             }
         }
         return result
+    }
+
+    /// One option's JSON (a string, a number, or for a repeatable option an array of strings) through
+    /// the schema; a refusal is `option KEY: SENTENCE`.
+    static func apply(_ spec: OptionSpec, _ raw: JSON, to options: inout FileOptions) throws(RPCError) {
+        let texts: [String]
+        if spec.repeatable, case .array(let items) = raw {
+            texts = try items.map { (item) throws(RPCError) -> String in
+                guard case .string(let s) = item else {
+                    throw .invalidParams("option \(spec.key) must be a string or an array of strings.")
+                }
+                return s
+            }
+        } else {
+            texts = [try string(raw, spec.key)]
+        }
+        for text in texts {
+            do {
+                try spec.apply(text, &options)
+            } catch {
+                throw .invalidParams("option \(spec.key): \(error.message)")
+            }
+        }
     }
 
     // MARK: Single values
@@ -77,23 +84,18 @@ public struct Aria2TaskOptions: Sendable, Equatable {
         }
     }
 
-    /// A connection count, as a JSON number or a string: the command line's `-n` rule and message.
+    /// A connection count (the global `split`), read as a download's.
     static func count(_ raw: JSON, _ key: String) throws(RPCError) -> Int {
-        let text = raw.intValue.map { String($0) } ?? raw.stringValue ?? raw.serialized
-        do {
-            return try ConnectionCount.parseFixed(text)
-        } catch {
-            throw .invalidParams("option \(key): \(error)")
-        }
+        var o = FileOptions()
+        try apply(OptionSchema.split, raw, to: &o)
+        return o.connections ?? 0
     }
 
-    /// aria2's `max-connection-per-server`: 1 to 16.
+    /// aria2's `max-connection-per-server`: 1 to 16, read as a download's.
     static func perServer(_ raw: JSON, _ key: String) throws(RPCError) -> Int {
-        let text = try string(raw, key)
-        guard let n = Int(text), (1...16).contains(n) else {
-            throw .invalidParams("option \(key) must be a number from 1 to 16, as in aria2 (got '\(text)').")
-        }
-        return n
+        var o = FileOptions()
+        try apply(OptionSchema.perServer, raw, to: &o)
+        return o.maxConnectionsPerServer ?? 16
     }
 
     static func bool(_ raw: JSON, _ key: String) throws(RPCError) -> Bool {
@@ -105,8 +107,8 @@ public struct Aria2TaskOptions: Sendable, Equatable {
         }
     }
 
-    /// aria2's size syntax (`0`, `500K`, `1M`), read as the command line reads `--max-speed`; 0 means
-    /// no limit.
+    /// The overall limit (`max-overall-download-limit`) in aria2's size syntax (`0`, `500K`, `1M`); 0
+    /// means no limit.
     static func speed(_ raw: JSON, _ key: String) throws(RPCError) -> Int64? {
         let text = try string(raw, key)
         let rate: ByteRate
@@ -116,69 +118,6 @@ public struct Aria2TaskOptions: Sendable, Equatable {
             throw .invalidParams("option \(key): \(error) 0 means no limit.")
         }
         return rate.bytesPerSecond == 0 ? nil : rate.bytesPerSecond
-    }
-
-    /// `out` is one file name: no directory part, nothing that walks out of `dir`.
-    static func outputName(_ name: String) throws(RPCError) -> String {
-        guard !name.isEmpty, name != ".", name != "..", !name.contains("/"), !name.utf8.contains(0),
-            !name.contains(where: { $0 == "\r" || $0 == "\n" })
-        else {
-            throw .invalidParams(
-                "option out must be a file name without '/' (got '\(name)'); use dir for the directory.")
-        }
-        return name
-    }
-
-    /// A header value cannot carry CR or LF: they would start a header of the sender's choosing.
-    static func headerValue(_ value: String, _ key: String) throws(RPCError) -> String {
-        guard !value.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) else {
-            throw .invalidParams("option \(key) must not contain CR, LF or NUL characters.")
-        }
-        return value
-    }
-
-    /// `header`: one "Name: value" string or an array of them.
-    static func headers(_ raw: JSON) throws(RPCError) -> [String] {
-        let items: [JSON]
-        switch raw {
-        case .string: items = [raw]
-        case .array(let a): items = a
-        default: throw .invalidParams("option header must be a string or an array of strings.")
-        }
-        var out: [String] = []
-        for item in items {
-            guard case .string(let line) = item else {
-                throw .invalidParams("option header must be a string or an array of strings.")
-            }
-            let checked = try headerValue(line, "header")
-            guard let colon = checked.firstIndex(of: ":"), colon != checked.startIndex,
-                !checked[..<colon].contains(where: { $0 == " " || $0 == "\t" })
-            else {
-                throw .invalidParams("option header must look like 'Name: value' (got '\(line)').")
-            }
-            out.append(checked)
-        }
-        return out
-    }
-
-    /// aria2's `checksum=TYPE=DIGEST`; segget verifies sha-256 and md5.
-    static func checksum(_ spec: String) throws(RPCError) -> String {
-        guard let eq = spec.firstIndex(of: "=") else {
-            throw .invalidParams("option checksum must look like sha-256=HEX or md5=HEX (got '\(spec)').")
-        }
-        let algorithm = spec[..<eq].lowercased()
-        let hex = spec[spec.index(after: eq)...].lowercased()
-        let length: Int
-        switch algorithm {
-        case "sha-256", "sha256": length = 64
-        case "md5": length = 32
-        default:
-            throw .invalidParams("checksum type '\(algorithm)' is not supported; use sha-256 or md5.")
-        }
-        guard hex.count == length, hex.allSatisfy(\.isHexDigit) else {
-            throw .invalidParams("the \(algorithm) checksum must be \(length) hex digits.")
-        }
-        return (length == 64 ? "sha-256=" : "md5=") + hex
     }
 
     // MARK: Directories

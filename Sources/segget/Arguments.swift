@@ -80,3 +80,39 @@ enum ArgumentValue {
         }
     }
 }
+
+/// A per-file option of ``OptionSchema`` as an `@Option`: its help sentence, and its check as the
+/// `transform:` (so that the command line refuses a value with the sentence an input file's line,
+/// `segget add` and the daemon's RPC give). The option keeps the text; ``FileOptions`` is built from
+/// it through the same schema.
+extension OptionSpec {
+    var argumentHelp: ArgumentHelp { ArgumentHelp(help, valueName: valueName) }
+
+    var argument: @Sendable (String) throws -> String {
+        { [self] text in
+            do throws(OptionError) {
+                return try check(text)
+            } catch {
+                // ArgumentParser's part of the message names the value already.
+                throw ValidationError(error.reason)
+            }
+        }
+    }
+}
+
+extension FileOptions {
+    /// Lays the command line's texts of `spec` over these options (each was checked by `argument`).
+    mutating func set(_ spec: OptionSpec, _ values: [String]) throws {
+        for v in values {
+            do {
+                try spec.apply(v, &self)
+            } catch {
+                throw ValidationError(error.message)
+            }
+        }
+    }
+
+    mutating func set(_ spec: OptionSpec, _ value: String?) throws {
+        try set(spec, value.map { [$0] } ?? [])
+    }
+}

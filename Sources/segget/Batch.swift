@@ -78,11 +78,14 @@ struct Batch: Sendable {
     var parallelFiles: Int { max(1, min(jobs, budget, entries.count)) }
     var connectionsPerFile: Int { min(base.connections, max(1, budget / parallelFiles)) }
 
-    /// The run's options with the entry's own lines and this file's share of the budget.
+    /// The run's options with the entry's own lines and this file's share of the budget (an entry's
+    /// `split=` may ask for fewer connections than its share, never more).
     func options(for entry: InputFile.Entry) -> DownloadOptions {
-        var overrides = entry.overrides
-        overrides.connections = connectionsPerFile
-        return base.applying(overrides)
+        var own = entry.options
+        own.connections = min(own.connections ?? connectionsPerFile, connectionsPerFile)
+        var o = base.applying(own)
+        if !entry.mirrors.isEmpty { o.mirrors = entry.mirrors }
+        return o
     }
 
     /// `options(for:)`, with the loans of `lender`: its share, and up to -n while others are spare

@@ -69,29 +69,30 @@ struct Add: ParsableCommand {
     @Argument(help: "The http:// or https:// URLs to queue, one task each.")
     var urls: [String]
 
-    @Option(name: [.short, .customLong("dir")], help: "Save into this directory (inside the daemon's --dir).")
+    @Option(
+        name: [.short, .customLong("dir")], help: "Save into this directory (inside the daemon's --dir).",
+        transform: OptionSchema.directory.argument)
     var directory: String?
 
-    @Option(name: .shortAndLong, help: "Save as this file name (one URL only).")
+    @Option(
+        name: [.short, .customLong(OptionSchema.outputName.longName)], help: OptionSchema.outputName.argumentHelp,
+        transform: OptionSchema.outputName.argument)
     var output: String?
 
     @Option(
-        name: [.customShort("n"), .customLong("connections")],
-        help: ArgumentHelp("Parallel connections for each file, 1 to 128.", valueName: "connections"),
-        transform: ArgumentValue.fixedConnections)
-    var connections: Int?
+        name: [.customShort("n"), .customLong(OptionSchema.split.longName)], help: OptionSchema.split.argumentHelp,
+        transform: OptionSchema.split.argument)
+    var connections: String?
 
     @OptionGroup(title: "HTTP requests") var request: RequestOptions
 
-    /// 0 is the daemon's "no limit", as in aria2's max-download-limit.
     @Option(
-        name: .customLong("max-speed"),
-        help: ArgumentHelp("Cap each file's download rate, e.g. 2M.", valueName: "max-speed"),
-        transform: ArgumentValue.rate(atLeast: ByteRate(bytesPerSecond: 0)))
-    var maxSpeed: ByteRate?
+        name: .customLong(OptionSchema.maxSpeed.longName), help: OptionSchema.maxSpeed.argumentHelp,
+        transform: OptionSchema.maxSpeed.argument)
+    var maxSpeed: String?
 
-    @Option(help: "Expected digest sha256=HEX or md5=HEX (one URL only).")
-    var checksum: String?
+    @Option(help: OptionSchema.checksum.argumentHelp, transform: OptionSchema.checksum.argument)
+    var checksum: [String] = []
 
     @Flag(help: "Add the tasks paused.")
     var paused = false
@@ -101,12 +102,12 @@ struct Add: ParsableCommand {
     func validate() throws {
         guard !urls.isEmpty else { throw ValidationError("give at least one URL to add.") }
         if urls.count > 1 && output != nil { throw ValidationError("-o names one file; with several URLs use -d DIR.") }
-        if urls.count > 1 && checksum != nil { throw ValidationError("--checksum applies to one URL.") }
+        if urls.count > 1 && !checksum.isEmpty { throw ValidationError("--checksum applies to one URL.") }
     }
 
-    /// The options object of aria2.addUri.
-    var aria2Options: JSON {
-        var o: [(String, JSON)] = []
+    /// The task's options, read through ``OptionSchema`` as the daemon will read them again.
+    func fileOptions() throws -> FileOptions {
+        var o = try request.fileOptions()
         if let d = directory {
             // A relative -d means relative to here, as for a download; the daemon checks it against its root.
             let absolute =
@@ -115,27 +116,30 @@ struct Add: ParsableCommand {
                 : (getcwd(nil, 0).map { p in
                     defer { free(p) }; return String(cString: p)
                 } ?? ".") + "/" + d
-            o.append(("dir", .string(absolute)))
+            try o.set(OptionSchema.directory, absolute)
         }
-        if let v = output { o.append(("out", .string(v))) }
-        if let n = connections {
-            o.append(("split", .string(String(n))))
-            // aria2c opens min(split, this) connections to one server and takes at most 16 here;
-            // segget reads split alone.
-            o.append(("max-connection-per-server", .string(String(min(n, 16)))))
+        try o.set(OptionSchema.outputName, output)
+        try o.set(OptionSchema.split, connections)
+        // aria2c opens min(split, this) connections to one server and takes at most 16 here;
+        // segget reads split alone.
+        if let n = o.connections { o.maxConnectionsPerServer = min(n, 16) }
+        try o.set(OptionSchema.maxSpeed, maxSpeed)
+        try o.set(OptionSchema.checksum, checksum)
+        return o
+    }
+
+    /// The options object of aria2.addUri: every option given, by its aria2 name, as the schema writes it.
+    func aria2Options() throws -> JSON {
+        var members: [(String, JSON)] = try fileOptions().fields.map { field in
+            let repeatable = OptionSchema.spec(field.key)?.repeatable ?? false
+            return (field.key, repeatable ? .array(field.values.map(JSON.string)) : .string(field.values[0]))
         }
-        o += request.aria2Members
-        if let v = maxSpeed { o.append(("max-download-limit", .string(String(v.bytesPerSecond)))) }
-        if let v = checksum {
-            // segget writes sha256=HEX; aria2 writes sha-256=HEX. Send aria2's form.
-            o.append(("checksum", .string(v.hasPrefix("sha256=") ? "sha-256=" + v.dropFirst(7) : v)))
-        }
-        if paused { o.append(("pause", .string("true"))) }
-        return .object(o)
+        if paused { members.append(("pause", .string("true"))) }
+        return .object(members)
     }
 
     func run() throws {
-        let options = aria2Options
+        let options = try aria2Options()
         for url in urls {
             let gid = try daemon.call("aria2.addUri", [.array([.string(url)]), options])
             StdoutLines.write(gid.stringValue ?? gid.serialized)

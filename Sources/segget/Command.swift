@@ -34,8 +34,8 @@ struct Get: ParsableCommand {
         abstract: "Download one or more URLs (the default command: `segget URL` is `segget get URL`).",
         discussion: """
             SEVERAL FILES: give several URLs, or -i FILE with one URL per line (# comments; indented \
-            option lines out=NAME, dir=DIR, checksum=ALGO=HEX, header=..., referer=... belong to the \
-            URL above; tab-separated URLs on one line are mirrors of one file). -j N downloads N files \
+            option lines out=NAME, dir=DIR, checksum=ALGO=HEX, header=..., user-agent=..., referer=..., \
+            all-proxy=..., split=N, max-download-limit=RATE belong to the URL above; tab-separated URLs on one line are mirrors of one file). -j N downloads N files \
             at once. -n is per file, but all files together never use more than --total-connections \
             (default: the larger of 16 and -n): each file gets min(-n, total / jobs). Files that \
             would get the same name are numbered in list order: file.bin, file.1.bin, file.2.bin. \
@@ -91,13 +91,13 @@ struct Get: ParsableCommand {
     /// the one place the command line becomes the library's `DownloadOptions`.
     func downloadOptions() throws -> DownloadOptions {
         var o = DownloadOptions()
-        connection.apply(to: &o)
+        try connection.apply(to: &o)
         output.apply(to: &o)
         try verification.apply(to: &o)
         retry.apply(to: &o)
         network.apply(to: &o)
         durability.apply(to: &o)
-        return o.applying(request.overrides)
+        return o.applying(try request.fileOptions())
     }
 
     /// What this command line asks for; `run` carries it out.

@@ -51,16 +51,10 @@ struct ConnectionOptions: ParsableArguments {
         transform: ArgumentValue.size(in: chunkSizes))
     var chunkSize: ByteSize = .mebibytes(1)
 
-    /// A cap below 1k/s would make every connection stall-time out.
-    static let slowestSpeed = ByteRate(bytesPerSecond: 1024)
-
     @Option(
-        name: .customLong("max-speed"),
-        help: ArgumentHelp(
-            "Cap the download rate of each file, all its connections together, e.g. 20M (bytes per second).",
-            valueName: "max-speed"),
-        transform: ArgumentValue.rate(atLeast: slowestSpeed))
-    var maxSpeed: ByteRate?
+        name: .customLong(OptionSchema.maxSpeed.longName), help: OptionSchema.maxSpeed.argumentHelp,
+        transform: OptionSchema.maxSpeed.argument)
+    var maxSpeed: String?
 
     func validate() throws {
         guard (1...32).contains(jobs) else { throw ValidationError("-j takes a number from 1 to 32 (got \(jobs)).") }
@@ -72,11 +66,13 @@ struct ConnectionOptions: ParsableArguments {
         }
     }
 
-    func apply(to o: inout DownloadOptions) {
+    func apply(to o: inout DownloadOptions) throws {
         o.connectionCount = n
         o.mirrors = mirrors
         o.chunkSize = chunkSize.bytes
-        o.maxSpeed = maxSpeed?.bytesPerSecond
+        var own = FileOptions()
+        try own.set(OptionSchema.maxSpeed, maxSpeed)
+        o.maxSpeed = own.maxSpeed
     }
 }
 
@@ -85,7 +81,9 @@ struct OutputOptions: ParsableArguments {
     @Option(name: .shortAndLong, help: "Write to this file instead of the name the server suggests (one URL only).")
     var output: String?
 
-    @Option(name: [.short, .customLong("dir")], help: "Save into this directory (created if missing).")
+    @Option(
+        name: [.short, .customLong("dir")], help: OptionSchema.directory.argumentHelp,
+        transform: OptionSchema.directory.argument)
     var directory: String?
 
     @Flag(name: .shortAndLong, help: "Overwrite output files that exist.")
@@ -112,7 +110,7 @@ struct OutputOptions: ParsableArguments {
 
 /// The digests the file must match.
 struct VerificationOptions: ParsableArguments {
-    @Option(help: "Expected digest ALGO=HEX, with ALGO sha256 or md5 (repeatable; one URL only).")
+    @Option(help: OptionSchema.checksum.argumentHelp, transform: OptionSchema.checksum.argument)
     var checksum: [String] = []
 
     @Option(
@@ -124,9 +122,6 @@ struct VerificationOptions: ParsableArguments {
     var noVerify = false
 
     func validate() throws {
-        for c in checksum {
-            do { _ = try ExpectedDigest(parsing: c) } catch { throw ValidationError("--checksum: \(error)") }
-        }
         if noVerify && (!checksum.isEmpty || checksumFile != nil) {
             throw ValidationError("--no-verify cannot be combined with --checksum or --checksum-file.")
         }
@@ -134,7 +129,9 @@ struct VerificationOptions: ParsableArguments {
 
     func apply(to o: inout DownloadOptions) throws {
         o.verifyServerDigests = !noVerify
-        o.checksums = try checksum.map { try ExpectedDigest(parsing: $0) }
+        var own = FileOptions()
+        try own.set(OptionSchema.checksum, checksum)
+        o.checksums = own.checksums
     }
 }
 
@@ -256,38 +253,30 @@ struct RetryOptions: ParsableArguments {
     }
 }
 
-/// What each request carries; shared by the download command and `segget add`.
+/// What each request carries; shared by the download command and `segget add`. Names, help and
+/// checks come from ``OptionSchema``.
 struct RequestOptions: ParsableArguments {
-    @Option(name: [.customShort("H"), .long], help: "Extra request header 'Name: value' (repeatable).")
+    @Option(name: [.customShort("H"), .long], help: OptionSchema.header.argumentHelp, transform: OptionSchema.header.argument)
     var header: [String] = []
 
-    @Option(name: [.customShort("A"), .customLong("user-agent")], help: "The User-Agent header to send.")
+    @Option(
+        name: [.customShort("A"), .customLong("user-agent")], help: OptionSchema.userAgent.argumentHelp,
+        transform: OptionSchema.userAgent.argument)
     var userAgent: String?
 
-    @Option(name: [.customShort("e"), .long], help: "The Referer header to send.")
+    @Option(name: [.customShort("e"), .long], help: OptionSchema.referer.argumentHelp, transform: OptionSchema.referer.argument)
     var referer: String?
 
-    @Option(help: "Proxy URL (default: the http_proxy / https_proxy / no_proxy variables).")
+    @Option(help: OptionSchema.proxy.argumentHelp, transform: OptionSchema.proxy.argument)
     var proxy: String?
 
-    func validate() throws {
-        for h in header where !h.contains(":") {
-            throw ValidationError("-H takes 'Name: value' (got '\(h)').")
-        }
-    }
-
     /// The same settings as an input file's entry or a daemon task would give them.
-    var overrides: DownloadOverrides {
-        DownloadOverrides(headers: header, userAgent: userAgent, referer: referer, proxy: proxy)
-    }
-
-    /// The same settings as aria2 options, for `segget add`.
-    var aria2Members: [(String, JSON)] {
-        var o: [(String, JSON)] = []
-        if !header.isEmpty { o.append(("header", .array(header.map(JSON.string)))) }
-        if let v = userAgent { o.append(("user-agent", .string(v))) }
-        if let v = referer { o.append(("referer", .string(v))) }
-        if let v = proxy { o.append(("all-proxy", .string(v))) }
+    func fileOptions() throws -> FileOptions {
+        var o = FileOptions()
+        try o.set(OptionSchema.header, header)
+        try o.set(OptionSchema.userAgent, userAgent)
+        try o.set(OptionSchema.referer, referer)
+        try o.set(OptionSchema.proxy, proxy)
         return o
     }
 }

@@ -1,4 +1,5 @@
 import Glibc
+import Segget
 import SeggetTestServer
 import Synchronization
 import Testing
@@ -149,7 +150,7 @@ final class EventLog: Sendable {
         queue.start()
         let missing = try queue.add(urls: [server.url("nope.bin")], options: TaskOptions())
         let wrong = try queue.add(
-            urls: [server.url("x.bin")], options: TaskOptions(checksum: "sha-256=" + String(repeating: "0", count: 64)))
+            urls: [server.url("x.bin")], options: TaskOptions(checksums: [try ExpectedDigest(parsing: "sha-256=" + String(repeating: "0", count: 64))]))
         #expect(
             await eventually(timeout: 60) {
                 queue.snapshot(missing)?.status == .error && queue.snapshot(wrong)?.status == .error
@@ -390,7 +391,7 @@ final class EventLog: Sendable {
             let queue = try DownloadQueue(databasePath: db, settings: settings)
             id = try queue.add(urls: ["http://127.0.0.1:9/x.bin"], options: TaskOptions(outputName: "a.bin"))
             try queue.changeOptions(
-                id, TaskOptions(directory: "sub", outputName: "b.bin", connections: 3, maxSpeed: 1000))
+                id, TaskOptions(directory: "sub", outputName: "b.bin", connections: 3, maxSpeed: 1024))
             #expect(queue.snapshot(id)?.path == queue.settings.downloadRoot + "/sub/b.bin")
             #expect(throws: QueueError.self) { try queue.changeOptions(id, TaskOptions(directory: "/etc")) }
             #expect(throws: QueueError.self) { try queue.changeOptions(id, TaskOptions(headers: ["A: 1\r\nB: 2"])) }
@@ -399,7 +400,7 @@ final class EventLog: Sendable {
         }
         let queue = try DownloadQueue(databasePath: db, settings: settings)
         let t = try #require(queue.snapshot(id))
-        #expect(t.options == TaskOptions(directory: "sub", outputName: "b.bin", connections: 3, maxSpeed: 1000))
+        #expect(t.options == TaskOptions(directory: "sub", outputName: "b.bin", connections: 3, maxSpeed: 1024))
         #expect(t.path == queue.settings.downloadRoot + "/sub/b.bin")
         #expect(t.directory == queue.settings.downloadRoot + "/sub")
         try queue.remove(id)

@@ -13,7 +13,8 @@ import Testing
             options: TaskOptions(
                 directory: "sub", outputName: "f\(n).bin", headers: ["X-A: 1"], userAgent: "ua", referer: "r",
                 proxy: nil,
-                connections: 3, maxSpeed: 1000, checksum: "sha-256=" + String(repeating: "ab", count: 32)),
+                connections: 3, maxSpeed: 1024,
+                checksums: [try! ExpectedDigest(parsing: "sha-256=" + String(repeating: "ab", count: 32))]),
             status: status, order: order, directory: "/tmp/x", path: n % 2 == 0 ? "/tmp/x/f\(n).bin" : nil,
             totalLength: Int64(n % 1000) * 100, completedLength: Int64(n % 1000) * 10,
             errorCode: status == .error ? 3 : nil, failure: status == .error ? .httpStatus : nil,
@@ -118,7 +119,7 @@ import Testing
         TaskOptions(headers: ["no colon"]), TaskOptions(headers: [": empty name"]),
         TaskOptions(userAgent: "ua\r\nX: y"), TaskOptions(referer: "r\n"), TaskOptions(proxy: "p\r"),
         TaskOptions(connections: 0), TaskOptions(connections: 129), TaskOptions(maxSpeed: -1),
-        TaskOptions(checksum: "sha-256=zz"), TaskOptions(checksum: "crc32=00"),
+        TaskOptions(maxSpeed: 100), TaskOptions(directory: ""), TaskOptions(maxConnectionsPerServer: 17),
     ])
     func badOptionsAreRefused(options: TaskOptions) {
         #expect(throws: QueueError.self) { try OptionRules.check(urls: Self.good, options: options) }
@@ -142,7 +143,7 @@ import Testing
                 directory: "a/b", outputName: "x.iso", headers: ["Authorization: Bearer t"], userAgent: "u",
                 referer: "r",
                 proxy: "http://p:3128", connections: 128, maxSpeed: 0,
-                checksum: "md5=" + String(repeating: "0", count: 32)))
+                checksums: [try ExpectedDigest(parsing: "md5=" + String(repeating: "0", count: 32))]))
         try OptionRules.check(urls: Self.good, options: TaskOptions(outputName: "..hidden"))
     }
 }

@@ -46,7 +46,7 @@ func aria2Fixture(_ name: String) throws -> [String: String] {
         for name in setOnly { #expect(aria2[name] == nil) }
         let o = TaskOptions(
             outputName: "o", headers: ["A: 1"], referer: "http://r/", proxy: "http://p:1",
-            checksum: "md5=00000000000000000000000000000000")
+            checksums: [try ExpectedDigest(parsing: "md5=00000000000000000000000000000000")])
         let answer = Aria2OptionTable.download(.init(options: o, directory: "/srv/dl"), context)
         for name in setOnly { #expect(answer[name] != nil, "\(name)") }
     }

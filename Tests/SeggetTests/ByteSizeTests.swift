@@ -123,12 +123,12 @@ import Testing
     }
 }
 
-@Suite struct DownloadOverridesTests {
+@Suite struct FileOptionsApplyTests {
     @Test func emptyOverridesChangeNothing() {
         var base = DownloadOptions()
         base.mirrors = ["http://m/"]
         base.transfer.referer = "http://r/"
-        #expect(base.applying(DownloadOverrides()) == base)
+        #expect(base.applying(FileOptions()) == base)
     }
 
     @Test func givenFieldsReplaceAndListsAdd() throws {
@@ -138,11 +138,11 @@ import Testing
         base.transfer.headers = ["A: 1"]
         let digest = try ExpectedDigest(parsing: "md5=" + String(repeating: "0", count: 32))
         let o = base.applying(
-            DownloadOverrides(
-                directory: "e", mirrors: ["http://m2/"], checksums: [digest], headers: ["B: 2"], userAgent: "UA",
-                referer: "http://r/", proxy: "http://p/", connections: 3, maxSpeed: 1000))
+            FileOptions(
+                directory: "e", headers: ["B: 2"], userAgent: "UA", referer: "http://r/", proxy: "http://p/",
+                connections: 3, maxSpeed: 1000, checksums: [digest], maxConnectionsPerServer: 2))
         #expect(o.directory == "e")
-        #expect(o.mirrors == ["http://m2/"])
+        #expect(o.mirrors == ["http://m1/"])
         #expect(o.checksums == [digest])
         #expect(o.transfer.headers == ["A: 1", "B: 2"])
         #expect(o.transfer.userAgent == "UA")
@@ -154,9 +154,9 @@ import Testing
 
     @Test func inputFileEntryLines() throws {
         let file = try InputFile(parsing: "http://a/x\thttp://b/x\n  dir=sub\n  header=X: y\n  referer=http://r/\n")
-        let x = file.entries[0].overrides
+        let x = file.entries[0].options
         #expect(x.directory == "sub")
-        #expect(x.mirrors == ["http://b/x"])
+        #expect(file.entries[0].mirrors == ["http://b/x"])
         #expect(x.headers == ["X: y"])
         #expect(x.referer == "http://r/")
         #expect(x.connections == nil && x.maxSpeed == nil)

@@ -79,52 +79,16 @@ public struct DownloadOptions: Sendable, Equatable {
     public init() {}
 }
 
-/// What one file may set on top of the options a whole run starts from: the option lines of an
-/// input file's entry (`segget -i`), or a daemon task's options (`segget add`, aria2's `addUri`).
-///
-/// Every way of giving per-file settings goes through ``DownloadOptions/applying(_:)``, so that a
-/// header, a referer or a speed cap means the same wherever it was given.
-public struct DownloadOverrides: Sendable, Equatable {
-    /// Replaces the directory (`dir=`).
-    public var directory: String?
-    /// Replaces the mirrors when not empty.
-    public var mirrors: [String] = []
-    /// Added to the digests the file must match.
-    public var checksums: [ExpectedDigest] = []
-    /// Added to the request header lines.
-    public var headers: [String] = []
-    /// Replace the transfer's settings when given.
-    public var userAgent: String?
-    public var referer: String?
-    public var proxy: String?
-    /// Replaces the connection count (a budget's grant, or the task's own count).
-    public var connections: Int?
-    /// Replaces the receive rate cap, bytes per second.
-    public var maxSpeed: Int64?
-
-    public init(
-        directory: String? = nil, mirrors: [String] = [], checksums: [ExpectedDigest] = [], headers: [String] = [],
-        userAgent: String? = nil, referer: String? = nil, proxy: String? = nil, connections: Int? = nil,
-        maxSpeed: Int64? = nil
-    ) {
-        self.directory = directory
-        self.mirrors = mirrors
-        self.checksums = checksums
-        self.headers = headers
-        self.userAgent = userAgent
-        self.referer = referer
-        self.proxy = proxy
-        self.connections = connections
-        self.maxSpeed = maxSpeed
-    }
-}
-
 extension DownloadOptions {
-    /// These options with one file's own settings laid over them.
-    public func applying(_ x: DownloadOverrides) -> DownloadOptions {
+    /// These options with one file's own settings laid over them: an input file's entry
+    /// (`segget -i`), a daemon task's options, or the command line's request options. Every way of
+    /// giving per-file settings goes through here, so that a header, a referer or a speed cap means the
+    /// same wherever it was given. The directory replaces `directory`; headers and checksums are added
+    /// to the run's; the others replace the run's when given. `outputName` and
+    /// `maxConnectionsPerServer` are left to the caller (it decides the path and the host budget).
+    public func applying(_ x: FileOptions) -> DownloadOptions {
         var o = self
         if let v = x.directory { o.directory = v }
-        if !x.mirrors.isEmpty { o.mirrors = x.mirrors }
         o.checksums += x.checksums
         o.transfer.headers += x.headers
         if let v = x.userAgent { o.transfer.userAgent = v }
@@ -133,14 +97,6 @@ extension DownloadOptions {
         if let v = x.connections { o.connections = v }
         if let v = x.maxSpeed { o.maxSpeed = v }
         return o
-    }
-}
-
-extension InputFile.Entry {
-    /// The entry's option lines (`dir=`, `checksum=`, `header=`, `referer=`, mirrors) as overrides.
-    public var overrides: DownloadOverrides {
-        DownloadOverrides(
-            directory: directory, mirrors: mirrors, checksums: checksums, headers: headers, referer: referer)
     }
 }
 

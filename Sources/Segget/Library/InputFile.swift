@@ -13,9 +13,11 @@ import SeggetVerify
 ///
 /// A line that starts with a non-blank character holds one URL, or several separated by tabs: the
 /// first is the URL, the others are mirrors of the same file. Lines indented by spaces or tabs
-/// under it are `name=value` options for that URL: `out` (a file name), `dir` (a directory),
-/// `checksum` (`ALGO=HEX`, repeatable), `header` (`Name: value`, repeatable) and `referer`.
-/// Parsing is strict: an unknown option, a malformed URL or checksum is an error naming the line.
+/// under it are `name=value` options for that URL, aria2's names read through ``OptionSchema``:
+/// `out` (a file name), `dir` (a directory), `checksum` (`ALGO=HEX`, repeatable), `header`
+/// (`Name: value`, repeatable), `user-agent`, `referer`, `all-proxy`, `split` and
+/// `max-download-limit`. Parsing is strict: an unknown option, a malformed URL or a value its option
+/// refuses is an error naming the line, with the sentence the command line and the daemon give.
 public struct InputFile: Sendable, Equatable {
     /// One URL of the list with its options.
     public struct Entry: Sendable, Equatable {
@@ -25,16 +27,24 @@ public struct InputFile: Sendable, Equatable {
         public var mirrors: [String] = []
         /// The 1-based line of the URL, for messages.
         public var line: Int
+        /// The option lines, as every entry point reads them (``OptionSchema``).
+        public var options = FileOptions()
         /// `out=`: the file name to save as, instead of the one the server suggests.
-        public var outputName: String?
+        public var outputName: String? {
+            get { options.outputName }
+            set { options.outputName = newValue }
+        }
         /// `dir=`: the directory to save into, instead of the command line's `-d`.
-        public var directory: String?
+        public var directory: String? {
+            get { options.directory }
+            set { options.directory = newValue }
+        }
         /// `checksum=`: digests the file must match.
-        public var checksums: [ExpectedDigest] = []
+        public var checksums: [ExpectedDigest] { options.checksums }
         /// `header=`: extra request header lines.
-        public var headers: [String] = []
+        public var headers: [String] { options.headers }
         /// `referer=`: the Referer header to send.
-        public var referer: String?
+        public var referer: String? { options.referer }
 
         public init(url: String, line: Int) {
             self.url = url
@@ -48,7 +58,7 @@ public struct InputFile: Sendable, Equatable {
     public init(entries: [Entry]) { self.entries = entries }
 
     /// The option names an indented line may use.
-    public static let optionNames = ["out", "dir", "checksum", "header", "referer"]
+    public static var optionNames: [String] { OptionSchema.inputFileKeys }
 
     /// Parses the text of an input file (UTF-8; LF or CRLF line ends).
     public init(parsing text: String) throws(InputFileError) {
@@ -83,30 +93,13 @@ public struct InputFile: Sendable, Equatable {
             guard !value.isEmpty else {
                 throw InputFileError(line: number, message: "the option '\(name)' has an empty value.")
             }
-            let i = entries.count - 1
-            switch name {
-            case "out":
-                guard !value.contains("/"), value != ".", value != ".." else {
-                    throw InputFileError(line: number, message: "out= takes a file name without '/' (got '\(value)'); use dir= for the directory.")
-                }
-                entries[i].outputName = value
-            case "dir":
-                entries[i].directory = value
-            case "checksum":
-                do {
-                    entries[i].checksums.append(try ExpectedDigest(parsing: value))
-                } catch {
-                    throw InputFileError(line: number, message: "\(error)")
-                }
-            case "header":
-                guard value.contains(":") else {
-                    throw InputFileError(line: number, message: "header= takes 'Name: value' (got '\(value)').")
-                }
-                entries[i].headers.append(value)
-            case "referer":
-                entries[i].referer = value
-            default:
+            guard let spec = OptionSchema.spec(name), spec.isGiven(at: .inputFile) else {
                 throw InputFileError(line: number, message: "unknown option '\(name)'; the options are \(Self.optionNames.joined(separator: ", ")).")
+            }
+            do {
+                try spec.apply(value, &entries[entries.count - 1].options)
+            } catch {
+                throw InputFileError(line: number, message: error.message)
             }
         }
         self.entries = entries

@@ -1,0 +1,111 @@
+import Glibc
+import Segget
+import Testing
+
+@testable import SeggetQueue
+
+/// The options column across versions: a database written by segget at e393d89 (schema 2,
+/// `Fixtures/queue-v2.sqlite`, see its README) opens with every task's every option, and the shape
+/// written now (``StoredOptions``) reads back what was written.
+@Suite struct OptionsMigrationTests {
+    static let fixture: String = {
+        var parts = String(#filePath).split(separator: "/", omittingEmptySubsequences: false)
+        parts.removeLast()
+        return parts.joined(separator: "/") + "/Fixtures/queue-v2.sqlite"
+    }()
+
+    static let sha = "sha-256=" + String(repeating: "ab", count: 32)
+    static let md5 = "md5=" + String(repeating: "0f", count: 16)
+
+    /// The options the fixture's tasks were added with, by URL.
+    static func expected() throws -> [String: TaskOptions] {
+        [
+            "http://127.0.0.1:1/every.iso": TaskOptions(
+                directory: "sub/dir", outputName: "every.iso", headers: ["X-One: 1", "Authorization: Bearer abc"],
+                userAgent: "agent/1.0", referer: "https://example.com/page", proxy: "http://127.0.0.1:3128",
+                connections: 12, maxSpeed: 2_000_000, checksums: [try ExpectedDigest(parsing: sha)],
+                maxConnectionsPerServer: 4),
+            "http://127.0.0.1:1/none.bin": TaskOptions(),
+            "http://127.0.0.1:1/some.bin": TaskOptions(
+                headers: ["X-Two: 2"], referer: "r", checksums: [try ExpectedDigest(parsing: md5)]),
+        ]
+    }
+
+    /// A copy of the fixture in a fresh directory (the test must not change the committed file).
+    static func copy(into dir: QueueTempDir) throws -> String {
+        let path = dir.path("queue.sqlite")
+        guard system("cp '\(fixture)' '\(path)'") == 0 else { throw QueueTestError("cannot copy \(fixture)") }
+        return path
+    }
+
+    @Test func fixtureIsSchemaTwo() throws {
+        let db = try SQLiteDatabase(path: Self.fixture)
+        defer { db.close() }
+        #expect(try db.integer("PRAGMA user_version") == 2)
+    }
+
+    @Test func everyTaskKeepsEveryOption() async throws {
+        let dir = try QueueTempDir()
+        let path = try Self.copy(into: dir)
+        let queue = try DownloadQueue(databasePath: path, settings: QueueSettings(downloadRoot: dir.path("root")))
+        let tasks = queue.waiting(offset: 0, count: 10)
+        let expected = try Self.expected()
+        #expect(tasks.count == 3)
+        for t in tasks {
+            #expect(t.status == .paused)
+            #expect(t.options == expected[t.urls[0]], "\(t.urls[0])")
+        }
+        #expect(tasks.first { $0.urls[0].hasSuffix("every.iso") }?.urls.count == 2)
+        #expect(tasks.first { $0.urls[0].hasSuffix("every.iso") }?.directory == "/tmp/segget-fixture-root/sub/dir")
+        #expect(queue.settings.speedSchedule?.description == "01:00-02:00=1k")
+        await queue.shutdown()
+
+        // Migrated once: the rows are in the new shape, the version is 3, and a second open reads the same.
+        let db = try SQLiteDatabase(path: path)
+        #expect(try db.integer("PRAGMA user_version") == 3)
+        let s = try db.prepare("SELECT options FROM tasks")
+        var rows: [String] = []
+        while try s.step() { rows.append(s.text(0) ?? "") }
+        db.close()
+        #expect(rows.count == 3)
+        #expect(rows.contains(#"{"v":1}"#))
+        #expect(rows.contains(#"{"checksum":["\#(Self.md5)"],"header":["X-Two: 2"],"referer":"r","v":1}"#))
+        let again = try DownloadQueue(databasePath: path, settings: QueueSettings(downloadRoot: dir.path("root")))
+        for t in again.waiting(offset: 0, count: 10) { #expect(t.options == expected[t.urls[0]]) }
+        await again.shutdown()
+    }
+
+    @Test func storedShapeRoundTripsEveryOption() throws {
+        for options in try Self.expected().values {
+            let text = try StoredOptions.encoded(options)
+            #expect(try StoredOptions.decoded(text) == options, "\(text)")
+        }
+        let every = try Self.expected()["http://127.0.0.1:1/every.iso"]!
+        // Every option of the schema is set on it, so the round trip covers each one.
+        #expect(every.fields.map(\.key) == OptionSchema.all.map(\.key))
+    }
+
+    @Test(arguments: [
+        #"{"v":2,"referer":"r"}"#, #"{"referer":"r"}"#, #"{"v":1,"colour":"blue"}"#, #"{"v":1,"split":"0"}"#,
+        #"{"v":1,"header":"X: 1"}"#, #"{"v":1,"referer":"a\r\nX-Evil: 1"}"#,
+    ])
+    func unreadableOptionsAreRefused(_ text: String) {
+        #expect(throws: (any Error).self) { try StoredOptions.decoded(text) }
+    }
+
+    /// A damaged row stops the migration with a message naming the task, instead of dropping it.
+    @Test func damagedSchemaTwoRowIsReported() throws {
+        let dir = try QueueTempDir()
+        let path = try Self.copy(into: dir)
+        do {
+            let db = try SQLiteDatabase(path: path)
+            try db.execute(#"UPDATE tasks SET options = '{"headers":[],"checksum":"crc32=00"}' WHERE urls LIKE '%none.bin%'"#)
+            db.close()
+        }
+        #expect {
+            _ = try TaskStore(path: path)
+        } throws: { error in
+            "\(error)".contains("cannot be read") && "\(error)".contains("migrating")
+        }
+    }
+}
