@@ -112,7 +112,7 @@ struct Batch: Sendable {
         let entry = entries[k]
         if let o = opts.outputPath { return .path(o) }
         if planPaths {
-            return .name(entry.outputName ?? info?.suggestedFileName ?? FileName.fromURLPath(entry.url), directory: opts.directory)
+            return .name(entry.options.outputName ?? info?.suggestedFileName ?? FileName.fromURLPath(entry.url), directory: opts.directory)
         }
         return .path(nil)
     }
@@ -156,7 +156,7 @@ struct Batch: Sendable {
         }
         if let (cfPath, text) = checksumFile {
             let name = lastPathComponent(
-                path ?? opts.outputPath ?? entry.outputName ?? info?.suggestedFileName ?? FileName.fromURLPath(entry.url))
+                path ?? opts.outputPath ?? entry.options.outputName ?? info?.suggestedFileName ?? FileName.fromURLPath(entry.url))
             do {
                 opts.checksums.append(try ChecksumFile.expectedDigest(in: text, forFileName: name))
             } catch {

@@ -21,17 +21,17 @@ import SeggetVerify
         #expect(file.entries.count == 3)
         #expect(file.entries[0].url == "https://example.com/a.iso")
         #expect(file.entries[0].line == 2)
-        #expect(file.entries[0].outputName == nil)
+        #expect(file.entries[0].options.outputName == nil)
         let b = file.entries[1]
         #expect(b.url == "http://example.com/b.bin")
         #expect(b.mirrors == ["http://mirror.example.org/b.bin"])
         #expect(b.line == 4)
-        #expect(b.outputName == "bee.bin")
-        #expect(b.directory == "downloads/b")
-        #expect(b.checksums.count == 1)
-        #expect(b.checksums.first?.algorithm == .sha256)
-        #expect(b.headers == ["X-Token: 42"])
-        #expect(b.referer == "https://example.com/")
+        #expect(b.options.outputName == "bee.bin")
+        #expect(b.options.directory == "downloads/b")
+        #expect(b.options.checksums.count == 1)
+        #expect(b.options.checksums.first?.algorithm == .sha256)
+        #expect(b.options.headers == ["X-Token: 42"])
+        #expect(b.options.referer == "https://example.com/")
         #expect(file.entries[2].url == "https://example.com/c")
         #expect(file.entries[2].line == 11)
     }
@@ -39,7 +39,7 @@ import SeggetVerify
     @Test func crlfAndEmptyInput() throws {
         let file = try InputFile(parsing: "http://a.example/x\r\n  out=y\r\n\r\n")
         #expect(file.entries.count == 1)
-        #expect(file.entries[0].outputName == "y")
+        #expect(file.entries[0].options.outputName == "y")
         #expect(try InputFile(parsing: "").entries.isEmpty)
         #expect(try InputFile(parsing: "# only a comment\n\n").entries.isEmpty)
     }
@@ -47,9 +47,9 @@ import SeggetVerify
     @Test func ariaStyleChecksumAlgorithmName() throws {
         let md5 = "d41d8cd98f00b204e9800998ecf8427e"
         let file = try InputFile(parsing: "http://a.example/x\n  checksum=md5=\(md5)\n")
-        #expect(file.entries[0].checksums.first?.hex == md5)
+        #expect(file.entries[0].options.checksums.first?.hex == md5)
         let dashed = try InputFile(parsing: "http://a.example/x\n  checksum=sha-256=\(String(repeating: "ab", count: 32))\n")
-        #expect(dashed.entries[0].checksums.first?.algorithm == .sha256)
+        #expect(dashed.entries[0].options.checksums.first?.algorithm == .sha256)
     }
 
     @Test(arguments: [

@@ -27,24 +27,9 @@ public struct InputFile: Sendable, Equatable {
         public var mirrors: [String] = []
         /// The 1-based line of the URL, for messages.
         public var line: Int
-        /// The option lines, as every entry point reads them (``OptionSchema``).
+        /// The option lines (`out=`, `dir=`, `checksum=`, …), read as every entry point reads them
+        /// (``OptionSchema``).
         public var options = FileOptions()
-        /// `out=`: the file name to save as, instead of the one the server suggests.
-        public var outputName: String? {
-            get { options.outputName }
-            set { options.outputName = newValue }
-        }
-        /// `dir=`: the directory to save into, instead of the command line's `-d`.
-        public var directory: String? {
-            get { options.directory }
-            set { options.directory = newValue }
-        }
-        /// `checksum=`: digests the file must match.
-        public var checksums: [ExpectedDigest] { options.checksums }
-        /// `header=`: extra request header lines.
-        public var headers: [String] { options.headers }
-        /// `referer=`: the Referer header to send.
-        public var referer: String? { options.referer }
 
         public init(url: String, line: Int) {
             self.url = url
