@@ -252,7 +252,7 @@ public struct Aria2Methods: RPCMethodHandler {
             case "split":
                 s.defaultConnections = try Aria2TaskOptions.count(value, key)
             case "max-connection-per-server":
-                // Separate from split, as in aria2; see Aria2OptionTable.Mapping.maxConnectionPerServer.
+                // Separate from split, as in aria2; see QueueSettings.maxConnectionsPerServer.
                 s.maxConnectionsPerServer = try Aria2TaskOptions.perServer(value, key)
             case "speed-schedule":
                 guard case .string(let text) = value else {

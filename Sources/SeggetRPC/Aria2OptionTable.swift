@@ -17,27 +17,15 @@ public enum Aria2OptionTable {
 
     /// A segget setting an aria2 option stands for.
     public enum Mapping: String, Sendable, CaseIterable {
-        /// Download root (global); the download's directory.
-        case dir
-        /// Connections per download: the queue's default, or the download's own.
-        case split
-        /// Stored and reported as set; not enforced yet (segget opens `split` connections, and the
-        /// engine learns a host's own limit from its refusals).
-        case maxConnectionPerServer
+        /// One of ``OptionSchema``'s per-file options, under its aria2 name: the download's value as
+        /// the schema writes it, else the daemon's default (``perFileDefault(_:_:)``; none for `header`,
+        /// `referer`, `all-proxy`, `out` and `checksum`, which aria2 answers only once set).
+        case perFile
         case maxConcurrentDownloads
         /// The overall limit in force now: the speed schedule's window, else the daemon's own.
         case maxOverallDownloadLimit
         /// segget's time-of-day schedule of the overall limit (canonical text; `none`: no windows).
         case speedSchedule
-        /// The download's speed cap; 0 in the global answer (segget has no default per-download cap).
-        case maxDownloadLimit
-        /// The download's `User-Agent`, else segget's own (`segget/VERSION`).
-        case userAgent
-        case header
-        case referer
-        case allProxy
-        case out
-        case checksum
         /// Tries per range: segget's retries plus the first try.
         case maxTries
         /// The first retry's wait, whole seconds (later waits back off).
@@ -104,13 +92,17 @@ public enum Aria2OptionTable {
         }
     }
 
-    /// Sorted by name, as aria2 answers.
-    public static let entries: [Entry] = [
-        .init("all-proxy", perDownload: true, .allProxy, global: false),
-        .init("checksum", perDownload: true, .checksum, global: false),
-        .init("header", perDownload: true, .header, global: false),
-        .init("out", perDownload: true, .out, global: false),
-        .init("referer", perDownload: true, .referer, global: false),
+    /// Sorted by name, as aria2 answers: the schema's per-file options, and every other option aria2 has.
+    public static let entries: [Entry] = (perFileEntries + otherEntries).sorted { $0.name < $1.name }
+
+    /// Answered by `getGlobalOption` too when the daemon has a default for it.
+    static let perFileEntries: [Entry] = OptionSchema.all.map { spec in
+        Entry(
+            spec.key, perDownload: true, .perFile,
+            global: perFileDefault(spec.key, Context(settings: QueueSettings(downloadRoot: "/"))) != nil)
+    }
+
+    static let otherEntries: [Entry] = [
         .init("allow-overwrite", perDownload: true, fixed: "false", why: "segget never overwrites an existing file."),
         .init("allow-piece-length-change", perDownload: true, fixed: "false", .aria2Default),
         .init("always-resume", perDownload: true, fixed: "true", .resumes),
@@ -151,7 +143,6 @@ public enum Aria2OptionTable {
         .init("dht-file-path6", perDownload: false, fixed: "~/.cache/aria2/dht6.dat", .bitTorrent),
         .init("dht-listen-port", perDownload: false, fixed: "6881-6999", .bitTorrent),
         .init("dht-message-timeout", perDownload: false, fixed: "10", .bitTorrent),
-        .init("dir", perDownload: true, .dir),
         .init("disable-ipv6", perDownload: false, fixed: "false", .aria2Default),
         .init("disk-cache", perDownload: false, fixed: "0", why: "segget keeps no aria2-style disk cache."),
         .init("download-result", perDownload: false, fixed: "default", .console),
@@ -188,8 +179,6 @@ public enum Aria2OptionTable {
             "lowest-speed-limit", perDownload: true, fixed: "0",
             why: "segget re-dials slow connections instead of failing on a floor."),
         .init("max-concurrent-downloads", perDownload: false, .maxConcurrentDownloads),
-        .init("max-connection-per-server", perDownload: true, .maxConnectionPerServer),
-        .init("max-download-limit", perDownload: true, .maxDownloadLimit),
         .init("max-download-result", perDownload: false, fixed: "1000", .aria2Default),
         .init("max-file-not-found", perDownload: true, fixed: "0", .aria2Default),
         .init("max-mmap-limit", perDownload: true, fixed: "9223372036854775807", .aria2Default),
@@ -241,7 +230,6 @@ public enum Aria2OptionTable {
         .init("show-files", perDownload: false, fixed: "false", .console),
         .init("socket-recv-buffer-size", perDownload: false, fixed: "0", why: "segget leaves SO_RCVBUF to the kernel."),
         .init("speed-schedule", perDownload: false, .speedSchedule),
-        .init("split", perDownload: true, .split),
         .init("stderr", perDownload: false, fixed: "false", .console),
         .init("stop", perDownload: false, fixed: "0", .aria2Default),
         .init("stream-piece-selector", perDownload: true, fixed: "default", .aria2Default),
@@ -250,8 +238,7 @@ public enum Aria2OptionTable {
         .init("truncate-console-readout", perDownload: false, fixed: "true", .console),
         .init("uri-selector", perDownload: true, fixed: "feedback", .aria2Default),
         .init("use-head", perDownload: true, fixed: "false", why: "segget probes with a GET, never HEAD."),
-        .init("user-agent", perDownload: true, .userAgent),
-    ].sorted { $0.name < $1.name }
+    ]
 
     /// What mapped options are read from.
     public struct Context: Sendable {
@@ -302,34 +289,47 @@ public enum Aria2OptionTable {
             switch entry.source {
             case .fixed(let value, _): members.append((entry.name, .string(value)))
             case .mapped(let m):
-                if let value = value(of: m, context, download) { members.append((entry.name, .string(value))) }
+                if let value = value(of: m, entry.name, context, download) {
+                    members.append((entry.name, .string(value)))
+                }
             }
         }
         return .object(members)
     }
 
-    /// The value of a mapped option; nil when aria2 would leave it out (an option not set).
-    public static func value(of mapping: Mapping, _ context: Context, _ download: Download?) -> String? {
+    /// The daemon's answer for a per-file option a download does not set; nil when aria2 leaves it out.
+    public static func perFileDefault(_ key: String, _ context: Context) -> String? {
         let s = context.settings
-        let o = download?.options
+        switch key {
+        case OptionSchema.directory.key: return s.downloadRoot
+        case OptionSchema.split.key: return String(s.defaultConnections)
+        case OptionSchema.perServer.key: return String(s.maxConnectionsPerServer)
+        // segget has no default per-download cap.
+        case OptionSchema.maxSpeed.key: return "0"
+        case OptionSchema.userAgent.key: return DownloadOptions().transfer.userAgent
+        default: return nil
+        }
+    }
+
+    /// A download's per-file option as the schema writes it (aria2 answers its cumulative `header` as
+    /// one string, a line per header); its resolved directory for `dir`.
+    static func perFileValue(_ key: String, _ download: Download) -> String? {
+        if key == OptionSchema.directory.key { return download.directory }
+        guard let spec = OptionSchema.spec(key) else { return nil }
+        let values = spec.values(download.options)
+        guard let first = values.first else { return nil }
+        return key == OptionSchema.header.key ? values.map { $0 + "\n" }.joined() : first
+    }
+
+    /// The value of a mapped option named `name`; nil when aria2 would leave it out (an option not set).
+    public static func value(of mapping: Mapping, _ name: String, _ context: Context, _ download: Download?) -> String? {
+        let s = context.settings
         let engine = DownloadOptions()
         switch mapping {
-        case .dir: return download?.directory ?? s.downloadRoot
-        case .split: return String(o?.connections ?? s.defaultConnections)
-        case .maxConnectionPerServer: return String(o?.maxConnectionsPerServer ?? s.maxConnectionsPerServer)
+        case .perFile: return download.flatMap { perFileValue(name, $0) } ?? perFileDefault(name, context)
         case .maxConcurrentDownloads: return String(s.maxActive)
         case .maxOverallDownloadLimit: return String(context.overallSpeedNow ?? s.maxOverallSpeed ?? 0)
         case .speedSchedule: return s.speedSchedule?.description ?? SpeedSchedule.noneText
-        case .maxDownloadLimit: return String(o?.maxSpeed ?? 0)
-        case .userAgent: return o?.userAgent ?? engine.transfer.userAgent
-        case .header:
-            // aria2 answers its cumulative header option as one string, a line per header.
-            guard let headers = o?.headers, !headers.isEmpty else { return nil }
-            return headers.map { $0 + "\n" }.joined()
-        case .referer: return o?.referer
-        case .allProxy: return o?.proxy
-        case .out: return o?.outputName
-        case .checksum: return o.flatMap { OptionSchema.checksum.values($0).first }
         case .maxTries: return String(engine.retries + 1)
         case .retryWait: return String(Int(engine.retryWait.rounded()))
         case .timeout: return String(Int(engine.transfer.stallTimeout.rounded()))
