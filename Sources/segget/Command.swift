@@ -34,8 +34,8 @@ struct Get: ParsableCommand {
         abstract: "Download one or more URLs (the default command: `segget URL` is `segget get URL`).",
         discussion: """
             SEVERAL FILES: give several URLs, or -i FILE with one URL per line (# comments; indented \
-            option lines out=NAME, dir=DIR, checksum=ALGO=HEX, header=..., user-agent=..., referer=..., \
-            all-proxy=..., split=N, max-download-limit=RATE belong to the URL above; tab-separated URLs on one line are mirrors of one file). -j N downloads N files \
+            option lines \(OptionSchema.inputFileKeys.map { $0 + "=..." }.joined(separator: ", ")) (aria2's \
+            names; see README, "Per-file options") belong to the URL above; tab-separated URLs on one line are mirrors of one file). -j N downloads N files \
             at once. -n is per file, but all files together never use more than --total-connections \
             (default: the larger of 16 and -n): each file gets min(-n, total / jobs). Files that \
             would get the same name are numbered in list order: file.bin, file.1.bin, file.2.bin. \

@@ -97,6 +97,31 @@ func parseFailure(_ arguments: [String]) -> String? {
         #expect(o.transfer.headers == ["A: 1", "B: 2"])
         #expect(o.transfer.referer == "http://list/")
     }
+
+    /// An entry's `split=` lowers its connections below its share of the budget, never above it; its
+    /// other lines (aria2's names) land where the command line's options would.
+    @Test func batchEntryTakesEveryInputFileOption() throws {
+        let get = try Get.parse(["-n", "8", "-i", "list"])
+        let file = try InputFile(
+            parsing: """
+                http://a/x
+                  split=2
+                  max-download-limit=1M
+                  user-agent=UA/2
+                  all-proxy=http://p:3128
+                http://a/y
+                  split=64
+                """)
+        let batch = Batch(
+            entries: file.entries, base: try get.downloadOptions(), jobs: 2, totalConnections: 8, listMode: true,
+            planPaths: true, skipExisting: false, checksumFile: nil)
+        let x = batch.options(for: file.entries[0])
+        #expect(x.connections == 2)
+        #expect(x.maxSpeed == 1 << 20)
+        #expect(x.transfer.userAgent == "UA/2")
+        #expect(x.transfer.proxy == "http://p:3128")
+        #expect(batch.options(for: file.entries[1]).connections == 4)  // its share: 8 / 2 files
+    }
 }
 
 @Suite struct ArgumentErrorTests {
