@@ -43,7 +43,9 @@ struct StoredOptions: Codable, Equatable {
         let c = try decoder.container(keyedBy: Key.self)
         let v = try c.decode(Int.self, forKey: Key("v"))
         guard v == Self.version else {
-            throw OptionError(key: "v", message: "options of shape \(v), newer than this segget's \(Self.version)")
+            throw OptionError(
+                key: "v",
+                message: "they are of shape \(v), not this segget's \(Self.version) (written by a newer segget?)")
         }
         var fields: [(key: String, values: [String])] = []
         for key in c.allKeys where key.stringValue != "v" {

@@ -228,9 +228,16 @@ final class TaskStore {
         let decoder = JSONDecoder()
         while try s.step() {
             let gid = TaskID(UInt64(bitPattern: s.int64(0)))
+            let options: TaskOptions
+            do {
+                options = try StoredOptions.decoded(s.text(2) ?? "")
+            } catch {
+                throw SQLiteError(
+                    operation: "loading the queue", code: 0,
+                    message: "the options of task \(gid.gid) cannot be read: \(error)")
+            }
             guard let status = s.text(3).flatMap(TaskStatus.init(rawValue:)),
                 let urls = try? decoder.decode([String].self, from: Data((s.text(1) ?? "").utf8)),
-                let options = try? StoredOptions.decoded(s.text(2) ?? ""),
                 let directory = s.text(5)
             else {
                 throw SQLiteError(

@@ -93,6 +93,24 @@ import Testing
         #expect(throws: (any Error).self) { try StoredOptions.decoded(text) }
     }
 
+    /// A row of a later shape is refused with a sentence that says so, not read as empty options.
+    @Test func laterShapeIsRefusedByName() throws {
+        let dir = try QueueTempDir()
+        let path = try Self.copy(into: dir)
+        _ = try TaskStore(path: path)  // migrates
+        do {
+            let db = try SQLiteDatabase(path: path)
+            try db.execute(#"UPDATE tasks SET options = '{"v":2,"referer":"r"}' WHERE urls LIKE '%none.bin%'"#)
+            db.close()
+        }
+        let store = try TaskStore(path: path)
+        #expect {
+            _ = try store.loadAll()
+        } throws: { error in
+            "\(error)".contains("newer segget") && "\(error)".contains("options of task")
+        }
+    }
+
     /// A damaged row stops the migration with a message naming the task, instead of dropping it.
     @Test func damagedSchemaTwoRowIsReported() throws {
         let dir = try QueueTempDir()
