@@ -113,7 +113,8 @@ public final class DownloadLoop: @unchecked Sendable {
     // MARK: Engines
 
     /// Starts fetching with `engine` (made with this loop's driver); `done` hears on the loop thread
-    /// how it ended: nil when every chunk is written, else what `FetchEngine.run` would have thrown.
+    /// how it ended: nil when every chunk is written, else what stopped it (`SeggetError`,
+    /// `ResourceChanged` or `RangesIgnored`).
     /// Loop thread only.
     func join(_ engine: FetchEngine, done: @escaping ((any Error)?) -> Void) {
         precondition(engine.driver === driver, "an engine joins the loop whose driver it was made with")
@@ -129,6 +130,20 @@ public final class DownloadLoop: @unchecked Sendable {
             return
         }
         engines.append(Running(engine: engine, done: done))
+    }
+
+    /// Runs `engines` (made with this loop's driver) on the calling thread until every one has ended,
+    /// and returns what ended each: nil when every chunk is written, else what stopped it. For a loop
+    /// of its own (`Download.stream`, tests); the calling thread becomes the loop's thread meanwhile.
+    func run(_ engines: [FetchEngine]) -> [(any Error)?] {
+        let results = LoopResults(count: engines.count)
+        post { [self] in
+            for (i, engine) in engines.enumerated() {
+                join(engine) { results.set(i, $0) }
+            }
+        }
+        run(until: { results.allSet })
+        return results.values
     }
 
     /// Ends `engine`: completed when `error` is nil, else stopped by it.
@@ -337,4 +352,17 @@ final class LoopProbe: TransferClient {
             answered(r, code: .writeError, held: nil)
         }
     }
+}
+
+/// What ended each engine of `DownloadLoop.run(_:)`, set on the loop thread.
+private final class LoopResults {
+    private(set) var values: [(any Error)?]
+    private var ended: Int = 0
+
+    init(count: Int) { values = Array(repeating: nil, count: count) }
+    func set(_ i: Int, _ error: (any Error)?) {
+        values[i] = error
+        ended += 1
+    }
+    var allSet: Bool { ended == values.count }
 }
