@@ -70,7 +70,7 @@ extension Download {
         let started = monotonicSeconds()
         let deadline = options.timeout.map { Deadline(limit: $0, from: started) }
         // A loop of one on this thread, as for `run`: the probe, then the engine, on its driver.
-        let loop = DownloadLoop()
+        let loop = DownloadLoop(stepsOnLoop: true)
         let probed = LoopOutcome<ProbeResult>()
         loop.post { [self] in
             loop.probe(self, firstBytes: 1, deadline: deadline, retrying: true, events: events, interrupt: interrupt) {

@@ -37,7 +37,7 @@ public final class Download: @unchecked Sendable {
         events: (@Sendable (DownloadEvent) -> Void)? = nil,
         interrupt: InterruptFlag = InterruptFlag()
     ) throws(SeggetError) -> DownloadResult {
-        let loop = DownloadLoop()
+        let loop = DownloadLoop(stepsOnLoop: true)
         let outcome = LoopOutcome<DownloadResult>()
         run(on: loop, progress: progress, events: events, interrupt: interrupt) { result in
             outcome.set(result)

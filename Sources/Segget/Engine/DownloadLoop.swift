@@ -16,8 +16,9 @@ import SeggetSystem
 /// engines while they fetch, and the probes.
 public final class DownloadLoop: @unchecked Sendable {
     let driver: TransferDriver
-    /// The downloads' blocking steps, one at a time, off the loop.
-    public let steps = DispatchQueue(label: "segget.steps")
+    /// The downloads' blocking steps, one at a time: off the loop on a queue of their own, or, for a
+    /// loop that serves one download at a time, on the loop thread between passes (see `init`).
+    public let steps: LoopSteps
 
     private let inboxLock = ConditionLock()
     /// Guarded by `inboxLock`: work posted for the loop thread.
@@ -33,9 +34,15 @@ public final class DownloadLoop: @unchecked Sendable {
     private var cacheSize = 16
     private var multiplexing = false
 
-    public init() {
+    /// With `stepsOnLoop`, the blocking steps run on the loop thread, between two passes: for a loop
+    /// that serves one download at a time (a single download, `-j 1`), whose steps never overlap a
+    /// fetch, so that each step costs no hand-over to another thread and back (on a busy 2-CPU
+    /// machine, a wait for the scheduler each way). Otherwise they run on a serial queue, off the loop.
+    public init(stepsOnLoop: Bool = false) {
         driver = TransferDriver(multi: MultiHandle(), clock: monotonicSeconds)
         try? driver.multi.setMaxConnectionCache(cacheSize)
+        steps = LoopSteps(queue: stepsOnLoop ? nil : DispatchQueue(label: "segget.steps"))
+        steps.loop = self
     }
 
     /// A loop running on a thread of its own for as long as the process lives (the daemon's), or nil
@@ -64,14 +71,19 @@ public final class DownloadLoop: @unchecked Sendable {
     /// once after work is posted).
     public func run(until finished: () -> Bool) {
         while true {
-            let work = inboxLock.withLock { () -> [() -> Void] in
-                defer { inbox.removeAll() }
-                return inbox
-            }
-            for w in work { w() }
+            runPosted()
             if finished() { return }
             pass()
         }
+    }
+
+    /// Runs the work posted so far, in order, on the calling thread.
+    private func runPosted() {
+        let work = inboxLock.withLock { () -> [() -> Void] in
+            defer { inbox.removeAll() }
+            return inbox
+        }
+        for w in work { w() }
     }
 
     /// One pass: every engine prepares, the driver performs (completions go to their engine or
@@ -365,4 +377,34 @@ private final class LoopResults {
         ended += 1
     }
     var allSet: Bool { ended == values.count }
+}
+
+/// Where a `DownloadLoop`'s blocking steps run: a serial queue of their own, or the loop thread
+/// between two passes (`DownloadLoop(stepsOnLoop: true)`). One step at a time either way.
+public final class LoopSteps: @unchecked Sendable {
+    private let queue: DispatchQueue?
+    /// Set once, by the loop's `init`.
+    fileprivate unowned(unsafe) var loop: DownloadLoop!
+
+    fileprivate init(queue: DispatchQueue?) { self.queue = queue }
+
+    /// Runs `work` later: on the steps queue, or on the loop thread at the top of its next pass.
+    public func async(execute work: @escaping @Sendable () -> Void) {
+        if let queue { queue.async(execute: work) } else { loop.post(work) }
+    }
+
+    /// Runs `work` after every step posted before it and returns what it returns. With the steps on
+    /// the loop, call it only on the loop's thread while the loop is not running (after `run` returned).
+    public func sync<T>(execute work: () throws -> T) rethrows -> T {
+        if let queue { return try queue.sync(execute: work) }
+        loop.drainPosted()
+        return try work()
+    }
+}
+
+extension DownloadLoop {
+    /// Runs what was posted until nothing more is, on the calling thread (the loop is not running).
+    fileprivate func drainPosted() {
+        while inboxLock.withLock({ !inbox.isEmpty }) { runPosted() }
+    }
 }
