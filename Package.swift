@@ -55,6 +55,16 @@ let package = Package(
             dependencies: [
                 "Segget", "SeggetSystem", "SeggetVerify", "SeggetQueue", "SeggetRPC",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            // A release binary starts in half the CPU time with its relative relocations packed
+            // (DT_RELR, glibc 2.36+): the static Swift runtime's 94,000 of them are 1.3 MB of
+            // `.rela.dyn` that the loader reads and applies at every start, where a 1 MiB
+            // download takes a few milliseconds. GNU gold cannot pack them; lld, which ships with
+            // the Swift toolchain, can. Still a position-independent executable.
+            linkerSettings: [
+                .unsafeFlags(
+                    ["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"],
+                    .when(platforms: [.linux], configuration: .release)),
             ]
         ),
         // aria2-compatible JSON-RPC over HTTP and WebSocket for `segget daemon`, on SwiftNIO.

@@ -81,11 +81,11 @@ final class FetchStage: @unchecked Sendable {
 }
 
 extension Download {
-    /// Sets up the engine that fetches the partial download's missing chunks, on `driver` when given
-    /// (shared with other downloads), else on a driver of its own over `multi`.
+    /// Sets up the engine that fetches the partial download's missing chunks, on `driver` (a
+    /// `DownloadLoop`'s, shared with other downloads).
     func makeFetch(
         probe: ProbeResult, ranged: Bool, partial: PartialDownload, plan: ChunkPlan, hasher: PrefixHasher?,
-        multi: MultiHandle, driver: TransferDriver?, deadline: Deadline?, _ context: AttemptContext
+        driver: TransferDriver, deadline: Deadline?, _ context: AttemptContext
     ) -> FetchStart {
         let settings = fetchSettings(
             ranged: ranged, chunkSize: partial.chunkSize, totalLength: probe.totalLength, deadline: deadline,
@@ -108,7 +108,7 @@ extension Download {
         let trusted = partial.trusted
         let engine = FetchEngine(
             target: target, settings: settings, data: partial.data, journal: partial.journal, plan: plan,
-            isFinished: { trusted?[$0] ?? false }, interrupt: context.interrupt, multi: multi,
+            isFinished: { trusted?[$0] ?? false }, interrupt: context.interrupt,
             partialChunks: partial.partial.mapValues(\.upTo), driver: driver)
         engine.onProgress = context.progress.map { p in { p($0) } }
         engine.onEvent = context.events.map { e in { e($0) } }

@@ -84,7 +84,7 @@ extension Download {
             throw SeggetError(.usage, "\(what), and the renewed link is not an http or https URL: '\(ServerText(newURL))'.")
         }
         // One byte, to learn the length and validators; it is not written (the attempt resumes).
-        let multi = context.pool?.multi ?? MultiHandle()
+        let multi = MultiHandle()
         let probe: ProbeResult
         do {
             probe = try probeWithRetries(
@@ -104,6 +104,6 @@ extension Download {
                 "the renewed link \(URLParts.shown(newURL)) does not serve byte ranges, so the download cannot continue; nothing from it was written, and the partial download is kept.")
         }
         context.events?(.notice("renewed the link: it serves the same file (same length, \(probe.etag != nil ? "ETag" : "Last-Modified")); continuing from \(Format.bytes(expired.bytesDone))."))
-        return PreparedDownload(url: newURL, probe: probe, multi: multi)
+        return PreparedDownload(url: newURL, probe: probe)
     }
 }

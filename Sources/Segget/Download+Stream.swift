@@ -68,9 +68,17 @@ extension Download {
             throw SeggetError(.usage, "a checksum covers the whole file; it cannot be checked on a stream that starts at byte \(settings.from).")
         }
         let started = monotonicSeconds()
-        let multi = MultiHandle()
         let deadline = options.timeout.map { Deadline(limit: $0, from: started) }
-        let probe = try probeWithRetries(url: url, multi: multi, firstBytes: 1, deadline: deadline, events: events, interrupt: interrupt)
+        // A loop of one on this thread, as for `run`: the probe, then the engine, on its driver.
+        let loop = DownloadLoop(stepsOnLoop: true)
+        let probed = LoopOutcome<ProbeResult>()
+        loop.post { [self] in
+            loop.probe(self, firstBytes: 1, deadline: deadline, retrying: true, events: events, interrupt: interrupt) {
+                probed.set($0)
+            }
+        }
+        loop.run(until: { probed.isSet })
+        let probe = try probed.get()
         probe.held?.release()
         let ranged = probe.acceptsRanges && probe.totalLength != nil
         if settings.from > 0 {
@@ -118,14 +126,12 @@ extension Download {
         }
         let engine = FetchEngine(
             target: target, settings: fetchSettings, data: sink, journal: nil, plan: plan,
-            isFinished: { plan.byteRange(ofChunk: $0).upperBound <= from }, interrupt: interrupt, multi: multi,
-            partialChunks: partialChunks)
+            isFinished: { plan.byteRange(ofChunk: $0).upperBound <= from }, interrupt: interrupt,
+            partialChunks: partialChunks, driver: loop.driver)
         engine.streamGate = sink
         engine.onProgress = progress.map { p in { p($0) } }
         engine.onEvent = events.map { e in { e($0) } }
-        do {
-            try engine.run()
-        } catch {
+        if let error = loop.run([engine])[0] {
             let handed = sink.stopAndWait()
             throw Self.streamError(error, sink: sink, handedOn: handed)
         }

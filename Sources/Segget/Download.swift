@@ -25,70 +25,31 @@ public final class Download: @unchecked Sendable {
 
     /// Runs the download on the calling thread and returns when the file is in place.
     ///
+    /// It is a `DownloadLoop` of one, run on the calling thread: the same probe, attempts, restarts,
+    /// renewals and engine as every download of a batch or of the daemon.
+    ///
     /// - Parameters:
     ///   - progress: called on the download thread a few times a second.
-    ///   - events: notices, retries and re-dials, on the download thread.
+    ///   - events: notices, retries and re-dials, on the download thread or the loop's steps queue.
     ///   - interrupt: set it from anywhere to stop; the journal is saved and `.interrupted` thrown.
-    ///   - prepared: what ``prepare(pool:)`` learnt about this URL moments ago: the first attempt
-    ///     starts from it instead of probing again (restarts probe afresh).
-    ///   - pool: kept-alive connections to reuse, and to leave for the next download on this thread.
     public func run(
         progress: (@Sendable (DownloadProgress) -> Void)? = nil,
         events: (@Sendable (DownloadEvent) -> Void)? = nil,
-        interrupt: InterruptFlag = InterruptFlag(),
-        prepared: PreparedDownload? = nil,
-        pool: ConnectionPool? = nil
+        interrupt: InterruptFlag = InterruptFlag()
     ) throws(SeggetError) -> DownloadResult {
-        guard (1...128).contains(options.connections) else {
-            throw SeggetError(.usage, "the number of connections must be between 1 and 128 (got \(options.connections)).")
+        let loop = DownloadLoop(stepsOnLoop: true)
+        let outcome = LoopOutcome<DownloadResult>()
+        run(on: loop, progress: progress, events: events, interrupt: interrupt) { result in
+            outcome.set(result)
+            loop.post {}
         }
-        guard options.chunkSize >= 16 * 1024 && options.chunkSize <= 1 << 30 else {
-            throw SeggetError(.usage, "the chunk size must be between 16 KiB and 1 GiB.")
-        }
-        var prepared = prepared?.url == url ? prepared : nil
-        // The probe's slot in the host's budget, if it prepared, stays held for the first range.
-        let share = prepared?.hostShare ?? options.hostBudget?.share(for: url)
-        defer { share?.sync(inFlight: 0) }
-        let context = AttemptContext(
-            started: monotonicSeconds(), pool: pool, progress: progress, events: events, interrupt: interrupt,
-            hostShare: share)
-        var plan = AttemptPlan(fresh: !options.resume)
-        var renewals = RenewalCount()
-        // Before the first renewal: what the run found on disk, and what earlier attempts received.
-        var resumedAtStart: Int64?
-        var receivedBefore: Int64 = 0
-        while true {
-            let outcome = try attempt(plan, prepared: prepared, context)
-            prepared = nil
-            switch outcome {
-            case .finished(var result):
-                if let resumedAtStart {
-                    // The whole run, not its last attempt.
-                    result.resumedBytes = resumedAtStart
-                    result.receivedBytes += receivedBefore
-                    result.seconds = monotonicSeconds() - context.started
-                }
-                return result
-            case .restart(.linkExpired(var expired)):
-                // A new link of the same file, proven before the next attempt resumes from the journal.
-                expired.url = plan.url ?? url
-                if resumedAtStart == nil { resumedAtStart = expired.resumedAtStart }
-                receivedBefore += expired.receivedBytes
-                let renewed = try renew(expired, count: &renewals, context)
-                plan = plan.renewed(url: renewed.url, outputPath: expired.outputPath)
-                prepared = renewed
-            case .restart(let restart):
-                let (next, notice) = try plan.next(after: restart)
-                events?(.notice(notice))
-                plan = next
-            }
-        }
+        loop.run(until: { outcome.isSet })
+        return try outcome.get()
     }
 
     /// What every attempt of one `run` shares.
     struct AttemptContext {
         let started: Double
-        let pool: ConnectionPool?
         let progress: (@Sendable (DownloadProgress) -> Void)?
         let events: (@Sendable (DownloadEvent) -> Void)?
         let interrupt: InterruptFlag
@@ -98,53 +59,11 @@ public final class Download: @unchecked Sendable {
 
     // MARK: One attempt
 
-    private func attempt(
-        _ plan: AttemptPlan, prepared: PreparedDownload?, _ context: AttemptContext
-    ) throws(SeggetError) -> AttemptOutcome {
-        let events = context.events
-        // The URL of this attempt: a renewed link once the first one expired.
-        let url = plan.url ?? self.url
-        // Probe. One multi handle for the probe and the fetch: the probe's connection is kept alive for
-        // the first range instead of a new one being opened.
-        let multi = prepared?.multi ?? context.pool?.multi ?? MultiHandle()
-        let deadline = options.timeout.map { Deadline(limit: $0, from: context.started) }
-        var probe: ProbeResult
-        if let prepared {
-            probe = prepared.probe
-        } else {
-            let ask = probeBytes(fresh: plan.fresh, stream: plan.stream)
-            if let share = context.hostShare, !share.waitForSlot(interrupt: context.interrupt) {
-                throw SeggetError(.interrupted, "interrupted")
-            }
-            do {
-                probe = try probeWithRetries(
-                    url: url, multi: multi, firstBytes: ask.bytes, deadline: deadline, events: events,
-                    interrupt: context.interrupt, hostShare: context.hostShare)
-            } catch {
-                // A rerun of a download whose link expired: renew it as if it had expired now.
-                if let expired = expiredBeforeStart(error, plan: plan, url: url) { return .restart(.linkExpired(expired)) }
-                throw error
-            }
-            probe.noJournalAt = ask.noJournalAt
-        }
-        switch try beginFetch(plan, probe: probe, deadline: deadline, driver: nil, multi: multi, context) {
-        case .finished(let outcome):
-            return outcome
-        case .fetch(let stage):
-            defer { stage.close() }
-            var failure: (any Error)?
-            if let engine = stage.engine {
-                do { try engine.run() } catch { failure = error }
-            }
-            return try endFetch(stage, failure: failure, context)
-        }
-    }
-
     /// The part of an attempt between the probe and the fetch: names the file, saves one the probe
     /// brought whole, opens the partial download (resuming when the journal and data agree with the
-    /// server), starts the hasher and sets up the engine, on `driver` when given (a `DownloadLoop`'s).
+    /// server), starts the hasher and sets up the engine, on `driver` (a `DownloadLoop`'s).
     func beginFetch(
-        _ plan: AttemptPlan, probe: ProbeResult, deadline: Deadline?, driver: TransferDriver?, multi: MultiHandle,
+        _ plan: AttemptPlan, probe: ProbeResult, deadline: Deadline?, driver: TransferDriver,
         _ context: AttemptContext
     ) throws(SeggetError) -> AttemptStart {
         var probe = probe
@@ -207,7 +126,7 @@ public final class Download: @unchecked Sendable {
         probe.prefix = []  // in the file (and the hasher) now; give the memory back
 
         let start = makeFetch(
-            probe: probe, ranged: ranged, partial: partial, plan: chunks, hasher: hasher, multi: multi, driver: driver,
+            probe: probe, ranged: ranged, partial: partial, plan: chunks, hasher: hasher, driver: driver,
             deadline: deadline, context)
         handedOn = true
         return .fetch(FetchStage(

@@ -9,7 +9,7 @@ extension Batch {
     /// where this run's bookkeeping (`LoopRun`) lives too. One file's failure is its own.
     func run(reporter: Reporter, interrupt: InterruptFlag) -> [Outcome] {
         let started = DispatchTime.now().uptimeNanoseconds
-        let loop = DownloadLoop()
+        let loop = DownloadLoop(stepsOnLoop: parallelFiles == 1)
         let lender = parallelFiles > 1 && !base.autoConnections && base.connections > connectionsPerFile ? ConnectionLender() : nil
         let run = LoopRun(batch: self, loop: loop, lender: lender, reporter: reporter, interrupt: interrupt)
         loop.steps.async { run.startFiles() }

@@ -75,10 +75,11 @@ import Testing
         settings.transfer.stallTimeout = 2
         let plan = ChunkPlan(totalLength: Int64(size), chunkSize: 1 << 20)
         let target = FetchTarget(url: server.baseURL + "/f?rate=2m&catchup=1", totalLength: Int64(size), ranged: true)
-        let engine = FetchEngine(target: target, settings: settings, data: disk, journal: nil, plan: plan, isFinished: { _ in false }, interrupt: InterruptFlag())
+        let loop = DownloadLoop()
+        let engine = FetchEngine(target: target, settings: settings, data: disk, journal: nil, plan: plan, isFinished: { _ in false }, interrupt: InterruptFlag(), driver: loop.driver)
         let log = EventLog()
         engine.onEvent = { log.append($0) }
-        try engine.run()
+        if let error = loop.run([engine])[0] { throw error }
 
         #expect(TestFiles.fileDifference(path, body) == nil)
         // The disk did hold the download back (else this tests nothing) ...

@@ -57,7 +57,12 @@ import Testing
     /// the first connection's request (cut where that connection's range ends) and starts the others
     /// at once. Before, a server slower than the probe's 0.25 s cut got its first connection closed
     /// and dialled again: 5 TCP connections for `-n 4`, and the others started a cut later.
-    @Test func severalConnectionsContinueTheProbesTransfer() throws {
+    /// Blocking (`run()`, a loop of one on this thread) and on a loop shared by other downloads
+    /// (`start(on:)`, as the command line's batches and the daemon run them): the probe of a download
+    /// of several connections holds its transfer and connection 0 continues it on the loop's driver
+    /// (four connections in all, not a fifth for a cut probe).
+    @Test(arguments: [false, true])
+    func severalConnectionsContinueTheProbesTransfer(sharedLoop: Bool) async throws {
         let server = try TestServer()
         try server.start()
         defer { server.stop() }
@@ -66,8 +71,15 @@ import Testing
         server.addResource(name: "f", bytes: body)
         let dir = try TempDir()
         // 4 MiB at 1 MiB/s per request: the probe's first chunk takes longer than its time cut.
+        let download = Download(url: server.url("f", query: "rate=1m"), options: Self.options(4, dir: dir))
         let started = Double(DispatchTime.now().uptimeNanoseconds) / 1e9
-        let result = try Download(url: server.url("f", query: "rate=1m"), options: Self.options(4, dir: dir)).run()
+        let result: DownloadResult
+        if sharedLoop {
+            let loop = try #require(DownloadLoop.onOwnThread())
+            result = try await download.start(on: loop).result()
+        } else {
+            result = try download.run(progress: nil)  // the blocking form, not the async `run()`
+        }
         let seconds = Double(DispatchTime.now().uptimeNanoseconds) / 1e9 - started
         #expect(result.bytes == Int64(size))
         #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
@@ -75,30 +87,6 @@ import Testing
         #expect(gets.first?.headers["range"] == "bytes=0-", "\(gets.map { $0.headers["range"] ?? "-" })")
         #expect(server.connectionsAccepted == 4, "\(gets.map { $0.headers["range"] ?? "-" })")
         // Four connections at 1 MiB/s from the start: about 1 s, not the 4 s of one.
-        #expect(seconds < 3, "took \(seconds) s")
-    }
-
-    /// The same on a `DownloadLoop` (as the command line and the daemon run every download): the
-    /// loop's probe of a download of several connections holds its transfer too, and connection 0
-    /// continues it on the loop's driver (four connections in all, not a fifth for a cut probe).
-    @Test func severalConnectionsContinueTheProbesTransferOnALoop() async throws {
-        let server = try TestServer()
-        try server.start()
-        defer { server.stop() }
-        let size = 64 * Self.chunk
-        let body = TestFiles.pattern(size, seed: 79)
-        server.addResource(name: "f", bytes: body)
-        let dir = try TempDir()
-        let loop = try #require(DownloadLoop.onOwnThread())
-        let started = Double(DispatchTime.now().uptimeNanoseconds) / 1e9
-        let task = Download(url: server.url("f", query: "rate=1m"), options: Self.options(4, dir: dir)).start(on: loop)
-        let result = try await task.result()
-        let seconds = Double(DispatchTime.now().uptimeNanoseconds) / 1e9 - started
-        #expect(result.bytes == Int64(size))
-        #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
-        let gets = server.requests.filter { $0.method == "GET" }
-        #expect(gets.first?.headers["range"] == "bytes=0-", "\(gets.map { $0.headers["range"] ?? "-" })")
-        #expect(server.connectionsAccepted == 4, "\(gets.map { $0.headers["range"] ?? "-" })")
         #expect(seconds < 3, "took \(seconds) s")
     }
 

@@ -5,8 +5,8 @@ import SeggetTestServer
 import Testing
 @testable import Segget
 
-/// `FetchEngine.runTogether`: several downloads' engines on one `TransferDriver` (one multi handle),
-/// in one loop on the calling thread, as a batch could run its files.
+/// `DownloadLoop.run(_:)`: several downloads' engines on the loop's one `TransferDriver` (one multi
+/// handle), in one loop on the calling thread, as a batch runs its files.
 @Suite struct SharedDriverTests {
     struct Job {
         let body: [UInt8]
@@ -43,14 +43,15 @@ import Testing
         try server.start()
         defer { server.stop() }
         let dir = try TempDir()
-        let driver = TransferDriver(clock: monotonicSeconds)
+        let loop = DownloadLoop()
+        let driver = loop.driver
         let jobs = [
             try job(server, dir, name: "a.bin", size: 12 << 20, seed: 1, connections: 4, driver: driver),
             try job(server, dir, name: "b.bin", size: 5 << 20 + 777, seed: 2, connections: 3, driver: driver),
             try job(server, dir, name: "c.bin", mode: "noranges", stream: true, size: 3 << 20, seed: 3, connections: 1, driver: driver),
         ]
         defer { for j in jobs { j.file.close() } }
-        let results = FetchEngine.runTogether(jobs.map(\.engine), on: driver)
+        let results = loop.run(jobs.map(\.engine))
         for (j, r) in zip(jobs, results) {
             #expect(r == nil, "\(j.path): \(String(describing: r))")
             #expect(TestFiles.fileDifference(j.path, j.body) == nil, "\(j.path)")
@@ -65,11 +66,12 @@ import Testing
         try server.start()
         defer { server.stop() }
         let dir = try TempDir()
-        let driver = TransferDriver(clock: monotonicSeconds)
+        let loop = DownloadLoop()
+        let driver = loop.driver
         let good = try job(server, dir, name: "good.bin", size: 6 << 20, seed: 4, connections: 4, driver: driver)
         let bad = try job(server, dir, name: "bad.bin", mode: "status", size: 2 << 20, seed: 5, connections: 2, driver: driver)
         defer { good.file.close(); bad.file.close() }
-        let results = FetchEngine.runTogether([good.engine, bad.engine], on: driver)
+        let results = loop.run([good.engine, bad.engine])
         #expect(results[0] == nil)
         #expect(TestFiles.fileDifference(good.path, good.body) == nil)
         let failure = try #require(results[1] as? SeggetError)

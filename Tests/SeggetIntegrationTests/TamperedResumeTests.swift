@@ -295,9 +295,10 @@ private func claimEveryChunk(_ image: inout [UInt8], bitmapAt offset: Int64, chu
         settings.connections = 4
         settings.checkpointInterval = 0
         let target = FetchTarget(url: f.url, totalLength: plan.totalLength, ranged: true, etag: "\"v1\"", lastModified: nil, ifRange: nil)
+        let loop = DownloadLoop()
         let engine = FetchEngine(
             target: target, settings: settings, data: file, journal: nil, plan: plan, isFinished: { $0 < 16 },
-            interrupt: InterruptFlag())
+            interrupt: InterruptFlag(), driver: loop.driver)
         let claims = (0..<16).map { k in
             ChunkVoucher.Claim(chunk: k, crc: CRC32C.checksum(f.bytes[f.range(ofChunk: k)]))
         }
@@ -307,7 +308,7 @@ private func claimEveryChunk(_ image: inout [UInt8], bitmapAt offset: Int64, chu
         engine.onProgress = { p in
             if p.receivedBytes > 0 { firstBytes.withLock { $0 = $0 ?? nowSeconds() - started } }
         }
-        try engine.run()
+        if let error = loop.run([engine])[0] { throw error }
         let took = nowSeconds() - started
         let arrived = try #require(firstBytes.withLock { $0 })
         #expect(arrived < 0.8, "the first bytes came after \(arrived) s: the download waited for the check")

@@ -165,7 +165,7 @@ import Testing
     }
 
     private func wholeContext() -> Download.AttemptContext {
-        Download.AttemptContext(started: 0, pool: nil, progress: nil, events: nil, interrupt: InterruptFlag())
+        Download.AttemptContext(started: 0, progress: nil, events: nil, interrupt: InterruptFlag())
     }
 
     /// A new file the probe brought whole is linked in under its name, with nothing beside it; whatever

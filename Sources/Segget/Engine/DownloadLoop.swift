@@ -16,8 +16,9 @@ import SeggetSystem
 /// engines while they fetch, and the probes.
 public final class DownloadLoop: @unchecked Sendable {
     let driver: TransferDriver
-    /// The downloads' blocking steps, one at a time, off the loop.
-    public let steps = DispatchQueue(label: "segget.steps")
+    /// The downloads' blocking steps, one at a time: off the loop on a queue of their own, or, for a
+    /// loop that serves one download at a time, on the loop thread between passes (see `init`).
+    public let steps: LoopSteps
 
     private let inboxLock = ConditionLock()
     /// Guarded by `inboxLock`: work posted for the loop thread.
@@ -33,9 +34,15 @@ public final class DownloadLoop: @unchecked Sendable {
     private var cacheSize = 16
     private var multiplexing = false
 
-    public init() {
+    /// With `stepsOnLoop`, the blocking steps run on the loop thread, between two passes: for a loop
+    /// that serves one download at a time (a single download, `-j 1`), whose steps never overlap a
+    /// fetch, so that each step costs no hand-over to another thread and back (on a busy 2-CPU
+    /// machine, a wait for the scheduler each way). Otherwise they run on a serial queue, off the loop.
+    public init(stepsOnLoop: Bool = false) {
         driver = TransferDriver(multi: MultiHandle(), clock: monotonicSeconds)
         try? driver.multi.setMaxConnectionCache(cacheSize)
+        steps = LoopSteps(queue: stepsOnLoop ? nil : DispatchQueue(label: "segget.steps"))
+        steps.loop = self
     }
 
     /// A loop running on a thread of its own for as long as the process lives (the daemon's), or nil
@@ -64,14 +71,19 @@ public final class DownloadLoop: @unchecked Sendable {
     /// once after work is posted).
     public func run(until finished: () -> Bool) {
         while true {
-            let work = inboxLock.withLock { () -> [() -> Void] in
-                defer { inbox.removeAll() }
-                return inbox
-            }
-            for w in work { w() }
+            runPosted()
             if finished() { return }
             pass()
         }
+    }
+
+    /// Runs the work posted so far, in order, on the calling thread.
+    private func runPosted() {
+        let work = inboxLock.withLock { () -> [() -> Void] in
+            defer { inbox.removeAll() }
+            return inbox
+        }
+        for w in work { w() }
     }
 
     /// One pass: every engine prepares, the driver performs (completions go to their engine or
@@ -113,7 +125,8 @@ public final class DownloadLoop: @unchecked Sendable {
     // MARK: Engines
 
     /// Starts fetching with `engine` (made with this loop's driver); `done` hears on the loop thread
-    /// how it ended: nil when every chunk is written, else what `FetchEngine.run` would have thrown.
+    /// how it ended: nil when every chunk is written, else what stopped it (`SeggetError`,
+    /// `ResourceChanged` or `RangesIgnored`).
     /// Loop thread only.
     func join(_ engine: FetchEngine, done: @escaping ((any Error)?) -> Void) {
         precondition(engine.driver === driver, "an engine joins the loop whose driver it was made with")
@@ -129,6 +142,20 @@ public final class DownloadLoop: @unchecked Sendable {
             return
         }
         engines.append(Running(engine: engine, done: done))
+    }
+
+    /// Runs `engines` (made with this loop's driver) on the calling thread until every one has ended,
+    /// and returns what ended each: nil when every chunk is written, else what stopped it. For a loop
+    /// of its own (`Download.stream`, tests); the calling thread becomes the loop's thread meanwhile.
+    func run(_ engines: [FetchEngine]) -> [(any Error)?] {
+        let results = LoopResults(count: engines.count)
+        post { [self] in
+            for (i, engine) in engines.enumerated() {
+                join(engine) { results.set(i, $0) }
+            }
+        }
+        run(until: { results.allSet })
+        return results.values
     }
 
     /// Ends `engine`: completed when `error` is nil, else stopped by it.
@@ -336,5 +363,48 @@ final class LoopProbe: TransferClient {
             driver.cancel(r.easy)
             answered(r, code: .writeError, held: nil)
         }
+    }
+}
+
+/// What ended each engine of `DownloadLoop.run(_:)`, set on the loop thread.
+private final class LoopResults {
+    private(set) var values: [(any Error)?]
+    private var ended: Int = 0
+
+    init(count: Int) { values = Array(repeating: nil, count: count) }
+    func set(_ i: Int, _ error: (any Error)?) {
+        values[i] = error
+        ended += 1
+    }
+    var allSet: Bool { ended == values.count }
+}
+
+/// Where a `DownloadLoop`'s blocking steps run: a serial queue of their own, or the loop thread
+/// between two passes (`DownloadLoop(stepsOnLoop: true)`). One step at a time either way.
+public final class LoopSteps: @unchecked Sendable {
+    private let queue: DispatchQueue?
+    /// Set once, by the loop's `init`.
+    fileprivate unowned(unsafe) var loop: DownloadLoop!
+
+    fileprivate init(queue: DispatchQueue?) { self.queue = queue }
+
+    /// Runs `work` later: on the steps queue, or on the loop thread at the top of its next pass.
+    public func async(execute work: @escaping @Sendable () -> Void) {
+        if let queue { queue.async(execute: work) } else { loop.post(work) }
+    }
+
+    /// Runs `work` after every step posted before it and returns what it returns. With the steps on
+    /// the loop, call it only on the loop's thread while the loop is not running (after `run` returned).
+    public func sync<T>(execute work: () throws -> T) rethrows -> T {
+        if let queue { return try queue.sync(execute: work) }
+        loop.drainPosted()
+        return try work()
+    }
+}
+
+extension DownloadLoop {
+    /// Runs what was posted until nothing more is, on the calling thread (the loop is not running).
+    fileprivate func drainPosted() {
+        while inboxLock.withLock({ !inbox.isEmpty }) { runPosted() }
     }
 }

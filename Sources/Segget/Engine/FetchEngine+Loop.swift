@@ -1,36 +1,13 @@
 import SeggetCurl
 
 /// The fetch loop, in passes: `begin`, then `prepare` → the driver performs → `afterPerform` until
-/// done, then `complete`; `end` always. `run` drives one engine on its own driver; `runTogether`
-/// drives several downloads' engines on one shared driver, in one loop on one thread.
+/// done, then `complete`; `end` always. A `DownloadLoop` drives every engine this way, several
+/// downloads' engines on its one driver.
 extension FetchEngine {
-    /// Runs until every chunk is written. Throws `SeggetError`, `ResourceChanged` or `RangesIgnored`.
-    func run() throws {
-        try begin()
-        defer { end() }
-        while true {
-            if try prepare() { break }
-            // Each ended transfer comes back through `transferDriver(_:completed:with:)`.
-            let completed = try libcurl(driver.performAndDispatch)
-            if try afterPerform() { break }
-            // A connection that just finished gets its next work at once, not after the next poll
-            // (which can wait up to 100 ms while the others receive in paced bursts).
-            if completed > 0 { continue }
-            try libcurl { () throws(CurlError) in try driver.wait(timeoutMs: pollTimeout(now: passStartedAt)) }
-        }
-        try complete()
-    }
-
     /// Starts the download: the checkpoint thread, the hasher's first prefix, the first requests.
     /// After it, `end` must run whatever happens.
     func begin() throws {
         startedAt = monotonicSeconds()
-        if ownsDriver {
-            try libcurl { () throws(CurlError) in
-                try driver.multi.setMultiplexing(settings.transfer.http2)
-                try driver.multi.setMaxConnectionCache(max(io.count * 2, 16))
-            }
-        }
         trace("writes: \(writer.isDirect ? "O_DIRECT" : "page cache")")
         if let journal, settings.checkpointInterval > 0 {
             checkpointThread = CheckpointWorker(journal: journal, data: data, interval: settings.checkpointInterval)
@@ -112,75 +89,5 @@ extension FetchEngine {
         checkpointThread?.stop()
         vouching?.stop()
         trace("writes at the end: \(writer.isDirect ? "O_DIRECT" : "page cache"), \(writer.bytesWritten); waited \(Format.fixed(writer.waitedSeconds, 2)) s for the writer")
-    }
-
-    /// Runs several downloads' engines, all made with `driver:` `driver`, in one loop on the calling
-    /// thread: each pass prepares every engine still running, performs the transfers of all of them
-    /// at once (each completion goes to the engine that started it), then lets each carry out what
-    /// followed. The engines share the driver's connection cache. Returns what ended each download:
-    /// nil when it completed, else what its `run` would have thrown.
-    static func runTogether(_ engines: [FetchEngine], on driver: TransferDriver) -> [(any Error)?] {
-        precondition(engines.allSatisfy { $0.driver === driver }, "every engine must run on the shared driver")
-        var results = [(any Error)?](repeating: nil, count: engines.count)
-        do {
-            try libcurl { () throws(CurlError) in
-                try driver.multi.setMultiplexing(engines.contains { $0.settings.transfer.http2 })
-                try driver.multi.setMaxConnectionCache(max(engines.reduce(0) { $0 + $1.io.count } * 2, 16))
-            }
-        } catch {
-            return results.map { _ in error }
-        }
-        var running: [Int] = []
-        for (i, e) in engines.enumerated() {
-            do {
-                try e.begin()
-                running.append(i)
-            } catch {
-                results[i] = error
-            }
-        }
-        /// Ends engine `i`: completed when `error` is nil, else stopped by it.
-        func conclude(_ i: Int, _ error: (any Error)?) {
-            var error = error
-            if error == nil {
-                do { try engines[i].complete() } catch let e { error = e }
-            }
-            engines[i].end()
-            results[i] = error
-            running.removeAll { $0 == i }
-        }
-        while !running.isEmpty {
-            for i in running {
-                do {
-                    if try engines[i].prepare() { conclude(i, nil) }
-                } catch {
-                    conclude(i, error)
-                }
-            }
-            if running.isEmpty { break }
-            let completed: Int
-            do {
-                completed = try libcurl(driver.performAndDispatch)
-            } catch {
-                for i in running { conclude(i, error) }
-                break
-            }
-            for i in running {
-                do {
-                    if try engines[i].afterPerform() { conclude(i, nil) }
-                } catch {
-                    conclude(i, error)
-                }
-            }
-            if completed > 0 || running.isEmpty { continue }
-            let now = monotonicSeconds()
-            let wait = running.map { engines[$0].pollTimeout(now: now) }.min() ?? 100
-            do {
-                try libcurl { () throws(CurlError) in try driver.wait(timeoutMs: wait) }
-            } catch {
-                for i in running { conclude(i, error) }
-            }
-        }
-        return results
     }
 }

@@ -77,11 +77,9 @@ final class FetchEngine {
     var writebackStep: Int64 = 64 << 20
     var lastWriteback: Int64 = 0
 
-    /// Runs this engine's transfers (see `transferDriver(_:completed:with:)`): its own, or one that
-    /// runs other downloads' engines too (see `runTogether`).
+    /// Runs this engine's transfers (see `transferDriver(_:completed:with:)`) beside other downloads'
+    /// engines: the driver of the `DownloadLoop` that runs it.
     let driver: TransferDriver
-    /// The driver was made for this engine alone (its multi handle is this engine's to configure).
-    let ownsDriver: Bool
     /// `SEGGET_DEBUG=1` traces scheduling decisions on stderr (for tuning, not for users).
     private let debug = getenv("SEGGET_DEBUG") != nil
     private lazy var strippedTransfer = settings.transfer.withoutCredentials()
@@ -117,11 +115,10 @@ final class FetchEngine {
     var passStartedAt = 0.0
 
     init(target: FetchTarget, settings: FetchSettings, data: BlockStorage, journal: Journal?,
-         plan: ChunkPlan, isFinished: (Int) -> Bool, interrupt: InterruptFlag, multi: MultiHandle = MultiHandle(),
-         partialChunks: [Int: Int64] = [:], driver shared: TransferDriver? = nil) {
+         plan: ChunkPlan, isFinished: (Int) -> Bool, interrupt: InterruptFlag,
+         partialChunks: [Int: Int64] = [:], driver: TransferDriver) {
         self.target = target
-        driver = shared ?? TransferDriver(multi: multi, clock: monotonicSeconds)
-        ownsDriver = shared == nil
+        self.driver = driver
         self.settings = settings
         self.data = data
         let n = target.ranged ? settings.connections : 1

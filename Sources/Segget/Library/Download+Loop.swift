@@ -1,13 +1,14 @@
 import Dispatch
 import SeggetCurl
+import SeggetSystem
 
 /// Used by one thread at a time: made on a `DownloadLoop`'s steps queue, run on its loop thread,
 /// read once more on the steps queue after the loop is done with it.
 extension FetchEngine: @unchecked Sendable {}
 
 extension Download {
-    /// Probes like ``prepare(pool:)`` (one attempt, no retries, the file's first chunk too), as a
-    /// request on `loop` beside its other downloads, without a thread of its own. `completion` is
+    /// Probes like ``probe()`` (one attempt, no retries) but asks for the file's first chunk too and
+    /// keeps everything for ``run(on:progress:events:interrupt:prepared:completion:)``: a request on `loop` beside its other downloads, without a thread of its own. `completion` is
     /// called once, on the loop's steps queue.
     ///
     /// With a `hostBudget`, it waits (on the loop, without blocking it) for a slot of its host first,
@@ -29,7 +30,7 @@ extension Download {
                 let prepared = result.map { p in
                     var p = p
                     p.noJournalAt = ask.noJournalAt
-                    return PreparedDownload(url: self.url, probe: p, multi: loop.driver.multi, hostShare: share)
+                    return PreparedDownload(url: self.url, probe: p, hostShare: share)
                 }
                 loop.steps.async { completion(prepared) }
             }
@@ -47,8 +48,7 @@ extension Download {
         }
     }
 
-    /// Runs the download as ``run(progress:events:interrupt:prepared:pool:)`` does, with the same
-    /// attempts, restarts, errors and result, but on `loop`: its requests beside the other downloads
+    /// Runs the download with its attempts, restarts and renewals on `loop`: its requests beside the other downloads
     /// there (sharing their connections), its blocking steps on the loop's steps queue. Returns at
     /// once; `completion` is called once, on the steps queue. `progress` and `events` are called on
     /// the loop thread, or on the steps queue.
@@ -72,7 +72,7 @@ extension Download {
         // The probe's slot in the host's budget, if it prepared, stays held for the first range.
         let share = prepared?.hostShare ?? options.hostBudget?.share(for: url)
         let context = AttemptContext(
-            started: monotonicSeconds(), pool: nil, progress: progress, events: events, interrupt: interrupt,
+            started: monotonicSeconds(), progress: progress, events: events, interrupt: interrupt,
             hostShare: share)
         attempts(AttemptPlan(fresh: !options.resume), prepared: prepared, on: loop, context, LoopRenewals()) { result in
             share?.sync(inFlight: 0)
@@ -139,7 +139,7 @@ extension Download {
         let deadline = options.timeout.map { Deadline(limit: $0, from: context.started) }
         let fetchWith: @Sendable (ProbeResult) -> Void = { [self] probe in
             do throws(SeggetError) {
-                switch try beginFetch(plan, probe: probe, deadline: deadline, driver: loop.driver, multi: loop.driver.multi, context) {
+                switch try beginFetch(plan, probe: probe, deadline: deadline, driver: loop.driver, context) {
                 case .finished(let outcome):
                     done(plan, .success(outcome))
                 case .fetch(let stage):
@@ -209,4 +209,20 @@ private final class LoopRenewals: @unchecked Sendable {
 /// An engine's stop, handed from the loop thread to the steps queue.
 private struct SendableError: @unchecked Sendable {
     let error: any Error
+}
+
+/// The outcome of work run on a `DownloadLoop` for a caller that waits for it on the loop's thread
+/// (`Download.run`, `Download.stream`): set once from the steps queue, read by the loop thread.
+final class LoopOutcome<Value>: @unchecked Sendable {
+    private let lock = ConditionLock()
+    private var outcome: Result<Value, SeggetError>?
+
+    func set(_ result: Result<Value, SeggetError>) { lock.withLock { outcome = result } }
+    var isSet: Bool { lock.withLock { outcome != nil } }
+    func get() throws(SeggetError) -> Value {
+        guard let o = lock.withLock({ outcome }) else {
+            throw SeggetError(.internalError, "the download loop stopped before the download ended.")
+        }
+        return try o.get()
+    }
 }

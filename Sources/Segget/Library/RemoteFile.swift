@@ -24,7 +24,7 @@ extension Download {
     /// and reports the server's file name, length and range support. No retries, nothing written.
     ///
     /// The download manager uses it to fix a task's file name before its first start. A batch, which
-    /// goes on to download the file, uses ``prepare(pool:)`` instead.
+    /// goes on to download the file, uses ``prepare(on:interrupt:onSlot:completion:)`` instead.
     public func probe() throws(SeggetError) -> RemoteFileInfo {
         // With a host budget, one slot of the host's is held for the request.
         let share = options.hostBudget?.share(for: url)
@@ -34,59 +34,21 @@ extension Download {
     }
 }
 
-/// Connections kept alive between downloads run one after another on the same thread: the next file
-/// from the same server reuses them instead of opening new ones (a batch gives each of its worker
-/// threads one). Use it from one thread at a time.
-public final class ConnectionPool: @unchecked Sendable {
-    let multi = MultiHandle()
-    public init() {}
-}
-
-/// A probe's answer kept for the download that follows it (``Download/prepare()``), with the
+/// A probe's answer kept for the download that follows it (``Download/prepare(on:interrupt:onSlot:completion:)``), with the
 /// connection it used and the first bytes of the file, so that the download neither probes again nor
 /// opens a new connection for its first range.
 public final class PreparedDownload: @unchecked Sendable {
     public let info: RemoteFileInfo
     let url: String
     let probe: ProbeResult
-    /// Used by one thread at a time: the one that prepared, then the one that runs the download.
-    let multi: MultiHandle
     /// The probe's slot in its host's budget, held until the download continues its transfer.
     let hostShare: HostShare?
 
-    init(url: String, probe: ProbeResult, multi: MultiHandle, hostShare: HostShare? = nil) {
+    init(url: String, probe: ProbeResult, hostShare: HostShare? = nil) {
         self.hostShare = hostShare
         self.url = url
         self.probe = probe
-        self.multi = multi
         info = RemoteFileInfo(probe)
     }
 
-}
-
-extension Download {
-    /// Probes like ``probe()`` (one attempt, no retries) but asks for the file's first chunk too, and
-    /// keeps everything for ``run(progress:events:interrupt:prepared:pool:)``. A batch uses it to name
-    /// a file and then download it with one request less, over the connections of `pool`.
-    /// With a `hostBudget`, it waits for a slot of its host first (until `interrupt` is set), and
-    /// calls `onSlot` once it has one, before the request goes out.
-    public func prepare(
-        pool: ConnectionPool? = nil, interrupt: InterruptFlag = InterruptFlag(), onSlot: (() -> Void)? = nil
-    ) throws(SeggetError) -> PreparedDownload {
-        let multi = pool?.multi ?? MultiHandle()
-        let deadline = options.timeout.map { Deadline(limit: $0, from: monotonicSeconds()) }
-        let ask = probeBytes(fresh: !options.resume, stream: false)
-        let share = options.hostBudget?.share(for: url)
-        if let share, !share.waitForSlot(interrupt: interrupt) { throw SeggetError(.interrupted, "interrupted") }
-        onSlot?()
-        var p: ProbeResult
-        do {
-            p = try prober(firstBytes: ask.bytes, multi: multi, deadline: deadline).probe(url: url)
-        } catch {
-            _ = Self.refusedByHost(error, share: share)
-            throw error
-        }
-        p.noJournalAt = ask.noJournalAt
-        return PreparedDownload(url: url, probe: p, multi: multi, hostShare: share)
-    }
 }

@@ -2,8 +2,8 @@ import SeggetCurl
 
 /// One probing request, set up and not yet started, with the rules that end it early: where it is
 /// held for the fetch (`holdDue`) and where it is cut (`cutDue`). Whoever runs it asks both after
-/// every pass of its loop: `MultiHandle.performAlone` for a probe on a thread of its own, the
-/// `DownloadLoop` for a probe beside other downloads.
+/// every pass of its loop: `MultiHandle.performAlone` for a blocking probe (mirrors, a renewed link,
+/// the daemon's naming probe), the `DownloadLoop` for every download's own probe.
 final class ProbeRequest {
     let easy: EasyHandle
     let context: ProbeContext
