@@ -8,26 +8,36 @@ import SeggetSystem
 ///
 /// Threads: the loop runs on the thread that calls `run(until:)`. What blocks (opening and
 /// preallocating the partial download, the journal, verifying, publishing) runs on `steps`, one
-/// serial queue for all the downloads, so that a download never needs a thread of its own. Beside
-/// them run the writer (`StagedWriter.sharedQueue`) and the checkpoints (`CheckpointWorker.sharedQueue`),
-/// each one serial queue for every download too.
+/// serial queue for all the downloads, so that a download never needs a thread of its own; the
+/// checkpoints' syncs run there too, between those steps. Beside them run the writers
+/// (`StagedWriter.sharedQueues`, two serial queues for every download).
 ///
 /// Everything is handed to the loop through `post`, from any thread; the loop owns the driver, the
 /// engines while they fetch, and the probes.
 public final class DownloadLoop: @unchecked Sendable {
     let driver: TransferDriver
     /// The downloads' blocking steps, one at a time, off the loop.
-    public let steps = DispatchQueue(label: "segget.steps")
+    public let steps = SerialWorker(name: "segget-steps")
 
     private let inboxLock = ConditionLock()
     /// Guarded by `inboxLock`: work posted for the loop thread.
     private var inbox: [() -> Void] = []
 
     // Loop thread only.
-    private struct Running {
+    private final class Running {
         let engine: FetchEngine
         let done: ((any Error)?) -> Void
+        /// When the engine is next looked at even with nothing new.
+        var nextVisit = 0.0
+        var prepared = false
+        init(engine: FetchEngine, done: @escaping ((any Error)?) -> Void) {
+            self.engine = engine
+            self.done = done
+        }
     }
+    /// An engine with nothing new is looked at this often at least, sooner when a timer of its own
+    /// is due (its `pollTimeout`).
+    static let idleVisit = 0.02
     private var engines: [Running] = []
     private var probes: [ObjectIdentifier: LoopProbe] = [:]
     private var cacheSize = 16
@@ -55,9 +65,14 @@ public final class DownloadLoop: @unchecked Sendable {
 
     /// Runs `work` on the loop thread at the top of its next pass; from any thread.
     public func post(_ work: @escaping () -> Void) {
-        inboxLock.withLock { inbox.append(work) }
-        // Thread-safe in libcurl: a poll in progress returns at once.
-        try? driver.multi.wakeUp()
+        let first = inboxLock.withLock { () -> Bool in
+            inbox.append(work)
+            return inbox.count == 1
+        }
+        // Thread-safe in libcurl: a poll in progress returns at once. Work posted behind other work
+        // not yet taken needs no wake of its own: the wake of the first is still to come, or the
+        // loop is about to take them all.
+        if first { try? driver.multi.wakeUp() }
     }
 
     /// Runs the loop on the calling thread until `finished` says so (asked after every pass, and at
@@ -74,11 +89,25 @@ public final class DownloadLoop: @unchecked Sendable {
         }
     }
 
-    /// One pass: every engine prepares, the driver performs (completions go to their engine or
-    /// probe), the probes look at their requests, every engine carries out what followed; then a
-    /// wait for the sockets unless something ended.
+    /// One pass: the engines prepare, the driver performs (completions go to their engine or
+    /// probe), the probes look at their requests, the engines carry out what followed; then a wait
+    /// for the sockets unless something ended.
+    ///
+    /// Only the engines with something new take part: bytes received or a transfer ended since they
+    /// were last looked at, or a timer of theirs due, or `idleVisit` passed (what other threads and
+    /// downloads change for them: the writer's progress, spare connections, an interrupt). A pass
+    /// woken by one socket of many downloads (a daemon's 64) does not visit all of them.
     private func pass() {
+        let now = monotonicSeconds()
         for r in engines {
+            guard r.engine.hadActivity || now >= r.nextVisit else {
+                // Its callbacks in this pass read the time from here.
+                r.engine.lastLoopTime = now
+                r.engine.passStartedAt = now
+                continue
+            }
+            r.engine.hadActivity = false
+            r.prepared = true
             do {
                 if try r.engine.prepare() { conclude(r.engine, nil) }
             } catch {
@@ -94,17 +123,26 @@ public final class DownloadLoop: @unchecked Sendable {
             return
         }
         driver.tickDueClients()
-        for r in engines {
+        offerSlots()
+        for r in engines where r.prepared || r.engine.hadActivity {
+            r.prepared = false
             do {
-                if try r.engine.afterPerform() { conclude(r.engine, nil) }
+                if try r.engine.afterPerform() {
+                    conclude(r.engine, nil)
+                    continue
+                }
             } catch {
                 conclude(r.engine, error)
+                continue
             }
+            let t = r.engine.passStartedAt
+            r.nextVisit = t + min(Self.idleVisit, Double(r.engine.pollTimeout(now: t)) / 1000)
         }
         if completed > 0 || inboxLock.withLock({ !inbox.isEmpty }) { return }
-        let now = monotonicSeconds()
+        let later = monotonicSeconds()
         // Idle, it waits for posted work (which wakes it) a second at a time.
-        var wait = engines.map { $0.engine.pollTimeout(now: now) }.min() ?? (probes.isEmpty ? 1000 : 100)
+        var wait = engines.map { Int32(max(0, (($0.nextVisit - later) * 1000).rounded(.up))) }.min()
+            ?? (probes.isEmpty ? 1000 : 100)
         // A probe's request is looked at (held or cut) at least every 10 ms, as on a thread of its own.
         if !probes.isEmpty { wait = min(wait, 10) }
         try? driver.wait(timeoutMs: wait)
@@ -122,6 +160,8 @@ public final class DownloadLoop: @unchecked Sendable {
         if engine.settings.transfer.http2 && !multiplexing, (try? driver.multi.setMultiplexing(true)) != nil {
             multiplexing = true
         }
+        // Its checkpoints' syncs run between the downloads' blocking steps, on no thread of their own.
+        engine.checkpointQueue = steps
         do {
             try engine.begin()
         } catch {
@@ -144,6 +184,40 @@ public final class DownloadLoop: @unchecked Sendable {
     }
 
     // MARK: Probes
+
+    /// Probes waiting for a slot in their host's budget, in the order they asked.
+    private var slotWaiters: [LoopProbe] = []
+
+    /// `probe` waits for a slot of `key`'s host: it takes one now when one is free and no probe
+    /// before it waits for that host, else in its turn. Probes take their host's slots in the order
+    /// they asked, so that a batch's files (whose probes start in list order) take them in list order
+    /// and no file waiting for an earlier file's name holds a slot the earlier file still waits for.
+    fileprivate func waitForSlot(_ probe: LoopProbe, key: String) {
+        if !slotWaiters.contains(where: { $0.hostKey == key }) && probe.trySlot() { return }
+        slotWaiters.append(probe)
+    }
+
+    /// Offers slots to the waiting probes, in order, once a pass: past the first of a host that
+    /// finds none free, that host's probes wait for the next pass.
+    private func offerSlots() {
+        guard !slotWaiters.isEmpty else { return }
+        let waiting = slotWaiters
+        slotWaiters = []
+        var full: Set<String> = []
+        var still: [LoopProbe] = []
+        for p in waiting {
+            guard let key = p.hostKey, !full.contains(key) else {
+                if p.isWaitingForSlot { still.append(p) }
+                continue
+            }
+            if !p.trySlot() {
+                full.insert(key)
+                still.append(p)
+            }
+        }
+        // Probes that began waiting meanwhile (a refusal seen while another took its slot) follow.
+        slotWaiters = still + slotWaiters
+    }
 
     /// Starts probing for `download` (see `LoopProbe`); `done` hears on the loop thread. Loop thread only.
     /// With `hostShare`, the probe first waits (on the loop, without blocking it) for a slot in its
@@ -215,22 +289,30 @@ final class LoopProbe: TransferClient {
         self.interrupt = interrupt
     }
 
+    /// The host whose budget the probe takes a slot of; nil without a budget.
+    var hostKey: String? { hostShare?.key }
+    var isWaitingForSlot: Bool { waitingForSlot }
+
     /// Starts once the host's budget gives the probe a slot (at once without a budget).
     func begin() {
-        waitingForSlot = hostShare != nil
-        if waitingForSlot { takeSlot() } else { slotTaken() }
+        guard let share = hostShare else { return slotTaken() }
+        waitingForSlot = true
+        loop.waitForSlot(self, key: share.key)
     }
 
-    /// Takes a slot if one is free; else the probe waits, asking again at every tick.
-    private func takeSlot() {
-        guard let share = hostShare else { return }
+    /// Takes a slot if one is free, and goes on; ends when interrupted. False while it still waits
+    /// (the loop offers again on its next pass, in turn with the other probes of the host).
+    func trySlot() -> Bool {
+        guard waitingForSlot, let share = hostShare else { return true }
         if interrupt.isSet {
             waitingForSlot = false
-            return finish(.failure(SeggetError(.interrupted, "interrupted before the download started.")))
+            finish(.failure(SeggetError(.interrupted, "interrupted before the download started.")))
+            return true
         }
-        guard share.reserve(inFlight: 0, wanted: { true }, now: monotonicSeconds()) else { return }
+        guard share.reserve(inFlight: 0, wanted: { true }, now: monotonicSeconds()) else { return false }
         waitingForSlot = false
         slotTaken()
+        return true
     }
 
     private func slotTaken() {
@@ -282,7 +364,8 @@ final class LoopProbe: TransferClient {
         if Download.refusedByHost(error, share: hostShare) {
             hostShare?.sync(inFlight: 0)
             waitingForSlot = true
-            return takeSlot()
+            if let share = hostShare { loop.waitForSlot(self, key: share.key) }
+            return
         }
         attempt += 1
         do throws(SeggetError) {
@@ -295,6 +378,7 @@ final class LoopProbe: TransferClient {
     }
 
     private func finish(_ result: Result<ProbeResult, SeggetError>) {
+        waitingForSlot = false
         let d = done
         done = nil
         d?(result)
@@ -314,7 +398,8 @@ final class LoopProbe: TransferClient {
     }
 
     func transferDriverTick(_ driver: TransferDriver, now: Double) {
-        if waitingForSlot { return takeSlot() }
+        // The loop offers slots to waiting probes, in order.
+        if waitingForSlot { return }
         if let at = retryAt {
             if interrupt.isSet {
                 retryAt = nil
