@@ -7,7 +7,7 @@ The same run against `aria2c --enable-rpc` with --target aria2c (one connection 
 segget's budget of 64 gives each of 64 active tasks).
 
 Usage: python3 Benchmarks/daemon-active.py --target segget|aria2c --bin PATH --testserver PATH
-       [--tasks 1000] [--active 64] [--rate 1m] [--window 5]
+       [--tasks 1000] [--active 64] [--rate 1m] [--window 5] [--servers 1]
 """
 
 import argparse
@@ -64,6 +64,9 @@ def main():
     ap.add_argument("--active", type=int, default=64)
     ap.add_argument("--rate", default="1m", help="pace of every response (the test server's rate=)")
     ap.add_argument("--window", type=float, default=5.0, help="seconds of sampling once all are active")
+    ap.add_argument("--servers", type=int, default=1,
+                    help="test servers (ports) the tasks are spread over, in turn: segget's daemon lets 16 "
+                         "connections at most to one host, so 64 connections at once take 4")
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="segget-daemon-active.")
     www, dl = os.path.join(work, "www"), os.path.join(work, "dl")
@@ -71,9 +74,9 @@ def main():
     os.makedirs(dl)
     with open(os.path.join(www, "big.bin"), "wb") as f:
         f.truncate(256 << 20)  # sparse: the server reads zeros
-    server = subprocess.Popen([a.testserver, "--port", "0", "--dir", www], stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, text=True)
-    base = server.stdout.readline().split()[2]
+    servers = [subprocess.Popen([a.testserver, "--port", "0", "--dir", www], stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True) for _ in range(max(1, a.servers))]
+    bases = [s.stdout.readline().split()[2] for s in servers]
     port = free_port()
     if a.target == "segget":
         argv = [a.bin, "daemon", "--rpc-listen-port", str(port), "--rpc-secret", "bench", "--dir", dl,
@@ -93,7 +96,7 @@ def main():
                 time.sleep(0.05)
         rpc = RPC(port)
         for i in range(a.tasks):
-            rpc("aria2.addUri", [f"{base}/big.bin?rate={a.rate}&n={i}"], {"out": f"q{i}.bin"})
+            rpc("aria2.addUri", [f"{bases[i % len(bases)]}/big.bin?rate={a.rate}&n={i}"], {"out": f"q{i}.bin"})
         deadline = time.time() + 60
         while time.time() < deadline and len(rpc("aria2.tellActive", ["gid"])) < a.active:
             time.sleep(0.2)
@@ -125,8 +128,9 @@ def main():
             daemon.wait(15)
         except subprocess.TimeoutExpired:
             daemon.kill()
-        server.terminate()
-        server.wait(10)
+        for server in servers:
+            server.terminate()
+            server.wait(10)
         shutil.rmtree(work, ignore_errors=True)
 
 

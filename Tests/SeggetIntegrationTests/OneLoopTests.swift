@@ -57,4 +57,40 @@ import Glibc
         #expect(server.connectionsAccepted <= 16, "\(server.connectionsAccepted) connections for 48 files")
         #expect(Set(requests.map(\.remotePort)).count <= 16)
     }
+
+    /// Files larger than the first answer (a part file, a journal, the engine), checkpointed every
+    /// 50 ms: still at most 4 threads (the loop, the steps worker, where the checkpoints run too, and
+    /// the two writers; a thread of the checkpoints' own made 5), every file whole, nothing left.
+    @Test func rangedBatchWithCheckpointsRunsOnFourThreads() async throws {
+        var files: [String: [UInt8]] = [:]
+        for i in 0..<32 { files["r\(i)"] = cliTestBytes(512 * 1024 + i, seed: UInt64(700 + i)) }
+        let server = try startCLITestServer(files)
+        defer { server.stop() }
+        let dir = try CLITempDir()
+        let list = dir.path("list.txt")
+        // 1 MiB/s per response, chunks of 256 KiB: up to half a second a file, about a second in all.
+        try (0..<32).map { server.url("r\($0)", query: "rate=1m") }.joined(separator: "\n")
+            .write(toFile: list, atomically: true, encoding: .utf8)
+        let p = try SpawnedProcess(
+            executable: SpawnedProcess.seggetPath(),
+            arguments: ["-q", "-n", "4", "-j", "16", "--chunk-size", "256k", "--sync-interval", "0.05", "-i", list, "-d", dir.path("out")])
+        let (peak, samples, r) = try await blocking { () -> (Int, Int, SpawnedProcess.Outcome) in
+            var peak = 0
+            var samples = 0
+            while p.isRunning {
+                if let n = Self.threads(of: p.pid) {
+                    peak = max(peak, n)
+                    samples += 1
+                }
+                usleep(5_000)
+            }
+            return (peak, samples, p.wait())
+        }
+        #expect(r.exitCode == 0, "\(r.stderr)")
+        for i in 0..<32 { #expect(fileMatches(dir.path("out") + "/r\(i)", files["r\(i)"]!)) }
+        let left = try FileManager.default.contentsOfDirectory(atPath: dir.path("out")).filter { $0.hasPrefix(".") || $0.contains("segget") }
+        #expect(left.isEmpty, "\(left)")
+        #expect(samples >= 5, "the batch ended before its threads could be watched")
+        #expect(peak <= 4, "peak threads \(peak)")
+    }
 }

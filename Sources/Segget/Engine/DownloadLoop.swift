@@ -8,16 +8,17 @@ import SeggetSystem
 ///
 /// Threads: the loop runs on the thread that calls `run(until:)`. What blocks (opening and
 /// preallocating the partial download, the journal, verifying, publishing) runs on `steps`, one
-/// serial queue for all the downloads, so that a download never needs a thread of its own. Beside
-/// them run the writer (`StagedWriter.sharedQueue`) and the checkpoints (`CheckpointWorker.sharedQueue`),
-/// each one serial queue for every download too.
+/// serial queue for all the downloads, so that a download never needs a thread of its own; the
+/// checkpoints' syncs run there too, between those steps. Beside them run the writers
+/// (`StagedWriter.sharedQueues`, two serial queues for every download).
 ///
 /// Everything is handed to the loop through `post`, from any thread; the loop owns the driver, the
 /// engines while they fetch, and the probes.
 public final class DownloadLoop: @unchecked Sendable {
     let driver: TransferDriver
-    /// The downloads' blocking steps, one at a time: off the loop on a queue of their own, or, for a
-    /// loop that serves one download at a time, on the loop thread between passes (see `init`).
+    /// The downloads' blocking steps, one at a time: off the loop on a worker thread of their own,
+    /// or, for a loop that serves one download at a time, on the loop thread between passes (see
+    /// `init`).
     public let steps: LoopSteps
 
     private let inboxLock = ConditionLock()
@@ -25,10 +26,20 @@ public final class DownloadLoop: @unchecked Sendable {
     private var inbox: [() -> Void] = []
 
     // Loop thread only.
-    private struct Running {
+    private final class Running {
         let engine: FetchEngine
         let done: ((any Error)?) -> Void
+        /// When the engine is next looked at even with nothing new.
+        var nextVisit = 0.0
+        var prepared = false
+        init(engine: FetchEngine, done: @escaping ((any Error)?) -> Void) {
+            self.engine = engine
+            self.done = done
+        }
     }
+    /// An engine with nothing new is looked at this often at least, sooner when a timer of its own
+    /// is due (its `pollTimeout`).
+    static let idleVisit = 0.02
     private var engines: [Running] = []
     private var probes: [ObjectIdentifier: LoopProbe] = [:]
     private var cacheSize = 16
@@ -37,11 +48,11 @@ public final class DownloadLoop: @unchecked Sendable {
     /// With `stepsOnLoop`, the blocking steps run on the loop thread, between two passes: for a loop
     /// that serves one download at a time (a single download, `-j 1`), whose steps never overlap a
     /// fetch, so that each step costs no hand-over to another thread and back (on a busy 2-CPU
-    /// machine, a wait for the scheduler each way). Otherwise they run on a serial queue, off the loop.
+    /// machine, a wait for the scheduler each way). Otherwise they run on a worker thread, off the loop.
     public init(stepsOnLoop: Bool = false) {
         driver = TransferDriver(multi: MultiHandle(), clock: monotonicSeconds)
         try? driver.multi.setMaxConnectionCache(cacheSize)
-        steps = LoopSteps(queue: stepsOnLoop ? nil : DispatchQueue(label: "segget.steps"))
+        steps = LoopSteps(worker: stepsOnLoop ? nil : SerialWorker(name: "segget-steps"))
         steps.loop = self
     }
 
@@ -62,9 +73,14 @@ public final class DownloadLoop: @unchecked Sendable {
 
     /// Runs `work` on the loop thread at the top of its next pass; from any thread.
     public func post(_ work: @escaping () -> Void) {
-        inboxLock.withLock { inbox.append(work) }
-        // Thread-safe in libcurl: a poll in progress returns at once.
-        try? driver.multi.wakeUp()
+        let first = inboxLock.withLock { () -> Bool in
+            inbox.append(work)
+            return inbox.count == 1
+        }
+        // Thread-safe in libcurl: a poll in progress returns at once. Work posted behind other work
+        // not yet taken needs no wake of its own: the wake of the first is still to come, or the
+        // loop is about to take them all.
+        if first { try? driver.multi.wakeUp() }
     }
 
     /// Runs the loop on the calling thread until `finished` says so (asked after every pass, and at
@@ -86,11 +102,25 @@ public final class DownloadLoop: @unchecked Sendable {
         for w in work { w() }
     }
 
-    /// One pass: every engine prepares, the driver performs (completions go to their engine or
-    /// probe), the probes look at their requests, every engine carries out what followed; then a
-    /// wait for the sockets unless something ended.
+    /// One pass: the engines prepare, the driver performs (completions go to their engine or
+    /// probe), the probes look at their requests, the engines carry out what followed; then a wait
+    /// for the sockets unless something ended.
+    ///
+    /// Only the engines with something new take part: bytes received or a transfer ended since they
+    /// were last looked at, or a timer of theirs due, or `idleVisit` passed (what other threads and
+    /// downloads change for them: the writer's progress, spare connections, an interrupt). A pass
+    /// woken by one socket of many downloads (a daemon's 64) does not visit all of them.
     private func pass() {
+        let now = monotonicSeconds()
         for r in engines {
+            guard r.engine.hadActivity || now >= r.nextVisit else {
+                // Its callbacks in this pass read the time from here.
+                r.engine.lastLoopTime = now
+                r.engine.passStartedAt = now
+                continue
+            }
+            r.engine.hadActivity = false
+            r.prepared = true
             do {
                 if try r.engine.prepare() { conclude(r.engine, nil) }
             } catch {
@@ -106,17 +136,26 @@ public final class DownloadLoop: @unchecked Sendable {
             return
         }
         driver.tickDueClients()
-        for r in engines {
+        offerSlots()
+        for r in engines where r.prepared || r.engine.hadActivity {
+            r.prepared = false
             do {
-                if try r.engine.afterPerform() { conclude(r.engine, nil) }
+                if try r.engine.afterPerform() {
+                    conclude(r.engine, nil)
+                    continue
+                }
             } catch {
                 conclude(r.engine, error)
+                continue
             }
+            let t = r.engine.passStartedAt
+            r.nextVisit = t + min(Self.idleVisit, Double(r.engine.pollTimeout(now: t)) / 1000)
         }
         if completed > 0 || inboxLock.withLock({ !inbox.isEmpty }) { return }
-        let now = monotonicSeconds()
+        let later = monotonicSeconds()
         // Idle, it waits for posted work (which wakes it) a second at a time.
-        var wait = engines.map { $0.engine.pollTimeout(now: now) }.min() ?? (probes.isEmpty ? 1000 : 100)
+        var wait = engines.map { Int32(max(0, (($0.nextVisit - later) * 1000).rounded(.up))) }.min()
+            ?? (probes.isEmpty ? 1000 : 100)
         // A probe's request is looked at (held or cut) at least every 10 ms, as on a thread of its own.
         if !probes.isEmpty { wait = min(wait, 10) }
         try? driver.wait(timeoutMs: wait)
@@ -135,6 +174,9 @@ public final class DownloadLoop: @unchecked Sendable {
         if engine.settings.transfer.http2 && !multiplexing, (try? driver.multi.setMultiplexing(true)) != nil {
             multiplexing = true
         }
+        // Its checkpoints' syncs run between the downloads' blocking steps, on no thread of their own.
+        // With the steps on the loop, on the checkpoints' own worker: a sync must not hold up the loop.
+        engine.checkpointQueue = steps.worker
         do {
             try engine.begin()
         } catch {
@@ -171,6 +213,40 @@ public final class DownloadLoop: @unchecked Sendable {
     }
 
     // MARK: Probes
+
+    /// Probes waiting for a slot in their host's budget, in the order they asked.
+    private var slotWaiters: [LoopProbe] = []
+
+    /// `probe` waits for a slot of `key`'s host: it takes one now when one is free and no probe
+    /// before it waits for that host, else in its turn. Probes take their host's slots in the order
+    /// they asked, so that a batch's files (whose probes start in list order) take them in list order
+    /// and no file waiting for an earlier file's name holds a slot the earlier file still waits for.
+    fileprivate func waitForSlot(_ probe: LoopProbe, key: String) {
+        if !slotWaiters.contains(where: { $0.hostKey == key }) && probe.trySlot() { return }
+        slotWaiters.append(probe)
+    }
+
+    /// Offers slots to the waiting probes, in order, once a pass: past the first of a host that
+    /// finds none free, that host's probes wait for the next pass.
+    private func offerSlots() {
+        guard !slotWaiters.isEmpty else { return }
+        let waiting = slotWaiters
+        slotWaiters = []
+        var full: Set<String> = []
+        var still: [LoopProbe] = []
+        for p in waiting {
+            guard let key = p.hostKey, !full.contains(key) else {
+                if p.isWaitingForSlot { still.append(p) }
+                continue
+            }
+            if !p.trySlot() {
+                full.insert(key)
+                still.append(p)
+            }
+        }
+        // Probes that began waiting meanwhile (a refusal seen while another took its slot) follow.
+        slotWaiters = still + slotWaiters
+    }
 
     /// Starts probing for `download` (see `LoopProbe`); `done` hears on the loop thread. Loop thread only.
     /// With `hostShare`, the probe first waits (on the loop, without blocking it) for a slot in its
@@ -242,22 +318,30 @@ final class LoopProbe: TransferClient {
         self.interrupt = interrupt
     }
 
+    /// The host whose budget the probe takes a slot of; nil without a budget.
+    var hostKey: String? { hostShare?.key }
+    var isWaitingForSlot: Bool { waitingForSlot }
+
     /// Starts once the host's budget gives the probe a slot (at once without a budget).
     func begin() {
-        waitingForSlot = hostShare != nil
-        if waitingForSlot { takeSlot() } else { slotTaken() }
+        guard let share = hostShare else { return slotTaken() }
+        waitingForSlot = true
+        loop.waitForSlot(self, key: share.key)
     }
 
-    /// Takes a slot if one is free; else the probe waits, asking again at every tick.
-    private func takeSlot() {
-        guard let share = hostShare else { return }
+    /// Takes a slot if one is free, and goes on; ends when interrupted. False while it still waits
+    /// (the loop offers again on its next pass, in turn with the other probes of the host).
+    func trySlot() -> Bool {
+        guard waitingForSlot, let share = hostShare else { return true }
         if interrupt.isSet {
             waitingForSlot = false
-            return finish(.failure(SeggetError(.interrupted, "interrupted before the download started.")))
+            finish(.failure(SeggetError(.interrupted, "interrupted before the download started.")))
+            return true
         }
-        guard share.reserve(inFlight: 0, wanted: { true }, now: monotonicSeconds()) else { return }
+        guard share.reserve(inFlight: 0, wanted: { true }, now: monotonicSeconds()) else { return false }
         waitingForSlot = false
         slotTaken()
+        return true
     }
 
     private func slotTaken() {
@@ -309,7 +393,8 @@ final class LoopProbe: TransferClient {
         if Download.refusedByHost(error, share: hostShare) {
             hostShare?.sync(inFlight: 0)
             waitingForSlot = true
-            return takeSlot()
+            if let share = hostShare { loop.waitForSlot(self, key: share.key) }
+            return
         }
         attempt += 1
         do throws(SeggetError) {
@@ -322,6 +407,7 @@ final class LoopProbe: TransferClient {
     }
 
     private func finish(_ result: Result<ProbeResult, SeggetError>) {
+        waitingForSlot = false
         let d = done
         done = nil
         d?(result)
@@ -341,7 +427,8 @@ final class LoopProbe: TransferClient {
     }
 
     func transferDriverTick(_ driver: TransferDriver, now: Double) {
-        if waitingForSlot { return takeSlot() }
+        // The loop offers slots to waiting probes, in order.
+        if waitingForSlot { return }
         if let at = retryAt {
             if interrupt.isSet {
                 retryAt = nil
@@ -382,24 +469,37 @@ private final class LoopResults {
 /// Where a `DownloadLoop`'s blocking steps run: a serial queue of their own, or the loop thread
 /// between two passes (`DownloadLoop(stepsOnLoop: true)`). One step at a time either way.
 public final class LoopSteps: @unchecked Sendable {
-    private let queue: DispatchQueue?
+    /// The worker the steps run on; nil when they run on the loop thread.
+    let worker: SerialWorker?
     /// Set once, by the loop's `init`.
     fileprivate unowned(unsafe) var loop: DownloadLoop!
 
-    fileprivate init(queue: DispatchQueue?) { self.queue = queue }
+    fileprivate init(worker: SerialWorker?) { self.worker = worker }
 
-    /// Runs `work` later: on the steps queue, or on the loop thread at the top of its next pass.
-    public func async(execute work: @escaping @Sendable () -> Void) {
-        if let queue { queue.async(execute: work) } else { loop.post(work) }
+    /// Runs `work` later: on the steps' worker, or on the loop thread at the top of its next pass.
+    public func async(_ work: @escaping @Sendable () -> Void) {
+        if let worker { worker.async(work) } else { loop.post(work) }
     }
 
-    /// Runs `work` after every step posted before it and returns what it returns. With the steps on
-    /// the loop, call it only on the loop's thread while the loop is not running (after `run` returned).
-    public func sync<T>(execute work: () throws -> T) rethrows -> T {
-        if let queue { return try queue.sync(execute: work) }
-        loop.drainPosted()
-        return try work()
+    /// Runs `work` after every step given before it and returns what it returns. Not from the steps'
+    /// own thread; with the steps on the loop, only on the loop's thread while the loop is not
+    /// running (after `run` returned).
+    public func sync<T>(_ work: () -> T) -> T {
+        guard let worker else {
+            loop.drainPosted()
+            return work()
+        }
+        return withoutActuallyEscaping(work) { w in
+            let box = UncheckedBody(w)
+            return worker.sync { box.body() }
+        }
     }
+}
+
+/// A closure run on the steps' worker while its caller waits for it.
+private struct UncheckedBody<T>: @unchecked Sendable {
+    let body: () -> T
+    init(_ body: @escaping () -> T) { self.body = body }
 }
 
 extension DownloadLoop {

@@ -10,7 +10,9 @@ extension FetchEngine {
         startedAt = monotonicSeconds()
         trace("writes: \(writer.isDirect ? "O_DIRECT" : "page cache")")
         if let journal, settings.checkpointInterval > 0 {
-            checkpointThread = CheckpointWorker(journal: journal, data: data, interval: settings.checkpointInterval)
+            checkpointThread = CheckpointWorker(
+                journal: journal, data: data, interval: settings.checkpointInterval,
+                on: checkpointQueue ?? CheckpointWorker.sharedQueue)
         }
         if target.ranged { onPrefix?(plan.byteRange(ofChunks: 0..<prefixChunks).upperBound) }
         apply(.begin, now: startedAt)

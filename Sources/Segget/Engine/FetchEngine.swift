@@ -1,6 +1,7 @@
 import SeggetCurl
 import Glibc
 import SeggetJournal
+import SeggetSystem
 
 /// What the engine holds for one connection beside the coordinator's `Connection`: its libcurl
 /// handle, the response head being collected, and the bytes received but not yet written.
@@ -109,10 +110,14 @@ final class FetchEngine {
     /// `writer.waitedSeconds` already counted as held time.
     var writerWaitSeen = 0.0
     var checkpointThread: CheckpointWorker?
+    /// Where the checkpoints' syncs run (a loop's steps queue); nil: `CheckpointWorker.sharedQueue`.
+    var checkpointQueue: SerialWorker?
     /// Time at the top of the current loop iteration (cheaper than a clock read per callback).
     var lastLoopTime = 0.0
     /// When the current pass began.
     var passStartedAt = 0.0
+    /// Bytes came or a transfer ended since the loop last looked (see `DownloadLoop.pass`).
+    var hadActivity = false
 
     init(target: FetchTarget, settings: FetchSettings, data: BlockStorage, journal: Journal?,
          plan: ChunkPlan, isFinished: (Int) -> Bool, interrupt: InterruptFlag,
@@ -306,6 +311,7 @@ final class FetchEngine {
     /// offset. `.abort` ends the transfer (with `CurlCode.writeError`); `.pause` holds the bytes for
     /// `--max-speed`.
     func receive(_ c: ConnectionIO, _ ptr: UnsafeRawPointer, _ n: Int) -> WriteDecision {
+        hadActivity = true
         var allows = true
         var now = lastLoopTime
         if budget != nil {
@@ -473,6 +479,7 @@ extension FetchEngine: TransferClient {
     /// A connection's transfer ended (the driver has removed it already).
     func transferDriver(_ driver: TransferDriver, completed handle: EasyHandle, with code: CurlCode) {
         guard let c = io.first(where: { $0.made === handle }) else { return }
+        hadActivity = true
         finish(c, code: code)
     }
 }

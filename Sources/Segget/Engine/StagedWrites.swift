@@ -47,14 +47,15 @@ final class StagedWriter: @unchecked Sendable {
     /// 0.73–0.92 s against 0.69–0.93 s). Set before the first hand-over.
     var besideWrite: (@Sendable (UnsafeRawBufferPointer, Int64) -> Void)?
 
-    private let queue = DispatchQueue(label: "segget.writer", target: StagedWriter.nextSharedQueue())
-    /// Where the writers' writes run: two serial queues, each download's writer on one of them in
-    /// turn, so that at most two threads write for all the downloads of a process (a batch's or the
+    private let queue = StagedWriter.nextSharedQueue()
+    /// Where the writers' writes run: two workers (a thread each), each download's writer on one of
+    /// them in turn, so that two threads write for all the downloads of a process (a batch's or the
     /// daemon's). One writer thread for all of a batch made 100 files of 4 MiB 8 % slower than a
-    /// thread per file; libdispatch's whole pool added threads past the batch's budget of four.
-    static let sharedQueues = [DispatchQueue(label: "segget.writers.0"), DispatchQueue(label: "segget.writers.1")]
+    /// thread per file; libdispatch's whole pool added threads past the batch's budget of four, and
+    /// so did serial dispatch queues (the pool starts a thread when none looks free).
+    static let sharedQueues = [SerialWorker(name: "segget-writer0"), SerialWorker(name: "segget-writer1")]
     private static let turn = Atomic<Int>(0)
-    static func nextSharedQueue() -> DispatchQueue {
+    static func nextSharedQueue() -> SerialWorker {
         sharedQueues[turn.add(1, ordering: .relaxed).oldValue % sharedQueues.count]
     }
     private let lock = ConditionLock()
