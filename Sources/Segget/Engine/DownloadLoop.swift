@@ -484,22 +484,13 @@ public final class LoopSteps: @unchecked Sendable {
     /// Runs `work` after every step given before it and returns what it returns. Not from the steps'
     /// own thread; with the steps on the loop, only on the loop's thread while the loop is not
     /// running (after `run` returned).
-    public func sync<T>(_ work: () -> T) -> T {
+    public func sync<T>(_ work: @escaping () -> T) -> T {
         guard let worker else {
             loop.drainPosted()
             return work()
         }
-        return withoutActuallyEscaping(work) { w in
-            let box = UncheckedBody(w)
-            return worker.sync { box.body() }
-        }
+        return worker.sync(work)
     }
-}
-
-/// A closure run on the steps' worker while its caller waits for it.
-private struct UncheckedBody<T>: @unchecked Sendable {
-    let body: () -> T
-    init(_ body: @escaping () -> T) { self.body = body }
 }
 
 extension DownloadLoop {
