@@ -124,7 +124,8 @@ import Testing
         let next = gets.dropFirst().first { $0.remotePort == probe.remotePort }
         // The rest of its range (about 20 MiB; where exactly it ends is the plan's and the thieves' affair).
         #expect(next?.headers["range"]?.hasPrefix("bytes=16777216-") == true, "\(ranges)")
-        #expect(server.connectionsAccepted == 2, "\(ranges)")
+        // No connection beyond the two (connection 1 may even find connection 0's idle and take it).
+        #expect(server.connectionsAccepted <= 2, "\(ranges)")
     }
 
     @Test(arguments: [1, 3, 8, 32])
