@@ -53,7 +53,7 @@ import Testing
     }
 
     /// Issue 23: several connections, and the probe's connection is not thrown away. The probe asks
-    /// for `bytes=0-` and is held as soon as its head shows a larger file; the fetch continues it as
+    /// for the first 16 MiB (`bytes=0-16777215`; the whole of this 4 MiB file) and is held as soon as its head shows a larger file; the fetch continues it as
     /// the first connection's request (cut where that connection's range ends) and starts the others
     /// at once. Before, a server slower than the probe's 0.25 s cut got its first connection closed
     /// and dialled again: 5 TCP connections for `-n 4`, and the others started a cut later.
@@ -84,10 +84,36 @@ import Testing
         #expect(result.bytes == Int64(size))
         #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
         let gets = server.requests.filter { $0.method == "GET" }
-        #expect(gets.first?.headers["range"] == "bytes=0-", "\(gets.map { $0.headers["range"] ?? "-" })")
+        #expect(gets.first?.headers["range"] == "bytes=0-16777215", "\(gets.map { $0.headers["range"] ?? "-" })")
         #expect(server.connectionsAccepted == 4, "\(gets.map { $0.headers["range"] ?? "-" })")
         // Four connections at 1 MiB/s from the start: about 1 s, not the 4 s of one.
         #expect(seconds < 3, "took \(seconds) s")
+    }
+
+    /// Issue 23, link b: connection 0's range runs on past the probe's 16 MiB answer (40 MiB over two
+    /// connections, 20 MiB each). The answer ends by itself there and connection 0 asks for the rest of
+    /// its range on the same TCP connection: it is never cut, so its next request needs no new
+    /// connection (a cut one dialled again, and on a lossy WAN that new connection crawled).
+    @Test func theProbesAnswerEndsAndTheFirstConnectionAsksForTheRestOnTheSameConnection() throws {
+        let server = try TestServer()
+        try server.start()
+        defer { server.stop() }
+        let size = 40 << 20
+        let body = TestFiles.pattern(size, seed: 80)
+        server.addResource(name: "f", bytes: body)
+        let dir = try TempDir()
+        let result = try Download(url: server.url("f"), options: Self.options(2, dir: dir)).run()
+        #expect(result.bytes == Int64(size))
+        #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
+        let gets = server.requests.filter { $0.method == "GET" }
+        let ranges = gets.map { "\($0.remotePort) \($0.headers["range"] ?? "-")" }
+        let probe = try #require(gets.first)
+        #expect(probe.headers["range"] == "bytes=0-16777215", "\(ranges)")
+        let next = gets.dropFirst().first { $0.remotePort == probe.remotePort }
+        // The rest of its range (about 20 MiB; where exactly it ends is the plan's and the thieves' affair).
+        #expect(next?.headers["range"]?.hasPrefix("bytes=16777216-") == true, "\(ranges)")
+        // No connection beyond the two (connection 1 may even find connection 0's idle and take it).
+        #expect(server.connectionsAccepted <= 2, "\(ranges)")
     }
 
     @Test(arguments: [1, 3, 8, 32])

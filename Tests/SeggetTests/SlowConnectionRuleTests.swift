@@ -32,4 +32,34 @@ import Testing
         let more = Observation(id: 3, bytes: 768 << 10, seconds: 0.5, remainingBytes: 2 << 20)
         #expect(rule.judge(Self.peers + [more], now: 0, usualFirstByteWait: 0.01).map(\.id) == [3])
     }
+
+    /// A re-dial that did not pay (WAN link b: the new connection crawled at 28 KiB/s where the one it
+    /// replaced had 1 MiB/s) is not followed by another at once, but after a hold-off; a new connection
+    /// that is slow yet faster than the one it replaced (a slow server drawn again) may be re-dialled at
+    /// once, as before. So is one on a LAN, where a new connection is at full speed at once.
+    @Test func aRedialThatDidNotPayWaitsBeforeTheNext() {
+        var rule = SlowConnectionRule(maxTotalRedials: 24)
+        func slow(_ kib: Int64, redials: Int) -> Observation {
+            Observation(id: 3, bytes: kib << 11, seconds: 2, remainingBytes: 16 << 20, consecutiveRedials: redials)
+        }
+        // 1 MiB/s against a typical 4 MiB/s: re-dialled.
+        #expect(rule.judge(Self.peers + [slow(1024, redials: 0)], now: 0, usualFirstByteWait: 0.01, rtt: 0.15).map(\.action) == [.redial])
+        // Its new connection at 28 KiB/s: unpaid; it keeps its chunk and waits.
+        #expect(rule.judge(Self.peers + [slow(28, redials: 1)], now: 1, usualFirstByteWait: 0.01, rtt: 0.15).map(\.action) == [.keepOnlyTheChunkInFlight])
+        #expect(rule.unpaidRedials == 1)
+        #expect(rule.judge(Self.peers + [slow(28, redials: 1)], now: 2.9, usualFirstByteWait: 0.01, rtt: 0.15).map(\.action) == [.keepOnlyTheChunkInFlight])
+        #expect(rule.unpaidRedials == 1)
+        // After the hold-off (2 s), one more try.
+        #expect(rule.judge(Self.peers + [slow(28, redials: 1)], now: 3.1, usualFirstByteWait: 0.01, rtt: 0.15).map(\.action) == [.redial])
+
+        var other = SlowConnectionRule(maxTotalRedials: 24)
+        #expect(other.judge(Self.peers + [slow(64, redials: 0)], now: 0, usualFirstByteWait: 0.01, rtt: 0.15).map(\.action) == [.redial])
+        #expect(other.judge(Self.peers + [slow(512, redials: 1)], now: 1, usualFirstByteWait: 0.01, rtt: 0.15).map(\.action) == [.redial])
+        #expect(other.unpaidRedials == 0)
+
+        var lan = SlowConnectionRule(maxTotalRedials: 24)
+        #expect(lan.judge(Self.peers + [slow(1024, redials: 0)], now: 0, usualFirstByteWait: 0.01, rtt: 0.0002).map(\.action) == [.redial])
+        #expect(lan.judge(Self.peers + [slow(28, redials: 1)], now: 1, usualFirstByteWait: 0.01, rtt: 0.0002).map(\.action) == [.redial])
+        #expect(lan.unpaidRedials == 0)
+    }
 }

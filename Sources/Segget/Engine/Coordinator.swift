@@ -235,9 +235,12 @@ struct Coordinator: Coordinating {
             // Estimates are read before the scheduler is asked (it cannot be read while it decides).
             let estimates = stealEstimates(now: now, thiefDials: openLinks == 0)
             let runTimes = connections.map { runSeconds($0, now: now) }
+            // A racer that must dial first races only a chunk that keeps its owner busy for its
+            // handshakes and slow start too.
+            let minRace = Self.minRaceSeconds + (openLinks == 0 ? dialSeconds(typical: typicalRate(now: now)) : 0)
             guard let a = scheduler.nextAssignment(
                 for: id, allowDuplicates: config.endGame, remainingSeconds: { estimates.remaining[$0] },
-                minRemainingSeconds: Self.minRaceSeconds, maxRacers: Self.maxRacers, thieves: idle.count - i,
+                minRemainingSeconds: minRace, maxRacers: Self.maxRacers, thieves: idle.count - i,
                 chunkSeconds: estimates.chunkSeconds, runSeconds: { runTimes[$0] },
                 worthStealing: { config.stealing && estimates.worthStealing($0, notStartedChunks: $1) })
             else { continue }

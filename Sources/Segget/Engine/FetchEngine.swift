@@ -211,7 +211,7 @@ final class FetchEngine {
             case .start(let id, let bytes, let fresh, let newPath):
                 if let held = adoptable {
                     adoptable = nil
-                    if !fresh, !newPath, bytes.lowerBound == held.offset, bytes.upperBound <= held.total, held.bringsTheRest,
+                    if !fresh, !newPath, bytes.lowerBound == held.offset, bytes.upperBound <= held.total, held.bringsMore,
                         continueProbe(io[id], held)
                     {
                         continue
@@ -262,8 +262,10 @@ final class FetchEngine {
     /// coordinator has prepared its bookkeeping as for any request): its head is judged as the answer
     /// to that request, and its bytes, which libcurl held back, arrive once it is unpaused at the top
     /// of the next pass.
-    /// The connection's range may end before the file does: the answer runs on to the file's end, and
-    /// the transfer is cut where the range ends, as a shortened range's is.
+    /// The connection's range may end before the answer does (a small file's answer runs to its end):
+    /// the transfer is then cut where the range ends, as a shortened range's is. Where the range runs on
+    /// past the answer (`Prober.headRangeBytes`), the head is judged an honest shorter answer and the
+    /// connection asks for the rest on the same connection once it ends.
     private func continueProbe(_ c: ConnectionIO, _ held: HeldTransfer) -> Bool {
         guard target.ranged, core.connections[c.id].source == 0, held.multi === driver.multi, held.multi.contains(held.easy) else {
             return false
@@ -271,14 +273,14 @@ final class FetchEngine {
         if c.staging == nil { c.staging = writer.makeStaging() }
         settle(c)
         c.easy = held.easy
-        c.head = held.head.continuing(from: held.offset, total: held.total)
+        c.head = held.head.continuing(from: held.offset, to: held.answerEnd, total: held.total)
         c.slotPos = held.offset
         held.easy.delegate = c
         // The engine judges stalls itself (as for its own requests).
         try? held.easy.setLowSpeedLimit(bytesPerSecond: 0, seconds: 0)
         driver.adopt(held.easy, for: self)
         held.adopted()
-        apply(.continued(c.id, sentAt: held.sentAt, requestEnd: held.total))
+        apply(.continued(c.id, sentAt: held.sentAt, requestEnd: held.answerEnd))
         adoptedToUnpause = c
         return true
     }

@@ -60,15 +60,16 @@ public struct ResponseHead: Sendable, Equatable {
         rawFields.append((name, String(value)))
     }
 
-    /// This head as the answer to a request for the rest of the representation from `offset`: the
-    /// `Content-Range` and `Content-Length` of an answer to `bytes=0-` (all `total` bytes) rewritten
-    /// to what is left of it from `offset`. A probe's open-ended answer, continued by the fetch after
+    /// This head as the answer to a request for the rest of an answer from byte 0 to `end` (exclusive)
+    /// of a representation of `total` bytes, from `offset`: the `Content-Range` and `Content-Length`
+    /// of an answer to `bytes=0-` (`end` is `total`) or to `bytes=0-N` (`Prober.headRangeBytes`)
+    /// rewritten to what is left of it from `offset`. A probe's answer, continued by the fetch after
     /// the probe kept its first `offset` bytes, is judged as what it now is.
-    package func continuing(from offset: Int64, total: Int64) -> ResponseHead {
+    package func continuing(from offset: Int64, to end: Int64, total: Int64) -> ResponseHead {
         var h = self
         h.rawFields = rawFields.filter { $0.name != "content-range" && $0.name != "content-length" }
-        h.rawFields.append((name: "content-range", value: "bytes \(offset)-\(total - 1)/\(total)"))
-        h.rawFields.append((name: "content-length", value: "\(total - offset)"))
+        h.rawFields.append((name: "content-range", value: "bytes \(offset)-\(end - 1)/\(total)"))
+        h.rawFields.append((name: "content-length", value: "\(end - offset)"))
         return h
     }
 

@@ -158,6 +158,17 @@ public struct SlowConnectionRule: Sendable {
     /// Re-dials past the bounds, and per connection how many it had and when its next may come.
     public private(set) var lateRedials = 0
     private var late: [Int: (count: Int, at: Double)] = [:]
+    /// Re-dials that did not pay: the new connection was judged slow again, at a rate no better than
+    /// the one it replaced (see `judge`).
+    public private(set) var unpaidRedials = 0
+    /// A new connection this many times slower than the one its re-dial replaced did not pay, on a
+    /// path where slow start to the typical rate takes at least `minUnpaidRampSeconds`.
+    public var unpaidFactor = 4.0
+    public var minUnpaidRampSeconds = 0.1
+    /// Per connection, the rate its last re-dial replaced, and whether (at which consecutive re-dial)
+    /// a re-dial of it did not pay since it last finished a chunk.
+    private var redialRate: [Int: Double] = [:]
+    private var unpaidAt: [Int: Int] = [:]
     /// Re-dials that looked for a faster answer, and when the next may come (see `explore`).
     public private(set) var explorations = 0
     private var exploreAt: Double?
@@ -258,8 +269,32 @@ public struct SlowConnectionRule: Sendable {
             let keeping = Double(o.remainingBytes) / max(min(rate, o.currentRate ?? rate), 1)
             let fresh = (usualFirstByteWait ?? 0) + Double(o.remainingBytes) / typical + Self.rampSeconds(rate: typical, rtt: rtt)
             guard keeping > (young ? worthFactor * fresh : fresh + window) else { continue }
-            if o.consecutiveRedials < maxConsecutiveRedials && totalRedials < maxTotalRedials {
+            // A re-dial that did not pay: the new connection is slow again, and far slower than the
+            // one it replaced (`unpaidFactor`). A slow server draws a fast answer on a fresh request
+            // more often than not, and a trickle drawn again is no slower than the last; a path whose
+            // new connections crawl is another matter (WAN link b, 150 ms, 0.5 % loss, a 200 Mbit/s
+            // bottleneck that seven established connections kept full: one connection at 1 MiB/s was
+            // re-dialled, and then five times more in 7 s, each new connection at 14-76 KiB/s against
+            // a typical 3 MiB/s). Until it finishes a chunk, that connection is then treated as past
+            // the bounds, with a hold-off that also doubles with every unpaid re-dial of the download,
+            // so that the next try comes seconds later.
+            if o.consecutiveRedials == 0 { unpaidAt[o.id] = nil }
+            // Only on a path long enough for a new connection's start to be slow by itself (its slow
+            // start to the typical rate takes `minUnpaidRampSeconds`): on a LAN a new connection is
+            // at full speed at once, and a slow one is the server's answer, worth another draw
+            // (simulator, silence seed 202: a re-dial drew a second answer that went silent after
+            // 128 KiB; held off, the download took 10.7 x its ideal).
+            if o.consecutiveRedials > 0, unpaidAt[o.id] == nil, rate * unpaidFactor < (redialRate[o.id] ?? -1),
+                Self.rampSeconds(rate: typical, rtt: rtt) >= minUnpaidRampSeconds {
+                unpaidAt[o.id] = o.consecutiveRedials
+                unpaidRedials += 1
+                let count = (late[o.id]?.count ?? 0) + 1
+                late[o.id] = (count, now + lateHoldOff * Double(1 << min(count + unpaidRedials, maxLateDoublings)))
+            }
+            let unpaid = unpaidAt[o.id] != nil
+            if !unpaid && o.consecutiveRedials < maxConsecutiveRedials && totalRedials < maxTotalRedials {
                 totalRedials += 1
+                redialRate[o.id] = rate
                 verdicts.append(Verdict(id: o.id, action: .redial, rate: rate, typical: typical))
             } else if now >= late[o.id]?.at ?? 0 {
                 // Past the bounds: one more, after a hold-off that doubles (see above).
@@ -267,6 +302,7 @@ public struct SlowConnectionRule: Sendable {
                 late[o.id] = (count, now + lateHoldOff * Double(1 << min(count, maxLateDoublings)))
                 totalRedials += 1
                 lateRedials += 1
+                redialRate[o.id] = rate
                 verdicts.append(Verdict(id: o.id, action: .redial, rate: rate, typical: typical))
             } else {
                 verdicts.append(Verdict(id: o.id, action: .keepOnlyTheChunkInFlight, rate: rate, typical: typical))

@@ -18,6 +18,9 @@ final class HeldTransfer: @unchecked Sendable, Equatable {
     let offset: Int64
     /// The file's length, from the answer's `Content-Range` (0 when it has none).
     let total: Int64
+    /// Where the answer ends (exclusive): the file's end for `bytes=0-`, else the end of the range
+    /// the probe asked for (see `Prober.headRangeBytes`).
+    let answerEnd: Int64
     /// When the probe sent its request (monotonic seconds).
     let sentAt: Double
     /// The probe's collector, the handle's delegate (held weakly by the handle) until it is adopted.
@@ -35,12 +38,16 @@ final class HeldTransfer: @unchecked Sendable, Equatable {
         head = context.head
         offset = Int64(context.body.count)
         total = context.head.contentRange?.completeLength ?? 0
+        answerEnd = context.head.contentRange?.last.map { $0 + 1 } ?? total
         sentAt = context.sentAt
     }
 
     /// The answer runs to the file's end and more of it is still to come: the rest of the file, as
     /// a request for `offset..<total` would bring it.
     var bringsTheRest: Bool { head.contentRange?.last == total - 1 && offset < total }
+
+    /// More of the answer is still to come: the bytes `offset..<answerEnd`.
+    var bringsMore: Bool { offset < answerEnd }
 
     /// The fetch continues it: from now on it is the adopter's (see `TransferDriver.adopt`).
     func adopted() {
