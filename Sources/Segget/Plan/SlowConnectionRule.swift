@@ -165,6 +165,12 @@ public struct SlowConnectionRule: Sendable {
     /// path where slow start to the typical rate takes at least `minUnpaidRampSeconds`.
     public var unpaidFactor = 4.0
     public var minUnpaidRampSeconds = 0.1
+    /// On a path where slow start to the typical rate takes this long, slow means below
+    /// `provenFraction` for every connection (see `judge`). WAN link b needs about 1.4 s (300 ms to a
+    /// first byte behind a full queue, 1.3-2.5 MiB/s), link a about 0.9 s; with 0.1 s here, fast
+    /// short paths counted too (simulator, silence seed 1779: 9 ms, 435 MiB/s, 0.13 s of slow start,
+    /// answers silent after 1 MiB caught later, 8.1 x the ideal against a bound of 8).
+    public var lossRecoveryRampSeconds = 0.5
     /// Per connection, the rate its last re-dial replaced, and whether (at which consecutive re-dial)
     /// a re-dial of it did not pay since it last finished a chunk.
     private var redialRate: [Int: Double] = [:]
@@ -262,7 +268,16 @@ public struct SlowConnectionRule: Sendable {
                 // re-dialled at 167 KiB/s against 626 KiB/s typical (WAN link b).
                 expected = Self.expectedRate(typical: typical, seconds: o.age ?? o.freeSeconds, rtt: rtt)
             }
-            let fraction = o.provenRate >= typical * slowFraction ? provenFraction : slowFraction
+            // On a path where a new connection's slow start to the typical rate takes a while
+            // (`lossRecoveryRampSeconds`), every connection is judged as one that had the typical rate:
+            // a re-dial there replaces a connection in loss recovery, which grows back, by one that
+            // starts from TCP's initial window behind a bottleneck that the others keep full. On WAN
+            // link b (150 ms, 0.5 % loss, 200 Mbit/s) the first re-dials came 2.7-2.9 s in, at 501-828
+            // KiB/s against a typical 1.3-2.5 MiB/s, and every new connection then crawled at 45-120
+            // KiB/s for the remaining 10 s: one or two of 8 connections lost for most of the download.
+            // A trickling server (a few KiB/s) is still far below a tenth.
+            let longPath = Self.rampSeconds(rate: typical, rtt: rtt) >= lossRecoveryRampSeconds
+            let fraction = o.provenRate >= typical * slowFraction || longPath ? provenFraction : slowFraction
             guard rate < expected * fraction else { continue }
             // Only worth it when the rest would take a while at this rate, and longer than a fresh
             // request needs, its own slow start included (see above).
