@@ -33,44 +33,45 @@ public final class DownloadTask: Sendable {
         var waiters: [CheckedContinuation<Result<DownloadResult, SeggetError>, Never>] = []
     }
 
-    init(download: Download) {
-        let (progress, progressSink) = AsyncStream.makeStream(of: DownloadProgress.self, bufferingPolicy: .bufferingNewest(1))
-        let (events, eventSink) = AsyncStream.makeStream(of: DownloadEvent.self, bufferingPolicy: .bufferingNewest(1000))
-        self.progress = progress
-        self.events = events
-        let interrupt = InterruptFlag()
-        self.interrupt = interrupt
-        let started = DownloadThread.startReportingError { [self] in
-            let outcome: Result<DownloadResult, SeggetError>
-            do throws(SeggetError) {
-                outcome = .success(
-                    try download.run(
-                        progress: { progressSink.yield($0) }, events: { eventSink.yield($0) }, interrupt: interrupt))
-            } catch {
-                outcome = .failure(error)
+    convenience init(download: Download) {
+        self.init { progress, events, interrupt, done in
+            let started = DownloadThread.startReportingError {
+                do throws(SeggetError) {
+                    done(.success(try download.run(progress: progress, events: events, interrupt: interrupt)))
+                } catch {
+                    done(.failure(error))
+                }
             }
-            progressSink.finish()
-            eventSink.finish()
-            self.complete(outcome)
-        }
-        if let error = started {
-            progressSink.finish()
-            eventSink.finish()
-            complete(.failure(SeggetError(.internalError, "could not start a thread for the download: \(error).")))
+            if let error = started {
+                done(.failure(SeggetError(.internalError, "could not start a thread for the download: \(error).")))
+            }
         }
     }
 
     /// The download on `loop`, beside the other downloads there, without a thread of its own.
-    init(download: Download, loop: DownloadLoop) {
+    convenience init(download: Download, loop: DownloadLoop) {
+        self.init { progress, events, interrupt, done in
+            download.run(on: loop, progress: progress, events: events, interrupt: interrupt, completion: done)
+        }
+    }
+
+    /// Sets up the streams and the interrupt, then has `start` run the download with them; `start`
+    /// calls `done` once, with how it ended.
+    private init(
+        start: (
+            _ progress: @escaping @Sendable (DownloadProgress) -> Void,
+            _ events: @escaping @Sendable (DownloadEvent) -> Void,
+            _ interrupt: InterruptFlag,
+            _ done: @escaping @Sendable (Result<DownloadResult, SeggetError>) -> Void
+        ) -> Void
+    ) {
         let (progress, progressSink) = AsyncStream.makeStream(of: DownloadProgress.self, bufferingPolicy: .bufferingNewest(1))
         let (events, eventSink) = AsyncStream.makeStream(of: DownloadEvent.self, bufferingPolicy: .bufferingNewest(1000))
         self.progress = progress
         self.events = events
         let interrupt = InterruptFlag()
         self.interrupt = interrupt
-        download.run(
-            on: loop, progress: { progressSink.yield($0) }, events: { eventSink.yield($0) }, interrupt: interrupt
-        ) { [self] outcome in
+        start({ progressSink.yield($0) }, { eventSink.yield($0) }, interrupt) { [self] outcome in
             progressSink.finish()
             eventSink.finish()
             complete(outcome)
