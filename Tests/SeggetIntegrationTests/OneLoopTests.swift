@@ -19,6 +19,25 @@ import Glibc
         return nil
     }
 
+    /// Samples `p`'s thread count until it exits, from a thread of its own (not one of the test
+    /// runner's few cooperative threads): the peak, how many samples, and how it ended.
+    static func watchThreads(
+        of p: SpawnedProcess, everyMicroseconds interval: UInt32
+    ) async throws -> (peak: Int, samples: Int, outcome: SpawnedProcess.Outcome) {
+        try await blocking { () -> (peak: Int, samples: Int, outcome: SpawnedProcess.Outcome) in
+            var peak = 0
+            var samples = 0
+            while p.isRunning {
+                if let n = threads(of: p.pid) {
+                    peak = max(peak, n)
+                    samples += 1
+                }
+                usleep(interval)
+            }
+            return (peak, samples, p.wait())
+        }
+    }
+
     /// 48 paced files, 16 in flight: the process never runs more than 4 threads (before, one thread
     /// per file in flight: 17 and more), every file arrives whole, and the files share their
     /// connections: one request each over at most 16 connections in all.
@@ -35,19 +54,7 @@ import Glibc
             .write(toFile: list, atomically: true, encoding: .utf8)
         let p = try SpawnedProcess(
             executable: SpawnedProcess.seggetPath(), arguments: ["-q", "-n", "1", "-j", "16", "-i", list, "-d", dir.path("out")])
-        // Watched from a thread of its own, not one of the test runner's few cooperative threads.
-        let (peak, samples, r) = try await blocking { () -> (Int, Int, SpawnedProcess.Outcome) in
-            var peak = 0
-            var samples = 0
-            while p.isRunning {
-                if let n = Self.threads(of: p.pid) {
-                    peak = max(peak, n)
-                    samples += 1
-                }
-                usleep(10_000)
-            }
-            return (peak, samples, p.wait())
-        }
+        let (peak, samples, r) = try await Self.watchThreads(of: p, everyMicroseconds: 10_000)
         #expect(r.exitCode == 0, "\(r.stderr)")
         for i in 0..<48 { #expect(fileMatches(dir.path("out") + "/f\(i)", files["f\(i)"]!)) }
         #expect(samples >= 5, "the batch ended before its threads could be watched")
@@ -74,18 +81,7 @@ import Glibc
         let p = try SpawnedProcess(
             executable: SpawnedProcess.seggetPath(),
             arguments: ["-q", "-n", "4", "-j", "16", "--chunk-size", "256k", "--sync-interval", "0.05", "-i", list, "-d", dir.path("out")])
-        let (peak, samples, r) = try await blocking { () -> (Int, Int, SpawnedProcess.Outcome) in
-            var peak = 0
-            var samples = 0
-            while p.isRunning {
-                if let n = Self.threads(of: p.pid) {
-                    peak = max(peak, n)
-                    samples += 1
-                }
-                usleep(5_000)
-            }
-            return (peak, samples, p.wait())
-        }
+        let (peak, samples, r) = try await Self.watchThreads(of: p, everyMicroseconds: 5_000)
         #expect(r.exitCode == 0, "\(r.stderr)")
         for i in 0..<32 { #expect(fileMatches(dir.path("out") + "/r\(i)", files["r\(i)"]!)) }
         let left = try FileManager.default.contentsOfDirectory(atPath: dir.path("out")).filter { $0.hasPrefix(".") || $0.contains("segget") }
