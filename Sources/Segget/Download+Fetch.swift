@@ -84,7 +84,7 @@ extension Download {
     /// Sets up the engine that fetches the partial download's missing chunks, on `driver` (a
     /// `DownloadLoop`'s, shared with other downloads).
     func makeFetch(
-        probe: ProbeResult, ranged: Bool, partial: PartialDownload, plan: ChunkPlan, hasher: PrefixHasher?,
+        probe: ProbeResult, ranged: Bool, mirrors: [FetchSource], partial: PartialDownload, plan: ChunkPlan, hasher: PrefixHasher?,
         driver: TransferDriver, deadline: Deadline?, _ context: AttemptContext
     ) -> FetchStart {
         let settings = fetchSettings(
@@ -104,7 +104,7 @@ extension Download {
             url: probe.finalURL, totalLength: probe.totalLength, ranged: ranged, etag: probe.etag,
             lastModified: probe.lastModified, ifRange: ranged ? probe.ifRangeValidator : nil)
         target.mainWithoutCredentials = probe.credentialsDropped
-        if ranged { target.mirrors = probeMirrors(main: probe, deadline: deadline, events: context.events) }
+        if ranged { target.mirrors = mirrors }
         let trusted = partial.trusted
         let engine = FetchEngine(
             target: target, settings: settings, data: partial.data, journal: partial.journal, plan: plan,

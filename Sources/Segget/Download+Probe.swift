@@ -65,36 +65,6 @@ extension Download {
         return share.refused(inFlight: 0, wait: error.retryAfter, now: monotonicSeconds()) != nil
     }
 
-    func probeWithRetries(
-        url: String, multi: MultiHandle, firstBytes: Int, deadline: Deadline?, events: (@Sendable (DownloadEvent) -> Void)?,
-        interrupt: InterruptFlag, hostShare: HostShare? = nil
-    ) throws(SeggetError) -> ProbeResult {
-        let prober = prober(firstBytes: firstBytes, multi: multi, deadline: deadline)
-        var attempt = 0
-        while true {
-            do {
-                return try prober.probe(url: url)
-            } catch {
-                // Refused while other downloads' requests to the host are out: the host's connection
-                // limit, learnt for all of them; the probe waits for a slot and is not counted a failure.
-                if Self.refusedByHost(error, share: hostShare) {
-                    hostShare?.sync(inFlight: 0)
-                    guard hostShare?.waitForSlot(interrupt: interrupt) ?? true else {
-                        throw SeggetError(.interrupted, "interrupted before the download started.")
-                    }
-                    continue
-                }
-                attempt += 1
-                let delay = try probeRetryDelay(after: error, attempt: attempt, deadline: deadline, events: events, interrupt: interrupt)
-                let until = monotonicSeconds() + delay
-                while monotonicSeconds() < until {
-                    if interrupt.isSet { throw SeggetError(.interrupted, "interrupted before the download started.") }
-                    SystemThread.sleep(seconds: 0.05)
-                }
-            }
-        }
-    }
-
     /// After the probe's `attempt`-th failure, `error`: throws when it is not worth another try, else
     /// reports the retry and returns how long to wait before it.
     func probeRetryDelay(
@@ -123,17 +93,49 @@ extension Download {
         return delay
     }
 
-    /// Probes each mirror; keeps those that agree with the main URL on length and validators.
-    func probeMirrors(main: ProbeResult, deadline: Deadline?, events: (@Sendable (DownloadEvent) -> Void)?) -> [FetchSource] {
-        var kept: [FetchSource] = []
+    /// Probes every mirror at once on `loop`, as requests of its driver beside the other downloads'
+    /// (never a thread of their own), and hands `done` those that agree with the main URL on length
+    /// and validators, in the order given. Loop thread only; `done` hears on the loop thread.
+    func probeMirrors(
+        on loop: DownloadLoop, main: ProbeResult, deadline: Deadline?, events: (@Sendable (DownloadEvent) -> Void)?,
+        interrupt: InterruptFlag, done: @escaping ([FetchSource]) -> Void
+    ) {
+        let mirrors = options.mirrors
+        guard !mirrors.isEmpty else { return done([]) }
+        var results = [Result<ProbeResult, SeggetError>?](repeating: nil, count: mirrors.count)
+        var left = mirrors.count
         let mainHost = URLParts(url)?.host
-        for m in options.mirrors {
-            let prober = Prober(options: URLParts(m)?.host == mainHost ? options.transfer : options.transfer.withoutCredentials(), deadline: deadline)
+        for (i, m) in mirrors.enumerated() {
+            // Credentials given for the main URL go to a mirror only on the same host; one byte, no
+            // retries and no transfer held, as the mirror's answer only vouches for it.
+            var mirrorOptions = options
+            if URLParts(m)?.host != mainHost { mirrorOptions.transfer = options.transfer.withoutCredentials() }
+            mirrorOptions.connections = 1
+            mirrorOptions.mirrors = []
+            loop.probe(
+                Download(url: m, options: mirrorOptions), firstBytes: 1, deadline: deadline, retrying: false,
+                events: nil, interrupt: interrupt
+            ) { [self] result in
+                if case .success(let p) = result { p.held?.release() }
+                results[i] = result
+                left -= 1
+                if left == 0 { done(keptMirrors(main: main, probed: zip(mirrors, results.map { $0! }).map { $0 }, events: events)) }
+            }
+        }
+    }
+
+    /// The mirrors whose probes agree with the main URL's on length and validators, in the order
+    /// given; each one dropped is named in a notice, with why.
+    func keptMirrors(
+        main: ProbeResult, probed: [(String, Result<ProbeResult, SeggetError>)], events: (@Sendable (DownloadEvent) -> Void)?
+    ) -> [FetchSource] {
+        var kept: [FetchSource] = []
+        for (m, result) in probed {
             let shown = URLParts.shown(m)
             let p: ProbeResult
-            do {
-                p = try prober.probe(url: m)
-            } catch {
+            switch result {
+            case .success(let probe): p = probe
+            case .failure(let error):
                 events?(.notice("dropping mirror \(shown): \(error.message)"))
                 continue
             }

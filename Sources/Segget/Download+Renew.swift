@@ -43,15 +43,11 @@ extension Download {
             resumedAtStart: kept.bytesDone)
     }
 
-    /// Asks the renewer for a new link after `expired`, probes it and checks that it serves the same
-    /// file (``ObjectIdentity``) before the next attempt keeps any byte from it. Returns the probe,
-    /// for that attempt to start from. Throws, with the journal kept, when there is no renewer, the
-    /// renewer gives up, or the new link fails or serves another file (nothing from it was written).
-    func renew(
-        _ expired: LinkExpired, count: inout RenewalCount, _ context: AttemptContext
-    ) throws(SeggetError) -> PreparedDownload {
-        let shown = URLParts.shown(expired.url)
-        let what = "the link expired: \(shown) answered HTTP \(expired.status) after \(Format.bytes(expired.bytesDone)) of \(Format.bytes(expired.identity.length))"
+    /// Asks the renewer for a new link after `expired` (it may wait: a command, a daemon client; so
+    /// never on the loop nor its steps worker). Throws, with the journal kept, when there is no
+    /// renewer, the renewer gives up or fails, or its answer is not an http or https URL.
+    func renewedLink(_ expired: LinkExpired, count: inout RenewalCount, _ context: AttemptContext) throws(SeggetError) -> String {
+        let what = Self.expiryText(expired)
         guard let renewer = options.linkRenewer else {
             throw SeggetError(
                 .httpStatus,
@@ -83,15 +79,24 @@ extension Download {
         guard let parts = URLParts(newURL), parts.scheme == "http" || parts.scheme == "https" else {
             throw SeggetError(.usage, "\(what), and the renewed link is not an http or https URL: '\(ServerText(newURL))'.")
         }
-        // One byte, to learn the length and validators; it is not written (the attempt resumes).
-        let multi = MultiHandle()
+        return newURL
+    }
+
+    /// Checks what the probe of the renewed link `newURL` found (one byte, on the loop, with the
+    /// probe's retries): it must serve the same file (``ObjectIdentity``) with byte ranges before the
+    /// next attempt keeps any byte from it. Returns the probe, for that attempt to start from.
+    /// Throws, with the journal kept and nothing from the new link written, when it failed or serves
+    /// another file.
+    func checkRenewed(
+        _ expired: LinkExpired, newURL: String, probed: Result<ProbeResult, SeggetError>, _ context: AttemptContext
+    ) throws(SeggetError) -> PreparedDownload {
         let probe: ProbeResult
-        do {
-            probe = try probeWithRetries(
-                url: newURL, multi: multi, firstBytes: 1, deadline: options.timeout.map { Deadline(limit: $0, from: context.started) },
-                events: context.events, interrupt: context.interrupt)
-        } catch {
-            throw SeggetError(error.kind, "\(what), and the renewed link \(URLParts.shown(newURL)) did not work: \(error.message)", httpStatus: error.httpStatus)
+        switch probed {
+        case .success(let p):
+            p.held?.release()
+            probe = p
+        case .failure(let error):
+            throw SeggetError(error.kind, "\(Self.expiryText(expired)), and the renewed link \(URLParts.shown(newURL)) did not work: \(error.message)", httpStatus: error.httpStatus)
         }
         if let why = expired.identity.differences(from: ObjectIdentity(probe)) {
             throw SeggetError(
@@ -105,5 +110,10 @@ extension Download {
         }
         context.events?(.notice("renewed the link: it serves the same file (same length, \(probe.etag != nil ? "ETag" : "Last-Modified")); continuing from \(Format.bytes(expired.bytesDone))."))
         return PreparedDownload(url: newURL, probe: probe)
+    }
+
+    /// "the link expired: URL answered HTTP 403 after X of Y", the start of every message about it.
+    static func expiryText(_ expired: LinkExpired) -> String {
+        "the link expired: \(URLParts.shown(expired.url)) answered HTTP \(expired.status) after \(Format.bytes(expired.bytesDone)) of \(Format.bytes(expired.identity.length))"
     }
 }

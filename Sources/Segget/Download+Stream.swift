@@ -117,7 +117,16 @@ extension Download {
             url: probe.finalURL, totalLength: probe.totalLength, ranged: ranged, etag: probe.etag,
             lastModified: probe.lastModified, ifRange: ranged ? probe.ifRangeValidator : nil)
         target.mainWithoutCredentials = probe.credentialsDropped
-        if ranged { target.mirrors = probeMirrors(main: probe, deadline: deadline, events: events) }
+        if ranged && !options.mirrors.isEmpty {
+            let mirrored = LoopOutcome<[FetchSource]>()
+            loop.post { [self] in
+                probeMirrors(on: loop, main: probe, deadline: deadline, events: events, interrupt: interrupt) {
+                    mirrored.set(.success($0))
+                }
+            }
+            loop.run(until: { mirrored.isSet })
+            target.mirrors = try mirrored.get()
+        }
         let from = settings.from
         var partialChunks: [Int: Int64] = [:]
         if ranged, from > 0, from < plan.totalLength {

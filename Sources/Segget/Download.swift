@@ -63,7 +63,7 @@ public final class Download: @unchecked Sendable {
     /// brought whole, opens the partial download (resuming when the journal and data agree with the
     /// server), starts the hasher and sets up the engine, on `driver` (a `DownloadLoop`'s).
     func beginFetch(
-        _ plan: AttemptPlan, probe: ProbeResult, deadline: Deadline?, driver: TransferDriver,
+        _ plan: AttemptPlan, probe: ProbeResult, mirrors: [FetchSource], deadline: Deadline?, driver: TransferDriver,
         _ context: AttemptContext
     ) throws(SeggetError) -> AttemptStart {
         var probe = probe
@@ -126,7 +126,7 @@ public final class Download: @unchecked Sendable {
         probe.prefix = []  // in the file (and the hasher) now; give the memory back
 
         let start = makeFetch(
-            probe: probe, ranged: ranged, partial: partial, plan: chunks, hasher: hasher, driver: driver,
+            probe: probe, ranged: ranged, mirrors: mirrors, partial: partial, plan: chunks, hasher: hasher, driver: driver,
             deadline: deadline, context)
         handedOn = true
         return .fetch(FetchStage(

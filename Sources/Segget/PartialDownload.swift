@@ -137,7 +137,7 @@ final class PartialDownload {
 
     /// What the journal at `paths` says about the file it belongs to, and how many of its bytes are
     /// in the data file: nil when there is no readable journal or no data file. Read without locking
-    /// or changing anything (a rerun whose link expired before it started; see `Download.renew`).
+    /// or changing anything (a rerun whose link expired before it started; see `Download.renewedLink`).
     static func kept(paths: Paths) -> (identity: ObjectIdentity, bytesDone: Int64)? {
         guard PosixFile.fileSize(path: paths.part) != nil,
             let (journal, trusted) = try? Journal.open(path: paths.journal, currentBootID: Journal.currentBootID())

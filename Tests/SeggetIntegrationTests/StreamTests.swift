@@ -137,7 +137,7 @@ import Testing
         do {
             _ = try Download(url: server.url("f", mode: .status, query: "code=404&from=5&rate=8m"), options: Self.options(4))
                 .stream(to: out.take, settings: StreamSettings(window: Self.window))
-        } catch let e as SeggetError { error = e }
+        } catch let e { error = e }
         #expect(error?.kind == .httpStatus)
         #expect(error?.message.contains("--stream-from \(out.bytes.count)") == true, "\(String(describing: error))")
         #expect(out.bytes.count < body.count)

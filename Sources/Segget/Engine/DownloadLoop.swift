@@ -282,8 +282,10 @@ public final class DownloadLoop: @unchecked Sendable {
 
 /// One download's probe run by a `DownloadLoop`: the requests of a `ProbeWalk`, each started on
 /// the loop's driver and looked at after every pass (held for the fetch or cut, as
-/// `ProbeRequest` says), with the retries of `Download.probeWithRetries` when `retrying`, their
-/// waits timed by the loop instead of a sleeping thread.
+/// `ProbeRequest` says). When `retrying`, a failure worth another try (`Download.probeRetryDelay`)
+/// is tried again after its wait, timed by the loop, and a refusal that the host budget takes for
+/// the host's connection limit waits for a slot. Every probe of a download runs here: the first,
+/// its mirrors' and a renewed link's.
 final class LoopProbe: TransferClient {
     private unowned let loop: DownloadLoop
     private let download: Download

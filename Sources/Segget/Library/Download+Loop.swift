@@ -106,15 +106,30 @@ extension Download {
                 renewals.receivedBefore += expired.receivedBytes
                 let expiredNow = expired
                 DispatchQueue.global().async { [self] in
-                    let renewed: PreparedDownload
+                    let newURL: String
                     do throws(SeggetError) {
-                        renewed = try renew(expiredNow, count: &renewals.count, context)
+                        newURL = try renewedLink(expiredNow, count: &renewals.count, context)
                     } catch {
                         return loop.steps.async { completion(.failure(error)) }
                     }
-                    let next = plan.renewed(url: renewed.url, outputPath: expiredNow.outputPath)
-                    loop.steps.async { [self] in
-                        attempts(next, prepared: renewed, on: loop, context, renewals, completion: completion)
+                    // The new link's probe is a request of the loop's driver, as every other.
+                    let deadline = options.timeout.map { Deadline(limit: $0, from: context.started) }
+                    loop.post { [self] in
+                        loop.probe(
+                            self, url: newURL, firstBytes: 1, deadline: deadline, retrying: true, events: context.events,
+                            interrupt: context.interrupt
+                        ) { probed in
+                            loop.steps.async { [self] in
+                                let renewed: PreparedDownload
+                                do throws(SeggetError) {
+                                    renewed = try checkRenewed(expiredNow, newURL: newURL, probed: probed, context)
+                                } catch {
+                                    return completion(.failure(error))
+                                }
+                                let next = plan.renewed(url: renewed.url, outputPath: expiredNow.outputPath)
+                                attempts(next, prepared: renewed, on: loop, context, renewals, completion: completion)
+                            }
+                        }
                     }
                 }
             case .success(.restart(let restart)):
@@ -137,9 +152,9 @@ extension Download {
         done: @escaping @Sendable (AttemptPlan, Result<AttemptOutcome, SeggetError>) -> Void
     ) {
         let deadline = options.timeout.map { Deadline(limit: $0, from: context.started) }
-        let fetchWith: @Sendable (ProbeResult) -> Void = { [self] probe in
+        let setUp: @Sendable (ProbeResult, [FetchSource]) -> Void = { [self] probe, mirrors in
             do throws(SeggetError) {
-                switch try beginFetch(plan, probe: probe, deadline: deadline, driver: loop.driver, context) {
+                switch try beginFetch(plan, probe: probe, mirrors: mirrors, deadline: deadline, driver: loop.driver, context) {
                 case .finished(let outcome):
                     done(plan, .success(outcome))
                 case .fetch(let stage):
@@ -155,6 +170,17 @@ extension Download {
                 }
             } catch {
                 done(plan, .failure(error))
+            }
+        }
+        let fetchWith: @Sendable (ProbeResult) -> Void = { [self] probe in
+            guard !options.mirrors.isEmpty, probe.acceptsRanges, probe.totalLength != nil, !plan.stream else {
+                return setUp(probe, [])
+            }
+            // The mirrors, probed all at once on the loop, before the steps that set up the fetch.
+            loop.post { [self] in
+                probeMirrors(on: loop, main: probe, deadline: deadline, events: context.events, interrupt: context.interrupt) {
+                    mirrors in loop.steps.async { setUp(probe, mirrors) }
+                }
             }
         }
         if let prepared {

@@ -1,0 +1,131 @@
+import Dispatch
+import Segget
+import SeggetTestServer
+import Synchronization
+import Testing
+
+// Mirrors (`--mirror`), end to end against test servers: each is probed before the fetch, on the
+// download's loop beside everything else, and kept only when it serves the same file.
+
+private func server(host: String = "127.0.0.1", _ files: [String: [UInt8]]) throws -> TestServer {
+    let s = try TestServer(host: host)
+    for (name, bytes) in files { s.addResource(name: name, bytes: bytes, etag: "\"\(name)-\(bytes.count)\"") }
+    try s.start()
+    return s
+}
+
+/// When each server's first request ended (seconds on the monotonic clock).
+private final class FirstAnswers: Sendable {
+    private let times = Mutex<[Int: Double]>([:])
+
+    func watch(_ s: TestServer, as key: Int) {
+        s.onRequestFinished { [self] _ in
+            let now = Double(DispatchTime.now().uptimeNanoseconds) / 1e9
+            times.withLock { if $0[key] == nil { $0[key] = now } }
+        }
+    }
+
+    var all: [Double] { times.withLock { Array($0.values) } }
+}
+
+@Suite(.serialized) struct MirrorTests {
+    static let size = 4 << 20
+
+    /// Three mirrors that each take 0.8 s to answer are probed at once: their first answers end
+    /// within a fraction of that of one another (one after another they would end 0.8 s apart).
+    /// The one serving another length is dropped with a notice; the download is identical.
+    @Test func mirrorsAreProbedAtOnceAndOnlyAgreeingOnesAreKept() async throws {
+        let body = TestFiles.pattern(Self.size, seed: 41)
+        let main = try server(["f.bin": body])
+        let good1 = try server(["f.bin": body])
+        let good2 = try server(["f.bin": body])
+        let other = try server(["f.bin": Array(body.dropLast(1))])
+        defer { [main, good1, good2, other].forEach { $0.stop() } }
+        let answers = FirstAnswers()
+        for (k, s) in [good1, good2, other].enumerated() { answers.watch(s, as: k) }
+        let dir = try TempDir(prefix: "segget-mirrors")
+        var o = DownloadOptions()
+        o.connections = 4
+        o.chunkSize = 256 << 10
+        o.outputPath = dir.path("f.bin")
+        o.mirrors = [good1, good2, other].map { $0.url("f.bin", query: "firstbyte=0.8") }
+        let log = EventLog()
+        let download = Download(url: main.url("f.bin"), options: o)
+        _ = try await blocking { try download.run(events: { log.append($0) }) }
+
+        #expect(fileBytes(dir.path("f.bin")) == body)
+        let times = answers.all
+        #expect(times.count == 3)
+        let spread = (times.max() ?? 0) - (times.min() ?? 0)
+        #expect(spread < 0.5, "the mirrors' probes ended \(spread) s apart: probed one after another")
+        #expect(log.notices.filter { $0.contains("dropping mirror") }.count == 1, "\(log.notices)")
+        #expect(log.hasNotice(containing: "its length \(Self.size - 1) differs from \(Self.size)"))
+        // The kept mirrors were asked for ranges of the file, beyond their probes.
+        #expect(good1.requests.count + good2.requests.count > 2)
+    }
+
+    /// A mirror that cannot be reached is dropped with the reason, and the download goes on.
+    @Test func anUnreachableMirrorIsDropped() async throws {
+        let body = TestFiles.pattern(1 << 20, seed: 42)
+        let main = try server(["f.bin": body])
+        let gone = try server(["f.bin": body])
+        let goneURL = gone.url("f.bin")
+        gone.stop()
+        defer { main.stop() }
+        let dir = try TempDir(prefix: "segget-mirrors")
+        var o = DownloadOptions()
+        o.connections = 2
+        o.chunkSize = 128 << 10
+        o.outputPath = dir.path("f.bin")
+        o.mirrors = [goneURL]
+        let log = EventLog()
+        let download = Download(url: main.url("f.bin"), options: o)
+        _ = try await blocking { try download.run(events: { log.append($0) }) }
+        #expect(fileBytes(dir.path("f.bin")) == body)
+        #expect(log.hasNotice(containing: "dropping mirror"), "\(log.notices)")
+    }
+
+    /// Credentials given for the main URL reach a mirror on the same host, never one on another.
+    @Test func credentialsGoOnlyToMirrorsOnTheSameHost() async throws {
+        let body = TestFiles.pattern(2 << 20, seed: 43)
+        let main = try server(["f.bin": body])
+        let sameHost = try server(["f.bin": body])
+        let otherHost = try server(host: "127.0.0.2", ["f.bin": body])
+        defer { [main, sameHost, otherHost].forEach { $0.stop() } }
+        let dir = try TempDir(prefix: "segget-mirrors")
+        var o = DownloadOptions()
+        o.connections = 4
+        o.chunkSize = 128 << 10
+        o.outputPath = dir.path("f.bin")
+        o.transfer.headers = ["Authorization: Bearer mirror-secret"]
+        o.mirrors = [sameHost.url("f.bin"), otherHost.url("f.bin")]
+        let download = Download(url: main.url("f.bin"), options: o)
+        _ = try await blocking { try download.run() }
+        #expect(fileBytes(dir.path("f.bin")) == body)
+        #expect(!otherHost.requests.isEmpty)
+        #expect(otherHost.requests.allSatisfy { $0.headers["authorization"] == nil })
+        #expect(!sameHost.requests.isEmpty)
+        #expect(sameHost.requests.allSatisfy { $0.headers["authorization"] == "Bearer mirror-secret" })
+    }
+
+    /// A stream (`-o -`) probes its mirrors the same way, on its loop of one, and drops the one that
+    /// serves another length; the stream is the file.
+    @Test func aStreamKeepsOnlyAgreeingMirrors() async throws {
+        let body = TestFiles.pattern(Self.size, seed: 44)
+        let main = try server(["f.bin": body])
+        let good = try server(["f.bin": body])
+        let other = try server(["f.bin": Array(body.dropLast(7))])
+        defer { [main, good, other].forEach { $0.stop() } }
+        var o = StreamTests.options(4)
+        o.mirrors = [good.url("f.bin"), other.url("f.bin")]
+        let out = StreamTests.Collector()
+        let log = EventLog()
+        let download = Download(url: main.url("f.bin"), options: o)
+        _ = try await blocking {
+            try download.stream(to: out.take, settings: StreamSettings(window: StreamTests.window), events: { log.append($0) })
+        }
+        #expect(out.bytes == body)
+        #expect(log.hasNotice(containing: "its length \(Self.size - 7) differs from \(Self.size)"), "\(log.notices)")
+        #expect(!good.requests.isEmpty)
+    }
+}
