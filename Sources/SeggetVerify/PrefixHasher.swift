@@ -2,9 +2,11 @@ import SeggetSystem
 
 /// Hashes a file that is being filled in order-independent chunks, following its finished prefix.
 /// `advance(to:)` is called (from any thread, cheap, non-blocking) whenever the contiguous finished prefix grows;
-/// a background thread preads the new bytes (in large blocks, e.g. 4 MiB, reusing one buffer) and feeds every
-/// requested digester. `finish(length:)` blocks until the whole length is hashed and returns the digests.
-/// `cancel()` stops the thread. Read errors surface from finish as an Error.
+/// the new bytes are then read back (in large blocks, e.g. 4 MiB, reusing three buffers) and fed to every
+/// requested digester, one block per step, on the threads of `WorkerPool.readBack`: a fixed pool that every
+/// hasher of the process shares, so a daemon hashing 64 downloads still runs two hashing threads, not 128.
+/// `finish(length:)` blocks until the whole length is hashed and returns the digests. `cancel()` stops the
+/// steps. Read errors surface from finish as an Error.
 ///
 /// The caller promises that bytes below an offset it passed to `advance(to:)` are written and will not change;
 /// the hasher reads each byte exactly once, so a later rewrite would go unnoticed. Bytes are read back through
@@ -12,13 +14,13 @@ import SeggetSystem
 /// Dropping the hasher cancels it.
 public final class PrefixHasher: Sendable {
     // All mutable state lives in `job`, behind its lock; this wrapper exists so that dropping the hasher
-    // can cancel the thread, which itself keeps `job` alive until it exits.
+    // can cancel the steps, which themselves keep `job` alive until they end.
     private let job: PrefixHashJob
 
-    /// Opens `path` and starts the background thread, which waits for the first `advance(to:)`.
+    /// Opens `path`; nothing is read before the first `advance(to:)`.
     ///
     /// Each algorithm is computed once however often it is listed. Throws `HashingError` if the file cannot be
-    /// opened or the thread cannot be started.
+    /// opened.
     ///
     /// With `direct`, the file is read with `O_DIRECT` (where the file system allows it), for files
     /// written that way: reading them through the page cache would cost a fresh page per 4 KiB.
@@ -29,12 +31,8 @@ public final class PrefixHasher: Sendable {
     public init(path: String, algorithms: [DigestAlgorithm], direct: Bool = false, memoryWindow: Int = 0) throws {
         let file = try ReadOnlyFile(path: path, direct: direct)
         let window = file.isDirect ? memoryWindow / directAlignment * directAlignment : 0
-        let job = PrefixHashJob(file: file, digesters: uniqued(algorithms).map(Digester.init), window: window)
-        let status = startDetachedThread { job.run() }
-        guard status == 0 else {
-            throw HashingError(code: .threadStartFailed(errno: status), path: path)
-        }
-        self.job = job
+        job = PrefixHashJob(
+            file: file, digesters: uniqued(algorithms).map(Digester.init), window: window, pool: .readBack)
     }
 
     deinit {
@@ -65,7 +63,7 @@ public final class PrefixHasher: Sendable {
         try job.finish(length: length)
     }
 
-    /// Stops the background thread and waits for it to stop reading, at most one block's work later.
+    /// Stops the hashing and waits for its step in progress to end, at most one block's work later.
     ///
     /// After this `finish` throws `.cancelled`. Calling it more than once, or after `finish`, is harmless.
     public func cancel() {
@@ -88,41 +86,54 @@ public final class PrefixHasher: Sendable {
     }
 }
 
-/// The state shared by a `PrefixHasher` and its thread.
+/// The state of one `PrefixHasher` and its steps. Two kinds of step run on the pool, each at most one
+/// at a time: a read (the next block of the finished prefix into a free buffer, or found in the memory
+/// window) and a hash (the oldest block read, fed to every digester). Each step, as it ends, starts
+/// whatever can run next (`schedule`), so a hasher with work has a read and a hash in flight, as its
+/// reader and hashing threads had.
 private final class PrefixHashJob: @unchecked Sendable {
     private let file: ReadOnlyFile
-    // Used only by the worker thread while `running`, then only by `finish`; the lock hands them over.
+    // Used only by the hash step in flight, then only by `finish`; the lock hands them over.
     private let digesters: [Digester]
     private let lock = ConditionLock()
+    private let pool: WorkerPool
+    /// The read pipeline's blocks: one being read, one being hashed, one spare.
+    private let buffers: [UnsafeMutableRawBufferPointer]
 
     // Guarded by `lock`.
     private var target: Int64 = 0
     private var hashed: Int64 = 0
+    /// How far the reads got (`hashed` plus the blocks in `filled`).
+    private var readPosition: Int64 = 0
     private var length: Int64?
     private var cancelled = false
-    private var running = true
     private var failure: HashingError?
     private var result: [DigestAlgorithm: [UInt8]]?
-    // The read pipeline (see `run`): blocks read and waiting to be hashed, in file
-    // order, as (buffer index, the bytes within it); buffers free for the reader; the reader's end.
+    // Blocks read and waiting to be hashed, in file order, as (buffer index, the bytes within it; no
+    // index for bytes in the memory window); buffers free for a read; the steps in flight.
     private var filled: [(buffer: Int?, bytes: UnsafeRawBufferPointer)] = []
-    private var freeBuffers: [Int] = []
-    private var readerRunning = false
+    private var freeBuffers: [Int]
+    private var reading = false
+    private var hashing = false
     private var readFromFile: Int64 = 0
-    private var readerFailure: HashingError?
 
     // The memory window: `ringBlocks` blocks of `directAlignment` bytes; file block `b` lives in slot
     // `b % ringBlocks`, and `slotHolds[slot]` (guarded by `lock`) says which file block is there now.
-    // Slots are written only for blocks within `hashed ..< hashed + window`, so a block the reader or
-    // hasher is still using is never overwritten.
+    // Slots are written only for blocks within `hashed ..< hashed + window`, so a block a step is still
+    // using is never overwritten.
     private let ringBuffer: AlignedBuffer?
     private var ring: UnsafeMutableRawPointer? { ringBuffer?.base }
     private let ringBlocks: Int
     private var slotHolds: [Int64]
 
-    init(file: ReadOnlyFile, digesters: [Digester], window: Int = 0) {
+    init(file: ReadOnlyFile, digesters: [Digester], window: Int = 0, pool: WorkerPool) {
         self.file = file
         self.digesters = digesters
+        self.pool = pool
+        buffers = (0..<Self.pipelineDepth).map { _ in
+            UnsafeMutableRawBufferPointer.allocate(byteCount: hashingBlockSize, alignment: directAlignment)
+        }
+        freeBuffers = Array(buffers.indices)
         ringBlocks = window / directAlignment
         slotHolds = Array(repeating: -1, count: ringBlocks)
         if ringBlocks > 0 {
@@ -131,6 +142,14 @@ private final class PrefixHashJob: @unchecked Sendable {
             ringBuffer = nil
         }
     }
+
+    // Every step holds the job, so no step runs any more when it goes.
+    deinit {
+        for b in buffers { b.deallocate() }
+    }
+
+    /// How many blocks the read pipeline keeps: one being read, one being hashed, one spare.
+    static let pipelineDepth = 3
 
     func offer(_ bytes: UnsafeRawBufferPointer, at offset: Int64) {
         guard let ring, let base = bytes.baseAddress else { return }
@@ -183,15 +202,14 @@ private final class PrefixHashJob: @unchecked Sendable {
         lock.withLock {
             guard offset > target else { return }
             target = offset
-            lock.broadcast()
+            schedule()
         }
     }
 
     func cancel() {
         lock.withLock {
             cancelled = true
-            lock.broadcast()
-            while running {
+            while reading || hashing {
                 lock.wait()
             }
         }
@@ -205,8 +223,8 @@ private final class PrefixHashJob: @unchecked Sendable {
             }
             self.length = length
             target = length
-            lock.broadcast()
-            while running {
+            schedule()
+            while reading || hashing || (hashed < length && failure == nil && !cancelled) {
                 lock.wait()
             }
             if let failure { throw failure }
@@ -217,136 +235,102 @@ private final class PrefixHashJob: @unchecked Sendable {
         }
     }
 
-    /// How many blocks the read pipeline keeps: one being read, one being hashed, one spare.
-    static let pipelineDepth = 3
+    /// Starts the steps that can run now: a hash of the oldest block read, and a read of the next
+    /// block of the prefix (from the memory window, or into a free buffer). Call with `lock` held.
+    private func schedule() {
+        guard !cancelled, failure == nil else { return }
+        if !hashing, !filled.isEmpty {
+            hashing = true
+            pool.async { [self] in hashStep() }
+        }
+        let end = min(target, length ?? .max)
+        if !reading, end > readPosition, !freeBuffers.isEmpty || cachedRun(at: readPosition, end: end) > 0 {
+            reading = true
+            pool.async { [self] in readStep() }
+        }
+    }
 
-    /// The thread's loop: hash blocks as the reader delivers them, until done or cancelled.
-    ///
-    /// Reads wait for the device (always with `O_DIRECT`), so a second thread reads the next blocks
-    /// while this one hashes: the hasher then runs at hashing speed, not at hashing plus reading speed.
-    func run() {
-        let buffers = (0..<Self.pipelineDepth).map { _ in
-            UnsafeMutableRawBufferPointer.allocate(byteCount: hashingBlockSize, alignment: directAlignment)
-        }
-        lock.withLock {
-            freeBuffers = Array(buffers.indices)
-            readerRunning = true
-        }
-        let shared = SharedBuffers(list: buffers)
-        let started = startDetachedThread { [self] in readAhead(into: shared.list) }
-        if started != 0 {
-            lock.withLock {
-                readerRunning = false
-                readerFailure = HashingError(code: .threadStartFailed(errno: started), path: file.path)
-            }
-        }
-        var position: Int64 = 0
-        while true {
-            let next: (buffer: Int?, bytes: UnsafeRawBufferPointer)? = lock.withLock {
-                while true {
-                    if cancelled { return nil }
-                    if !filled.isEmpty { return filled.removeFirst() }
-                    if !readerRunning { return nil }
-                    lock.wait()
-                }
-            }
-            guard let next else { break }
-            let block = next.bytes
-            for digester in digesters {
-                digester.update(block)
-            }
-            position += Int64(block.count)
-            lock.withLock {
-                hashed = position
-                if let b = next.buffer { freeBuffers.append(b) }
+    /// One step: the oldest block read, fed to every digester.
+    private func hashStep() {
+        let next: (buffer: Int?, bytes: UnsafeRawBufferPointer)? = lock.withLock {
+            guard !cancelled, failure == nil, !filled.isEmpty else {
+                hashing = false
                 lock.broadcast()
+                return nil
             }
+            return filled.removeFirst()
         }
-        // The reader may still be inside a read into one of the buffers: wait for it before freeing them.
-        lock.withLock {
-            cancelled = cancelled || readerFailure != nil
-            lock.broadcast()
-            while readerRunning {
-                lock.wait()
-            }
+        guard let next else { return }
+        for digester in digesters {
+            digester.update(next.bytes)
         }
-        for b in buffers { b.deallocate() }
         lock.withLock {
-            self.failure = readerFailure
-            running = false
+            hashed += Int64(next.bytes.count)
+            if let b = next.buffer { freeBuffers.append(b) }
+            hashing = false
+            schedule()
             lock.broadcast()
         }
     }
 
-    /// The reading half of `run`: fills free buffers with the next bytes of the prefix.
-    private func readAhead(into buffers: [UnsafeMutableRawBufferPointer]) {
-        var position: Int64 = 0
-        var failure: HashingError?
-        while true {
-            // Either bytes already in the memory window (no read needed) or a free buffer to read into.
-            let work: (buffer: Int?, end: Int64, cached: Int)? = lock.withLock {
-                while true {
-                    if cancelled { return nil }
-                    if let length, position >= length { return nil }
-                    let end = min(target, length ?? .max)
-                    if end > position {
-                        let cached = cachedRun(at: position, end: end)
-                        if cached > 0 { return (nil, end, cached) }
-                        if let b = freeBuffers.popLast() { return (b, end, 0) }
-                    }
-                    lock.wait()
-                }
-            }
-            guard let work else { break }
-            if work.cached > 0, let ring {
-                let slot = Int(position / Int64(directAlignment) % Int64(ringBlocks))
-                let block = UnsafeRawBufferPointer(start: ring + slot * directAlignment, count: work.cached)
-                position += Int64(work.cached)
-                lock.withLock {
-                    filled.append((nil, block))
-                    lock.broadcast()
-                }
-                continue
-            }
-            let buffer = buffers[work.buffer!]
-            do throws(HashingError) {
-                // Read only up to the next block the window holds.
-                var end = work.end
-                let a = Int64(directAlignment)
-                let limit = min(end, position + Int64(buffer.count))
-                lock.withLock {
-                    var probe = (position / a + 1) * a
+    /// One step: the next bytes of the prefix, found in the memory window or read into a free buffer
+    /// (only up to the next block the window holds).
+    private func readStep() {
+        let work: (buffer: Int?, position: Int64, end: Int64, cached: Int)? = lock.withLock {
+            let end = min(target, length ?? .max)
+            if !cancelled, failure == nil, end > readPosition {
+                let cached = cachedRun(at: readPosition, end: end)
+                if cached > 0 { return (nil, readPosition, end, cached) }
+                if let b = freeBuffers.popLast() {
+                    var stop = end
+                    let a = Int64(directAlignment)
+                    let limit = min(end, readPosition + Int64(hashingBlockSize))
+                    var probe = (readPosition / a + 1) * a
                     while probe < limit {
                         if cachedRun(at: probe, end: limit) > 0 {
-                            end = probe
+                            stop = probe
                             break
                         }
                         probe += a
                     }
+                    return (b, readPosition, stop, 0)
                 }
-                let block: UnsafeRawBufferPointer
+            }
+            reading = false
+            lock.broadcast()
+            return nil
+        }
+        guard let work else { return }
+        let block: UnsafeRawBufferPointer
+        if let ring, work.cached > 0 {
+            let slot = Int(work.position / Int64(directAlignment) % Int64(ringBlocks))
+            block = UnsafeRawBufferPointer(start: ring + slot * directAlignment, count: work.cached)
+        } else {
+            let buffer = buffers[work.buffer!]
+            do throws(HashingError) {
                 if file.isDirect {
-                    block = try readDirect(into: buffer, from: position, to: end)
+                    block = try readDirect(into: buffer, from: work.position, to: work.end)
                 } else {
-                    let count = Int(min(Int64(buffer.count), end - position))
+                    let count = Int(min(Int64(buffer.count), work.end - work.position))
                     let slice = UnsafeMutableRawBufferPointer(rebasing: buffer[..<count])
-                    try file.readFully(into: slice, at: position, expectedEnd: end)
+                    try file.readFully(into: slice, at: work.position, expectedEnd: work.end)
                     lock.withLock { readFromFile += Int64(count) }
                     block = UnsafeRawBufferPointer(slice)
                 }
-                position += Int64(block.count)
-                lock.withLock {
-                    filled.append((work.buffer, block))
+            } catch {
+                return lock.withLock {
+                    failure = error
+                    freeBuffers.append(work.buffer!)
+                    reading = false
                     lock.broadcast()
                 }
-            } catch {
-                failure = error
-                break
             }
         }
         lock.withLock {
-            readerFailure = failure
-            readerRunning = false
+            filled.append((work.buffer, block))
+            readPosition += Int64(block.count)
+            reading = false
+            schedule()
             lock.broadcast()
         }
     }
@@ -377,23 +361,4 @@ private final class PrefixHashJob: @unchecked Sendable {
         }
         return UnsafeRawBufferPointer(rebasing: buffer[Int(position - start)..<Int(stop - start)])
     }
-
-}
-
-/// Runs `body` on a new detached thread; returns 0, or the error number if the thread could not be created.
-///
-/// A plain thread rather than a dispatch queue: the work blocks in pread for its whole life, which would tie
-/// up one of the few threads of a shared pool.
-private func startDetachedThread(_ body: @escaping @Sendable () -> Void) -> Int32 {
-    do {
-        try SystemThread.detach(body)
-        return 0
-    } catch {
-        return error.rawValue
-    }
-}
-
-/// The pipeline's buffers, handed to the reader thread; the job's lock orders every use of each buffer.
-private struct SharedBuffers: @unchecked Sendable {
-    let list: [UnsafeMutableRawBufferPointer]
 }

@@ -89,4 +89,26 @@ import Glibc
         #expect(samples >= 5, "the batch ended before its threads could be watched")
         #expect(peak <= 4, "peak threads \(peak)")
     }
+
+    /// The same ranged batch with a digest to check for every file: the hashers of the 16 files in
+    /// flight share the two threads of `WorkerPool.readBack` (before, each hasher had a reader and a
+    /// hashing thread of its own: 36 threads), every file verified and whole.
+    @Test func checkedBatchHashesOnTwoSharedThreads() async throws {
+        var files: [String: [UInt8]] = [:]
+        for i in 0..<32 { files["h\(i)"] = cliTestBytes(512 * 1024 + i, seed: UInt64(900 + i)) }
+        let server = try startCLITestServer(files)
+        defer { server.stop() }
+        let dir = try CLITempDir()
+        let list = dir.path("list.txt")
+        try (0..<32).map { "\(server.url("h\($0)", query: "rate=1m"))\n  checksum=sha-256=\(sha256Hex(files["h\($0)"]!))" }
+            .joined(separator: "\n").write(toFile: list, atomically: true, encoding: .utf8)
+        let p = try SpawnedProcess(
+            executable: SpawnedProcess.seggetPath(),
+            arguments: ["-q", "-n", "4", "-j", "16", "--chunk-size", "256k", "-i", list, "-d", dir.path("out")])
+        let (peak, samples, r) = try await Self.watchThreads(of: p, everyMicroseconds: 5_000)
+        #expect(r.exitCode == 0, "\(r.stderr)")
+        for i in 0..<32 { #expect(fileMatches(dir.path("out") + "/h\(i)", files["h\(i)"]!)) }
+        #expect(samples >= 5, "the batch ended before its threads could be watched")
+        #expect(peak <= 6, "peak threads \(peak)")
+    }
 }

@@ -1,4 +1,3 @@
-import Dispatch
 import SeggetJournal
 import SeggetVerify
 import Synchronization
@@ -85,7 +84,7 @@ final class ChunkChecksums: Sendable {
 /// recorded CRC-32C. The engine keeps a chunk only once it matched, fetches those that did not, and
 /// does not finish before every claimed chunk was checked.
 ///
-/// Reading runs on its own queue with `pread` on the data file's descriptor, which is safe beside the
+/// Reading runs on the read-back pool with `pread` on the data file's descriptor, which is safe beside the
 /// writer: nobody writes a chunk that is waiting here (the scheduler counts it as finished until it
 /// fails).
 final class ChunkVoucher: @unchecked Sendable {
@@ -99,20 +98,26 @@ final class ChunkVoucher: @unchecked Sendable {
     private let data: BlockStorage
     private let plan: ChunkPlan
     private let lock = ConditionLock()
+    private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 4096)
     // Guarded by `lock`.
     private var results: [(chunk: Int, matches: Bool)] = []
+    private var next = 0
     private var stopping = false
     private var running = true
     // Loop thread only.
     private(set) var taken = 0
 
-    /// Starts checking `claims` (in the order given) in the background.
+    /// Starts checking `claims` (in the order given) in the background: one chunk per step on the
+    /// threads of `WorkerPool.readBack`, shared with every download's hasher.
     init(data: BlockStorage, plan: ChunkPlan, claims: [Claim]) {
         self.data = data
         self.plan = plan
         self.claims = claims
-        DispatchQueue(label: "segget.vouch").async { [self] in readAll() }
+        WorkerPool.readBack.async { [self] in step() }
     }
+
+    // Every step holds the voucher, so none runs any more when it goes.
+    deinit { buffer.deallocate() }
 
     /// True once every claim was checked and its result taken.
     var isDone: Bool { taken == claims.count }
@@ -135,21 +140,22 @@ final class ChunkVoucher: @unchecked Sendable {
         }
     }
 
-    private func readAll() {
-        let bufferSize = 1 << 20
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bufferSize, alignment: 4096)
-        defer {
-            buffer.deallocate()
-            lock.withLock {
+    /// One step: the next claimed chunk read and checked; then the next step, queued behind the
+    /// other downloads' work.
+    private func step() {
+        let claim: Claim? = lock.withLock {
+            guard !stopping, next < claims.count else {
                 running = false
                 lock.broadcast()
+                return nil
             }
+            next += 1
+            return claims[next - 1]
         }
-        for claim in claims {
-            if lock.withLock({ stopping }) { return }
-            let matches = Self.crc(of: plan.byteRange(ofChunk: claim.chunk), in: data, buffer: buffer) == claim.crc
-            lock.withLock { results.append((claim.chunk, matches)) }
-        }
+        guard let claim else { return }
+        let matches = Self.crc(of: plan.byteRange(ofChunk: claim.chunk), in: data, buffer: buffer) == claim.crc
+        lock.withLock { results.append((claim.chunk, matches)) }
+        WorkerPool.readBack.async { [self] in step() }
     }
 
     /// The CRC-32C of the bytes `range` of `data`, or nil if they cannot all be read.
