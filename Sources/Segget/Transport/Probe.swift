@@ -1,4 +1,5 @@
 import SeggetCurl
+import SeggetSystem
 
 /// What one probing request learnt about the remote file.
 public struct ProbeResult: Sendable, Equatable {
@@ -57,6 +58,9 @@ final class ProbeContext: TransferDelegate {
     /// then) rather than read from the header fields again for every piece of the body.
     private var keepsBody: Bool?
 
+    /// The smallest body whose buffer is mapped in advance: below it, the few pages cost little to fault.
+    static let prefaultFrom = 64 << 10
+
     init(limit: Int, holdsAtLimit: Bool = false) {
         self.limit = limit
         self.holdsAtLimit = holdsAtLimit
@@ -80,7 +84,13 @@ final class ProbeContext: TransferDelegate {
         }
         if body.isEmpty {
             // What this answer brings, when it says: a 64 KiB file does not take 1 MiB of fresh memory.
-            body.reserveCapacity(head.contentLength.map { Int(clamping: max(0, min($0, Int64(limit)))) } ?? limit)
+            // The pages are mapped in one call, not faulted in one by one as the bytes arrive (see
+            // `Memory.prefault`: 0.3 ms of a 1 MiB download's 15).
+            let capacity = head.contentLength.map { Int(clamping: max(0, min($0, Int64(limit)))) } ?? limit
+            body = [UInt8](unsafeUninitializedCapacity: capacity) { buffer, count in
+                if capacity >= Self.prefaultFrom { Memory.prefault(UnsafeMutableRawBufferPointer(buffer)) }
+                count = 0
+            }
             bodyStartedAt = monotonicSeconds()
         }
         body.append(contentsOf: bytes)
