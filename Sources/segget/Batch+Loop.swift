@@ -107,8 +107,7 @@ final class LoopRun: @unchecked Sendable {
     private func passTurn(_ k: Int) {
         guard k >= turn else { return }
         // The file whose turn it is passes without a stop in the set: a run of one file allocates
-        // none (the set's first use costs the runtime a generic type to build, 0.1 ms of a 1 MiB
-        // download).
+        // none (a set's first use has the runtime build its generic type at run time).
         if k == turn { turn += 1 } else { turnPassed.insert(k) }
         while turnPassed.remove(turn) != nil { turn += 1 }
         if let w = turnWaiting.removeValue(forKey: turn) { w() }
