@@ -311,3 +311,23 @@ struct ThreadTests {
         #expect(!Memory.prefault(UnsafeMutableRawBufferPointer(start: nil, count: 0)))
     }
 }
+
+@Suite struct FilledBufferTests {
+    /// Large or small, what is appended is what the buffer holds, and nothing past the capacity goes in.
+    @Test(arguments: [100, 64 << 10, FilledBuffer.hugeFrom, 1 << 20, (2 << 20) + 1])
+    func holdsWhatWasAppendedUpToItsCapacity(capacity: Int) {
+        let buffer = FilledBuffer(capacity: capacity)
+        var expected: [UInt8] = []
+        var piece = 0
+        while true {
+            let bytes = (0..<min(16_411, capacity)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ piece) }
+            let fits = expected.count + bytes.count <= capacity
+            #expect(bytes.withUnsafeBytes { buffer.append($0) } == fits)
+            if !fits { break }
+            expected += bytes
+            piece += 1
+        }
+        #expect(buffer.count == expected.count)
+        #expect(Array(buffer.bytes) == expected)
+    }
+}

@@ -1,0 +1,44 @@
+import SeggetSystem
+
+/// The first bytes of the file that a probe kept (`ProbeResult.prefix`): in an array, or, for a file
+/// the answer brings whole, in a `FilledBuffer` whose pages were mapped before the first byte came.
+public struct ProbeBytes: Sendable, Equatable, ExpressibleByArrayLiteral {
+    private enum Storage: Sendable {
+        case array([UInt8])
+        case filled(FilledBuffer)
+    }
+
+    private let storage: Storage
+
+    public init(_ bytes: [UInt8] = []) { storage = .array(bytes) }
+    public init(arrayLiteral elements: UInt8...) { storage = .array(elements) }
+    init(_ buffer: FilledBuffer) { storage = .filled(buffer) }
+
+    public var count: Int {
+        switch storage {
+        case .array(let a): a.count
+        case .filled(let b): b.count
+        }
+    }
+
+    public var isEmpty: Bool { count == 0 }
+
+    /// Calls `body` with the bytes, valid only inside it.
+    public func withUnsafeBytes<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
+        switch storage {
+        case .array(let a):
+            var result: Result<R, E>?
+            a.withUnsafeBytes { raw in
+                do throws(E) { result = .success(try body(raw)) } catch { result = .failure(error) }
+            }
+            return try result!.get()
+        case .filled(let b):
+            defer { withExtendedLifetime(b) {} }
+            return try body(b.bytes)
+        }
+    }
+
+    public static func == (l: ProbeBytes, r: ProbeBytes) -> Bool {
+        l.withUnsafeBytes { a in r.withUnsafeBytes { b in a.elementsEqual(b) } }
+    }
+}
