@@ -271,10 +271,10 @@ struct ThreadTests {
 }
 
 @Suite struct MemoryTests {
-    /// Minor page faults of this process so far.
+    /// Minor page faults of the calling thread so far (other tests run on other threads meanwhile).
     private func faults() -> Int {
         var usage = rusage()
-        getrusage(RUSAGE_SELF.rawValue, &usage)
+        getrusage(1, &usage)  // RUSAGE_THREAD (Linux; Glibc does not export the name)
         return usage.ru_minflt
     }
 
@@ -293,7 +293,7 @@ struct ThreadTests {
             buffer.initializeMemory(as: UInt8.self, repeating: 7)
             let taken = faults() - before
             if prefaulted {
-                #expect(taken < 16, "writing a prefaulted buffer took \(taken) faults")
+                #expect(taken < count / 4096 / 16, "writing a prefaulted buffer took \(taken) faults")
             } else {
                 #expect(taken >= count / 4096 / 2, "a fresh buffer took only \(taken) faults: the test measures nothing")
             }

@@ -1,4 +1,5 @@
 import SeggetCurl
+import SeggetSystem
 import Testing
 
 @testable import Segget
@@ -39,5 +40,19 @@ import Testing
         let ctx = answer(total: 600_000, brings: 600_000, limit: 1 << 20, pieces: [300_000, 300_000, 1000])
         #expect(ctx.bodyCount == 601_000)
         #expect(ctx.body == expected(601_000))
+    }
+}
+
+/// A probe's bytes are a value: bytes that reach the same buffer later do not change them.
+@Suite struct ProbeBytesTests {
+    @Test func aValueKeepsTheBytesItWasMadeWith() {
+        let buffer = FilledBuffer(capacity: 1 << 20)
+        let first = [UInt8](repeating: 1, count: 1000)
+        #expect(first.withUnsafeBytes { buffer.append($0) })
+        let value = ProbeBytes(buffer)
+        #expect([UInt8](repeating: 2, count: 500).withUnsafeBytes { buffer.append($0) })
+        #expect(value.count == 1000)
+        #expect(value == ProbeBytes(first))
+        #expect(ProbeBytes(buffer).count == 1500)
     }
 }

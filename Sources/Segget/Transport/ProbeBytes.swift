@@ -5,19 +5,21 @@ import SeggetSystem
 public struct ProbeBytes: Sendable, Equatable, ExpressibleByArrayLiteral {
     private enum Storage: Sendable {
         case array([UInt8])
-        case filled(FilledBuffer)
+        /// The buffer and how many of its bytes this value holds: a buffer only ever grows at its
+        /// end, so the bytes a value holds never change after it was made.
+        case filled(FilledBuffer, count: Int)
     }
 
     private let storage: Storage
 
     public init(_ bytes: [UInt8] = []) { storage = .array(bytes) }
     public init(arrayLiteral elements: UInt8...) { storage = .array(elements) }
-    init(_ buffer: FilledBuffer) { storage = .filled(buffer) }
+    init(_ buffer: FilledBuffer) { storage = .filled(buffer, count: buffer.count) }
 
     public var count: Int {
         switch storage {
         case .array(let a): a.count
-        case .filled(let b): b.count
+        case .filled(_, let count): count
         }
     }
 
@@ -32,9 +34,9 @@ public struct ProbeBytes: Sendable, Equatable, ExpressibleByArrayLiteral {
                 do throws(E) { result = .success(try body(raw)) } catch { result = .failure(error) }
             }
             return try result!.get()
-        case .filled(let b):
+        case .filled(let b, let count):
             defer { withExtendedLifetime(b) {} }
-            return try body(b.bytes)
+            return try body(UnsafeRawBufferPointer(rebasing: b.bytes.prefix(count)))
         }
     }
 
