@@ -46,7 +46,7 @@ extension Download {
         }
         defer { file.close() }
         do {
-            try file.write(probe.prefix, at: 0)
+            try probe.prefix.withUnsafeBytes { (raw) throws(Errno) in try file.write(raw, at: 0) }
             if options.syncBeforeRename { try file.sync() }
         } catch {
             throw FetchEngine.writeError(error)
@@ -69,11 +69,11 @@ extension Download {
 
     /// Checks `bytes`, the whole file, against every expected digest; returns the checks that passed
     /// as "ALGORITHM=hex". Nothing was saved, so a mismatch leaves nothing to discard.
-    static func verifyInMemory(_ bytes: [UInt8], expected: [ExpectedDigest], name: String) throws(SeggetError) -> [String] {
+    static func verifyInMemory(_ bytes: ProbeBytes, expected: [ExpectedDigest], name: String) throws(SeggetError) -> [String] {
         var digests: [DigestAlgorithm: [UInt8]] = [:]
         for algorithm in Set(expected.map(\.algorithm)) {
             let digester = Digester(algorithm)
-            digester.update(bytes)
+            bytes.withUnsafeBytes { digester.update($0) }
             digests[algorithm] = digester.finalize()
         }
         return try checkDigests(

@@ -158,8 +158,12 @@ final class PartialDownload {
     /// Writes the first bytes the probe brought into a new data file and counts the chunks they
     /// cover as finished (journal bits after the write, like any chunk); a partly covered chunk is
     /// continued from where they end.
-    func placeProbePrefix(_ prefix: [UInt8], plan: ChunkPlan) throws(SeggetError) {
+    func placeProbePrefix(_ prefix: ProbeBytes, plan: ChunkPlan) throws(SeggetError) {
         guard isNew, !prefix.isEmpty else { return }
+        try prefix.withUnsafeBytes { (raw) throws(SeggetError) in try place(raw, plan: plan) }
+    }
+
+    private func place(_ prefix: UnsafeRawBufferPointer, plan: ChunkPlan) throws(SeggetError) {
         do {
             try data.write(prefix, at: 0)
         } catch {
@@ -172,7 +176,7 @@ final class PartialDownload {
             guard upTo > r.lowerBound else { break }
             // The checksums are for the journal and the progress slots; a file the probe brought whole
             // has neither, and its bytes need not be read again.
-            let crc = { CRC32C.checksum(prefix[Int(r.lowerBound)..<Int(upTo)]) }
+            let crc = { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: prefix[Int(r.lowerBound)..<Int(upTo)])) }
             if upTo < r.upperBound {
                 partial[k] = PartialChunk(upTo: upTo, crc: crc())
                 break

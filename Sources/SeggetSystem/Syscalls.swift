@@ -144,6 +144,21 @@ internal func system_posix_fadvise(_ fd: Int32, _ offset: Int64, _ length: Int64
     posix_fadvise(fd, off_t(offset), off_t(length), advice)
 }
 
+/// Returns nil (and sets `errno`) on failure.
+internal func system_mapAnonymous(_ length: Int) -> UnsafeMutableRawPointer? {
+    let p = mmap(nil, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+    return p == MAP_FAILED ? nil : p
+}
+
+internal func system_munmap(_ start: UnsafeMutableRawPointer, _ length: Int) {
+    _ = munmap(start, length)
+}
+
+/// Returns -1 and sets `errno` on failure.
+internal func system_madvise(_ start: UnsafeMutableRawPointer, _ length: Int, _ advice: Int32) -> Int32 {
+    madvise(start, length, advice)
+}
+
 internal func system_flock(_ fd: Int32, _ operation: Int32) -> Int32 {
     flock(fd, operation)
 }

@@ -106,11 +106,10 @@ final class LoopRun: @unchecked Sendable {
     /// File `k`'s probe has its slot (or ended, or made none): the next file's probe may take one.
     private func passTurn(_ k: Int) {
         guard k >= turn else { return }
-        turnPassed.insert(k)
-        while turnPassed.contains(turn) {
-            turnPassed.remove(turn)
-            turn += 1
-        }
+        // The file whose turn it is passes without a stop in the set: a run of one file allocates
+        // none (a set's first use has the runtime build its generic type at run time).
+        if k == turn { turn += 1 } else { turnPassed.insert(k) }
+        while turnPassed.remove(turn) != nil { turn += 1 }
         if let w = turnWaiting.removeValue(forKey: turn) { w() }
     }
 
@@ -137,8 +136,10 @@ final class LoopRun: @unchecked Sendable {
             ended(k, outcome)
         case .run(let opts):
             let reporter = reporter
+            var progress: (@Sendable (DownloadProgress) -> Void)?
+            if reporter.wantsProgress { progress = { reporter.progress(id: id, $0) } }
             Download(url: entry.url, options: opts).run(
-                on: loop, progress: { reporter.progress(id: id, $0) }, events: { reporter.event(id: id, $0) },
+                on: loop, progress: progress, events: { reporter.event(id: id, $0) },
                 interrupt: interrupt, prepared: p.prepared
             ) { [self] result in
                 switch result {

@@ -37,12 +37,19 @@ struct JobStart: Sendable {
 protocol Reporter: Sendable {
     func started(_ job: JobStart)
     func progress(id: Int, _ p: DownloadProgress)
+    /// Whether ``progress(id:_:)`` shows anything. Where it does not (`-q`), no download builds its
+    /// progress at all.
+    var wantsProgress: Bool { get }
     func event(id: Int, _ e: DownloadEvent)
     func finished(id: Int, url: String, _ r: DownloadResult)
     func skipped(id: Int, url: String, path: String)
     func failed(id: Int, url: String, path: String?, _ e: SeggetError)
     /// Once, after every file has ended.
     func summary(_ outcomes: [Outcome], seconds: Double)
+}
+
+extension Reporter {
+    var wantsProgress: Bool { true }
 }
 
 /// Downloads a list of files, `jobs` at a time, under one connection budget.

@@ -15,6 +15,7 @@ final class SingleUI: Reporter {
 
     func started(_ job: JobStart) {}
     func progress(id: Int, _ p: DownloadProgress) { ui.progress(p) }
+    var wantsProgress: Bool { !quiet }
     func event(id: Int, _ e: DownloadEvent) { ui.event(e) }
     func finished(id: Int, url: String, _ r: DownloadResult) { ui.finished(r) }
 
@@ -73,6 +74,8 @@ final class BatchUI: Reporter {
             line(&s, "segget: \(tag(job.id)) \(URLParts.redactingCredentials(job.url)) → \(job.path ?? name)\(size), \(conns)")
         }
     }
+
+    var wantsProgress: Bool { !quiet }
 
     func progress(id: Int, _ p: DownloadProgress) {
         guard !quiet else { return }

@@ -269,3 +269,65 @@ struct ThreadTests {
         #expect(count.withLock { $0 } == 4)
     }
 }
+
+@Suite struct MemoryTests {
+    /// Minor page faults of the calling thread so far (other tests run on other threads meanwhile).
+    private func faults() -> Int {
+        var usage = rusage()
+        getrusage(1, &usage)  // RUSAGE_THREAD (Linux; Glibc does not export the name)
+        return usage.ru_minflt
+    }
+
+    /// A fresh anonymous mapping faults once per page as it is first written; prefaulted, it does not.
+    @Test func prefaultMapsEveryPageInOneCall() throws {
+        let count = 4 << 20
+        for prefaulted in [false, true] {
+            guard let raw = mmap(nil, count, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0), raw != MAP_FAILED else {
+                Issue.record("mmap failed")
+                return
+            }
+            defer { munmap(raw, count) }
+            let buffer = UnsafeMutableRawBufferPointer(start: raw, count: count)
+            if prefaulted { #expect(Memory.prefault(buffer)) }
+            let before = faults()
+            buffer.initializeMemory(as: UInt8.self, repeating: 7)
+            let taken = faults() - before
+            if prefaulted {
+                #expect(taken < count / 4096 / 16, "writing a prefaulted buffer took \(taken) faults")
+            } else {
+                #expect(taken >= count / 4096 / 2, "a fresh buffer took only \(taken) faults: the test measures nothing")
+            }
+            #expect(buffer.allSatisfy { $0 == 7 })
+        }
+    }
+
+    /// The pages are mapped as they are: bytes already written stay.
+    @Test func prefaultKeepsTheContents() {
+        var bytes = [UInt8](repeating: 0, count: 1 << 20)
+        for i in stride(from: 0, to: bytes.count, by: 4093) { bytes[i] = UInt8(truncatingIfNeeded: i) }
+        let copy = bytes
+        bytes.withUnsafeMutableBytes { _ = Memory.prefault($0) }
+        #expect(bytes == copy)
+        #expect(!Memory.prefault(UnsafeMutableRawBufferPointer(start: nil, count: 0)))
+    }
+}
+
+@Suite struct FilledBufferTests {
+    /// Large or small, what is appended is what the buffer holds, and nothing past the capacity goes in.
+    @Test(arguments: [100, 64 << 10, FilledBuffer.hugeFrom, 1 << 20, (2 << 20) + 1])
+    func holdsWhatWasAppendedUpToItsCapacity(capacity: Int) {
+        let buffer = FilledBuffer(capacity: capacity)
+        var expected: [UInt8] = []
+        var piece = 0
+        while true {
+            let bytes = (0..<min(16_411, capacity)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ piece) }
+            let fits = expected.count + bytes.count <= capacity
+            #expect(bytes.withUnsafeBytes { buffer.append($0) } == fits)
+            if !fits { break }
+            expected += bytes
+            piece += 1
+        }
+        #expect(buffer.count == expected.count)
+        #expect(Array(buffer.bytes) == expected)
+    }
+}

@@ -135,7 +135,7 @@ import Testing
             finalURL: "http://example.com/file", totalLength: total, acceptsRanges: true, etag: "\"e\"",
             lastModified: nil, suggestedFileName: "file", reprDigest: nil, digest: nil, contentMD5: nil, redirects: 0,
             noRangesReason: nil)
-        p.prefix = prefix
+        p.prefix = ProbeBytes(prefix)
         return p
     }
 
@@ -307,7 +307,7 @@ import Testing
         let partial = try newPartial(dir, total: Int64(bytes.count), chunkSize: 16384, withJournal: false)
         defer { partial.close() }
         let plan = ChunkPlan(totalLength: Int64(bytes.count), chunkSize: 16384)
-        try partial.placeProbePrefix(bytes, plan: plan)
+        try partial.placeProbePrefix(ProbeBytes(bytes), plan: plan)
         #expect(partial.trusted?.setCount == plan.chunkCount)
         #expect(partial.partial.isEmpty)
         #expect(try partial.data.read(count: bytes.count, at: 0) == bytes)
@@ -320,7 +320,7 @@ import Testing
         let partial = try newPartial(dir, total: 65536, chunkSize: 16384, withJournal: true)
         defer { partial.close() }
         let plan = ChunkPlan(totalLength: 65536, chunkSize: 16384)
-        try partial.placeProbePrefix(bytes, plan: plan)
+        try partial.placeProbePrefix(ProbeBytes(bytes), plan: plan)
         #expect(partial.trusted?.setCount == 1)
         #expect(partial.journal?.chunkCRCs[0] == CRC32C.checksum(bytes[0..<16384]))
         #expect(partial.partial[1] == PartialChunk(upTo: 20_000, crc: CRC32C.checksum(bytes[16384..<20_000])))

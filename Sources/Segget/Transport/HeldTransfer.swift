@@ -36,7 +36,7 @@ final class HeldTransfer: @unchecked Sendable, Equatable {
         self.context = context
         self.releasing = releasing
         head = context.head
-        offset = Int64(context.body.count)
+        offset = Int64(context.bodyCount)
         total = context.head.contentRange?.completeLength ?? 0
         answerEnd = context.head.contentRange?.last.map { $0 + 1 } ?? total
         sentAt = context.sentAt

@@ -1,4 +1,5 @@
 import SeggetCurl
+import SeggetSystem
 
 /// What one probing request learnt about the remote file.
 public struct ProbeResult: Sendable, Equatable {
@@ -24,7 +25,7 @@ public struct ProbeResult: Sendable, Equatable {
     /// The first bytes of the file, when the probe asked for more than one byte and the server sent
     /// them in a 206 starting at 0: a download writes them instead of asking again, and a file no
     /// longer than this needs no other request.
-    var prefix: [UInt8] = []
+    var prefix: ProbeBytes = []
     /// The probe's transfer, still open after `prefix`, when the prober was asked to hold it (see
     /// `HeldTransfer`): the fetch continues it instead of asking for the rest again.
     var held: HeldTransfer?
@@ -46,7 +47,12 @@ final class ProbeContext: TransferDelegate {
     let limit: Int
     /// Asked for the whole file: pause once `limit` bytes are kept, instead of taking more.
     let holdsAtLimit: Bool
-    var body: [UInt8] = []
+    /// The bytes kept: in `filled` where the answer brings the whole file (at least
+    /// `FilledBuffer.hugeFrom` of it), else in `kept`.
+    var body: ProbeBytes { filled.map(ProbeBytes.init) ?? ProbeBytes(kept) }
+    var bodyCount: Int { filled?.count ?? kept.count }
+    private var kept: [UInt8] = []
+    private var filled: FilledBuffer?
     /// When the first body bytes arrived (monotonic seconds), 0 before.
     var bodyStartedAt = 0.0
     /// The transfer is paused with the rest of the file still to come (see `HeldTransfer`).
@@ -72,18 +78,31 @@ final class ProbeContext: TransferDelegate {
         let keeps = keepsBody ?? (head.status == 206 && head.contentEncoding == nil)
         keepsBody = keeps
         guard keeps else { return .abort }
-        if body.count + bytes.count > limit {
+        if bodyCount + bytes.count > limit {
             // Held: libcurl keeps these bytes and hands them to whoever continues the transfer.
             guard holdsAtLimit else { return .abort }
             isHeld = true
             return .pause
         }
-        if body.isEmpty {
+        if bodyCount == 0 && filled == nil {
             // What this answer brings, when it says: a 64 KiB file does not take 1 MiB of fresh memory.
-            body.reserveCapacity(head.contentLength.map { Int(clamping: max(0, min($0, Int64(limit)))) } ?? limit)
+            let capacity = head.contentLength.map { Int(clamping: max(0, min($0, Int64(limit)))) } ?? limit
+            // A file this answer brings whole fills its buffer: its memory is mapped before the first
+            // byte (a huge page from 512 KiB), not faulted in 4 KiB at a time as the bytes arrive.
+            // A larger file's first bytes may stop early (a held transfer): their pages stay lazy.
+            if capacity >= FilledBuffer.hugeFrom, head.contentRange?.completeLength == Int64(capacity) {
+                filled = FilledBuffer(capacity: capacity)
+            } else {
+                kept.reserveCapacity(capacity)
+            }
             bodyStartedAt = monotonicSeconds()
         }
-        body.append(contentsOf: bytes)
+        if let buffer = filled, !buffer.append(bytes) {
+            // More than the answer said it brings: an array takes it.
+            kept = Array(buffer.bytes)
+            filled = nil
+        }
+        if filled == nil { kept.append(contentsOf: bytes) }
         return .proceed
     }
 }
@@ -337,7 +356,7 @@ struct ProbeWalk {
         }
         var result = try prober.interpret(head, finalURL: current, redirects: hops, options: options)
         result.credentialsDropped = currentParts.host != first.host
-        if result.acceptsRanges, let last = head.contentRange?.last, ctx.body.count <= last + 1 {
+        if result.acceptsRanges, let last = head.contentRange?.last, ctx.bodyCount <= last + 1 {
             // Whatever arrived (all of it, or what came before the cut) is the file's beginning.
             result.prefix = ctx.body
         }
