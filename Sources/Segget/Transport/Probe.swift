@@ -31,6 +31,9 @@ public struct ProbeResult: Sendable, Equatable {
     /// A journal path that was looked at just before the probe and found empty (see
     /// `Download.probeBytes`), so that saving the file need not look again.
     var noJournalAt: String?
+    /// How long the last request of the probe took from its start (connection and TLS handshake
+    /// included) to its first body byte; nil when no body came.
+    var firstAnswerSeconds: Double?
 
     /// A strong validator for `If-Range`: a strong ETag, else Last-Modified.
     public var ifRangeValidator: String? {
@@ -337,6 +340,7 @@ struct ProbeWalk {
         }
         var result = try prober.interpret(head, finalURL: current, redirects: hops, options: options)
         result.credentialsDropped = currentParts.host != first.host
+        if ctx.bodyStartedAt > 0 { result.firstAnswerSeconds = max(0, ctx.bodyStartedAt - ctx.sentAt) }
         if result.acceptsRanges, let last = head.contentRange?.last, ctx.body.count <= last + 1 {
             // Whatever arrived (all of it, or what came before the cut) is the file's beginning.
             result.prefix = ctx.body
