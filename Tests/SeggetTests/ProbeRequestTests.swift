@@ -1,4 +1,3 @@
-import SeggetCurl
 import Testing
 @testable import Segget
 
@@ -6,7 +5,7 @@ import Testing
 /// (set up only: nothing is sent).
 @Suite struct ProbeRequestTests {
     func prober() -> Prober {
-        var p = Prober(options: TransferOptions(), firstBytes: 1 << 20, multi: MultiHandle())
+        var p = Prober(options: TransferOptions(), firstBytes: 1 << 20)
         p.holdsTransfer = true
         p.holdsAtHead = true
         return p
