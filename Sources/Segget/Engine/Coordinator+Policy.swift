@@ -21,8 +21,9 @@ extension Coordinator {
         return n <= 1 ? 0 : min(0.015, 0.1 / Double(n))
     }
 
-    /// A probe whose first answer took this long crossed a WAN (a round trip of 5 ms or more: a TCP
-    /// handshake and a request, and over TLS one more round trip); on loopback it takes 1-3 ms.
+    /// A probe whose first answer took this long crossed a WAN: it takes a TCP handshake and a request
+    /// (two round trips; over TLS three or four), so a round trip of 10 ms or more (5-7 ms over TLS).
+    /// On loopback it took 1 ms over HTTP and 5-6 ms over TLS.
     static let longPathFirstAnswer = 0.02
 
     /// Robbing a connection aborts its request at the cut (what is already in flight beyond it is
