@@ -87,9 +87,10 @@ extension Download {
         probe: ProbeResult, ranged: Bool, mirrors: [FetchSource], partial: PartialDownload, plan: ChunkPlan, hasher: PrefixHasher?,
         driver: TransferDriver, deadline: Deadline?, _ context: AttemptContext
     ) -> FetchStart {
-        let settings = fetchSettings(
+        var settings = fetchSettings(
             ranged: ranged, chunkSize: partial.chunkSize, totalLength: probe.totalLength, deadline: deadline,
             hashing: hasher != nil, hostShare: context.hostShare)
+        settings.probeFirstAnswer = probe.firstAnswerSeconds
         if Self.probeFetchedEverything(
             ranged: ranged, isNew: partial.isNew, chunkCount: plan.chunkCount, trusted: partial.trusted?.setCount ?? 0,
             mirrors: options.mirrors.count, interrupted: context.interrupt.isSet,

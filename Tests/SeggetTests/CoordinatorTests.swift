@@ -154,6 +154,14 @@ import Testing
         #expect(s.events.isEmpty, "\(s.events)")
     }
 
+    @Test func afterASlowFirstAnswerEveryConnectionStartsAtOnce() {
+        var s = Script(size: 16 * Self.MiB, connections: 4) { $0.probeFirstAnswer = 0.16 }
+        s.begin()
+        for id in 0..<4 { #expect(s.starts(of: id).count == 1, "connection \(id)") }
+        s.run(until: 5)
+        #expect(s.c.isComplete)
+    }
+
     @Test func aTricklingConnectionIsRedialled() {
         var s = Script(size: 64 * Self.MiB, connections: 4)
         s.rates[3] = 64 * 1024

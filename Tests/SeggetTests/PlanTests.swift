@@ -184,6 +184,17 @@ import Testing
         }
     }
 
+    @Test func connectionsStartTogetherOnALongPath() {
+        // A probe whose first answer crossed a WAN: no stagger, whatever the count.
+        for n in [2, 8, 64] {
+            #expect(Coordinator.rampStep(connections: n, firstAnswer: 0.16) == 0)
+            #expect(Coordinator.rampStep(connections: n, firstAnswer: Coordinator.longPathFirstAnswer) == 0)
+        }
+        // On loopback (1-3 ms), or not measured: the stagger as before.
+        #expect(Coordinator.rampStep(connections: 8, firstAnswer: 0.002) == 0.0125)
+        #expect(Coordinator.rampStep(connections: 8, firstAnswer: nil) == 0.0125)
+    }
+
     @Test func declinedStealLeavesVictimAlone() {
         var s = Scheduler(plan: plan(16), connections: 2)
         for k in 0..<8 { _ = s.chunkFinished(k, by: 0) }

@@ -9,9 +9,22 @@ extension Coordinator {
     /// Measured on the capped benchmark (8 × 16 MiB/s, 8 connections on one nginx worker): 8 curl
     /// processes started at once took 8.23–8.44 s, started 15 ms apart 8.15–8.34 s including the
     /// stagger. The later connections lose nothing that work stealing does not make up at the end.
-    static func rampStep(connections n: Int) -> Double {
-        n <= 1 ? 0 : min(0.015, 0.1 / Double(n))
+    ///
+    /// Not on a long path (`firstAnswer`, how long the probe's first answer took, at least
+    /// `longPathFirstAnswer`): there the later connections' start is what the download waits for at
+    /// its end, since every request runs at the server's per-request pace. On link c of
+    /// `scripts/bench wan` (40 ms, nginx `limit_rate 16m`, 8 connections) over HTTPS the stagger put
+    /// the last request 75 ms after the first and the seven finished 2.44-2.62 s after the first
+    /// request, against 2.33-2.64 s for aria2c's seven sent at once.
+    static func rampStep(connections n: Int, firstAnswer: Double? = nil) -> Double {
+        if let firstAnswer, firstAnswer >= longPathFirstAnswer { return 0 }
+        return n <= 1 ? 0 : min(0.015, 0.1 / Double(n))
     }
+
+    /// A probe whose first answer took this long crossed a WAN: it takes a TCP handshake and a request
+    /// (two round trips; over TLS three or four), so a round trip of 10 ms or more (5-7 ms over TLS).
+    /// On loopback it took 1 ms over HTTP and 5-6 ms over TLS.
+    static let longPathFirstAnswer = 0.02
 
     /// Robbing a connection aborts its request at the cut (what is already in flight beyond it is
     /// wasted) and costs the thief a new request: worth it only when the victim would otherwise need

@@ -44,6 +44,8 @@ struct Coordinator: Coordinating {
         var progressInterval = 0.25
         /// Decides how long a retry waits on top of the backoff (0.5…1.5; fixed in tests).
         var jitter: () -> Double = { .random(in: 0.5...1.5) }
+        /// How long the probe's first answer took (see `rampStep`); nil: not measured.
+        var probeFirstAnswer: Double?
     }
 
     /// What the engine must do, in order.
@@ -165,13 +167,14 @@ struct Coordinator: Coordinating {
 
     // MARK: Starting
 
-    /// The first requests: the connections with work start `rampStep` apart (the first at once).
+    /// The first requests: the connections with work start `rampStep` apart (the first at once; all
+    /// of them on a long path).
     mutating func begin(now: Double) -> [Command] {
         let starting = connections.map(\.id).filter { scheduler.run(of: $0) != nil }
-        let step = Self.rampStep(connections: starting.count)
+        let step = Self.rampStep(connections: starting.count, firstAnswer: config.probeFirstAnswer)
         var commands: [Command] = []
         for (k, id) in starting.enumerated() {
-            if k == 0, let r = scheduler.run(of: id) {
+            if k == 0 || step == 0, let r = scheduler.run(of: id) {
                 commands.append(start(id, bytes: runBytes(r), now: now))
             } else {
                 connections[id].machine.wait(until: now + Double(k) * step, .ramp)

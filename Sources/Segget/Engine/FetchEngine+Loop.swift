@@ -9,6 +9,7 @@ extension FetchEngine {
     func begin() throws {
         startedAt = monotonicSeconds()
         trace("writes: \(writer.isDirect ? "O_DIRECT" : "page cache")")
+        if let t = settings.probeFirstAnswer { trace("the probe's first answer took \(Format.fixed(t, 3)) s") }
         if let journal, settings.checkpointInterval > 0 {
             checkpointThread = CheckpointWorker(
                 journal: journal, data: data, interval: settings.checkpointInterval,

@@ -60,6 +60,8 @@ struct FetchSettings {
     var progressInterval = 0.25
     /// How the per-connection buffers reach the file (see `StagedWriter`).
     var writePath = WritePath.adaptive
+    /// How long the probe's first answer took (`ProbeResult.firstAnswerSeconds`).
+    var probeFirstAnswer: Double?
 }
 
 /// The resource changed while downloading; the caller restarts from zero.
@@ -92,5 +94,6 @@ extension Coordinator.Config {
         deadline = settings.deadline
         stallTimeout = settings.transfer.stallTimeout
         progressInterval = settings.progressInterval
+        probeFirstAnswer = settings.probeFirstAnswer
     }
 }

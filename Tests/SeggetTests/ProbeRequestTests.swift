@@ -1,0 +1,38 @@
+import Testing
+@testable import Segget
+
+/// What the first request of a download of several connections asks for, over HTTP and over TLS
+/// (set up only: nothing is sent).
+@Suite struct ProbeRequestTests {
+    func prober() -> Prober {
+        var p = Prober(options: TransferOptions(), firstBytes: 1 << 20)
+        p.holdsTransfer = true
+        p.holdsAtHead = true
+        return p
+    }
+
+    @Test func overHTTPTheProbeIsHeldAtItsHead() throws {
+        let r = try prober().makeRequest("http://198.18.0.2/f.bin", options: TransferOptions(), holding: true)
+        #expect(r.holding && r.holdsAtHead)
+        #expect(r.context.limit == 1 << 20)
+    }
+
+    /// Over TLS the head would come a round trip late inside a 16 KiB record (see
+    /// `Prober.tlsFirstAnswerBytes`): a small whole answer instead, not held.
+    @Test func overTLSTheProbeAsksForASmallWholeAnswer() throws {
+        for url in ["https://198.18.0.2/f.bin", "HTTPS://example.com/f.bin"] {
+            let r = try prober().makeRequest(url, options: TransferOptions(), holding: true)
+            #expect(!r.holding, "\(url)")
+            #expect(r.context.limit == Prober.tlsFirstAnswerBytes, "\(url)")
+            #expect(!r.context.holdsAtLimit)
+        }
+    }
+
+    @Test func aDownloadOfOneConnectionStillHoldsItsProbeOverTLS() throws {
+        var p = prober()
+        p.holdsAtHead = false
+        let r = try p.makeRequest("https://198.18.0.2/f.bin", options: TransferOptions(), holding: true)
+        #expect(r.holding)
+        #expect(r.context.limit == 1 << 20)
+    }
+}
