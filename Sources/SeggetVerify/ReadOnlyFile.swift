@@ -14,8 +14,6 @@ public struct HashingError: Error, CustomStringConvertible, Sendable, Equatable 
         case advancedPastLength(advanced: Int64, length: Int64)
         /// `cancel()` was called before hashing completed.
         case cancelled
-        /// The background hashing thread could not be started; `errno` says why.
-        case threadStartFailed(errno: Int32)
     }
 
     /// What went wrong.
@@ -37,8 +35,6 @@ public struct HashingError: Error, CustomStringConvertible, Sendable, Equatable 
             "The finished part of “\(path)” was reported as \(advanced) bytes, beyond its length of \(length) bytes."
         case .cancelled:
             "Checking the digest of “\(path)” was cancelled."
-        case .threadStartFailed(let errno):
-            "Could not start a thread to check the digest of “\(path)”: \(errorMessage(errno))."
         }
     }
 }
