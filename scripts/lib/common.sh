@@ -73,11 +73,19 @@ http {
     }
 }
 CONF
+    launch_nginx "$dir"
+    NGINX_URL="http://127.0.0.1:$port"
+    export NGINX_URL
+}
+
+# launch_nginx DIR: starts nginx with DIR/nginx.conf (which must write its pid to DIR/nginx.pid) and
+# sets NGINX_PID once the pid file is there. Stop it with stop_nginx.
+launch_nginx() {
+    local dir="$1"
     nginx -c "$dir/nginx.conf" -p "$dir"
     for _ in $(seq 50); do [ -s "$dir/nginx.pid" ] && break; sleep 0.1; done
     NGINX_PID="$(cat "$dir/nginx.pid")"
-    NGINX_URL="http://127.0.0.1:$port"
-    export NGINX_PID NGINX_URL
+    export NGINX_PID
 }
 
 stop_nginx() {

@@ -56,9 +56,7 @@ http {
     }
 }
 CONF
-nginx -c "$WORK/nginx/nginx.conf" -p "$WORK/nginx"
-for _ in $(seq 50); do [ -s "$WORK/nginx/nginx.pid" ] && break; sleep 0.1; done
-NGINX_PID="$(cat "$WORK/nginx/nginx.pid")"
+launch_nginx "$WORK/nginx"
 
 status=0
 summary=()

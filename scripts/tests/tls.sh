@@ -15,10 +15,7 @@ SEGGET_BIN="${SEGGET_BIN:-$ROOT/.build/debug/segget}"
 WORK="$(mktemp -d /tmp/segget-tls.XXXXXX)"
 chmod 755 "$WORK"
 NGINX_PID=""
-cleanup() {
-    if [ -n "$NGINX_PID" ]; then kill "$NGINX_PID" 2>/dev/null || true; fi
-    rm -rf "$WORK"
-}
+cleanup() { stop_nginx; rm -rf "$WORK"; }
 trap cleanup EXIT
 
 mkdir -p "$WORK/www" "$WORK/nginx/logs" "$WORK/nginx/tmp" "$WORK/out"
@@ -52,9 +49,7 @@ http {
     }
 }
 CONF
-nginx -c "$WORK/nginx/nginx.conf" -p "$WORK/nginx"
-for _ in $(seq 50); do [ -s "$WORK/nginx/nginx.pid" ] && break; sleep 0.1; done
-NGINX_PID="$(cat "$WORK/nginx/nginx.pid")"
+launch_nginx "$WORK/nginx"
 URL="https://127.0.0.1:$port"
 
 fail=0
