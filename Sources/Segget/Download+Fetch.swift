@@ -27,10 +27,22 @@ enum FetchStart {
     case engine(FetchEngine, started: Double)
 }
 
-/// How an attempt goes on after `Download.beginFetch`: it ended there, or it fetches.
+/// How an attempt goes on after `Download.beginFetch`: it ended there, the probe brought the whole
+/// file and it is saved elsewhere (`WholeSaving.elsewhere`), or it fetches.
 enum AttemptStart {
     case finished(AttemptOutcome)
+    case saveWhole(WholeSave)
     case fetch(FetchStage)
+}
+
+/// Where `Download.beginFetch` saves a file the probe brought whole.
+enum WholeSaving {
+    /// At once, on the calling thread.
+    case here
+    /// Not: it returns `.saveWhole`, and the caller runs the save (on a writer thread).
+    case elsewhere
+    /// Never: the usual path, with a part file (after a save that found it must run).
+    case never
 }
 
 /// What an attempt holds open from the opening of its partial download to its end: the part file

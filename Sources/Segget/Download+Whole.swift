@@ -3,8 +3,8 @@ import SeggetSystem
 import SeggetVerify
 
 extension Download {
-    /// Saves a new file that the probe brought whole (at most `probePrefixLimit` bytes) without a part
-    /// file: the bytes go into an unnamed file in the target's directory (`O_TMPFILE`), which is then
+    /// Checks a new file that the probe brought whole (at most `probePrefixLimit` bytes), to be saved
+    /// by ``WholeSave/save()`` without a part file: the bytes go into an unnamed file in the target's directory (`O_TMPFILE`), which is then
     /// linked in under the final name in one step. Nothing else is created, locked, renamed or removed,
     /// which in a batch of small files in one directory was most of what segget did beyond curl
     /// (every create, rename and unlink takes the directory's lock).
@@ -13,15 +13,15 @@ extension Download {
     /// verified, and a stop before that leaves nothing (the unnamed file is freed with its last
     /// descriptor). With `--fsync` the data is synced before the link and the directory after.
     ///
-    /// Returns nil where the usual path must run: anything an earlier run left beside the target
+    /// Returns nil (here, or from `save()`) where the usual path must run: anything an earlier run left beside the target
     /// (a journal or a part file: a resume, a stale file, another segget's lock; a progress file
     /// exists only beside a journal), anything already under the name (the usual path says what it
     /// is, and `--force` replaces a file), a mirror to probe, or a file system without `O_TMPFILE`.
     /// The final name is not looked at before: the link refuses a taken name, atomically.
-    func publishWhole(
+    func wholeSave(
         probe: ProbeResult, ranged: Bool, paths: PartialDownload.Paths, expected: [ExpectedDigest],
         deadline: Deadline?, _ context: AttemptContext
-    ) throws(SeggetError) -> DownloadResult? {
+    ) throws(SeggetError) -> WholeSave? {
         guard ranged, let total = probe.totalLength, total > 0, Int64(probe.prefix.count) == total,
             options.mirrors.isEmpty, !context.interrupt.isSet, deadline.map({ monotonicSeconds() < $0.at }) ?? true,
             probe.noJournalAt == paths.journal || PosixFile.fileSize(path: paths.journal) == nil,
@@ -36,35 +36,21 @@ extension Download {
             if PosixFile.fileSize(path: paths.final) != nil { return nil }
             throw error
         }
-        let directory = FileSystem.directoryName(of: paths.final)
-        let file: PosixFile
-        do {
-            file = try PosixFile.createUnnamed(inDirectory: directory, permissions: 0o644)
-        } catch {
-            // Where no unnamed file can be made, the part file can (or fails with the usual message).
-            return nil
-        }
-        defer { file.close() }
-        do {
-            try probe.prefix.withUnsafeBytes { (raw) throws(Errno) in try file.write(raw, at: 0) }
-            if options.syncBeforeRename { try file.sync() }
-        } catch {
-            throw FetchEngine.writeError(error)
-        }
-        do {
-            try file.link(as: paths.final)
-        } catch .fileExists, .noSuchFileOrDirectory {
-            // The name is taken (a file, a directory, a link: `--force` replaces a file), or there is
-            // no /proc to link through: the usual path looks at what is there and says what to do.
-            return nil
-        } catch {
-            throw SeggetError(.fileSystem, "could not save \(paths.final): \(error).")
-        }
-        if options.syncBeforeRename { try? PosixFile.syncDirectory(containing: paths.final) }
-        reportProbeBroughtEverything(total: total, connections: options.connections, context)
-        return DownloadResult(
-            path: paths.final, bytes: total, resumedBytes: 0, receivedBytes: 0, seconds: monotonicSeconds() - started,
-            connections: options.connections, verified: verified, usedRanges: true)
+        return WholeSave(
+            bytes: probe.prefix, paths: paths, verified: verified, sync: options.syncBeforeRename,
+            connections: options.connections, started: started)
+    }
+
+    /// `wholeSave` and its `save()` at once: the file saved, or nil where the usual path must run.
+    func publishWhole(
+        probe: ProbeResult, ranged: Bool, paths: PartialDownload.Paths, expected: [ExpectedDigest],
+        deadline: Deadline?, _ context: AttemptContext
+    ) throws(SeggetError) -> DownloadResult? {
+        guard let save = try wholeSave(probe: probe, ranged: ranged, paths: paths, expected: expected, deadline: deadline, context),
+            let result = try save.save()
+        else { return nil }
+        reportProbeBroughtEverything(total: save.total, connections: options.connections, context)
+        return result
     }
 
     /// Checks `bytes`, the whole file, against every expected digest; returns the checks that passed
@@ -88,5 +74,55 @@ extension Download {
             connections: (0..<connections).map {
                 ConnectionProgress(id: $0, state: .idle, bytesPerSecond: 0, remainingBytes: 0)
             }, finishedRanges: total > 0 ? [0..<total] : []))
+    }
+}
+
+/// A file the probe brought whole, verified, and the saving of it: an unnamed file in the target's
+/// directory, its bytes, then its link under the final name (see `Download.wholeSave`). `save()` is
+/// all system calls and touches nothing of the download's, so a batch or the daemon runs it on a
+/// writer thread: the unnamed file's inode is found without the directory's lock, and on ext4 that
+/// search, a scan past every inode freed in the last minutes, is most of a small file's cost where
+/// files come and go (two threads make 500 of them in 61-175 ms where one takes 97-264 ms).
+struct WholeSave: Sendable {
+    let bytes: ProbeBytes
+    let paths: PartialDownload.Paths
+    let verified: [String]
+    let sync: Bool
+    let connections: Int
+    let started: Double
+
+    var total: Int64 { Int64(bytes.count) }
+
+    /// The file saved under its final name, or nil where the usual path must run (no unnamed files
+    /// here, the name taken, no /proc to link through).
+    func save() throws(SeggetError) -> DownloadResult? {
+        let directory = FileSystem.directoryName(of: paths.final)
+        let file: PosixFile
+        do {
+            file = try PosixFile.createUnnamed(inDirectory: directory, permissions: 0o644)
+        } catch {
+            // Where no unnamed file can be made, the part file can (or fails with the usual message).
+            return nil
+        }
+        defer { file.close() }
+        do {
+            try bytes.withUnsafeBytes { (raw) throws(Errno) in try file.write(raw, at: 0) }
+            if sync { try file.sync() }
+        } catch {
+            throw FetchEngine.writeError(error)
+        }
+        do {
+            try file.link(as: paths.final)
+        } catch .fileExists, .noSuchFileOrDirectory {
+            // The name is taken (a file, a directory, a link: `--force` replaces a file), or there is
+            // no /proc to link through: the usual path looks at what is there and says what to do.
+            return nil
+        } catch {
+            throw SeggetError(.fileSystem, "could not save \(paths.final): \(error).")
+        }
+        if sync { try? PosixFile.syncDirectory(containing: paths.final) }
+        return DownloadResult(
+            path: paths.final, bytes: total, resumedBytes: 0, receivedBytes: 0, seconds: monotonicSeconds() - started,
+            connections: connections, verified: verified, usedRanges: true)
     }
 }

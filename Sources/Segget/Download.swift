@@ -64,7 +64,7 @@ public final class Download: @unchecked Sendable {
     /// server), starts the hasher and sets up the engine, on `driver` (a `DownloadLoop`'s).
     func beginFetch(
         _ plan: AttemptPlan, probe: ProbeResult, mirrors: [FetchSource], deadline: Deadline?, driver: TransferDriver,
-        _ context: AttemptContext
+        whole: WholeSaving = .here, _ context: AttemptContext
     ) throws(SeggetError) -> AttemptStart {
         var probe = probe
         let events = context.events
@@ -85,8 +85,12 @@ public final class Download: @unchecked Sendable {
         let paths = PartialDownload.Paths(final: final)
         let expected = expectedDigests(probe)
         let ranged = probe.acceptsRanges && probe.totalLength != nil && !plan.stream
-        if let whole = try publishWhole(probe: probe, ranged: ranged, paths: paths, expected: expected, deadline: deadline, context) {
-            return .finished(.finished(whole))
+        if whole != .never, let save = try wholeSave(probe: probe, ranged: ranged, paths: paths, expected: expected, deadline: deadline, context) {
+            if whole == .elsewhere { return .saveWhole(save) }
+            if let result = try save.save() {
+                reportProbeBroughtEverything(total: save.total, connections: options.connections, context)
+                return .finished(.finished(result))
+            }
         }
         let finalExists = try checkOutputPath(paths.final)
         if !options.force, finalExists, let size = PartialDownload.finishedEarlier(paths: paths, url: url) {

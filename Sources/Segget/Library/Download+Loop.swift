@@ -152,11 +152,33 @@ extension Download {
         done: @escaping @Sendable (AttemptPlan, Result<AttemptOutcome, SeggetError>) -> Void
     ) {
         let deadline = options.timeout.map { Deadline(limit: $0, from: context.started) }
-        let setUp: @Sendable (ProbeResult, [FetchSource]) -> Void = { [self] probe, mirrors in
+        // A file the probe brought whole is saved on a writer thread where the steps have a thread of
+        // their own (a batch, the daemon): the steps of the other files go on meanwhile, and two
+        // files are created at once. On the loop thread (a download of one), at once.
+        let firstWhole: WholeSaving = loop.steps.onLoop ? .here : .elsewhere
+        @Sendable func setUp(_ probe: ProbeResult, _ mirrors: [FetchSource], whole: WholeSaving) {
             do throws(SeggetError) {
-                switch try beginFetch(plan, probe: probe, mirrors: mirrors, deadline: deadline, driver: loop.driver, context) {
+                switch try beginFetch(plan, probe: probe, mirrors: mirrors, deadline: deadline, driver: loop.driver, whole: whole, context) {
                 case .finished(let outcome):
                     done(plan, .success(outcome))
+                case .saveWhole(let save):
+                    StagedWriter.nextSharedQueue().async { [self] in
+                        let saved = Result { () throws(SeggetError) in try save.save() }
+                        loop.steps.async { [self] in
+                            switch saved {
+                            case .success(let result?):
+                                reportProbeBroughtEverything(total: save.total, connections: options.connections, context)
+                                done(plan, .success(.finished(result)))
+                            case .success(nil):
+                                // The usual path looks at what is there; the probe's transfer was let go.
+                                var probe = probe
+                                probe.held = nil
+                                setUp(probe, mirrors, whole: .never)
+                            case .failure(let error):
+                                done(plan, .failure(error))
+                            }
+                        }
+                    }
                 case .fetch(let stage):
                     guard let engine = stage.engine else {
                         return done(plan, end(stage, failure: nil, context))
@@ -174,12 +196,12 @@ extension Download {
         }
         let fetchWith: @Sendable (ProbeResult) -> Void = { [self] probe in
             guard !options.mirrors.isEmpty, probe.acceptsRanges, probe.totalLength != nil, !plan.stream else {
-                return setUp(probe, [])
+                return setUp(probe, [], whole: firstWhole)
             }
             // The mirrors, probed all at once on the loop, before the steps that set up the fetch.
             loop.post { [self] in
                 probeMirrors(on: loop, main: probe, deadline: deadline, events: context.events, interrupt: context.interrupt) {
-                    mirrors in loop.steps.async { setUp(probe, mirrors) }
+                    mirrors in loop.steps.async { setUp(probe, mirrors, whole: firstWhole) }
                 }
             }
         }

@@ -1,0 +1,96 @@
+import Dispatch
+import Foundation
+import Glibc
+import SeggetTestServer
+import Testing
+@testable import Segget
+
+/// A file the probe brings whole, in a loop whose steps have a thread of their own (a batch, the
+/// daemon): it is created, written and linked on a writer thread, while the steps of other files go on.
+@Suite struct WholeSaveTests {
+    /// Waits up to `seconds` for `done`.
+    func wait(_ seconds: Double, until done: () -> Bool) -> Bool {
+        let end = monotonicSeconds() + seconds
+        while !done() {
+            if monotonicSeconds() > end { return false }
+            usleep(5_000)
+        }
+        return true
+    }
+
+    func start(_ url: String, _ options: DownloadOptions, on loop: DownloadLoop) -> LoopOutcome<DownloadResult> {
+        let outcome = LoopOutcome<DownloadResult>()
+        Download(url: url, options: options).run(on: loop) { result in
+            outcome.set(result)
+            loop.post {}
+        }
+        return outcome
+    }
+
+    /// While both writer threads are held, the download has its bytes but cannot end and nothing is
+    /// under its name, and the steps queue is free; once the writers go on, the file is there, whole.
+    /// (With the save on the steps queue, as before, the download ended while the writers were held.)
+    @Test func aWholeFileIsSavedOnAWriterThreadWhileTheStepsGoOn() throws {
+        let server = try TestServer()
+        try server.start()
+        defer { server.stop() }
+        let dir = try TempDir()
+        let body = TestFiles.pattern(100_000, seed: 11)
+        server.addResource(name: "w.bin", bytes: body, etag: "\"w\"")
+        let loop = try #require(DownloadLoop.onOwnThread())
+
+        let gate = DispatchSemaphore(value: 0)
+        let writers = StagedWriter.sharedQueues
+        for w in writers { w.async { gate.wait() } }
+        var options = DownloadOptions()
+        options.outputPath = dir.path("w.bin")
+        let outcome = start(server.baseURL + "/w.bin", options, on: loop)
+        #expect(wait(5) { server.requests.contains { $0.path.hasSuffix("/w.bin") } })
+        usleep(300_000)
+        #expect(!outcome.isSet, "the download ended while every writer was held")
+        #expect(TestFiles.size(options.outputPath!) == nil)
+        #expect(loop.steps.sync { true })
+        for _ in writers { gate.signal() }
+        #expect(wait(5) { outcome.isSet })
+        let result = try outcome.get()
+        #expect(result.bytes == Int64(body.count))
+        #expect(TestFiles.fileDifference(options.outputPath!, body) == nil)
+        let left = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0 != "w.bin" }
+        #expect(left.isEmpty, "\(left)")
+    }
+
+    /// A name already taken: the writer's link refuses it and the usual path runs on the steps queue:
+    /// refused without `force` (the file as it was), replaced with it.
+    @Test func aTakenNameGoesDownTheUsualPath() throws {
+        let server = try TestServer()
+        try server.start()
+        defer { server.stop() }
+        let dir = try TempDir()
+        let body = TestFiles.pattern(70_000, seed: 12)
+        server.addResource(name: "t.bin", bytes: body, etag: "\"t\"")
+        let loop = try #require(DownloadLoop.onOwnThread())
+        let path = dir.path("t.bin")
+        try TestFiles.write(path, [42])
+
+        var options = DownloadOptions()
+        options.outputPath = path
+        let refused = start(server.baseURL + "/t.bin", options, on: loop)
+        #expect(wait(10) { refused.isSet })
+        do {
+            _ = try refused.get()
+            Issue.record("a taken name was overwritten without force")
+        } catch {
+            #expect(error.kind == .fileSystem)
+            #expect(error.message.contains("already exists"), "\(error.message)")
+        }
+        #expect(TestFiles.size(path) == 1)
+
+        options.force = true
+        let replaced = start(server.baseURL + "/t.bin", options, on: loop)
+        #expect(wait(10) { replaced.isSet })
+        #expect(try replaced.get().bytes == Int64(body.count))
+        #expect(TestFiles.fileDifference(path, body) == nil)
+        let left = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0 != "t.bin" }
+        #expect(left.isEmpty, "\(left)")
+    }
+}
