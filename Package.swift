@@ -50,10 +50,13 @@ let package = Package(
         ),
         // A durable download manager: scheduling, connection and speed budgets, SQLite state.
         .target(name: "SeggetQueue", dependencies: ["Segget", "SeggetSystem", "SeggetJournal", "SeggetVerify", "CSQLite"]),
+        // The command line for Swift's `CommandLine`, kept from the C library's start-up call instead
+        // of the static runtime's reading of /proc/self/maps before main (see its argv.c).
+        .target(name: "CStartup"),
         .executableTarget(
             name: "segget",
             dependencies: [
-                "Segget", "SeggetSystem", "SeggetVerify", "SeggetQueue", "SeggetRPC",
+                "Segget", "SeggetSystem", "SeggetVerify", "SeggetQueue", "SeggetRPC", "CStartup",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             // A release binary starts in half the CPU time with its relative relocations packed
@@ -117,7 +120,7 @@ let package = Package(
         .testTarget(
             name: "SeggetCLITests",
             dependencies: [
-                "segget", "Segget", "SeggetVerify", "SeggetRPC",
+                "segget", "Segget", "SeggetVerify", "SeggetRPC", "CStartup",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
