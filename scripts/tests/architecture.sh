@@ -83,7 +83,7 @@ plant Sources/Segget/Transport/Probe.swift \
 # target without a row, a row without a target.
 plant_edit docs/architecture.md '/^| `SeggetQueue` /s/| Segget, SeggetSystem, /| Segget, /' "the may-use column of SeggetQueue"
 plant_edit docs/architecture.md '/^| `SeggetCurl` /s/| CCurl |$/| CCurl, SeggetSystem |/' "the may-use column of SeggetCurl"
-plant_edit Package.swift 's/.target(name: "SeggetSystem")/.target(name: "SeggetSystem", dependencies: ["CCRC32C"])/' \
+plant_edit Package.swift 's/.target(name: "SeggetSystem", /.target(name: "SeggetSystem", dependencies: ["CCRC32C"], /' \
     "the may-use column of SeggetSystem" docs/architecture.md
 plant_edit docs/architecture.md '/^| `segget-sim` /d' "has no row for target segget-sim"
 plant_edit docs/architecture.md 's/^| `SeggetVerify` /| `SeggetDigest` /' "names SeggetDigest, which Package.swift does not declare"
