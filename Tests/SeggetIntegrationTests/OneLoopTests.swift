@@ -38,30 +38,61 @@ import Glibc
         }
     }
 
+    /// What `runBatch` saw: the files it served, the directory, the server, the process's thread peak,
+    /// how many samples that peak came from, and how the process ended.
+    struct BatchRun {
+        let files: [String: [UInt8]]
+        let dir: CLITempDir
+        let server: TestServer
+        let peak: Int
+        let samples: Int
+        let outcome: SpawnedProcess.Outcome
+
+        /// Every file of the list is in `out/`, byte for byte.
+        func expectAllWhole() {
+            for (name, bytes) in files { #expect(fileMatches(dir.path("out") + "/" + name, bytes), "\(name)") }
+        }
+    }
+
+    /// `count` files named PREFIX0… of `size + i` bytes, served paced at `rate` (the test server's
+    /// `rate=` query) and listed one per line (with `lineOptions(name, bytes)` under each), downloaded
+    /// by `segget -q … -i list -d out` with `arguments`, its threads sampled every `interval` µs.
+    func runBatch(
+        _ prefix: String, count: Int, size: Int, seed: UInt64, rate: String, arguments: [String],
+        everyMicroseconds interval: UInt32, lineOptions: (String, [UInt8]) -> String = { _, _ in "" }
+    ) async throws -> BatchRun {
+        var files: [String: [UInt8]] = [:]
+        for i in 0..<count { files["\(prefix)\(i)"] = cliTestBytes(size + i, seed: seed + UInt64(i)) }
+        let server = try startCLITestServer(files)
+        let dir = try CLITempDir()
+        let list = dir.path("list.txt")
+        try (0..<count).map { i -> String in
+            let name = "\(prefix)\(i)"
+            return server.url(name, query: "rate=\(rate)") + lineOptions(name, files[name]!)
+        }.joined(separator: "\n").write(toFile: list, atomically: true, encoding: .utf8)
+        let p = try SpawnedProcess(
+            executable: SpawnedProcess.seggetPath(), arguments: ["-q"] + arguments + ["-i", list, "-d", dir.path("out")])
+        let (peak, samples, outcome) = try await Self.watchThreads(of: p, everyMicroseconds: interval)
+        return BatchRun(files: files, dir: dir, server: server, peak: peak, samples: samples, outcome: outcome)
+    }
+
     /// 48 paced files, 16 in flight: the process never runs more than 4 threads (before, one thread
     /// per file in flight: 17 and more), every file arrives whole, and the files share their
     /// connections: one request each over at most 16 connections in all.
     @Test func batchRunsOnBoundedThreadsAndSharesConnections() async throws {
-        var files: [String: [UInt8]] = [:]
-        for i in 0..<48 { files["f\(i)"] = cliTestBytes(256 * 1024 + i, seed: UInt64(300 + i)) }
-        let server = try startCLITestServer(files)
-        defer { server.stop() }
-        let dir = try CLITempDir()
-        let list = dir.path("list.txt")
         // 2 MiB/s per response: each file takes about an eighth of a second, the batch about half a
         // second, long enough to watch its threads.
-        try (0..<48).map { server.url("f\($0)", query: "rate=2m") }.joined(separator: "\n")
-            .write(toFile: list, atomically: true, encoding: .utf8)
-        let p = try SpawnedProcess(
-            executable: SpawnedProcess.seggetPath(), arguments: ["-q", "-n", "1", "-j", "16", "-i", list, "-d", dir.path("out")])
-        let (peak, samples, r) = try await Self.watchThreads(of: p, everyMicroseconds: 10_000)
-        #expect(r.exitCode == 0, "\(r.stderr)")
-        for i in 0..<48 { #expect(fileMatches(dir.path("out") + "/f\(i)", files["f\(i)"]!)) }
-        #expect(samples >= 5, "the batch ended before its threads could be watched")
-        #expect(peak <= 4, "peak threads \(peak)")
-        let requests = server.requests.filter { $0.path.hasPrefix("/f") }
+        let run = try await runBatch(
+            "f", count: 48, size: 256 * 1024, seed: 300, rate: "2m", arguments: ["-n", "1", "-j", "16"],
+            everyMicroseconds: 10_000)
+        defer { run.server.stop() }
+        #expect(run.outcome.exitCode == 0, "\(run.outcome.stderr)")
+        run.expectAllWhole()
+        #expect(run.samples >= 5, "the batch ended before its threads could be watched")
+        #expect(run.peak <= 4, "peak threads \(run.peak)")
+        let requests = run.server.requests.filter { $0.path.hasPrefix("/f") }
         #expect(requests.count == 48, "\(requests)")
-        #expect(server.connectionsAccepted <= 16, "\(server.connectionsAccepted) connections for 48 files")
+        #expect(run.server.connectionsAccepted <= 16, "\(run.server.connectionsAccepted) connections for 48 files")
         #expect(Set(requests.map(\.remotePort)).count <= 16)
     }
 
@@ -69,46 +100,32 @@ import Glibc
     /// 50 ms: still at most 4 threads (the loop, the steps worker, where the checkpoints run too, and
     /// the two writers; a thread of the checkpoints' own made 5), every file whole, nothing left.
     @Test func rangedBatchWithCheckpointsRunsOnFourThreads() async throws {
-        var files: [String: [UInt8]] = [:]
-        for i in 0..<32 { files["r\(i)"] = cliTestBytes(512 * 1024 + i, seed: UInt64(700 + i)) }
-        let server = try startCLITestServer(files)
-        defer { server.stop() }
-        let dir = try CLITempDir()
-        let list = dir.path("list.txt")
         // 1 MiB/s per response, chunks of 256 KiB: up to half a second a file, about a second in all.
-        try (0..<32).map { server.url("r\($0)", query: "rate=1m") }.joined(separator: "\n")
-            .write(toFile: list, atomically: true, encoding: .utf8)
-        let p = try SpawnedProcess(
-            executable: SpawnedProcess.seggetPath(),
-            arguments: ["-q", "-n", "4", "-j", "16", "--chunk-size", "256k", "--sync-interval", "0.05", "-i", list, "-d", dir.path("out")])
-        let (peak, samples, r) = try await Self.watchThreads(of: p, everyMicroseconds: 5_000)
-        #expect(r.exitCode == 0, "\(r.stderr)")
-        for i in 0..<32 { #expect(fileMatches(dir.path("out") + "/r\(i)", files["r\(i)"]!)) }
-        let left = try FileManager.default.contentsOfDirectory(atPath: dir.path("out")).filter { $0.hasPrefix(".") || $0.contains("segget") }
+        let run = try await runBatch(
+            "r", count: 32, size: 512 * 1024, seed: 700, rate: "1m",
+            arguments: ["-n", "4", "-j", "16", "--chunk-size", "256k", "--sync-interval", "0.05"],
+            everyMicroseconds: 5_000)
+        defer { run.server.stop() }
+        #expect(run.outcome.exitCode == 0, "\(run.outcome.stderr)")
+        run.expectAllWhole()
+        let left = try FileManager.default.contentsOfDirectory(atPath: run.dir.path("out")).filter { $0.hasPrefix(".") || $0.contains("segget") }
         #expect(left.isEmpty, "\(left)")
-        #expect(samples >= 5, "the batch ended before its threads could be watched")
-        #expect(peak <= 4, "peak threads \(peak)")
+        #expect(run.samples >= 5, "the batch ended before its threads could be watched")
+        #expect(run.peak <= 4, "peak threads \(run.peak)")
     }
 
     /// The same ranged batch with a digest to check for every file: the hashers of the 16 files in
     /// flight share the two threads of `WorkerPool.readBack` (before, each hasher had a reader and a
     /// hashing thread of its own: 36 threads), every file verified and whole.
     @Test func checkedBatchHashesOnTwoSharedThreads() async throws {
-        var files: [String: [UInt8]] = [:]
-        for i in 0..<32 { files["h\(i)"] = cliTestBytes(512 * 1024 + i, seed: UInt64(900 + i)) }
-        let server = try startCLITestServer(files)
-        defer { server.stop() }
-        let dir = try CLITempDir()
-        let list = dir.path("list.txt")
-        try (0..<32).map { "\(server.url("h\($0)", query: "rate=1m"))\n  checksum=sha-256=\(sha256Hex(files["h\($0)"]!))" }
-            .joined(separator: "\n").write(toFile: list, atomically: true, encoding: .utf8)
-        let p = try SpawnedProcess(
-            executable: SpawnedProcess.seggetPath(),
-            arguments: ["-q", "-n", "4", "-j", "16", "--chunk-size", "256k", "-i", list, "-d", dir.path("out")])
-        let (peak, samples, r) = try await Self.watchThreads(of: p, everyMicroseconds: 5_000)
-        #expect(r.exitCode == 0, "\(r.stderr)")
-        for i in 0..<32 { #expect(fileMatches(dir.path("out") + "/h\(i)", files["h\(i)"]!)) }
-        #expect(samples >= 5, "the batch ended before its threads could be watched")
-        #expect(peak <= 6, "peak threads \(peak)")
+        let run = try await runBatch(
+            "h", count: 32, size: 512 * 1024, seed: 900, rate: "1m",
+            arguments: ["-n", "4", "-j", "16", "--chunk-size", "256k"], everyMicroseconds: 5_000,
+            lineOptions: { _, bytes in "\n  checksum=sha-256=\(sha256Hex(bytes))" })
+        defer { run.server.stop() }
+        #expect(run.outcome.exitCode == 0, "\(run.outcome.stderr)")
+        run.expectAllWhole()
+        #expect(run.samples >= 5, "the batch ended before its threads could be watched")
+        #expect(run.peak <= 6, "peak threads \(run.peak)")
     }
 }
