@@ -153,8 +153,9 @@ struct ResponsePlanner {
                 let newLast = min(max(newFirst, last + shift), length - 1)
                 decision = .partial(first: newFirst, last: newLast)
             }
-        case .capped, .expiring where p.params["max"] != nil:
-            if case .partial(let first, let last) = decision {
+        case .capped, .expiring:
+            // Every capped answer; an expiring one only when it names a `max`.
+            if route.mode == .capped || p.params["max"] != nil, case .partial(let first, let last) = decision {
                 let most = p.params["max"].flatMap(URLText.parseRate) ?? 1 << 20
                 decision = .partial(first: first, last: min(last, first + most - 1))
             }
