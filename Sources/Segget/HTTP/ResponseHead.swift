@@ -31,6 +31,34 @@ public struct ResponseHead: Sendable, Equatable {
 
     /// Feeds one raw header line (with or without its CRLF).
     public mutating func append(line raw: Substring) {
+        let foldable = !rawFields.isEmpty
+        guard let scanned = raw.utf8.withContiguousStorageIfAvailable({ Self.scanASCII($0, foldable: foldable) }),
+            let line = scanned
+        else { return append(referenceLine: raw) }
+        switch line {
+        case .status(let version, let code):
+            self = ResponseHead()
+            byteCount = raw.utf8.count
+            httpVersion = version
+            status = code
+            return
+        case .end:
+            if status >= 200 { isComplete = true }
+        case .folded(let text):
+            let last = rawFields.count - 1
+            foldedNames.append(rawFields[last].name)
+            rawFields[last].value = rawFields[last].value.isEmpty ? text : rawFields[last].value + " " + text
+        case .field(let name, let value, let spaced):
+            if spaced { spacedNames.append(name) }
+            rawFields.append((name, value))
+        case .ignored: break
+        }
+        byteCount += raw.utf8.count
+    }
+
+    /// `append(line:)` on `Character`s: the reference that `scanASCII` must agree with, and the reader
+    /// of a line that is not pure ASCII.
+    mutating func append(referenceLine raw: Substring) {
         let line = raw.trimmingASCIIWhitespace()
         if line.hasPrefix("HTTP/") {
             self = ResponseHead()
