@@ -163,4 +163,54 @@ import Testing
         #expect(list.entries.map(\.url) == ["http://h/a", "https://h/b"])
         #expect(list.entries[0].mirrors == ["http://m/a"] && list.entries[1].line == 5)
     }
+
+    static let rangePieces: [String] = [
+        "bytes", "BYTES", "Bytes", "byte", " ", "  ", "\t", "\r\n", "\r", "0", "1", "99", "100", "-", "--", "/", "//",
+        "*", "**", "9223372036854775807", "9223372036854775808", "00", "+1", "x", "", "é", "\u{301}", "/\u{301}",
+        "-\u{301}", "*\u{301}",
+    ]
+
+    @Test func contentRangeMatchesTheReference() {
+        var rng = FuzzRandom(seed: 0x5EED_0005)
+        let ascii = Self.rangePieces.filter { $0.utf8.allSatisfy { $0 < 0x80 } }
+        var parsed = 0
+        for k in 0..<30_000 {
+            let pieces = k % 2 == 0 ? ascii : Self.rangePieces
+            var s = rng.string(from: pieces, maxParts: 8)
+            if rng.below(2) == 0 { s = ["bytes ", " bytes ", "bytes 0-", "BYTES */", "bytes 5-9/"][rng.below(5)] + s }
+            if k % 3 == 0 {
+                // Well-formed but for the odd piece.
+                let n = ["0", "5", "99", "100", "*", "18446744073709551616", "", " 7"]
+                s = ["bytes ", "Bytes  ", " bytes\t"][rng.below(3)] + n[rng.below(n.count)] + "-" + n[rng.below(n.count)] + "/"
+                    + n[rng.below(n.count)] + ["", " ", "\r\n", "é"][rng.below(4)]
+            }
+            let fast = ContentRange(parsing: s)
+            #expect(fast == ContentRange(referenceParsing: s), "\(s.debugDescription)")
+            #expect(ContentRange(parsing: Substring(s)) == ContentRange(referenceParsing: Substring(s)), "\(s.debugDescription)")
+            if fast != nil { parsed += 1 }
+        }
+        #expect(parsed > 300)
+        #expect(ContentRange(parsing: " bytes 0-99/1000\r\n") == ContentRange(first: 0, last: 99, completeLength: 1000))
+        #expect(ContentRange(parsing: "bytes 0-99/1\u{301}000") == nil)
+    }
+
+    @Test func listMembersMatchSplit() {
+        var rng = FuzzRandom(seed: 0x5EED_0006)
+        for _ in 0..<10_000 {
+            let s = rng.string(from: ["1", ",", " ", "", "42", ",\u{301}", "é", "\r\n"], maxParts: 6)
+            #expect(listMembers(s) == s.split(separator: ",", omittingEmptySubsequences: false), "\(s.debugDescription)")
+        }
+    }
+
+    @Test func normalizedPathsMatchTheReference() {
+        var rng = FuzzRandom(seed: 0x5EED_0007)
+        let pieces = ["/", "//", ".", "./", "..", "a", "B.bin", "x y", "", "é", "\u{301}", "/\u{301}", ".\u{301}", "\r\n"]
+        for _ in 0..<20_000 {
+            let path = rng.string(from: pieces, maxParts: 8)
+            #expect(OutputNames.normalized(path) == OutputNames.referenceNormalized(path), "\(path.debugDescription)")
+        }
+        var same = "dl/x.bin"
+        #expect(same.withUTF8 { OutputNames.normalizedASCII($0) } == .same)
+        #expect(OutputNames.normalized("./dl//x/") == "dl/x" && OutputNames.normalized("/./a") == "/a")
+    }
 }

@@ -69,4 +69,18 @@ enum ASCIIBytes {
         }
         return value
     }
+
+    /// `parseDecimal` of `b[r]`: a non-empty run of ASCII digits that fits in Int64.
+    static func decimal(_ b: UnsafeBufferPointer<UInt8>, _ r: Range<Int>) -> Int64? {
+        guard !r.isEmpty, r.count <= 19 else { return nil }
+        var n: Int64 = 0
+        for c in b[r] {
+            guard c >= UInt8(ascii: "0"), c <= UInt8(ascii: "9") else { return nil }
+            let (m, o1) = n.multipliedReportingOverflow(by: 10)
+            let (v, o2) = m.addingReportingOverflow(Int64(c - UInt8(ascii: "0")))
+            guard !o1, !o2 else { return nil }
+            n = v
+        }
+        return n
+    }
 }

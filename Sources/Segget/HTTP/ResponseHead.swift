@@ -112,14 +112,21 @@ public struct ResponseHead: Sendable, Equatable {
 
     /// `values(_:)` as received, for parsing; never for a message.
     func unsafeRawValues(_ name: String) -> [String] {
-        let n = name.lowercased()
-        return rawFields.filter { $0.name == n }.map(\.value)
+        let n = Self.fieldName(name)
+        var values: [String] = []
+        for field in rawFields where field.name == n { values.append(field.value) }
+        return values
     }
 
     /// `value(_:)` as received, for parsing; never for a message.
     func unsafeRawValue(_ name: String) -> String? {
-        let n = name.lowercased()
+        let n = Self.fieldName(name)
         return rawFields.first(where: { $0.name == n })?.value
+    }
+
+    /// `name` lowercased; the names asked for are lowercase ASCII, which `lowercased()` would copy.
+    private static func fieldName(_ name: String) -> String {
+        name.utf8.allSatisfy({ $0 < 0x80 && !(UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) }) ? name : name.lowercased()
     }
 
     /// `joinedValue(_:)` as received, for parsing; never for a message.
@@ -131,7 +138,7 @@ public struct ResponseHead: Sendable, Equatable {
     /// The declared body length: the one value every `Content-Length` field and list member agrees
     /// on (`42, 42` is 42); nil when absent, malformed or disagreeing (see `framingProblem`).
     public var contentLength: Int64? {
-        let members = unsafeRawValues("content-length").flatMap { $0.split(separator: ",", omittingEmptySubsequences: false) }
+        let members = unsafeRawValues("content-length").flatMap(listMembers)
         let lengths = members.map { parseDecimal($0.trimmingASCIIWhitespace()) }
         guard let first = lengths.first, let n = first, lengths.allSatisfy({ $0 == n }) else { return nil }
         return n
