@@ -32,9 +32,10 @@ public struct ResponseHead: Sendable, Equatable {
     /// Feeds one raw header line (with or without its CRLF).
     public mutating func append(line raw: Substring) {
         let foldable = !rawFields.isEmpty
-        guard let scanned = raw.utf8.withContiguousStorageIfAvailable({ Self.scanASCII($0, foldable: foldable) }),
-            let line = scanned
-        else { return append(referenceLine: raw) }
+        // A whole string (a header callback's line) becomes a String without a copy; `withUTF8` on a
+        // Substring's view is a generic path that cost more than the scan.
+        var text = String(raw)
+        guard let line = text.withUTF8({ Self.scanASCII($0, foldable: foldable) }) else { return append(referenceLine: raw) }
         switch line {
         case .status(let version, let code):
             self = ResponseHead()
@@ -126,7 +127,11 @@ public struct ResponseHead: Sendable, Equatable {
 
     /// `name` lowercased; the names asked for are lowercase ASCII, which `lowercased()` would copy.
     private static func fieldName(_ name: String) -> String {
-        name.utf8.allSatisfy({ $0 < 0x80 && !(UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) }) ? name : name.lowercased()
+        var text = name
+        let isLowercaseASCII = text.withUTF8 { bytes in
+            !bytes.contains { $0 >= 0x80 || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) }
+        }
+        return isLowercaseASCII ? name : name.lowercased()
     }
 
     /// `joinedValue(_:)` as received, for parsing; never for a message.
