@@ -199,14 +199,7 @@ struct Batch: Sendable {
 }
 
 func parentDirectory(_ path: String) -> String {
-    // The last slash found on bytes when the path is ASCII, where "/" is never part of a larger
-    // Character (this runs for every file of a batch).
-    let bytes = path.utf8
-    let slashIndex =
-        bytes.allSatisfy({ $0 < 0x80 }) ? bytes.lastIndex(of: UInt8(ascii: "/")) : path.lastIndex(of: "/")
-    guard let slash = slashIndex else { return "." }
-    let p = String(path[..<slash])
-    return p.isEmpty ? "/" : p
+    FileSystem.directoryName(of: path)
 }
 
 func fileExists(_ path: String) -> Bool {
