@@ -213,4 +213,18 @@ import Testing
         #expect(same.withUTF8 { OutputNames.normalizedASCII($0) } == .same)
         #expect(OutputNames.normalized("./dl//x/") == "dl/x" && OutputNames.normalized("/./a") == "/a")
     }
+
+    @Test func fileNamesFromURLsMatchTheReference() {
+        var rng = FuzzRandom(seed: 0x5EED_000B)
+        let pieces = [
+            "http://", "https://h", "/", "//", "?", "#", "%", "%41", "%2F", "%zz", "%e9", "%C3%A9", "a", ".bin", "..", " ",
+            "é", "\u{301}", "\u{202E}", "://", "x:y",
+        ]
+        for _ in 0..<20_000 {
+            let url = rng.string(from: pieces, maxParts: 8)
+            #expect(FileName.fromURLPath(url) == FileName.referenceFromURLPath(url), "\(url.debugDescription)")
+        }
+        #expect(FileName.fromURLPath("https://h/dir/file%20name.iso?x#y") == "file name.iso")
+        #expect(FileName.fromURLPath("https://h/") == FileName.fallback && FileName.fromURLPath("https://h") == FileName.fallback)
+    }
 }
