@@ -18,7 +18,8 @@ import Testing
                 bytes += pieces[Int(state >> 33) % pieces.count]
             }
             let reference =
-                String(validating: bytes, as: UTF8.self) ?? String(String.UnicodeScalarView(bytes.map { Unicode.Scalar($0) }))
+                String(validating: bytes, as: UTF8.self)
+                ?? String(String.UnicodeScalarView(bytes.map { Unicode.Scalar($0) }))
             let decoded = bytes.withUnsafeBytes { decodingLatin1($0) }
             #expect(decoded == reference && decoded.utf8.elementsEqual(reference.utf8), "\(bytes)")
         }

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import Segget
 
 /// The byte-level fast paths (`ASCIIURL`, `ResponseHead.scanASCII`, `InputFile.asciiLines`) must read
@@ -22,7 +23,8 @@ import Testing
         var out: [String] = []
         for k in 0..<count {
             // Half start like a real URL, so that the later parts get exercised.
-            let prefix = k % 2 == 0 ? ["http://", "HTTPS://", "https://u:p@", "http://[::1]", "ftp://"][rng.below(5)] : ""
+            let prefix =
+                k % 2 == 0 ? ["http://", "HTTPS://", "https://u:p@", "http://[::1]", "ftp://"][rng.below(5)] : ""
             out.append(prefix + rng.string(from: urlPieces, maxParts: 10))
             out.append(prefix + rng.string(from: ascii, maxParts: 10))
         }
@@ -67,8 +69,10 @@ import Testing
     @Test func intMatchesTheStandardLibrary() {
         var rng = FuzzRandom(seed: 0x5EED_0002)
         let pieces = ["+", "-", "0", "1", "9", "5", "00", "922337203685477580", "7", "8", "x", " ", ""]
-        var corpus = ["", "+", "-", "+-1", "9223372036854775807", "9223372036854775808", "-9223372036854775808",
-                      "-9223372036854775809", "00000000000000000000000001"]
+        var corpus = [
+            "", "+", "-", "+-1", "9223372036854775807", "9223372036854775808", "-9223372036854775808",
+            "-9223372036854775809", "00000000000000000000000001",
+        ]
         for _ in 0..<20_000 { corpus.append(rng.string(from: pieces, maxParts: 5)) }
         for s in corpus {
             var copy = s
@@ -94,10 +98,14 @@ import Testing
             for _ in 0..<(1 + rng.below(8)) {
                 let pieces = k % 2 == 0 ? ascii : Self.headerPieces
                 var line = rng.string(from: pieces, maxParts: 6)
-                if rng.below(3) == 0 { line = ["HTTP/1.1 ", "HTTP/1.1 200 OK", " ", "\t", "X:", "HTTP/2 206"][rng.below(6)] + line }
+                if rng.below(3) == 0 {
+                    line = ["HTTP/1.1 ", "HTTP/1.1 200 OK", " ", "\t", "X:", "HTTP/2 206"][rng.below(6)] + line
+                }
                 if rng.below(2) == 0 { line += "\r\n" }
                 let raw = Substring(line)
-                if raw.utf8.withContiguousStorageIfAvailable({ ResponseHead.scanASCII($0, foldable: true) }) ?? nil != nil {
+                if raw.utf8.withContiguousStorageIfAvailable({ ResponseHead.scanASCII($0, foldable: true) }) ?? nil
+                    != nil
+                {
                     fast += 1
                 }
                 a.append(line: raw)
@@ -181,12 +189,16 @@ import Testing
             if k % 3 == 0 {
                 // Well-formed but for the odd piece.
                 let n = ["0", "5", "99", "100", "*", "18446744073709551616", "", " 7"]
-                s = ["bytes ", "Bytes  ", " bytes\t"][rng.below(3)] + n[rng.below(n.count)] + "-" + n[rng.below(n.count)] + "/"
+                s =
+                    ["bytes ", "Bytes  ", " bytes\t"][rng.below(3)] + n[rng.below(n.count)] + "-"
+                    + n[rng.below(n.count)] + "/"
                     + n[rng.below(n.count)] + ["", " ", "\r\n", "é"][rng.below(4)]
             }
             let fast = ContentRange(parsing: s)
             #expect(fast == ContentRange(referenceParsing: s), "\(s.debugDescription)")
-            #expect(ContentRange(parsing: Substring(s)) == ContentRange(referenceParsing: Substring(s)), "\(s.debugDescription)")
+            #expect(
+                ContentRange(parsing: Substring(s)) == ContentRange(referenceParsing: Substring(s)),
+                "\(s.debugDescription)")
             if fast != nil { parsed += 1 }
         }
         #expect(parsed > 300)
@@ -198,13 +210,16 @@ import Testing
         var rng = FuzzRandom(seed: 0x5EED_0006)
         for _ in 0..<10_000 {
             let s = rng.string(from: ["1", ",", " ", "", "42", ",\u{301}", "é", "\r\n"], maxParts: 6)
-            #expect(listMembers(s) == s.split(separator: ",", omittingEmptySubsequences: false), "\(s.debugDescription)")
+            #expect(
+                listMembers(s) == s.split(separator: ",", omittingEmptySubsequences: false), "\(s.debugDescription)")
         }
     }
 
     @Test func normalizedPathsMatchTheReference() {
         var rng = FuzzRandom(seed: 0x5EED_0007)
-        let pieces = ["/", "//", ".", "./", "..", "a", "B.bin", "x y", "", "é", "\u{301}", "/\u{301}", ".\u{301}", "\r\n"]
+        let pieces = [
+            "/", "//", ".", "./", "..", "a", "B.bin", "x y", "", "é", "\u{301}", "/\u{301}", ".\u{301}", "\r\n",
+        ]
         for _ in 0..<20_000 {
             let path = rng.string(from: pieces, maxParts: 8)
             #expect(OutputNames.normalized(path) == OutputNames.referenceNormalized(path), "\(path.debugDescription)")
@@ -217,7 +232,8 @@ import Testing
     @Test func fileNamesFromURLsMatchTheReference() {
         var rng = FuzzRandom(seed: 0x5EED_000B)
         let pieces = [
-            "http://", "https://h", "/", "//", "?", "#", "%", "%41", "%2F", "%zz", "%e9", "%C3%A9", "a", ".bin", "..", " ",
+            "http://", "https://h", "/", "//", "?", "#", "%", "%41", "%2F", "%zz", "%e9", "%C3%A9", "a", ".bin", "..",
+            " ",
             "é", "\u{301}", "\u{202E}", "://", "x:y",
         ]
         for _ in 0..<20_000 {
@@ -225,6 +241,8 @@ import Testing
             #expect(FileName.fromURLPath(url) == FileName.referenceFromURLPath(url), "\(url.debugDescription)")
         }
         #expect(FileName.fromURLPath("https://h/dir/file%20name.iso?x#y") == "file name.iso")
-        #expect(FileName.fromURLPath("https://h/") == FileName.fallback && FileName.fromURLPath("https://h") == FileName.fallback)
+        #expect(
+            FileName.fromURLPath("https://h/") == FileName.fallback
+                && FileName.fromURLPath("https://h") == FileName.fallback)
     }
 }

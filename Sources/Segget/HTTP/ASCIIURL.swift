@@ -61,7 +61,9 @@ enum ASCIIURL: Equatable {
         let lastColon = ASCIIBytes.lastIndex(of: colon, in: b, hostStart..<authorityEnd)
         let hostEnd: Int
         if hostStart < authorityEnd, b[hostStart] == UInt8(ascii: "[") {
-            guard let close = ASCIIBytes.firstIndex(of: UInt8(ascii: "]"), in: b, hostStart..<authorityEnd) else { return .invalid }
+            guard let close = ASCIIBytes.firstIndex(of: UInt8(ascii: "]"), in: b, hostStart..<authorityEnd) else {
+                return .invalid
+            }
             hostEnd = close + 1
         } else {
             hostEnd = lastColon ?? authorityEnd
@@ -73,7 +75,8 @@ enum ASCIIURL: Equatable {
         }
         return .parsed(
             Parts(
-                scheme: ASCIIBytes.lowercased(b, 0..<sep), host: ASCIIBytes.lowercased(b, hostStart..<hostEnd), hasUserInfo: hasUserInfo,
+                scheme: ASCIIBytes.lowercased(b, 0..<sep), host: ASCIIBytes.lowercased(b, hostStart..<hostEnd),
+                hasUserInfo: hasUserInfo,
                 port: port))
     }
 }

@@ -12,7 +12,9 @@ extension ContentRange {
     static func scanASCII(_ b: UnsafeBufferPointer<UInt8>) -> ASCIIScan {
         for c in b where c >= 0x80 { return .notASCII }
         var s = ASCIIBytes.trimmingWhitespace(b, 0..<b.count)
-        guard s.count > 6, ASCIIBytes.lowercased(b, s.lowerBound..<s.lowerBound + 6) == "bytes " else { return .invalid }
+        guard s.count > 6, ASCIIBytes.lowercased(b, s.lowerBound..<s.lowerBound + 6) == "bytes " else {
+            return .invalid
+        }
         s = ASCIIBytes.trimmingWhitespace(b, s.lowerBound + 6..<s.upperBound)
         guard let slash = ASCIIBytes.firstIndex(of: UInt8(ascii: "/"), in: b, s) else { return .invalid }
         let rangePart = s.lowerBound..<slash

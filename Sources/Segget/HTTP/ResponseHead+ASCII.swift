@@ -31,7 +31,9 @@ extension ResponseHead {
             while codeStart < line.upperBound, b[codeStart] == space { codeStart += 1 }
             let codeEnd = ASCIIBytes.firstIndex(of: space, in: b, codeStart..<line.upperBound) ?? line.upperBound
             var code = 0
-            if codeStart < line.upperBound, let n = ASCIIBytes.int(b, codeStart..<codeEnd), (100...999).contains(n) { code = n }
+            if codeStart < line.upperBound, let n = ASCIIBytes.int(b, codeStart..<codeEnd), (100...999).contains(n) {
+                code = n
+            }
             return .status(version: ServerText(bytes: b[line.lowerBound..<versionEnd]), code: code)
         }
         if line.isEmpty { return .end }
