@@ -47,7 +47,9 @@ package final class TransferDriver {
             let origin = ContinuousClock.now
             self.clock = {
                 let d = ContinuousClock.now - origin
-                return Double(d.components.seconds) + Double(d.components.attoseconds) * 1e-18
+                // `components` divides a 128-bit count: once, not once per part.
+                let (seconds, attoseconds) = d.components
+                return Double(seconds) + Double(attoseconds) * 1e-18
             }
         }
     }

@@ -54,7 +54,12 @@ public enum FileSystem {
 
     /// The directory part of `path`: "." for a bare name, "/" for a file in the root.
     public static func directoryName(of path: String) -> String {
-        guard let slash = path.lastIndex(of: "/") else { return "." }
+        // On the bytes of an ASCII path, where "/" is never part of a larger Character (this runs
+        // for every file of a batch; the Character walk cost thousands of instructions).
+        var text = path
+        let isASCII = text.withUTF8 { !$0.contains { $0 >= 0x80 } }
+        let lastSlash = isASCII ? path.utf8.lastIndex(of: UInt8(ascii: "/")) : path.lastIndex(of: "/")
+        guard let slash = lastSlash else { return "." }
         let directory = path[..<slash]
         return directory.isEmpty ? "/" : String(directory)
     }

@@ -199,9 +199,7 @@ struct Batch: Sendable {
 }
 
 func parentDirectory(_ path: String) -> String {
-    guard let slash = path.lastIndex(of: "/") else { return "." }
-    let p = String(path[..<slash])
-    return p.isEmpty ? "/" : p
+    FileSystem.directoryName(of: path)
 }
 
 func fileExists(_ path: String) -> Bool {

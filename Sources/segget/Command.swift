@@ -119,7 +119,17 @@ enum FileNameHint {
 }
 
 func lastPathComponent(_ path: String) -> String {
-    path.split(separator: "/").last.map(String.init) ?? path
+    // On the bytes of an ASCII path, where "/" is never part of a larger Character (this runs for
+    // every file of a batch).
+    let bytes = path.utf8
+    guard bytes.allSatisfy({ $0 < 0x80 }) else { return path.split(separator: "/").last.map(String.init) ?? path }
+    let slash = UInt8(ascii: "/")
+    var end = bytes.endIndex
+    while end > bytes.startIndex, bytes[bytes.index(before: end)] == slash { end = bytes.index(before: end) }
+    guard end > bytes.startIndex else { return path }
+    var start = end
+    while start > bytes.startIndex, bytes[bytes.index(before: start)] != slash { start = bytes.index(before: start) }
+    return String(path[start..<end])
 }
 
 func loadChecksumFile(_ path: String, outputName: String) throws -> ExpectedDigest {

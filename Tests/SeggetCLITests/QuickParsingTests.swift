@@ -47,3 +47,23 @@ import Testing
         }
     }
 }
+
+@Suite struct LastPathComponentTests {
+    /// The byte scan of an ASCII path gives what splitting its `Character`s on "/" gives.
+    @Test func matchesSplittingOnSlashes() {
+        let pieces = ["/", "//", ".", "a", "b.bin", "", " ", "é", "\u{301}", "/\u{301}", "\r\n"]
+        var state: UInt64 = 0x5EED_0008
+        for _ in 0..<10_000 {
+            var path = ""
+            for _ in 0..<6 {
+                state = state &* 6364136223846793005 &+ 1442695040888963407
+                path += pieces[Int(state >> 33) % pieces.count]
+            }
+            #expect(lastPathComponent(path) == (path.split(separator: "/").last.map(String.init) ?? path), "\(path.debugDescription)")
+            let slash = path.lastIndex(of: "/")
+            let parent = slash.map { String(path[..<$0]) }.map { $0.isEmpty ? "/" : $0 } ?? "."
+            #expect(parentDirectory(path) == parent, "\(path.debugDescription)")
+        }
+        #expect(lastPathComponent("dl/x.bin") == "x.bin" && lastPathComponent("///") == "///" && lastPathComponent("a/b//") == "b")
+    }
+}

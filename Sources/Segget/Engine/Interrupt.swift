@@ -12,7 +12,9 @@ public final class InterruptFlag: Sendable {
 /// Seconds on a monotonic clock.
 func monotonicSeconds() -> Double {
     let d = ContinuousClock.now - ContinuousClock.Instant.zeroReference
-    return Double(d.components.seconds) + Double(d.components.attoseconds) * 1e-18
+    // `components` divides a 128-bit count: once, not once per part.
+    let (seconds, attoseconds) = d.components
+    return Double(seconds) + Double(attoseconds) * 1e-18
 }
 
 extension ContinuousClock.Instant {

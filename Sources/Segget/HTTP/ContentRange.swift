@@ -22,6 +22,16 @@ public struct ContentRange: Equatable, Sendable {
     /// Parses the header value; nil when it is malformed, inconsistent (last < first, last ≥ length)
     /// or uses a unit other than bytes.
     public init?(parsing value: some StringProtocol) {
+        switch value.utf8.withContiguousStorageIfAvailable({ Self.scanASCII($0) }) {
+        case .parsed(let range)?: self = range
+        case .invalid?: return nil
+        case .notASCII?, nil: self.init(referenceParsing: value)
+        }
+    }
+
+    /// `init(parsing:)` on `Character`s: the reference `scanASCII` must agree with, and the parser of
+    /// a value that is not pure ASCII.
+    init?(referenceParsing value: some StringProtocol) {
         var s = Substring(value).trimmingASCIIWhitespace()
         guard s.count > 6, s.prefix(6).lowercased() == "bytes " else { return nil }
         s = s.dropFirst(6).trimmingASCIIWhitespace()

@@ -37,7 +37,41 @@ public enum FileName {
 
     /// The name suggested by a URL's path: its last non-empty segment, percent-decoded, sanitised.
     public static func fromURLPath(_ url: String) -> String {
-        // Bytes, not Characters: the delimiters are ASCII, and this runs for every file of a batch.
+        var text = url
+        return text.withUTF8 { bytes in
+            guard let last = lastSegment(bytes) else { return fallback }
+            // Without a "%" there is nothing to decode, and the segment (cut at ASCII slashes of a
+            // string) is valid UTF-8 as it is: no copy to decode into and no validation.
+            if !last.contains(UInt8(ascii: "%")) { return sanitize(String(decoding: last, as: UTF8.self)) }
+            let decoded = percentDecode(bytes: last).flatMap { String(validating: $0, as: UTF8.self) }
+            return sanitize(decoded ?? String(decoding: last, as: UTF8.self))
+        }
+    }
+
+    /// The last non-empty segment of the path of `url`'s bytes (after the scheme's "://", before any
+    /// query or fragment, not the authority); nil when there is none.
+    private static func lastSegment(_ bytes: UnsafeBufferPointer<UInt8>) -> Slice<UnsafeBufferPointer<UInt8>>? {
+        var start = 0
+        var end = bytes.count
+        var i = 0
+        while i + 2 < bytes.count {
+            if bytes[i] == UInt8(ascii: ":"), bytes[i + 1] == UInt8(ascii: "/"), bytes[i + 2] == UInt8(ascii: "/") {
+                start = i + 3
+                break
+            }
+            i += 1
+        }
+        if let q = bytes[start..<end].firstIndex(where: { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }) { end = q }
+        guard let slash = bytes[start..<end].firstIndex(of: UInt8(ascii: "/")) else { return nil }
+        while end > slash, bytes[end - 1] == UInt8(ascii: "/") { end -= 1 }
+        guard end > slash else { return nil }
+        var first = end
+        while bytes[first - 1] != UInt8(ascii: "/") { first -= 1 }
+        return bytes[first..<end]
+    }
+
+    /// `fromURLPath` as it was written first, on a copy of the bytes: the reference for the tests.
+    static func referenceFromURLPath(_ url: String) -> String {
         let bytes = Array(url.utf8)
         var start = 0
         var end = bytes.count

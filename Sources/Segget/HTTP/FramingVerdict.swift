@@ -72,7 +72,7 @@ extension ResponseHead {
         }
         var declared: Int64?
         for field in lengths {
-            for member in field.split(separator: ",", omittingEmptySubsequences: false) {
+            for member in listMembers(field) {
                 guard let n = parseDecimal(member.trimmingASCIIWhitespace()) else { return .invalidContentLength(ServerText(field)) }
                 if let d = declared, d != n { return .conflictingContentLength(lengths.map(ServerText.init)) }
                 declared = n
@@ -95,4 +95,10 @@ extension ResponseHead {
     public var isMultipartByteRanges: Bool {
         unsafeRawValue("content-type")?.lowercased().hasPrefix("multipart/byteranges") ?? false
     }
+}
+
+/// `value.split(separator: ",", omittingEmptySubsequences: false)`: a value without a comma byte (a
+/// `Content-Length` almost always) is its own one member, found without walking its `Character`s.
+func listMembers(_ value: String) -> [Substring] {
+    value.utf8.contains(UInt8(ascii: ",")) ? value.split(separator: ",", omittingEmptySubsequences: false) : [value[...]]
 }

@@ -31,6 +31,35 @@ public struct ResponseHead: Sendable, Equatable {
 
     /// Feeds one raw header line (with or without its CRLF).
     public mutating func append(line raw: Substring) {
+        let foldable = !rawFields.isEmpty
+        // A whole string (a header callback's line) becomes a String without a copy; `withUTF8` on a
+        // Substring's view is a generic path that cost more than the scan.
+        var text = String(raw)
+        guard let line = text.withUTF8({ Self.scanASCII($0, foldable: foldable) }) else { return append(referenceLine: raw) }
+        switch line {
+        case .status(let version, let code):
+            self = ResponseHead()
+            byteCount = raw.utf8.count
+            httpVersion = version
+            status = code
+            return
+        case .end:
+            if status >= 200 { isComplete = true }
+        case .folded(let text):
+            let last = rawFields.count - 1
+            foldedNames.append(rawFields[last].name)
+            rawFields[last].value = rawFields[last].value.isEmpty ? text : rawFields[last].value + " " + text
+        case .field(let name, let value, let spaced):
+            if spaced { spacedNames.append(name) }
+            rawFields.append((name, value))
+        case .ignored: break
+        }
+        byteCount += raw.utf8.count
+    }
+
+    /// `append(line:)` on `Character`s: the reference that `scanASCII` must agree with, and the reader
+    /// of a line that is not pure ASCII.
+    mutating func append(referenceLine raw: Substring) {
         let line = raw.trimmingASCIIWhitespace()
         if line.hasPrefix("HTTP/") {
             self = ResponseHead()
@@ -84,14 +113,25 @@ public struct ResponseHead: Sendable, Equatable {
 
     /// `values(_:)` as received, for parsing; never for a message.
     func unsafeRawValues(_ name: String) -> [String] {
-        let n = name.lowercased()
-        return rawFields.filter { $0.name == n }.map(\.value)
+        let n = Self.fieldName(name)
+        var values: [String] = []
+        for field in rawFields where field.name == n { values.append(field.value) }
+        return values
     }
 
     /// `value(_:)` as received, for parsing; never for a message.
     func unsafeRawValue(_ name: String) -> String? {
-        let n = name.lowercased()
+        let n = Self.fieldName(name)
         return rawFields.first(where: { $0.name == n })?.value
+    }
+
+    /// `name` lowercased; the names asked for are lowercase ASCII, which `lowercased()` would copy.
+    private static func fieldName(_ name: String) -> String {
+        var text = name
+        let isLowercaseASCII = text.withUTF8 { bytes in
+            !bytes.contains { $0 >= 0x80 || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) }
+        }
+        return isLowercaseASCII ? name : name.lowercased()
     }
 
     /// `joinedValue(_:)` as received, for parsing; never for a message.
@@ -103,7 +143,7 @@ public struct ResponseHead: Sendable, Equatable {
     /// The declared body length: the one value every `Content-Length` field and list member agrees
     /// on (`42, 42` is 42); nil when absent, malformed or disagreeing (see `framingProblem`).
     public var contentLength: Int64? {
-        let members = unsafeRawValues("content-length").flatMap { $0.split(separator: ",", omittingEmptySubsequences: false) }
+        let members = unsafeRawValues("content-length").flatMap(listMembers)
         let lengths = members.map { parseDecimal($0.trimmingASCIIWhitespace()) }
         guard let first = lengths.first, let n = first, lengths.allSatisfy({ $0 == n }) else { return nil }
         return n

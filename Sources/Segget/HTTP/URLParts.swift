@@ -7,6 +7,23 @@ public struct URLParts: Equatable, Sendable {
 
     /// Nil unless the string is an absolute URL with a scheme and a host.
     public init?(_ url: String) {
+        switch ASCIIURL(url) {
+        case .parsed(let u): self.init(scheme: u.scheme, host: u.host, hasUserInfo: u.hasUserInfo)
+        case .invalid: return nil
+        case .notASCII: self.init(reference: url)
+        }
+    }
+
+    init(scheme: String, host: String, hasUserInfo: Bool) {
+        self.scheme = scheme
+        self.host = host
+        self.hasUserInfo = hasUserInfo
+    }
+
+    /// The same parse on `Character`s: the reference that `ASCIIURL` must agree with, and the
+    /// parser for URLs that are not pure ASCII (where a combining mark joins the delimiter before it
+    /// into one `Character`, which then is not a delimiter).
+    init?(reference url: String) {
         guard let sep = schemeSeparator(in: url) else { return nil }
         let scheme = url[..<sep.lowerBound].lowercased()
         guard !scheme.isEmpty, scheme.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "+" || $0 == "-" || $0 == "." })

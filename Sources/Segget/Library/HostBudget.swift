@@ -54,7 +54,17 @@ public final class HostBudget: Sendable {
     /// `scheme://host:port`, lowercased, with the scheme's default port filled in; the URL itself
     /// when it has no host.
     public static func key(for url: String) -> String {
-        guard let parts = URLParts(url), let sep = schemeSeparator(in: url) else { return url }
+        switch ASCIIURL(url) {
+        case .parsed(let u): return key(scheme: u.scheme, host: u.host, port: u.port)
+        case .invalid: return url
+        case .notASCII: return referenceKey(for: url)
+        }
+    }
+
+    /// `key(for:)` on `Character`s: the reference the ASCII fast path must agree with, and the key of
+    /// a URL that is not pure ASCII.
+    static func referenceKey(for url: String) -> String {
+        guard let parts = URLParts(reference: url), let sep = schemeSeparator(in: url) else { return url }
         var authority = url[sep.upperBound...]
         if let end = authority.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) { authority = authority[..<end] }
         if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
@@ -62,8 +72,12 @@ public final class HostBudget: Sendable {
         if let colon = authority.lastIndex(of: ":"), !authority[colon...].contains("]") {
             port = Int(authority[authority.index(after: colon)...])
         }
-        let defaultPort = parts.scheme == "https" ? 443 : parts.scheme == "http" ? 80 : nil
-        return "\(parts.scheme)://\(parts.host):\(port ?? defaultPort ?? 0)"
+        return key(scheme: parts.scheme, host: parts.host, port: port)
+    }
+
+    private static func key(scheme: String, host: String, port: Int?) -> String {
+        let defaultPort = scheme == "https" ? 443 : scheme == "http" ? 80 : nil
+        return "\(scheme)://\(host):\(port ?? defaultPort ?? 0)"
     }
 
     /// A download's handle on its host's budget.

@@ -47,6 +47,37 @@ public struct InputFile: Sendable, Equatable {
 
     /// Parses the text of an input file (UTF-8; LF or CRLF line ends).
     public init(parsing text: String) throws(InputFileError) {
+        var copy = text
+        guard let lines = copy.withUTF8({ Self.asciiLines($0) }) else {
+            try self.init(referenceParsing: text)
+            return
+        }
+        // Pure ASCII: the lines, their tabs and their blanks were found on bytes (see `asciiLines`).
+        let utf8 = text.utf8
+        func slice(_ r: Range<Int>) -> Substring {
+            text[utf8.index(utf8.startIndex, offsetBy: r.lowerBound)..<utf8.index(utf8.startIndex, offsetBy: r.upperBound)]
+        }
+        var entries: [Entry] = []
+        for line in lines {
+            switch line.kind {
+            case .urls(let ranges):
+                let urls = ranges.map { String(slice($0)) }
+                for u in urls {
+                    if let problem = Self.urlProblem(u) { throw InputFileError(line: line.number, message: problem) }
+                }
+                var entry = Entry(url: urls[0], line: line.number)
+                entry.mirrors = Array(urls.dropFirst())
+                entries.append(entry)
+            case .option(let content):
+                try Self.readOption(slice(content), line: line.number, into: &entries)
+            }
+        }
+        self.init(entries: entries)
+    }
+
+    /// `init(parsing:)` on `Character`s: the reference the ASCII path must agree with, and the parser
+    /// of a text that is not pure ASCII.
+    init(referenceParsing text: String) throws(InputFileError) {
         var entries: [Entry] = []
         var number = 0
         // "\r\n" is one Character in Swift, so both separators must be named.
@@ -67,41 +98,67 @@ public struct InputFile: Sendable, Equatable {
                 entries.append(entry)
                 continue
             }
-            guard !entries.isEmpty else {
-                throw InputFileError(line: number, message: "the option '\(content)' comes before any URL; indented lines belong to the URL above them.")
-            }
-            guard let eq = content.firstIndex(of: "=") else {
-                throw InputFileError(line: number, message: "expected an indented option NAME=VALUE, such as out=file.iso (got '\(content)').")
-            }
-            let name = String(content[..<eq]).trimmingSpacesAndTabs().lowercased()
-            let value = String(content[content.index(after: eq)...].trimmingSpacesAndTabs())
-            guard !value.isEmpty else {
-                throw InputFileError(line: number, message: "the option '\(name)' has an empty value.")
-            }
-            guard let spec = OptionSchema.spec(name), spec.isGiven(at: .inputFile) else {
-                throw InputFileError(line: number, message: "unknown option '\(name)'; the options are \(Self.optionNames.joined(separator: ", ")).")
-            }
-            do {
-                try spec.apply(value, &entries[entries.count - 1].options)
-            } catch {
-                throw InputFileError(line: number, message: error.message)
-            }
+            try Self.readOption(content, line: number, into: &entries)
         }
         self.entries = entries
     }
 
+    /// Applies the indented option line `content` (trimmed) to the last entry.
+    private static func readOption(_ content: Substring, line number: Int, into entries: inout [Entry]) throws(InputFileError) {
+        guard !entries.isEmpty else {
+            throw InputFileError(line: number, message: "the option '\(content)' comes before any URL; indented lines belong to the URL above them.")
+        }
+        guard let eq = content.firstIndex(of: "=") else {
+            throw InputFileError(line: number, message: "expected an indented option NAME=VALUE, such as out=file.iso (got '\(content)').")
+        }
+        let name = String(content[..<eq]).trimmingSpacesAndTabs().lowercased()
+        let value = String(content[content.index(after: eq)...].trimmingSpacesAndTabs())
+        guard !value.isEmpty else {
+            throw InputFileError(line: number, message: "the option '\(name)' has an empty value.")
+        }
+        guard let spec = OptionSchema.spec(name), spec.isGiven(at: .inputFile) else {
+            throw InputFileError(line: number, message: "unknown option '\(name)'; the options are \(Self.optionNames.joined(separator: ", ")).")
+        }
+        do {
+            try spec.apply(value, &entries[entries.count - 1].options)
+        } catch {
+            throw InputFileError(line: number, message: error.message)
+        }
+    }
+
     /// Why `url` cannot be downloaded, or nil when it is an absolute http(s) URL.
     public static func urlProblem(_ url: String) -> String? {
-        guard let parts = URLParts(url) else {
-            return "'\(URLParts.redactingCredentials(url))' is not an absolute URL; give one such as https://example.com/file.iso."
+        switch ASCIIURL(url) {
+        case .notASCII: return referenceURLProblem(url)
+        case .invalid: return notAbsolute(url)
+        case .parsed(let parts):
+            guard parts.scheme == "http" || parts.scheme == "https" else { return unsupported(parts.scheme) }
+            // In ASCII, the spaces, line ends and control characters are the bytes up to 0x20, and 0x7F.
+            return url.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) ? spacesOrControls(url) : nil
         }
-        guard parts.isHTTPFamily else {
-            return "the scheme '\(parts.scheme)' is not supported; segget downloads http:// and https:// URLs."
-        }
+    }
+
+    /// `urlProblem(_:)` on `Character`s and scalars: the reference, and the check of a URL that is not
+    /// pure ASCII.
+    static func referenceURLProblem(_ url: String) -> String? {
+        guard let parts = URLParts(reference: url) else { return notAbsolute(url) }
+        guard parts.isHTTPFamily else { return unsupported(parts.scheme) }
         if url.contains(where: { $0 == " " || $0.isNewline }) || url.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
-            return "'\(URLParts.redactingCredentials(url))' contains spaces or control characters; percent-encode them (%20)."
+            return spacesOrControls(url)
         }
         return nil
+    }
+
+    private static func notAbsolute(_ url: String) -> String {
+        "'\(URLParts.redactingCredentials(url))' is not an absolute URL; give one such as https://example.com/file.iso."
+    }
+
+    private static func unsupported(_ scheme: String) -> String {
+        "the scheme '\(scheme)' is not supported; segget downloads http:// and https:// URLs."
+    }
+
+    private static func spacesOrControls(_ url: String) -> String {
+        "'\(URLParts.redactingCredentials(url))' contains spaces or control characters; percent-encode them (%20)."
     }
 }
 

@@ -47,6 +47,49 @@ public struct OutputNames: Sendable {
 
     /// Collapses `./`, duplicate and trailing slashes so that `dl/x` and `./dl//x` compare equal.
     static func normalized(_ path: String) -> String {
+        var text = path
+        switch text.withUTF8({ normalizedASCII($0) }) {
+        case .same?: return path
+        case .changed(let p)?: return p
+        case nil: return referenceNormalized(path)
+        }
+    }
+
+    enum Normalized: Equatable {
+        case same
+        case changed(String)
+    }
+
+    /// `normalized` on the bytes of an ASCII path, where "/" and "." are never part of a larger
+    /// `Character`; nil for any other path. A path that is already normal (the usual case: it runs for
+    /// every file of a batch) is not copied.
+    static func normalizedASCII(_ b: UnsafeBufferPointer<UInt8>) -> Normalized? {
+        for c in b where c >= 0x80 { return nil }
+        let slash = UInt8(ascii: "/")
+        var parts: [Range<Int>] = []
+        var start = 0
+        var kept = 0
+        for i in 0...b.count where i == b.count || b[i] == slash {
+            let part = start..<i
+            if !part.isEmpty, !(part.count == 1 && b[part.lowerBound] == UInt8(ascii: ".")) {
+                parts.append(part)
+                kept += part.count
+            }
+            start = i + 1
+        }
+        let absolute = b.first == slash
+        let length = (absolute ? 1 : 0) + kept + max(0, parts.count - 1)
+        if length == b.count { return .same }
+        var out: [UInt8] = absolute ? [slash] : []
+        for (k, part) in parts.enumerated() {
+            if k > 0 { out.append(slash) }
+            out.append(contentsOf: b[part])
+        }
+        return .changed(String(decoding: out, as: UTF8.self))
+    }
+
+    /// `normalized` on `Character`s: the reference, and the normal form of a path that is not ASCII.
+    static func referenceNormalized(_ path: String) -> String {
         let absolute = path.hasPrefix("/")
         let parts = path.split(separator: "/").filter { $0 != "." }
         return (absolute ? "/" : "") + parts.joined(separator: "/")
