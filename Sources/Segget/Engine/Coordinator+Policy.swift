@@ -198,8 +198,9 @@ extension Coordinator {
     /// (150 ms, 0.5 % loss, `scripts/bench wan`, 950fa29) idle connections whose last request had been
     /// cut at a steal dialled in the end game to take or race chunks of such victims: each new
     /// connection, starting from TCP's first window behind a bottleneck the others kept full, brought
-    /// 0-0.9 MiB in 0.5-1.7 s, and in 2 of 10 runs (3 of 29 before) the download waited for one of
-    /// them 0.6-0.9 s past the others. A slow server still shows over the window.
+    /// 0-0.9 MiB in 0.5-1.7 s; runs with three such dials or more took 13.9 s (median of 8) against
+    /// 13.45 s (12 with fewer). With this, 2 extra connections in 12 HTTPS runs instead of 26, and a
+    /// median 0.3 s shorter (`Benchmarks/RESULTS.md`). A slow server still shows over the window.
     func provenRate(_ c: Connection, now: Double) -> Double? {
         let lastSecond = rate(c, now: now) ?? averageRate(c, now: now)
         var longer = rate(c, now: now, window: Self.provenRateWindow)
