@@ -308,6 +308,71 @@ import Testing
         #expect(lan.dialSeconds(typical: 400 * mib) < 0.01)
     }
 
+    /// Issue 23, WAN link b: an idle connection that must dial on a long path judges the busy ones by
+    /// their proven rate (`provenRate`), not by a dip of loss recovery in their last second, nor by
+    /// a young request's average that still holds its wait for the first byte: a new TCP and TLS
+    /// connection and its slow start at 150 ms would finish later than the victim itself. A victim
+    /// slow all along is robbed all the same.
+    @Test func aDialOnALongPathIsNotDrawnByADip() {
+        let mib = Double(Self.MiB)
+        /// Connection 0 at 2.5 MiB/s since 0, connection 1 (the victim) asked at `asked`, first byte
+        /// 0.15 s later, then `victimRate`; both sampled every 50 ms up to 5 s, each with `left` of
+        /// its chunk in flight to come.
+        func coordinator(asked: Double = 0, left: Double = 0.75, victimRate: @escaping (Double) -> Double) -> Coordinator {
+            var config = Coordinator.Config()
+            config.url = "https://example.com/f"
+            var c = Coordinator(plan: ChunkPlan(totalLength: 64 * Int64(Self.MiB), chunkSize: Int64(Self.MiB)), connections: 3, config: config)
+            c.firstByteWaits = [0.45, 0.15, 0.15]
+            for (id, chunk, askedAt) in [(0, 0, 0.0), (1, 8, asked)] {
+                let rate: (Double) -> Double = id == 0 ? { _ in 2.5 * mib } : victimRate
+                var conn = c.connections[id]
+                conn.machine.start()
+                _ = conn.machine.headArrived(refusal: nil)
+                _ = conn.machine.bytesArrived(budgetAllows: true, now: askedAt + 0.15)
+                conn.requestStartedAt = askedAt
+                conn.transferStartedAt = askedAt
+                conn.firstByteAt = askedAt + 0.15
+                conn.requestStart = Int64(chunk) * Int64(Self.MiB)
+                conn.requestEnd = conn.requestStart + 3 * Int64(Self.MiB)
+                conn.chunkEnd = conn.requestStart + Int64(Self.MiB)
+                conn.pos = conn.chunkEnd - Int64(left * mib)
+                var bytes = 0.0
+                var t = askedAt + 0.15
+                conn.sample(now: t)
+                while t < 5 - 1e-9 {
+                    bytes += rate(t) * 0.05
+                    t += 0.05
+                    conn.transferBytes = Int64(bytes)
+                    conn.sample(now: t)
+                }
+                c.connections[id] = conn
+            }
+            return c
+        }
+        // 2.5 MiB/s, then a second of nothing (a retransmission timeout): 0.6 MiB/s over the last
+        // second, 1.7 MiB/s over three.
+        let dipped = coordinator { t in t < 4 ? 2.5 * mib : 0 }
+        #expect(dipped.rate(dipped.connections[1], now: 5)! < 0.7 * mib)
+        #expect(dipped.provenRate(dipped.connections[1], now: 5)! > 1.5 * mib)
+        let plain = dipped.stealEstimates(now: 5, thiefDials: true)
+        let proven = dipped.stealEstimates(now: 5, thiefDials: true, proven: true)
+        #expect(plain.worthStealing(1, notStartedChunks: 1), "judged by its last second, the dip looks like seconds")
+        #expect(!proven.worthStealing(1, notStartedChunks: 1))
+        // Nor is it raced by a connection that must dial (`assignIdle`'s `minRace`).
+        #expect(plain.remaining[1] > 1)
+        #expect(proven.remaining[1] < Coordinator.minRaceSeconds + dipped.dialSeconds(typical: 2.5 * mib))
+        // A steal's request 0.45 s old at 2.5 MiB/s since its first byte (0.75 MiB of its first chunk
+        // in): its average (1.7 MiB/s) makes its three chunks not started worth a dial; its rate since
+        // the first byte does not.
+        let young = coordinator(asked: 4.55, left: 0.25) { _ in 2.5 * mib }
+        #expect(young.averageRate(young.connections[1], now: 5)! < 1.8 * mib)
+        #expect(young.stealEstimates(now: 5, thiefDials: true).worthStealing(1, notStartedChunks: 3))
+        #expect(!young.stealEstimates(now: 5, thiefDials: true, proven: true).worthStealing(1, notStartedChunks: 3))
+        // Slow all along (300 KiB/s): robbed all the same.
+        let slow = coordinator { _ in 0.3 * mib }
+        #expect(slow.stealEstimates(now: 5, thiefDials: true, proven: true).worthStealing(1, notStartedChunks: 1))
+    }
+
     @Test func aWriterStallBlamesNobody() {
         var s = Script(size: 64 * Self.MiB, connections: 4) { $0.stallTimeout = 1 }
         s.begin()

@@ -125,12 +125,15 @@ extension Coordinator {
     }
 
     /// `thiefDials`: the thief has no open connection to reuse, so its first byte also waits for the
-    /// handshakes (`dialSeconds`).
-    func stealEstimates(now: Double, thiefDials: Bool = false) -> StealEstimates {
+    /// handshakes (`dialSeconds`). `proven`: judge the busy connections by `provenRate`.
+    func stealEstimates(now: Double, thiefDials: Bool = false, proven: Bool = false) -> StealEstimates {
         let typical = typicalRate(now: now)
         return StealEstimates(
-            remaining: connections.map { remainingSeconds($0, now: now) },
-            rates: connections.map { $0.machine.isTransferring ? (rate($0, now: now) ?? averageRate($0, now: now) ?? -1) : .infinity },
+            remaining: connections.map { remainingSeconds($0, now: now, proven: proven) },
+            rates: connections.map { c in
+                guard c.machine.isTransferring else { return .infinity }
+                return (proven ? provenRate(c, now: now) : rate(c, now: now) ?? averageRate(c, now: now)) ?? -1
+            },
             chunkSeconds: typical.map { Double(plan.chunkSize) / $0 }, chunkSize: Double(plan.chunkSize),
             firstByteWait: (usualFirstByteWait ?? 0) + (thiefDials ? dialSeconds(typical: typical) : 0))
     }
@@ -174,11 +177,39 @@ extension Coordinator {
     /// of samples is known, the request's average so far decides (`averageRate`): in the end game
     /// the idle connections have nothing better to do than race a request that trickles from its
     /// start.
-    func remainingSeconds(_ c: Connection, now: Double) -> Double {
+    func remainingSeconds(_ c: Connection, now: Double, proven: Bool = false) -> Double {
         if !c.machine.isTransferring { return 1e9 }
         let left = Double(max(0, c.chunkEnd - c.pos))
-        guard let r = rate(c, now: now) ?? averageRate(c, now: now) else { return 0 }
+        guard let r = proven ? provenRate(c, now: now) : rate(c, now: now) ?? averageRate(c, now: now) else { return 0 }
         return left / max(r, 1)
+    }
+
+    /// How long `provenRate` looks back.
+    static let provenRateWindow = 3.0
+
+    /// A busy connection's rate for robbing or racing it from an idle connection that must dial a new
+    /// TCP (and TLS) connection on a long path (`assignIdle`): the better of its last second and its
+    /// last `provenRateWindow` seconds, or, for a request younger than that, its rate since its first
+    /// byte (its average counts the round trip it waited for it).
+    ///
+    /// Loss recovery on a WAN takes a connection down for a few round trips and it grows back; read
+    /// from the last second alone, that dip made a remainder of 0.3 s look like seconds, and so did a
+    /// steal's young request whose average still held its first byte's round trip. On WAN link b
+    /// (150 ms, 0.5 % loss, `scripts/bench wan`, 950fa29) idle connections whose last request had been
+    /// cut at a steal dialled in the end game to take or race chunks of such victims: each new
+    /// connection, starting from TCP's first window behind a bottleneck the others kept full, brought
+    /// 0-0.9 MiB in 0.5-1.7 s; runs with three such dials or more took 13.9 s (median of 8) against
+    /// 13.45 s (12 with fewer). With this, 2 extra connections in 12 HTTPS runs instead of 26, and a
+    /// median 0.3 s shorter (`Benchmarks/RESULTS.md`). A slow server still shows over the window.
+    func provenRate(_ c: Connection, now: Double) -> Double? {
+        let lastSecond = rate(c, now: now) ?? averageRate(c, now: now)
+        var longer = rate(c, now: now, window: Self.provenRateWindow)
+        if longer == nil, now - c.requestStartedAt < Self.provenRateWindow, let first = c.firstByteAt {
+            let free = now - first - (c.held(at: now) - c.heldAtFirstByte)
+            if free >= Self.minEvidenceSeconds { longer = Double(c.transferBytes - c.bytesAtFirstByte) / free }
+        }
+        guard let lastSecond else { return longer }
+        return max(lastSecond, longer ?? lastSecond)
     }
 
     // MARK: Periodic decisions

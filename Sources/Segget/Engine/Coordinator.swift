@@ -26,6 +26,9 @@ struct Coordinator: Coordinating {
         /// baselines).
         var stealing = true
         var redialSlow = true
+        /// An idle connection that must dial on a long path judges busy ones by `provenRate` (off only
+        /// in tests that show what it changes).
+        var provenRates = true
         var autoConnections = false
         /// Start with this many of the connections (a batch file's share of the budget); the others
         /// are used only while lent (see `ConnectionLender`). Nil: all of them from the start.
@@ -235,17 +238,19 @@ struct Coordinator: Coordinating {
         for (i, id) in idle.enumerated() {
             // No more than the host accepts (see `HostLimit`).
             guard allowsAnotherRequest(now: now) else { break }
-            // Estimates are read before the scheduler is asked (it cannot be read while it decides).
-            let estimates = stealEstimates(now: now, thiefDials: openLinks == 0)
-            let runTimes = connections.map { runSeconds($0, now: now) }
             // A racer that must dial first races only a chunk that keeps its owner busy for its
             // handshakes and slow start too, on a path where those take a while (as long as
             // `SlowConnectionRule.lossRecoveryRampSeconds`: WAN links a and b). On a fast short path
             // the dial is soon paid: counting it there held racers back from trickling owners
             // (simulator, trickle-every-kth seed 718: 39 ms, 719 MiB/s, 0.31 s of dial, every second
-            // answer a trickle: 12.1 x the ideal against a bound of 12; 10.7 x without).
+            // answer a trickle: 12.1 x the ideal against a bound of 12; 10.7 x without). There, too,
+            // victims and owners are judged by their proven rate, not by a dip (`provenRate`).
             let dial = openLinks == 0 ? dialSeconds(typical: typicalRate(now: now)) : 0
-            let minRace = Self.minRaceSeconds + (dial >= slowRule.lossRecoveryRampSeconds ? dial : 0)
+            let longDial = dial >= slowRule.lossRecoveryRampSeconds
+            let minRace = Self.minRaceSeconds + (longDial ? dial : 0)
+            // Estimates are read before the scheduler is asked (it cannot be read while it decides).
+            let estimates = stealEstimates(now: now, thiefDials: openLinks == 0, proven: longDial && config.provenRates)
+            let runTimes = connections.map { runSeconds($0, now: now) }
             guard let a = scheduler.nextAssignment(
                 for: id, allowDuplicates: config.endGame, remainingSeconds: { estimates.remaining[$0] },
                 minRemainingSeconds: minRace, maxRacers: Self.maxRacers, thieves: idle.count - i,
