@@ -51,35 +51,44 @@ start_nginx() {
     local dir="$1" root="$2"
     local port
     port="$(free_port)"
-    mkdir -p "$dir/logs" "$dir/tmp"
-    cat >"$dir/nginx.conf" <<CONF
-worker_processes 2;
-daemon on;
-pid $dir/nginx.pid;
-error_log $dir/logs/error.log warn;
-events { worker_connections 1024; }
-http {
+    write_nginx_conf "$dir" 2 "$(cat <<CONF
     log_format bytes '\$remote_port \$status \$bytes_sent \$body_bytes_sent "\$request"';
     access_log $dir/logs/access.log bytes;
-    client_body_temp_path $dir/tmp; proxy_temp_path $dir/tmp; fastcgi_temp_path $dir/tmp;
-    uwsgi_temp_path $dir/tmp; scgi_temp_path $dir/tmp;
     sendfile on;
     keepalive_requests 10000;
-    default_type application/octet-stream;
     server {
         listen 127.0.0.1:$port;
         root $root;
         location /capped/ { alias $root/; limit_rate 16m; }
     }
-}
 CONF
+)"
     launch_nginx "$dir"
     NGINX_URL="http://127.0.0.1:$port"
     export NGINX_URL
 }
 
-# launch_nginx DIR: starts nginx with DIR/nginx.conf (which must write its pid to DIR/nginx.pid) and
-# sets NGINX_PID once the pid file is there. Stop it with stop_nginx.
+# write_nginx_conf DIR WORKERS HTTP: DIR/nginx.conf for an nginx of our own run from DIR (its pid,
+# error log and temporary files in DIR, which gets logs/ and tmp/), WORKERS worker processes, and HTTP
+# (log formats, servers) inside its http block. Start it with launch_nginx DIR.
+write_nginx_conf() {
+    local dir="$1" workers="$2" http="$3"
+    mkdir -p "$dir/logs" "$dir/tmp"
+    cat >"$dir/nginx.conf" <<CONF
+worker_processes $workers;
+daemon on;
+pid $dir/nginx.pid;
+error_log $dir/logs/error.log warn;
+events { worker_connections 1024; }
+http {
+    client_body_temp_path $dir/tmp; proxy_temp_path $dir/tmp; fastcgi_temp_path $dir/tmp;
+    uwsgi_temp_path $dir/tmp; scgi_temp_path $dir/tmp;
+    default_type application/octet-stream;
+$http
+}
+CONF
+}
+
 launch_nginx() {
     local dir="$1"
     nginx -c "$dir/nginx.conf" -p "$dir"

@@ -37,25 +37,16 @@ for f in d e; do head -c $((12 << 20)) /dev/urandom >"$WORK/www/$f.bin"; done
 chmod 644 "$WORK"/www/*
 
 port="$(free_port)"
-cat >"$WORK/nginx/nginx.conf" <<CONF
-worker_processes 1;
-daemon on;
-pid $WORK/nginx/nginx.pid;
-error_log $WORK/nginx/logs/error.log warn;
-events { worker_connections 256; }
-http {
+write_nginx_conf "$WORK/nginx" 1 "$(cat <<CONF
     log_format test '\$status \$body_bytes_sent "\$request" hdr=\$http_x_segget_test';
     access_log $WORK/nginx/logs/access.log test;
-    client_body_temp_path $WORK/nginx/tmp; proxy_temp_path $WORK/nginx/tmp; fastcgi_temp_path $WORK/nginx/tmp;
-    uwsgi_temp_path $WORK/nginx/tmp; scgi_temp_path $WORK/nginx/tmp;
-    default_type application/octet-stream;
     server {
         listen 127.0.0.1:$port;
         root $WORK/www;
         location /slow/ { alias $WORK/www/; limit_rate 1m; }
     }
-}
 CONF
+)"
 launch_nginx "$WORK/nginx"
 
 status=0

@@ -27,18 +27,9 @@ for s in "${sizes[@]}"; do head -c "$s" /dev/urandom >"$WORK/www/f$s.bin"; done
 chmod 644 "$WORK"/www/*
 
 port="$(free_port)"
-cat >"$WORK/nginx/nginx.conf" <<CONF
-worker_processes 1;
-daemon on;
-pid $WORK/nginx/nginx.pid;
-error_log $WORK/nginx/logs/error.log warn;
-events { worker_connections 256; }
-http {
+write_nginx_conf "$WORK/nginx" 1 "$(cat <<CONF
     log_format tls '\$connection \$status "\$http_range" \$request_uri';
     access_log $WORK/nginx/logs/access.log tls;
-    client_body_temp_path $WORK/nginx/tmp; proxy_temp_path $WORK/nginx/tmp; fastcgi_temp_path $WORK/nginx/tmp;
-    uwsgi_temp_path $WORK/nginx/tmp; scgi_temp_path $WORK/nginx/tmp;
-    default_type application/octet-stream;
     keepalive_requests 10000;
     server {
         listen 127.0.0.1:$port ssl;
@@ -47,8 +38,8 @@ http {
         ssl_protocols TLSv1.2 TLSv1.3;
         root $WORK/www;
     }
-}
 CONF
+)"
 launch_nginx "$WORK/nginx"
 URL="https://127.0.0.1:$port"
 
