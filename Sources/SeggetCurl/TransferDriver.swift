@@ -47,7 +47,8 @@ package final class TransferDriver {
             let origin = ContinuousClock.now
             self.clock = {
                 let d = ContinuousClock.now - origin
-                // `components` divides a 128-bit count: once, not once per part.
+                // `components` divides a 128-bit count: once, not once per part. (SeggetSystem's
+                // `Duration.inSeconds` does the same; this target links no SeggetSystem.)
                 let (seconds, attoseconds) = d.components
                 return Double(seconds) + Double(attoseconds) * 1e-18
             }

@@ -1,4 +1,5 @@
 import Glibc
+import SeggetSystem
 
 /// How the server slows down wrong tokens: per client address, a failure score that halves every
 /// `halfLife`; past `freeFailures` each wrong-token answer to that address waits, twice as long per
@@ -111,7 +112,7 @@ public struct AuthThrottle: Sendable {
 
     func decayed(_ client: Client, at now: ContinuousClock.Instant) -> Double {
         let elapsed = max(.zero, now - client.updated)
-        let halves = Self.seconds(elapsed) / max(Self.seconds(settings.halfLife), 1e-9)
+        let halves = elapsed.inSeconds / max(settings.halfLife.inSeconds, 1e-9)
         return client.score * exp2(-halves)
     }
 
@@ -125,9 +126,5 @@ public struct AuthThrottle: Sendable {
         if let lowest = clients.min(by: { decayed($0.value, at: now) < decayed($1.value, at: now) })?.key {
             clients.removeValue(forKey: lowest)
         }
-    }
-
-    static func seconds(_ d: Duration) -> Double {
-        Double(d.components.seconds) + Double(d.components.attoseconds) * 1e-18
     }
 }

@@ -1,6 +1,7 @@
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
+import SeggetSystem
 
 /// The server's guards around its calls: the `Host` check against DNS rebinding and the slow-down of
 /// wrong tokens, with what each writes to the log. The decisions are `HostPolicy`'s and
@@ -64,10 +65,10 @@ public final class RPCGuard: Sendable {
         }
         if decision.startsBurst {
             var line =
-                "segget daemon: a call from \(client) carried a wrong or missing RPC token (answered Unauthorized). After \(Int(settings.freeFailures)) such calls, more from this address are answered after a delay of up to \(AuthThrottle.seconds(settings.maxDelay)) s; calls with the right token are never delayed."
+                "segget daemon: a call from \(client) carried a wrong or missing RPC token (answered Unauthorized). After \(Int(settings.freeFailures)) such calls, more from this address are answered after a delay of up to \(settings.maxDelay.inSeconds) s; calls with the right token are never delayed."
             if let previous = decision.previousBurst {
                 line +=
-                    " The previous burst from this address had \(previous.failures) wrong tokens in \(Int(AuthThrottle.seconds(previous.lasted))) s."
+                    " The previous burst from this address had \(previous.failures) wrong tokens in \(Int(previous.lasted.inSeconds)) s."
             }
             log(line + "\n")
         }

@@ -18,8 +18,7 @@ public enum ChildProcess {
     private static let start = ContinuousClock.now
 
     private static func now() -> Double {
-        let d = ContinuousClock.now - start
-        return Double(d.components.seconds) + Double(d.components.attoseconds) * 1e-18
+        (ContinuousClock.now - start).inSeconds
     }
 
     /// Runs `command` through `/bin/sh -c` with this process's environment plus `environment`

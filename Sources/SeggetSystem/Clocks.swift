@@ -8,6 +8,14 @@ public enum WallClock {
     }
 }
 
+extension Duration {
+    /// The duration in seconds, as a Double. `components` divides a 128-bit count: read once.
+    public var inSeconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) * 1e-18
+    }
+}
+
 extension SystemThread {
     /// Blocks the calling thread for `seconds` (a polling wait). The corresponding C function is `usleep`.
     public static func sleep(seconds: Double) {

@@ -149,7 +149,7 @@ struct Batch: Sendable {
         }
 
         if planPaths, let path {
-            let dir = parentDirectory(path)
+            let dir = FileSystem.directoryName(of: path)
             if !knownDirectory(dir) {
                 if let problem = makeDirectories(dir) { return fail(SeggetError(.fileSystem, problem)) }
                 noteDirectory(dir)
@@ -198,10 +198,6 @@ struct Batch: Sendable {
     }
 }
 
-func parentDirectory(_ path: String) -> String {
-    FileSystem.directoryName(of: path)
-}
-
 func fileExists(_ path: String) -> Bool {
     FileSystem.exists(path)
 }
@@ -212,7 +208,7 @@ func makeDirectories(_ dir: String) -> String? {
     if let status = FileSystem.status(dir) {
         return status.kind == .directory ? nil : "\(dir) exists and is not a directory."
     }
-    if let problem = makeDirectories(parentDirectory(dir)) { return problem }
+    if let problem = makeDirectories(FileSystem.directoryName(of: dir)) { return problem }
     do {
         try FileSystem.makeDirectory(dir, permissions: 0o755)
     } catch where error != .fileExists {

@@ -60,9 +60,6 @@ import Testing
                 path += pieces[Int(state >> 33) % pieces.count]
             }
             #expect(lastPathComponent(path) == (path.split(separator: "/").last.map(String.init) ?? path), "\(path.debugDescription)")
-            let slash = path.lastIndex(of: "/")
-            let parent = slash.map { String(path[..<$0]) }.map { $0.isEmpty ? "/" : $0 } ?? "."
-            #expect(parentDirectory(path) == parent, "\(path.debugDescription)")
         }
         #expect(lastPathComponent("dl/x.bin") == "x.bin" && lastPathComponent("///") == "///" && lastPathComponent("a/b//") == "b")
     }

@@ -1,3 +1,4 @@
+import SeggetSystem
 import Synchronization
 
 /// A flag that asks a running download to stop at the next opportunity (Ctrl-C, SIGTERM, task
@@ -11,10 +12,7 @@ public final class InterruptFlag: Sendable {
 
 /// Seconds on a monotonic clock.
 func monotonicSeconds() -> Double {
-    let d = ContinuousClock.now - ContinuousClock.Instant.zeroReference
-    // `components` divides a 128-bit count: once, not once per part.
-    let (seconds, attoseconds) = d.components
-    return Double(seconds) + Double(attoseconds) * 1e-18
+    (ContinuousClock.now - ContinuousClock.Instant.zeroReference).inSeconds
 }
 
 extension ContinuousClock.Instant {
