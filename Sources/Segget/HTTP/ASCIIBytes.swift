@@ -2,6 +2,21 @@
 /// (`ASCIIURL`, `ResponseHead.append(line:)`, `InputFile`). Each one stands in for a `Character`
 /// operation, and agrees with it on ASCII text only.
 enum ASCIIBytes {
+    /// True when every byte is ASCII: where the fast paths agree with the `Character` code.
+    static func isASCII(_ b: UnsafeBufferPointer<UInt8>) -> Bool {
+        !b.contains { $0 >= 0x80 }
+    }
+
+    /// Where the first "://" in `b` starts.
+    static func schemeSeparator(in b: UnsafeBufferPointer<UInt8>) -> Int? {
+        var i = 0
+        while i + 2 < b.count {
+            if b[i] == UInt8(ascii: ":"), b[i + 1] == UInt8(ascii: "/"), b[i + 2] == UInt8(ascii: "/") { return i }
+            i += 1
+        }
+        return nil
+    }
+
     static func firstIndex(of byte: UInt8, in b: UnsafeBufferPointer<UInt8>, _ r: Range<Int>) -> Int? {
         var i = r.lowerBound
         while i < r.upperBound {

@@ -31,12 +31,10 @@ enum ASCIIURL: Equatable {
     private static let colon = UInt8(ascii: ":"), slash = UInt8(ascii: "/")
 
     static func parse(_ b: UnsafeBufferPointer<UInt8>) -> ASCIIURL {
-        for c in b where c >= 0x80 { return .notASCII }
+        guard ASCIIBytes.isASCII(b) else { return .notASCII }
         let n = b.count
         // The first "://" ends the scheme.
-        var sep = 0
-        while sep + 2 < n, !(b[sep] == colon && b[sep + 1] == slash && b[sep + 2] == slash) { sep += 1 }
-        guard sep + 2 < n, sep > 0 else { return .invalid }
+        guard let sep = ASCIIBytes.schemeSeparator(in: b), sep > 0 else { return .invalid }
         for c in b[0..<sep] {
             let letter = (c | 0x20) >= UInt8(ascii: "a") && (c | 0x20) <= UInt8(ascii: "z")
             let digit = c >= UInt8(ascii: "0") && c <= UInt8(ascii: "9")

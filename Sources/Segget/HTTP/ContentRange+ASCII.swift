@@ -10,7 +10,7 @@ extension ContentRange {
     /// delimiters (space, `/`, `-`, `*`) are never part of a larger `Character`, and the six
     /// characters of "bytes " are six bytes.
     static func scanASCII(_ b: UnsafeBufferPointer<UInt8>) -> ASCIIScan {
-        for c in b where c >= 0x80 { return .notASCII }
+        guard ASCIIBytes.isASCII(b) else { return .notASCII }
         var s = ASCIIBytes.trimmingWhitespace(b, 0..<b.count)
         guard s.count > 6, ASCIIBytes.lowercased(b, s.lowerBound..<s.lowerBound + 6) == "bytes " else {
             return .invalid

@@ -51,16 +51,8 @@ public enum FileName {
     /// The last non-empty segment of the path of `url`'s bytes (after the scheme's "://", before any
     /// query or fragment, not the authority); nil when there is none.
     private static func lastSegment(_ bytes: UnsafeBufferPointer<UInt8>) -> Slice<UnsafeBufferPointer<UInt8>>? {
-        var start = 0
+        let start = ASCIIBytes.schemeSeparator(in: bytes).map { $0 + 3 } ?? 0
         var end = bytes.count
-        var i = 0
-        while i + 2 < bytes.count {
-            if bytes[i] == UInt8(ascii: ":"), bytes[i + 1] == UInt8(ascii: "/"), bytes[i + 2] == UInt8(ascii: "/") {
-                start = i + 3
-                break
-            }
-            i += 1
-        }
         if let q = bytes[start..<end].firstIndex(where: { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }) { end = q }
         guard let slash = bytes[start..<end].firstIndex(of: UInt8(ascii: "/")) else { return nil }
         while end > slash, bytes[end - 1] == UInt8(ascii: "/") { end -= 1 }

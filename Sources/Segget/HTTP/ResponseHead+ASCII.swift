@@ -22,7 +22,7 @@ extension ResponseHead {
     /// breaking, `lowercased()`, scalar trimming) cost thousands of instructions per line. In ASCII
     /// the delimiters (space, colon) are never part of a larger `Character`, so bytes say the same.
     static func scanASCII(_ b: UnsafeBufferPointer<UInt8>, foldable: Bool) -> ASCIILine? {
-        for c in b where c >= 0x80 { return nil }
+        guard ASCIIBytes.isASCII(b) else { return nil }
         let line = ASCIIBytes.trimmingWhitespace(b, 0..<b.count)
         if line.count >= 5, b[line.lowerBound..<line.lowerBound + 5].elementsEqual("HTTP/".utf8) {
             // `split(separator: " ", maxSplits: 2)`: the version, then the code.

@@ -23,7 +23,7 @@ extension InputFile {
     /// a line ends at each LF. Not part of the line: the CR of a "\r\n" separator, and one more CR
     /// before it (the reference's `dropLast`).
     static func asciiLines(_ b: UnsafeBufferPointer<UInt8>) -> [ASCIILine]? {
-        for c in b where c >= 0x80 { return nil }
+        guard ASCIIBytes.isASCII(b) else { return nil }
         var lines: [ASCIILine] = []
         var number = 0
         var start = 0

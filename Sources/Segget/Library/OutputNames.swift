@@ -64,7 +64,7 @@ public struct OutputNames: Sendable {
     /// `Character`; nil for any other path. A path that is already normal (the usual case: it runs for
     /// every file of a batch) is not copied.
     static func normalizedASCII(_ b: UnsafeBufferPointer<UInt8>) -> Normalized? {
-        for c in b where c >= 0x80 { return nil }
+        guard ASCIIBytes.isASCII(b) else { return nil }
         let slash = UInt8(ascii: "/")
         var parts: [Range<Int>] = []
         var start = 0
