@@ -36,6 +36,15 @@ public enum SystemThread {
             throw error
         }
     }
+
+    /// The calling thread, to compare with another: `pthread_self`.
+    public static var current: ID { ID(raw: pthread_self()) }
+
+    /// A thread's identity while it runs.
+    public struct ID: Equatable, Sendable {
+        fileprivate let raw: pthread_t
+        public static func == (a: ID, b: ID) -> Bool { pthread_equal(a.raw, b.raw) != 0 }
+    }
 }
 
 /// A pthread mutex with one condition variable, heap-allocated because pthread objects must not move.

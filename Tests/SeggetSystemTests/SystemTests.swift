@@ -1,3 +1,4 @@
+import Dispatch
 import Glibc
 import Synchronization
 import Testing
@@ -329,5 +330,26 @@ struct ThreadTests {
         }
         #expect(buffer.count == expected.count)
         #expect(Array(buffer.bytes) == expected)
+    }
+}
+
+@Suite("Threads")
+struct ThreadIdentityTests {
+    /// `SystemThread.current` tells the calling thread from another (a `DownloadLoop` posts its own
+    /// work without waking itself, and must wake for every other thread's).
+    @Test func theCurrentThreadIsItselfAndNoOther() throws {
+        let here = SystemThread.current
+        #expect(here == SystemThread.current)
+        let seen = Mutex<(SystemThread.ID, Bool)?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        try SystemThread.detach {
+            let there = SystemThread.current
+            seen.withLock { $0 = (there, there == SystemThread.current) }
+            done.signal()
+        }
+        done.wait()
+        let (there, sameThere) = try #require(seen.withLock { $0 })
+        #expect(sameThere)
+        #expect(there != here)
     }
 }

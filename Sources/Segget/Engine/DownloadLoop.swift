@@ -24,6 +24,9 @@ public final class DownloadLoop: @unchecked Sendable {
     private let inboxLock = ConditionLock()
     /// Guarded by `inboxLock`: work posted for the loop thread.
     private var inbox: [() -> Void] = []
+    /// Guarded by `inboxLock`: the thread running the loop, while it runs. Work it posts itself needs
+    /// no wake: a pass looks at the inbox before it waits.
+    private var thread: SystemThread.ID?
 
     // Loop thread only.
     private final class Running {
@@ -45,11 +48,22 @@ public final class DownloadLoop: @unchecked Sendable {
     private var cacheSize = 16
     private var multiplexing = false
 
-    /// With `stepsOnLoop`, the blocking steps run on the loop thread, between two passes: for a loop
-    /// that serves one download at a time (a single download, `-j 1`), whose steps never overlap a
-    /// fetch, so that each step costs no hand-over to another thread and back (on a busy 2-CPU
-    /// machine, a wait for the scheduler each way). Otherwise they run on a worker thread, off the loop.
-    public init(stepsOnLoop: Bool = false) {
+    /// Whether a file that its probe brought whole is saved on one of the writer threads
+    /// (`StagedWriter.sharedQueues`) while the steps go on, rather than on the steps themselves.
+    public let wholeSavesOnWriters: Bool
+
+    /// With `stepsOnLoop`, the blocking steps run on the loop thread, between two passes, so that
+    /// each step costs no hand-over to another thread and back (on a busy 2-CPU machine, a wait for
+    /// the scheduler each way): for a loop that serves one download at a time (a single download,
+    /// `-j 1`), and for a batch, whose steps are short (a file's name, its part file, its journal,
+    /// its publication) and whose checkpoints' syncs run on a worker of their own. Otherwise (the
+    /// daemon, a batch with `--fsync`) they run on a worker thread, off the loop.
+    ///
+    /// `wholeSavesOnWriters` (default: when the steps have a thread of their own): see the property.
+    /// A batch of many files in flight saves them on the writers, so that the loop goes on with the
+    /// other files' requests while a file is created, and two are created at once.
+    public init(stepsOnLoop: Bool = false, wholeSavesOnWriters: Bool? = nil) {
+        self.wholeSavesOnWriters = wholeSavesOnWriters ?? !stepsOnLoop
         driver = TransferDriver(multi: MultiHandle(), clock: monotonicSeconds)
         try? driver.multi.setMaxConnectionCache(cacheSize)
         steps = LoopSteps(worker: stepsOnLoop ? nil : SerialWorker(name: "segget-steps"))
@@ -75,17 +89,20 @@ public final class DownloadLoop: @unchecked Sendable {
     public func post(_ work: @escaping () -> Void) {
         let first = inboxLock.withLock { () -> Bool in
             inbox.append(work)
-            return inbox.count == 1
+            return inbox.count == 1 && thread != SystemThread.current
         }
         // Thread-safe in libcurl: a poll in progress returns at once. Work posted behind other work
         // not yet taken needs no wake of its own: the wake of the first is still to come, or the
-        // loop is about to take them all.
+        // loop is about to take them all. Nor does work the loop thread posts itself: a pass looks
+        // at the inbox before it waits.
         if first { try? driver.multi.wakeUp() }
     }
 
     /// Runs the loop on the calling thread until `finished` says so (asked after every pass, and at
     /// once after work is posted).
     public func run(until finished: () -> Bool) {
+        inboxLock.withLock { thread = SystemThread.current }
+        defer { inboxLock.withLock { thread = nil } }
         while true {
             runPosted()
             if finished() { return }
@@ -93,13 +110,18 @@ public final class DownloadLoop: @unchecked Sendable {
         }
     }
 
-    /// Runs the work posted so far, in order, on the calling thread.
+    /// Runs the work posted so far, in order, on the calling thread, and what that work posts in turn,
+    /// up to four rounds, rather than one more pass (a poll and every engine's visit) for each: a
+    /// batch file's steps post one another. Work that keeps posting more waits for the next pass.
     private func runPosted() {
-        let work = inboxLock.withLock { () -> [() -> Void] in
-            defer { inbox.removeAll() }
-            return inbox
+        for _ in 0..<4 {
+            let work = inboxLock.withLock { () -> [() -> Void] in
+                defer { inbox.removeAll(keepingCapacity: true) }
+                return inbox
+            }
+            if work.isEmpty { return }
+            for w in work { w() }
         }
-        for w in work { w() }
     }
 
     /// One pass: the engines prepare, the driver performs (completions go to their engine or

@@ -152,10 +152,10 @@ extension Download {
         done: @escaping @Sendable (AttemptPlan, Result<AttemptOutcome, SeggetError>) -> Void
     ) {
         let deadline = options.timeout.map { Deadline(limit: $0, from: context.started) }
-        // A file the probe brought whole is saved on a writer thread where the steps have a thread of
-        // their own (a batch, the daemon): the steps of the other files go on meanwhile, and two
-        // files are created at once. On the loop thread (a download of one), at once.
-        let firstWhole: WholeSaving = loop.steps.onLoop ? .here : .elsewhere
+        // A file the probe brought whole is saved on a writer thread where the loop serves many
+        // downloads (a batch, the daemon): the others go on meanwhile, and two files are created at
+        // once. For a download of one, on its steps, at once.
+        let firstWhole: WholeSaving = loop.wholeSavesOnWriters ? .elsewhere : .here
         @Sendable func setUp(_ probe: ProbeResult, _ mirrors: [FetchSource], whole: WholeSaving) {
             do throws(SeggetError) {
                 switch try beginFetch(plan, probe: probe, mirrors: mirrors, deadline: deadline, driver: loop.driver, whole: whole, context) {
