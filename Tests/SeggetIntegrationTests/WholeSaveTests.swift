@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Glibc
 import SeggetTestServer
+import Synchronization
 import Testing
 @testable import Segget
 
@@ -57,6 +58,48 @@ import Testing
         #expect(TestFiles.fileDifference(options.outputPath!, body) == nil)
         let left = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0 != "w.bin" }
         #expect(left.isEmpty, "\(left)")
+    }
+
+    /// A batch's loop: the steps on the loop thread, whole files saved on the writers. While both
+    /// writers are held the download cannot end and the loop thread goes on with other work; once
+    /// they go on, the file is there. (Saved on the steps, the download ended while they were held.)
+    @Test func aBatchLoopSavesOnAWriterWhileTheLoopGoesOn() throws {
+        let server = try TestServer()
+        try server.start()
+        defer { server.stop() }
+        let dir = try TempDir()
+        let body = TestFiles.pattern(90_000, seed: 13)
+        server.addResource(name: "b.bin", bytes: body, etag: "\"b\"")
+        let loop = DownloadLoop(stepsOnLoop: true, wholeSavesOnWriters: true)
+        let stop = Atomic<Bool>(false)
+        let stopped = DispatchSemaphore(value: 0)
+        Thread {
+            loop.run(until: { stop.load(ordering: .acquiring) })
+            stopped.signal()
+        }.start()
+        defer {
+            stop.store(true, ordering: .releasing)
+            loop.post {}
+            stopped.wait()
+        }
+
+        let gate = DispatchSemaphore(value: 0)
+        let writers = StagedWriter.sharedQueues
+        for w in writers { w.async { gate.wait() } }
+        var options = DownloadOptions()
+        options.outputPath = dir.path("b.bin")
+        let outcome = start(server.baseURL + "/b.bin", options, on: loop)
+        #expect(wait(5) { server.requests.contains { $0.path.hasSuffix("/b.bin") } })
+        usleep(300_000)
+        #expect(!outcome.isSet, "the download ended while every writer was held")
+        #expect(TestFiles.size(options.outputPath!) == nil)
+        let ran = Atomic<Bool>(false)
+        loop.post { ran.store(true, ordering: .releasing) }
+        #expect(wait(5) { ran.load(ordering: .acquiring) }, "the loop thread waited for the writers")
+        for _ in writers { gate.signal() }
+        #expect(wait(5) { outcome.isSet })
+        #expect(try outcome.get().bytes == Int64(body.count))
+        #expect(TestFiles.fileDifference(options.outputPath!, body) == nil)
     }
 
     /// A name already taken: the writer's link refuses it and the usual path runs on the steps queue:
