@@ -16,6 +16,19 @@ public enum Memory {
         guard end > start, let first = UnsafeMutableRawPointer(bitPattern: start) else { return false }
         return system_madvise(first, end - start, Int32(MADV_POPULATE_WRITE)) == 0
     }
+
+    /// Has the allocator keep what the process frees, up to `trimAbove` bytes at the top of its heap,
+    /// for the allocations that follow, and serve blocks below `mmapBelow` bytes from that heap
+    /// (`mallopt`: `M_TRIM_THRESHOLD`, `M_MMAP_THRESHOLD`). By default glibc maps a block of 128 KiB
+    /// or more on its own and hands the heap's top back once 128 KiB of it is free (both thresholds
+    /// then move with what was freed), so a process that allocates and frees the same buffers file
+    /// after file (libcurl's 512 KiB receive buffer for each request, a small file's bytes) takes
+    /// fresh pages again and again: a page fault for each 4 KiB and the page zeroed, which on a
+    /// virtual machine is dearer still. For a process that lives as long as a batch.
+    public static func keepFreedMemory(trimAbove: Int = 32 << 20, mmapBelow: Int = 4 << 20) {
+        system_mallopt(system_M_TRIM_THRESHOLD, Int32(clamping: trimAbove))
+        system_mallopt(system_M_MMAP_THRESHOLD, Int32(clamping: mmapBelow))
+    }
 }
 
 /// Bytes written once, in order, up to a capacity fixed in advance, into memory that is mapped

@@ -159,6 +159,19 @@ internal func system_madvise(_ start: UnsafeMutableRawPointer, _ length: Int, _ 
     madvise(start, length, advice)
 }
 
+/// glibc's `mallopt(int, int)`: <malloc.h> is not part of the Glibc module. Two `Int32`s in and
+/// one out are passed the same way by Swift's calling convention and C's.
+@_silgen_name("mallopt")
+private func c_mallopt(_ parameter: Int32, _ value: Int32) -> Int32
+
+/// `M_TRIM_THRESHOLD` and `M_MMAP_THRESHOLD` of <malloc.h>.
+internal let system_M_TRIM_THRESHOLD: Int32 = -1
+internal let system_M_MMAP_THRESHOLD: Int32 = -3
+
+internal func system_mallopt(_ parameter: Int32, _ value: Int32) {
+    _ = c_mallopt(parameter, value)
+}
+
 internal func system_flock(_ fd: Int32, _ operation: Int32) -> Int32 {
     flock(fd, operation)
 }
