@@ -24,8 +24,7 @@ extension Download {
     ) throws(SeggetError) -> WholeSave? {
         guard ranged, let total = probe.totalLength, total > 0, Int64(probe.prefix.count) == total,
             options.mirrors.isEmpty, !context.interrupt.isSet, deadline.map({ monotonicSeconds() < $0.at }) ?? true,
-            probe.noJournalAt == paths.journal || PosixFile.fileSize(path: paths.journal) == nil,
-            PosixFile.fileSize(path: paths.part) == nil
+            probe.noJournalAt == paths.journal || PosixFile.fileSize(path: paths.journal) == nil
         else { return nil }
         let started = monotonicSeconds()
         let verified: [String]
@@ -96,6 +95,9 @@ struct WholeSave: Sendable {
     /// The file saved under its final name, or nil where the usual path must run (no unnamed files
     /// here, the name taken, no /proc to link through).
     func save() throws(SeggetError) -> DownloadResult? {
+        // A part file beside the name (a stale one, or another segget's, locked): the usual path.
+        // Looked for here rather than in `wholeSave`, off the loop where a batch saves on a writer.
+        guard PosixFile.fileSize(path: paths.part) == nil else { return nil }
         let directory = FileSystem.directoryName(of: paths.final)
         let file: PosixFile
         do {
