@@ -1,4 +1,6 @@
+import Foundation
 import Glibc
+import Synchronization
 import SeggetCurl
 import SeggetJournal
 import SeggetTestServer
@@ -77,5 +79,41 @@ import Testing
         let failure = try #require(results[1] as? SeggetError)
         #expect(failure.kind == .httpStatus)
         #expect(driver.multi.handles.isEmpty)
+    }
+}
+
+/// `DownloadLoop.post`: work the loop thread posts itself wakes nothing, so the loop must look at its
+/// inbox before it waits; an idle loop waits up to a second.
+@Suite struct LoopPostTests {
+    /// A chain of work, each posting the next from the loop thread, runs at once on an idle loop: it
+    /// does not wait for the idle poll's second (10 links would take 10 s).
+    @Test func workTheLoopPostsItselfRunsWithoutAWake() throws {
+        let loop = DownloadLoop(stepsOnLoop: true)
+        let links = Mutex(0)
+        let started = monotonicSeconds()
+        @Sendable func link() {
+            let n = links.withLock { $0 += 1; return $0 }
+            if n < 10 { loop.post { link() } }
+        }
+        // Posted before the loop runs: the first link runs at its first turn, the others are posted by
+        // the loop thread, each after the one before.
+        loop.post { link() }
+        loop.run(until: { links.withLock { $0 } >= 10 })
+        #expect(links.withLock { $0 } == 10)
+        #expect(monotonicSeconds() - started < 0.5, "a link waited for the idle poll")
+    }
+
+    /// Work posted from another thread while the loop waits wakes it.
+    @Test func workFromAnotherThreadWakesTheLoop() throws {
+        let loop = DownloadLoop(stepsOnLoop: true)
+        let ran = Mutex(false)
+        let poster = Thread {
+            usleep(100_000)
+            loop.post { ran.withLock { $0 = true } }
+        }
+        let started = monotonicSeconds()
+        poster.start()
+        loop.run(until: { ran.withLock { $0 } })
+        #expect(monotonicSeconds() - started < 0.6, "the post did not wake the idle loop")
     }
 }
