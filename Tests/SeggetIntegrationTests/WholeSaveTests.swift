@@ -6,9 +6,10 @@ import Synchronization
 import Testing
 @testable import Segget
 
-/// A file the probe brings whole, in a loop whose steps have a thread of their own (a batch, the
-/// daemon): it is created, written and linked on a writer thread, while the steps of other files go on.
-@Suite struct WholeSaveTests {
+/// A file the probe brings whole, in a loop that serves many downloads (a batch, the daemon): it is
+/// created, written and linked on a writer thread, while the steps of other files go on. Serialized:
+/// each test holds the two writer threads that every download of the process shares.
+@Suite(.serialized) struct WholeSaveTests {
     /// Waits up to `seconds` for `done`.
     func wait(_ seconds: Double, until done: () -> Bool) -> Bool {
         let end = monotonicSeconds() + seconds
@@ -28,17 +29,18 @@ import Testing
         return outcome
     }
 
-    /// While both writer threads are held, the download has its bytes but cannot end and nothing is
-    /// under its name, and the steps queue is free; once the writers go on, the file is there, whole.
-    /// (With the save on the steps queue, as before, the download ended while the writers were held.)
-    @Test func aWholeFileIsSavedOnAWriterThreadWhileTheStepsGoOn() throws {
+    /// Downloads a new file of `size` bytes, which its probe brings whole, on `loop` while both writer
+    /// threads are held: the download has its bytes but cannot end and nothing is under its name, and
+    /// `isFree` (asked meanwhile) says the thread that ran its steps goes on; once the writers go on,
+    /// the file is there, whole, and nothing else is. (With the save on the steps, the download ended
+    /// while the writers were held.)
+    func checkSavedOnAWriter(on loop: DownloadLoop, size: Int, seed: UInt64, isFree: () -> Bool) throws {
         let server = try TestServer()
         try server.start()
         defer { server.stop() }
         let dir = try TempDir()
-        let body = TestFiles.pattern(100_000, seed: 11)
+        let body = TestFiles.pattern(size, seed: seed)
         server.addResource(name: "w.bin", bytes: body, etag: "\"w\"")
-        let loop = try #require(DownloadLoop.onOwnThread())
 
         let gate = DispatchSemaphore(value: 0)
         let writers = StagedWriter.sharedQueues
@@ -50,26 +52,25 @@ import Testing
         usleep(300_000)
         #expect(!outcome.isSet, "the download ended while every writer was held")
         #expect(TestFiles.size(options.outputPath!) == nil)
-        #expect(loop.steps.sync { true })
+        #expect(isFree(), "the steps' thread waited for the writers")
         for _ in writers { gate.signal() }
         #expect(wait(5) { outcome.isSet })
-        let result = try outcome.get()
-        #expect(result.bytes == Int64(body.count))
+        #expect(try outcome.get().bytes == Int64(body.count))
         #expect(TestFiles.fileDifference(options.outputPath!, body) == nil)
         let left = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0 != "w.bin" }
         #expect(left.isEmpty, "\(left)")
     }
 
-    /// A batch's loop: the steps on the loop thread, whole files saved on the writers. While both
-    /// writers are held the download cannot end and the loop thread goes on with other work; once
-    /// they go on, the file is there. (Saved on the steps, the download ended while they were held.)
+    /// The daemon's loop: the steps on a worker of their own, which stays free while the writers hold
+    /// the file.
+    @Test func aWholeFileIsSavedOnAWriterThreadWhileTheStepsGoOn() throws {
+        let loop = try #require(DownloadLoop.onOwnThread())
+        try checkSavedOnAWriter(on: loop, size: 100_000, seed: 11) { loop.steps.sync { true } }
+    }
+
+    /// A batch's loop: the steps on the loop thread, whole files saved on the writers; the loop thread
+    /// goes on with other work while the writers hold the file.
     @Test func aBatchLoopSavesOnAWriterWhileTheLoopGoesOn() throws {
-        let server = try TestServer()
-        try server.start()
-        defer { server.stop() }
-        let dir = try TempDir()
-        let body = TestFiles.pattern(90_000, seed: 13)
-        server.addResource(name: "b.bin", bytes: body, etag: "\"b\"")
         let loop = DownloadLoop(stepsOnLoop: true, wholeSavesOnWriters: true)
         let stop = Atomic<Bool>(false)
         let stopped = DispatchSemaphore(value: 0)
@@ -82,24 +83,11 @@ import Testing
             loop.post {}
             stopped.wait()
         }
-
-        let gate = DispatchSemaphore(value: 0)
-        let writers = StagedWriter.sharedQueues
-        for w in writers { w.async { gate.wait() } }
-        var options = DownloadOptions()
-        options.outputPath = dir.path("b.bin")
-        let outcome = start(server.baseURL + "/b.bin", options, on: loop)
-        #expect(wait(5) { server.requests.contains { $0.path.hasSuffix("/b.bin") } })
-        usleep(300_000)
-        #expect(!outcome.isSet, "the download ended while every writer was held")
-        #expect(TestFiles.size(options.outputPath!) == nil)
-        let ran = Atomic<Bool>(false)
-        loop.post { ran.store(true, ordering: .releasing) }
-        #expect(wait(5) { ran.load(ordering: .acquiring) }, "the loop thread waited for the writers")
-        for _ in writers { gate.signal() }
-        #expect(wait(5) { outcome.isSet })
-        #expect(try outcome.get().bytes == Int64(body.count))
-        #expect(TestFiles.fileDifference(options.outputPath!, body) == nil)
+        try checkSavedOnAWriter(on: loop, size: 90_000, seed: 13) {
+            let ran = Atomic<Bool>(false)
+            loop.post { ran.store(true, ordering: .releasing) }
+            return wait(5) { ran.load(ordering: .acquiring) }
+        }
     }
 
     /// A name already taken: the writer's link refuses it and the usual path runs on the steps queue:
