@@ -79,9 +79,7 @@ extension Download {
 /// A file the probe brought whole, verified, and the saving of it: an unnamed file in the target's
 /// directory, its bytes, then its link under the final name (see `Download.wholeSave`). `save()` is
 /// all system calls and touches nothing of the download's, so a batch or the daemon runs it on a
-/// writer thread: the unnamed file's inode is found without the directory's lock, and on ext4 that
-/// search, a scan past every inode freed in the last minutes, is most of a small file's cost where
-/// files come and go (two threads make 500 of them in 61-175 ms where one takes 97-264 ms).
+/// writer thread (`StagedWriter.wholeSaveQueue`) while the loop goes on with the other files.
 struct WholeSave: Sendable {
     let bytes: ProbeBytes
     let paths: PartialDownload.Paths

@@ -153,8 +153,8 @@ extension Download {
     ) {
         let deadline = options.timeout.map { Deadline(limit: $0, from: context.started) }
         // A file the probe brought whole is saved on a writer thread where the loop serves many
-        // downloads (a batch, the daemon): the others go on meanwhile, and two files are created at
-        // once. For a download of one, on its steps, at once.
+        // downloads (a batch, the daemon): the others go on meanwhile. For a download of one, on its
+        // steps, at once.
         let firstWhole: WholeSaving = loop.wholeSavesOnWriters ? .elsewhere : .here
         @Sendable func setUp(_ probe: ProbeResult, _ mirrors: [FetchSource], whole: WholeSaving) {
             do throws(SeggetError) {
@@ -162,7 +162,7 @@ extension Download {
                 case .finished(let outcome):
                     done(plan, .success(outcome))
                 case .saveWhole(let save):
-                    StagedWriter.nextSharedQueue().async { [self] in
+                    StagedWriter.wholeSaveQueue.async { [self] in
                         let saved = Result { () throws(SeggetError) in try save.save() }
                         loop.steps.async { [self] in
                             switch saved {
