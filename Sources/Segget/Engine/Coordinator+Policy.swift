@@ -143,8 +143,14 @@ extension Coordinator {
     /// round trip is not known yet, and next to nothing on a LAN).
     func dialSeconds(typical: Double?) -> Double {
         guard let rtt = pathRoundTrip else { return 0 }
-        let handshakes = config.url.lowercased().hasPrefix("https:") ? 2.0 : 1.0
-        return handshakes * rtt + (typical.map { SlowConnectionRule.rampSeconds(rate: $0, rtt: rtt) } ?? 0)
+        return handshakeSeconds + (typical.map { SlowConnectionRule.rampSeconds(rate: $0, rtt: rtt) } ?? 0)
+    }
+
+    /// What a new connection's handshakes take before its request goes out: TCP's round trip, and
+    /// TLS's (TLS 1.3: one more); 0 while the path's round trip is not known.
+    var handshakeSeconds: Double {
+        guard let rtt = pathRoundTrip else { return 0 }
+        return (config.url.lowercased().hasPrefix("https:") ? 2.0 : 1.0) * rtt
     }
 
     /// The path's round trip as the shortest recent first-byte wait shows it (a request on a kept-alive
@@ -267,7 +273,8 @@ extension Coordinator {
                 observations.append(o)
             }
         }
-        let verdicts = slowRule.judge(observations, now: now, usualFirstByteWait: usualFirstByteWait, rtt: rtt)
+        let verdicts = slowRule.judge(observations, now: now, usualFirstByteWait: usualFirstByteWait, rtt: rtt,
+                                      handshakeSeconds: handshakeSeconds)
         var commands: [Command] = []
         for v in verdicts {
             let c = connections[v.id]
@@ -280,7 +287,7 @@ extension Coordinator {
             case .redial:
                 connections[c.id].redials += 1
                 if tracing {
-                    commands.append(.trace("connection \(c.id) redial at \(Format.rate(v.rate)) vs typical \(Format.rate(v.typical)) (first bytes take \(Format.fixed(usualFirstByteWait ?? -1, 3)) s)\(isRacing(c.id) ? " (racer)" : "")"))
+                    commands.append(.trace("connection \(c.id) redial at \(Format.rate(v.rate)) vs typical \(Format.rate(v.typical)) (first bytes take \(Format.fixed(usualFirstByteWait ?? -1, 3)) s, path round trip \(Format.fixed(rtt ?? -1, 3)) s, request \(Format.fixed(now - c.requestStartedAt, 2)) s old)\(isRacing(c.id) ? " (racer)" : "")"))
                 }
                 commands.append(.event(.redial(connection: c.id, reason: "\(Format.rate(v.rate)) against a median of \(Format.rate(v.typical))")))
                 // Abort now and continue on a fresh connection from the exact byte reached.

@@ -228,9 +228,10 @@ public struct SlowConnectionRule: Sendable {
 
     /// The verdicts on one round of observations taken at `now`, in the order given.
     /// `usualFirstByteWait` is how long first bytes recently took, `rtt` the path's round trip (nil
-    /// if unknown). Counts the re-dials it orders.
+    /// if unknown), `handshakeSeconds` what a new connection spends on its handshakes before its
+    /// request goes out (TCP's round trip, and TLS's). Counts the re-dials it orders.
     public mutating func judge(_ observations: [Observation], now: Double, usualFirstByteWait: Double? = nil,
-                               rtt: Double? = nil) -> [Verdict] {
+                               rtt: Double? = nil, handshakeSeconds: Double = 0) -> [Verdict] {
         if observations.contains(where: { $0.heldSeconds > window / 10 }) { lastHoldAt = now }
         guard !isSuspended(at: now) else { return [] }
         for o in observations where o.waitingForFirstByte == nil && o.seconds > 0
@@ -276,7 +277,15 @@ public struct SlowConnectionRule: Sendable {
             // KiB/s against a typical 1.3-2.5 MiB/s, and every new connection then crawled at 45-120
             // KiB/s for the remaining 10 s: one or two of 8 connections lost for most of the download.
             // A trickling server (a few KiB/s) is still far below a tenth.
-            let longPath = Self.rampSeconds(rate: typical, rtt: rtt) >= lossRecoveryRampSeconds
+            // What a re-dial costs counts its handshakes too, as the coordinator's dials do
+            // (`Coordinator.dialSeconds`): on WAN link a (80 ms, 0.1 % loss, 400 Mbit/s) slow start
+            // to a typical 2-2.5 MiB/s takes 0.44 s at the 0.106 s round trip segget sees, under the
+            // bar, but with the handshakes a re-dial costs 0.55 s (HTTP) and 0.65 s (HTTPS). Judged
+            // against 0.4 of typical, connections still behind their peers 1.0-1.1 s into the
+            // download were re-dialled at 0.6-1.0 MiB/s, and each new connection then averaged
+            // 130-250 KiB/s for 1.5-2 s behind the bottleneck the others kept full (and was
+            // re-dialled again): up to 9 re-dials and 26 TCP connections in a run, 0.3-0.9 s slower.
+            let longPath = handshakeSeconds + Self.rampSeconds(rate: typical, rtt: rtt) >= lossRecoveryRampSeconds
             let fraction = o.provenRate >= typical * slowFraction || longPath ? provenFraction : slowFraction
             guard rate < expected * fraction else { continue }
             // Only worth it when the rest would take a while at this rate, and longer than a fresh

@@ -82,6 +82,8 @@ struct SimulatedDownload {
         self.scenario = scenario
         var config = Coordinator.Config()
         config.totalLength = scenario.fileSize
+        // The scheme tells the engine how many handshakes a new connection pays (`Coordinator.handshakeSeconds`).
+        config.url = scenario.tls ? "https://simulated/file" : "http://simulated/file"
         config.stallTimeout = 20
         config.jitter = { 1 }
         policy.configure(&config)
