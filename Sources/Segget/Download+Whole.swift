@@ -79,7 +79,7 @@ extension Download {
 /// A file the probe brought whole, verified, and the saving of it: an unnamed file in the target's
 /// directory, its bytes, then its link under the final name (see `Download.wholeSave`). `save()` is
 /// all system calls and touches nothing of the download's, so a batch or the daemon runs it on a
-/// writer thread (`StagedWriter.wholeSaveQueue`) while the loop goes on with the other files.
+/// writer thread (`StagedWriter.saveWhole`) while the loop goes on with the other files.
 struct WholeSave: Sendable {
     let bytes: ProbeBytes
     let paths: PartialDownload.Paths

@@ -1,4 +1,6 @@
+import Dispatch
 import Foundation
+import Synchronization
 import SeggetJournal
 import Testing
 
@@ -228,5 +230,39 @@ import Testing
         _ = StagingBuffer(capacity: 128 * 4096, store: store)
         #expect(store.take(capacity: 128 * 4096) == nil)
         #expect(store.take(capacity: 192 * 4096) != nil)
+    }
+}
+
+/// Where a file its probe brought whole is saved (`StagedWriter.saveWhole`): the first writer, until
+/// it has a save waiting behind the one it runs and the second has fewer.
+@Suite struct WholeSaveWriterTests {
+    @Test(arguments: [
+        ([0, 0], 0), ([1, 0], 0), ([1, 1], 0), ([0, 3], 0),
+        ([2, 0], 1), ([2, 1], 1), ([5, 4], 1),
+        ([2, 2], 0), ([2, 3], 0), ([3, 3], 0),
+    ])
+    func theFirstWriterUntilItHasASaveWaiting(queued: [Int], writer: Int) {
+        #expect(StagedWriter.writerForWholeSave(queued: queued) == writer)
+    }
+
+    /// Saves given one after another while the first writer is held: the second takes the third
+    /// (two are then queued on the first), and every save runs once the first goes on.
+    @Test func aHeldFirstWriterSpillsToTheSecond() {
+        let gate = DispatchSemaphore(value: 0)
+        StagedWriter.sharedQueues[0].async { gate.wait() }
+        let ran = Mutex<[Int]>([])
+        let done = DispatchSemaphore(value: 0)
+        for k in 0..<3 {
+            StagedWriter.saveWhole {
+                ran.withLock { $0.append(k) }
+                done.signal()
+            }
+        }
+        // The first two wait on the held first writer; the third went to the second.
+        #expect(done.wait(timeout: .now() + 5) == .success)
+        #expect(ran.withLock { $0 } == [2])
+        gate.signal()
+        for _ in 0..<2 { #expect(done.wait(timeout: .now() + 5) == .success) }
+        #expect(ran.withLock { $0.sorted() } == [0, 1, 2])
     }
 }

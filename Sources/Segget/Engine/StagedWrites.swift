@@ -58,14 +58,34 @@ final class StagedWriter: @unchecked Sendable {
     static func nextSharedQueue() -> SerialWorker {
         sharedQueues[turn.add(1, ordering: .relaxed).oldValue % sharedQueues.count]
     }
-    /// Where the files that their probe brought whole are saved (`WholeSave.save()`), one after
-    /// another: the first writer. In a batch of 500 files of 64 KiB, 16 in flight, that came out
-    /// ahead of both writers in turn (per-repetition medians of 15 interleaved runs, ÷ curl: 1.03
-    /// against 1.13): with the loop thread and the server on a 2-CPU machine, a third busy thread
-    /// costs more than it gives, and a writer that is still busy with the last file needs no wake
-    /// for the next. (Both writers won where every creation was slow, right after many files were
-    /// removed on ext4: see Benchmarks/RESULTS.md.)
-    static var wholeSaveQueue: SerialWorker { sharedQueues[0] }
+    /// Whole saves queued or running on each writer.
+    private static let wholeSavesQueued = Mutex<[Int]>([0, 0])
+    /// Runs `save` (a file that its probe brought whole: `WholeSave.save()`) on a writer: the first,
+    /// unless it has a whole save queued behind the one it runs and the second has fewer. Where a
+    /// file's save takes less than its download, one writer saves them all, one after another; where
+    /// creation is slow, the second joins. 500 files of 64 KiB, 16 in flight, per-repetition medians
+    /// ÷ the faster of curl and wget2 (interleaved, this project's 2-CPU VM): on a quiet file system
+    /// 0.99 this way, 0.97 on the first writer alone, 1.10 on both in turn; right after many files
+    /// were removed, when every creation on ext4 scans past the inodes freed in the last minutes,
+    /// 0.67, 0.84 and 0.70. One busy writer beside the loop thread and the server is what two CPUs
+    /// take best, and a writer still busy with the last file needs no wake for the next.
+    static func saveWhole(_ save: @escaping @Sendable () -> Void) {
+        let i = wholeSavesQueued.withLock { queued -> Int in
+            let i = writerForWholeSave(queued: queued)
+            queued[i] += 1
+            return i
+        }
+        sharedQueues[i].async {
+            save()
+            wholeSavesQueued.withLock { $0[i] -= 1 }
+        }
+    }
+    /// Which writer takes the next whole save, given how many each has queued or running (see
+    /// `saveWhole`): the first, unless it has one waiting behind the one it runs and the second has
+    /// fewer.
+    static func writerForWholeSave(queued: [Int]) -> Int {
+        queued[0] >= 2 && queued[1] < queued[0] ? 1 : 0
+    }
     private let lock = ConditionLock()
     // Guarded by `lock`.
     private var direct: FileDescriptor?

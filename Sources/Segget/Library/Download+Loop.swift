@@ -162,7 +162,7 @@ extension Download {
                 case .finished(let outcome):
                     done(plan, .success(outcome))
                 case .saveWhole(let save):
-                    StagedWriter.wholeSaveQueue.async { [self] in
+                    StagedWriter.saveWhole { [self] in
                         let saved = Result { () throws(SeggetError) in try save.save() }
                         loop.steps.async { [self] in
                             switch saved {
