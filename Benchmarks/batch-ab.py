@@ -4,7 +4,8 @@
     python3 Benchmarks/batch-ab.py --base-url http://127.0.0.1:PORT/dir --count 500 \\
         [--name 'f{i}'] [--reps 11] [--jobs 16] [--reused-dir] NAME=SEGGET_BINARY ...
 
-Each repetition runs every tool once, in a random order: `curl --parallel --parallel-max JOBS -K
+Each repetition runs every tool once, in a random order (`--rotate`: the order of the command line,
+rotated by one each repetition, as `scripts/bench` does): `curl --parallel --parallel-max JOBS -K
 config`, `wget2 --max-threads=JOBS -i list` and each segget build as `segget -q -i list -j JOBS -d
 DIR`. Before each run: `sync` and a rest of 0.2 s. Every run's outputs are kept, in a fresh directory
 of their own (with `--reused-dir`: one directory whose files are truncated and moved aside before
@@ -37,6 +38,8 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=11)
     p.add_argument("--jobs", type=int, default=16)
     p.add_argument("--reused-dir", action="store_true")
+    p.add_argument("--rotate", action="store_true",
+                   help="rotate the order each repetition (as scripts/bench does) instead of shuffling it")
     p.add_argument("--work", help="where outputs go (default: a new directory under /tmp)")
     p.add_argument("builds", nargs="+", metavar="NAME=BINARY")
     a = p.parse_args()
@@ -77,7 +80,10 @@ def main() -> None:
     try:
         for rep in range(a.reps):
             order = tools[:]
-            random.shuffle(order)
+            if a.rotate:
+                order = order[rep % len(order):] + order[:rep % len(order)]
+            else:
+                random.shuffle(order)
             for tool in order:
                 out = out_dir(tool, rep)
                 argv = command(tool, out)
