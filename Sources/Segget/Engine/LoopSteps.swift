@@ -10,9 +10,6 @@ public final class LoopSteps: @unchecked Sendable {
 
     init(worker: SerialWorker?) { self.worker = worker }
 
-    /// True when the steps run on the loop thread (`DownloadLoop(stepsOnLoop: true)`).
-    var onLoop: Bool { worker == nil }
-
     /// Runs `work` later: on the steps' worker, or on the loop thread at the top of its next pass.
     public func async(_ work: @escaping @Sendable () -> Void) {
         if let worker { worker.async(work) } else { loop.post(work) }
