@@ -236,8 +236,10 @@ func sha256Hex(_ bytes: [UInt8]) -> String {
 /// The library's async API: progress as an AsyncSequence, task cancellation → resumable stop.
 @Suite struct AsyncLibraryTests {
     @Test func cancellingTheTaskStopsAndARerunResumes() async throws {
-        // Slow enough (about 6 s in full) that the waiting task is scheduled and cancelled long
-        // before the end, even while other tests keep the cooperative pool busy.
+        // Every request goes at 64 KiB/s, so that two connections would take 24 s in full: the
+        // waiting task is scheduled and cancelled long before the end even while other suites'
+        // blocking tests hold both threads of a 2-core runner's cooperative pool for ten seconds.
+        // The rerun takes 16 connections (about 3 s).
         let body = cliTestBytes(3_000_000, seed: 61)
         let server = try startCLITestServer(["lib.bin": body])
         defer { server.stop() }
@@ -246,7 +248,7 @@ func sha256Hex(_ bytes: [UInt8]) -> String {
         options.connections = 2
         options.chunkSize = 64 * 1024
         options.outputPath = dir.path("lib.bin")
-        let url = server.url("lib.bin", query: "rate=256k")
+        let url = server.url("lib.bin", query: "rate=64k")
         let handle = Download(url: url, options: options).start()
         // On a busy 2-core runner the waiting task may be scheduled late; cancel it only once it runs,
         // so the test checks cancellation rather than the scheduler.
@@ -273,6 +275,7 @@ func sha256Hex(_ bytes: [UInt8]) -> String {
         #expect(FileManager.default.fileExists(atPath: dir.path("lib.bin.segget-journal")))
         #expect(!FileManager.default.fileExists(atPath: dir.path("lib.bin")))
 
+        options.connections = 16
         let result = try await Download(url: url, options: options).run()
         #expect(result.resumedBytes > 0)
         #expect(result.bytes == Int64(body.count))
