@@ -5,6 +5,11 @@
 
 #include <curl/curl.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 typedef size_t (*segget_curl_data_cb)(char *ptr, size_t size, size_t nmemb, void *userdata);
 typedef int (*segget_curl_xferinfo_cb)(void *userdata, curl_off_t dltotal, curl_off_t dlnow,
@@ -58,6 +63,105 @@ static int segget_sockopt_cloexec(void *clientp, curl_socket_t fd, curlsocktype 
 }
 static inline CURLcode segget_easy_set_cloexec_sockets(CURL *h) {
     return curl_easy_setopt(h, CURLOPT_SOCKOPTFUNCTION, segget_sockopt_cloexec);
+}
+
+// The TCP sockets that one multi handle's transfers opened and have not closed, each with its local
+// port once known. libcurl tells a transfer its connection's local port (CURLINFO_LOCAL_PORT), not
+// its descriptor; this book maps the one to the other. Used from the multi handle's one thread.
+struct segget_sockets { int count, capacity; int *fd; int *port; int pending[8]; int pendingCount; };
+
+static inline struct segget_sockets *segget_sockets_new(void) {
+    return (struct segget_sockets *)calloc(1, sizeof(struct segget_sockets));
+}
+static inline void segget_sockets_free(struct segget_sockets *s) {
+    if (!s) return;
+    free(s->fd); free(s->port); free(s);
+}
+static inline void segget_sockets_remove(struct segget_sockets *s, int fd);
+static inline void segget_sockets_add(struct segget_sockets *s, int fd) {
+    segget_sockets_remove(s, fd); // a descriptor closed behind the book's back and given out again
+    if (s->count == s->capacity) {
+        int capacity = s->capacity ? s->capacity * 2 : 16;
+        int *fds = (int *)realloc(s->fd, sizeof(int) * (size_t)capacity);
+        if (!fds) return;
+        s->fd = fds;
+        int *ports = (int *)realloc(s->port, sizeof(int) * (size_t)capacity);
+        if (!ports) return;
+        s->port = ports;
+        s->capacity = capacity;
+    }
+    s->fd[s->count] = fd;
+    s->port[s->count] = 0;
+    s->count += 1;
+}
+static inline void segget_sockets_remove(struct segget_sockets *s, int fd) {
+    for (int i = 0; i < s->count; i++) {
+        if (s->fd[i] != fd) continue;
+        s->count -= 1;
+        s->fd[i] = s->fd[s->count];
+        s->port[i] = s->port[s->count];
+        return;
+    }
+}
+static inline int segget_socket_local_port(int fd) {
+    struct sockaddr_storage a;
+    socklen_t n = sizeof a;
+    if (getsockname(fd, (struct sockaddr *)&a, &n) != 0) return 0;
+    if (a.ss_family == AF_INET) return ntohs(((struct sockaddr_in *)&a)->sin_port);
+    if (a.ss_family == AF_INET6) return ntohs(((struct sockaddr_in6 *)&a)->sin6_port);
+    return 0;
+}
+// The descriptor of the socket bound to local `port`, or -1. Ports not yet known are asked for once
+// the socket has one (a socket gets its port when it connects).
+static inline int segget_sockets_find(struct segget_sockets *s, long port) {
+    if (port <= 0) return -1;
+    for (int i = 0; i < s->count; i++) if (s->port[i] == port) return s->fd[i];
+    for (int i = 0; i < s->count; i++) {
+        if (s->port[i] != 0) continue;
+        s->port[i] = segget_socket_local_port(s->fd[i]);
+        if (s->port[i] == port) return s->fd[i];
+    }
+    return -1;
+}
+// Notes that the socket on local `port` should acknowledge what it received as soon as the
+// current round of transfers is over (`segget_sockets_acknowledge_pending`): one system call per
+// connection and round, however many pieces libcurl hands over from one read.
+static inline void segget_sockets_mark(struct segget_sockets *s, long port) {
+    if (port <= 0) return;
+    for (int i = 0; i < s->pendingCount; i++) if (s->pending[i] == port) return;
+    if (s->pendingCount < 8) s->pending[s->pendingCount++] = (int)port;
+}
+// Has the kernel send each marked socket's held acknowledgement now, and leave the socket's
+// "interactive" mode of delayed acknowledgements (TCP_QUICKACK, which does not stay set). Returns
+// how many were sent; a port no longer in the book is skipped.
+static inline int segget_sockets_acknowledge_pending(struct segget_sockets *s) {
+    int sent = 0;
+    for (int i = 0; i < s->pendingCount; i++) {
+        int fd = segget_sockets_find(s, s->pending[i]);
+        if (fd < 0) continue;
+        int one = 1;
+        if (setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one) == 0) sent += 1;
+    }
+    s->pendingCount = 0;
+    return sent;
+}
+static int segget_sockopt_tracked(void *clientp, curl_socket_t fd, curlsocktype purpose) {
+    segget_sockopt_cloexec(NULL, fd, purpose);
+    if (clientp && purpose == CURLSOCKTYPE_IPCXN) segget_sockets_add((struct segget_sockets *)clientp, fd);
+    return CURL_SOCKOPT_OK;
+}
+static int segget_closesocket_tracked(void *clientp, curl_socket_t fd) {
+    if (clientp) segget_sockets_remove((struct segget_sockets *)clientp, fd);
+    return close(fd);
+}
+// Points the sockets `h` opens from now on at book `s` (NULL: at none; they stay close-on-exec).
+// A connection keeps the book it was opened with until it is closed, whichever handle closes it.
+static inline CURLcode segget_easy_track_sockets(CURL *h, struct segget_sockets *s) {
+    CURLcode rc = curl_easy_setopt(h, CURLOPT_SOCKOPTFUNCTION, segget_sockopt_tracked);
+    if (rc == CURLE_OK) rc = curl_easy_setopt(h, CURLOPT_SOCKOPTDATA, (void *)s);
+    if (rc == CURLE_OK) rc = curl_easy_setopt(h, CURLOPT_CLOSESOCKETFUNCTION, segget_closesocket_tracked);
+    if (rc == CURLE_OK) rc = curl_easy_setopt(h, CURLOPT_CLOSESOCKETDATA, (void *)s);
+    return rc;
 }
 
 // CURLMsg.data is a union; Swift sees it awkwardly, so read the result here.

@@ -41,6 +41,8 @@ package final class EasyHandle {
     package weak var delegate: (any TransferDelegate)?
     /// True while the body is paused by `.pause` or `pause()`, until `unpause()`.
     package private(set) var isPaused = false
+    /// The book of sockets of the multi handle this handle is on (nil: on none).
+    private var sockets: UnsafeMutablePointer<segget_sockets>?
 
     package init() {
         CurlGlobal.ensure()
@@ -64,6 +66,54 @@ package final class EasyHandle {
         headerList = nil
         isPaused = false
         installCallbacks()
+        // The reset forgot the socket callbacks; a handle still on a multi handle keeps its book.
+        if let sockets { try? trackSockets(in: sockets) }
+    }
+
+    /// Records the sockets this handle opens from now on in `book` (a multi handle's), and has them
+    /// leave it when closed; nil stops recording. They are close-on-exec either way.
+    func trackSockets(in book: UnsafeMutablePointer<segget_sockets>?) throws(CurlError) {
+        try check(segget_easy_track_sockets(raw, book), "CURLOPT_SOCKOPTFUNCTION")
+        sockets = book
+    }
+
+    /// Within this many bytes of the end of an answer whose length is known, and short of it, what
+    /// arrived is acknowledged at once.
+    ///
+    /// Linux holds back an acknowledgement for up to 40 ms on a connection it judges interactive (a
+    /// request sent soon after an answer arrived: every kept-alive connection that carries answer
+    /// after answer). A server whose socket buffer filled before the end of an answer (nginx with
+    /// `sendfile` and `tcp_nopush`, as Debian ships it, does so now and then on loopback) waits for
+    /// that acknowledgement to send the rest, so the answer's last bytes came 40 ms late. An answer
+    /// within these bytes of its end has little left to gain from the kernel's batching of
+    /// acknowledgements, and a whole small answer is where the 40 ms weigh most.
+    package static let promptAcknowledgementWindow: Int64 = 256 * 1024
+
+    /// Marks this transfer's connection for an acknowledgement at once when the answer is near its
+    /// end but not at it (`promptAcknowledgementWindow`, `promptAcknowledgementDue`); the multi
+    /// handle sends it after the round (`MultiHandle.perform`). `curl_easy_getinfo` reads; no
+    /// system call here.
+    fileprivate func acknowledgeNearTheEnd() {
+        guard let sockets else { return }
+        var length: curl_off_t = -1
+        var got: curl_off_t = 0
+        guard segget_easy_getinfo_off(raw, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length) == CURLE_OK,
+              segget_easy_getinfo_off(raw, CURLINFO_SIZE_DOWNLOAD_T, &got) == CURLE_OK,
+              Self.promptAcknowledgementDue(length: Int64(length), received: Int64(got))
+        else { return }
+        var port = 0
+        guard segget_easy_getinfo_long(raw, CURLINFO_LOCAL_PORT, &port) == CURLE_OK else { return }
+        segget_sockets_mark(sockets, port)
+    }
+
+    /// Whether an answer of `length` bytes (negative: not told) of which libcurl has counted
+    /// `received` is near its end but not at it: the server may be waiting for an acknowledgement to
+    /// send the rest. (libcurl counts a read's bytes before it hands them over in pieces, so the
+    /// last read of an answer asks for nothing.)
+    package static func promptAcknowledgementDue(length: Int64, received: Int64) -> Bool {
+        guard length > 0 else { return false }
+        let left = length - received
+        return left > 0 && left <= promptAcknowledgementWindow
     }
 
     /// Points libcurl's write and header callbacks at this handle. These options exist in every
@@ -120,6 +170,10 @@ package final class EasyHandle {
     /// Open a new connection for the next transfer instead of reusing a cached one (`CURLOPT_FRESH_CONNECT`).
     package func setFreshConnect(_ on: Bool) throws(CurlError) {
         try set(CURLOPT_FRESH_CONNECT, "CURLOPT_FRESH_CONNECT", long: on ? 1 : 0)
+    }
+    /// Close the connection after this transfer instead of keeping it for the next (`CURLOPT_FORBID_REUSE`).
+    package func setForbidReuse(_ on: Bool) throws(CurlError) {
+        try set(CURLOPT_FORBID_REUSE, "CURLOPT_FORBID_REUSE", long: on ? 1 : 0)
     }
     /// Bind the local end to `port`, or to one of the `tries` ports from it (`CURLOPT_LOCALPORT`,
     /// `CURLOPT_LOCALPORTRANGE`).
@@ -287,6 +341,7 @@ private func bodyTrampoline(
     let count = size * n
     guard let ud else { return count == 0 ? 1 : 0 }
     let handle = Unmanaged<EasyHandle>.fromOpaque(ud).takeUnretainedValue()
+    handle.acknowledgeNearTheEnd()
     guard let delegate = handle.delegate else { return count }
     switch delegate.transfer(handle, received: UnsafeRawBufferPointer(start: ptr, count: count)) {
     case .proceed:

@@ -9,11 +9,23 @@ package final class MultiHandle {
     let raw: UnsafeMutableRawPointer
     /// The handles added and not yet removed, by their C pointer.
     private var added: [UnsafeMutableRawPointer: EasyHandle] = [:]
+    /// The sockets this handle's transfers opened, by local port (see `EasyHandle.acknowledgeNearTheEnd`).
+    let sockets: UnsafeMutablePointer<segget_sockets>
+    /// How many held acknowledgements `perform()` has had sent at once (see
+    /// `EasyHandle.promptAcknowledgementWindow`); for tests and traces.
+    package private(set) var promptAcknowledgements = 0
+    /// How many sockets this handle's transfers opened and have not closed.
+    package var trackedSockets: Int { Int(sockets.pointee.count) }
+    /// Whether `perform()` has held acknowledgements sent at once (on by default; off only to
+    /// measure what they save).
+    package var promptAcknowledging = true
 
     package init() {
         CurlGlobal.ensure()
         guard let m = curl_multi_init() else { fatalError("curl_multi_init failed: out of memory") }
+        guard let book = segget_sockets_new() else { fatalError("out of memory") }
         raw = m
+        sockets = book
         // One TCP connection per range: never multiplex ranges over one HTTP/2 connection unless asked.
         let rc = CurlMultiCode(segget_multi_setopt_long(raw, CURLMOPT_PIPELINING, 0))
         precondition(rc == .ok, CurlError(rc, "CURLMOPT_PIPELINING").description)
@@ -23,6 +35,8 @@ package final class MultiHandle {
         // Nothing can be done about a refusal here; the handles are released right after.
         for raw in added.keys { _ = curl_multi_remove_handle(self.raw, raw) }
         curl_multi_cleanup(raw)
+        // After the cleanup, which closed the cached connections through the book.
+        segget_sockets_free(sockets)
     }
 
     private func check(_ rc: CURLMcode, _ name: String) throws(CurlError) {
@@ -50,6 +64,7 @@ package final class MultiHandle {
     /// The corresponding C function is `curl_multi_add_handle`.
     package func add(_ e: EasyHandle) throws(CurlError) {
         precondition(added[e.raw] == nil, "an easy handle was added to a multi handle twice")
+        try e.trackSockets(in: sockets)
         try check(curl_multi_add_handle(raw, e.raw), "curl_multi_add_handle")
         added[e.raw] = e
     }
@@ -64,6 +79,9 @@ package final class MultiHandle {
         let rc = CurlMultiCode(curl_multi_remove_handle(raw, e.raw))
         precondition(rc == .ok, CurlError(rc, "curl_multi_remove_handle").description)
         added[e.raw] = nil
+        // Connections it opened here stay in this handle's book (libcurl keeps each one's close
+        // callback); what it opens elsewhere does not go into it.
+        try? e.trackSockets(in: nil)
     }
 
     /// Runs whatever transfers are ready (callbacks run inside); returns the number still running.
@@ -74,6 +92,11 @@ package final class MultiHandle {
         var running: Int32 = 0
         var rc: CURLMcode
         repeat { rc = curl_multi_perform(raw, &running) } while rc == CURLM_CALL_MULTI_PERFORM
+        if promptAcknowledging {
+            promptAcknowledgements += Int(segget_sockets_acknowledge_pending(sockets))
+        } else {
+            sockets.pointee.pendingCount = 0
+        }
         try check(rc, "curl_multi_perform")
         return Int(running)
     }

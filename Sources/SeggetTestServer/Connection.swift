@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Serves the requests of one TCP connection, on its own thread.
 struct Connection {
     let fd: Int32
@@ -58,6 +62,10 @@ struct Connection {
             let milliseconds = Int32(min(86_400_000, prepared.pacing.firstByteDelay * 1000))
             guard Self.pause(fd: fd, stop: stop, milliseconds: milliseconds) else { return false }
         }
+        // `acktail`: the head and the body up to the tail in one corked write, the tail after the
+        // client acknowledged them.
+        let heldTail = prepared.pacing.acknowledgedTail.map { min(max(0, $0), plan.body.count) }
+        if heldTail != nil { Sock.set(cork: true, fd) }
         guard writeHead(plan, closing: closing) else { return false }
         if request.method == "HEAD" { return !closing }
 
@@ -94,6 +102,16 @@ struct Connection {
                     n = Int(min(Int64(n), slowdown.after - sent))
                 }
             }
+            if let heldTail {
+                let tailStart = total - heldTail
+                if sent < tailStart {
+                    n = Int(min(Int64(n), tailStart - sent))
+                } else if sent == tailStart && prepared.record.tailWait == nil {
+                    let waited = waitUntilAcknowledged()
+                    prepared.record.tailWait = waited
+                    server.recordTailWait(waited, for: prepared.handle)
+                }
+            }
             guard bucket.acquire(n, pause: { Self.pause(fd: fd, stop: stop, milliseconds: $0) }) else { return false }
             // Count before sending: a client may read the bytes and look at the counters before this
             // thread runs again, so the counters must never lag behind what the client can see.
@@ -105,6 +123,7 @@ struct Connection {
             guard ok else { return false }
         }
 
+        if heldTail != nil { Sock.set(cork: false, fd) }
         switch plan.cutoff {
         case .close?:
             return false
@@ -119,6 +138,19 @@ struct Connection {
             guard Sock.sendAll(fd, Array("0\r\n\r\n".utf8)) else { return false }
         }
         return !closing
+    }
+
+    /// Sends what is corked and waits until the client has acknowledged every byte written (at most
+    /// 1 s, less when the server stops); returns the seconds waited.
+    private func waitUntilAcknowledged() -> Double {
+        Sock.set(cork: false, fd)
+        let start = MonotonicClock.seconds
+        while Sock.unacknowledgedBytes(fd) > 0 && MonotonicClock.seconds - start < 1 && !stop.isFired {
+            usleep(100)
+        }
+        let waited = MonotonicClock.seconds - start
+        Sock.set(cork: true, fd)
+        return waited
     }
 
     /// Sends `count` body bytes starting `offset` bytes into the body; returns the payload bytes written.

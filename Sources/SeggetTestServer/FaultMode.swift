@@ -16,6 +16,7 @@
 /// | `rate=16m` | bytes per second per response (default: unthrottled) |
 /// | `catchup=1` | paces like nginx's `limit_rate`: a client that stopped reading gets the arrears at full speed |
 /// | `firstbyte=0.5` | seconds every response waits before its head (a slow first byte) |
+/// | `acktail=4k` | the head and the body but its last 4 KiB go out as one corked write; the rest waits until the client has acknowledged all of that (at most 1 s), as nginx's answers with `sendfile` and `tcp_nopush` sometimes do on loopback; the wait is recorded (`RecordedRequest.tailWait`) |
 ///
 /// Trickling: a request is *slow* when a selector picks it; its body then drops to `slowrate`.
 ///
@@ -145,6 +146,7 @@ struct Route {
     func pacing(forRemotePort remotePort: Int, requestNumber: Int, bodyStart: Int64?) -> Pacing {
         var pacing = Pacing(rate: params["rate"].flatMap(URLText.parseRate), catchUp: flag("catchup"))
         pacing.firstByteDelay = seconds("firstbyte") ?? 0
+        pacing.acknowledgedTail = params["acktail"].flatMap(URLText.parseSize)
         guard isSlow(remotePort: remotePort, requestNumber: requestNumber) else { return pacing }
         if let delay = seconds("slowfirstbyte") { pacing.firstByteDelay = delay }
         let slowRate: Int64?
@@ -188,6 +190,8 @@ struct Pacing {
     var slowdown: Slowdown?
     var catchUp = false
     var firstByteDelay: Double = 0
+    /// Body bytes at the end held back until everything before them is acknowledged (`acktail`).
+    var acknowledgedTail: Int64?
 }
 
 /// A slow request's slowdown: after `after` body bytes the rate becomes `rate` (0: nothing more is

@@ -149,6 +149,20 @@ enum Sock {
         }
     }
 
+    /// Holds partial segments back until `set(cork: false)` (`TCP_CORK`), as nginx's `tcp_nopush` does.
+    static func set(cork: Bool, _ fd: Int32) {
+        var value: Int32 = cork ? 1 : 0
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_CORK, &value, socklen_t(MemoryLayout<Int32>.size))
+    }
+
+    /// Bytes written to `fd` that the peer has not acknowledged yet (`SIOCOUTQ`); 0 when unknown.
+    static func unacknowledgedBytes(_ fd: Int32) -> Int {
+        var value: Int32 = 0
+        // SIOCOUTQ is TIOCOUTQ, which Glibc's module does not export by that name.
+        guard ioctl(fd, UInt(0x5411), &value) == 0 else { return 0 }
+        return Int(value)
+    }
+
     /// Writes all of `buffer`; retries EINTR and short writes. Returns the bytes written before an error.
     /// MSG_NOSIGNAL: a client that hangs up must not kill the test process with SIGPIPE.
     static func sendAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer) -> (written: Int, ok: Bool) {

@@ -19,6 +19,9 @@ public struct RecordedRequest: Sendable, Equatable, CustomStringConvertible {
     public var status: Int
     /// Body bytes written to the socket for this request (payload only, without chunk framing).
     public var bodyBytesSent: Int64
+    /// With `acktail`: seconds the response's last bytes waited for the client to acknowledge the
+    /// ones before them (nil without it, or when the body never got that far).
+    public var tailWait: Double? = nil
 
     public var description: String { "\(method) \(path)\(query.isEmpty ? "" : "?" + query) \(status) \(bodyBytesSent) \(remotePort)" }
 }
@@ -368,6 +371,15 @@ public final class TestServer: @unchecked Sendable {
             totalBodyBytes += Int64(bytes)
             if handle.generation == recordGeneration, records.indices.contains(handle.index) {
                 records[handle.index].bodyBytesSent += Int64(bytes)
+            }
+        }
+    }
+
+    /// Records how long `handle`'s response tail waited for an acknowledgement (`acktail`).
+    func recordTailWait(_ seconds: Double, for handle: RecordHandle) {
+        lock.withLock {
+            if handle.generation == recordGeneration, records.indices.contains(handle.index) {
+                records[handle.index].tailWait = seconds
             }
         }
     }
