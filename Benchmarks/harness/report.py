@@ -203,6 +203,11 @@ def _dd_lines(disk: dict, args) -> list[str]:
     out = [f"- Download directory `{args.out}/dl` on {fs.get('source')} ({fs.get('fstype')}, "
            f"mounted at {fs.get('target')} with {fs.get('options')}); device {fs.get('device')}, "
            f"rotational {fs.get('rotational')}, scheduler {fs.get('scheduler')}, model {fs.get('model') or 'unknown'}"]
+    for scenario, probe in (disk.get("inode_probe") or {}).items():
+        out.append(f"- Before `{scenario}`: 200 empty files made in the download directory in "
+                   f"{', '.join(f'{t:g}' for t in probe['ms'])} ms"
+                   + (f" (waited {probe['waited_s']:g} s for it to be quiet)" if len(probe["ms"]) > 1 else "")
+                   + ("" if probe["quiet"] else "; still slow when the runs began"))
     before, after = disk.get("dd_before"), disk.get("dd_after")
     if not before:
         return out + ["- Disk write rate: not measured (`--dd-size 0`)."]
