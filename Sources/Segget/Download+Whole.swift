@@ -37,7 +37,7 @@ extension Download {
         }
         return WholeSave(
             bytes: probe.prefix, paths: paths, verified: verified, sync: options.syncBeforeRename,
-            connections: options.connections, started: started)
+            connections: options.connections, started: started, partAbsent: probe.noPartAt == paths.part)
     }
 
     /// `wholeSave` and its `save()` at once: the file saved, or nil where the usual path must run.
@@ -87,6 +87,8 @@ struct WholeSave: Sendable {
     let sync: Bool
     let connections: Int
     let started: Double
+    /// The part file was found absent just before the probe (see `StartingNames`): no look again.
+    var partAbsent = false
 
     var total: Int64 { Int64(bytes.count) }
 
@@ -95,7 +97,7 @@ struct WholeSave: Sendable {
     func save() throws(SeggetError) -> DownloadResult? {
         // A part file beside the name (a stale one, or another segget's, locked): the usual path.
         // Looked for here rather than in `wholeSave`, off the loop where a batch saves on a writer.
-        guard PosixFile.fileSize(path: paths.part) == nil else { return nil }
+        guard partAbsent || PosixFile.fileSize(path: paths.part) == nil else { return nil }
         let directory = FileSystem.directoryName(of: paths.final)
         let file: PosixFile
         do {

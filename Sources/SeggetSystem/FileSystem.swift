@@ -46,6 +46,30 @@ public enum FileSystem {
         status(path, followingLinks: false) != nil
     }
 
+    /// The names in directory `path` that end with one of `suffixes`, from one reading of it: none
+    /// where the directory does not exist, nil where it cannot be read or holds more than `limit`
+    /// entries. The corresponding C functions are `opendir` and `readdir`.
+    public static func names(inDirectory path: String, endingWith suffixes: [String], limit: Int) -> [String]? {
+        let tails = suffixes.map { Array($0.utf8) }
+        let listed = system_directory_names(path, limit: limit) { name in
+            let length = strlenBounded(name)
+            return tails.contains { tail in
+                length > tail.count && tail.indices.allSatisfy { UInt8(bitPattern: name[length - tail.count + $0]) == tail[$0] }
+            }
+        }
+        switch listed {
+        case .success(let names): return names
+        case .failure(.noSuchFileOrDirectory): return []
+        case .failure: return nil
+        }
+    }
+
+    private static func strlenBounded(_ name: UnsafePointer<CChar>) -> Int {
+        var n = 0
+        while n < 256 && name[n] != 0 { n += 1 }
+        return n
+    }
+
     /// The absolute path of `path` with every symbolic link, `.` and `..` resolved; throws
     /// ``Errno/noSuchFileOrDirectory`` if it does not exist. The corresponding C function is `realpath`.
     public static func realPath(_ path: String) throws(Errno) -> String {

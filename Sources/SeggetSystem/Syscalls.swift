@@ -217,6 +217,26 @@ internal func system_link_descriptor(_ fd: Int32, _ path: String) -> Int32 {
     return result
 }
 
+/// The names in directory `path` for which `keep` is true (never "." or ".."): nil where it holds
+/// more than `limit` entries, a failure where it cannot be opened.
+internal func system_directory_names(
+    _ path: String, limit: Int, keep: (UnsafePointer<CChar>) -> Bool
+) -> Result<[String]?, Errno> {
+    guard let directory = opendir(path) else { return .failure(.current) }
+    defer { closedir(directory) }
+    var names: [String] = []
+    var seen = 0
+    while let entry = readdir(directory) {
+        seen += 1
+        if seen > limit + 2 { return .success(nil) }
+        let kept: String? = withUnsafePointer(to: &entry.pointee.d_name) {
+            $0.withMemoryRebound(to: CChar.self, capacity: 256) { name in keep(name) ? String(cString: name) : nil }
+        }
+        if let kept { names.append(kept) }
+    }
+    return .success(names)
+}
+
 internal func system_unlink(_ path: String) -> Int32 {
     unlink(path)
 }

@@ -43,6 +43,8 @@ final class LoopRun: @unchecked Sendable {
     let interrupt: InterruptFlag
     /// One connection budget per host for the run's files.
     let hostBudget: HostBudget
+    /// The side files earlier runs left in the run's directories, read once each (see `StartingNames`).
+    let startingNames: StartingNames?
 
     private var next = 0
     /// The file whose probe takes the next slot in its host's budget: probes take slots in list
@@ -75,6 +77,7 @@ final class LoopRun: @unchecked Sendable {
         self.reporter = reporter
         self.interrupt = interrupt
         hostBudget = HostBudget(maxPerHost: batch.maxConnectionsPerHost)
+        startingNames = batch.entries.count > 1 ? StartingNames(files: batch.entries.count) : nil
         names = OrderedNames(count: batch.entries.count)
         outcomes = Array(repeating: nil, count: batch.entries.count)
     }
@@ -95,7 +98,8 @@ final class LoopRun: @unchecked Sendable {
 
     /// File `k`: its probe (a request on the loop), when one is made, then its name.
     private func begin(_ k: Int) {
-        let opts = batch.options(for: batch.entries[k], lender: lender, hostBudget: hostBudget)
+        let opts = batch.options(
+            for: batch.entries[k], lender: lender, hostBudget: hostBudget, startingNames: startingNames)
         // The probe's failure is not reported: the download itself retries and gives the real error.
         guard batch.probes(opts) && !interrupt.isSet else {
             passTurn(k)

@@ -96,10 +96,13 @@ struct Batch: Sendable {
     }
 
     /// `options(for:)`, with the loans of `lender`: its share, and up to -n while others are spare
-    /// near the end of the list.
-    func options(for entry: InputFile.Entry, lender: ConnectionLender?, hostBudget: HostBudget) -> DownloadOptions {
+    /// near the end of the list; and the run's budget per host and reading of its directories.
+    func options(
+        for entry: InputFile.Entry, lender: ConnectionLender?, hostBudget: HostBudget, startingNames: StartingNames?
+    ) -> DownloadOptions {
         var opts = options(for: entry)
         opts.hostBudget = hostBudget
+        opts.startingNames = startingNames
         if let lender {
             opts.lender = lender
             opts.connectionsWithLoans = base.connections

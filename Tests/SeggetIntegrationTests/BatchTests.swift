@@ -18,6 +18,34 @@ import Glibc
         }
     }
 
+    /// `count` files named prefix0, prefix1, … of `size` bytes and one more per number.
+    static func numberedFiles(_ prefix: String, count: Int, size: Int, seed: UInt64) -> [String: [UInt8]] {
+        var files: [String: [UInt8]] = [:]
+        for i in 0..<count { files["\(prefix)\(i)"] = cliTestBytes(size + i, seed: seed + UInt64(i)) }
+        return files
+    }
+
+    /// An input file in `dir` listing `urls`, one per line; its path.
+    static func writeList(_ dir: CLITempDir, _ urls: [String]) throws -> String {
+        let list = dir.path("list.txt")
+        try urls.joined(separator: "\n").write(toFile: list, atomically: true, encoding: .utf8)
+        return list
+    }
+
+    /// Runs segget with `arguments`, sends it SIGINT after 1.5 s, and returns its exit status.
+    static func interrupted(_ arguments: [String]) throws -> Int32 {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: SeggetCLI.binary)
+        p.arguments = arguments
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        usleep(1_500_000)
+        kill(p.processIdentifier, SIGINT)
+        p.waitUntilExit()
+        return p.terminationStatus
+    }
+
     @Test func inputFileWithSharedNamesIntoDirectory() throws {
         let a = cliTestBytes(2_000_000, seed: 11)
         let b = cliTestBytes(700_000, seed: 12)
@@ -61,13 +89,11 @@ import Glibc
     /// probe brings it whole, and the download does not probe again), and each of the `-j` workers
     /// keeps its connection alive for its next file instead of opening a new one.
     @Test func smallFilesTakeOneRequestEachOverKeptAliveConnections() throws {
-        var files: [String: [UInt8]] = [:]
-        for i in 0..<12 { files["f\(i)"] = cliTestBytes(100_000 + i, seed: UInt64(40 + i)) }
+        let files = Self.numberedFiles("f", count: 12, size: 100_000, seed: 40)
         let server = try startCLITestServer(files)
         defer { server.stop() }
         let dir = try CLITempDir()
-        let list = dir.path("list.txt")
-        try (0..<12).map { server.url("f\($0)") }.joined(separator: "\n").write(toFile: list, atomically: true, encoding: .utf8)
+        let list = try Self.writeList(dir, (0..<12).map { server.url("f\($0)") })
         let r = try SeggetCLI.run(["-q", "-n", "1", "-j", "3", "-i", list, "-d", dir.path("out")])
         #expect(r.exitCode == 0, "\(r.stderr)")
         for i in 0..<12 { #expect(fileMatches(dir.path("out") + "/f\(i)", files["f\(i)"]!)) }
@@ -192,22 +218,43 @@ import Glibc
         for (i, f) in files.enumerated() { #expect(fileMatches(dir.root + "/f\(i).bin", f)) }
     }
 
+    /// A batch reads each output directory once for what earlier runs left (`StartingNames`) instead
+    /// of looking up every file's journal and part file. What an earlier run left is still seen: a
+    /// small file whose interrupted run left a journal resumes from it, and a stale part file beside
+    /// another is replaced, as in a download of one file. Without the reading's answers, or with a
+    /// wrong one, the probe would bring both whole and leave those side files behind.
+    @Test func aBatchOfSmallFilesSeesWhatEarlierRunsLeft() throws {
+        let files = Self.numberedFiles("s", count: 10, size: 300_000, seed: 70)
+        let server = try startCLITestServer(files)
+        defer { server.stop() }
+        let dir = try CLITempDir()
+        let out = dir.path("out")
+        try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+        let status = try Self.interrupted(["-q", "-n", "1", "--chunk-size", "16k", "-o", out + "/s4", server.url("s4", query: "rate=64k")])
+        #expect(status == 130)
+        #expect(FileManager.default.fileExists(atPath: out + "/s4.segget-journal"))
+        try Data(cliTestBytes(5_000, seed: 99)).write(to: URL(fileURLWithPath: out + "/s7.segget-part"))
+
+        let list = try Self.writeList(dir, (0..<10).map { server.url("s\($0)") })
+        // The default chunk (1 MiB): each probe asks for enough to bring its file whole.
+        let r = try SeggetCLI.run(["--json", "-n", "1", "-j", "4", "-i", list, "-d", out])
+        #expect(r.exitCode == 0, "\(r.stderr)")
+        for i in 0..<10 { #expect(fileMatches(out + "/s\(i)", files["s\(i)"]!), "s\(i)") }
+        let left = try FileManager.default.contentsOfDirectory(atPath: out).filter { $0.contains(".segget-") }
+        #expect(left.isEmpty, "\(left)")
+        let finished = try Self.jsonLines(r.stdout).filter { $0["type"] as? String == "finish" }
+        #expect(finished.count == 10)
+        let resumed = finished.first { ($0["path"] as? String)?.hasSuffix("/s4") == true }?["resumed"] as? Int ?? 0
+        #expect(resumed > 0, "\(finished)")
+    }
+
     @Test func interruptedBatchExits130AndResumes() throws {
         let big = cliTestBytes(6_000_000, seed: 51)
         let server = try startCLITestServer(["big.bin": big])
         defer { server.stop() }
         let dir = try CLITempDir()
         let args = ["-q", "-j", "2", "-n", "2", "-d", dir.root, server.url("big.bin", query: "rate=1m"), server.url("big.bin", query: "rate=1m&x=2")]
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: SeggetCLI.binary)
-        p.arguments = args
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        try p.run()
-        usleep(1_500_000)
-        kill(p.processIdentifier, SIGINT)
-        p.waitUntilExit()
-        #expect(p.terminationStatus == 130)
+        #expect(try Self.interrupted(args) == 130)
         #expect(FileManager.default.fileExists(atPath: dir.root + "/big.bin.segget-journal"))
         let again = try SeggetCLI.run(["-j", "2", "-n", "6", "-d", dir.root] + Array(args.suffix(2)))
         #expect(again.exitCode == 0, "\(again.stderr)")

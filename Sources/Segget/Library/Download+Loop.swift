@@ -30,6 +30,7 @@ extension Download {
                 let prepared = result.map { p in
                     var p = p
                     p.noJournalAt = ask.noJournalAt
+                    p.noPartAt = ask.noPartAt
                     return PreparedDownload(url: self.url, probe: p, hostShare: share)
                 }
                 loop.steps.async { completion(prepared) }
@@ -221,6 +222,7 @@ extension Download {
                     switch result {
                     case .success(var probe):
                         probe.noJournalAt = ask.noJournalAt
+                        probe.noPartAt = ask.noPartAt
                         fetchWith(probe)
                     case .failure(let e):
                         // A rerun of a download whose link expired: renew it as if it had expired now.

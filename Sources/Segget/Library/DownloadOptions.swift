@@ -22,6 +22,9 @@ public struct DownloadOptions: Sendable, Equatable {
     /// The process's per-host budget (see `HostBudget`): this download's requests to its host count
     /// against it with those of the other downloads sharing it. Nil: only its own connections count.
     public var hostBudget: HostBudget?
+    /// A batch's one reading of its output directories (see `StartingNames`), which answers for the
+    /// side files an earlier run may have left instead of a look-up per file. Nil: look each up.
+    public var startingNames: StartingNames?
     /// A receive rate cap shared with other downloads and changeable while they run (a daemon's
     /// overall limit; see `SharedRateLimit`), on top of `maxSpeed`.
     public var sharedSpeedLimit: SharedRateLimit?

@@ -32,6 +32,8 @@ public struct ProbeResult: Sendable, Equatable {
     /// A journal path that was looked at just before the probe and found empty (see
     /// `Download.probeBytes`), so that saving the file need not look again.
     var noJournalAt: String?
+    /// Likewise a part file path found absent (see `StartingNames`), so that a whole save need not look.
+    var noPartAt: String?
     /// How long the last request of the probe took from its start (connection and TLS handshake
     /// included) to its first body byte; nil when no body came.
     var firstAnswerSeconds: Double?
