@@ -197,14 +197,20 @@ import Glibc
         let server = try startCLITestServer(["big.bin": big])
         defer { server.stop() }
         let dir = try CLITempDir()
-        let args = ["-q", "-j", "2", "-n", "2", "-d", dir.root, server.url("big.bin", query: "rate=1m"), server.url("big.bin", query: "rate=1m&x=2")]
+        let args = ["-q", "-j", "2", "-n", "2", "-d", dir.root, server.url("big.bin", query: "rate=512k"), server.url("big.bin", query: "rate=512k&x=2")]
         let p = Process()
         p.executableURL = URL(fileURLWithPath: SeggetCLI.binary)
         p.arguments = args
         p.standardOutput = FileHandle.nullDevice
         p.standardError = FileHandle.nullDevice
         try p.run()
-        usleep(1_500_000)
+        // Interrupted once half of the bytes went out (whole chunks to resume from; the rest takes
+        // another 3 s at the cap), however long the start takes on a loaded machine: after a fixed
+        // delay, a slow start left no whole chunk and the rerun nothing to resume.
+        let underWay = waitUntil(timeout: 60) {
+            FileManager.default.fileExists(atPath: dir.root + "/big.bin.segget-journal") && server.bodyBytesSent >= 6_000_000
+        }
+        #expect(underWay, "the batch did not get going: \(server.bodyBytesSent) bytes sent")
         kill(p.processIdentifier, SIGINT)
         p.waitUntilExit()
         #expect(p.terminationStatus == 130)
