@@ -26,7 +26,7 @@ head -c $((2 << 20)) /dev/urandom >"$WORK/src.bin"
 "$SEGGET_TESTSERVER_BIN" --port 0 --file "f.bin=$WORK/src.bin" >"$WORK/server.out" 2>"$WORK/server.err" &
 SERVER_PID=$!
 BASE=""
-for _ in $(seq 100); do
+for _ in $(seq 600); do
     BASE="$(sed -n 's/^listening on \(http:[^ ]*\).*/\1/p' "$WORK/server.out" | head -1)"
     [ -n "$BASE" ] && break
     sleep 0.05
