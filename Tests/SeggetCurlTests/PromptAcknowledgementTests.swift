@@ -58,7 +58,9 @@ import Testing
         #expect(waits.count == Self.answers)
         // The first answers come before Linux judges the connection interactive.
         let median = Self.median(Array(waits.dropFirst(4)))
-        #expect(median < 0.01, "tails waited \(waits.map { Int($0 * 1000) }) ms")
+        // Half the kernel's 40 ms delayed acknowledgement: what it tells apart, with room for a
+        // loaded machine's scheduling (a prompt one is under a millisecond here).
+        #expect(median < 0.02, "tails waited \(waits.map { Int($0 * 1000) }) ms")
         #expect(prompt >= Self.answers - 4)
     }
 

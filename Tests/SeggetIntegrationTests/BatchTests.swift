@@ -32,18 +32,20 @@ import Glibc
         return list
     }
 
-    /// Runs segget with `arguments`, sends it SIGINT after 1.5 s, and returns its exit status.
-    static func interrupted(_ arguments: [String]) throws -> Int32 {
+    /// Runs segget with `arguments` and sends it SIGINT once `ready` holds (or after 60 s); its exit
+    /// status, and whether `ready` came to hold. Never after a fixed delay, which a slow start on a
+    /// loaded machine can outlast.
+    static func interrupted(_ arguments: [String], once ready: () -> Bool) throws -> (status: Int32, wasReady: Bool) {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: SeggetCLI.binary)
         p.arguments = arguments
         p.standardOutput = FileHandle.nullDevice
         p.standardError = FileHandle.nullDevice
         try p.run()
-        usleep(1_500_000)
+        let wasReady = waitUntil(timeout: 60, ready)
         kill(p.processIdentifier, SIGINT)
         p.waitUntilExit()
-        return p.terminationStatus
+        return (p.terminationStatus, wasReady)
     }
 
     @Test func inputFileWithSharedNamesIntoDirectory() throws {
@@ -230,8 +232,11 @@ import Glibc
         let dir = try CLITempDir()
         let out = dir.path("out")
         try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
-        let status = try Self.interrupted(["-q", "-n", "1", "--chunk-size", "16k", "-o", out + "/s4", server.url("s4", query: "rate=64k")])
-        #expect(status == 130)
+        // Interrupted once a third of s4 went out: whole 16 KiB chunks in its journal.
+        let run = try Self.interrupted(["-q", "-n", "1", "--chunk-size", "16k", "-o", out + "/s4", server.url("s4", query: "rate=64k")]) {
+            server.bodyBytesSent >= 100_000
+        }
+        #expect(run.wasReady && run.status == 130, "\(run), \(server.bodyBytesSent) bytes sent")
         #expect(FileManager.default.fileExists(atPath: out + "/s4.segget-journal"))
         try Data(cliTestBytes(5_000, seed: 99)).write(to: URL(fileURLWithPath: out + "/s7.segget-part"))
 
@@ -253,8 +258,15 @@ import Glibc
         let server = try startCLITestServer(["big.bin": big])
         defer { server.stop() }
         let dir = try CLITempDir()
-        let args = ["-q", "-j", "2", "-n", "2", "-d", dir.root, server.url("big.bin", query: "rate=1m"), server.url("big.bin", query: "rate=1m&x=2")]
-        #expect(try Self.interrupted(args) == 130)
+        let args = ["-q", "-j", "2", "-n", "2", "-d", dir.root, server.url("big.bin", query: "rate=512k"), server.url("big.bin", query: "rate=512k&x=2")]
+        // Interrupted once half of the bytes went out (whole chunks to resume from; the rest takes
+        // another 3 s at the cap), however long the start takes on a loaded machine: after a fixed
+        // delay, a slow start left no whole chunk and the rerun nothing to resume.
+        let run = try Self.interrupted(args) {
+            FileManager.default.fileExists(atPath: dir.root + "/big.bin.segget-journal") && server.bodyBytesSent >= 6_000_000
+        }
+        #expect(run.wasReady, "the batch did not get going: \(server.bodyBytesSent) bytes sent")
+        #expect(run.status == 130)
         #expect(FileManager.default.fileExists(atPath: dir.root + "/big.bin.segget-journal"))
         let again = try SeggetCLI.run(["-j", "2", "-n", "6", "-d", dir.root] + Array(args.suffix(2)))
         #expect(again.exitCode == 0, "\(again.stderr)")

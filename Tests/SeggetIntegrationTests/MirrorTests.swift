@@ -31,8 +31,8 @@ private final class FirstAnswers: Sendable {
 @Suite(.serialized) struct MirrorTests {
     static let size = 4 << 20
 
-    /// Three mirrors that each take 0.8 s to answer are probed at once: their first answers end
-    /// within a fraction of that of one another (one after another they would end 0.8 s apart).
+    /// Three mirrors that each take 1.5 s to answer are probed at once: their first answers end
+    /// within a fraction of that of one another (one after another they would end 1.5 s apart).
     /// The one serving another length is dropped with a notice; the download is identical.
     @Test func mirrorsAreProbedAtOnceAndOnlyAgreeingOnesAreKept() async throws {
         let body = TestFiles.pattern(Self.size, seed: 41)
@@ -48,7 +48,7 @@ private final class FirstAnswers: Sendable {
         o.connections = 4
         o.chunkSize = 256 << 10
         o.outputPath = dir.path("f.bin")
-        o.mirrors = [good1, good2, other].map { $0.url("f.bin", query: "firstbyte=0.8") }
+        o.mirrors = [good1, good2, other].map { $0.url("f.bin", query: "firstbyte=1.5") }
         let log = EventLog()
         let download = Download(url: main.url("f.bin"), options: o)
         _ = try await blocking { try download.run(events: { log.append($0) }) }
@@ -57,7 +57,8 @@ private final class FirstAnswers: Sendable {
         let times = answers.all
         #expect(times.count == 3)
         let spread = (times.max() ?? 0) - (times.min() ?? 0)
-        #expect(spread < 0.5, "the mirrors' probes ended \(spread) s apart: probed one after another")
+        // Below one delay, with room for a loaded machine: one probe after another would be 3 s.
+        #expect(spread < 1.2, "the mirrors' probes ended \(spread) s apart: probed one after another")
         #expect(log.notices.filter { $0.contains("dropping mirror") }.count == 1, "\(log.notices)")
         #expect(log.hasNotice(containing: "its length \(Self.size - 1) differs from \(Self.size)"))
         // The kept mirrors were asked for ranges of the file, beyond their probes.

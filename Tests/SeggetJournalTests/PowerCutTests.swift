@@ -271,7 +271,9 @@ struct PowerCutTests {
         #expect(total.refetchedAfterPowerCut > Int(trials))
         #expect(total.trustedAfterPowerCut > Int(trials) * 5)
         #expect(total.exactResumes > Int(trials) / 3)
-        #expect(elapsed < .seconds(10))
+        // A gross slowdown only: 3000 trials take about 2 s here and 4 s with every core busy; a
+        // slower, loaded runner must not fail the test for it.
+        #expect(elapsed < .seconds(30), "\(elapsed)")
         print("power-cut trials: \(trials), power cuts \(total.powerCuts), kills \(total.kills), "
             + "trusted after power cut \(total.trustedAfterPowerCut), refetched \(total.refetchedAfterPowerCut), "
             + "exact kill -9 resumes \(total.exactResumes), start-overs \(total.startOvers), \(elapsed)")

@@ -41,7 +41,9 @@ struct RunningServer {
         let box = PortBox()
         task = Task { try await server.run { p in box.port.withLock { $0 = p } } }
         var port: Int?
-        for _ in 0..<500 where port == nil {
+        // Up to 30 s: a loaded machine may take a while to run the server's task; usually 10 ms.
+        let deadline = ContinuousClock.now + .seconds(30)
+        while port == nil && ContinuousClock.now < deadline {
             port = box.port.withLock { $0 }
             if port == nil { try await Task.sleep(for: .milliseconds(10)) }
         }

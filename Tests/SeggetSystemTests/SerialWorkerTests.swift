@@ -48,16 +48,24 @@ import Testing
         let worker = SerialWorker(name: "test-worker")
         let ids = Mutex<Set<UInt>>([])
         let ran = Atomic<Int>(0)
-        for _ in 0..<20 {
+        // The first item waits for the caller's word (10 s at most, so that a worker that ran items on
+        // the caller's thread fails the check below rather than hangs): whatever the machine's load,
+        // none has finished when the caller looks.
+        let gate = Mutex(false)
+        for n in 0..<20 {
             worker.async {
+                if n == 0 {
+                    for _ in 0..<2000 where !gate.withLock({ $0 }) { usleep(5000) }
+                }
                 usleep(5000)
                 let id = Self.threadID()
                 ids.withLock { _ = $0.insert(id) }
                 ran.add(1, ordering: .relaxed)
             }
         }
-        // Handed over, not run by the caller: 100 ms of items are not all done yet.
-        #expect(ran.load(ordering: .relaxed) < 20)
+        // Handed over, not run by the caller.
+        #expect(ran.load(ordering: .relaxed) == 0)
+        gate.withLock { $0 = true }
         worker.sync {}
         #expect(ran.load(ordering: .relaxed) == 20)
         #expect(ids.withLock { $0.count } == 1)

@@ -23,9 +23,10 @@ ensure_packages() {
     fi
 }
 
-# Prints a free TCP port on 127.0.0.1.
+# Prints a free TCP port on 127.0.0.1, below the kernel's ephemeral ports (see free_port in
+# scripts/tests/checks.py: one of those may be handed to another socket before the caller binds it).
 free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+    python3 "$ROOT/scripts/tests/checks.py"
 }
 
 # start_nginx DIR ROOT: serves ROOT on a free loopback port with scenarios as locations:

@@ -2,6 +2,7 @@
 
 Import it from a script in this folder (`from checks import check, free_port, summary`); Python puts a
 script's own folder on its path."""
+import random
 import socket
 
 results = []
@@ -22,12 +23,36 @@ def summary(script):
 
 
 def free_port():
-    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    """A TCP port on 127.0.0.1 that nothing uses now, taken below the kernel's range of ephemeral ports
+    when there is room: a port from that range (what binding to port 0 gives) can be handed to another
+    socket between this call and the daemon's bind (a test server's, or an outgoing connection's local
+    port, even one of a download to that very port), and the daemon would then fail to start."""
+    low = 32768
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    if low > 12000:
+        for _ in range(200):
+            port = random.randrange(10000, low)
+            s = socket.socket()
+            try:
+                s.bind(("127.0.0.1", port))
+                return port
+            except OSError:
+                continue
+            finally:
+                s.close()
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     p = s.getsockname()[1]
     s.close()
     return p
+
+
+if __name__ == "__main__":
+    print(free_port())
 
 
 def recv_all(s):

@@ -27,7 +27,7 @@ head -c $((4 << 20)) /dev/urandom >"$WORK/www/a.bin"
 head -c $((8 << 20)) /dev/urandom >"$WORK/www/slow.bin"
 "$SEGGET_TESTSERVER_BIN" --port 0 --dir "$WORK/www" >"$WORK/server.out" 2>/dev/null &
 SERVER_PID=$!
-for _ in $(seq 100); do BASE="$(sed -n 's/^listening on \(http:[^ ]*\).*/\1/p' "$WORK/server.out")"; [ -n "$BASE" ] && break; sleep 0.05; done
+for _ in $(seq 600); do BASE="$(sed -n 's/^listening on \(http:[^ ]*\).*/\1/p' "$WORK/server.out")"; [ -n "$BASE" ] && break; sleep 0.05; done
 [ -n "$BASE" ] || fail "segget-testserver did not start"
 
 # The token file goes to $WORK/state, not the user's.
@@ -50,7 +50,7 @@ set -e
 "$SEGGET_BIN" daemon --rpc-listen-port "$SEGGET_RPC_PORT" --dir "$WORK/dl" \
     --database "$WORK/q.sqlite" 2>"$WORK/daemon.err" &
 DAEMON_PID=$!
-for _ in $(seq 100); do grep -q "serving" "$WORK/daemon.err" 2>/dev/null && break; sleep 0.05; done
+for _ in $(seq 600); do grep -q "serving" "$WORK/daemon.err" 2>/dev/null && break; sleep 0.05; done
 [ -s "$WORK/state/segget/rpc-secret" ] || fail "the daemon made no token file in \$XDG_STATE_HOME/segget"
 
 set +e

@@ -25,14 +25,14 @@ mkdir -p "$WORK/www" "$WORK/dl"
 head -c $((1 << 20)) /dev/urandom >"$WORK/www/a.bin"
 "$SEGGET_TESTSERVER_BIN" --port 0 --dir "$WORK/www" >"$WORK/server.out" 2>/dev/null &
 SERVER_PID=$!
-for _ in $(seq 100); do BASE="$(sed -n 's/^listening on \(http:[^ ]*\).*/\1/p' "$WORK/server.out")"; [ -n "$BASE" ] && break; sleep 0.05; done
+for _ in $(seq 600); do BASE="$(sed -n 's/^listening on \(http:[^ ]*\).*/\1/p' "$WORK/server.out")"; [ -n "$BASE" ] && break; sleep 0.05; done
 [ -n "$BASE" ] || fail "segget-testserver did not start"
 
 export SEGGET_RPC_PORT="$(free_port)" SEGGET_RPC_SECRET="text-secret"
 "$SEGGET_BIN" daemon --rpc-listen-port "$SEGGET_RPC_PORT" --rpc-secret "$SEGGET_RPC_SECRET" --dir "$WORK/dl" \
     --database "$WORK/q.sqlite" 2>"$WORK/daemon.err" &
 DAEMON_PID=$!
-for _ in $(seq 200); do grep -q "serving" "$WORK/daemon.err" 2>/dev/null && break; sleep 0.05; done
+for _ in $(seq 600); do grep -q "serving" "$WORK/daemon.err" 2>/dev/null && break; sleep 0.05; done
 grep -q "serving" "$WORK/daemon.err" || fail "the daemon did not start: $(cat "$WORK/daemon.err")"
 
 python3 - "$SEGGET_RPC_PORT" "$SEGGET_RPC_SECRET" "$BASE" <<'PY' || fail "see above"

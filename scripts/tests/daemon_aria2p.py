@@ -20,6 +20,8 @@ import time
 import aria2p
 from websockets.sync.client import connect as ws_connect
 
+from checks import free_port
+
 results = []
 
 
@@ -27,14 +29,6 @@ def check(name, ok, detail=""):
     results.append((name, bool(ok), detail))
     print(("ok   " if ok else "FAIL ") + name + (f" ({detail})" if detail else ""), flush=True)
     return ok
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def start_daemon(target, binary, port, secret, download_dir, work):

@@ -26,20 +26,14 @@ import sys
 import time
 import urllib.request
 
+from checks import free_port
+
 SIZE = 64 << 20          # per file; large enough that the chunks in flight at a kill stay under 1 %
 HISTORY_SIZE = 1 << 20   # two small files finished before the kill: the history to keep
 RATE = "16m"             # per connection, as nginx's capped location in the benchmarks
 CONNECTIONS = "2"        # per task: 64 MiB at 32 MiB/s, so that 2 s in each active task is part-way
 KILL_AFTER = 2.0         # seconds after the 8 tasks were added
 RESTART_AFTER = 2.0      # seconds between the kill and the restart
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class RPC:

@@ -93,10 +93,13 @@ def main():
         gid = rpc("aria2.addUri", [f"{base}/big.bin?rate=4m"], {"split": "4"})
 
         def rate(seconds):
+            # Over the time between the two answers, not the sleep asked: on a loaded machine a call
+            # can take a while, and the bytes that arrive meanwhile would be counted against too little time.
             a = int(rpc("aria2.tellStatus", gid, ["completedLength"])["completedLength"])
+            t0 = time.monotonic()
             time.sleep(seconds)
             b = int(rpc("aria2.tellStatus", gid, ["completedLength"])["completedLength"])
-            return (b - a) / seconds
+            return (b - a) / (time.monotonic() - t0)
 
         time.sleep(1.5)
         limited = rate(3)

@@ -257,13 +257,15 @@ def main():
         started = time.time()
         status, _, body = http(port, rpc("aria2.getVersion", [], token=token))
         took = time.time() - started
-        check("the right token is answered at once meanwhile", '"version"' in body and took < 0.3, f"{took:.2f} s")
+        # At once: well under the 0.7 s and more that a wrong token waits by now, with room for a
+        # loaded machine.
+        check("the right token is answered at once meanwhile", '"version"' in body and took < 0.6, f"{took:.2f} s")
         ws = WebSocket(port)
         started = time.time()
         r = ws.call(rpc("aria2.getVersion", [], token=token))
         took = time.time() - started
         ws.close()
-        check("... over WebSocket too", "version" in r.get("result", {}) and took < 0.3, f"{took:.2f} s")
+        check("... over WebSocket too", "version" in r.get("result", {}) and took < 0.6, f"{took:.2f} s")
         bursts = d.text().count("carried a wrong or missing RPC token")
         check("the burst of wrong tokens is logged once", bursts == 1, f"{bursts} lines")
 

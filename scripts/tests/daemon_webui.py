@@ -122,7 +122,10 @@ def main():
     with open(os.path.join(site, "other.bin"), "wb") as f:
         f.write(os.urandom(1 << 20))
 
-    port, site_port = free_port(), free_port()
+    port = free_port()
+    site_port = free_port()
+    while site_port == port:
+        site_port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("SEGGET_RPC")}
     env.update(XDG_STATE_HOME=os.path.join(work, "state"), HOME=work)
     log_path = os.path.join(work, "daemon.log")
@@ -209,8 +212,14 @@ def main():
             shot("5-removed")
 
         click('a[ng-click="changeGSettings()"]')
-        wait_for(lambda: len(driver.execute_script(SETTINGS_ROWS_JS)) > 100, 20)
-        time.sleep(0.5)  # let the dialog take the values of getGlobalOption
+
+        def settings_shown():
+            # The dialog fills its values from getGlobalOption after it opens: wait for them (a loaded
+            # machine takes longer than a fixed half second), not only for the rows.
+            shown = {name: value for name, _, value in driver.execute_script(SETTINGS_ROWS_JS)}
+            return len(shown) > 100 and all(shown.get(m) for m in MAPPED)
+
+        wait_for(settings_shown, 20)
         rows = driver.execute_script(SETTINGS_ROWS_JS)
         check("the Global Settings dialog opens with aria2's options", len(rows) > 100, len(rows))
         values = {name: (control, value) for name, control, value in rows}

@@ -26,7 +26,7 @@ head -c $((2 << 20)) /dev/urandom >"$WORK/src.bin"
 "$SEGGET_TESTSERVER_BIN" --port 0 --file "f.bin=$WORK/src.bin" >"$WORK/server.out" 2>"$WORK/server.err" &
 SERVER_PID=$!
 BASE=""
-for _ in $(seq 100); do
+for _ in $(seq 600); do
     BASE="$(sed -n 's/^listening on \(http:[^ ]*\).*/\1/p' "$WORK/server.out" | head -1)"
     [ -n "$BASE" ] && break
     sleep 0.05
@@ -59,8 +59,11 @@ for round in nocap cap; do
         # The first burst (8 probes at once: 5 refused), a probe upwards per hold-off (1-2 in 5 s),
         # and requests that reach the server in the microseconds between an answer's last byte and
         # the server freeing its slot (a race nginx's limit_conn has too): 6-14 in 8 runs of
-        # f519b6a (6-12 in 8 CI runs before), 6-13 in 7 runs of the next build.
-        [ "$refused" -le 16 ] || fail "nocap: $refused requests refused (more than the first burst, the probes and the races)"
+        # f519b6a (6-12 in 8 CI runs before), 6-13 in 7 runs of the next build. The probes grow with
+        # the batch's time, which a loaded machine stretches: 2 more allowed per 5 s past the first 5.
+        # Without the learned budget, every request past the 3 slots would be refused: hundreds.
+        allowed=$(python3 -c "import math; print(16 + 2 * max(0, math.ceil(($secs - 5) / 5)))")
+        [ "$refused" -le "$allowed" ] || fail "nocap: $refused requests refused in $secs s (more than the first burst, the probes and the races: $allowed)"
     fi
 done
 kill -TERM "$SERVER_PID" && wait "$SERVER_PID" 2>/dev/null || true

@@ -61,7 +61,7 @@ head -c "$SIZE" /dev/urandom >"$WORK/source.bin"
     >"$WORK/server.out" 2>"$WORK/server.err" &
 SERVER_PID=$!
 BASE=""
-for _ in $(seq 100); do
+for _ in $(seq 600); do
     BASE="$(sed -n 's/^listening on \(http:[^ ]*\).*/\1/p' "$WORK/server.out" | head -1)"
     [ -n "$BASE" ] && break
     kill -0 "$SERVER_PID" 2>/dev/null || fail "segget-testserver exited: $(cat "$WORK/server.err")"

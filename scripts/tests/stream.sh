@@ -31,7 +31,7 @@ SHA24="$(sha256sum < "$WORK/www/f24" | cut -d' ' -f1)"
 
 "$SERVER_BIN" --port 0 --dir "$WORK/www" --log "$WORK/requests.log" > "$WORK/server.out" 2> "$WORK/server.err" &
 SERVER_PID=$!
-for _ in $(seq 50); do grep -q listening "$WORK/server.out" 2>/dev/null && break; sleep 0.1; done
+for _ in $(seq 300); do grep -q listening "$WORK/server.out" 2>/dev/null && break; sleep 0.1; done
 BASE="$(sed -n 's/^listening on //p' "$WORK/server.out")"
 [ -n "$BASE" ] || { echo "stream: the test server did not start" >&2; exit 1; }
 
