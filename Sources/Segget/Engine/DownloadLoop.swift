@@ -277,13 +277,14 @@ public final class DownloadLoop: @unchecked Sendable {
     func probe(
         _ download: Download, url: String? = nil, firstBytes: Int, deadline: Deadline?, retrying: Bool,
         events: (@Sendable (DownloadEvent) -> Void)?, interrupt: InterruptFlag, hostShare: HostShare? = nil,
-        onSlot: (() -> Void)? = nil, done: @escaping (Result<ProbeResult, SeggetError>) -> Void
+        warmUp: ConnectionWarmUp? = nil, onSlot: (() -> Void)? = nil, done: @escaping (Result<ProbeResult, SeggetError>) -> Void
     ) {
         let p = LoopProbe(
             loop: self, download: download, url: url ?? download.url,
             prober: download.prober(firstBytes: firstBytes, multi: driver.multi, deadline: deadline),
             retrying: retrying, events: events, interrupt: interrupt, hostShare: hostShare)
         p.onSlot = onSlot
+        p.warmUp = warmUp
         let id = ObjectIdentifier(p)
         probes[id] = p
         // Not unregistered: a held transfer stays on the driver for the fetch, and the driver lets
@@ -327,6 +328,10 @@ final class LoopProbe: TransferClient {
     private var retryAt: Double?
     /// Called once, with the result or the error.
     var done: ((Result<ProbeResult, SeggetError>) -> Void)?
+    /// The connections to warm beside the request while its answer is slow (see `ConnectionWarmUp`),
+    /// once per probe; `warmUps` once they went out, handed on with the result.
+    var warmUp: ConnectionWarmUp?
+    private var warmUps: ConnectionWarmUps?
 
     init(
         loop: DownloadLoop, download: Download, url: String, prober: Prober, retrying: Bool,
@@ -398,8 +403,9 @@ final class LoopProbe: TransferClient {
     private func answered(_ r: ProbeRequest, code: CurlCode, held: HeldTransfer?) {
         do throws(SeggetError) {
             guard var w = walk else { return }
-            let result = try w.answered(r.context, code: code, held: held)
+            var result = try w.answered(r.context, code: code, held: held)
             walk = w
+            if result != nil { result?.warmUps = warmUps }
             if let result {
                 finish(.success(result))
             } else {
@@ -464,6 +470,11 @@ final class LoopProbe: TransferClient {
             return
         }
         guard let r = request else { return }
+        if let w = warmUp, let walk, w.due(waited: now - r.context.sentAt, answered: r.context.head.isComplete) {
+            // To the URL the probe waits on (after a redirect, its target's host).
+            warmUp = nil
+            warmUps = ConnectionWarmUps(count: w.count, url: walk.current, options: walk.options, driver: driver)
+        }
         if r.holdDue() {
             // Left on the driver, paused, for the fetch to continue (or for `release` to end).
             request = nil

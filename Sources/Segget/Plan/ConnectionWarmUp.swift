@@ -1,0 +1,68 @@
+/// Connections opened beside a slow probe, so that the download's other connections find them
+/// ready: the pure rules (how many, when, and what a refused one teaches). The requests themselves
+/// are `ConnectionWarmUps`'s.
+///
+/// A download of several connections learns the file's length from its probe's answer and only then
+/// sends its other requests; on a long path each of those first dials a TCP connection and, over
+/// HTTPS, does a TLS handshake: two round trips (0.3 s on a 150 ms path) on every connection's
+/// critical path. A warm-up is a request for the first byte (`Range: bytes=0-0`) to the URL the probe
+/// waits on: libcurl opens a connection for it and, once its tiny answer is in, keeps the connection
+/// in the multi handle's cache, where the download's ranged requests find it. (A connection opened
+/// with `CURLOPT_CONNECT_ONLY` is never handed to another transfer, so it would not help.)
+struct ConnectionWarmUp: Equatable, Sendable {
+    /// How many connections the download starts with beyond the probe's.
+    let count: Int
+
+    /// A probe answered sooner than this warms nothing: on loopback or a LAN its answer comes before
+    /// a warm-up could help, and a small file (whose size is unknown until that answer) pays for no
+    /// extra connection there. On a long path this is a small part of what a warm-up saves (two
+    /// round trips), and it lets the probe's request reach the server before the warm-ups', so that
+    /// a server that limits requests at once refuses a warm-up rather than the probe.
+    static let delay = 0.03
+
+    /// The warm-ups for a download of `connections` (`autoConnections`: `-n auto`, which starts with
+    /// `Coordinator.autoInitial`), none where they would not be the download's own: one connection,
+    /// HTTP/2 (its requests share one connection), mirrors (the connections are spread over hosts),
+    /// a host whose connections other downloads of the run share (`sharedHost`: a batch's other
+    /// files, the daemon's other downloads, or a cap per host below the connections; the warm-ups
+    /// are not counted in that budget), or a probe for one byte only (a stream's, a resume's, a
+    /// renewed link's).
+    init(connections: Int, autoConnections: Bool, http2: Bool, mirrors: Int, sharedHost: Bool, probeBytes: Int) {
+        let starting = autoConnections ? min(connections, Coordinator.autoInitial) : connections
+        guard starting > 1, !http2, mirrors == 0, !sharedHost, probeBytes > 1 else {
+            count = 0
+            return
+        }
+        count = starting - 1
+    }
+
+    /// Whether the warm-ups go out now: `waited` seconds after the probe's request, whose answer's
+    /// head is not complete yet (`answered`).
+    func due(waited: Double, answered: Bool) -> Bool {
+        count > 0 && !answered && waited >= Self.delay
+    }
+}
+
+/// How the warm-ups ended (as far as they had when the download began).
+struct WarmUpOutcome: Equatable, Sendable {
+    /// Requests sent.
+    var sent = 0
+    /// Answered with a head other than a refusal (a 206 of the first byte, as a rule).
+    var accepted = 0
+    /// Refused with 429 or 503: the host's limit of requests at once.
+    var refused = 0
+    /// Failed otherwise (no answer, a network error).
+    var failed = 0
+    /// The longest wait a refusal asked for (`Retry-After`, or the `RateLimit` reset).
+    var wait: Double?
+
+    /// Warm-ups not answered yet.
+    var stillOut: Int { max(0, sent - accepted - refused - failed) }
+
+    /// Requests the host took at once, when a warm-up was refused: the probe and the warm-ups it did
+    /// not refuse (answered or still out: a refusal comes at once, and those were in flight beside
+    /// it). Nil when none was refused (nothing learnt).
+    var hostLimit: Int? {
+        refused > 0 ? 1 + sent - refused - failed : nil
+    }
+}

@@ -1,0 +1,87 @@
+import Segget
+import SeggetTestServer
+import Testing
+
+/// Connections warmed beside a slow probe (`ConnectionWarmUp`), against the in-process test server:
+/// its `firstbyte` delay stands for a long path (every answer's head 0.2 s after its request).
+@Suite(.serialized) struct WarmUpTests {
+    static let size = 16 << 20
+
+    static func options(_ dir: TempDir, connections: Int) -> DownloadOptions {
+        var o = DownloadOptions()
+        o.connections = connections
+        o.outputPath = dir.path("out.bin")
+        return o
+    }
+
+    /// The ranged requests of connections 1-3 go over the connections that the warm-ups (requests
+    /// for the first byte) opened: each warm connection carries a ranged request after its warm-up.
+    /// (A later one may still dial: a steal's victim, cut at its new end, closes its connection.)
+    @Test func theRangedRequestsReuseTheWarmConnections() async throws {
+        let server = try TestServer()
+        try server.start()
+        defer { server.stop() }
+        let body = TestFiles.pattern(Self.size, seed: 7101)
+        server.addResource(name: "f", bytes: body)
+        let dir = try TempDir()
+        let run = await boundedDownload(server.baseURL + "/f?firstbyte=0.2", Self.options(dir, connections: 4), hardLimit: 30)
+        let requests = server.requests
+        let context = "\(run); \(requests)"
+        #expect(run.error == nil, "\(context)")
+        #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil, "\(context)")
+        let warmUps = requests.filter { $0.headers["range"] == "bytes=0-0" }
+        #expect(warmUps.count == 3, "\(context)")
+        #expect(warmUps.allSatisfy { $0.status == 206 && $0.bodyBytesSent == 1 }, "\(context)")
+        let ranged = requests.filter { $0.headers["range"] != "bytes=0-0" }
+        #expect(Set(warmUps.map(\.remotePort)).count == 3, "\(context)")
+        for w in warmUps {
+            #expect(ranged.contains { $0.remotePort == w.remotePort && $0.bodyBytesSent > 1 << 20 }, "port \(w.remotePort): \(context)")
+        }
+    }
+
+    /// A server that answers at once (loopback, a LAN) gets no warm-up: a small file with `-n 8` is
+    /// one request, as before.
+    @Test func aFastServerGetsNoWarmUp() async throws {
+        let server = try TestServer()
+        try server.start()
+        defer { server.stop() }
+        let body = TestFiles.pattern(64 << 10, seed: 7102)
+        server.addResource(name: "small", bytes: body)
+        let dir = try TempDir()
+        let run = await boundedDownload(server.baseURL + "/small", Self.options(dir, connections: 8), hardLimit: 30)
+        #expect(run.error == nil, "\(run)")
+        #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
+        #expect(server.requests.count == 1, "\(server.requests)")
+        let big = TestFiles.pattern(Self.size, seed: 7103)
+        server.addResource(name: "big", bytes: big)
+        server.resetCounters()
+        let dir2 = try TempDir()
+        let run2 = await boundedDownload(server.baseURL + "/big", Self.options(dir2, connections: 8), hardLimit: 30)
+        #expect(run2.error == nil, "\(run2)")
+        #expect(!server.requests.contains { $0.headers["range"] == "bytes=0-0" }, "\(server.requests)")
+    }
+
+    /// A server that takes 3 requests at once and refuses the rest (429 with `Retry-After`, or 503):
+    /// the warm-ups beyond its limit are refused, which teaches the limit before the first ranged
+    /// request; the download finishes identical, with the refusals bounded as for any download.
+    @Test(arguments: ["reject=429&retryafter=1", "reject=503"])
+    func refusedWarmUpsTeachTheLimit(_ variant: String) async throws {
+        let server = try TestServer()
+        try server.start()
+        defer { server.stop() }
+        let body = TestFiles.pattern(Self.size, seed: 7104)
+        server.addResource(name: "f", bytes: body)
+        let dir = try TempDir()
+        let run = await boundedDownload(
+            server.baseURL + "/f?firstbyte=0.2&rate=8m&maxconc=3&" + variant, Self.options(dir, connections: 8), hardLimit: 60)
+        let stats = server.concurrency
+        let context = "\(variant): \(run); server \(stats); \(server.requests)"
+        #expect(run.error == nil, "\(context)")
+        #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil, "\(context)")
+        #expect(stats.maxInFlight <= 3, "\(context)")
+        // The 5 warm-ups beyond the limit, and a few probes upwards.
+        #expect(stats.rejected <= 10, "\(context)")
+        let warmUps = server.requests.filter { $0.headers["range"] == "bytes=0-0" }
+        #expect(warmUps.count == 7, "\(context)")
+    }
+}
