@@ -1,16 +1,18 @@
-import Segget
+@testable import Segget
 import SeggetTestServer
 import Testing
 
 /// Connections warmed beside a slow probe (`ConnectionWarmUp`), against the in-process test server:
-/// its `firstbyte` delay stands for a long path (every answer's head 0.2 s after its request).
+/// its `firstbyte` delay stands for a long path (every answer's head 0.2 s after its request), and
+/// the round trip that warms is lowered to loopback's (`warmUpMinRoundTrip`), but where a test says.
 @Suite(.serialized) struct WarmUpTests {
     static let size = 16 << 20
 
-    static func options(_ dir: TempDir, connections: Int) -> DownloadOptions {
+    static func options(_ dir: TempDir, connections: Int, loopbackIsLong: Bool = true) -> DownloadOptions {
         var o = DownloadOptions()
         o.connections = connections
         o.outputPath = dir.path("out.bin")
+        if loopbackIsLong { o.warmUpMinRoundTrip = 0 }
         return o
     }
 
@@ -58,6 +60,23 @@ import Testing
         let dir2 = try TempDir()
         let run2 = await boundedDownload(server.baseURL + "/big", Self.options(dir2, connections: 8), hardLimit: 30)
         #expect(run2.error == nil, "\(run2)")
+        #expect(!server.requests.contains { $0.headers["range"] == "bytes=0-0" }, "\(server.requests)")
+    }
+
+    /// With the default rule, a server slow to answer on a short path (loopback's round trip, far
+    /// below 10 ms) gets no warm-up either: a new connection costs little there, and a busy machine
+    /// that makes a probe slow does not make it warm.
+    @Test func aSlowServerOnAShortPathGetsNoWarmUp() async throws {
+        let server = try TestServer()
+        try server.start()
+        defer { server.stop() }
+        let body = TestFiles.pattern(Self.size, seed: 7105)
+        server.addResource(name: "f", bytes: body)
+        let dir = try TempDir()
+        let run = await boundedDownload(
+            server.baseURL + "/f?firstbyte=0.2", Self.options(dir, connections: 4, loopbackIsLong: false), hardLimit: 30)
+        #expect(run.error == nil, "\(run)")
+        #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
         #expect(!server.requests.contains { $0.headers["range"] == "bytes=0-0" }, "\(server.requests)")
     }
 

@@ -32,12 +32,17 @@ import Testing
 
     @Test func warmUpsGoOutOnlyWhileTheProbeIsSlow() {
         let w = Self.rule()
-        #expect(!w.due(waited: 0.005, answered: false))
-        #expect(!w.due(waited: ConnectionWarmUp.delay - 0.001, answered: false))
-        #expect(w.due(waited: ConnectionWarmUp.delay, answered: false))
+        #expect(!w.due(waited: 0.005, answered: false, roundTrip: nil))
+        #expect(!w.due(waited: ConnectionWarmUp.delay - 0.001, answered: false, roundTrip: nil))
+        // Still connecting after 30 ms (a SYN crossing a WAN), or connected over a long path.
+        #expect(w.due(waited: ConnectionWarmUp.delay, answered: false, roundTrip: nil))
+        #expect(w.due(waited: ConnectionWarmUp.delay, answered: false, roundTrip: 0.15))
         // Answered in time (loopback, a LAN): a small file pays for nothing.
-        #expect(!w.due(waited: 1, answered: true))
-        #expect(!Self.rule(connections: 1).due(waited: 1, answered: false))
+        #expect(!w.due(waited: 1, answered: true, roundTrip: 0.15))
+        // A slow server or a busy machine on a short path: a dial there costs milliseconds.
+        #expect(!w.due(waited: 1, answered: false, roundTrip: 0.0001))
+        #expect(!w.due(waited: 1, answered: false, roundTrip: ConnectionWarmUp.minRoundTrip - 0.001))
+        #expect(!Self.rule(connections: 1).due(waited: 1, answered: false, roundTrip: nil))
     }
 
     @Test func refusalsTeachTheProbeAndTheWarmUpsNotRefused() {

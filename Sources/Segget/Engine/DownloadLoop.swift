@@ -470,7 +470,9 @@ final class LoopProbe: TransferClient {
             return
         }
         guard let r = request else { return }
-        if let w = warmUp, let walk, w.due(waited: now - r.context.sentAt, answered: r.context.head.isComplete) {
+        if let w = warmUp, let walk,
+            w.due(waited: now - r.context.sentAt, answered: r.context.head.isComplete, roundTrip: driver.multi.roundTrip(of: r.easy))
+        {
             // To the URL the probe waits on (after a redirect, its target's host).
             warmUp = nil
             warmUps = ConnectionWarmUps(count: w.count, url: walk.current, options: walk.options, driver: driver)

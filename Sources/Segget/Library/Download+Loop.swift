@@ -284,8 +284,10 @@ extension Download {
     func warmUp(probeBytes: Int, url: String? = nil) -> ConnectionWarmUp {
         let url = url ?? self.url
         let shared = options.hostBudget.map { $0.held(for: url) > 0 || ($0.maxPerHost ?? Int.max) < options.connections } ?? false
-        return ConnectionWarmUp(
+        var rule = ConnectionWarmUp(
             connections: options.connections, autoConnections: options.autoConnections, http2: options.transfer.http2,
             mirrors: options.mirrors.count, sharedHost: shared, probeBytes: probeBytes)
+        rule.shortestRoundTrip = options.warmUpMinRoundTrip
+        return rule
     }
 }

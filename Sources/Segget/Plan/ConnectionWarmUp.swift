@@ -12,6 +12,8 @@
 struct ConnectionWarmUp: Equatable, Sendable {
     /// How many connections the download starts with beyond the probe's.
     let count: Int
+    /// The shortest round trip of the probe's connection that warms (see `minRoundTrip`).
+    var shortestRoundTrip = ConnectionWarmUp.minRoundTrip
 
     /// A probe answered sooner than this warms nothing: on loopback or a LAN its answer comes before
     /// a warm-up could help, and a small file (whose size is unknown until that answer) pays for no
@@ -19,6 +21,12 @@ struct ConnectionWarmUp: Equatable, Sendable {
     /// round trips), and it lets the probe's request reach the server before the warm-ups', so that
     /// a server that limits requests at once refuses a warm-up rather than the probe.
     static let delay = 0.03
+
+    /// Nor does a probe whose connection's round trip (the kernel's estimate, from the handshake on)
+    /// is shorter than this, however long its answer takes: a server slow to answer, or a busy
+    /// machine, on a short path, where a new connection's handshakes cost a few milliseconds. At
+    /// 10 ms they cost 20-30 ms, what `Coordinator.longPathFirstAnswer` calls a WAN.
+    static let minRoundTrip = 0.01
 
     /// The warm-ups for a download of `connections` (`autoConnections`: `-n auto`, which starts with
     /// `Coordinator.autoInitial`), none where they would not be the download's own: one connection,
@@ -37,9 +45,11 @@ struct ConnectionWarmUp: Equatable, Sendable {
     }
 
     /// Whether the warm-ups go out now: `waited` seconds after the probe's request, whose answer's
-    /// head is not complete yet (`answered`).
-    func due(waited: Double, answered: Bool) -> Bool {
-        count > 0 && !answered && waited >= Self.delay
+    /// head is not complete yet (`answered`), on a connection whose round trip is `roundTrip` (nil:
+    /// not connected yet, which on loopback or a LAN takes far less than `delay`).
+    func due(waited: Double, answered: Bool, roundTrip: @autoclosure () -> Double?) -> Bool {
+        guard count > 0, !answered, waited >= Self.delay else { return false }
+        return roundTrip().map { $0 >= shortestRoundTrip } ?? true
     }
 }
 
