@@ -61,7 +61,7 @@ import Testing
     /// warm-up answered; the others wait for those still out, and start as each ends.
     @Test func connectionsWaitForWarmUpsStillOut() {
         var s = CoordinatorTests.Script(size: 64 * Self.MiB, connections: 8) { $0.probeFirstAnswer = 0.45 }
-        s.handle(.warmedUp(WarmUpOutcome(sent: 7, accepted: 3)))
+        s.handle(.warmedUp(WarmUpOutcome(sent: 7, accepted: 3, lag: 0.03)))
         s.begin()
         for id in 0...3 { #expect(s.starts(of: id).count == 1, "connection \(id)") }
         for id in 4...7 {
@@ -71,12 +71,14 @@ import Testing
         s.run(until: 0.05)
         #expect((4...7).allSatisfy { s.starts(of: $0).isEmpty })
         // Two more answered: two waiting connections start on the next pass, the others still wait.
-        s.handle(.warmedUp(WarmUpOutcome(sent: 7, accepted: 5)))
+        s.handle(.warmedUp(WarmUpOutcome(sent: 7, accepted: 5, lag: 0.03)))
         s.run(until: 0.06)
         #expect((4...7).filter { !s.starts(of: $0).isEmpty }.count == 2)
-        // One lost a packet: dialled once the grace (half the probe's first answer) is over.
-        #expect(s.c.warmUpGrace == 0.225)
-        s.run(until: 0.24)
+        // One lost a packet: dialled once the grace (the lag and half the probe's first answer) is over.
+        #expect(abs(s.c.warmUpGrace - 0.255) < 1e-9)
+        s.run(until: 0.25)
+        #expect((4...7).filter { !s.starts(of: $0).isEmpty }.count == 2)
+        s.run(until: 0.27)
         #expect((4...7).allSatisfy { s.starts(of: $0).count == 1 })
         #expect(s.events.isEmpty, "\(s.events)")
         s.run(until: 30)

@@ -6,12 +6,12 @@
 /// one waiting connection start. Warm-ups refused with 429 or 503 teach the host's limit as a
 /// refused request does.
 extension Coordinator {
-    /// How long a connection waits at most for a warm-up still out at `begin`: half the probe's first
-    /// answer, which took a handshake or two (TCP, TLS) and a request, where a new connection would
-    /// take those handshakes again. A warm-up was sent `ConnectionWarmUp.delay` after the probe, so
-    /// as a rule it answers that much after it; one that lost a packet is not waited for long.
+    /// How long a connection waits at most for a warm-up still out at `begin`: the warm-ups' lag
+    /// behind the probe's request (they answer about that much after the probe), and half the
+    /// probe's first answer, which took a handshake or two (TCP, TLS) and a request, where a new
+    /// connection would take those handshakes again; so one that lost a packet is not waited for long.
     var warmUpGrace: Double {
-        max(0.02, 0.5 * (config.probeFirstAnswer ?? 0.1))
+        warmUp.lag + max(0.02, 0.5 * (config.probeFirstAnswer ?? 0.1))
     }
 
     /// Connections waiting for a warm-up still out (see `awaitingWarmUp`).

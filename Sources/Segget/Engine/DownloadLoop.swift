@@ -475,7 +475,8 @@ final class LoopProbe: TransferClient {
         {
             // To the URL the probe waits on (after a redirect, its target's host).
             warmUp = nil
-            warmUps = ConnectionWarmUps(count: w.count, url: walk.current, options: walk.options, driver: driver)
+            warmUps = ConnectionWarmUps(
+                count: w.count, url: walk.current, options: walk.options, driver: driver, lag: now - r.context.sentAt)
         }
         if r.holdDue() {
             // Left on the driver, paused, for the fetch to continue (or for `release` to end).

@@ -65,6 +65,8 @@ struct WarmUpOutcome: Equatable, Sendable {
     var failed = 0
     /// The longest wait a refusal asked for (`Retry-After`, or the `RateLimit` reset).
     var wait: Double?
+    /// Seconds between the probe's request and the warm-ups': they answer about that much after it.
+    var lag = 0.0
 
     /// Warm-ups not answered yet.
     var stillOut: Int { max(0, sent - accepted - refused - failed) }

@@ -18,8 +18,10 @@ final class ConnectionWarmUps: TransferClient, @unchecked Sendable, Equatable {
     private var tally = WarmUpOutcome()
     private var requests: [ObjectIdentifier: ProbeContext] = [:]
 
-    /// Starts `count` warm-ups of `url` on `driver`; those libcurl refuses to start are counted failed.
-    init(count: Int, url: String, options: TransferOptions, driver: TransferDriver) {
+    /// Starts `count` warm-ups of `url` on `driver`, `lag` seconds after the probe's request; those
+    /// libcurl refuses to start are counted failed.
+    init(count: Int, url: String, options: TransferOptions, driver: TransferDriver, lag: Double) {
+        tally.lag = lag
         for _ in 0..<count {
             let context = ProbeContext(limit: 1)
             let easy = EasyHandle()
