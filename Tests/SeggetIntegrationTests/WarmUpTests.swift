@@ -41,6 +41,26 @@ import Testing
         }
     }
 
+    /// The probe's answer is held up (here the server holds the first request's head 3 s; on a WAN, a
+    /// lost SYN waits 1 s for its timeout) while the warm-ups to the same URL answered in 0.1 s: the
+    /// probe is asked again on a warm connection, and the download does not wait for the first.
+    @Test func aProbeHeldUpIsAskedAgainOnAWarmConnection() async throws {
+        let server = try TestServer()
+        try server.start()
+        defer { server.stop() }
+        let body = TestFiles.pattern(Self.size, seed: 7106)
+        server.addResource(name: "f", bytes: body)
+        let dir = try TempDir()
+        let run = await boundedDownload(
+            server.baseURL + "/f?firstbyte=0.1&slowfirst=1&slowfirstbyte=3", Self.options(dir, connections: 4), hardLimit: 30)
+        let requests = server.requests
+        let context = "\(run); \(requests)"
+        #expect(run.error == nil, "\(context)")
+        #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil, "\(context)")
+        #expect(run.seconds < 2.5, "\(context)")
+        #expect(requests.filter { $0.headers["range"] == "bytes=0-0" }.count == 3, "\(context)")
+    }
+
     /// A server that answers at once (loopback, a LAN) gets no warm-up: a small file with `-n 8` is
     /// one request, as before.
     @Test func aFastServerGetsNoWarmUp() async throws {

@@ -45,6 +45,16 @@ import Testing
         #expect(!Self.rule(connections: 1).due(waited: 1, answered: false, roundTrip: nil))
     }
 
+    /// Link b over HTTP: the probe's answer takes 0.3 s; a warm-up sent 30 ms after it answered
+    /// 0.3 s after its own request. Unanswered at 0.48 s, the probe lost a packet on its own connection
+    /// (its SYN's timeout is 1 s) and is asked again on a warm connection; before that, or with no
+    /// warm-up answered, it is not.
+    @Test func aProbeLateBehindItsWarmUpsIsAskedAgain() {
+        #expect(!ConnectionWarmUp.probeOverdue(waited: 0.47, lag: 0.03, warmUpRound: 0.3))
+        #expect(ConnectionWarmUp.probeOverdue(waited: 0.48, lag: 0.03, warmUpRound: 0.3))
+        #expect(!ConnectionWarmUp.probeOverdue(waited: 5, lag: 0.03, warmUpRound: nil))
+    }
+
     @Test func refusalsTeachTheProbeAndTheWarmUpsNotRefused() {
         var o = WarmUpOutcome(sent: 7, accepted: 2, refused: 0)
         #expect(o.hostLimit == nil)

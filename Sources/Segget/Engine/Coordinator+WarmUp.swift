@@ -27,7 +27,7 @@ extension Coordinator {
         warmUp = outcome
         var commands: [Command] = []
         if tracing, outcome.sent > 0 {
-            commands.append(.trace("warm-ups beside the probe: \(outcome.sent) sent, \(outcome.accepted) answered, \(outcome.refused) refused, \(outcome.failed) failed, \(outcome.stillOut) still out"))
+            commands.append(.trace("warm-ups beside the probe: \(outcome.sent) sent, \(outcome.accepted) answered, \(outcome.refused) refused, \(outcome.failed) failed, \(outcome.stillOut) still out\(outcome.probeResent ? "; the probe was sent again on a warm connection" : "")"))
         }
         // Each warm-up that ended frees one waiting connection: to a warm connection, or (refused,
         // failed) to dial its own.

@@ -266,7 +266,8 @@ struct Coordinator: Coordinating {
             // answer a trickle: 12.1 x the ideal against a bound of 12; 10.7 x without). There, too,
             // victims and owners are judged by their proven rate, not by a dip (`provenRate`).
             let dial = openLinks == 0 ? dialSeconds(typical: typicalRate(now: now)) : 0
-            let longDial = dial >= slowRule.lossRecoveryRampSeconds
+            // Its request's round trip to the first byte counts too, as for a re-dial (`SlowConnectionRule.judge`).
+            let longDial = dial > 0 && dial + (pathRoundTrip ?? 0) >= slowRule.lossRecoveryRampSeconds
             let minRace = Self.minRaceSeconds + (longDial ? dial : 0)
             // Estimates are read before the scheduler is asked (it cannot be read while it decides).
             let estimates = stealEstimates(now: now, thiefDials: openLinks == 0, proven: longDial && config.provenRates)

@@ -51,6 +51,21 @@ struct ConnectionWarmUp: Equatable, Sendable {
         guard count > 0, !answered, waited >= Self.delay else { return false }
         return roundTrip().map { $0 >= shortestRoundTrip } ?? true
     }
+
+    /// How late the probe's head may be, as a multiple of a warm-up's time to its answer, before
+    /// the probe is sent again on a warm connection (see `probeOverdue`).
+    static let overdueFactor = 1.5
+
+    /// Whether the probe, `waited` seconds after its request with no head yet, is overdue: a
+    /// warm-up sent `lag` seconds after it to the same URL took `warmUpRound` seconds to its answer,
+    /// and the probe, which should have taken about as long, took half as long again. What holds it
+    /// is then its own connection (a SYN or a handshake segment lost, sent again after a timeout of
+    /// a second or more), not the server: the probe is sent again, once, on a warm connection, where
+    /// its answer takes one round trip.
+    static func probeOverdue(waited: Double, lag: Double, warmUpRound: Double?) -> Bool {
+        guard let round = warmUpRound else { return false }
+        return waited >= lag + overdueFactor * round
+    }
 }
 
 /// How the warm-ups ended (as far as they had when the download began).
@@ -67,6 +82,10 @@ struct WarmUpOutcome: Equatable, Sendable {
     var wait: Double?
     /// Seconds between the probe's request and the warm-ups': they answer about that much after it.
     var lag = 0.0
+    /// Seconds from the warm-ups' requests to the first answer that was not a refusal; nil before.
+    var firstRound: Double?
+    /// The probe was sent again on a warm connection (see `ConnectionWarmUp.probeOverdue`).
+    var probeResent = false
 
     /// Warm-ups not answered yet.
     var stillOut: Int { max(0, sent - accepted - refused - failed) }

@@ -17,11 +17,15 @@ final class ConnectionWarmUps: TransferClient, @unchecked Sendable, Equatable {
     /// Guarded by `lock`.
     private var tally = WarmUpOutcome()
     private var requests: [ObjectIdentifier: ProbeContext] = [:]
+    /// When the warm-ups were sent (monotonic seconds).
+    private let sentAt: Double
 
     /// Starts `count` warm-ups of `url` on `driver`, `lag` seconds after the probe's request; those
     /// libcurl refuses to start are counted failed.
     init(count: Int, url: String, options: TransferOptions, driver: TransferDriver, lag: Double) {
         tally.lag = lag
+        let sentAt = monotonicSeconds()
+        self.sentAt = sentAt
         for _ in 0..<count {
             let context = ProbeContext(limit: 1)
             let easy = EasyHandle()
@@ -67,11 +71,15 @@ final class ConnectionWarmUps: TransferClient, @unchecked Sendable, Equatable {
                 if let w = head.retryAfter ?? head.rateLimitReset { tally.wait = max(tally.wait ?? 0, w) }
             } else if head.isComplete {
                 tally.accepted += 1
+                if tally.firstRound == nil { tally.firstRound = max(0, monotonicSeconds() - sentAt) }
             } else {
                 tally.failed += 1
             }
         }
     }
+
+    /// Notes that the probe was sent again on a warm connection.
+    func noteProbeResent() { lock.withLock { tally.probeResent = true } }
 
     static func == (a: ConnectionWarmUps, b: ConnectionWarmUps) -> Bool { a === b }
 }
