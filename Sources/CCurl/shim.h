@@ -145,6 +145,17 @@ static inline int segget_sockets_acknowledge_pending(struct segget_sockets *s) {
     s->pendingCount = 0;
     return sent;
 }
+// The kernel's smoothed round-trip time (microseconds) of the connected socket on local `port`, or
+// -1 when the book has no such socket or it is not connected. Measured by the kernel from the
+// handshake on, so the load of the machine's CPUs does not lengthen it.
+static inline long segget_sockets_round_trip_us(struct segget_sockets *s, long port) {
+    int fd = segget_sockets_find(s, port);
+    if (fd < 0) return -1;
+    struct tcp_info info;
+    socklen_t n = sizeof info;
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &n) != 0 || info.tcpi_state != TCP_ESTABLISHED) return -1;
+    return (long)info.tcpi_rtt;
+}
 static int segget_sockopt_tracked(void *clientp, curl_socket_t fd, curlsocktype purpose) {
     segget_sockopt_cloexec(NULL, fd, purpose);
     if (clientp && purpose == CURLSOCKTYPE_IPCXN) segget_sockets_add((struct segget_sockets *)clientp, fd);

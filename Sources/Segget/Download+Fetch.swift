@@ -103,6 +103,7 @@ extension Download {
             ranged: ranged, chunkSize: partial.chunkSize, totalLength: probe.totalLength, deadline: deadline,
             hashing: hasher != nil, hostShare: context.hostShare)
         settings.probeFirstAnswer = probe.firstAnswerSeconds
+        settings.warmUps = probe.warmUps
         if Self.probeFetchedEverything(
             ranged: ranged, isNew: partial.isNew, chunkCount: plan.chunkCount, trusted: partial.trusted?.setCount ?? 0,
             mirrors: options.mirrors.count, interrupted: context.interrupt.isSet,

@@ -14,6 +14,14 @@ package final class MultiHandle {
     /// How many held acknowledgements `perform()` has had sent at once (see
     /// `EasyHandle.promptAcknowledgementWindow`); for tests and traces.
     package private(set) var promptAcknowledgements = 0
+    /// The kernel's round-trip estimate of the connection `easy`'s transfer runs on, seconds; nil
+    /// while it is not connected (libcurl names no local port yet) or not one of this handle's.
+    package func roundTrip(of easy: EasyHandle) -> Double? {
+        guard let port = try? easy.localPort(), port > 0 else { return nil }
+        let us = segget_sockets_round_trip_us(sockets, port)
+        return us < 0 ? nil : Double(us) / 1e6
+    }
+
     /// How many sockets this handle's transfers opened and have not closed.
     package var trackedSockets: Int { Int(sockets.pointee.count) }
     /// Whether `perform()` has held acknowledgements sent at once (on by default; off only to

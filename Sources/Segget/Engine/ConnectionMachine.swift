@@ -109,6 +109,12 @@ struct ConnectionMachine: Equatable {
         state = .waiting(until: until, cause)
     }
 
+    /// A waiting connection's start comes forward to `now` (its wait was for something that came).
+    mutating func hasten(to now: Double) {
+        guard case .waiting(let t, let cause) = state, now < t else { return }
+        state = .waiting(until: now, cause)
+    }
+
     /// A request goes out (from idle, or a waiting connection started early).
     mutating func start() {
         switch state {

@@ -31,6 +31,8 @@ protocol Coordinating {
 
     /// The first requests.
     mutating func begin(now: Double) -> [Coordinator.Command]
+    /// What the connections warmed beside the probe taught (see `ConnectionWarmUp`), before `begin`.
+    mutating func learn(warmUp: WarmUpOutcome, now: Double) -> [Coordinator.Command]
     /// Starts the connections whose ramp step or retry delay has come.
     mutating func startDue(now: Double) -> [Coordinator.Command]
     /// Hands work to idle connections.

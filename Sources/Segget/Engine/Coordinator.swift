@@ -110,6 +110,12 @@ struct Coordinator: Coordinating {
     var auto = AutoGrowth()
     /// How many requests at once the host accepts, as its refusals taught (see `HostLimit`).
     var host = HostLimit()
+    /// The connections warmed beside the probe as last heard, the most requests `begin` sends at once
+    /// when refused warm-ups taught a limit, and the connections waiting for a warm-up still out
+    /// (see `Coordinator+WarmUp.swift`).
+    var warmUp = WarmUpOutcome()
+    var warmUpLimit: Int?
+    var awaitingWarmUp: [Int] = []
 
     var failure: SeggetError?
     var changed: String?
@@ -177,6 +183,20 @@ struct Coordinator: Coordinating {
         let step = Self.rampStep(connections: starting.count, firstAnswer: config.probeFirstAnswer)
         var commands: [Command] = []
         for (k, id) in starting.enumerated() {
+            if k > 0 {
+                // Beyond a limit that refused warm-ups taught: the work goes to the connections the
+                // host serves (those started or waiting to start: k of them so far).
+                if let l = warmUpLimit, k >= l {
+                    scheduler.abandon(id)
+                    continue
+                }
+                // A warm-up still out will bring a connection soon: waited for, not dialled.
+                if k > warmUp.accepted, k <= warmUp.accepted + warmUp.stillOut {
+                    connections[id].machine.wait(until: now + warmUpGrace, .ramp)
+                    awaitingWarmUp.append(id)
+                    continue
+                }
+            }
             if k == 0 || step == 0, let r = scheduler.run(of: id) {
                 commands.append(start(id, bytes: runBytes(r), now: now))
             } else {
@@ -246,7 +266,8 @@ struct Coordinator: Coordinating {
             // answer a trickle: 12.1 x the ideal against a bound of 12; 10.7 x without). There, too,
             // victims and owners are judged by their proven rate, not by a dip (`provenRate`).
             let dial = openLinks == 0 ? dialSeconds(typical: typicalRate(now: now)) : 0
-            let longDial = dial >= slowRule.lossRecoveryRampSeconds
+            // Its request's round trip to the first byte counts too, as for a re-dial (`SlowConnectionRule.judge`).
+            let longDial = dial > 0 && dial + (pathRoundTrip ?? 0) >= slowRule.lossRecoveryRampSeconds
             let minRace = Self.minRaceSeconds + (longDial ? dial : 0)
             // Estimates are read before the scheduler is asked (it cannot be read while it decides).
             let estimates = stealEstimates(now: now, thiefDials: openLinks == 0, proven: longDial && config.provenRates)
@@ -371,13 +392,15 @@ struct Coordinator: Coordinating {
 
     /// Whether the host accepts one more request now (see `HostLimit`).
     mutating func allowsAnotherRequest(now: Double) -> Bool {
+        // A connection waiting for a warm-up still out holds its place: the warm-up is in flight.
+        let busy = inFlight + waitingForWarmUp
         if let share = config.hostShare {
             let coordinator = self
-            return share.reserve(inFlight: inFlight, wanted: { coordinator.wantsAnotherConnection(now: now) }, now: now)
+            return share.reserve(inFlight: busy, wanted: { coordinator.wantsAnotherConnection(now: now) }, now: now)
         }
         var h = host
         defer { host = h }
-        return h.allowsAnother(inFlight: inFlight, wanted: wantsAnotherConnection(now: now), now: now)
+        return h.allowsAnother(inFlight: busy, wanted: wantsAnotherConnection(now: now), now: now)
     }
 
     mutating func accepted(_ id: Int) {

@@ -243,7 +243,7 @@ public final class DownloadLoop: @unchecked Sendable {
     /// before it waits for that host, else in its turn. Probes take their host's slots in the order
     /// they asked, so that a batch's files (whose probes start in list order) take them in list order
     /// and no file waiting for an earlier file's name holds a slot the earlier file still waits for.
-    fileprivate func waitForSlot(_ probe: LoopProbe, key: String) {
+    func waitForSlot(_ probe: LoopProbe, key: String) {
         if !slotWaiters.contains(where: { $0.hostKey == key }) && probe.trySlot() { return }
         slotWaiters.append(probe)
     }
@@ -277,13 +277,14 @@ public final class DownloadLoop: @unchecked Sendable {
     func probe(
         _ download: Download, url: String? = nil, firstBytes: Int, deadline: Deadline?, retrying: Bool,
         events: (@Sendable (DownloadEvent) -> Void)?, interrupt: InterruptFlag, hostShare: HostShare? = nil,
-        onSlot: (() -> Void)? = nil, done: @escaping (Result<ProbeResult, SeggetError>) -> Void
+        warmUp: ConnectionWarmUp? = nil, onSlot: (() -> Void)? = nil, done: @escaping (Result<ProbeResult, SeggetError>) -> Void
     ) {
         let p = LoopProbe(
             loop: self, download: download, url: url ?? download.url,
             prober: download.prober(firstBytes: firstBytes, multi: driver.multi, deadline: deadline),
             retrying: retrying, events: events, interrupt: interrupt, hostShare: hostShare)
         p.onSlot = onSlot
+        p.warmUp = warmUp
         let id = ObjectIdentifier(p)
         probes[id] = p
         // Not unregistered: a held transfer stays on the driver for the fetch, and the driver lets
@@ -299,181 +300,6 @@ public final class DownloadLoop: @unchecked Sendable {
     /// Ends a transfer held for a fetch that did not take it (see `HeldTransfer`); from any thread.
     func release(_ handle: EasyHandle) {
         post { [self] in driver.cancel(handle) }
-    }
-}
-
-/// One download's probe run by a `DownloadLoop`: the requests of a `ProbeWalk`, each started on
-/// the loop's driver and looked at after every pass (held for the fetch or cut, as
-/// `ProbeRequest` says). When `retrying`, a failure worth another try (`Download.probeRetryDelay`)
-/// is tried again after its wait, timed by the loop, and a refusal that the host budget takes for
-/// the host's connection limit waits for a slot. Every probe of a download runs here: the first,
-/// its mirrors' and a renewed link's.
-final class LoopProbe: TransferClient {
-    private unowned let loop: DownloadLoop
-    private let download: Download
-    private let prober: Prober
-    private let retrying: Bool
-    private let events: (@Sendable (DownloadEvent) -> Void)?
-    private let interrupt: InterruptFlag
-    private let url: String
-    /// The download's slots in its host's budget; `waitingForSlot` while the probe waits for one.
-    private let hostShare: HostShare?
-    private var waitingForSlot = false
-    /// Called once the probe has its slot, before its first request goes out.
-    var onSlot: (() -> Void)?
-    private var walk: ProbeWalk?
-    private var request: ProbeRequest?
-    private var attempt = 0
-    private var retryAt: Double?
-    /// Called once, with the result or the error.
-    var done: ((Result<ProbeResult, SeggetError>) -> Void)?
-
-    init(
-        loop: DownloadLoop, download: Download, url: String, prober: Prober, retrying: Bool,
-        events: (@Sendable (DownloadEvent) -> Void)?, interrupt: InterruptFlag, hostShare: HostShare?
-    ) {
-        self.url = url
-        self.hostShare = hostShare
-        self.loop = loop
-        self.download = download
-        self.prober = prober
-        self.retrying = retrying
-        self.events = events
-        self.interrupt = interrupt
-    }
-
-    /// The host whose budget the probe takes a slot of; nil without a budget.
-    var hostKey: String? { hostShare?.key }
-    var isWaitingForSlot: Bool { waitingForSlot }
-
-    /// Starts once the host's budget gives the probe a slot (at once without a budget).
-    func begin() {
-        guard let share = hostShare else { return slotTaken() }
-        waitingForSlot = true
-        loop.waitForSlot(self, key: share.key)
-    }
-
-    /// Takes a slot if one is free, and goes on; ends when interrupted. False while it still waits
-    /// (the loop offers again on its next pass, in turn with the other probes of the host).
-    func trySlot() -> Bool {
-        guard waitingForSlot, let share = hostShare else { return true }
-        if interrupt.isSet {
-            waitingForSlot = false
-            finish(.failure(SeggetError(.interrupted, "interrupted before the download started.")))
-            return true
-        }
-        guard share.reserve(inFlight: 0, wanted: { true }, now: monotonicSeconds()) else { return false }
-        waitingForSlot = false
-        slotTaken()
-        return true
-    }
-
-    private func slotTaken() {
-        let s = onSlot
-        onSlot = nil
-        s?()
-        start()
-    }
-
-    /// Starts (or, after a failure, starts again) from the download's URL.
-    func start() {
-        do throws(SeggetError) {
-            walk = try ProbeWalk(prober: prober, url: url)
-            try send()
-        } catch {
-            failed(error)
-        }
-    }
-
-    private func send() throws(SeggetError) {
-        guard let walk else { return }
-        try walk.checkDeadline()
-        let r = try libcurl { () throws(CurlError) in
-            try prober.makeRequest(walk.current, options: walk.options, holding: prober.holdsTransfer)
-        }
-        try libcurl { () throws(CurlError) in try loop.driver.start(r.easy, for: self) }
-        request = r
-    }
-
-    private func answered(_ r: ProbeRequest, code: CurlCode, held: HeldTransfer?) {
-        do throws(SeggetError) {
-            guard var w = walk else { return }
-            let result = try w.answered(r.context, code: code, held: held)
-            walk = w
-            if let result {
-                finish(.success(result))
-            } else {
-                try send()
-            }
-        } catch {
-            failed(error)
-        }
-    }
-
-    private func failed(_ error: SeggetError) {
-        guard retrying else { return finish(.failure(error)) }
-        // Refused while other downloads' requests to the host are out: the host's connection limit,
-        // learnt for all of them; the probe waits for a slot and is not counted a failure.
-        if Download.refusedByHost(error, share: hostShare) {
-            hostShare?.sync(inFlight: 0)
-            waitingForSlot = true
-            if let share = hostShare { loop.waitForSlot(self, key: share.key) }
-            return
-        }
-        attempt += 1
-        do throws(SeggetError) {
-            let delay = try download.probeRetryDelay(
-                after: error, attempt: attempt, deadline: prober.deadline, events: events, interrupt: interrupt)
-            retryAt = monotonicSeconds() + delay
-        } catch {
-            finish(.failure(error))
-        }
-    }
-
-    private func finish(_ result: Result<ProbeResult, SeggetError>) {
-        waitingForSlot = false
-        let d = done
-        done = nil
-        d?(result)
-    }
-
-    /// The driver failed as a whole: the probe ends with its error.
-    func abandon(_ error: any Error) {
-        if let r = request { loop.driver.cancel(r.easy) }
-        request = nil
-        finish(.failure(error as? SeggetError ?? SeggetError(.internalError, "unexpected error: \(error)")))
-    }
-
-    func transferDriver(_ driver: TransferDriver, completed handle: EasyHandle, with code: CurlCode) {
-        guard let r = request, r.easy === handle else { return }
-        request = nil
-        answered(r, code: code, held: nil)
-    }
-
-    func transferDriverTick(_ driver: TransferDriver, now: Double) {
-        // The loop offers slots to waiting probes, in order.
-        if waitingForSlot { return }
-        if let at = retryAt {
-            if interrupt.isSet {
-                retryAt = nil
-                finish(.failure(SeggetError(.interrupted, "interrupted before the download started.")))
-            } else if now >= at {
-                retryAt = nil
-                start()
-            }
-            return
-        }
-        guard let r = request else { return }
-        if r.holdDue() {
-            // Left on the driver, paused, for the fetch to continue (or for `release` to end).
-            request = nil
-            let held = HeldTransfer(easy: r.easy, multi: driver.multi, context: r.context, releasing: { [loop] in loop.release($0) })
-            answered(r, code: .writeError, held: held)
-        } else if r.cutDue() {
-            request = nil
-            driver.cancel(r.easy)
-            answered(r, code: .writeError, held: nil)
-        }
     }
 }
 

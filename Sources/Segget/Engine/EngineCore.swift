@@ -19,6 +19,8 @@ struct EngineCore {
     enum Event {
         /// The download starts: its first requests.
         case begin
+        /// Before `begin`: how the connections warmed beside the probe ended (see `ConnectionWarmUp`).
+        case warmedUp(WarmUpOutcome)
         /// The top of a loop pass: start what is due, take or give back lent connections, hand out
         /// work. `offered` connections were borrowed from a batch's lender for this download, to keep
         /// or give back; nil when it has no lender (connections above its own are `-n auto`'s growth).
@@ -117,6 +119,8 @@ struct EngineCore {
         switch event {
         case .begin:
             return actions(c.begin(now: now))
+        case .warmedUp(let outcome):
+            return actions(c.learn(warmUp: outcome, now: now))
         case .pass(let offered):
             var out = actions(c.startDue(now: now))
             guard let offered else { return out + actions(c.assignIdle(now: now)) }

@@ -16,6 +16,8 @@ extension FetchEngine {
                 on: checkpointQueue ?? CheckpointWorker.sharedQueue)
         }
         if target.ranged { onPrefix?(plan.byteRange(ofChunks: 0..<prefixChunks).upperBound) }
+        // The warm-ups as they stand now; each pass tells the core what changed since.
+        if let w = settings.warmUps?.take(always: true) { apply(.warmedUp(w), now: startedAt) }
         apply(.begin, now: startedAt)
     }
 
@@ -45,6 +47,7 @@ extension FetchEngine {
         if let lender = settings.lender { offered = lender.spare > 0 ? lender.borrow(upTo: 1) : 0 }
         // Slots of the host's budget beyond the requests in flight go back for other downloads.
         if let share = settings.hostShare, let c = core.ranged { share.sync(inFlight: c.inFlight) }
+        if let w = settings.warmUps?.take() { apply(.warmedUp(w), now: now) }
         apply(.pass(offered: offered), now: now)
         return false
     }

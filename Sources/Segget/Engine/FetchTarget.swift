@@ -62,6 +62,8 @@ struct FetchSettings {
     var writePath = WritePath.adaptive
     /// How long the probe's first answer took (`ProbeResult.firstAnswerSeconds`).
     var probeFirstAnswer: Double?
+    /// The connections warmed beside the probe (`ProbeResult.warmUps`).
+    var warmUps: ConnectionWarmUps?
 }
 
 /// The resource changed while downloading; the caller restarts from zero.

@@ -68,6 +68,7 @@ struct SingleStream: Coordinating {
 
     mutating func recordFinished(_ id: Int, now: Double) {}
     mutating func abandonRace(_ id: Int) {}
+    mutating func learn(warmUp: WarmUpOutcome, now: Double) -> [Command] { [] }
     mutating func periodicDecisions(now: Double) -> [Command] { [] }
     mutating func judgeSlowConnections(now: Double) -> [Command] { [] }
     mutating func reopen(_ k: Int) {}

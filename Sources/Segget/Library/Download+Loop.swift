@@ -21,10 +21,11 @@ extension Download {
         let deadline = options.timeout.map { Deadline(limit: $0, from: monotonicSeconds()) }
         let ask = probeBytes(fresh: !options.resume, stream: false)
         let share = options.hostBudget?.share(for: url)
+        let warmUp = warmUp(probeBytes: ask.bytes)
         loop.post { [self] in
             loop.probe(
                 self, firstBytes: ask.bytes, deadline: deadline, retrying: false, events: nil, interrupt: interrupt,
-                hostShare: share, onSlot: onSlot
+                hostShare: share, warmUp: warmUp, onSlot: onSlot
             ) { result in
                 if case .failure(let e) = result { _ = Self.refusedByHost(e, share: share) }
                 let prepared = result.map { p in
@@ -213,10 +214,11 @@ extension Download {
         let ask = probeBytes(fresh: plan.fresh, stream: plan.stream)
         // The URL of this attempt: a renewed link once the first one expired.
         let url = plan.url ?? self.url
+        let warmUp = warmUp(probeBytes: ask.bytes, url: url)
         loop.post { [self] in
             loop.probe(
                 self, url: url, firstBytes: ask.bytes, deadline: deadline, retrying: true, events: context.events,
-                interrupt: context.interrupt, hostShare: context.hostShare
+                interrupt: context.interrupt, hostShare: context.hostShare, warmUp: warmUp
             ) { result in
                 loop.steps.async { [self] in
                     switch result {
@@ -274,5 +276,20 @@ final class LoopOutcome<Value>: @unchecked Sendable {
             throw SeggetError(.internalError, "the download loop stopped before the download ended.")
         }
         return try o.get()
+    }
+}
+
+extension Download {
+    /// The connections to warm beside this download's probe for `probeBytes` of `url` (see
+    /// `ConnectionWarmUp`): the host counts as shared when other downloads of this run hold slots of
+    /// it now, or its budget caps it below this download's connections.
+    func warmUp(probeBytes: Int, url: String? = nil) -> ConnectionWarmUp {
+        let url = url ?? self.url
+        let shared = options.hostBudget.map { $0.held(for: url) > 0 || ($0.maxPerHost ?? Int.max) < options.connections } ?? false
+        var rule = ConnectionWarmUp(
+            connections: options.connections, autoConnections: options.autoConnections, http2: options.transfer.http2,
+            mirrors: options.mirrors.count, sharedHost: shared, probeBytes: probeBytes)
+        rule.shortestRoundTrip = options.warmUpMinRoundTrip
+        return rule
     }
 }

@@ -4,6 +4,9 @@ import SeggetVerify
 public struct DownloadOptions: Sendable, Equatable {
     /// Parallel connections (1…128); with `autoConnections`, the most that may be used.
     public var connections = 8
+    /// The shortest round trip on which connections are warmed beside a slow probe
+    /// (`ConnectionWarmUp.minRoundTrip`); tests lower it to warm on loopback.
+    var warmUpMinRoundTrip = ConnectionWarmUp.minRoundTrip
     /// Start with 4 connections and add 2 every 2 s while the throughput still rises by 10 %.
     public var autoConnections = false
     /// `connections` and `autoConnections` as the one value a user gives (`-n 8`, `-n auto`).

@@ -285,7 +285,12 @@ public struct SlowConnectionRule: Sendable {
             // download were re-dialled at 0.6-1.0 MiB/s, and each new connection then averaged
             // 130-250 KiB/s for 1.5-2 s behind the bottleneck the others kept full (and was
             // re-dialled again): up to 9 re-dials and 26 TCP connections in a run, 0.3-0.9 s slower.
-            let longPath = handshakeSeconds + Self.rampSeconds(rate: typical, rtt: rtt) >= lossRecoveryRampSeconds
+            // The new connection's request waits a round trip for its first byte as well: `rtt` was
+            // once read from first requests that waited for their handshakes too (0.106 s on link a),
+            // and is the path's own since the first requests go over warm connections (0.081 s;
+            // `ConnectionWarmUp`), which without it made link a a short path again (0.39-0.48 s) and
+            // drew re-dials there (10 in 5 runs over HTTP against none).
+            let longPath = handshakeSeconds + (rtt ?? 0) + Self.rampSeconds(rate: typical, rtt: rtt) >= lossRecoveryRampSeconds
             let fraction = o.provenRate >= typical * slowFraction || longPath ? provenFraction : slowFraction
             guard rate < expected * fraction else { continue }
             // Only worth it when the rest would take a while at this rate, and longer than a fresh

@@ -37,6 +37,8 @@ public struct ProbeResult: Sendable, Equatable {
     /// How long the last request of the probe took from its start (connection and TLS handshake
     /// included) to its first body byte; nil when no body came.
     var firstAnswerSeconds: Double?
+    /// The connections warmed beside the probe (see `ConnectionWarmUp`), when it warmed any.
+    var warmUps: ConnectionWarmUps?
 
     /// A strong validator for `If-Range`: a strong ETag, else Last-Modified.
     public var ifRangeValidator: String? {

@@ -1,0 +1,126 @@
+@testable import Segget
+import SeggetTestServer
+import Testing
+
+/// Connections warmed beside a slow probe (`ConnectionWarmUp`), against the in-process test server:
+/// its `firstbyte` delay stands for a long path (every answer's head 0.2 s after its request), and
+/// the round trip that warms is lowered to loopback's (`warmUpMinRoundTrip`), but where a test says.
+@Suite(.serialized) struct WarmUpTests {
+    static let size = 16 << 20
+
+    static func options(_ dir: TempDir, connections: Int, loopbackIsLong: Bool = true) -> DownloadOptions {
+        var o = DownloadOptions()
+        o.connections = connections
+        o.outputPath = dir.path("out.bin")
+        if loopbackIsLong { o.warmUpMinRoundTrip = 0 }
+        return o
+    }
+
+    /// The ranged requests of connections 1-3 go over the connections that the warm-ups (requests
+    /// for the first byte) opened: each warm connection carries a ranged request after its warm-up.
+    /// (A later one may still dial: a steal's victim, cut at its new end, closes its connection.)
+    @Test func theRangedRequestsReuseTheWarmConnections() async throws {
+        let server = try TestServer()
+        try server.start()
+        defer { server.stop() }
+        let body = TestFiles.pattern(Self.size, seed: 7101)
+        server.addResource(name: "f", bytes: body)
+        let dir = try TempDir()
+        let run = await boundedDownload(server.baseURL + "/f?firstbyte=0.2", Self.options(dir, connections: 4), hardLimit: 30)
+        let requests = server.requests
+        let context = "\(run); \(requests)"
+        #expect(run.error == nil, "\(context)")
+        #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil, "\(context)")
+        let warmUps = requests.filter { $0.headers["range"] == "bytes=0-0" }
+        #expect(warmUps.count == 3, "\(context)")
+        #expect(warmUps.allSatisfy { $0.status == 206 && $0.bodyBytesSent == 1 }, "\(context)")
+        let ranged = requests.filter { $0.headers["range"] != "bytes=0-0" }
+        #expect(Set(warmUps.map(\.remotePort)).count == 3, "\(context)")
+        for w in warmUps {
+            #expect(ranged.contains { $0.remotePort == w.remotePort && $0.bodyBytesSent > 1 << 20 }, "port \(w.remotePort): \(context)")
+        }
+    }
+
+    /// The probe's answer is held up (here the server holds the first request's head 3 s; on a WAN, a
+    /// lost SYN waits 1 s for its timeout) while the warm-ups to the same URL answered in 0.1 s: the
+    /// probe is asked again on a warm connection, and the download does not wait for the first.
+    @Test func aProbeHeldUpIsAskedAgainOnAWarmConnection() async throws {
+        let server = try TestServer()
+        try server.start()
+        defer { server.stop() }
+        let body = TestFiles.pattern(Self.size, seed: 7106)
+        server.addResource(name: "f", bytes: body)
+        let dir = try TempDir()
+        let run = await boundedDownload(
+            server.baseURL + "/f?firstbyte=0.1&slowfirst=1&slowfirstbyte=3", Self.options(dir, connections: 4), hardLimit: 30)
+        let requests = server.requests
+        let context = "\(run); \(requests)"
+        #expect(run.error == nil, "\(context)")
+        #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil, "\(context)")
+        #expect(run.seconds < 2.5, "\(context)")
+        #expect(requests.filter { $0.headers["range"] == "bytes=0-0" }.count == 3, "\(context)")
+    }
+
+    /// A server that answers at once (loopback, a LAN) gets no warm-up: a small file with `-n 8` is
+    /// one request, as before.
+    @Test func aFastServerGetsNoWarmUp() async throws {
+        let server = try TestServer()
+        try server.start()
+        defer { server.stop() }
+        let body = TestFiles.pattern(64 << 10, seed: 7102)
+        server.addResource(name: "small", bytes: body)
+        let dir = try TempDir()
+        let run = await boundedDownload(server.baseURL + "/small", Self.options(dir, connections: 8), hardLimit: 30)
+        #expect(run.error == nil, "\(run)")
+        #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
+        #expect(server.requests.count == 1, "\(server.requests)")
+        let big = TestFiles.pattern(Self.size, seed: 7103)
+        server.addResource(name: "big", bytes: big)
+        server.resetCounters()
+        let dir2 = try TempDir()
+        let run2 = await boundedDownload(server.baseURL + "/big", Self.options(dir2, connections: 8), hardLimit: 30)
+        #expect(run2.error == nil, "\(run2)")
+        #expect(!server.requests.contains { $0.headers["range"] == "bytes=0-0" }, "\(server.requests)")
+    }
+
+    /// With the default rule, a server slow to answer on a short path (loopback's round trip, far
+    /// below 10 ms) gets no warm-up either: a new connection costs little there, and a busy machine
+    /// that makes a probe slow does not make it warm.
+    @Test func aSlowServerOnAShortPathGetsNoWarmUp() async throws {
+        let server = try TestServer()
+        try server.start()
+        defer { server.stop() }
+        let body = TestFiles.pattern(Self.size, seed: 7105)
+        server.addResource(name: "f", bytes: body)
+        let dir = try TempDir()
+        let run = await boundedDownload(
+            server.baseURL + "/f?firstbyte=0.2", Self.options(dir, connections: 4, loopbackIsLong: false), hardLimit: 30)
+        #expect(run.error == nil, "\(run)")
+        #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
+        #expect(!server.requests.contains { $0.headers["range"] == "bytes=0-0" }, "\(server.requests)")
+    }
+
+    /// A server that takes 3 requests at once and refuses the rest (429 with `Retry-After`, or 503):
+    /// the warm-ups beyond its limit are refused, which teaches the limit before the first ranged
+    /// request; the download finishes identical, with the refusals bounded as for any download.
+    @Test(arguments: ["reject=429&retryafter=1", "reject=503"])
+    func refusedWarmUpsTeachTheLimit(_ variant: String) async throws {
+        let server = try TestServer()
+        try server.start()
+        defer { server.stop() }
+        let body = TestFiles.pattern(Self.size, seed: 7104)
+        server.addResource(name: "f", bytes: body)
+        let dir = try TempDir()
+        let run = await boundedDownload(
+            server.baseURL + "/f?firstbyte=0.2&rate=8m&maxconc=3&" + variant, Self.options(dir, connections: 8), hardLimit: 60)
+        let stats = server.concurrency
+        let context = "\(variant): \(run); server \(stats); \(server.requests)"
+        #expect(run.error == nil, "\(context)")
+        #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil, "\(context)")
+        #expect(stats.maxInFlight <= 3, "\(context)")
+        // The 5 warm-ups beyond the limit, and a few probes upwards.
+        #expect(stats.rejected <= 10, "\(context)")
+        let warmUps = server.requests.filter { $0.headers["range"] == "bytes=0-0" }
+        #expect(warmUps.count == 7, "\(context)")
+    }
+}
