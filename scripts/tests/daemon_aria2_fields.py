@@ -81,8 +81,13 @@ def states(d, base):
     out["paused before start"] = d.status(gid)
     out["getOption"] = d.call("aria2.getOption", gid)
     d.call("aria2.unpause", gid)
+    # segget's state is taken once a piece is finished too: 3 MiB over 8 connections may all be in
+    # chunks still under way (each 1 MiB chunk at 256 KiB/s takes 4 s), so the bitfield check
+    # below would see none finished by chance of timing. A bitfield that never shows a finished
+    # piece while active still fails: the state is then never reached.
+    finished_piece = (lambda s: d.name != "segget" or int(s.get("bitfield") or "0", 16) != 0)
     out["active"] = wait_for(lambda: (s := d.status(gid))["status"] == "active"
-                             and int(s["completedLength"]) >= 3 << 20 and s, 30)
+                             and int(s["completedLength"]) >= 3 << 20 and finished_piece(s) and s, 30)
     d.call("aria2.pause", gid)
     out["paused"] = wait_for(lambda: (s := d.status(gid))["status"] == "paused" and s, 20)
     d.call("aria2.unpause", gid)
