@@ -11,20 +11,20 @@ extension Download {
     /// What the probe asks for: the first chunk (at most `probePrefixLimit`), or one byte where they
     /// would be wasted: a stream, or a journal at the likely output path (a resume, whose first chunk
     /// is usually done; a name that only `Content-Disposition` gives is not foreseen). Also the
-    /// side files found absent at that path, if they were looked for (see `ProbeResult.noJournalAt`):
+    /// side files found absent at that path, if they were looked for (see `ProbeResult.absent`):
     /// the journal, and, where a batch read the directory (`StartingNames`), the part file.
-    func probeBytes(fresh: Bool, stream: Bool) -> (bytes: Int, noJournalAt: String?, noPartAt: String?) {
-        if stream { return (1, nil, nil) }
+    func probeBytes(fresh: Bool, stream: Bool) -> (bytes: Int, absent: AbsentSideFiles) {
+        if stream { return (1, AbsentSideFiles()) }
         let first = Int(min(options.chunkSize, Self.probePrefixLimit))
         let names = options.startingNames
-        if fresh && names == nil { return (first, nil, nil) }
+        if fresh && names == nil { return (first, AbsentSideFiles()) }
         let name = options.outputPath ?? OutputNames.join(options.directory, FileName.sanitize(FileName.fromURLPath(url)))
         let part = name + ".segget-part"
         let noPartAt = names?.surelyAbsent(part) == true ? part : nil
-        if fresh { return (first, nil, noPartAt) }
+        if fresh { return (first, AbsentSideFiles(part: noPartAt)) }
         let journal = name + ".segget-journal"
-        if names?.surelyAbsent(journal) != true && PosixFile.fileSize(path: journal) != nil { return (1, nil, nil) }
-        return (first, journal, noPartAt)
+        if names?.surelyAbsent(journal) != true && PosixFile.fileSize(path: journal) != nil { return (1, AbsentSideFiles()) }
+        return (first, AbsentSideFiles(journal: journal, part: noPartAt))
     }
 
     /// Whether the probe asks for the whole file and holds its transfer open for the fetch (see

@@ -24,7 +24,7 @@ extension Download {
     ) throws(SeggetError) -> WholeSave? {
         guard ranged, let total = probe.totalLength, total > 0, Int64(probe.prefix.count) == total,
             options.mirrors.isEmpty, !context.interrupt.isSet, deadline.map({ monotonicSeconds() < $0.at }) ?? true,
-            probe.noJournalAt == paths.journal || PosixFile.fileSize(path: paths.journal) == nil
+            probe.absent.journal == paths.journal || PosixFile.fileSize(path: paths.journal) == nil
         else { return nil }
         let started = monotonicSeconds()
         let verified: [String]
@@ -37,7 +37,7 @@ extension Download {
         }
         return WholeSave(
             bytes: probe.prefix, paths: paths, verified: verified, sync: options.syncBeforeRename,
-            connections: options.connections, started: started, partAbsent: probe.noPartAt == paths.part)
+            connections: options.connections, started: started, partAbsent: probe.absent.part == paths.part)
     }
 
     /// `wholeSave` and its `save()` at once: the file saved, or nil where the usual path must run.

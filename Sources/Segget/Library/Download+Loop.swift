@@ -30,8 +30,7 @@ extension Download {
                 if case .failure(let e) = result { _ = Self.refusedByHost(e, share: share) }
                 let prepared = result.map { p in
                     var p = p
-                    p.noJournalAt = ask.noJournalAt
-                    p.noPartAt = ask.noPartAt
+                    p.absent = ask.absent
                     return PreparedDownload(url: self.url, probe: p, hostShare: share)
                 }
                 loop.steps.async { completion(prepared) }
@@ -223,8 +222,7 @@ extension Download {
                 loop.steps.async { [self] in
                     switch result {
                     case .success(var probe):
-                        probe.noJournalAt = ask.noJournalAt
-                        probe.noPartAt = ask.noPartAt
+                        probe.absent = ask.absent
                         fetchWith(probe)
                     case .failure(let e):
                         // A rerun of a download whose link expired: renew it as if it had expired now.

@@ -29,11 +29,9 @@ public struct ProbeResult: Sendable, Equatable {
     /// The probe's transfer, still open after `prefix`, when the prober was asked to hold it (see
     /// `HeldTransfer`): the fetch continues it instead of asking for the rest again.
     var held: HeldTransfer?
-    /// A journal path that was looked at just before the probe and found empty (see
-    /// `Download.probeBytes`), so that saving the file need not look again.
-    var noJournalAt: String?
-    /// Likewise a part file path found absent (see `StartingNames`), so that a whole save need not look.
-    var noPartAt: String?
+    /// The side files found absent just before the probe (see `Download.probeBytes`), so that
+    /// saving the file need not look again.
+    var absent = AbsentSideFiles()
     /// How long the last request of the probe took from its start (connection and TLS handshake
     /// included) to its first body byte; nil when no body came.
     var firstAnswerSeconds: Double?
@@ -442,4 +440,11 @@ extension TransferOptions {
         }
         return o
     }
+}
+
+/// Side file paths that were looked for just before a probe and found absent: the journal (looked
+/// up, or answered by a batch's `StartingNames`), and the part file where `StartingNames` answered.
+struct AbsentSideFiles: Sendable, Equatable {
+    var journal: String?
+    var part: String?
 }
