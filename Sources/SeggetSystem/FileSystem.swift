@@ -51,9 +51,8 @@ public enum FileSystem {
     /// entries. The corresponding C functions are `opendir` and `readdir`.
     public static func names(inDirectory path: String, endingWith suffixes: [String], limit: Int) -> [String]? {
         let tails = suffixes.map { Array($0.utf8) }
-        let listed = system_directory_names(path, limit: limit) { name in
-            let length = strlenBounded(name)
-            return tails.contains { tail in
+        let listed = system_directory_names(path, limit: limit) { name, length in
+            tails.contains { tail in
                 length > tail.count && tail.indices.allSatisfy { UInt8(bitPattern: name[length - tail.count + $0]) == tail[$0] }
             }
         }
@@ -62,12 +61,6 @@ public enum FileSystem {
         case .failure(.noSuchFileOrDirectory): return []
         case .failure: return nil
         }
-    }
-
-    private static func strlenBounded(_ name: UnsafePointer<CChar>) -> Int {
-        var n = 0
-        while n < 256 && name[n] != 0 { n += 1 }
-        return n
     }
 
     /// The absolute path of `path` with every symbolic link, `.` and `..` resolved; throws

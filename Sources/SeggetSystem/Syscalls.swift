@@ -218,9 +218,10 @@ internal func system_link_descriptor(_ fd: Int32, _ path: String) -> Int32 {
 }
 
 /// The names in directory `path` for which `keep` is true (never "." or ".."): nil where it holds
-/// more than `limit` entries, a failure where it cannot be opened.
+/// more than `limit` entries, a failure where it cannot be opened. `keep` sees each name and its
+/// length in bytes (`strnlen`, at most the 256 bytes of `d_name`).
 internal func system_directory_names(
-    _ path: String, limit: Int, keep: (UnsafePointer<CChar>) -> Bool
+    _ path: String, limit: Int, keep: (UnsafePointer<CChar>, Int) -> Bool
 ) -> Result<[String]?, Errno> {
     guard let directory = opendir(path) else { return .failure(.current) }
     defer { closedir(directory) }
@@ -230,7 +231,7 @@ internal func system_directory_names(
         seen += 1
         if seen > limit + 2 { return .success(nil) }
         let kept: String? = withUnsafePointer(to: &entry.pointee.d_name) {
-            $0.withMemoryRebound(to: CChar.self, capacity: 256) { name in keep(name) ? String(cString: name) : nil }
+            $0.withMemoryRebound(to: CChar.self, capacity: 256) { name in keep(name, strnlen(name, 256)) ? String(cString: name) : nil }
         }
         if let kept { names.append(kept) }
     }
