@@ -36,11 +36,9 @@ import Testing
 
     @Test(arguments: variants)
     func eightConnectionsAgainstALimitOfThree(_ variant: String) async throws {
-        let server = try TestServer()
-        try server.start()
-        defer { server.stop() }
         let body = TestFiles.pattern(Self.size, seed: 2324)
-        server.addResource(name: "f", bytes: body)
+        let server = try TestServer.serving(body)
+        defer { server.stop() }
 
         // The best a client can do: as many connections as the server allows.
         let healthyDir = try TempDir()

@@ -55,12 +55,10 @@ import Testing
     /// 3 s), onto a disk that stops for 0.4 s of every 0.8 s: the loop waits for the writer again and
     /// again, yet no connection is re-dialled and none is dropped as stalled, and the file is exact.
     @Test func writerStallsAreNotSlowConnections() throws {
-        let server = try TestServer()
-        try server.start()
-        defer { server.stop() }
         let size = 48 << 20
         let body = TestFiles.pattern(size, seed: 61)
-        server.addResource(name: "f", bytes: body)
+        let server = try TestServer.serving(body)
+        defer { server.stop() }
         let dir = try TempDir()
         let path = dir.path("out.bin")
         let file = try PosixFile.open(path: path, mode: .createExclusive(permissions: 0o600))

@@ -32,11 +32,9 @@ import Testing
     /// answers the open range with only a first part (an honest subset) gets asked for the rest.
     @Test(arguments: [(3 << 20, FaultMode.normal, ""), (192 << 10, .normal, "rate=64k"), (1 << 20, .capped, "max=300000")])
     func oneConnectionMakesOneRequest(_ size: Int, _ mode: FaultMode, _ query: String) throws {
-        let server = try TestServer()
-        try server.start()
-        defer { server.stop() }
         let body = TestFiles.pattern(size, seed: 77)
-        server.addResource(name: "f", bytes: body)
+        let server = try TestServer.serving(body)
+        defer { server.stop() }
         let dir = try TempDir()
         let result = try Download(url: server.url("f", mode: mode, query: query), options: Self.options(1, dir: dir)).run()
         #expect(result.bytes == Int64(size))
@@ -63,12 +61,10 @@ import Testing
     /// (four connections in all, not a fifth for a cut probe).
     @Test(arguments: [false, true])
     func severalConnectionsContinueTheProbesTransfer(sharedLoop: Bool) async throws {
-        let server = try TestServer()
-        try server.start()
-        defer { server.stop() }
         let size = 64 * Self.chunk
         let body = TestFiles.pattern(size, seed: 78)
-        server.addResource(name: "f", bytes: body)
+        let server = try TestServer.serving(body)
+        defer { server.stop() }
         let dir = try TempDir()
         // 4 MiB at 512 KiB/s per request: the probe's first chunk takes longer than its time cut.
         let download = Download(url: server.url("f", query: "rate=512k"), options: Self.options(4, dir: dir))
@@ -96,12 +92,10 @@ import Testing
     /// its range on the same TCP connection: it is never cut, so its next request needs no new
     /// connection (a cut one dialled again, and on a lossy WAN that new connection crawled).
     @Test func theProbesAnswerEndsAndTheFirstConnectionAsksForTheRestOnTheSameConnection() throws {
-        let server = try TestServer()
-        try server.start()
-        defer { server.stop() }
         let size = 40 << 20
         let body = TestFiles.pattern(size, seed: 80)
-        server.addResource(name: "f", bytes: body)
+        let server = try TestServer.serving(body)
+        defer { server.stop() }
         let dir = try TempDir()
         let result = try Download(url: server.url("f"), options: Self.options(2, dir: dir)).run()
         #expect(result.bytes == Int64(size))
@@ -136,11 +130,9 @@ import Testing
     }
 
     @Test func manyConnectionsReallyRunInParallel() throws {
-        let server = try TestServer()
-        try server.start()
-        defer { server.stop() }
         let body = TestFiles.pattern(64 * Self.chunk, seed: 9)
-        server.addResource(name: "f", bytes: body)
+        let server = try TestServer.serving(body)
+        defer { server.stop() }
         let dir = try TempDir()
         // 4 MiB at 1 MiB/s per connection: about half a second, longer than the connections' staggered
         // start (0.1 s), so every connection gets to work.
@@ -160,11 +152,9 @@ import Testing
     /// then often races a slow connection's chunk, and every copy must still be exact (a losing
     /// owner's staged bytes before the racer's start were once lost, leaving zeros).
     @Test func slowConnectionIsRedialledFromAnotherPort() throws {
-        let server = try TestServer()
-        try server.start()
-        defer { server.stop() }
         let body = TestFiles.pattern(32 << 20, seed: 23)
-        server.addResource(name: "f", bytes: body)
+        let server = try TestServer.serving(body)
+        defer { server.stop() }
         var checked = false
         for attempt in 0..<6 where !checked || attempt < 3 {
             let dir = try TempDir()
@@ -202,11 +192,9 @@ import Testing
     /// loaded machine: re-dials, races and stealing keep the tail within seconds.
     @Test(arguments: ["slowevery=3&slowrate=1", "slowevery=3&slowrate=1&slowafter=300k", "slowfirst=5&slowrate=1"])
     func tricklingRequestsDoNotDecideTheFinishTime(_ pacing: String) throws {
-        let server = try TestServer()
-        try server.start()
-        defer { server.stop() }
         let body = TestFiles.pattern(32 << 20, seed: 31)
-        server.addResource(name: "f", bytes: body)
+        let server = try TestServer.serving(body)
+        defer { server.stop() }
         let dir = try TempDir()
         var o = Self.options(8, dir: dir)
         o.chunkSize = 1 << 20
@@ -226,11 +214,9 @@ import Testing
     /// connection 0 continues for chunk 0, gets 100 KiB/s, everything after is fast, so connection 1
     /// finishes chunk 1, races chunk 0 from the middle and wins.
     @Test func racerWinningKeepsTheOwnersEarlierBytes() throws {
-        let server = try TestServer()
-        try server.start()
-        defer { server.stop() }
         let body = TestFiles.pattern(2 << 20, seed: 29)
-        server.addResource(name: "f", bytes: body)
+        let server = try TestServer.serving(body)
+        defer { server.stop() }
         let dir = try TempDir()
         var o = Self.options(2, dir: dir)
         o.chunkSize = 1 << 20
@@ -246,11 +232,9 @@ import Testing
     /// unthrottled connections cannot take less than about 3 s (minus the budget's 0.2 MiB burst).
     @Test(arguments: [4, 1])
     func maxSpeedCapsTheWholeDownload(connections: Int) throws {
-        let server = try TestServer()
-        try server.start()
-        defer { server.stop() }
         let body = TestFiles.pattern(6 << 20, seed: 21)
-        server.addResource(name: "f", bytes: body)
+        let server = try TestServer.serving(body)
+        defer { server.stop() }
         let dir = try TempDir()
         var o = Self.options(connections, dir: dir)
         o.chunkSize = 256 << 10
@@ -264,11 +248,9 @@ import Testing
 
     @Test(arguments: ["noranges", "range200", "chunked", "close-delimited"])
     func serversWithoutRangesUseOneStream(_ mode: String) throws {
-        let server = try TestServer()
-        try server.start()
-        defer { server.stop() }
         let body = TestFiles.pattern(10 * Self.chunk + 5, seed: 3)
-        server.addResource(name: "f", bytes: body)
+        let server = try TestServer.serving(body)
+        defer { server.stop() }
         let dir = try TempDir()
         let (log, sink) = Self.events()
         let result = try Download(url: server.baseURL + "/\(mode)/f", options: Self.options(8, dir: dir)).run(events: sink)
@@ -292,11 +274,9 @@ import Testing
     }
 
     @Test func followsRedirectsAndUsesFinalName() throws {
-        let server = try TestServer()
-        try server.start()
-        defer { server.stop() }
         let body = TestFiles.pattern(3 * Self.chunk, seed: 4)
-        server.addResource(name: "target.iso", bytes: body)
+        let server = try TestServer.serving(body, as: "target.iso")
+        defer { server.stop() }
         let dir = try TempDir()
         var o = Self.options(3, dir: dir)
         o.outputPath = nil

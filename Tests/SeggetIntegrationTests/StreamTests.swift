@@ -54,11 +54,9 @@ import Testing
 
     @Test(arguments: ["rate=8m", "rate=8m&slowevery=3&slowrate=256k", "slowfirst=2&slowrate=64k", "rate=4m&firstbyte=0.05"])
     func streamIsTheFileInOrderUnderUnevenServers(_ query: String) throws {
-        let server = try TestServer()
-        try server.start()
-        defer { server.stop() }
         let body = TestFiles.pattern(24 << 20, seed: 5)
-        server.addResource(name: "f", bytes: body)
+        let server = try TestServer.serving(body)
+        defer { server.stop() }
         let out = Collector()
         let r = try Download(url: server.url("f", query: query), options: Self.options(8))
             .stream(to: out.take, settings: StreamSettings(window: Self.window))
@@ -71,11 +69,9 @@ import Testing
     /// A reader at 8 MiB/s behind 8 connections of 4 MiB/s each: the window is the bound, connections
     /// pause instead of being re-dialled, and no new TCP connection is opened for them.
     @Test func slowReaderPausesConnectionsWithinTheWindow() throws {
-        let server = try TestServer()
-        try server.start()
-        defer { server.stop() }
         let body = TestFiles.pattern(20 << 20, seed: 6)
-        server.addResource(name: "f", bytes: body)
+        let server = try TestServer.serving(body)
+        defer { server.stop() }
         let out = Collector(bytesPerSecond: 8 * 1_048_576)
         let log = EventLog()
         let r = try Download(url: server.url("f", query: "rate=4m"), options: Self.options(8))
@@ -88,11 +84,9 @@ import Testing
     }
 
     @Test func theLibraryGetsAnAsyncSequenceOfChunks() async throws {
-        let server = try TestServer()
-        try server.start()
-        defer { server.stop() }
         let body = TestFiles.pattern(12 << 20 + 12345, seed: 7)
-        server.addResource(name: "f", bytes: body)
+        let server = try TestServer.serving(body)
+        defer { server.stop() }
         var o = Self.options(6)
         let sha = Digester(.sha256)
         sha.update(body)
@@ -110,11 +104,9 @@ import Testing
     }
 
     @Test func checksumMismatchFailsAfterTheLastByte() throws {
-        let server = try TestServer()
-        try server.start()
-        defer { server.stop() }
         let body = TestFiles.pattern(6 << 20, seed: 8)
-        server.addResource(name: "f", bytes: body)
+        let server = try TestServer.serving(body)
+        defer { server.stop() }
         var o = Self.options(4)
         o.checksums = [ExpectedDigest(algorithm: .sha256, bytes: [UInt8](repeating: 7, count: 32))!]
         let out = Collector()
@@ -127,11 +119,9 @@ import Testing
     /// The server answers 404 from its fifth request on: the stream ends with the server's status,
     /// after the bytes it had, and says where to continue.
     @Test func serverFailureMidStreamSaysHowFarItGot() throws {
-        let server = try TestServer()
-        try server.start()
-        defer { server.stop() }
         let body = TestFiles.pattern(16 << 20, seed: 9)
-        server.addResource(name: "f", bytes: body)
+        let server = try TestServer.serving(body)
+        defer { server.stop() }
         let out = Collector()
         var error: SeggetError?
         do {
@@ -160,11 +150,9 @@ import Testing
 
     @Test(arguments: [Int64(1), 1_000_003, 5 << 20])
     func streamFromAnOffsetIsTheRestOfTheFile(_ from: Int64) throws {
-        let server = try TestServer()
-        try server.start()
-        defer { server.stop() }
         let body = TestFiles.pattern(6 << 20 + 99, seed: 11)
-        server.addResource(name: "f", bytes: body)
+        let server = try TestServer.serving(body)
+        defer { server.stop() }
         let out = Collector()
         let r = try Download(url: server.url("f"), options: Self.options(4))
             .stream(to: out.take, settings: StreamSettings(window: Self.window, from: from))
@@ -174,11 +162,9 @@ import Testing
 
     @Test(arguments: [FaultMode.noranges, .chunked])
     func serverWithoutRangesStreamsOverOneConnection(_ mode: FaultMode) throws {
-        let server = try TestServer()
-        try server.start()
-        defer { server.stop() }
         let body = TestFiles.pattern(9 << 20 + 3, seed: 12)
-        server.addResource(name: "f", bytes: body)
+        let server = try TestServer.serving(body)
+        defer { server.stop() }
         let out = Collector(bytesPerSecond: 32 * 1_048_576)
         let r = try Download(url: server.url("f", mode: mode), options: Self.options(8))
             .stream(to: out.take, settings: StreamSettings(window: Self.window))

@@ -63,11 +63,9 @@ import Testing
 
     @Test(arguments: fast + paced)
     func downloadFinishesWithinTheBound(_ shape: Shape) async throws {
-        let server = try TestServer()
-        try server.start()
-        defer { server.stop() }
         let body = TestFiles.pattern(Self.size, seed: 2323)
-        server.addResource(name: "f", bytes: body)
+        let server = try TestServer.serving(body)
+        defer { server.stop() }
 
         let healthyDir = try TempDir()
         let healthyURL = server.baseURL + "/f?" + (shape.base.isEmpty ? "" : shape.base + "&") + "run=healthy"
@@ -101,11 +99,9 @@ import Testing
     /// The fast-server shapes through the binary: `segget -n 8 -o OUT URL`, killed at the hard limit.
     @Test(arguments: fast)
     func binaryFinishesWithinTheBound(_ shape: Shape) async throws {
-        let server = try TestServer()
-        try server.start()
-        defer { server.stop() }
         let body = TestFiles.pattern(Self.size, seed: 2325)
-        server.addResource(name: "f", bytes: body)
+        let server = try TestServer.serving(body)
+        defer { server.stop() }
 
         let healthyDir = try TempDir()
         let healthy = try await Self.runBinary(server.baseURL + "/f?run=healthy", healthyDir, hardLimit: 60)

@@ -20,11 +20,9 @@ import Testing
     /// for the first byte) opened: each warm connection carries a ranged request after its warm-up.
     /// (A later one may still dial: a steal's victim, cut at its new end, closes its connection.)
     @Test func theRangedRequestsReuseTheWarmConnections() async throws {
-        let server = try TestServer()
-        try server.start()
-        defer { server.stop() }
         let body = TestFiles.pattern(Self.size, seed: 7101)
-        server.addResource(name: "f", bytes: body)
+        let server = try TestServer.serving(body)
+        defer { server.stop() }
         let dir = try TempDir()
         let run = await boundedDownload(server.baseURL + "/f?firstbyte=0.2", Self.options(dir, connections: 4), hardLimit: 30)
         let requests = server.requests
@@ -45,11 +43,9 @@ import Testing
     /// lost SYN waits 1 s for its timeout) while the warm-ups to the same URL answered in 0.1 s: the
     /// probe is asked again on a warm connection, and the download does not wait for the first.
     @Test func aProbeHeldUpIsAskedAgainOnAWarmConnection() async throws {
-        let server = try TestServer()
-        try server.start()
-        defer { server.stop() }
         let body = TestFiles.pattern(Self.size, seed: 7106)
-        server.addResource(name: "f", bytes: body)
+        let server = try TestServer.serving(body)
+        defer { server.stop() }
         let dir = try TempDir()
         let run = await boundedDownload(
             server.baseURL + "/f?firstbyte=0.1&slowfirst=1&slowfirstbyte=3", Self.options(dir, connections: 4), hardLimit: 30)
@@ -64,11 +60,9 @@ import Testing
     /// A server that answers at once (loopback, a LAN) gets no warm-up: a small file with `-n 8` is
     /// one request, as before.
     @Test func aFastServerGetsNoWarmUp() async throws {
-        let server = try TestServer()
-        try server.start()
-        defer { server.stop() }
         let body = TestFiles.pattern(64 << 10, seed: 7102)
-        server.addResource(name: "small", bytes: body)
+        let server = try TestServer.serving(body, as: "small")
+        defer { server.stop() }
         let dir = try TempDir()
         let run = await boundedDownload(server.baseURL + "/small", Self.options(dir, connections: 8), hardLimit: 30)
         #expect(run.error == nil, "\(run)")
@@ -87,11 +81,9 @@ import Testing
     /// below 10 ms) gets no warm-up either: a new connection costs little there, and a busy machine
     /// that makes a probe slow does not make it warm.
     @Test func aSlowServerOnAShortPathGetsNoWarmUp() async throws {
-        let server = try TestServer()
-        try server.start()
-        defer { server.stop() }
         let body = TestFiles.pattern(Self.size, seed: 7105)
-        server.addResource(name: "f", bytes: body)
+        let server = try TestServer.serving(body)
+        defer { server.stop() }
         let dir = try TempDir()
         let run = await boundedDownload(
             server.baseURL + "/f?firstbyte=0.2", Self.options(dir, connections: 4, loopbackIsLong: false), hardLimit: 30)
@@ -105,11 +97,9 @@ import Testing
     /// request; the download finishes identical, with the refusals bounded as for any download.
     @Test(arguments: ["reject=429&retryafter=1", "reject=503"])
     func refusedWarmUpsTeachTheLimit(_ variant: String) async throws {
-        let server = try TestServer()
-        try server.start()
-        defer { server.stop() }
         let body = TestFiles.pattern(Self.size, seed: 7104)
-        server.addResource(name: "f", bytes: body)
+        let server = try TestServer.serving(body)
+        defer { server.stop() }
         let dir = try TempDir()
         let run = await boundedDownload(
             server.baseURL + "/f?firstbyte=0.2&rate=8m&maxconc=3&" + variant, Self.options(dir, connections: 8), hardLimit: 60)
