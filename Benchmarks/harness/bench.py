@@ -41,7 +41,7 @@ REDIAL = re.compile(r"reconnecting|is slow|\"redial\"", re.IGNORECASE)
 REPO = Path(__file__).resolve().parents[2]
 
 ALL_SCENARIOS = ["uncapped", "capped", "uneven", "tls", "small", "seq-small", "batch-small",
-                 "batch-capped", "disk-busy", "memory", "killresume"]
+                 "batch-busy", "batch-capped", "disk-busy", "memory", "killresume"]
 # segget's peak-memory variants: -n 8, -n 64 and -n 8 with a digest check (issue 13's three figures).
 MEMORY_VARIANTS = [("-n 8", 8, False), ("-n 64", 64, False), ("-n 8 --checksum sha256", 8, True)]
 ALL_TOOLS = ["segget", "curl", "aria2c", "axel", "lftp", "wget2"]
@@ -55,6 +55,7 @@ class Scenario:
     kind: str           # "throughput", "small", "seq", "batch", "diskbusy", "memory" or "killresume"
     description: str
     skip: dict[str, str] = field(default_factory=dict)  # tool -> why it does not take part
+    cpu_hogs: bool = False  # batch: one busy loop per CPU runs through every run (see BusyCPUs)
 
 
 SCENARIOS = {
@@ -88,6 +89,13 @@ SCENARIOS = {
         "(probe, connection, syncs)",
         skip={"axel": "no list mode (one URL per process)",
               "lftp": "its list mode (`mget`) is not set up here"}),
+    "batch-busy": Scenario(
+        "batch-busy", "uncapped", False, "batch",
+        "the files of batch-small while every CPU also runs a busy loop (`yes > /dev/null`, one per "
+        "CPU, started before each run and stopped after it): the machine someone is also compiling on",
+        skip={"axel": "no list mode (one URL per process)",
+              "lftp": "its list mode (`mget`) is not set up here"},
+        cpu_hogs=True),
     "batch-capped": Scenario(
         "batch-capped", "capped", False, "batch",
         "many 4 MiB files from one URL list in one process, every connection limited to 16 MiB/s",
@@ -412,7 +420,8 @@ class Bench:
         self.clean_dl()
         offset = self.nginx.log_offset()
         log_path = self.logs_dir / f"{scn.name}-{tool.name}.log"
-        m, on_disk = self.run_until_on_disk(argv, log_path, self.timeout_for(scn, tool, size))
+        with BusyCPUs((os.cpu_count() or 1) if scn.cpu_hogs else 0):
+            m, on_disk = self.run_until_on_disk(argv, log_path, self.timeout_for(scn, tool, size))
         self.nginx.quiesce()
         fail = with_reason(self.check_output(m, out, src), log_path)
         self.clean_dl()
@@ -464,7 +473,8 @@ class Bench:
         out_dir.mkdir()
         offset = self.nginx.log_offset()
         log_path = self.logs_dir / f"{scn.name}-{tool.name}.log"
-        m, on_disk = self.run_until_on_disk(argv, log_path, self.timeout_for(scn, tool, size))
+        with BusyCPUs((os.cpu_count() or 1) if scn.cpu_hogs else 0):
+            m, on_disk = self.run_until_on_disk(argv, log_path, self.timeout_for(scn, tool, size))
         self.nginx.quiesce()
         fail = (with_reason(self.check_exit(m), log_path)
                 or self.check_files(out_dir, {n: src_dir / n for n in names}))
@@ -726,6 +736,27 @@ class Bench:
         self.measure_disk("after")
 
 
+class BusyCPUs:
+    """`count` busy loops (`yes > /dev/null`), started on entry and stopped by their PIDs on exit,
+    also when the run in between fails. Started before the `sync` and rest that precede a run, so
+    that the scheduler has spread them by the time the clock starts."""
+
+    def __init__(self, count: int):
+        self.count = count
+        self.procs: list[subprocess.Popen] = []
+
+    def __enter__(self) -> "BusyCPUs":
+        for _ in range(self.count):
+            self.procs.append(subprocess.Popen(["yes"], stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for p in self.procs:
+            p.kill()
+        for p in self.procs:
+            p.wait()
+
+
 # -- setup -----------------------------------------------------------------------------------------
 
 def find_segget(args: argparse.Namespace, notes: list[str]) -> str | None:
@@ -844,7 +875,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
             p.error(f"unknown --busy-writers entry {w!r}; choose from direct, buffered")
     if not 1 <= args.batch_jobs <= 32:
         p.error("--batch-jobs must be between 1 and 32 (segget's -j allows at most 32)")
-    args.batch_spec = {"batch-small": args.batch_small, "batch-capped": args.batch_capped}
+    args.batch_spec = {"batch-small": args.batch_small, "batch-busy": args.batch_small,
+                       "batch-capped": args.batch_capped}
     if args.connections < 1 or args.connections > 16:
         p.error("--connections must be between 1 and 16 (aria2c allows at most 16 per server)")
     args.out = args.out.resolve()

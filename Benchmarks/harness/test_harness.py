@@ -29,6 +29,19 @@ def _rec(tool: str, wall: float, on_disk: float | None = None, ok: bool = True) 
     return {"scenario": "batch-small", "tool": tool, "ok": ok, "wall_s": wall, "on_disk_s": on_disk}
 
 
+class BusyCPUsTests(unittest.TestCase):
+    def test_loops_run_inside_and_are_stopped_after(self):
+        with bench.BusyCPUs(2) as busy:
+            self.assertEqual(len(busy.procs), 2)
+            self.assertTrue(all(p.poll() is None for p in busy.procs))
+        self.assertTrue(all(p.returncode is not None for p in busy.procs))
+        with bench.BusyCPUs(0) as none:
+            self.assertEqual(none.procs, [])
+
+    def test_only_the_busy_batch_has_them(self):
+        self.assertEqual([n for n, s in bench.SCENARIOS.items() if s.cpu_hogs], ["batch-busy"])
+
+
 class ParsingTests(unittest.TestCase):
     def test_batch_spec(self):
         self.assertEqual(bench.parse_batch("500x64K"), (500, 64 << 10))
@@ -42,7 +55,8 @@ class ParsingTests(unittest.TestCase):
                                  "--busy-writers", "buffered"])
         self.assertEqual(args.scenarios, ["batch-small", "batch-capped", "seq-small", "disk-busy"])
         self.assertEqual(args.busy_writers, ["buffered"])
-        self.assertEqual(args.batch_spec, {"batch-small": (500, 64 << 10), "batch-capped": (100, 4 << 20)})
+        self.assertEqual(args.batch_spec, {"batch-small": (500, 64 << 10), "batch-busy": (500, 64 << 10),
+                                           "batch-capped": (100, 4 << 20)})
         with self.assertRaises(SystemExit), contextlib.redirect_stderr(io.StringIO()) as err:
             bench.parse_args(["--busy-writers", "sideways"])
         self.assertIn("unknown --busy-writers entry 'sideways'", err.getvalue())
