@@ -53,12 +53,9 @@ let package = Package(
         .target(name: "SeggetJournal", dependencies: ["CCRC32C", "SeggetSystem"], swiftSettings: startupSettings),
         // The engine: probe, plan, fetch, storage, download orchestration.
         .target(name: "Segget", dependencies: ["SeggetCurl", "SeggetSystem", "SeggetVerify", "SeggetJournal"], swiftSettings: startupSettings),
-        // SQLite for the download queue's durable state.
-        .systemLibrary(
-            name: "CSQLite",
-            pkgConfig: "sqlite3",
-            providers: [.apt(["libsqlite3-dev"])]
-        ),
+        // SQLite for the download queue's durable state: its header only (libsqlite3-dev); the
+        // library is loaded when the first database is opened, not linked (see its shim.h).
+        .systemLibrary(name: "CSQLite"),
         // A durable download manager: scheduling, connection and speed budgets, SQLite state.
         .target(name: "SeggetQueue", dependencies: ["Segget", "SeggetSystem", "SeggetJournal", "SeggetVerify", "CSQLite"], swiftSettings: startupSettings),
         // The command line for Swift's `CommandLine`, kept from the C library's start-up call instead
