@@ -420,8 +420,7 @@ class Bench:
         self.clean_dl()
         offset = self.nginx.log_offset()
         log_path = self.logs_dir / f"{scn.name}-{tool.name}.log"
-        with BusyCPUs((os.cpu_count() or 1) if scn.cpu_hogs else 0):
-            m, on_disk = self.run_until_on_disk(argv, log_path, self.timeout_for(scn, tool, size))
+        m, on_disk = self.run_until_on_disk(argv, log_path, self.timeout_for(scn, tool, size))
         self.nginx.quiesce()
         fail = with_reason(self.check_output(m, out, src), log_path)
         self.clean_dl()
