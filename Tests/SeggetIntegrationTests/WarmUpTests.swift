@@ -16,15 +16,39 @@ import Testing
         return o
     }
 
+    /// A file served and downloaded: `size` bytes of pattern `seed` served as /f, fetched as
+    /// `/f?query` into out.bin (see `options`). The caller stops the server.
+    struct Fetched {
+        let server: TestServer
+        let body: [UInt8]
+        let dir: TempDir
+        let run: BoundedRun
+    }
+
+    static func fetch(
+        seed: UInt64, query: String, connections: Int, loopbackIsLong: Bool = true, hardLimit: Double = 30
+    ) async throws -> Fetched {
+        let body = TestFiles.pattern(size, seed: seed)
+        let server = try TestServer.serving(body)
+        do {
+            let dir = try TempDir()
+            let run = await boundedDownload(
+                server.baseURL + "/f?" + query, options(dir, connections: connections, loopbackIsLong: loopbackIsLong),
+                hardLimit: hardLimit)
+            return Fetched(server: server, body: body, dir: dir, run: run)
+        } catch {
+            server.stop()
+            throw error
+        }
+    }
+
     /// The ranged requests of connections 1-3 go over the connections that the warm-ups (requests
     /// for the first byte) opened: each warm connection carries a ranged request after its warm-up.
     /// (A later one may still dial: a steal's victim, cut at its new end, closes its connection.)
     @Test func theRangedRequestsReuseTheWarmConnections() async throws {
-        let body = TestFiles.pattern(Self.size, seed: 7101)
-        let server = try TestServer.serving(body)
-        defer { server.stop() }
-        let dir = try TempDir()
-        let run = await boundedDownload(server.baseURL + "/f?firstbyte=0.2", Self.options(dir, connections: 4), hardLimit: 30)
+        let f = try await Self.fetch(seed: 7101, query: "firstbyte=0.2", connections: 4)
+        defer { f.server.stop() }
+        let (server, body, dir, run) = (f.server, f.body, f.dir, f.run)
         let requests = server.requests
         let context = "\(run); \(requests)"
         #expect(run.error == nil, "\(context)")
@@ -43,12 +67,9 @@ import Testing
     /// lost SYN waits 1 s for its timeout) while the warm-ups to the same URL answered in 0.1 s: the
     /// probe is asked again on a warm connection, and the download does not wait for the first.
     @Test func aProbeHeldUpIsAskedAgainOnAWarmConnection() async throws {
-        let body = TestFiles.pattern(Self.size, seed: 7106)
-        let server = try TestServer.serving(body)
-        defer { server.stop() }
-        let dir = try TempDir()
-        let run = await boundedDownload(
-            server.baseURL + "/f?firstbyte=0.1&slowfirst=1&slowfirstbyte=3", Self.options(dir, connections: 4), hardLimit: 30)
+        let f = try await Self.fetch(seed: 7106, query: "firstbyte=0.1&slowfirst=1&slowfirstbyte=3", connections: 4)
+        defer { f.server.stop() }
+        let (server, body, dir, run) = (f.server, f.body, f.dir, f.run)
         let requests = server.requests
         let context = "\(run); \(requests)"
         #expect(run.error == nil, "\(context)")
@@ -81,12 +102,9 @@ import Testing
     /// below 10 ms) gets no warm-up either: a new connection costs little there, and a busy machine
     /// that makes a probe slow does not make it warm.
     @Test func aSlowServerOnAShortPathGetsNoWarmUp() async throws {
-        let body = TestFiles.pattern(Self.size, seed: 7105)
-        let server = try TestServer.serving(body)
-        defer { server.stop() }
-        let dir = try TempDir()
-        let run = await boundedDownload(
-            server.baseURL + "/f?firstbyte=0.2", Self.options(dir, connections: 4, loopbackIsLong: false), hardLimit: 30)
+        let f = try await Self.fetch(seed: 7105, query: "firstbyte=0.2", connections: 4, loopbackIsLong: false)
+        defer { f.server.stop() }
+        let (server, body, dir, run) = (f.server, f.body, f.dir, f.run)
         #expect(run.error == nil, "\(run)")
         #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
         #expect(!server.requests.contains { $0.headers["range"] == "bytes=0-0" }, "\(server.requests)")
@@ -97,12 +115,10 @@ import Testing
     /// request; the download finishes identical, with the refusals bounded as for any download.
     @Test(arguments: ["reject=429&retryafter=1", "reject=503"])
     func refusedWarmUpsTeachTheLimit(_ variant: String) async throws {
-        let body = TestFiles.pattern(Self.size, seed: 7104)
-        let server = try TestServer.serving(body)
-        defer { server.stop() }
-        let dir = try TempDir()
-        let run = await boundedDownload(
-            server.baseURL + "/f?firstbyte=0.2&rate=8m&maxconc=3&" + variant, Self.options(dir, connections: 8), hardLimit: 60)
+        let f = try await Self.fetch(
+            seed: 7104, query: "firstbyte=0.2&rate=8m&maxconc=3&" + variant, connections: 8, hardLimit: 60)
+        defer { f.server.stop() }
+        let (server, body, dir, run) = (f.server, f.body, f.dir, f.run)
         let stats = server.concurrency
         let context = "\(variant): \(run); server \(stats); \(server.requests)"
         #expect(run.error == nil, "\(context)")
