@@ -302,15 +302,20 @@ class Bench:
     def remove_aside(self) -> None:
         shutil.rmtree(self.aside_dir, ignore_errors=True)
 
-    def settle(self) -> None:
-        """Flush what earlier runs (or anyone else) left dirty and let the disk go idle, so that no run
-        pays for another's write-back."""
+    def settle(self, sources: list[Path]) -> None:
+        """Flush what earlier runs (or anyone else) left dirty, read what the run will serve (`sources`,
+        see `disk.read_through`), and let the disk go idle, so that no run pays for another's write-back
+        or for nginx reading from the disk."""
         measure.sync_all()
+        disk.read_through(sources)
         time.sleep(self.args.settle)
 
-    def run_until_on_disk(self, argv: list[str], log_path: Path, timeout: float) -> tuple[measure.Measured, dict]:
-        """Run a tool after settle(), then `sync` at once: on_disk_s spans the tool's start to sync's end."""
-        self.settle()
+    def run_until_on_disk(
+        self, argv: list[str], sources: list[Path], log_path: Path, timeout: float
+    ) -> tuple[measure.Measured, dict]:
+        """Run a tool after settle(sources), then `sync` at once: on_disk_s spans the tool's start to
+        sync's end."""
+        self.settle(sources)
         before = disk.sectors_written(self.device)
         m = measure.run(argv, self.dl_dir, log_path, timeout)
         sync_s = measure.sync_all()
@@ -420,7 +425,7 @@ class Bench:
         self.clean_dl()
         offset = self.nginx.log_offset()
         log_path = self.logs_dir / f"{scn.name}-{tool.name}.log"
-        m, on_disk = self.run_until_on_disk(argv, log_path, self.timeout_for(scn, tool, size))
+        m, on_disk = self.run_until_on_disk(argv, [src], log_path, self.timeout_for(scn, tool, size))
         self.nginx.quiesce()
         fail = with_reason(self.check_output(m, out, src), log_path)
         self.clean_dl()
@@ -447,7 +452,7 @@ class Bench:
         seq_dir.mkdir()
         offset = self.nginx.log_offset()
         log_path = self.logs_dir / f"{scn.name}-{tool.name}.log"
-        m, on_disk = self.run_until_on_disk(["sh", str(script)], log_path, self.timeout_for(scn, tool, size))
+        m, on_disk = self.run_until_on_disk(["sh", str(script)], [src], log_path, self.timeout_for(scn, tool, size))
         self.nginx.quiesce()
         fail = with_reason(self.check_exit(m), log_path) or self.check_files(seq_dir, {n: src for n in names})
         self.clean_dl()
@@ -473,7 +478,8 @@ class Bench:
         offset = self.nginx.log_offset()
         log_path = self.logs_dir / f"{scn.name}-{tool.name}.log"
         with BusyCPUs((os.cpu_count() or 1) if scn.cpu_hogs else 0):
-            m, on_disk = self.run_until_on_disk(argv, log_path, self.timeout_for(scn, tool, size))
+            m, on_disk = self.run_until_on_disk(
+                argv, [src_dir / n for n in names], log_path, self.timeout_for(scn, tool, size))
         self.nginx.quiesce()
         fail = (with_reason(self.check_exit(m), log_path)
                 or self.check_files(out_dir, {n: src_dir / n for n in names}))
@@ -498,7 +504,7 @@ class Bench:
         if tool.name.startswith("segget"):
             argv = [a for a in argv if a != "-q"]  # -q would hide the re-dial notices counted here
         self.clean_dl()
-        self.settle()
+        self.settle([src])
         offset = self.nginx.log_offset()
         log_path = self.logs_dir / f"{scn.name}-{tool.name}.log"
         log_start = log_path.stat().st_size if log_path.exists() else 0
@@ -546,7 +552,7 @@ class Bench:
         if checksum:
             argv[-1:-1] = ["--checksum", f"sha256={self.main_sha256()}"]
         self.clean_dl()
-        self.settle()
+        self.settle([src])
         offset = self.nginx.log_offset()
         log_path = self.logs_dir / f"{scn.name}-{tool.name}.log"
         m = measure.run(argv, self.dl_dir, log_path, self.timeout_for(scn, tool, size))
@@ -580,7 +586,7 @@ class Bench:
         self.clean_dl()
         offset = self.nginx.log_offset()
         walls, cpu, user, sys_, rss, fail, codes = [], 0.0, 0.0, 0.0, 0, None, []
-        self.settle()
+        self.settle([src])
         for _ in range(self.args.small_batch):
             log_path = self.logs_dir / f"{scn.name}-{tool.name}.log"
             m = measure.run(argv, self.dl_dir, log_path, 30)
@@ -609,7 +615,7 @@ class Bench:
         offset = self.nginx.log_offset()
         attempts = []
         log_path = self.logs_dir / f"{scn.name}-{tool.name}.log"
-        self.settle()
+        self.settle([src])
         for i in range(self.args.kills + 1):
             final = i == self.args.kills
             argv = tool.build(self.args.connections, out, url, scn.tls, size, i > 0)

@@ -267,7 +267,9 @@ def markdown(records, ctx) -> str:
         *_dd_lines(ctx["disk"], args),
         "",
         f"- Data: {_human(args.size)} of random bytes (kill-and-resume: {_human(args.kill_size)}), served by "
-        "nginx on 127.0.0.1 from the page cache (sendfile on, keepalive on); caches are never dropped; "
+        "nginx on 127.0.0.1 from the page cache (sendfile on, keepalive on); caches are never dropped, "
+        "and every run's sources are read through just before it (this VM's host pages out what was "
+        "not touched for a minute); "
         "outputs go to the same file system and are deleted after each run.",
         f"- {args.connections} connections per tool (curl: 1); {args.reps} repetitions, interleaved "
         "(every tool once per repetition, order rotated each time); a run is OK only if it exits 0 and "

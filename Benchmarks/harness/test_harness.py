@@ -159,6 +159,19 @@ class DiskTests(unittest.TestCase):
             self.assertFalse(w.alive())
             self.assertFalse(w.target.exists())
 
+    def test_read_through_reads_every_byte(self):
+        with tempfile.TemporaryDirectory() as d:
+            sizes = [0, 1, (1 << 20) + 3, 3 << 20]
+            paths = []
+            for i, n in enumerate(sizes):
+                p = Path(d, f"s{i}")
+                p.write_bytes(os.urandom(n))
+                paths.append(p)
+            self.assertEqual(disk.read_through(paths), sum(sizes))
+            self.assertEqual(disk.read_through([]), 0)
+            with self.assertRaises(FileNotFoundError):
+                disk.read_through([Path(d, "missing")])
+
     def test_sync_is_timed(self):
         self.assertGreaterEqual(measure.sync_all(), 0.0)
 
