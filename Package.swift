@@ -133,7 +133,7 @@ let package = Package(
         .testTarget(
             name: "SeggetCLITests",
             dependencies: [
-                "segget", "Segget", "SeggetVerify", "SeggetRPC", "CStartup",
+                "segget", "Segget", "SeggetVerify", "SeggetRPC", "CStartup", "SeggetTestServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

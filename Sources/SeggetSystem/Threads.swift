@@ -37,6 +37,22 @@ public enum SystemThread {
         }
     }
 
+    /// The CPUs online, at least 1 (not the process's affinity mask: Glibc's module has no
+    /// `sched_getaffinity`). The corresponding C function is `sysconf(_SC_NPROCESSORS_ONLN)`.
+    public static var availableCPUs: Int { max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
+
+    /// The threads of the whole system that are running or ready to run at this moment, the
+    /// caller's among them (the fourth field of `/proc/loadavg`, before its slash); nil where it
+    /// cannot be read.
+    public static var runnableNow: Int? {
+        guard let file = try? PosixFile.open(path: "/proc/loadavg", mode: .readOnly) else { return nil }
+        defer { file.close() }
+        guard let bytes = try? file.read(count: 128, at: 0) else { return nil }
+        let fields = bytes.split(separator: UInt8(ascii: " "))
+        guard fields.count >= 4, let slash = fields[3].firstIndex(of: UInt8(ascii: "/")) else { return nil }
+        return Int(String(decoding: fields[3][..<slash], as: UTF8.self))
+    }
+
     /// The calling thread, to compare with another: `pthread_self`.
     public static var current: ID { ID(raw: pthread_self()) }
 

@@ -68,6 +68,7 @@ public final class TestServer: @unchecked Sendable {
     private var totalBodyBytes: Int64 = 0
     private var accepted = 0
     private var liveConnections: [Int: Int32] = [:]
+    private var peakLive = 0
     private var nextConnectionID = 0
     private var runningThreads = 0
     private var started = false
@@ -169,12 +170,16 @@ public final class TestServer: @unchecked Sendable {
     public var requests: [RecordedRequest] { lock.withLock { records } }
 
     public var connectionsAccepted: Int { lock.withLock { accepted } }
+    /// The most connections open at once (as the server saw them: a client's close counts once the
+    /// connection's thread has read it).
+    public var peakConnections: Int { lock.withLock { peakLive } }
 
     /// What the `maxconc` limits admitted and rejected (all targets together). Also served as text
     /// at `GET /_stats` (`GET /_stats?reset=1` clears it after answering, as `resetCounters()` does).
     public var concurrency: ConcurrencyStats { lock.withLock { ledger.stats } }
 
-    /// Clears `bodyBytesSent`, `requests`, `connectionsAccepted` and `concurrency` (requests still
+    /// Clears `bodyBytesSent`, `requests`, `connectionsAccepted`, `peakConnections` (to those open
+    /// now) and `concurrency` (requests still
     /// in flight stay counted as in flight). The per-target request counts that
     /// drive `times`/`after` parameters are kept (see `resetModeCounters()`), so a fault scenario
     /// can be measured in phases without restarting it.
@@ -184,6 +189,7 @@ public final class TestServer: @unchecked Sendable {
             recordGeneration += 1
             totalBodyBytes = 0
             accepted = 0
+            peakLive = liveConnections.count
             ledger.resetStats()
         }
     }
@@ -216,6 +222,7 @@ public final class TestServer: @unchecked Sendable {
                 accepted += 1
                 nextConnectionID += 1
                 liveConnections[nextConnectionID] = fd
+                peakLive = max(peakLive, liveConnections.count)
                 runningThreads += 1
                 return nextConnectionID
             }

@@ -4,12 +4,25 @@ import SeggetSystem
 import Synchronization
 
 extension Batch {
-    /// Runs the files, `parallelFiles` at a time, on one `DownloadLoop` on the calling thread: their
-    /// probes and their fetches share one driver and its connections (a file's requests reuse those
-    /// the files before it left); their blocking steps run one at a time on the loop's steps queue
-    /// (the loop thread itself, but with `--fsync`), where this run's bookkeeping (`LoopRun`) lives
-    /// too. One file's failure is its own.
+    /// Runs the files, `parallelFiles` at a time, on a `DownloadLoop` on the calling thread: their
+    /// probes and their fetches share its driver and connections (a file's requests reuse those the
+    /// files before it left); their blocking steps run one at a time on the loop's steps queue (the
+    /// loop thread itself, but with `--fsync`). One file's failure is its own.
+    ///
+    /// Files of at most a probe's prefix (1 MiB) are mostly per-file work: a request, a name, a file
+    /// created, written and linked. Once a probe brings a file whole, loops are added, each on a
+    /// thread of its own, up to `loopLimit`; the files in flight are dealt to the loop with the
+    /// fewest, and each loop saves its whole files itself. Larger files stay on the first loop with
+    /// the writer threads: their time is the network's and the disk's.
     func run(reporter: Reporter, interrupt: InterruptFlag) -> [Outcome] {
+        runOnLoops(reporter: reporter, interrupt: interrupt).outcomes
+    }
+
+    /// `run`, and how many loops it had.
+    func runOnLoops(
+        reporter: Reporter, interrupt: InterruptFlag, cpus: Int = SystemThread.availableCPUs,
+        cpuFree: (@Sendable () -> Bool)? = nil
+    ) -> (outcomes: [Outcome], loops: Int) {
         let started = DispatchTime.now().uptimeNanoseconds
         // A file after another allocates and frees the same buffers: keep the pages for the next.
         if entries.count > 1 { Memory.keepFreedMemory() }
@@ -21,23 +34,47 @@ extension Batch {
         let loop = DownloadLoop(
             stepsOnLoop: parallelFiles == 1 || !base.syncBeforeRename, wholeSavesOnWriters: parallelFiles > 1)
         let lender = parallelFiles > 1 && !base.autoConnections && base.connections > connectionsPerFile ? ConnectionLender() : nil
-        let run = LoopRun(batch: self, loop: loop, lender: lender, reporter: reporter, interrupt: interrupt)
-        loop.steps.async { run.startFiles() }
+        let run = LoopRun(
+            batch: self, loop: loop, loopLimit: loopLimit(cpus: cpus), lender: lender,
+            reporter: reporter, interrupt: interrupt, cpuFree: cpuFree ?? { Self.cpuFree(cpus: cpus) })
+        loop.steps.async { run.startFiles(here: 0) }
         loop.run(until: { run.isFinished })
-        let outcomes = loop.steps.sync {
-            run.outcomes.enumerated().map {
-                $0.element ?? Outcome(id: $0.offset + 1, url: entries[$0.offset].url, status: .notStarted)
-            }
-        }
+        loop.steps.sync {}
+        let outcomes = run.finalOutcomes()
         reporter.summary(outcomes, seconds: Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9)
-        return outcomes
+        return (outcomes, run.loopCount)
     }
+
+    /// How many loops the run may have: one for a file at a time, with `--fsync` (whose steps wait
+    /// for the disk on a thread of their own) or on one CPU; else `batchLoops`, or fewer where fewer
+    /// files run at once.
+    func loopLimit(cpus: Int) -> Int {
+        guard parallelFiles > 1, !base.syncBeforeRename, cpus > 1 else { return 1 }
+        return min(Self.batchLoops, parallelFiles)
+    }
+
+    /// Whether a CPU is free for one more loop now: fewer threads of the whole system running or
+    /// ready to run, the caller's among them, than `cpus`, or as many. Two loops that hand each
+    /// other files wait for each other; beside a program that keeps every CPU busy (one `yes` per
+    /// CPU, the benchmark's batch-busy) each waited a scheduler's slice for the other, and 500 files
+    /// of 64 KiB took 1.11 times as long as on one loop (15 alternated runs), where on an idle
+    /// machine they took 0.90 times as long.
+    static func cpuFree(cpus: Int) -> Bool {
+        guard let runnable = SystemThread.runnableNow else { return false }
+        return runnable <= cpus
+    }
+
+    /// The loops of a batch of small files. 500 files of 64 KiB, 16 at a time, 2 CPUs: 0.89 times
+    /// the time of one loop with the saves on the writer threads (per-repetition median of 15
+    /// alternated runs, `scripts/bench --scenarios batch-small`).
+    static let batchLoops = 2
 }
 
-/// The state of one batch run on a loop. Used only on the loop's steps queue, but for `isFinished`.
+/// The state of one batch run on its loops, shared by them: every field below `lock` is read and
+/// written under it, by the steps of whichever loop runs a file's next step. Each file stays on the
+/// loop it was dealt to; its steps run there (`here` is that loop's index).
 final class LoopRun: @unchecked Sendable {
     let batch: Batch
-    let loop: DownloadLoop
     let lender: ConnectionLender?
     let reporter: Reporter
     let interrupt: InterruptFlag
@@ -45,7 +82,24 @@ final class LoopRun: @unchecked Sendable {
     let hostBudget: HostBudget
     /// The side files earlier runs left in the run's directories, read once each (see `StartingNames`).
     let startingNames: StartingNames?
+    let loopLimit: Int
 
+    private let lock = ConditionLock()
+    /// The loops, the first being the caller's; a loop is added once and never removed.
+    private var loops: [DownloadLoop]
+    /// Files in flight on each loop.
+    private var filesOn: [Int]
+    /// Files of each loop whose request is out (a probe) or whose download runs: each will bring
+    /// its loop back to its inbox, without a wake (see `send`).
+    private var busyOn: [Int]
+    /// Files whose probe is out (counted in `busyOn` until it answers).
+    private var probing: Set<Int> = []
+    /// The loop each file was dealt to (-1 before it starts).
+    private var loopOf: [Int]
+    /// A loop's thread is being started (see `addLoop`).
+    private var adding = false
+    /// Loops other than the first whose threads still run.
+    private var threadsRunning = 0
     private var next = 0
     /// The file whose probe takes the next slot in its host's budget: probes take slots in list
     /// order, so that no file waiting for an earlier file's name holds a slot the earlier file
@@ -55,10 +109,10 @@ final class LoopRun: @unchecked Sendable {
     /// where probes all sent at once (the loop alone keeping their order) got 7-13 refused.
     private var turn = 0
     private var turnPassed: Set<Int> = []
-    private var turnWaiting: [Int: () -> Void] = [:]
+    private var turnWaiting: [Int: (loop: Int, probe: @Sendable () -> Void)] = [:]
     private var inFlight = 0
     private var names: OrderedNames
-    private(set) var outcomes: [Outcome?]
+    private var outcomes: [Outcome?]
     private var directories: Set<String> = []
     /// Files waiting for an earlier file to report the name it wants (see `OrderedNames`).
     private var waiting: [Int: Probed] = [:]
@@ -70,99 +124,192 @@ final class LoopRun: @unchecked Sendable {
         var prepared: PreparedDownload?
     }
 
-    init(batch: Batch, loop: DownloadLoop, lender: ConnectionLender?, reporter: Reporter, interrupt: InterruptFlag) {
+    /// Asked before a loop is added (see `Batch.cpuFree`), at most every `loadCheckInterval`.
+    private let cpuFree: @Sendable () -> Bool
+    private var lastLoadCheck = -Double.infinity
+    static let loadCheckInterval = 0.05
+
+    init(
+        batch: Batch, loop: DownloadLoop, loopLimit: Int, lender: ConnectionLender?, reporter: Reporter,
+        interrupt: InterruptFlag, cpuFree: @escaping @Sendable () -> Bool = { true }
+    ) {
+        self.cpuFree = cpuFree
         self.batch = batch
-        self.loop = loop
         self.lender = lender
         self.reporter = reporter
         self.interrupt = interrupt
+        self.loopLimit = max(1, loopLimit)
         hostBudget = HostBudget(maxPerHost: batch.maxConnectionsPerHost)
         startingNames = batch.entries.count > 1 ? StartingNames(files: batch.entries.count) : nil
         names = OrderedNames(count: batch.entries.count)
         outcomes = Array(repeating: nil, count: batch.entries.count)
+        loopOf = Array(repeating: -1, count: batch.entries.count)
+        loops = [loop]
+        filesOn = [0]
+        busyOn = [0]
     }
 
-    /// True once every file has ended; read by the loop thread.
+    /// True once every file has ended; read by the loop threads.
     var isFinished: Bool { finished.load(ordering: .acquiring) }
 
-    /// Starts files while fewer than `parallelFiles` are in flight.
-    func startFiles() {
-        if batch.entries.isEmpty { return finish() }
-        while inFlight < batch.parallelFiles && next < batch.entries.count {
-            let k = next
-            next += 1
-            inFlight += 1
-            begin(k)
+    /// How many loops the run has had (tests).
+    var loopCount: Int { lock.withLock { loops.count } }
+
+    /// Every file's outcome (nil: not started), once the first loop returned: waits for the threads
+    /// of the others to end.
+    func finalOutcomes() -> [Outcome] {
+        lock.withLock {
+            while threadsRunning > 0 { lock.wait() }
+            return outcomes.enumerated().map {
+                $0.element ?? Outcome(id: $0.offset + 1, url: batch.entries[$0.offset].url, status: .notStarted)
+            }
         }
     }
 
-    /// File `k`: its probe (a request on the loop), when one is made, then its name.
-    private func begin(_ k: Int) {
-        let opts = batch.options(
-            for: batch.entries[k], lender: lender, hostBudget: hostBudget, startingNames: startingNames)
-        // The probe's failure is not reported: the download itself retries and gives the real error.
-        guard batch.probes(opts) && !interrupt.isSet else {
-            passTurn(k)
-            return probed(k, Probed(options: opts, prepared: nil))
+    private func loop(_ l: Int) -> DownloadLoop { lock.withLock { loops[l] } }
+
+    /// Runs `work` on loop `l`'s steps: at once when that is where the caller runs (`here`), else
+    /// posted there, with a wake only when nothing of its own brings that loop back to its inbox
+    /// soon (`busyOn`). Decided and posted under the lock, which the loop's own files take to stop
+    /// being busy: it either sees the work in its inbox afterwards or is woken for it.
+    private func send(_ l: Int, here: Int, _ work: @escaping @Sendable () -> Void) {
+        if l == here { return work() }
+        lock.withLock { loops[l].post(work, wake: busyOn[l] == 0) }
+    }
+
+    /// Starts files while fewer than `parallelFiles` are in flight, each on the loop with the fewest.
+    /// A file whose turn it is takes its probe's slot here, in list order, when its host has one
+    /// free: its loop then sends the probe at once, and the next file's turn has come without a
+    /// pass of that loop (a turn handed from loop to loop made two loops slower than one).
+    func startFiles(here: Int) {
+        if batch.entries.isEmpty { return finish() }
+        let begun = lock.withLock { () -> [Begun] in
+            var begun: [Begun] = []
+            while inFlight < batch.parallelFiles && next < batch.entries.count {
+                let k = next
+                next += 1
+                inFlight += 1
+                // The loop with the fewest files, this one where it has no more than the others:
+                // a file that takes the place of one that ended here costs no hand-over.
+                let fewest = filesOn.min() ?? 0
+                let l = filesOn.indices.contains(here) && filesOn[here] == fewest ? here : filesOn.firstIndex(of: fewest) ?? 0
+                filesOn[l] += 1
+                loopOf[k] = l
+                let opts = batch.options(
+                    for: batch.entries[k], lender: lender, hostBudget: hostBudget, startingNames: startingNames)
+                let probes = batch.probes(opts) && !interrupt.isSet
+                var slot: ProbeSlot?
+                if k == turn && probes, let taken = Download(url: batch.entries[k].url, options: opts).takeProbeSlot() {
+                    slot = taken
+                    advanceTurn(past: k, here: here)
+                }
+                begun.append(Begun(file: k, loop: l, options: opts, probes: probes, slot: slot))
+            }
+            return begun
         }
-        let steps = loop.steps
-        let probe = { [self] in
+        for b in begun { send(b.loop, here: here) { [self] in begin(b) } }
+    }
+
+    /// A file dealt to a loop, with its options and, where it took one, its probe's slot.
+    private struct Begun: Sendable {
+        var file: Int
+        var loop: Int
+        var options: DownloadOptions
+        var probes: Bool
+        var slot: ProbeSlot?
+    }
+
+    /// File `k`: its probe (a request on its loop), when one is made, then its name.
+    private func begin(_ b: Begun) {
+        let (k, here, opts) = (b.file, b.loop, b.options)
+        // The probe's failure is not reported: the download itself retries and gives the real error.
+        guard b.probes else {
+            passTurn(k, here: here)
+            return probed(k, Probed(options: opts, prepared: nil), here: here)
+        }
+        let fileLoop = loop(here)
+        let probe = { @Sendable [self] in
             Download(url: batch.entries[k].url, options: opts).prepare(
-                on: loop, interrupt: interrupt, onSlot: { steps.async { [self] in passTurn(k) } }
+                on: fileLoop, interrupt: interrupt, slot: b.slot, onSlot: { [self] in passTurn(k, here: here) }
             ) { [self] result in
-                passTurn(k)
-                probed(k, Probed(options: opts, prepared: try? result.get()))
+                passTurn(k, here: here)
+                probed(k, Probed(options: opts, prepared: try? result.get()), here: here)
             }
         }
-        if k == turn { probe() } else { turnWaiting[k] = probe }
+        let now = lock.withLock { () -> Bool in
+            if b.slot != nil || k == turn {
+                probing.insert(k)
+                busyOn[here] += 1
+                return true
+            }
+            turnWaiting[k] = (here, probe)
+            return false
+        }
+        if now { probe() }
     }
 
     /// File `k`'s probe has its slot (or ended, or made none): the next file's probe may take one.
-    private func passTurn(_ k: Int) {
+    private func passTurn(_ k: Int, here: Int) {
+        lock.withLock { advanceTurn(past: k, here: here) }
+    }
+
+    /// `passTurn`, under the lock: the turn moves past `k` and every file after it already past; the
+    /// probe waiting for the turn that came, if any, is posted to its loop, even this one (no
+    /// nesting of one file's turn in another's: its slot may be taken at once), while busyOn counts
+    /// only what was there before it. The loop's own thread posts with no wake (`DownloadLoop.post`).
+    private func advanceTurn(past k: Int, here: Int) {
         guard k >= turn else { return }
         // The file whose turn it is passes without a stop in the set: a run of one file allocates
         // none (a set's first use has the runtime build its generic type at run time).
         if k == turn { turn += 1 } else { turnPassed.insert(k) }
         while turnPassed.remove(turn) != nil { turn += 1 }
-        if let w = turnWaiting.removeValue(forKey: turn) { w() }
+        guard let next = turnWaiting.removeValue(forKey: turn) else { return }
+        probing.insert(turn)
+        loops[next.loop].post(next.probe, wake: next.loop == here || busyOn[next.loop] == 0)
+        busyOn[next.loop] += 1
     }
 
     /// Paths are decided in list order, so a rerun picks the same names: whichever report completes
-    /// the list's prefix decides it, and the files it decided go on.
-    private func probed(_ k: Int, _ p: Probed) {
-        let decidedNow = names.wish(batch.wish(k, options: p.options, info: p.prepared?.info), for: k)
-        waiting[k] = p
-        for i in decidedNow.sorted() {
-            if let w = waiting.removeValue(forKey: i) { named(i, w) }
+    /// the list's prefix decides it, and the files it decided go on, each on its own loop.
+    private func probed(_ k: Int, _ p: Probed, here: Int) {
+        if p.prepared?.broughtWhole == true { addLoop() }
+        let decided = lock.withLock { () -> [(file: Int, probed: Probed, loop: Int)] in
+            if probing.remove(k) != nil { busyOn[here] -= 1 }
+            let decidedNow = names.wish(batch.wish(k, options: p.options, info: p.prepared?.info), for: k)
+            waiting[k] = p
+            return decidedNow.sorted().compactMap { i in waiting.removeValue(forKey: i).map { (i, $0, loopOf[i]) } }
         }
+        for (i, w, l) in decided { send(l, here: here) { [self] in named(i, w, here: l) } }
     }
 
-    /// File `k`, named: its download, on the loop.
-    private func named(_ k: Int, _ p: Probed) {
+    /// File `k`, named: its download, on its loop.
+    private func named(_ k: Int, _ p: Probed, here: Int) {
         let entry = batch.entries[k]
         let id = k + 1
-        let path = names.path(of: k)
+        let path = lock.withLock { names.path(of: k) }
         let ready = batch.ready(
             k, path: path, options: p.options, info: p.prepared?.info, reporter: reporter, interrupt: interrupt,
-            knownDirectory: { directories.contains($0) }, noteDirectory: { directories.insert($0) })
+            knownDirectory: { dir in self.lock.withLock { self.directories.contains(dir) } },
+            noteDirectory: { dir in self.lock.withLock { _ = self.directories.insert(dir) } })
         switch ready {
         case .ended(let outcome):
-            ended(k, outcome)
+            ended(k, outcome, here: here)
         case .run(let opts):
+            lock.withLock { busyOn[here] += 1 }
             let reporter = reporter
             var progress: (@Sendable (DownloadProgress) -> Void)?
             if reporter.wantsProgress { progress = { reporter.progress(id: id, $0) } }
             Download(url: entry.url, options: opts).run(
-                on: loop, progress: progress, events: { reporter.event(id: id, $0) },
+                on: loop(here), progress: progress, events: { reporter.event(id: id, $0) },
                 interrupt: interrupt, prepared: p.prepared
             ) { [self] result in
                 switch result {
                 case .success(let r):
                     reporter.finished(id: id, url: entry.url, r)
-                    ended(k, Outcome(id: id, url: entry.url, path: r.path, status: .done(r)))
+                    ended(k, Outcome(id: id, url: entry.url, path: r.path, status: .done(r)), here: here, ranDownload: true)
                 case .failure(let e):
                     reporter.failed(id: id, url: entry.url, path: path, e)
-                    ended(k, Outcome(id: id, url: entry.url, path: path, status: .failed(e)))
+                    ended(k, Outcome(id: id, url: entry.url, path: path, status: .failed(e)), here: here, ranDownload: true)
                 }
             }
         }
@@ -170,21 +317,75 @@ final class LoopRun: @unchecked Sendable {
 
     /// File `k` ended: the next file takes its place, or, with none left, its share of the budget is
     /// lent to the files still running.
-    private func ended(_ k: Int, _ outcome: Outcome) {
-        outcomes[k] = outcome
-        inFlight -= 1
-        if next < batch.entries.count {
+    private func ended(_ k: Int, _ outcome: Outcome, here: Int, ranDownload: Bool = false) {
+        let (more, last) = lock.withLock { () -> (Bool, Bool) in
+            if ranDownload { busyOn[here] -= 1 }
+            outcomes[k] = outcome
+            inFlight -= 1
+            filesOn[loopOf[k]] -= 1
+            let more = next < batch.entries.count
+            return (more, inFlight == 0 && !more)
+        }
+        if more {
             // Later, not from inside this file's ending (a long list of files that end at once
             // would otherwise nest as deep as it is long).
-            loop.steps.async { [self] in startFiles() }
+            loop(here).steps.async { [self] in startFiles(here: here) }
         } else {
             lender?.lend(batch.connectionsPerFile)
         }
-        if inFlight == 0 && next >= batch.entries.count { finish() }
+        if last { finish() }
+    }
+
+    /// A loop more, on a thread of its own, while the run has fewer than `loopLimit`; from then on
+    /// every loop saves its whole files itself. Without a thread the run goes on with its loops.
+    private func addLoop() {
+        let now = Double(DispatchTime.now().uptimeNanoseconds) / 1e9
+        let check = lock.withLock { () -> Bool in
+            guard !adding, loops.count < loopLimit, !isFinished, now - lastLoadCheck >= Self.loadCheckInterval else { return false }
+            lastLoadCheck = now
+            adding = true
+            return true
+        }
+        guard check else { return }
+        guard cpuFree() else { return lock.withLock { adding = false } }
+        let first = lock.withLock { () -> DownloadLoop in
+            threadsRunning += 1
+            return loops[0]
+        }
+        let loop = DownloadLoop(stepsOnLoop: true, wholeSavesOnWriters: false)
+        // The first loop's files move over as they end: each loop keeps its part of the
+        // connections, so the two keep no more open than the first did.
+        let share = max(4, 16 / loopLimit)
+        loop.keepConnections(share)
+        first.keepConnections(share)
+        do {
+            try SystemThread.detach { [self] in
+                loop.run(until: { self.isFinished })
+                lock.withLock {
+                    threadsRunning -= 1
+                    lock.broadcast()
+                }
+            }
+        } catch {
+            return lock.withLock {
+                adding = false
+                threadsRunning -= 1
+                lock.broadcast()
+            }
+        }
+        first.wholeSavesOnWriters = false
+        lock.withLock {
+            loops.append(loop)
+            filesOn.append(0)
+            busyOn.append(0)
+            adding = false
+        }
+        // A run that ended meanwhile does not wait a poll's length for the new loop to notice.
+        if isFinished { loop.post {} }
     }
 
     private func finish() {
         finished.store(true, ordering: .releasing)
-        loop.post {}
+        for loop in lock.withLock({ loops }) { loop.post {} }
     }
 }

@@ -78,7 +78,9 @@ import Glibc
 
     /// 48 paced files, 16 in flight: the process never runs more than 4 threads (before, one thread
     /// per file in flight: 17 and more), every file arrives whole, and the files share their
-    /// connections: one request each over at most 16 connections in all.
+    /// connections: one request each, never more than 16 connections open at once, and at most 24
+    /// in all (16 on the first loop, 8 more where the batch of small files took a second loop,
+    /// the first then keeping 8; the server sees a close a moment late, hence 2 more at the peak).
     @Test func batchRunsOnBoundedThreadsAndSharesConnections() async throws {
         // 2 MiB/s per response: each file takes about an eighth of a second, the batch about half a
         // second, long enough to watch its threads.
@@ -92,8 +94,9 @@ import Glibc
         #expect(run.peak <= 4, "peak threads \(run.peak)")
         let requests = run.server.requests.filter { $0.path.hasPrefix("/f") }
         #expect(requests.count == 48, "\(requests)")
-        #expect(run.server.connectionsAccepted <= 16, "\(run.server.connectionsAccepted) connections for 48 files")
-        #expect(Set(requests.map(\.remotePort)).count <= 16)
+        #expect(run.server.connectionsAccepted <= 24, "\(run.server.connectionsAccepted) connections for 48 files")
+        #expect(Set(requests.map(\.remotePort)).count <= 24)
+        #expect(run.server.peakConnections <= 18, "\(run.server.peakConnections) connections open at once")
     }
 
     /// Files larger than the first answer (a part file, a journal, the engine), checkpointed every

@@ -121,4 +121,24 @@ import Testing
         // Below the idle poll's second, which an unwoken loop would wait.
         #expect(waited < 0.8, "the post did not wake the idle loop: \(waited) s")
     }
+
+    /// Work posted without a wake (`post(_:wake: false)`) and then work with one, from another
+    /// thread, while the loop waits: the wake is still sent (it is owed to the first work that asked
+    /// for one, not to the first in the inbox), and both run, in order.
+    @Test func aWakeBehindQuietWorkStillWakesTheLoop() throws {
+        let loop = DownloadLoop(stepsOnLoop: true)
+        let ran = Mutex<[String]>([])
+        let posted = Mutex(Double.infinity)
+        let poster = Thread {
+            usleep(100_000)
+            posted.withLock { $0 = monotonicSeconds() }
+            loop.post({ ran.withLock { $0.append("quiet") } }, wake: false)
+            loop.post({ ran.withLock { $0.append("woken") } }, wake: true)
+        }
+        poster.start()
+        loop.run(until: { ran.withLock { $0.count } == 2 })
+        let waited = monotonicSeconds() - posted.withLock { $0 }
+        #expect(ran.withLock { $0 } == ["quiet", "woken"])
+        #expect(waited < 0.8, "the wake behind quiet work did not wake the idle loop: \(waited) s")
+    }
 }

@@ -356,3 +356,17 @@ struct ThreadIdentityTests {
         #expect(there != here)
     }
 }
+
+@Suite struct MachineLoadTests {
+    /// This thread runs while it reads the count, so at least one; at most every thread there is.
+    @Test func runnableThreadsCountTheCaller() throws {
+        let n = try #require(SystemThread.runnableNow)
+        #expect(n >= 1)
+        let file = try PosixFile.open(path: "/proc/loadavg", mode: .readOnly)
+        defer { file.close() }
+        let text = String(decoding: try file.read(count: 128, at: 0), as: UTF8.self)
+        let threads = text.split(separator: " ")[3].split(separator: "/")[1]
+        #expect(n <= Int(threads)! + 64)
+        #expect(SystemThread.availableCPUs >= 1)
+    }
+}

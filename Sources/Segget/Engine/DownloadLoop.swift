@@ -1,6 +1,7 @@
 import Dispatch
 import SeggetCurl
 import SeggetSystem
+import Synchronization
 
 /// Runs any number of downloads on one thread and one `TransferDriver`: their probes, and the
 /// engines that fetch their chunks, share one multi handle (so one connection cache: a file's
@@ -24,6 +25,8 @@ public final class DownloadLoop: @unchecked Sendable {
     private let inboxLock = ConditionLock()
     /// Guarded by `inboxLock`: work posted for the loop thread.
     private var inbox: [() -> Void] = []
+    /// Guarded by `inboxLock`: a wake was sent for work the loop has not taken yet.
+    private var wakeSent = false
     /// Guarded by `inboxLock`: the thread running the loop, while it runs. Work it posts itself needs
     /// no wake: a pass looks at the inbox before it waits.
     private var thread: SystemThread.ID?
@@ -50,7 +53,13 @@ public final class DownloadLoop: @unchecked Sendable {
 
     /// Whether a file that its probe brought whole is saved on one of the writer threads
     /// (`StagedWriter.sharedQueues`) while the steps go on, rather than on the steps themselves.
-    public let wholeSavesOnWriters: Bool
+    /// A batch that gains a second loop turns it off (see `Batch.run`): each loop then saves its
+    /// own files, and the two loops are what runs at once. Read and set from any thread.
+    public var wholeSavesOnWriters: Bool {
+        get { savesOnWriters.load(ordering: .relaxed) }
+        set { savesOnWriters.store(newValue, ordering: .relaxed) }
+    }
+    private let savesOnWriters: Atomic<Bool>
 
     /// With `stepsOnLoop`, the blocking steps run on the loop thread, between two passes, so that
     /// each step costs no hand-over to another thread and back (on a busy 2-CPU machine, a wait for
@@ -63,7 +72,7 @@ public final class DownloadLoop: @unchecked Sendable {
     /// A batch of many files in flight saves them on the writers, so that the loop goes on with the
     /// other files' requests while a file is created, and two are created at once.
     public init(stepsOnLoop: Bool = false, wholeSavesOnWriters: Bool? = nil) {
-        self.wholeSavesOnWriters = wholeSavesOnWriters ?? !stepsOnLoop
+        savesOnWriters = Atomic(wholeSavesOnWriters ?? !stepsOnLoop)
         driver = TransferDriver(multi: MultiHandle(), clock: monotonicSeconds)
         try? driver.multi.setMaxConnectionCache(cacheSize)
         steps = LoopSteps(worker: stepsOnLoop ? nil : SerialWorker(name: "segget-steps"))
@@ -82,20 +91,37 @@ public final class DownloadLoop: @unchecked Sendable {
         return loop
     }
 
+    /// Keeps at most `count` connections open for reuse (16 by default; engines that join raise it
+    /// to twice their connections). From any thread: applied on the loop. A batch that splits its
+    /// files over two loops gives each half its connections, so that together they keep no more
+    /// open than one did (see `LoopRun.addLoop`).
+    public func keepConnections(_ count: Int) {
+        post { [self] in
+            if (try? driver.multi.setMaxConnectionCache(count)) != nil { cacheSize = count }
+        }
+    }
+
     /// Downloads fetching now (loop thread only).
     var runningEngines: Int { engines.count }
 
     /// Runs `work` on the loop thread at the top of its next pass; from any thread.
-    public func post(_ work: @escaping () -> Void) {
-        let first = inboxLock.withLock { () -> Bool in
+    public func post(_ work: @escaping () -> Void) { post(work, wake: true) }
+
+    /// `post`, waking the loop only with `wake`. Without, `work` waits for the loop's next pass,
+    /// which the caller knows is coming: the loop has a request of its own in flight, or is
+    /// running work that ends in a look at the inbox (a batch's other loops, `LoopRun`, hand each
+    /// other files this way: a wake of a sleeping thread costs a 2-CPU VM tens of microseconds).
+    public func post(_ work: @escaping () -> Void, wake: Bool) {
+        let wakeNow = inboxLock.withLock { () -> Bool in
             inbox.append(work)
-            return inbox.count == 1 && thread != SystemThread.current
+            guard wake, !wakeSent, thread != SystemThread.current else { return false }
+            wakeSent = true
+            return true
         }
-        // Thread-safe in libcurl: a poll in progress returns at once. Work posted behind other work
-        // not yet taken needs no wake of its own: the wake of the first is still to come, or the
-        // loop is about to take them all. Nor does work the loop thread posts itself: a pass looks
-        // at the inbox before it waits.
-        if first { try? driver.multi.wakeUp() }
+        // Thread-safe in libcurl: a poll in progress returns at once. Work posted while a wake is
+        // still to be taken needs none of its own: the loop takes everything in the inbox at once.
+        // Nor does work the loop thread posts itself: a pass looks at the inbox before it waits.
+        if wakeNow { try? driver.multi.wakeUp() }
     }
 
     /// Runs the loop on the calling thread until `finished` says so (asked after every pass, and at
@@ -117,6 +143,7 @@ public final class DownloadLoop: @unchecked Sendable {
         for _ in 0..<4 {
             let work = inboxLock.withLock { () -> [() -> Void] in
                 defer { inbox.removeAll(keepingCapacity: true) }
+                wakeSent = false
                 return inbox
             }
             if work.isEmpty { return }
@@ -277,12 +304,13 @@ public final class DownloadLoop: @unchecked Sendable {
     func probe(
         _ download: Download, url: String? = nil, firstBytes: Int, deadline: Deadline?, retrying: Bool,
         events: (@Sendable (DownloadEvent) -> Void)?, interrupt: InterruptFlag, hostShare: HostShare? = nil,
-        warmUp: ConnectionWarmUp? = nil, onSlot: (() -> Void)? = nil, done: @escaping (Result<ProbeResult, SeggetError>) -> Void
+        slotHeld: Bool = false, warmUp: ConnectionWarmUp? = nil, onSlot: (() -> Void)? = nil,
+        done: @escaping (Result<ProbeResult, SeggetError>) -> Void
     ) {
         let p = LoopProbe(
             loop: self, download: download, url: url ?? download.url,
             prober: download.prober(firstBytes: firstBytes, multi: driver.multi, deadline: deadline),
-            retrying: retrying, events: events, interrupt: interrupt, hostShare: hostShare)
+            retrying: retrying, events: events, interrupt: interrupt, hostShare: hostShare, slotHeld: slotHeld)
         p.onSlot = onSlot
         p.warmUp = warmUp
         let id = ObjectIdentifier(p)

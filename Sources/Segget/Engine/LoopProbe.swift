@@ -18,6 +18,8 @@ final class LoopProbe: TransferClient {
     /// The download's slots in its host's budget; `waitingForSlot` while the probe waits for one.
     private let hostShare: HostShare?
     private var waitingForSlot = false
+    /// The slot was taken before the probe reached the loop (see `Download.prepare`).
+    private let slotHeld: Bool
     /// Called once the probe has its slot, before its first request goes out.
     var onSlot: (() -> Void)?
     private var walk: ProbeWalk?
@@ -34,10 +36,12 @@ final class LoopProbe: TransferClient {
 
     init(
         loop: DownloadLoop, download: Download, url: String, prober: Prober, retrying: Bool,
-        events: (@Sendable (DownloadEvent) -> Void)?, interrupt: InterruptFlag, hostShare: HostShare?
+        events: (@Sendable (DownloadEvent) -> Void)?, interrupt: InterruptFlag, hostShare: HostShare?,
+        slotHeld: Bool = false
     ) {
         self.url = url
         self.hostShare = hostShare
+        self.slotHeld = slotHeld
         self.loop = loop
         self.download = download
         self.prober = prober
@@ -52,7 +56,7 @@ final class LoopProbe: TransferClient {
 
     /// Starts once the host's budget gives the probe a slot (at once without a budget).
     func begin() {
-        guard let share = hostShare else { return slotTaken() }
+        guard let share = hostShare, !slotHeld else { return slotTaken() }
         waitingForSlot = true
         loop.waitForSlot(self, key: share.key)
     }

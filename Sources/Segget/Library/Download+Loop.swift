@@ -12,20 +12,30 @@ extension Download {
     /// called once, on the loop's steps queue.
     ///
     /// With a `hostBudget`, it waits (on the loop, without blocking it) for a slot of its host first,
-    /// until `interrupt` is set, and calls `onSlot` on the loop thread once it has one, before the
-    /// request goes out.
+    /// until `interrupt` is set, and calls `onSlot` once it has one, before the request goes out: on
+    /// the calling thread before `prepare` returns where a slot is free at once (a batch's next
+    /// probe then need not wait for a pass of this loop, see `LoopRun`), else on the loop thread.
+    ///
+    /// With a `slot` (``takeProbeSlot()``), the probe has its slot already: it goes out at once, and
+    /// `onSlot` is not called.
     public func prepare(
-        on loop: DownloadLoop, interrupt: InterruptFlag = InterruptFlag(), onSlot: (@Sendable () -> Void)? = nil,
+        on loop: DownloadLoop, interrupt: InterruptFlag = InterruptFlag(), slot: ProbeSlot? = nil,
+        onSlot: (@Sendable () -> Void)? = nil,
         completion: @escaping @Sendable (Result<PreparedDownload, SeggetError>) -> Void
     ) {
         let deadline = options.timeout.map { Deadline(limit: $0, from: monotonicSeconds()) }
         let ask = probeBytes(fresh: !options.resume, stream: false)
-        let share = options.hostBudget?.share(for: url)
-        let warmUp = warmUp(probeBytes: ask.bytes)
+        let share = slot.map(\.share) ?? options.hostBudget?.share(for: url)
+        let warmUp = warmUp(probeBytes: ask.bytes, slotHeld: slot != nil)
+        // After the warm-up's look at the slots the host's other downloads hold, not before.
+        let slotNow = slot != nil || (onSlot != nil && !interrupt.isSet
+            && share.map { $0.reserve(inFlight: 0, wanted: { true }, now: monotonicSeconds()) } == true)
+        let onLoopSlot: (@Sendable () -> Void)? = slotNow ? nil : onSlot
+        let onSlotNow: (@Sendable () -> Void)? = slotNow && slot == nil ? onSlot : nil
         loop.post { [self] in
             loop.probe(
                 self, firstBytes: ask.bytes, deadline: deadline, retrying: false, events: nil, interrupt: interrupt,
-                hostShare: share, warmUp: warmUp, onSlot: onSlot
+                hostShare: share, slotHeld: slotNow, warmUp: warmUp, onSlot: onLoopSlot
             ) { result in
                 if case .failure(let e) = result { _ = Self.refusedByHost(e, share: share) }
                 let prepared = result.map { p in
@@ -36,6 +46,18 @@ extension Download {
                 loop.steps.async { completion(prepared) }
             }
         }
+        onSlotNow?()
+    }
+
+    /// Takes a slot in the host's budget for this download's probe now, if one is free; nil where
+    /// the probe must wait for one (on its loop, in turn). Without a budget, a slot that holds
+    /// nothing. For a batch that takes its files' slots in list order as it starts them (`LoopRun`),
+    /// whichever loop then sends the probe.
+    public func takeProbeSlot() -> ProbeSlot? {
+        guard let budget = options.hostBudget else { return ProbeSlot(share: nil) }
+        let share = budget.share(for: url)
+        guard share.reserve(inFlight: 0, wanted: { true }, now: monotonicSeconds()) else { return nil }
+        return ProbeSlot(share: share)
     }
 
     /// Sends one probing request as ``probe()`` does, as a request on `loop` beside its other
@@ -277,13 +299,20 @@ final class LoopOutcome<Value>: @unchecked Sendable {
     }
 }
 
+/// A slot in its host's budget taken for a probe before the probe reached its loop
+/// (``Download/takeProbeSlot()``).
+public struct ProbeSlot: Sendable {
+    let share: HostShare?
+}
+
 extension Download {
     /// The connections to warm beside this download's probe for `probeBytes` of `url` (see
     /// `ConnectionWarmUp`): the host counts as shared when other downloads of this run hold slots of
-    /// it now, or its budget caps it below this download's connections.
-    func warmUp(probeBytes: Int, url: String? = nil) -> ConnectionWarmUp {
+    /// it now (besides the probe's own, where it is `slotHeld`), or its budget caps it below this
+    /// download's connections.
+    func warmUp(probeBytes: Int, url: String? = nil, slotHeld: Bool = false) -> ConnectionWarmUp {
         let url = url ?? self.url
-        let shared = options.hostBudget.map { $0.held(for: url) > 0 || ($0.maxPerHost ?? Int.max) < options.connections } ?? false
+        let shared = options.hostBudget.map { $0.held(for: url) > (slotHeld ? 1 : 0) || ($0.maxPerHost ?? Int.max) < options.connections } ?? false
         var rule = ConnectionWarmUp(
             connections: options.connections, autoConnections: options.autoConnections, http2: options.transfer.http2,
             mirrors: options.mirrors.count, sharedHost: shared, probeBytes: probeBytes)

@@ -51,4 +51,10 @@ public final class PreparedDownload: @unchecked Sendable {
         info = RemoteFileInfo(probe)
     }
 
+    /// Whether the probe brought every byte of a file of known size: what follows is a save, not a
+    /// fetch.
+    public var broughtWhole: Bool {
+        guard let total = probe.totalLength else { return false }
+        return total > 0 && Int64(probe.prefix.count) == total
+    }
 }

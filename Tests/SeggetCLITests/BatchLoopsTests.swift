@@ -1,0 +1,151 @@
+import Foundation
+import Segget
+import SeggetTestServer
+import Synchronization
+import Testing
+
+@testable import segget
+
+/// A batch of small files runs on two loops, one of larger files on one (`Batch.runOnLoops`), with
+/// a real server and real files; names are still decided in list order across the loops.
+@Suite struct BatchLoopsTests {
+    /// Counts what a batch reports; safe from every loop.
+    final class Counting: Reporter {
+        private let done = Mutex(Set<Int>())
+        var finishedIDs: Set<Int> { done.withLock { $0 } }
+        var wantsProgress: Bool { false }
+        func started(_ job: JobStart) {}
+        func progress(id: Int, _ p: DownloadProgress) {}
+        func event(id: Int, _ e: DownloadEvent) {}
+        func finished(id: Int, url: String, _ r: DownloadResult) { _ = done.withLock { $0.insert(id) } }
+        func skipped(id: Int, url: String, path: String) {}
+        func failed(id: Int, url: String, path: String?, _ e: SeggetError) {}
+        func summary(_ outcomes: [Outcome], seconds: Double) {}
+    }
+
+    static func bytes(_ count: Int, seed: UInt64) -> [UInt8] {
+        var x = seed &* 0x9E37_79B9_7F4A_7C15 | 1
+        return (0..<count).map { _ in
+            x ^= x << 13
+            x ^= x >> 7
+            x ^= x << 17
+            return UInt8(truncatingIfNeeded: x)
+        }
+    }
+
+    /// A fresh directory under the system's temporary one.
+    static func directory() throws -> String {
+        let path = NSTemporaryDirectory() + "segget-loops-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
+    /// `urls` as a batch of `jobs` in flight into `dir`, with `arguments` on its command line.
+    static func batch(_ urls: [String], into dir: String, jobs: Int, arguments: [String] = []) throws -> Batch {
+        let list = try InputFile(parsing: urls.joined(separator: "\n"))
+        let get = try Get.parse(arguments + ["-q", "-d", dir, "-i", "list"])
+        return Batch(
+            entries: list.entries, base: try get.downloadOptions(), jobs: jobs, totalConnections: nil, listMode: true,
+            planPaths: true, skipExisting: false, checksumFile: nil)
+    }
+
+    /// A started server with `count` files named PREFIX0…, of `size + i` bytes each, and the files.
+    static func serving(_ prefix: String, count: Int, size: Int, seed: UInt64) throws -> (TestServer, [String: [UInt8]]) {
+        let server = try TestServer()
+        try server.start()
+        var files: [String: [UInt8]] = [:]
+        for i in 0..<count {
+            let body = bytes(size + i, seed: seed + UInt64(i))
+            files["\(prefix)\(i)"] = body
+            server.addResource(name: "\(prefix)\(i)", bytes: body)
+        }
+        return (server, files)
+    }
+
+    static func contents(_ path: String) -> [UInt8]? {
+        FileManager.default.contents(atPath: path).map { [UInt8]($0) }
+    }
+
+    @Test func loopLimitFollowsFilesInFlightSyncsAndCPUs() throws {
+        let urls = (0..<40).map { "http://127.0.0.1:9/f\($0)" }
+        let many = try Self.batch(urls, into: "/tmp", jobs: 16)
+        #expect(many.loopLimit(cpus: 2) == Batch.batchLoops)
+        #expect(many.loopLimit(cpus: 16) == Batch.batchLoops)
+        #expect(many.loopLimit(cpus: 1) == 1)
+        #expect(try Self.batch(urls, into: "/tmp", jobs: 1).loopLimit(cpus: 4) == 1)
+        #expect(try Self.batch(Array(urls.prefix(1)), into: "/tmp", jobs: 16).loopLimit(cpus: 4) == 1)
+        // With --fsync the steps have a thread of their own, where the syncs wait: one loop.
+        #expect(try Self.batch(urls, into: "/tmp", jobs: 16, arguments: ["--fsync"]).loopLimit(cpus: 4) == 1)
+    }
+
+    /// 48 files of 64 KiB, 8 in flight: every one arrives whole, on two loops.
+    @Test func smallFilesRunOnTwoLoops() throws {
+        let (server, files) = try Self.serving("s", count: 48, size: 64 * 1024, seed: 40)
+        defer { server.stop() }
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let reporter = Counting()
+        let batch = try Self.batch((0..<48).map { server.url("s\($0)") }, into: dir, jobs: 8)
+        let run = batch.runOnLoops(reporter: reporter, interrupt: InterruptFlag(), cpus: 2, cpuFree: { true })
+        #expect(run.loops == 2)
+        #expect(Batch.exitCode(run.outcomes) == 0)
+        #expect(reporter.finishedIDs == Set(1...48))
+        for (name, body) in files { #expect(Self.contents(dir + "/" + name) == body, "\(name)") }
+        #expect(server.requests.count == 48, "one request a file: the probe brought each whole")
+        // Each loop keeps 8 of the 16 connections the first kept alone (a close reaches the server
+        // a moment late).
+        #expect(server.peakConnections <= 18, "\(server.peakConnections) connections open at once")
+    }
+
+    /// The same files on a machine of one CPU, or of two that something else keeps busy: one loop.
+    @Test(arguments: [(cpus: 1, free: true), (cpus: 2, free: false)])
+    func noFreeCPUKeepsOneLoop(_ machine: (cpus: Int, free: Bool)) throws {
+        let (server, files) = try Self.serving("c", count: 12, size: 32 * 1024, seed: 7)
+        defer { server.stop() }
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let batch = try Self.batch((0..<12).map { server.url("c\($0)") }, into: dir, jobs: 4)
+        let free = machine.free
+        let run = batch.runOnLoops(reporter: Counting(), interrupt: InterruptFlag(), cpus: machine.cpus, cpuFree: { free })
+        #expect(run.loops == 1)
+        #expect(Batch.exitCode(run.outcomes) == 0)
+        for (name, body) in files { #expect(Self.contents(dir + "/" + name) == body, "\(name)") }
+    }
+
+    /// Files larger than the probe's first chunk are fetched in ranges with the writers: one loop.
+    @Test func largerFilesStayOnOneLoop() throws {
+        let (server, files) = try Self.serving("b", count: 6, size: 600 * 1024, seed: 90)
+        defer { server.stop() }
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let batch = try Self.batch(
+            (0..<6).map { server.url("b\($0)") }, into: dir, jobs: 4, arguments: ["--chunk-size", "256k"])
+        let run = batch.runOnLoops(reporter: Counting(), interrupt: InterruptFlag(), cpus: 2, cpuFree: { true })
+        #expect(run.loops == 1)
+        #expect(Batch.exitCode(run.outcomes) == 0)
+        for (name, body) in files { #expect(Self.contents(dir + "/" + name) == body, "\(name)") }
+    }
+
+    /// 30 URLs that all want the name `same`, on two loops: the names are still given in list order
+    /// (`same`, `same.1`, … `same.29`), each once, and a rerun would pick them again.
+    @Test func namesFollowTheListAcrossLoops() throws {
+        let server = try TestServer()
+        try server.start()
+        defer { server.stop() }
+        let body = Self.bytes(20 * 1024, seed: 3)
+        server.addResource(name: "same", bytes: body)
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let batch = try Self.batch((0..<30).map { server.url("same", query: "i=\($0)") }, into: dir, jobs: 8)
+        let run = batch.runOnLoops(reporter: Counting(), interrupt: InterruptFlag(), cpus: 2, cpuFree: { true })
+        #expect(run.loops == 2)
+        #expect(Batch.exitCode(run.outcomes) == 0)
+        let expected = ["same"] + (1..<30).map { "same.\($0)" }
+        for (k, outcome) in run.outcomes.enumerated() {
+            #expect(outcome.path == dir + "/" + expected[k], "file \(k + 1): \(outcome.path ?? "nil")")
+        }
+        let found = try FileManager.default.contentsOfDirectory(atPath: dir).sorted()
+        #expect(found == expected.sorted())
+        for name in expected { #expect(Self.contents(dir + "/" + name) == body) }
+    }
+}
