@@ -64,9 +64,10 @@ extension Batch {
         return runnable <= cpus
     }
 
-    /// The loops of a batch of small files. 500 files of 64 KiB, 16 at a time, 2 CPUs: 0.89 times
-    /// the time of one loop with the saves on the writer threads (per-repetition median of 15
-    /// alternated runs, `scripts/bench --scenarios batch-small`).
+    /// The loops of a batch of small files. 500 files of 64 KiB, 16 at a time, 2 CPUs: 0.89-0.97
+    /// times the time of one loop with the saves on the writer threads (per-repetition medians of
+    /// six runs of 11-21 alternated repetitions, `scripts/bench --scenarios batch-small`); three
+    /// loops were 1.06 times two.
     static let batchLoops = 2
 }
 
@@ -178,9 +179,13 @@ final class LoopRun: @unchecked Sendable {
     }
 
     /// Starts files while fewer than `parallelFiles` are in flight, each on the loop with the fewest.
-    /// A file whose turn it is takes its probe's slot here, in list order, when its host has one
-    /// free: its loop then sends the probe at once, and the next file's turn has come without a
-    /// pass of that loop (a turn handed from loop to loop made two loops slower than one).
+    /// On two loops, a file whose turn it is takes its probe's slot here, in list order, when its
+    /// host has one free: its loop then sends the probe at once, and the next file's turn has come
+    /// without a pass of that loop (a turn handed from loop to loop a pass at a time made two loops
+    /// slower than one); a probe started later takes a free slot at once too (`slotNowIfFree`). On
+    /// one loop the turn passes as the loop grants the slots: taken early, the slots of 100 files of
+    /// 4 MiB from a capped server made the batch 1.10 times as long (7 alternated runs; not
+    /// explained yet).
     func startFiles(here: Int) {
         if batch.entries.isEmpty { return finish() }
         let begun = lock.withLock { () -> [Begun] in
@@ -199,7 +204,9 @@ final class LoopRun: @unchecked Sendable {
                     for: batch.entries[k], lender: lender, hostBudget: hostBudget, startingNames: startingNames)
                 let probes = batch.probes(opts) && !interrupt.isSet
                 var slot: ProbeSlot?
-                if k == turn && probes, let taken = Download(url: batch.entries[k].url, options: opts).takeProbeSlot() {
+                if loops.count > 1 && k == turn && probes,
+                    let taken = Download(url: batch.entries[k].url, options: opts).takeProbeSlot()
+                {
                     slot = taken
                     advanceTurn(past: k, here: here)
                 }
@@ -230,7 +237,8 @@ final class LoopRun: @unchecked Sendable {
         let fileLoop = loop(here)
         let probe = { @Sendable [self] in
             Download(url: batch.entries[k].url, options: opts).prepare(
-                on: fileLoop, interrupt: interrupt, slot: b.slot, onSlot: { [self] in passTurn(k, here: here) }
+                on: fileLoop, interrupt: interrupt, slot: b.slot, slotNowIfFree: loopCount > 1,
+                onSlot: { [self] in passTurn(k, here: here) }
             ) { [self] result in
                 passTurn(k, here: here)
                 probed(k, Probed(options: opts, prepared: try? result.get()), here: here)

@@ -25,8 +25,9 @@ public final class DownloadLoop: @unchecked Sendable {
     private let inboxLock = ConditionLock()
     /// Guarded by `inboxLock`: work posted for the loop thread.
     private var inbox: [() -> Void] = []
-    /// Guarded by `inboxLock`: a wake was sent for work the loop has not taken yet.
-    private var wakeSent = false
+    /// Guarded by `inboxLock`: the loop will look at its inbox without another wake: one was sent
+    /// for work it has not taken yet, or the loop thread itself posted some.
+    private var inboxSeen = false
     /// Guarded by `inboxLock`: the thread running the loop, while it runs. Work it posts itself needs
     /// no wake: a pass looks at the inbox before it waits.
     private var thread: SystemThread.ID?
@@ -114,13 +115,15 @@ public final class DownloadLoop: @unchecked Sendable {
     public func post(_ work: @escaping () -> Void, wake: Bool) {
         let wakeNow = inboxLock.withLock { () -> Bool in
             inbox.append(work)
-            guard wake, !wakeSent, thread != SystemThread.current else { return false }
-            wakeSent = true
+            if thread == SystemThread.current { inboxSeen = true }
+            guard wake, !inboxSeen else { return false }
+            inboxSeen = true
             return true
         }
-        // Thread-safe in libcurl: a poll in progress returns at once. Work posted while a wake is
-        // still to be taken needs none of its own: the loop takes everything in the inbox at once.
-        // Nor does work the loop thread posts itself: a pass looks at the inbox before it waits.
+        // Thread-safe in libcurl: a poll in progress returns at once. Work posted behind work the
+        // loop will see needs no wake of its own (the loop takes everything in the inbox at once):
+        // behind work whose wake was sent, or work the loop thread posted itself (a pass looks at the
+        // inbox before it waits). Work posted without a wake does not count.
         if wakeNow { try? driver.multi.wakeUp() }
     }
 
@@ -143,7 +146,7 @@ public final class DownloadLoop: @unchecked Sendable {
         for _ in 0..<4 {
             let work = inboxLock.withLock { () -> [() -> Void] in
                 defer { inbox.removeAll(keepingCapacity: true) }
-                wakeSent = false
+                inboxSeen = false
                 return inbox
             }
             if work.isEmpty { return }

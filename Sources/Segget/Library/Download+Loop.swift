@@ -12,15 +12,16 @@ extension Download {
     /// called once, on the loop's steps queue.
     ///
     /// With a `hostBudget`, it waits (on the loop, without blocking it) for a slot of its host first,
-    /// until `interrupt` is set, and calls `onSlot` once it has one, before the request goes out: on
-    /// the calling thread before `prepare` returns where a slot is free at once (a batch's next
-    /// probe then need not wait for a pass of this loop, see `LoopRun`), else on the loop thread.
+    /// until `interrupt` is set, and calls `onSlot` on the loop thread once it has one, before the
+    /// request goes out.
     ///
     /// With a `slot` (``takeProbeSlot()``), the probe has its slot already: it goes out at once, and
-    /// `onSlot` is not called.
+    /// `onSlot` is not called. With `slotNowIfFree`, a slot free at once is taken before `prepare`
+    /// returns, and `onSlot` is called then, on the calling thread (a batch on two loops: the next
+    /// file's probe, maybe on the other loop, need not wait for a pass of this one; see `LoopRun`).
     public func prepare(
         on loop: DownloadLoop, interrupt: InterruptFlag = InterruptFlag(), slot: ProbeSlot? = nil,
-        onSlot: (@Sendable () -> Void)? = nil,
+        slotNowIfFree: Bool = false, onSlot: (@Sendable () -> Void)? = nil,
         completion: @escaping @Sendable (Result<PreparedDownload, SeggetError>) -> Void
     ) {
         let deadline = options.timeout.map { Deadline(limit: $0, from: monotonicSeconds()) }
@@ -28,14 +29,14 @@ extension Download {
         let share = slot.map(\.share) ?? options.hostBudget?.share(for: url)
         let warmUp = warmUp(probeBytes: ask.bytes, slotHeld: slot != nil)
         // After the warm-up's look at the slots the host's other downloads hold, not before.
-        let slotNow = slot != nil || (onSlot != nil && !interrupt.isSet
-            && share.map { $0.reserve(inFlight: 0, wanted: { true }, now: monotonicSeconds()) } == true)
-        let onLoopSlot: (@Sendable () -> Void)? = slotNow ? nil : onSlot
-        let onSlotNow: (@Sendable () -> Void)? = slotNow && slot == nil ? onSlot : nil
+        let slotNow = slotNowIfFree && slot == nil && !interrupt.isSet
+            && share.map { $0.reserve(inFlight: 0, wanted: { true }, now: monotonicSeconds()) } == true
+        let held = slot != nil || slotNow
+        let onLoopSlot: (@Sendable () -> Void)? = held ? nil : onSlot
         loop.post { [self] in
             loop.probe(
                 self, firstBytes: ask.bytes, deadline: deadline, retrying: false, events: nil, interrupt: interrupt,
-                hostShare: share, slotHeld: slotNow, warmUp: warmUp, onSlot: onLoopSlot
+                hostShare: share, slotHeld: held, warmUp: warmUp, onSlot: onLoopSlot
             ) { result in
                 if case .failure(let e) = result { _ = Self.refusedByHost(e, share: share) }
                 let prepared = result.map { p in
@@ -46,7 +47,7 @@ extension Download {
                 loop.steps.async { completion(prepared) }
             }
         }
-        onSlotNow?()
+        if slotNow { onSlot?() }
     }
 
     /// Takes a slot in the host's budget for this download's probe now, if one is free; nil where
