@@ -148,4 +148,28 @@ import Testing
         #expect(found == expected.sorted())
         for name in expected { #expect(Self.contents(dir + "/" + name) == body) }
     }
+
+    /// Small files from a host that serves 3 requests at once per client and refuses the rest with
+    /// 429, on two loops: the slots the two loops' probes take are one budget, what a refusal teaches
+    /// holds for both, and every file arrives whole, with about the first burst refused and not a
+    /// refusal per request (which a loop that did not learn, or two budgets, would draw).
+    @Test func twoLoopsShareOneHostBudget() throws {
+        let (server, files) = try Self.serving("h", count: 24, size: 64 * 1024, seed: 500)
+        defer { server.stop() }
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let urls = (0..<24).map { server.baseURL + "/h\($0)?rate=2m&maxconc=3&scope=client&reject=429" }
+        let batch = try Self.batch(urls, into: dir, jobs: 8, arguments: ["--retry-wait", "0.1"])
+        let started = DispatchTime.now().uptimeNanoseconds
+        let run = batch.runOnLoops(reporter: Counting(), interrupt: InterruptFlag(), cpus: 2, cpuFree: { true })
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
+        #expect(run.loops == 2)
+        #expect(Batch.exitCode(run.outcomes) == 0, "\(run.outcomes)")
+        for (name, body) in files { #expect(Self.contents(dir + "/" + name) == body, "\(name)") }
+        let stats = server.concurrency
+        #expect(stats.maxInFlight <= 3)
+        // The first burst (8 probes, 5 refused; 5 in every run here), a probe upwards now and then
+        // (about two a second), and a race or three. Two budgets would each draw a burst.
+        #expect(stats.rejected <= 5 + 3 + Int(seconds * 2), "\(stats) in \(seconds) s")
+    }
 }
