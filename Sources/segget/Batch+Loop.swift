@@ -258,23 +258,29 @@ final class LoopRun: @unchecked Sendable {
 
     /// File `k`'s probe has its slot (or ended, or made none): the next file's probe may take one.
     private func passTurn(_ k: Int, here: Int) {
-        lock.withLock { advanceTurn(past: k, here: here) }
+        let inline = lock.withLock { advanceTurn(past: k, here: here, inlineOnOneLoop: true) }
+        inline?()
     }
 
     /// `passTurn`, under the lock: the turn moves past `k` and every file after it already past; the
     /// probe waiting for the turn that came, if any, is posted to its loop, even this one (no
     /// nesting of one file's turn in another's: its slot may be taken at once), while busyOn counts
     /// only what was there before it. The loop's own thread posts with no wake (`DownloadLoop.post`).
-    private func advanceTurn(past k: Int, here: Int) {
-        guard k >= turn else { return }
+    @discardableResult
+    private func advanceTurn(past k: Int, here: Int, inlineOnOneLoop: Bool = false) -> (@Sendable () -> Void)? {
+        guard k >= turn else { return nil }
         // The file whose turn it is passes without a stop in the set: a run of one file allocates
         // none (a set's first use has the runtime build its generic type at run time).
         if k == turn { turn += 1 } else { turnPassed.insert(k) }
         while turnPassed.remove(turn) != nil { turn += 1 }
-        guard let next = turnWaiting.removeValue(forKey: turn) else { return }
+        guard let next = turnWaiting.removeValue(forKey: turn) else { return nil }
         probing.insert(turn)
-        loops[next.loop].post(next.probe, wake: next.loop == here || busyOn[next.loop] == 0)
         busyOn[next.loop] += 1
+        // On one loop no slot is taken at once (`slotNowIfFree`), so the probe cannot pass the turn
+        // on from inside this call: the caller starts it, after the lock, as before two loops.
+        if inlineOnOneLoop && loops.count == 1 { return next.probe }
+        loops[next.loop].post(next.probe, wake: next.loop == here || busyOn[next.loop] == 1)
+        return nil
     }
 
     /// Paths are decided in list order, so a rerun picks the same names: whichever report completes
