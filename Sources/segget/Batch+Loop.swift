@@ -45,13 +45,18 @@ extension Batch {
         return (outcomes, run.loopCount)
     }
 
-    /// How many loops the run may have: one for a file at a time, with `--fsync` (whose steps wait
-    /// for the disk on a thread of their own) or on one CPU; else `batchLoops`, or fewer where fewer
-    /// files run at once.
+    /// How many loops the run may have: one for fewer than `filesPerLoop` files per loop at once,
+    /// with `--fsync` (whose steps wait for the disk on a thread of their own) or on one CPU; else
+    /// `batchLoops`.
     func loopLimit(cpus: Int) -> Int {
-        guard parallelFiles > 1, !base.syncBeforeRename, cpus > 1 else { return 1 }
-        return min(Self.batchLoops, parallelFiles)
+        guard !base.syncBeforeRename, cpus > 1 else { return 1 }
+        return max(1, min(Self.batchLoops, parallelFiles / Self.filesPerLoop))
     }
+
+    /// The fewest files in flight per loop: a second loop opens connections of its own (the first
+    /// keeps its), which a short `-j` pays for with nothing to gain (the gain was measured at
+    /// `-j 16`); from `-j 8` a batch may take two.
+    static let filesPerLoop = 4
 
     /// Whether a CPU is free for one more loop now: fewer threads of the whole system running or
     /// ready to run, the caller's among them, than `cpus`, or as many. Two loops that hand each

@@ -73,6 +73,9 @@ import Testing
         #expect(many.loopLimit(cpus: 16) == Batch.batchLoops)
         #expect(many.loopLimit(cpus: 1) == 1)
         #expect(try Self.batch(urls, into: "/tmp", jobs: 1).loopLimit(cpus: 4) == 1)
+        // Fewer than 4 files a loop: one loop, whose connections the files reuse (BatchTests).
+        #expect(try Self.batch(urls, into: "/tmp", jobs: 7).loopLimit(cpus: 4) == 1)
+        #expect(try Self.batch(urls, into: "/tmp", jobs: 8).loopLimit(cpus: 4) == 2)
         #expect(try Self.batch(Array(urls.prefix(1)), into: "/tmp", jobs: 16).loopLimit(cpus: 4) == 1)
         // With --fsync the steps have a thread of their own, where the syncs wait: one loop.
         #expect(try Self.batch(urls, into: "/tmp", jobs: 16, arguments: ["--fsync"]).loopLimit(cpus: 4) == 1)
@@ -104,7 +107,7 @@ import Testing
         defer { server.stop() }
         let dir = try Self.directory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let batch = try Self.batch((0..<12).map { server.url("c\($0)") }, into: dir, jobs: 4)
+        let batch = try Self.batch((0..<12).map { server.url("c\($0)") }, into: dir, jobs: 8)
         let free = machine.free
         let run = batch.runOnLoops(reporter: Counting(), interrupt: InterruptFlag(), cpus: machine.cpus, cpuFree: { free })
         #expect(run.loops == 1)
@@ -114,12 +117,12 @@ import Testing
 
     /// Files larger than the probe's first chunk are fetched in ranges with the writers: one loop.
     @Test func largerFilesStayOnOneLoop() throws {
-        let (server, files) = try Self.serving("b", count: 6, size: 600 * 1024, seed: 90)
+        let (server, files) = try Self.serving("b", count: 12, size: 600 * 1024, seed: 90)
         defer { server.stop() }
         let dir = try Self.directory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let batch = try Self.batch(
-            (0..<6).map { server.url("b\($0)") }, into: dir, jobs: 4, arguments: ["--chunk-size", "256k"])
+            (0..<12).map { server.url("b\($0)") }, into: dir, jobs: 8, arguments: ["--chunk-size", "256k"])
         let run = batch.runOnLoops(reporter: Counting(), interrupt: InterruptFlag(), cpus: 2, cpuFree: { true })
         #expect(run.loops == 1)
         #expect(Batch.exitCode(run.outcomes) == 0)
