@@ -70,7 +70,7 @@ final class LoopProbe: TransferClient {
             finish(.failure(SeggetError(.interrupted, "interrupted before the download started.")))
             return true
         }
-        guard share.reserve(inFlight: 0, wanted: { true }, now: monotonicSeconds()) else { return false }
+        guard share.reserveFirst() else { return false }
         waitingForSlot = false
         slotTaken()
         return true

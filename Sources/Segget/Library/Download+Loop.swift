@@ -30,7 +30,7 @@ extension Download {
         let warmUp = warmUp(probeBytes: ask.bytes, slotHeld: slot != nil)
         // After the warm-up's look at the slots the host's other downloads hold, not before.
         let slotNow = slotNowIfFree && slot == nil && !interrupt.isSet
-            && share.map { $0.reserve(inFlight: 0, wanted: { true }, now: monotonicSeconds()) } == true
+            && share?.reserveFirst() == true
         let held = slot != nil || slotNow
         let onLoopSlot: (@Sendable () -> Void)? = held ? nil : onSlot
         loop.post { [self] in
@@ -57,7 +57,7 @@ extension Download {
     public func takeProbeSlot() -> ProbeSlot? {
         guard let budget = options.hostBudget else { return ProbeSlot(share: nil) }
         let share = budget.share(for: url)
-        guard share.reserve(inFlight: 0, wanted: { true }, now: monotonicSeconds()) else { return nil }
+        guard share.reserveFirst() else { return nil }
         return ProbeSlot(share: share)
     }
 

@@ -145,10 +145,13 @@ final class HostShare: @unchecked Sendable {
     /// The limit the host's refusals taught (for messages).
     var learntLimit: Int? { budget.withHost(key) { h, _ in h.learnt.limit } }
 
+    /// Takes a slot for a download's first request (a probe) if one is free now.
+    func reserveFirst() -> Bool { reserve(inFlight: 0, wanted: { true }, now: monotonicSeconds()) }
+
     /// Waits until one request (a probe) may go out: false when `interrupt` was set first.
     func waitForSlot(interrupt: InterruptFlag) -> Bool {
         while !interrupt.isSet {
-            if reserve(inFlight: 0, wanted: { true }, now: monotonicSeconds()) { return true }
+            if reserveFirst() { return true }
             SystemThread.sleep(seconds: 0.02)
         }
         return false
