@@ -20,7 +20,7 @@ struct Connection {
         self.server = server
         self.stop = stop
         self.reader = RequestReader(fd: fd, stop: stop)
-        self.buffer = [UInt8](repeating: 0, count: 256 * 1024 + 32)
+        self.buffer = [UInt8](repeating: 0, count: 256 * 1024 + 96)
     }
 
     mutating func run() {
@@ -78,8 +78,8 @@ struct Connection {
         case .close(let after)?, .stall(let after)?: limit = min(total, after)
         case nil: break
         }
-        let chunked: Bool
-        if case .chunked = plan.framing { chunked = true } else { chunked = false }
+        let chunked: String?
+        if case .chunked = plan.framing { chunked = plan.chunkExtension.map { ";" + $0 } ?? "" } else { chunked = nil }
 
         let (fd, stop) = (self.fd, self.stop)
         var sent: Int64 = 0
@@ -134,8 +134,8 @@ struct Connection {
         case nil:
             break
         }
-        if chunked {
-            guard Sock.sendAll(fd, Array("0\r\n\r\n".utf8)) else { return false }
+        if let ext = chunked {
+            guard Sock.sendAll(fd, Array("0\(ext)\r\n\r\n".utf8)) else { return false }
         }
         return !closing
     }
@@ -154,22 +154,23 @@ struct Connection {
     }
 
     /// Sends `count` body bytes starting `offset` bytes into the body; returns the payload bytes written.
-    private mutating func sendSlice(_ body: ResponsePlan.Body, offset: Int64, count: Int, chunked: Bool)
+    /// `chunked`: as one chunk, its size line carrying this extension text (empty: none); nil: raw.
+    private mutating func sendSlice(_ body: ResponsePlan.Body, offset: Int64, count: Int, chunked: String?)
         -> (written: Int, ok: Bool)
     {
-        if !chunked, case .slice(let rep, let sliceOffset, _) = body,
+        if chunked == nil, case .slice(let rep, let sliceOffset, _) = body,
             let direct = rep.sendDirect(to: fd, at: sliceOffset + offset, count: count)
         {
             return direct
         }
         // Chunked framing is built around the payload in the same buffer: one send per chunk.
-        let prefix = chunked ? Array("\(String(count, radix: 16))\r\n".utf8) : []
+        let prefix = chunked.map { Array("\(String(count, radix: 16))\($0)\r\n".utf8) } ?? []
         fillBody(body, offset: offset, count: count, at: prefix.count)
         let fd = self.fd
         return buffer.withUnsafeMutableBytes { raw in
             for (i, b) in prefix.enumerated() { raw[i] = b }
             var end = prefix.count + count
-            if chunked {
+            if chunked != nil {
                 raw[end] = 13
                 raw[end + 1] = 10
                 end += 2

@@ -50,6 +50,7 @@
 /// | noranges | ignores Range: 200 full, no Accept-Ranges | |
 /// | range200 | advertises Accept-Ranges but answers 200 full to ranges | |
 /// | chunked | ignores Range, `Transfer-Encoding: chunked` | |
+/// | chunked206 | honours ranges, but every answer with a body (206 included) is `Transfer-Encoding: chunked` with no `Content-Length`, as some application servers send; `ext=1` adds a chunk extension to every chunk size line | ext |
 /// | close-delimited | ignores Range, no length, body ends at close | |
 /// | redirect | `to` → Location (code), `hops=N` chain ending at `/NAME`, `loop=1` to itself | code (302), hops (1) |
 /// | status | answers `code` with a short body to `times` requests from request number `from`, then normally | code (500), times (all), from (1), retryafter |
@@ -78,6 +79,7 @@ public enum FaultMode: String, CaseIterable, Sendable {
     case noranges
     case range200
     case chunked
+    case chunked206
     case closeDelimited = "close-delimited"
     case redirect
     case status

@@ -42,6 +42,8 @@ struct ResponsePlan {
     var silent = false
     /// The status line's reason phrase; nil for the usual one (`reason=`).
     var reason: String?
+    /// With chunked framing: text after each chunk size (`;name=value`, a chunk extension), nil: none.
+    var chunkExtension: String?
 
     init(status: Int, headers: [(String, String)] = [], body: Body = .empty, framing: Framing? = nil) {
         self.status = status
@@ -170,6 +172,10 @@ struct ResponsePlanner {
         switch route.mode {
         case .chunked:
             plan.framing = .chunked
+        case .chunked206 where hasBody:
+            // Legal HTTP/1.1 (RFC 9112 §6.1, §7.1.1): the 206 as the 200, chunked, no Content-Length.
+            plan.framing = .chunked
+            if p.flag("ext") { plan.chunkExtension = "seg=\"x\";n=1" }
         case .closeDelimited:
             plan.framing = .untilClose
             plan.closeConnection = true

@@ -178,6 +178,25 @@ import Testing
         #expect(Self.nothingLeftUnderFinalName(dir))
     }
 
+    /// A server that frames every answer, 206 included, with `Transfer-Encoding: chunked` and no
+    /// `Content-Length` (legal HTTP/1.1; chunk extensions too) is downloaded, with one connection and
+    /// with several. The probe's held answer, continued by the fetch, was once judged with a length
+    /// the server never sent beside its chunked coding, and refused as smuggling (exit 7).
+    @Test(arguments: [(1, ""), (8, ""), (1, "ext=1"), (8, "ext=1")])
+    func chunkedPartialAnswersAreDownloaded(_ n: Int, _ query: String) async throws {
+        let body = TestFiles.pattern(Int(24 * Self.chunk + 321), seed: 17)
+        let server = try Self.server(body)
+        defer { server.stop() }
+        let dir = try TempDir()
+        let trace = FaultTrace()
+        let (outcome, _) = await Self.bounded(server.url("f", mode: .chunked206, query: query), Self.options(n, dir: dir), trace: trace)
+        #expect(outcome.error == nil, "-n \(n) \(query): \(outcome.error?.message ?? "")")
+        #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
+        #expect(trace.retries == 0, "-n \(n) \(query): retried \(trace.retries) times")
+        // Ranged, not one plain stream: more than one request when there are several connections.
+        if n > 1 { #expect(server.requests.count > 1) }
+    }
+
     /// A `multipart/byteranges` answer to one range is never written: on the probe it means "no
     /// usable ranges" (one plain stream), during the fetch the download starts over as one stream at
     /// once. (Before: six retries of the same range, then exit 7.)

@@ -94,11 +94,16 @@ public struct ResponseHead: Sendable, Equatable {
     /// of an answer to `bytes=0-` (`end` is `total`) or to `bytes=0-N` (`Prober.headRangeBytes`)
     /// rewritten to what is left of it from `offset`. A probe's answer, continued by the fetch after
     /// the probe kept its first `offset` bytes, is judged as what it now is.
+    ///
+    /// The framing stays the server's: a `Content-Length` is rewritten only where the server sent
+    /// one. A chunked answer (legal for a 206) has none, and one added here beside its
+    /// `Transfer-Encoding` made the fetch refuse the server's own answer as smuggling.
     package func continuing(from offset: Int64, to end: Int64, total: Int64) -> ResponseHead {
         var h = self
+        let hadLength = rawFields.contains { $0.name == "content-length" }
         h.rawFields = rawFields.filter { $0.name != "content-range" && $0.name != "content-length" }
         h.rawFields.append((name: "content-range", value: "bytes \(offset)-\(end - 1)/\(total)"))
-        h.rawFields.append((name: "content-length", value: "\(end - offset)"))
+        if hadLength { h.rawFields.append((name: "content-length", value: "\(end - offset)")) }
         return h
     }
 

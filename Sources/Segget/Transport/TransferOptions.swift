@@ -57,7 +57,13 @@ extension EasyHandle {
             // download goes on over HTTP/1.1 as it always did.
             try setHTTPVersion(.http1_1)
         }
-        try setReceiveBufferSize(options.receiveBufferSize)
+        do throws(CurlError) {
+            try setReceiveBufferSize(options.receiveBufferSize)
+        } catch where error.code == .easy(.badFunctionArgument) {
+            // libcurl 7.88 refuses a new size once the handle has its receive buffer, which a handle
+            // reused after an HTTP/2 transfer keeps (the stream's connection lives on). The buffer it
+            // has was made at this same size by the handle's first request, so nothing is lost.
+        }
         try setTCPKeepAlive(true)
         if let c = options.credentials {
             // Basic, sent with the first request as curl -u does: many file servers never send a 401.
