@@ -310,6 +310,9 @@ package final class EasyHandle {
 
     /// The last response's status code, 0 before any (`CURLINFO_RESPONSE_CODE`).
     package func responseCode() throws(CurlError) -> Int { try info(CURLINFO_RESPONSE_CODE, "CURLINFO_RESPONSE_CODE") }
+    /// How many new connections the last transfer had to open: 0 when it reused a kept-alive one
+    /// (`CURLINFO_NUM_CONNECTS`).
+    package func newConnections() throws(CurlError) -> Int { try info(CURLINFO_NUM_CONNECTS, "CURLINFO_NUM_CONNECTS") }
     /// The local port of the last connection used (`CURLINFO_LOCAL_PORT`).
     package func localPort() throws(CurlError) -> Int { try info(CURLINFO_LOCAL_PORT, "CURLINFO_LOCAL_PORT") }
     /// The last URL used (`CURLINFO_EFFECTIVE_URL`).

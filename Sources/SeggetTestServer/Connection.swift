@@ -40,6 +40,7 @@ struct Connection {
                 return
             case .request(let request):
                 var prepared = server.prepare(request, remoteAddress: remoteAddress, remotePort: remotePort)
+                guard server.waitForWorker(prepared) else { return }
                 let keepAlive = respond(request, &prepared)
                 server.release(prepared)
                 server.finished(prepared.record)
@@ -60,7 +61,12 @@ struct Connection {
         if case .close = plan.cutoff { closing = true }
         if prepared.pacing.firstByteDelay > 0 {
             let milliseconds = Int32(min(86_400_000, prepared.pacing.firstByteDelay * 1000))
-            guard Self.pause(fd: fd, stop: stop, milliseconds: milliseconds) else { return false }
+            if prepared.worker != nil {
+                // A worker thinks whether or not the client is still there; it finds out when it writes.
+                guard !stop.sleep(milliseconds: milliseconds) else { return false }
+            } else {
+                guard Self.pause(fd: fd, stop: stop, milliseconds: milliseconds) else { return false }
+            }
         }
         // `acktail`: the head and the body up to the tail in one corked write, the tail after the
         // client acknowledged them.

@@ -16,6 +16,8 @@
 /// | `rate=16m` | bytes per second per response (default: unthrottled) |
 /// | `catchup=1` | paces like nginx's `limit_rate`: a client that stopped reading gets the arrears at full speed |
 /// | `firstbyte=0.5` | seconds every response waits before its head (a slow first byte) |
+/// | `workers=1` | at most this many requests are worked on at once (per client and target, or per client with `scope=client`); the others wait in arrival order, and each holds its worker through its `firstbyte` and its body; a request whose client hung up still costs its `firstbyte` when its turn comes (`WorkerQueues`) |
+/// | `close=1` | every answer says `Connection: close` and closes its connection |
 /// | `acktail=4k` | the head and the body but its last 4 KiB go out as one corked write; the rest waits until the client has acknowledged all of that (at most 1 s), as nginx's answers with `sendfile` and `tcp_nopush` sometimes do on loopback; the wait is recorded (`RecordedRequest.tailWait`) |
 ///
 /// Trickling: a request is *slow* when a selector picks it; its body then drops to `slowrate`.
@@ -119,6 +121,7 @@ struct Route {
     static let pacingParameters: Set<String> = [
         "rate", "catchup", "firstbyte", "slowports", "slowfirst", "slowevery", "slowfraction", "seed", "slowrate",
         "slowafter", "slowfrom", "ramp", "slowfirstbyte", "maxconc", "reject", "retryafter", "ratelimit", "reset",
+        "workers", "close",
     ]
 
     /// Whether request number `requestNumber` (per target, from 1) from `remotePort` is slow: its

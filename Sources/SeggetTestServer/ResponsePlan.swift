@@ -222,6 +222,8 @@ struct ResponsePlanner {
         default:
             break
         }
+        // `close=1`: every answer closes its connection, as an object store's emulator does.
+        if p.flag("close") { plan.closeConnection = true }
         return plan
     }
 

@@ -15,6 +15,10 @@ public struct RecordedRequest: Sendable, Equatable, CustomStringConvertible {
     public var headers: [String: String]
     /// The client's TCP port.
     public var remotePort: Int
+    /// When the request arrived and, with `workers`, when a worker took it (monotonic seconds, as
+    /// `TestServer.clock`; nil: no worker queue).
+    public var arrivedAt: Double = 0
+    public var servedAt: Double? = nil
     /// The status code answered (400 for a request that could not be parsed; the connection is then closed).
     public var status: Int
     /// Body bytes written to the socket for this request (payload only, without chunk framing).
@@ -76,6 +80,7 @@ public final class TestServer: @unchecked Sendable {
     private var listenerClosed = false
     private var requestObserver: (@Sendable (RecordedRequest) -> Void)?
     private var ledger = ConcurrencyLedger()
+    private var workers = WorkerQueues()
 
     /// Binds and listens on `host` (`127.0.0.1` or `::1`); `port` 0 lets the kernel pick one.
     public init(host: String = "127.0.0.1", port: Int = 0) throws {
@@ -122,6 +127,8 @@ public final class TestServer: @unchecked Sendable {
         }
         if first {
             stopSignal.fire()
+            // Requests waiting for a worker see the stop.
+            lock.broadcast()
             // shutdown (not close) wakes threads blocked in send/recv without freeing the descriptor
             // under them; each connection thread closes its own.
             lock.withLock { for fd in liveConnections.values { Sock.shutdownBoth(fd) } }
@@ -267,6 +274,8 @@ public final class TestServer: @unchecked Sendable {
         var pacing: Pacing
         /// The `maxconc` slot this request holds until `release(_:)`.
         var concurrencyKey: String?
+        /// With `workers`: its queue, its place in line and how many workers serve the queue.
+        var worker: (key: String, ticket: Int, limit: Int)?
     }
 
     struct RecordHandle {
@@ -297,6 +306,7 @@ public final class TestServer: @unchecked Sendable {
             }
             return (route, resources[route.name], count, admission)
         }
+        let arrivedAt = MonotonicClock.seconds
         var plan: ResponsePlan
         var pacing = Pacing()
         var concurrencyKey: String?
@@ -318,12 +328,44 @@ public final class TestServer: @unchecked Sendable {
         } else {
             plan = .text(404, "no such resource or mode: \(request.path)\n")
         }
-        let record = RecordedRequest(
+        var record = RecordedRequest(
             method: request.method, path: request.path, query: request.query, headers: request.headers,
             remotePort: remotePort, status: plan.status, bodyBytesSent: 0)
+        record.arrivedAt = arrivedAt
+        var worker: (key: String, ticket: Int, limit: Int)?
+        if let route, let limit = route.int("workers"), limit > 0, plan.status != 429, plan.status != 503 {
+            let key = route.params["scope"] == "client" ? remoteAddress : "\(remoteAddress) \(request.target)"
+            worker = (key, lock.withLock { workers.arrive(key) }, Int(limit))
+        }
         return Prepared(
-            plan: plan, record: record, handle: append(record), pacing: pacing, concurrencyKey: concurrencyKey)
+            plan: plan, record: record, handle: append(record), pacing: pacing, concurrencyKey: concurrencyKey, worker: worker)
     }
+
+    /// Blocks until `prepared`'s request has a worker (`workers`); false when the server stopped first.
+    func waitForWorker(_ prepared: Prepared) -> Bool {
+        guard let w = prepared.worker else { return true }
+        lock.wait { stopped || workers.isTurn(w.key, ticket: w.ticket, limit: w.limit) }
+        let served: Bool = lock.withLock {
+            if stopped {
+                workers.leave(w.key, ticket: w.ticket)
+                return false
+            }
+            workers.take(w.key, ticket: w.ticket)
+            let handle = prepared.handle
+            if handle.generation == recordGeneration, records.indices.contains(handle.index) {
+                records[handle.index].servedAt = MonotonicClock.seconds
+            }
+            return true
+        }
+        lock.broadcast()
+        return served
+    }
+
+    /// The clock of `RecordedRequest.arrivedAt` and `servedAt`: monotonic seconds.
+    public static var clock: Double { MonotonicClock.seconds }
+
+    /// The most requests that waited for a worker at once (`workers`).
+    public var longestWorkerQueue: Int { lock.withLock { workers.longestQueue } }
 
     private enum Admission {
         case unlimited
@@ -361,6 +403,10 @@ public final class TestServer: @unchecked Sendable {
 
     /// The request's response is complete, or its connection is gone: its `maxconc` slot is free.
     func release(_ prepared: Prepared) {
+        if let w = prepared.worker {
+            lock.withLock { workers.release(w.key) }
+            lock.broadcast()
+        }
         guard let key = prepared.concurrencyKey else { return }
         lock.withLock { ledger.release(key) }
     }

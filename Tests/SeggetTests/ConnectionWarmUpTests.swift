@@ -105,7 +105,8 @@ import Testing
 
     /// 5 of 7 warm-ups refused (a server that takes 3 requests at once): the first requests are the
     /// probe's connection and the two waiting for the warm-ups still out, which hold their places;
-    /// nobody else is sent into a refusal, and the limit is said once.
+    /// nobody else is sent into a refusal, and the limit is said once. The refusals asked for 1 s:
+    /// no request goes out before it has passed, however many the limit allows.
     @Test func refusedWarmUpsTeachTheHostsLimitBeforeTheFirstRequests() {
         var s = CoordinatorTests.Script(size: 64 * Self.MiB, connections: 8) { $0.probeFirstAnswer = 0.45 }
         s.handle(.warmedUp(WarmUpOutcome(sent: 7, accepted: 0, refused: 5, wait: 1)))
@@ -117,6 +118,8 @@ import Testing
         #expect((1...7).allSatisfy { s.starts(of: $0).isEmpty })
         s.handle(.warmedUp(WarmUpOutcome(sent: 7, accepted: 2, refused: 5, wait: 1)))
         s.run(until: 0.9)
+        #expect((1...7).allSatisfy { s.starts(of: $0).isEmpty }, "a request before the host's Retry-After")
+        s.run(until: 1.2)
         let started = (1...7).filter { !s.starts(of: $0).isEmpty }
         #expect(started.count == 2, "\(started)")
         #expect(s.c.inFlight <= 3)

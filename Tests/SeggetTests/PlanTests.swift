@@ -546,9 +546,12 @@ import Testing
         let first = h.announce()
         let second = h.announce()
         #expect(first == 3 && second == nil)
-        let a2 = h.allowsAnother(inFlight: 2, wanted: false, now: 0.2)
+        // No request at all before the second the host asked for, under the limit too.
+        let early = h.allowsAnother(inFlight: 2, wanted: false, now: 0.2)
+        #expect(!early)
+        let a2 = h.allowsAnother(inFlight: 2, wanted: false, now: 1.15)
         #expect(a2)
-        let a3 = h.allowsAnother(inFlight: 3, wanted: true, now: 1.0)
+        let a3 = h.allowsAnother(inFlight: 3, wanted: true, now: 1.2)
         #expect(!a3)
         // After the hold-off (2 s, more than the 1 s the host named), one probe, and only with work for it.
         let a4 = h.allowsAnother(inFlight: 3, wanted: false, now: 2.2)

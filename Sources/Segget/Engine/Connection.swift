@@ -47,6 +47,19 @@ struct Connection {
     /// The last transfer ended with its whole answer read, so its TCP (and TLS) connection went back
     /// to libcurl's pool, open, for the next request; a transfer cut short or failed closed it.
     var leftLinkOpen = false
+    /// The current request's number among the download's (`RequestCostModel.requestSent`), the
+    /// requests to its host that were out ahead of it when it went out, and whether it dialled a new
+    /// connection (as the shell saw; nil until it said, then judged by whether a kept connection
+    /// was free).
+    var requestNumber = 0
+    var aheadAtSend = 0
+    var dialled: Bool?
+    /// A kept-alive connection was free in libcurl's pool when the request went out.
+    var linkWasOpen = false
+    /// The current request is the probe's, continued: its wait was the probe's first answer.
+    var continuesProbe = false
+    /// When the current request, the rest after a shorter answer, went out (nil for a new transfer).
+    var continuedAt: Double?
 
     init(id: Int) { self.id = id }
 
@@ -68,6 +81,33 @@ struct Connection {
             samples[last].0 - samples[first].0 >= max(window * 0.75, 0.001)
         else { return nil }
         return (samples[last].1 - samples[first].1, samples[last].0 - samples[first].0, heldSamples[last] - heldSamples[first])
+    }
+
+    /// A new transfer's head arrived: its clock starts now. The wait before it is the server's price
+    /// for a request (`RequestCostModel`); counted into the transfer's time, a head that waited 0.2 s
+    /// in an origin's queue made a transfer judged on a whole window look stalled at its first byte,
+    /// and it was re-dialled to the back of the line.
+    mutating func startClockAtFirstByte(now: Double) {
+        guard continuedAt == nil, transferBytes == 0, !continuesProbe else { return }
+        transferStartedAt = now
+        heldAtTransfer = held(at: now)
+        samples = []
+        heldSamples = []
+    }
+
+    /// A request after a shorter answer got its head: the time it waited for it is taken out of the
+    /// transfer's clock (its samples and first byte move later by as much), so that its rate is what
+    /// it had while receiving. The wait is the server's price for a request (`RequestCostModel`), not
+    /// the connection's speed: on an origin that thinks 0.2 s before each head, the wait made a fast
+    /// connection look slow, and every idle connection stole from it.
+    mutating func skipContinuationWait(now: Double) {
+        guard let since = continuedAt else { return }
+        continuedAt = nil
+        let gap = now - since
+        guard gap > 0 else { return }
+        samples = samples.map { ($0.0 + gap, $0.1) }
+        firstByteAt = firstByteAt.map { $0 + gap }
+        transferStartedAt += gap
     }
 
     /// Samples kept: every slow-rule round (0.05 s) for 3.2 s, more than the longest window judged (2 s).
@@ -97,6 +137,8 @@ struct Connection {
         lastByteAt = now
         requestStartedAt = now
         heldAtRequest = held(at: now)
+        continuesProbe = false
+        continuedAt = continuing ? now : nil
         if !continuing {
             transferStartedAt = now
             heldAtTransfer = heldAtRequest

@@ -18,6 +18,10 @@ protocol Coordinating {
     var failure: SeggetError? { get set }
     var changed: String? { get set }
     var ignored: String? { get set }
+    /// What a request to the host costs, as the download's own requests taught (see `RequestCostModel`).
+    var cost: RequestCostModel { get set }
+    /// Requests made, and refusals (429, 503 for a host's limit) met, in this run.
+    var requestsMade: Int { get }
 
     /// Bytes done for good: finished chunks, or the stream's bytes.
     var finishedBytes: Int64 { get }
@@ -67,6 +71,8 @@ protocol Coordinating {
     /// Connection `id`'s request was refused with `head` (429 or 503), `after` the wait it named: the
     /// commands when that is the host's connection limit, nil when it is a failure to retry.
     mutating func refusedByHost(_ id: Int, head: ResponseHead, after: Double?, now: Double) -> [Command]?
+    /// The host's first bytes show it queues requests: the commands of the push-back.
+    mutating func judgeSaturation(now: Double) -> [Command]
 }
 
 extension Coordinating {
@@ -84,8 +90,34 @@ extension Coordinating {
     /// ending at `chunkEnd`, and says so.
     mutating func start(_ id: Int, bytes: Range<Int64>, chunkEnd: Int64, fresh: Bool = false, newPath: Bool = false,
                         continuing: Bool = false, now: Double) -> Command {
+        let source = connections[id].source
+        let ahead = connections.reduce(0) { $0 + ($1.machine.isTransferring && $1.source == source && $1.id != id ? 1 : 0) }
+        let open = !fresh && connections.contains { $0.leftLinkOpen && $0.source == source }
         connections[id].begin(bytes, chunkEnd: chunkEnd, continuing: continuing, now: now)
+        connections[id].requestNumber = cost.requestSent()
+        connections[id].aheadAtSend = ahead
+        connections[id].dialled = nil
+        connections[id].linkWasOpen = open || (continuing && !fresh)
         return .start(id, bytes: bytes, fresh: fresh, newPath: newPath)
+    }
+
+    /// Requests of the download sent so far.
+    var requestsMade: Int { cost.sent }
+
+    /// The shell reports how connection `id`'s request reached its server: the kernel's round trip
+    /// on its connection, and whether it opened a new connection (before its head is judged).
+    mutating func connected(_ id: Int, roundTrip: Double?, newConnection: Bool?) {
+        if let roundTrip { cost.measured(roundTrip: roundTrip) }
+        if let newConnection { connections[id].dialled = newConnection }
+    }
+
+    /// The heads still awaited, as lower bounds of their waits (see `RequestCostModel.servedAtOnce`).
+    func pendingAnswers(now: Double) -> [RequestCostModel.Answer] {
+        connections.compactMap { c in
+            guard c.machine.isTransferring, !c.machine.headJudged, c.source == 0 else { return nil }
+            let waited = now - c.requestStartedAt - (c.held(at: now) - c.heldAtRequest)
+            return .init(ahead: c.aheadAtSend, think: max(0, waited - cost.networkSeconds(dialled: !c.linkWasOpen)))
+        }
     }
 
     // MARK: Receiving
@@ -95,9 +127,21 @@ extension Coordinating {
     mutating func headArrived(_ id: Int, head: ResponseHead, now: Double) -> Bool {
         guard connections[id].machine.headArrived(refusal: judge(id, head: head)) == .write else { return false }
         accepted(id)
+        connections[id].skipContinuationWait(now: now)
+        connections[id].startClockAtFirstByte(now: now)
         let c = connections[id]
-        firstByteWaits.append(max(0, now - c.requestStartedAt - (c.held(at: now) - c.heldAtRequest)))
+        let wait = max(0, now - c.requestStartedAt - (c.held(at: now) - c.heldAtRequest))
+        firstByteWaits.append(wait)
         if firstByteWaits.count > 16 { firstByteWaits.removeFirst() }
+        if c.source == 0 {
+            let closes = head.unsafeRawJoinedValue("connection")?.lowercased().contains("close") ?? false
+            if c.continuesProbe {
+                // Its wait was the probe's first answer, taught at `begin`.
+                cost.noteConnectionClose(closes)
+            } else {
+                cost.answered(ahead: c.aheadAtSend, wait: wait, dialled: c.dialled ?? !c.linkWasOpen, closes: closes)
+            }
+        }
         if c.firstByteAt == nil {
             connections[id].firstByteAt = now
             connections[id].heldAtFirstByte = c.held(at: now)
@@ -160,6 +204,7 @@ extension Coordinating {
     /// or the end of the download.
     mutating func transferEnded(_ id: Int, _ end: Coordinator.TransferEnd, head: ResponseHead, now: Double) -> [Command] {
         let headJudged = connections[id].machine.headJudged
+        if headJudged, connections[id].source == 0 { cost.transferEnded(at: now) }
         var reason = connections[id].machine.transferEnded(now: now)
         connections[id].leftLinkOpen = reason == nil && end == .ok
         recordFinished(id, now: now)

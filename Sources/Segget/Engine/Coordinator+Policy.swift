@@ -50,6 +50,8 @@ extension Coordinator {
 
     /// The least time a request must have had before its average rate stands for it.
     static let minEvidenceSeconds = 0.25
+    /// Body bytes a continued request must have had before its rate stands for it (`continuationRate`).
+    static let averageEvidenceBytes: Int64 = 1 << 20
 
     /// How often the slow rule judges, seconds: more often than progress ticks, so that a young request
     /// that trickles is caught soon after `SlowConnectionRule.minJudgeSeconds` (the loop wakes at least
@@ -88,7 +90,7 @@ extension Coordinator {
     /// not started and the victim as fast as the thief, the gain is only what is left of the chunk in
     /// flight, less the thief's first byte.
     static func worthStealing(rate: Double, notStartedChunks n: Int, chunkSize: Double, inFlightSeconds: Double = 0,
-                              thiefChunkSeconds: Double? = nil, firstByteWait: Double = 0) -> Bool {
+                              thiefChunkSeconds: Double? = nil, firstByteWait: Double = 0, price: Double = minStealGainSeconds) -> Bool {
         guard rate.isFinite else { return true }
         guard rate >= 0, n > 0 else { return false }
         let own = chunkSize / max(rate, 1)
@@ -101,7 +103,7 @@ extension Coordinator {
             let thiefDone = firstByteWait + Double(k) * thief
             gain = max(gain, alone - max(victimDone, thiefDone))
         }
-        return gain >= minStealGainSeconds
+        return gain >= price
     }
 
     /// What steal decisions read about every connection at `now` (see `worthStealing`).
@@ -115,12 +117,25 @@ extension Coordinator {
         let chunkSeconds: Double?
         let chunkSize: Double
         let firstByteWait: Double
+        /// What the steal's request costs beyond the thief's first byte (`Coordinator.stealPrice`),
+        /// when it cuts a victim's transfer and when the victim has none out (waiting to retry).
+        var price = Coordinator.minStealGainSeconds
+        var priceUncut = Coordinator.minStealGainSeconds
+        /// Until the host answered a request beside another at its usual speed, a steal is one more
+        /// split of the work and must pay as one (`Coordinator.splitCount`): half the victim's work
+        /// at its own rate must exceed a split's price (nil: the host was seen to serve side by side).
+        var splitPrice: Double?
 
-        /// Whether robbing `victim` of some of its `notStartedChunks` brings its finish forward.
+        /// Whether robbing `victim` of some of its `notStartedChunks` brings its finish forward by
+        /// more than the steal costs.
         func worthStealing(_ victim: Int, notStartedChunks n: Int) -> Bool {
-            Coordinator.worthStealing(
+            if let splitPrice, rates[victim].isFinite, rates[victim] > 0 {
+                let alone = Double(n) * chunkSize / rates[victim] + min(remaining[victim], chunkSize / rates[victim])
+                guard alone / 2 > splitPrice else { return false }
+            }
+            return Coordinator.worthStealing(
                 rate: rates[victim], notStartedChunks: n, chunkSize: chunkSize, inFlightSeconds: remaining[victim],
-                thiefChunkSeconds: chunkSeconds, firstByteWait: firstByteWait)
+                thiefChunkSeconds: chunkSeconds, firstByteWait: firstByteWait, price: rates[victim].isFinite ? price : priceUncut)
         }
     }
 
@@ -128,14 +143,37 @@ extension Coordinator {
     /// handshakes (`dialSeconds`). `proven`: judge the busy connections by `provenRate`.
     func stealEstimates(now: Double, thiefDials: Bool = false, proven: Bool = false) -> StealEstimates {
         let typical = typicalRate(now: now)
-        return StealEstimates(
-            remaining: connections.map { remainingSeconds($0, now: now, proven: proven) },
+        let wait = expectedFirstByteWait(now: now) ?? 0
+        var e = StealEstimates(
+            remaining: connections.map { c in
+                // A request after a shorter answer waits for its head like a thief's: only the rest of it.
+                guard let r = continuationRate(c) else { return remainingSeconds(c, now: now, proven: proven) }
+                return max(0, wait - (now - c.requestStartedAt)) + Double(max(0, c.chunkEnd - c.pos)) / max(r, 1)
+            },
             rates: connections.map { c in
                 guard c.machine.isTransferring else { return .infinity }
+                if let r = continuationRate(c) { return r }
                 return (proven ? provenRate(c, now: now) : rate(c, now: now) ?? averageRate(c, now: now)) ?? -1
             },
             chunkSeconds: typical.map { Double(plan.chunkSize) / $0 }, chunkSize: Double(plan.chunkSize),
-            firstByteWait: (usualFirstByteWait ?? 0) + (thiefDials ? dialSeconds(typical: typical) : 0))
+            firstByteWait: wait + (thiefDials ? dialSeconds(typical: typical) : 0))
+        e.price = stealPrice(thiefDials: thiefDials, cuts: true, now: now)
+        e.priceUncut = stealPrice(thiefDials: thiefDials, cuts: false, now: now)
+        if !cost.servesSideBySide {
+            e.splitPrice = RequestPrice.cost(of: .init(purpose: .split, saves: 0, dials: thiefDials, inFlight: inFlight), model: cost).total
+        }
+        return e
+    }
+
+    /// The rate of a connection whose request after a shorter answer awaits its head (the same
+    /// transfer to the rate rules): what it had while it received. Its rate over time would count the
+    /// server's think time, and on an origin where that is long, every idle connection stole from it
+    /// as from a slow one. Nil for any other connection.
+    func continuationRate(_ c: Connection) -> Double? {
+        guard c.machine.isTransferring, !c.machine.headJudged, let first = c.firstByteAt, c.lastByteAt > first + 0.001,
+            c.transferBytes - c.bytesAtFirstByte >= Self.averageEvidenceBytes
+        else { return nil }
+        return Double(c.transferBytes - c.bytesAtFirstByte) / (c.lastByteAt - first)
     }
 
     /// What a request on a new connection costs beyond one on an open one: the TCP handshake's round
@@ -158,10 +196,24 @@ extension Coordinator {
     var pathRoundTrip: Double? { firstByteWaits.min() }
 
     /// The current request's average rate, once it had `minEvidenceSeconds` free to receive (and, if
-    /// no byte came yet, far longer than first bytes usually take); nil before.
+    /// no byte came yet, far longer than first bytes usually take, or than its place behind the
+    /// host's other requests makes it wait); nil before.
+    ///
+    /// On a host that thinks before its heads (`RequestCostModel.isCostly`), a request's rate is
+    /// measured from its first byte, once it had `minEvidenceSeconds` since: counted from the
+    /// request, 0.2 s of an object store's think time made a fast answer look slow, and every idle
+    /// connection stole from it; and a young one's average is still in TCP's slow start. Elsewhere it
+    /// is counted from the request, so that one that trickles from its first byte is caught soon
+    /// (the simulator's trickle families).
     func averageRate(_ c: Connection, now: Double) -> Double? {
+        if cost.isCostly, let first = c.firstByteAt, first >= c.requestStartedAt {
+            let free = now - first - (c.held(at: now) - c.heldAtFirstByte)
+            guard free >= Self.minEvidenceSeconds else { return nil }
+            return Double(c.pos - c.requestStart) / free
+        }
         let elapsed = now - c.requestStartedAt - (c.held(at: now) - c.heldAtRequest)
-        guard elapsed >= max(Self.minEvidenceSeconds, c.machine.headJudged ? 0 : 4 * (usualFirstByteWait ?? 0)) else { return nil }
+        let expected = c.machine.headJudged ? 0 : max(4 * (usualFirstByteWait ?? 0), 1.5 * cost.expectedWait(ahead: c.aheadAtSend, dials: !c.linkWasOpen))
+        guard elapsed >= max(Self.minEvidenceSeconds, expected) else { return nil }
         return Double(c.pos - c.requestStart) / elapsed
     }
 
@@ -251,10 +303,20 @@ extension Coordinator {
         var observations: [SlowConnectionRule.Observation] = []
         // A request younger than the window is measured from its first byte; the rule judges it only
         // on clear evidence (see `SlowConnectionRule.minJudgeSeconds`).
+        // On a host that queues requests, a head awaited behind others still out comes after theirs;
+        // a re-dial would only send it to the back of the line.
+        let queueing = cost.servedAtOnce(pending: pendingAnswers(now: now)) != nil
         for c in connections where c.machine.isTransferring {
             let left = max(0, end(of: c.id) - c.pos)
+            if !c.machine.headJudged, queueing,
+                connections.contains(where: { $0.machine.isTransferring && $0.id != c.id && $0.requestNumber < c.requestNumber })
+            {
+                continue
+            }
             if !c.machine.headJudged {
-                let waited = now - c.requestStartedAt - (c.held(at: now) - c.heldAtRequest)
+                // In a queue its own wait starts when its turn came: when the answer before it ended.
+                let since = queueing ? max(c.requestStartedAt, cost.lastEndedAt) : c.requestStartedAt
+                let waited = now - since - (c.held(at: now) - c.heldAtRequest)
                 observations.append(.init(id: c.id, bytes: 0, seconds: 0, waitingForFirstByte: waited, remainingBytes: left, consecutiveRedials: c.redials))
             } else if now - c.transferStartedAt >= window, let m = c.recent(now: now, window: window, interval: Self.slowJudgeInterval) {
                 var o = SlowConnectionRule.Observation(id: c.id, bytes: m.bytes, seconds: m.seconds, heldSeconds: m.held, remainingBytes: left, consecutiveRedials: c.redials)
@@ -274,7 +336,7 @@ extension Coordinator {
             }
         }
         let verdicts = slowRule.judge(observations, now: now, usualFirstByteWait: usualFirstByteWait, rtt: rtt,
-                                      handshakeSeconds: handshakeSeconds)
+                                      handshakeSeconds: handshakeSeconds, requestPrice: priceBeyondNetwork(.redial, now: now))
         var commands: [Command] = []
         for v in verdicts {
             let c = connections[v.id]

@@ -49,6 +49,9 @@ struct Coordinator: Coordinating {
         var jitter: () -> Double = { .random(in: 0.5...1.5) }
         /// How long the probe's first answer took (see `rampStep`); nil: not measured.
         var probeFirstAnswer: Double?
+        /// The first split may wait for connection 0's rate where requests cost (see `defersSplit`);
+        /// off only in the simulator's aria2-like baseline.
+        var pricedSplit = true
     }
 
     /// What the engine must do, in order.
@@ -116,15 +119,24 @@ struct Coordinator: Coordinating {
     var warmUp = WarmUpOutcome()
     var warmUpLimit: Int?
     var awaitingWarmUp: [Int] = []
+    /// The first split waits for connection 0's rate from then on, sampled each pass (see
+    /// `Coordinator+Price.swift`).
+    var splitDueAt: Double?
+    var splitSamples: [(Double, Int64)] = []
+    /// The connections waiting for the first split's decision, in the order they would start.
+    var splitCandidates: [Int] = []
 
     var failure: SeggetError?
     var changed: String?
     var ignored: String?
+    /// What a request to the host costs (see `RequestCostModel`, `RequestPrice`).
+    var cost: RequestCostModel
 
     init(plan: ChunkPlan, connections n: Int, config: Config, isFinished: (Int) -> Bool = { _ in false },
          maxRunChunks: Int? = nil, partialChunks: [Int: Int64] = [:]) {
         self.config = config
         precondition(config.ranged, "a stream is a SingleStream")
+        cost = RequestCostModel(tls: config.url.lowercased().hasPrefix("https:"))
         if let initial = config.initialConnections {
             connectionLimit = min(n, max(1, initial))
         } else {
@@ -181,6 +193,19 @@ struct Coordinator: Coordinating {
     mutating func begin(now: Double) -> [Command] {
         let starting = connections.map(\.id).filter { scheduler.run(of: $0) != nil }
         let step = Self.rampStep(connections: starting.count, firstAnswer: config.probeFirstAnswer)
+        // The probe was the host's first answer: what a request costs, as far as one can tell.
+        if let first = config.probeFirstAnswer {
+            cost.answered(ahead: 0, wait: first, dialled: true, closes: false)
+        }
+        if defersSplit(connections: starting.count), starting.first == 0 {
+            // Requests may cost here: the others wait for connection 0's rate (`decideSplit`), and
+            // connection 0 holds the whole file meanwhile.
+            splitDueAt = now + splitEvidenceDelay
+            splitCandidates = Array(starting.dropFirst())
+            scheduler.respread(over: [0])
+            for id in splitCandidates { connections[id].machine.wait(until: now + 60, .ramp) }
+            return [start(0, bytes: runBytes(scheduler.run(of: 0) ?? 0..<1), now: now)]
+        }
         var commands: [Command] = []
         for (k, id) in starting.enumerated() {
             if k > 0 {
@@ -224,7 +249,7 @@ struct Coordinator: Coordinating {
 
     /// Starts the connections whose ramp step or retry delay has come.
     mutating func startDue(now: Double) -> [Command] {
-        var commands: [Command] = []
+        var commands = splitDueAt == nil ? [] : decideSplit(now: now)
         for id in connections.indices {
             let due = connections[id].machine.tick(now: now)
             guard case .startRequest(let cause) = due else { continue }
@@ -255,6 +280,10 @@ struct Coordinator: Coordinating {
         // Connections that libcurl's pool holds open, each good for one request without a handshake
         // (libcurl hands them to whichever transfer starts next); the thieves beyond them dial.
         var openLinks = idle.filter { connections[$0].leftLinkOpen }.count
+        // Work is spread over the connections the host will serve: with a limit learnt, a free run
+        // handed out now is cut in as many shares as requests may still go out, not as idle
+        // connections wait (16 idle connections behind a limit of 3 took runs of one chunk each).
+        let room = (config.hostShare?.learntLimit ?? host.limit).map { max(1, $0 - inFlight) }
         for (i, id) in idle.enumerated() {
             // No more than the host accepts (see `HostLimit`).
             guard allowsAnotherRequest(now: now) else { break }
@@ -268,13 +297,13 @@ struct Coordinator: Coordinating {
             let dial = openLinks == 0 ? dialSeconds(typical: typicalRate(now: now)) : 0
             // Its request's round trip to the first byte counts too, as for a re-dial (`SlowConnectionRule.judge`).
             let longDial = dial > 0 && dial + (pathRoundTrip ?? 0) >= slowRule.lossRecoveryRampSeconds
-            let minRace = Self.minRaceSeconds + (longDial ? dial : 0)
+            let minRace = Self.minRaceSeconds + (longDial ? dial : 0) + priceBeyondNetwork(.race, now: now)
             // Estimates are read before the scheduler is asked (it cannot be read while it decides).
             let estimates = stealEstimates(now: now, thiefDials: openLinks == 0, proven: longDial && config.provenRates)
             let runTimes = connections.map { runSeconds($0, now: now) }
             guard let a = scheduler.nextAssignment(
                 for: id, allowDuplicates: config.endGame, remainingSeconds: { estimates.remaining[$0] },
-                minRemainingSeconds: minRace, maxRacers: Self.maxRacers, thieves: idle.count - i,
+                minRemainingSeconds: minRace, maxRacers: Self.maxRacers, thieves: max(1, min(idle.count - i, (room ?? Int.max) - i)),
                 chunkSeconds: estimates.chunkSeconds, runSeconds: { runTimes[$0] },
                 worthStealing: { config.stealing && estimates.worthStealing($0, notStartedChunks: $1) })
             else { continue }
@@ -410,23 +439,29 @@ struct Coordinator: Coordinating {
 
     /// A 429 or 503 while other requests are out is the host's connection limit, not a failure of
     /// these bytes (see `HostLimit`): the work goes back to the pool for the connections the host
-    /// serves, nothing is counted against the retries, and the limit learnt is said once.
+    /// serves, nothing is counted against the retries, and the limit learnt is said once. The limit is
+    /// the requests out ahead of the refused one (sent before it): those sent after it in the same
+    /// burst were not counted by the host when it refused, and many of them are refused in turn. The
+    /// wait the host named holds every request to it, limit or not.
     mutating func refusedByHost(_ id: Int, head: ResponseHead, after: Double?, now: Double) -> [Command]? {
-        let others = inFlight
+        let wait = after ?? head.rateLimitReset
+        if let share = config.hostShare { share.asked(wait: wait, now: now) } else { host.asked(wait: wait, now: now) }
         guard !isRacing(id) else { return nil }
+        let number = connections[id].requestNumber
+        let others = connections.reduce(0) { $0 + ($1.machine.isTransferring && $1.id != id && $1.requestNumber < number ? 1 : 0) }
         let limit: Int?
         if let share = config.hostShare {
             // Other downloads' requests to the host count too: the limit is the host's, shared.
-            guard let shared = share.refused(inFlight: others, wait: after ?? head.rateLimitReset, now: now) else { return nil }
+            guard let shared = share.refused(inFlight: others, wait: wait, now: now) else { return nil }
             limit = shared.announce
         } else {
             guard others > 0 else { return nil }
-            host.refused(inFlight: others, wait: after ?? head.rateLimitReset, now: now)
+            host.refused(inFlight: others, wait: wait, now: now)
             limit = host.announce()
         }
         scheduler.abandon(id)
         var commands: [Command] = []
-        if tracing { commands.append(.trace("connection \(id) refused (HTTP \(head.status)) with \(others) in flight; limit \(config.hostShare?.learntLimit ?? host.limit ?? -1)")) }
+        if tracing { commands.append(.trace("connection \(id) refused (HTTP \(head.status)) with \(others) ahead of it; limit \(config.hostShare?.learntLimit ?? host.limit ?? -1)\(wait.map { ", quiet for \(Format.fixed($0, 1)) s" } ?? "")")) }
         if let l = limit {
             commands.append(.event(.notice("the server refuses more than \(l) request\(l == 1 ? "" : "s") at once (HTTP \(head.status)); continuing with \(l) connection\(l == 1 ? "" : "s").")))
         }

@@ -52,6 +52,9 @@ struct EngineCore {
         /// (it is cut there, as a shortened range is). Its wait for the first byte counts from
         /// `sentAt`, handshakes included, not from the moment it was handed over.
         case continued(Int, sentAt: Double, requestEnd: Int64)
+        /// Connection `id`'s head is in (sent before its first body bytes): the kernel's round trip on
+        /// its connection, and whether its request opened a new connection (nil: not known).
+        case connected(Int, roundTrip: Double?, newConnection: Bool?)
     }
 
     typealias TransferEnd = Coordinator.TransferEnd
@@ -143,6 +146,7 @@ struct EngineCore {
             }
             if passStartedAt - lastJudged >= Coordinator.slowJudgeInterval {
                 lastJudged = passStartedAt
+                out += actions(c.judgeSaturation(now: now))
                 out += actions(c.judgeSlowConnections(now: now))
             }
             return out
@@ -170,6 +174,13 @@ struct EngineCore {
         case .continued(let id, let sentAt, let requestEnd):
             c.connections[id].requestStartedAt = min(c.connections[id].requestStartedAt, sentAt)
             c.connections[id].requestEnd = max(c.connections[id].requestEnd, requestEnd)
+            // The probe's request: nothing was out ahead of it, and it dialled.
+            c.connections[id].aheadAtSend = 0
+            c.connections[id].linkWasOpen = false
+            c.connections[id].continuesProbe = true
+            return []
+        case .connected(let id, let roundTrip, let newConnection):
+            c.connected(id, roundTrip: roundTrip, newConnection: newConnection)
             return []
         }
     }

@@ -18,6 +18,10 @@ extension FetchEngine {
         if target.ranged { onPrefix?(plan.byteRange(ofChunks: 0..<prefixChunks).upperBound) }
         // The warm-ups as they stand now; each pass tells the core what changed since.
         if let w = settings.warmUps?.take(always: true) { apply(.warmedUp(w), now: startedAt) }
+        // The probe's connection tells the path's round trip before the first split is weighed.
+        if let held = adoptable, let rtt = driver.multi.roundTrip(of: held.easy) {
+            apply(.connected(0, roundTrip: rtt, newConnection: nil), now: startedAt)
+        }
         apply(.begin, now: startedAt)
     }
 

@@ -26,6 +26,8 @@ final class ConnectionIO {
     var staging: Staging!
     /// Where this connection's progress slot was last written up to.
     var slotPos: Int64 = 0
+    /// How its current request reached the server was told to the core (`EngineCore.Event.connected`).
+    var reportedConnection = false
 
     init(id: Int) { self.id = id }
 }
@@ -248,6 +250,7 @@ final class FetchEngine {
         settle(c)
         c.easy.reset()
         c.head = ResponseHead()
+        c.reportedConnection = false
         c.slotPos = bytes.lowerBound
         do throws(CurlError) {
             try configureRequest(c, bytes: bytes, fresh: fresh, newPath: newPath)
@@ -274,6 +277,7 @@ final class FetchEngine {
         settle(c)
         c.easy = held.easy
         c.head = held.head.continuing(from: held.offset, to: held.answerEnd, total: held.total)
+        c.reportedConnection = false
         c.slotPos = held.offset
         held.easy.delegate = c
         // The engine judges stalls itself (as for its own requests).
@@ -328,6 +332,12 @@ final class FetchEngine {
         if allows, let gate = streamGate {
             allows = core.connections[c.id].pos + Int64(n) <= gate.receiveLimit
         }
+        if !c.reportedConnection {
+            // Once per request, before its head is judged: what the request cost on the network.
+            c.reportedConnection = true
+            _ = core.handle(.connected(c.id, roundTrip: driver.multi.roundTrip(of: c.easy),
+                                       newConnection: (try? c.easy.newConnections()).map { $0 > 0 }), now: now)
+        }
         let actions = core.handle(.body(c.id, count: n, head: c.head, budgetAllows: allows), now: now)
         var decision = WriteDecision.proceed
         var flushed = false
@@ -365,8 +375,9 @@ final class FetchEngine {
     private func finish(_ c: ConnectionIO, code: CurlCode) {
         settle(c)
         // Our own cut (a range's end reached mid-answer): the server counts the request until it
-        // sees the close, so its slot in the host's budget cools a moment before it is reused.
-        if code == .writeError { settings.hostShare?.cancelled(1) }
+        // sees the close, so its slot in the host's budget cools a moment before it is reused. A
+        // refusal (429, 503) or any other answer refused at its head is over for the server already.
+        if code == .writeError, (200..<300).contains(c.head.status) { settings.hostShare?.cancelled(1) }
         let conn = core.connections[c.id]
         trace("connection \(c.id) done code=\(code.rawValue) pos=\(conn.pos) port=\((try? c.easy.localPort()).map(String.init) ?? "?") rate=\(Format.rate(Double(conn.transferBytes) / max(0.001, monotonicSeconds() - conn.transferStartedAt)))")
         let end: Coordinator.TransferEnd

@@ -11,10 +11,12 @@ struct SingleStream: Coordinating {
     var failure: SeggetError?
     var changed: String?
     var ignored: String?
+    var cost: RequestCostModel
 
     init(config: Coordinator.Config) {
         precondition(!config.ranged, "ranged requests are a Coordinator's")
         self.config = config
+        cost = RequestCostModel(tls: config.url.lowercased().hasPrefix("https:"))
         // Where the stream ends: its announced length, or wherever the server closes it.
         connections[0].streamEnd = config.totalLength ?? Int64.max
     }
@@ -75,6 +77,8 @@ struct SingleStream: Coordinating {
     mutating func accepted(_ id: Int) {}
     /// One stream has nobody to leave its work to: a refusal is retried.
     mutating func refusedByHost(_ id: Int, head: ResponseHead, after: Double?, now: Double) -> [Command]? { nil }
+    /// One stream sends one request at a time: nothing to hold back.
+    mutating func judgeSaturation(now: Double) -> [Command] { [] }
 
     func progress(now: Double, elapsed: Double) -> DownloadProgress {
         let c = connections[0]

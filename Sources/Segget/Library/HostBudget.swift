@@ -135,6 +135,15 @@ final class HostShare: @unchecked Sendable {
 
     func accepted() { budget.withHost(key) { h, _ in h.accepted() } }
 
+    /// The host asked for no request for `wait` seconds (see `HostLimit.asked`).
+    func asked(wait: Double?, now: Double) { budget.withHost(key) { h, _ in h.asked(wait: wait, now: now) } }
+
+    /// The host queues requests past `servedAtOnce` (see `HostLimit.saturated`).
+    func saturated(servedAtOnce: Int, now: Double) -> Bool { budget.withHost(key) { h, _ in h.saturated(servedAtOnce: servedAtOnce, now: now) } }
+
+    /// The host asked for no request before this (its last refusal's wait).
+    var quietUntil: Double { budget.withHost(key) { h, _ in h.learnt.quietUntil } }
+
     /// `count` of this download's requests were cancelled mid-answer (see `HostAllowance.cancelled`).
     func cancelled(_ count: Int) {
         guard count > 0 else { return }

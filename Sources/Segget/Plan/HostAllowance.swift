@@ -57,12 +57,15 @@ struct HostAllowance: Equatable, Sendable {
         if inFlight > 0 { held[id] = inFlight } else { held[id] = nil }
     }
 
-    /// A request of download `id` was refused with 429 or 503 while it had `inFlight` others out.
-    /// Nil when no other request to the host was out (then it is no connection limit); else whether
-    /// the limit went down, and the limit to tell the user once per new low.
+    /// A request of download `id` was refused with 429 or 503 while it had `inFlight` others out
+    /// ahead of it. Nil when no other request to the host was out (then it is no connection limit);
+    /// else whether the limit went down, and the limit to tell the user once per new low. What the
+    /// host counted is the requests out: the other downloads' slots in use and this one's ahead, not
+    /// the cooling slots of cancelled requests (counting those taught a limit one above the host's,
+    /// and a refusal every time a slot cooled off).
     mutating func refused(_ id: Int, inFlight: Int, wait: Double?, now: Double) -> (lowered: Bool, announce: Int?)? {
         cooling.removeAll { $0 <= now }
-        let others = total - held[id, default: 0] + inFlight
+        let others = held.filter { $0.key != id }.values.reduce(0, +) + inFlight
         guard others > 0 else { return nil }
         lastRefusal = now
         let lowered = learnt.refused(inFlight: others, wait: wait, now: now)
@@ -71,6 +74,12 @@ struct HostAllowance: Equatable, Sendable {
 
     /// A request was accepted: a probe out succeeded.
     mutating func accepted() { learnt.accepted() }
+
+    /// The host asked for no request for `wait` seconds (see `HostLimit.asked`).
+    mutating func asked(wait: Double?, now: Double) { learnt.asked(wait: wait, now: now) }
+
+    /// The host queues requests past `servedAtOnce` (see `HostLimit.saturated`).
+    mutating func saturated(servedAtOnce: Int, now: Double) -> Bool { learnt.saturated(servedAtOnce: servedAtOnce, now: now) }
 
     mutating func forgetIfStale(now: Double, after: Double?) {
         guard let after, let t = lastRefusal, now - t > after else { return }

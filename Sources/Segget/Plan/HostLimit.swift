@@ -2,8 +2,11 @@
 /// rule behind "a 429 or 503 on an extra connection is the host's connection limit, not a failure".
 ///
 /// A request refused with 429 or 503 while others of the download are in flight means the host
-/// allows no more than those: the limit becomes the number in flight (never more than a limit learnt
-/// before), and the refused request's work goes back to the others without counting a failure. The
+/// allows no more than those: the limit becomes the number that was in flight ahead of it (requests
+/// sent before it and still out, never the ones sent after it, which the host has not counted yet;
+/// never more than a limit learnt before), and the refused request's work goes back to the others
+/// without counting a failure. No request at all goes out before the wait the host named has passed
+/// (`Retry-After`, or the `RateLimit` field's reset): that is a promise, not a hint. The
 /// limit is probed upwards again only when the hold-off is over (`Retry-After`, the `RateLimit`
 /// field's reset, or `initialHoldOff`) and there is work a further connection would take; a probe
 /// that is refused again doubles the hold-off. So a download of any length meets its first burst of
@@ -20,6 +23,8 @@ struct HostLimit: Equatable, Sendable {
     private var holdOff = HostLimit.initialHoldOff
     /// A probe is out: its refusal doubles the hold-off.
     private var probing = false
+    /// No request may go out before this: the end of the wait the host's last refusal named.
+    private(set) var quietUntil = -Double.infinity
     /// The lowest limit said to the user (see `announce`).
     private var announced: Int?
 
@@ -40,12 +45,40 @@ struct HostLimit: Equatable, Sendable {
         let before = limit
         limit = min(limit ?? Int.max, max(1, inFlight))
         probeAt = max(probeAt, now + max(wait ?? 0, holdOff))
+        asked(wait: wait, now: now)
         return limit != before
     }
+
+    /// The host's requests take longer to be answered the more are out (an origin that queues them):
+    /// no more than `servedAtOnce` are worth sending, as if the host had refused the next one. Probed
+    /// upwards after the same hold-off as a refused limit. True when the limit went down.
+    @discardableResult
+    mutating func saturated(servedAtOnce: Int, now: Double) -> Bool {
+        let before = limit
+        let l = max(1, servedAtOnce)
+        guard l < (limit ?? Int.max) else { return false }
+        if probing {
+            probing = false
+            holdOff = min(Self.maxHoldOff, holdOff * 2)
+        }
+        limit = l
+        probeAt = max(probeAt, now + holdOff)
+        return limit != before
+    }
+
+    /// The host asked that no request come for `wait` seconds (a refusal's `Retry-After` or `RateLimit`
+    /// reset), whether or not it taught a limit.
+    mutating func asked(wait: Double?, now: Double) {
+        if let wait, wait > 0 { quietUntil = max(quietUntil, now + wait) }
+    }
+
+    /// The host asked for no request before `quietUntil`.
+    func isQuiet(now: Double) -> Bool { now < quietUntil }
 
     /// Whether one more request may go out now, with `inFlight` out and work for it (`wanted`):
     /// under the limit, or as a probe once the hold-off is over (which raises the limit by one).
     mutating func allowsAnother(inFlight: Int, wanted: @autoclosure () -> Bool, now: Double) -> Bool {
+        guard now >= quietUntil else { return false }
         guard let l = limit else { return true }
         if inFlight < l { return true }
         guard now >= probeAt, wanted() else { return false }

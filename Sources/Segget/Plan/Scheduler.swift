@@ -260,6 +260,25 @@ public struct Scheduler: Sendable {
         return cancel.sorted()
     }
 
+    /// The first split, decided once the first connection's answer showed what a request costs: the
+    /// chunks from `ids[0]`'s chunk in flight to the end are laid out again as `ids.count` runs of
+    /// equal size in file order, the first for `ids[0]`; every other connection's run and the free
+    /// pool are given up to them. Only while `ids[0]` is the one connection that started: every
+    /// chunk before its run is finished and none after (the caller checks that nothing else started).
+    public mutating func respread(over ids: [Int]) {
+        guard let first = ids.first, let held = runs[first], duplicates.isEmpty,
+            finishedCount == held.lowerBound, finishedPrefix(from: 0) == held.lowerBound
+        else { return }
+        let lo = held.lowerBound, count = plan.chunkCount - lo
+        runs = [:]
+        free = []
+        let k = max(1, min(ids.count, count))
+        for (j, id) in ids.prefix(k).enumerated() {
+            let a = lo + j * count / k, b = lo + (j + 1) * count / k
+            if b > a { runs[id] = a..<b }
+        }
+    }
+
     /// Connection `w` keeps only its in-flight chunk and gives the rest of its run back (a slow connection
     /// about to be re-dialled).
     public mutating func releaseNotStarted(of w: Int) {

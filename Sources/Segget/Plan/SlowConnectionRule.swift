@@ -230,8 +230,11 @@ public struct SlowConnectionRule: Sendable {
     /// `usualFirstByteWait` is how long first bytes recently took, `rtt` the path's round trip (nil
     /// if unknown), `handshakeSeconds` what a new connection spends on its handshakes before its
     /// request goes out (TCP's round trip, and TLS's). Counts the re-dials it orders.
+    /// `requestPrice`: what a fresh request costs beyond its round trips (the server's think time,
+    /// the wait behind the requests out, the queue it adds: `RequestPrice`), which a re-dial must pay
+    /// for too.
     public mutating func judge(_ observations: [Observation], now: Double, usualFirstByteWait: Double? = nil,
-                               rtt: Double? = nil, handshakeSeconds: Double = 0) -> [Verdict] {
+                               rtt: Double? = nil, handshakeSeconds: Double = 0, requestPrice: Double = 0) -> [Verdict] {
         if observations.contains(where: { $0.heldSeconds > window / 10 }) { lastHoldAt = now }
         guard !isSuspended(at: now) else { return [] }
         for o in observations where o.waitingForFirstByte == nil && o.seconds > 0
@@ -296,7 +299,7 @@ public struct SlowConnectionRule: Sendable {
             // Only worth it when the rest would take a while at this rate, and longer than a fresh
             // request needs, its own slow start included (see above).
             let keeping = Double(o.remainingBytes) / max(min(rate, o.currentRate ?? rate), 1)
-            let fresh = (usualFirstByteWait ?? 0) + Double(o.remainingBytes) / typical + Self.rampSeconds(rate: typical, rtt: rtt)
+            let fresh = max(usualFirstByteWait ?? 0, requestPrice + (rtt ?? 0)) + Double(o.remainingBytes) / typical + Self.rampSeconds(rate: typical, rtt: rtt)
             guard keeping > (young ? worthFactor * fresh : fresh + window) else { continue }
             // A re-dial that did not pay: the new connection is slow again, and far slower than the
             // one it replaced (`unpaidFactor`). A slow server draws a fast answer on a fresh request

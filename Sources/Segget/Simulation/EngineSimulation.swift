@@ -21,6 +21,13 @@ public enum EngineSimulation {
         public var meanRedials = 0.0
         public var meanRejected = 0.0
         public var maxRejected = 0
+        /// The most requests any scenario made, and scenarios over the family's request bound.
+        public var maxRequests = 0
+        public var overRequestBound = 0
+        /// Requests sent before a refusal's wait was over, summed over the scenarios (must be 0).
+        public var earlyRequests = 0
+        /// Mean bytes fetched twice (cut answers, lost races), in MiB.
+        public var meanMiBTwice = 0.0
         /// The worst scenario, described, with its ratio and what ended it.
         public var worst = ""
     }
@@ -53,7 +60,8 @@ public enum EngineSimulation {
     static func summary(_ o: SimulatedDownload.Outcome, ideal: Double) -> String {
         let end = o.finished ? "finished" : o.failure.map { "failed: \($0)" } ?? "did not finish"
         return "\(end) in \(Format.fixed(o.seconds, 2)) s (\(Format.fixed(o.seconds / ideal, 2)) x the ideal \(Format.fixed(ideal, 2)) s), "
-            + "\(o.requests) requests, \(o.connectionsOpened) connections, \(o.redials) re-dials, \(o.rejected) refused"
+            + "\(o.requests) requests, \(o.connectionsOpened) connections, \(o.redials) re-dials, \(o.rejected) refused, "
+            + "\(o.earlyRequests) early, \(Format.fixed(Double(o.bytesTwice) / 1_048_576, 1)) MiB twice"
     }
 
     static func run(_ f: SimulationFamily, policy: SimulatedDownload.Policy, seeds: Range<UInt64>) -> Row {
@@ -67,13 +75,18 @@ public enum EngineSimulation {
             let ratio = o.seconds / ideal
             ratios.append(o.finished ? ratio : .infinity)
             if !o.finished { if o.failure != nil { row.failures += 1 } else { row.hangs += 1 } }
-            if !o.finished || ratio > f.bound { row.overBound += 1 }
+            let tooMany = o.requests > f.requestBound(s)
+            if tooMany { row.overRequestBound += 1 }
+            if !o.finished || ratio > f.bound || tooMany || o.earlyRequests > 0 { row.overBound += 1 }
+            row.maxRequests = Swift.max(row.maxRequests, o.requests)
+            row.earlyRequests += o.earlyRequests
+            row.meanMiBTwice += Double(o.bytesTwice) / 1_048_576
             row.meanRequests += Double(o.requests)
             row.meanConnections += Double(o.connectionsOpened)
             row.meanRedials += Double(o.redials)
             row.meanRejected += Double(o.rejected)
             row.maxRejected = Swift.max(row.maxRejected, o.rejected)
-            let rank = o.finished ? ratio : 1e9 + ratio
+            let rank = (o.finished ? ratio : 1e9 + ratio) + (tooMany || o.earlyRequests > 0 ? 1e6 : 0)
             if rank > worst {
                 worst = rank
                 row.worst = "seed \(seed): \(s): \(summary(o, ideal: ideal))"
@@ -89,6 +102,7 @@ public enum EngineSimulation {
         row.meanConnections /= n
         row.meanRedials /= n
         row.meanRejected /= n
+        row.meanMiBTwice /= n
         return row
     }
 
@@ -100,11 +114,11 @@ public enum EngineSimulation {
     /// The rows as a Markdown table.
     public static func markdown(_ rows: [Row]) -> String {
         func r(_ x: Double) -> String { x.isFinite ? Format.fixed(x, 2) : "∞" }
-        var out = "| family | policy | scenarios | p50 | p99 | max | bound | over bound | hung | failed | requests | connections | re-dials | refused (max) |\n"
-        out += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+        var out = "| family | policy | scenarios | p50 | p99 | max | bound | over bound | hung | failed | requests (max; over) | connections | re-dials | refused (max) | early | MiB twice |\n"
+        out += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
         for x in rows {
             out += "| \(x.family) | \(x.policy) | \(x.scenarios) | \(r(x.p50)) | \(r(x.p99)) | \(r(x.max)) | \(r(x.bound)) | \(x.overBound) | \(x.hangs) | \(x.failures) | "
-                + "\(Format.fixed(x.meanRequests, 1)) | \(Format.fixed(x.meanConnections, 1)) | \(Format.fixed(x.meanRedials, 1)) | \(Format.fixed(x.meanRejected, 1)) (\(x.maxRejected)) |\n"
+                + "\(Format.fixed(x.meanRequests, 1)) (\(x.maxRequests); \(x.overRequestBound)) | \(Format.fixed(x.meanConnections, 1)) | \(Format.fixed(x.meanRedials, 1)) | \(Format.fixed(x.meanRejected, 1)) (\(x.maxRejected)) | \(x.earlyRequests) | \(Format.fixed(x.meanMiBTwice, 1)) |\n"
         }
         return out
     }

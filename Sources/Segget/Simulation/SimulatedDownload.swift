@@ -23,6 +23,7 @@ struct SimulatedDownload {
                 c.redialSlow = false
                 c.stealing = false
                 c.endGame = false
+                c.pricedSplit = false
             }
         }
     }
@@ -42,6 +43,12 @@ struct SimulatedDownload {
         /// The most requests the server served at once.
         var maxInFlight = 0
         var receivedBytes: Int64 = 0
+        /// Requests that reached the server before the wait its last refusal asked for (`Retry-After`,
+        /// the `RateLimit` reset) had passed there: the host's word broken.
+        var earlyRequests = 0
+        /// Bytes received beyond the file's size (cut answers, lost races): fetched twice.
+        var bytesTwice: Int64 { max(0, receivedBytes - fileSize) }
+        var fileSize: Int64 = 0
     }
 
     static let step = 0.01
@@ -53,7 +60,16 @@ struct SimulatedDownload {
         var bytes: Range<Int64> = 0..<0
         /// Next byte the server sends.
         var pos: Int64 = 0
+        /// When the request reaches the server, and when its head reaches the client (infinite while
+        /// it waits in the server's queue for a worker).
+        var arrivesAt = 0.0
         var headAt = 0.0
+        /// It holds one of the server's workers (see `SimulatedScenario.workers`).
+        var served = false
+        /// The probe's transfer before the engine adopted it: held at its head, nothing delivered.
+        var held = false
+        /// It opened a new connection.
+        var dialled = false
         var firstByteAt: Double?
         var slow = false
         var rejected = false
@@ -73,6 +89,14 @@ struct SimulatedDownload {
     /// The server's count of requests; the probe was the first.
     private var serverRequests = 1
     private var losers: [Int] = []
+    /// Requests waiting for a worker, in arrival order (ids of `transfers`, or abandoned ones as -1
+    /// with their arrival), and when each busy worker of an abandoned request frees up.
+    private var queue: [(id: Int, arrivesAt: Double)] = []
+    private var ghostWorkers: [Double] = []
+    /// The download has begun (with `probe`, once the probe's head is in).
+    private var begun = false
+    /// Until when the host asked that no request reach it (its last refusal's wait, at the server).
+    private var quietUntil = -Double.infinity
 
     /// Prints the engine's trace lines and the network's events (`segget-sim --describe … --trace`).
     private let tracing: Bool
@@ -86,6 +110,9 @@ struct SimulatedDownload {
         config.url = scenario.tls ? "https://simulated/file" : "http://simulated/file"
         config.stallTimeout = 20
         config.jitter = { 1 }
+        if scenario.probe {
+            config.probeFirstAnswer = scenario.rtt * (scenario.tls ? 3 : 2) + scenario.firstByteDelay
+        }
         policy.configure(&config)
         let plan = ChunkPlan(totalLength: scenario.fileSize, chunkSize: scenario.chunkSize)
         var c = Coordinator(plan: plan, connections: scenario.connections, config: config)
@@ -102,9 +129,22 @@ struct SimulatedDownload {
     }
 
     private mutating func run(timeLimit: Double) -> Outcome {
-        handle(.begin)
+        outcome.fileSize = scenario.fileSize
+        if scenario.probe {
+            // The probe: the first 16 MiB asked on a new connection, held at its head (see `Prober`).
+            serverRequests = 0
+            start(0, bytes: 0..<min(scenario.fileSize, Prober.headRangeBytes), fresh: true)
+            transfers[0].held = true
+        } else {
+            begin()
+        }
         while now < timeLimit {
             now += Self.step
+            serve()
+            if !begun {
+                if transfers[0].headAt <= now { begin() }
+                continue
+            }
             handle(.pass(offered: nil))
             transmit()
             for id in losers where core.connections[id].machine.isTransferring {
@@ -125,6 +165,12 @@ struct SimulatedDownload {
         outcome.seconds = now
         outcome.receivedBytes = core.receivedBytes
         return outcome
+    }
+
+    private mutating func begin() {
+        begun = true
+        if scenario.probe { handle(.connected(0, roundTrip: scenario.rtt, newConnection: nil)) }
+        handle(.begin)
     }
 
     // MARK: The engine's actions
@@ -151,21 +197,31 @@ struct SimulatedDownload {
     }
 
     /// A request goes out on a kept-alive connection, or on a new one when `fresh` or none is idle.
+    /// Connection 0's first start continues the probe's held transfer (no request).
     private mutating func start(_ id: Int, bytes: Range<Int64>, fresh: Bool) {
+        if id == 0, transfers[0].held {
+            transfers[0].held = false
+            let end = transfers[0].bytes.upperBound
+            handle(.continued(0, sentAt: 0, requestEnd: end))
+            return
+        }
         outcome.requests += 1
         serverRequests += 1
         let s = scenario
         var t = Transfer(active: true, bytes: bytes, pos: bytes.lowerBound)
         if !fresh, let reuse = idleTCP.popLast() {
             t.tcp = reuse
-            t.headAt = max(now, tcps[reuse].readyAt) + s.rtt
+            t.arrivesAt = max(now, tcps[reuse].readyAt) + s.rtt / 2
         } else {
             outcome.connectionsOpened += 1
             let handshake = s.rtt * (s.tls ? 2 : 1)
             tcps.append(SimulatedTCP(readyAt: now + handshake))
             t.tcp = tcps.count - 1
-            t.headAt = now + handshake + s.rtt
+            t.dialled = true
+            t.arrivesAt = now + handshake + s.rtt / 2
         }
+        if t.arrivesAt < quietUntil { outcome.earlyRequests += 1 }
+        t.headAt = t.arrivesAt + s.firstByteDelay + s.rtt / 2
         let inFlight = transfers.filter { $0.active && !$0.rejected }.count
         if let limit = s.connectionLimit, inFlight >= limit {
             t.rejected = true
@@ -184,13 +240,45 @@ struct SimulatedDownload {
             h.append(line: "HTTP/1.1 206 Partial Content\r\n")
             h.append(line: Substring("Content-Range: bytes \(bytes.lowerBound)-\(bytes.upperBound - 1)/\(s.fileSize)\r\n"))
             h.append(line: Substring("Content-Length: \(bytes.count)\r\n"))
+            if s.closesConnections { h.append(line: "Connection: close\r\n") }
             h.append(line: "\r\n")
             t.head = h
+            if s.workers != nil {
+                // Its head waits for a worker (`serve`).
+                t.headAt = .infinity
+                queue.append((id, t.arrivesAt))
+            }
         }
         transfers[id] = t
         if tracing {
             print("[\(Format.fixed(now, 2))] request \(serverRequests) on connection \(id) for \(bytes)\(fresh ? " (fresh)" : "")\(t.slow ? " slow" : "")\(t.rejected ? " refused" : "")")
         }
+    }
+
+    /// The server's workers take the requests that have arrived, in order: a request's head leaves
+    /// `firstByteDelay` after a worker takes it. An abandoned request still costs its worker that long.
+    private mutating func serve() {
+        guard let workers = scenario.workers else { return }
+        ghostWorkers.removeAll { $0 <= now }
+        var busy = ghostWorkers.count + transfers.filter { $0.active && $0.served }.count
+        while busy < workers, let next = queue.first, next.arrivesAt <= now {
+            queue.removeFirst()
+            busy += 1
+            let startsAt = max(now - Self.step, next.arrivesAt)
+            if next.id < 0 {
+                ghostWorkers.append(startsAt + scenario.firstByteDelay)
+                continue
+            }
+            transfers[next.id].served = true
+            let slowExtra = transfers[next.id].slow ? slowHeadDelay : 0
+            transfers[next.id].headAt = startsAt + scenario.firstByteDelay + scenario.rtt / 2 + slowExtra
+        }
+        outcome.maxInFlight = max(outcome.maxInFlight, busy)
+    }
+
+    /// What a slow answer's late head adds (the first-byte-delay shape), 0 otherwise.
+    private var slowHeadDelay: Double {
+        if case .firstByteDelay(let d) = scenario.slow.behaviour { d } else { 0 }
     }
 
     private static func rejection(_ r: SimulatedScenario.Rejection, limit: Int) -> ResponseHead {
@@ -212,11 +300,14 @@ struct SimulatedDownload {
     }
 
     /// Ends connection `id`'s transfer; an aborted one closes its TCP connection, a complete one
-    /// keeps it alive for the next request.
+    /// keeps it alive for the next request (unless the server closes every connection). One still in
+    /// the server's queue leaves its place to a request that costs a worker its think time.
     private mutating func endTransfer(_ id: Int, keepAlive: Bool = false) {
         guard transfers[id].active else { return }
         transfers[id].active = false
-        if keepAlive { idleTCP.append(transfers[id].tcp) }
+        transfers[id].served = false
+        if let i = queue.firstIndex(where: { $0.id == id }) { queue[i].id = -1 }
+        if keepAlive && !scenario.closesConnections { idleTCP.append(transfers[id].tcp) }
     }
 
     // MARK: The network
@@ -239,7 +330,7 @@ struct SimulatedDownload {
         let dt = Self.step
         var want = [Double](repeating: 0, count: transfers.count)
         var total = 0.0
-        for id in transfers.indices where transfers[id].active && !transfers[id].rejected && now >= transfers[id].headAt {
+        for id in transfers.indices where transfers[id].active && !transfers[id].rejected && !transfers[id].held && now >= transfers[id].headAt {
             let t = transfers[id]
             guard tcps[t.tcp].readyAt <= now else { continue }
             want[id] = min(tcps[t.tcp].offered(rtt: s.rtt), s.perRequestCap, slowRate(t))
@@ -247,7 +338,7 @@ struct SimulatedDownload {
         }
         let full = total > s.bottleneck
         let scale = full ? s.bottleneck / total : 1
-        for id in transfers.indices where transfers[id].active {
+        for id in transfers.indices where transfers[id].active && !transfers[id].held {
             if transfers[id].rejected {
                 if now >= transfers[id].headAt { deliverRejection(id) }
                 continue
@@ -266,7 +357,10 @@ struct SimulatedDownload {
 
     /// `n` body bytes reach the engine (the head with the first of them).
     private mutating func deliver(_ id: Int, _ n: Int) {
-        if transfers[id].firstByteAt == nil { transfers[id].firstByteAt = now }
+        if transfers[id].firstByteAt == nil {
+            transfers[id].firstByteAt = now
+            handle(.connected(id, roundTrip: scenario.rtt, newConnection: transfers[id].dialled))
+        }
         transfers[id].pos += Int64(n)
         let actions = core.handle(.body(id, count: n, head: transfers[id].head, budgetAllows: true), now: now)
         for case .crossed(_, let crossing) in actions { losers += crossing.losers }
@@ -284,9 +378,14 @@ struct SimulatedDownload {
         }
     }
 
-    /// A refused request's head and short body arrive; the engine refuses them.
+    /// A refused request's head and short body arrive; the engine refuses them. The server's refusal
+    /// left it half a round trip ago, asking for its wait from then.
     private mutating func deliverRejection(_ id: Int) {
         let head = transfers[id].head
+        handle(.connected(id, roundTrip: scenario.rtt, newConnection: transfers[id].dialled))
+        if let wait = head.retryAfter ?? head.rateLimitReset {
+            quietUntil = max(quietUntil, now - scenario.rtt / 2 + wait)
+        }
         _ = core.handle(.body(id, count: 18, head: head, budgetAllows: true), now: now)
         // The refused body aborts the transfer, which closes its connection.
         endTransfer(id)

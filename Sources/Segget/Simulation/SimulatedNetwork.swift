@@ -32,6 +32,21 @@ struct SimulatedScenario: Sendable, CustomStringConvertible {
     var rejection: Rejection = .tooManyRequests(retryAfter: nil)
     /// An extra round trip for every new connection's TLS handshake.
     var tls = false
+    /// Seconds the server thinks before every answer's head (an object store, an application
+    /// server, a cache's miss to its origin): on top of the round trips.
+    var firstByteDelay: Double = 0
+    /// Requests the server works on at once (nil: any number). Others wait in its queue, in the order
+    /// they arrived; a request abandoned while it waits still costs a worker its `firstByteDelay`
+    /// when its turn comes (the server reads it, thinks, and finds the connection closed when it
+    /// writes), as a synchronous worker does.
+    var workers: Int?
+    /// The server closes the connection after every answer (`Connection: close`): no request finds
+    /// a kept-alive connection.
+    var closesConnections = false
+    /// The download starts as segget's does: a probe for the first 16 MiB (`Prober.headRangeBytes`)
+    /// held at its head, which connection 0 then continues; the other connections start only once
+    /// the head is in. Off: every connection starts at time 0 (the families before issue 37).
+    var probe = false
     var seed: UInt64 = 1
 
     /// Which requests are slow (the probe was request 1) and what a slow one does.
@@ -73,6 +88,10 @@ struct SimulatedScenario: Sendable, CustomStringConvertible {
         if let w = slow.which { parts.append("slow \(w) \(slow.behaviour)") }
         if let l = connectionLimit { parts.append("limit \(l) (\(rejection))") }
         if tls { parts.append("tls") }
+        if firstByteDelay > 0 { parts.append("first byte +\(Int(firstByteDelay * 1000)) ms") }
+        if let w = workers { parts.append("\(w) worker\(w == 1 ? "" : "s")") }
+        if closesConnections { parts.append("Connection: close") }
+        if probe { parts.append("probe") }
         parts.append("seed \(seed)")
         return parts.joined(separator: ", ")
     }

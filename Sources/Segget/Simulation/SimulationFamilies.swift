@@ -7,7 +7,19 @@ struct SimulationFamily: Sendable {
     let summary: String
     /// The most finish time ÷ ideal any scenario of the family may take with segget's policy.
     let bound: Double
+    /// The most requests (the probe's included where it is simulated) a scenario may cost its server
+    /// with segget's policy: what the download spent, bounded as its time is.
+    var requestBound: @Sendable (SimulatedScenario) -> Int = { 4 * $0.connections + Int($0.fileSize >> 20) / 2 }
     let make: @Sendable (inout SimRandom, UInt64) -> SimulatedScenario
+
+    init(name: String, summary: String, bound: Double, requestBound: (@Sendable (SimulatedScenario) -> Int)? = nil,
+         make: @escaping @Sendable (inout SimRandom, UInt64) -> SimulatedScenario) {
+        self.name = name
+        self.summary = summary
+        self.bound = bound
+        if let requestBound { self.requestBound = requestBound }
+        self.make = make
+    }
 
     func scenario(seed: UInt64) -> SimulatedScenario {
         var r = SimRandom(seed: seed &* 7919 &+ UInt64(truncatingIfNeeded: name.hashValueStable))
@@ -50,7 +62,7 @@ enum SimulationIdeal {
     /// One slow-rule round (`decisionRound`) is added: the engine decides every 50 ms, so a download
     /// of a few milliseconds is measured on the clock of its decisions, not on a ratio of milliseconds.
     static func seconds(_ s: SimulatedScenario) -> Double {
-        let setup = s.rtt * (s.tls ? 3 : 2) + decisionRound
+        let setup = s.rtt * (s.tls ? 3 : 2) + s.firstByteDelay + decisionRound
         var perConnection = s.perRequestCap
         if s.loss > 0 {
             let beta = 0.7
@@ -60,7 +72,7 @@ enum SimulationIdeal {
         } else {
             perConnection = min(perConnection, SimulatedTCP.maxWindow * SimulatedTCP.segment / s.rtt)
         }
-        let n = Double(min(s.connections, s.connectionLimit ?? s.connections))
+        let n = Double(min(s.connections, s.connectionLimit ?? s.connections, s.workers ?? s.connections))
         let rate = min(s.bottleneck, n * perConnection)
         return setup + Double(s.fileSize) / rate
     }
@@ -72,7 +84,7 @@ extension SimulationFamily {
     /// Every family, in report order.
     static let all: [SimulationFamily] = [
         healthyLAN, capped, wanLoss, trickleEveryKth, trickleFraction, slowdown, silence, firstByteDelay,
-        connectionLimit, manyConnections,
+        connectionLimit, manyConnections, firstByteWorkers, oneWorker, connectionClose, refusalRetryAfter,
     ]
 
     static func named(_ name: String) -> SimulationFamily? { all.first { $0.name == name } }
@@ -100,7 +112,7 @@ extension SimulationFamily {
     }
 
     /// Servers of every speed that trickle every k-th answer, from its first byte or after a while.
-    static let trickleEveryKth = SimulationFamily(name: "trickle-every-kth", summary: "every 2nd-5th answer trickles (1 B/s-64 KiB/s)", bound: 12) { r, _ in
+    static let trickleEveryKth = SimulationFamily(name: "trickle-every-kth", summary: "every 2nd-5th answer trickles (1 B/s-64 KiB/s)", bound: 12, requestBound: { 8 * $0.connections + Int($0.fileSize >> 20) }) { r, _ in
         var s = SimulatedScenario(
             fileSize: r.pick([2, 8, 24, 64]) * MiB, connections: r.pick([2, 4, 8, 16]), rtt: r.logBetween(0.0005, 0.05),
             bottleneck: r.logBetween(30e6, 1e9), perRequestCap: r.unit() < 0.5 ? .infinity : Double(r.pick([4, 16])) * Double(MiB))
@@ -109,7 +121,7 @@ extension SimulationFamily {
     }
 
     /// A random share of answers trickles.
-    static let trickleFraction = SimulationFamily(name: "trickle-fraction", summary: "10-50 % of answers trickle", bound: 32) { r, _ in
+    static let trickleFraction = SimulationFamily(name: "trickle-fraction", summary: "10-50 % of answers trickle", bound: 32, requestBound: { 8 * $0.connections + Int($0.fileSize >> 20) }) { r, _ in
         var s = SimulatedScenario(
             fileSize: r.pick([8, 24, 64, 256]) * MiB, connections: r.pick([4, 8, 16]), rtt: r.logBetween(0.0005, 0.08),
             bottleneck: r.logBetween(30e6, 1e9))
@@ -128,7 +140,7 @@ extension SimulationFamily {
     }
 
     /// Answers that go silent after some bytes, the connection held open.
-    static let silence = SimulationFamily(name: "silence", summary: "answers go silent after 0-1 MiB", bound: 8) { r, _ in
+    static let silence = SimulationFamily(name: "silence", summary: "answers go silent after 0-1 MiB", bound: 8, requestBound: { 8 * $0.connections + Int($0.fileSize >> 20) }) { r, _ in
         var s = SimulatedScenario(
             fileSize: r.pick([8, 24, 64]) * MiB, connections: r.pick([4, 8, 16]), rtt: r.logBetween(0.0005, 0.05),
             bottleneck: r.logBetween(30e6, 500e6))
@@ -137,7 +149,7 @@ extension SimulationFamily {
     }
 
     /// Some answers' heads come late.
-    static let firstByteDelay = SimulationFamily(name: "first-byte-delay", summary: "some heads come 0.5-5 s late", bound: 12) { r, _ in
+    static let firstByteDelay = SimulationFamily(name: "first-byte-delay", summary: "some heads come 0.5-5 s late", bound: 12, requestBound: { 8 * $0.connections + Int($0.fileSize >> 20) }) { r, _ in
         var s = SimulatedScenario(
             fileSize: r.pick([8, 64, 256]) * MiB, connections: r.pick([4, 8]), rtt: r.logBetween(0.001, 0.1),
             bottleneck: r.logBetween(30e6, 300e6))
@@ -146,7 +158,9 @@ extension SimulationFamily {
     }
 
     /// A host that allows a few requests in flight per client and refuses the rest.
-    static let connectionLimit = SimulationFamily(name: "connection-limit", summary: "1-6 requests allowed, 429/503 beyond", bound: 3) { r, _ in
+    /// The bound was 3 until the host's `Retry-After` held every request (issue 37): a 16 MiB download
+    /// of a fifth of a second then waits the second the host asked for.
+    static let connectionLimit = SimulationFamily(name: "connection-limit", summary: "1-6 requests allowed, 429/503 beyond", bound: 6) { r, _ in
         var s = SimulatedScenario(
             fileSize: r.pick([16, 64, 192]) * MiB, connections: r.pick([4, 8, 16]), rtt: r.logBetween(0.0005, 0.08),
             perRequestCap: Double(r.pick([2, 8, 16])) * Double(MiB))
@@ -156,9 +170,72 @@ extension SimulationFamily {
     }
 
     /// Many connections, small and large files.
-    static let manyConnections = SimulationFamily(name: "many-connections", summary: "32-64 connections", bound: 5) { r, _ in
+    static let manyConnections = SimulationFamily(name: "many-connections", summary: "32-64 connections", bound: 5, requestBound: { 5 * $0.connections + Int($0.fileSize >> 20) }) { r, _ in
         SimulatedScenario(
             fileSize: r.pick([8, 64, 512]) * MiB, connections: r.pick([32, 64]), rtt: r.logBetween(0.0005, 0.1),
             loss: r.pick([0, 0.001]), bottleneck: r.logBetween(50e6, 1e9), perRequestCap: r.pick([.infinity, 4.0 * Double(MiB)]))
+    }
+
+    // MARK: Requests that cost (issue 37)
+
+    /// Object stores and application servers with many workers: every head comes 50, 200 or 500 ms
+    /// after its request reaches the server, each answer capped at 16 MiB/s. At most 2 n requests.
+    static let firstByteWorkers = SimulationFamily(
+        name: "first-byte-workers", summary: "50-500 ms before every head, many workers, 16 MiB/s per answer", bound: 2.6,
+        requestBound: { 2 * $0.connections }
+    ) { r, _ in
+        var s = SimulatedScenario(
+            fileSize: r.pick([32, 128, 256]) * MiB, connections: r.pick([4, 8, 16]), rtt: r.logBetween(0.0002, 0.02),
+            perRequestCap: 16 * Double(MiB), tls: r.unit() < 0.3)
+        s.firstByteDelay = r.pick([0.05, 0.2, 0.5])
+        s.closesConnections = r.unit() < 0.5
+        s.probe = true
+        return s
+    }
+
+    /// An origin that answers one request at a time (a synchronous worker, an emulator, a busy origin
+    /// behind a cache miss), 0.1-0.25 s before each head, kept alive or closing every connection, fast
+    /// or capped. Extra connections buy nothing there: the ideal is one request's.
+    static let oneWorker = SimulationFamily(
+        name: "one-worker", summary: "one request at a time, 0.1-0.25 s before each head", bound: 5,
+        requestBound: { $0.connections + 4 }
+    ) { r, _ in
+        var s = SimulatedScenario(
+            fileSize: r.pick([64, 128, 256]) * MiB, connections: r.pick([4, 8, 16]), rtt: r.logBetween(0.0002, 0.01),
+            bottleneck: r.logBetween(300e6, 2e9), perRequestCap: r.pick([.infinity, .infinity, 64 * Double(MiB), 200 * Double(MiB)]))
+        s.firstByteDelay = r.between(0.1, 0.25)
+        s.workers = 1
+        s.closesConnections = r.unit() < 0.5
+        s.probe = true
+        return s
+    }
+
+    /// Healthy and capped servers that close the connection after every answer, near and far: every
+    /// request pays its handshakes.
+    static let connectionClose = SimulationFamily(
+        name: "connection-close", summary: "Connection: close on every answer, 0.5-80 ms, capped or not", bound: 6
+    ) { r, _ in
+        var s = SimulatedScenario(
+            fileSize: r.pick([16, 64, 256]) * MiB, connections: r.pick([4, 8, 16]), rtt: r.logBetween(0.0005, 0.08),
+            bottleneck: r.logBetween(50e6, 1e9), perRequestCap: r.pick([.infinity, 4 * Double(MiB), 16 * Double(MiB)]), tls: r.unit() < 0.5)
+        s.closesConnections = true
+        s.probe = true
+        return s
+    }
+
+    /// A host that refuses a request past 3 (or 2-4) in flight with 429 and `Retry-After: 1`, or with
+    /// the `RateLimit` fields only, 8 MiB/s per answer: the download must settle at the limit with few
+    /// refusals, and send nothing before the host's wait is over (`Outcome.earlyRequests`).
+    static let refusalRetryAfter = SimulationFamily(
+        name: "refusal-retry-after", summary: "429 past 2-4 in flight, Retry-After 1 s or RateLimit fields, 8 MiB/s", bound: 2.5,
+        requestBound: { 3 * $0.connections + 12 }
+    ) { r, _ in
+        var s = SimulatedScenario(
+            fileSize: r.pick([64, 192]) * MiB, connections: r.pick([8, 16]), rtt: r.logBetween(0.0005, 0.04),
+            perRequestCap: 8 * Double(MiB))
+        s.connectionLimit = r.pick([3, 3, 2, 4])
+        s.rejection = r.pick([.tooManyRequests(retryAfter: 1), .rateLimitFields])
+        s.probe = true
+        return s
     }
 }

@@ -1,0 +1,144 @@
+/// The coordinator's questions to the request price (`RequestPrice`, `RequestCostModel`): how many
+/// connections the first split uses, whether a steal or a race pays for its request, what a re-dial
+/// costs, and when the host's first bytes show that it queues requests (a push-back held as a
+/// refusal's limit is).
+extension Coordinator {
+    /// A first split whose requests could cost less than this, even on an origin that queues them,
+    /// goes out with the first connection's answer, as it always did (nginx on a LAN: a millisecond).
+    static let splitDeferMinimum = 0.02
+
+    /// The probe's think time: its first answer's wait less the round trips of a new connection.
+    var probeThink: Double? {
+        config.probeFirstAnswer.map { max(0, $0 - cost.networkSeconds(dialled: true)) }
+    }
+
+    /// Whether the first split waits for connection 0's rate (see `decideSplit`): at a download's
+    /// start, when the `n − 1` requests it would send could cost more than `splitDeferMinimum` on an
+    /// origin that queues them (the prior share of the probe's think time each). Not where warm-ups
+    /// went out beside the probe: a long path's connections were opened for the split already.
+    func defersSplit(connections n: Int) -> Bool {
+        guard config.pricedSplit, n > 1, scheduler.finishedCount == 0, partialChunks.isEmpty, warmUp.sent == 0, let think = probeThink else { return false }
+        return think * (1 + RequestCostModel.priorQueueShare * Double(n - 1)) > Self.splitDeferMinimum
+    }
+
+    /// How long after `begin` connection 0's rate is evidence: two round trips, at least 10 ms.
+    var splitEvidenceDelay: Double { max(0.01, 2 * (cost.roundTrip ?? 0)) }
+
+    /// How many connections the first split uses, of `n`, at connection 0's current rate: the count
+    /// whose time saved most exceeds its price. Connection 0 alone would need `left ÷ rate`; k
+    /// connections save `(1 − 1/k)` of that (at best: more connections may not add up on a shared
+    /// bottleneck), and cost a first byte and handshakes, and on an origin that queues `k − 1`
+    /// shares of the think time (`RequestPrice`).
+    func splitCount(of n: Int, rate: Double) -> Int {
+        let alone = Double(max(0, plan.totalLength - connections[0].pos)) / max(rate, 1)
+        var best = 1
+        var bestNet = 0.0
+        for k in 2...max(2, n) where k <= n {
+            let p = RequestPrice.Proposal(purpose: .split, saves: alone * (1 - 1 / Double(k)), dials: true, inFlight: 1, count: k - 1)
+            let net = p.saves - RequestPrice.cost(of: p, model: cost).total
+            if net > bestNet {
+                best = k
+                bestNet = net
+            }
+        }
+        return best
+    }
+
+    /// Connection 0's rate over the newest `window` seconds of the split's samples, and over the
+    /// window before (nil where the samples do not reach).
+    func splitRates(window: Double) -> (recent: Double?, before: Double?) {
+        guard let last = splitSamples.last else { return (nil, nil) }
+        func rate(endingAt end: (Double, Int64)) -> Double? {
+            guard let start = splitSamples.last(where: { end.0 - $0.0 >= window - 1e-9 }) else { return nil }
+            return Double(end.1 - start.1) / (end.0 - start.0)
+        }
+        let recent = rate(endingAt: last)
+        let middle = splitSamples.last(where: { last.0 - $0.0 >= window - 1e-9 })
+        return (recent, middle.flatMap { rate(endingAt: $0) })
+    }
+
+    /// The longest the first split waits for connection 0's rate to settle: the probe's think time,
+    /// between 50 and 150 ms (TCP's slow start to 1 GB/s takes 70 ms at a 7 ms round trip).
+    var splitEvidenceCap: Double { min(0.15, max(0.05, probeThink ?? 0)) }
+
+    /// The deferred first split (see `defersSplit`). Connection 0's rate is sampled every pass; the
+    /// split is decided once that rate says one connection is enough (it can only grow while TCP's
+    /// slow start lasts), or once it stopped growing (a window's rate within a quarter of the one
+    /// before), or at `splitEvidenceCap`. The work is laid out again over the connections that start;
+    /// the others stay idle, and join later only through a steal that pays for its request. Without
+    /// any rate by the cap (or with connection 0 gone), every connection starts, as before.
+    mutating func decideSplit(now: Double) -> [Command] {
+        guard let due = splitDueAt else { return [] }
+        let c = connections[0]
+        if c.machine.isTransferring, c.firstByteAt != nil {
+            if let last = splitSamples.last, now - last.0 < 0.001 {} else { splitSamples.append((now, c.transferBytes)) }
+        }
+        guard now >= due else { return [] }
+        let waiting = splitCandidates.filter { connections[$0].machine.isWaiting }
+        let n = waiting.count + 1
+        let (recent, before) = splitRates(window: max(0.005, 2 * (cost.roundTrip ?? 0)))
+        let k = recent.map { splitCount(of: n, rate: $0) }
+        let settled = recent.map { r in before.map { r <= 1.25 * $0 } ?? false } ?? false
+        let capped = now >= due + splitEvidenceCap || !c.machine.isTransferring
+        guard k == 1 || settled || capped else { return [] }
+        splitDueAt = nil
+        splitSamples = []
+        splitCandidates = []
+        let count = k ?? n
+        let chosen = Array(waiting.prefix(count - 1))
+        var commands: [Command] = []
+        if tracing {
+            commands.append(.trace("first split: \(count) of \(n) connections (a request's think time \(Format.fixed(cost.baseThink ?? -1, 3)) s; connection 0 at \(recent.map(Format.rate) ?? "an unknown rate")\(settled ? ", settled" : ""))"))
+        }
+        if scheduler.run(of: 0) != nil {
+            scheduler.respread(over: [0] + chosen)
+        } else {
+            // Connection 0 is done or failed: the candidates take the work as idle connections do.
+            for id in waiting { connections[id].machine.hasten(to: now) }
+            return commands
+        }
+        for id in waiting { connections[id].machine.hasten(to: now) }
+        return commands
+    }
+
+    /// The host's first bytes come later the more requests are out (see
+    /// `RequestCostModel.servedAtOnce`): no more are sent than it serves at once, as if it had
+    /// refused the next, and the limit is probed upwards by the same rule. The requests already
+    /// waiting in its queue stay: the origin will work on them whether or not they are cancelled.
+    mutating func judgeSaturation(now: Double) -> [Command] {
+        let pending = pendingAnswers(now: now)
+        guard let served = cost.servedAtOnce(pending: pending) else { return [] }
+        let lowered = config.hostShare?.saturated(servedAtOnce: served, now: now) ?? host.saturated(servedAtOnce: served, now: now)
+        guard lowered else { return [] }
+        var commands: [Command] = []
+        if tracing {
+            commands.append(.trace("the host queues requests: \(served) served at once (think \(Format.fixed(cost.baseThink ?? -1, 3)) s, \(Format.fixed(cost.queueSlope(pending: pending), 3)) s more per request out)"))
+        }
+        commands.append(.event(.notice("the server answers \(served) request\(served == 1 ? "" : "s") at a time (the others wait for their first byte); continuing with \(served) connection\(served == 1 ? "" : "s").")))
+        return commands
+    }
+
+    /// What a steal costs beyond the thief's own first byte, which its finish time counts already
+    /// (`stealGain`): the victim's cut connection where the server keeps connections, the queue, the
+    /// draw of a new request.
+    func stealPrice(thiefDials: Bool, cuts: Bool, now: Double) -> Double {
+        RequestPrice.cost(
+            of: .init(purpose: .steal, saves: 0, dials: thiefDials, cuts: cuts, inFlight: inFlight, waitInSaves: true),
+            model: cost, pending: pendingAnswers(now: now)
+        ).total
+    }
+
+    /// The wait for a new request's first byte now: the model's, or the recent waits' median before it knows.
+    func expectedFirstByteWait(now: Double) -> Double? {
+        guard cost.baseThink != nil else { return usualFirstByteWait }
+        return cost.expectedWait(ahead: inFlight, dials: false, pending: pendingAnswers(now: now))
+    }
+
+    /// What a race or a re-dial's request costs beyond the round trips the rules count already: the
+    /// server's think time, the wait behind the requests out, and the queue it adds.
+    func priceBeyondNetwork(_ purpose: RequestPrice.Purpose, now: Double) -> Double {
+        let pending = pendingAnswers(now: now)
+        let c = RequestPrice.cost(of: .init(purpose: purpose, saves: 0, dials: false, inFlight: inFlight), model: cost, pending: pending)
+        return max(0, c.total - (cost.roundTrip ?? 0))
+    }
+}

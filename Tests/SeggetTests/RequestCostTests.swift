@@ -1,0 +1,245 @@
+import Testing
+
+@testable import Segget
+
+/// `RequestCostModel` and `RequestPrice`: what a request to a host costs, learnt from answers, and
+/// the one question every request-spending decision asks. Pure values, no socket.
+@Suite struct RequestCostModelTests {
+    /// A host that thinks `think` seconds, whose `k`-th request (0 ahead, 1 ahead, …) waited behind
+    /// the ones before it `slope` seconds each, on a path of `rtt`.
+    static func model(think: Double, slope: Double, answers: Int, rtt: Double = 0.001, dialled: Bool = true) -> RequestCostModel {
+        var m = RequestCostModel()
+        m.measured(roundTrip: rtt)
+        for k in 0..<answers {
+            m.answered(ahead: k, wait: think + Double(k) * slope + m.networkSeconds(dialled: dialled), dialled: dialled, closes: false)
+        }
+        return m
+    }
+
+    @Test func theRoundTripsAreTakenOutOfTheThinkTime() {
+        var m = RequestCostModel(tls: true)
+        m.measured(roundTrip: 0.08)
+        m.measured(roundTrip: 0.1)
+        #expect(m.roundTrip == 0.08)
+        #expect(abs(m.handshake - 0.16) < 1e-12)
+        // A dialled TLS request waits three round trips before its head; a reused one, one.
+        m.answered(ahead: 0, wait: 0.24 + 0.05, dialled: true, closes: false)
+        m.answered(ahead: 0, wait: 0.08 + 0.05, dialled: false, closes: true)
+        #expect(abs((m.baseThink ?? -1) - 0.05) < 1e-9)
+        #expect(m.closesConnections)
+        #expect(m.isCostly)
+        #expect(!Self.model(think: 0.001, slope: 0, answers: 4).isCostly)
+    }
+
+    @Test func anOriginWithManyWorkersDoesNotQueue() {
+        let m = Self.model(think: 0.2, slope: 0, answers: 8)
+        #expect(m.servedAtOnce() == nil)
+        #expect(m.queueSlope() < 1e-9)
+        #expect(m.servesSideBySide)
+        #expect(abs(m.expectedWait(ahead: 7, dials: false) - (0.2 + 0.001)) < 1e-9)
+    }
+
+    @Test func anOriginThatTakesOneRequestAtATimeIsSeen() {
+        let m = Self.model(think: 0.2, slope: 0.25, answers: 6)
+        #expect(m.servedAtOnce() == 1)
+        #expect(abs(m.queueSlope() - 0.25) < 1e-9)
+        #expect(!m.servesSideBySide)
+        // Three workers: the fourth request is the first to wait.
+        var three = RequestCostModel()
+        for k in 0..<8 { three.answered(ahead: k, wait: k < 3 ? 0.2 : 0.2 + Double(k - 2) * 0.3, dialled: false, closes: false) }
+        #expect(three.servedAtOnce() == 3)
+    }
+
+    /// The heads still awaited tell of a queue before they arrive, but a young one is no evidence of a
+    /// fast answer.
+    @Test func headsStillAwaitedCountAsLowerBounds() {
+        let probeOnly = Self.model(think: 0.15, slope: 0, answers: 1)
+        #expect(probeOnly.servedAtOnce() == nil)
+        let waiting = (1...5).map { RequestCostModel.Answer(ahead: $0, think: 0.6) }
+        #expect(probeOnly.servedAtOnce(pending: waiting) == 1)
+        #expect(probeOnly.hasQueueEvidence(pending: waiting))
+        let young = (1...5).map { RequestCostModel.Answer(ahead: $0, think: 0.05) }
+        #expect(probeOnly.servedAtOnce(pending: young) == nil)
+        #expect(!probeOnly.hasQueueEvidence(pending: young))
+    }
+
+    /// Heads late at random (a cache miss, a slow disk) come anywhere in the line: no queue.
+    @Test func heedsLateAtRandomMakeNoQueue() {
+        var m = RequestCostModel()
+        let thinks = [0.2, 0.2, 1.5, 0.2, 0.2, 2.0, 0.2, 0.2]
+        for (k, t) in thinks.enumerated() { m.answered(ahead: k, wait: t, dialled: false, closes: false) }
+        #expect(m.servedAtOnce() == nil)
+        #expect(m.queueSlope() < 0.01)
+    }
+
+    @Test func withoutEvidenceThePriorShareOfTheThinkTimeStands() {
+        let m = Self.model(think: 0.4, slope: 0, answers: 1)
+        #expect(!m.hasQueueEvidence())
+        #expect(abs(m.queueSlope() - RequestCostModel.priorQueueShare * 0.4) < 1e-9)
+        #expect(RequestCostModel().queueSlope() == 0)
+    }
+
+    @Test func theMemoryKeepsTheNewestAnswers() {
+        var m = RequestCostModel()
+        for k in 0..<(RequestCostModel.memory + 10) { m.answered(ahead: 0, wait: Double(k), dialled: false, closes: false) }
+        #expect(m.answers.count == RequestCostModel.memory)
+        #expect(m.answers.first?.think == 10)
+        let first = m.requestSent(), second = m.requestSent()
+        #expect(first == 1 && second == 2)
+    }
+}
+
+@Suite struct RequestPriceTests {
+    typealias P = RequestPrice.Proposal
+
+    @Test func aRequestCostsItsFirstByteItsHandshakesAndTheQueue() {
+        var m = RequestCostModelTests.model(think: 0.2, slope: 0.1, answers: 4, rtt: 0.01)
+        let c = RequestPrice.cost(of: P(purpose: .split, saves: 0, dials: true, inFlight: 2, count: 3), model: m)
+        #expect(abs(c.firstByte - (0.2 + 2 * 0.1 + 0.01)) < 1e-9)
+        #expect(abs(c.handshake - 0.01) < 1e-9)
+        #expect(abs(c.queue - 0.3) < 1e-9)
+        #expect(c.cut == 0 && c.draw == 0)
+        // A steal: its own wait is in its finish times; it pays the victim's connection and the draw.
+        let steal = RequestPrice.cost(of: P(purpose: .steal, saves: 0, dials: true, cuts: true, inFlight: 2, waitInSaves: true), model: m)
+        #expect(steal.firstByte == 0 && steal.handshake == 0)
+        #expect(abs(steal.cut - 0.01) < 1e-9)
+        #expect(steal.draw == Coordinator.minStealGainSeconds)
+        // Where the server closes every connection, a cut costs no connection it would have kept.
+        m.noteConnectionClose(true)
+        #expect(RequestPrice.cost(of: P(purpose: .steal, saves: 0, dials: true, cuts: true, inFlight: 2, waitInSaves: true), model: m).cut == 0)
+    }
+
+    @Test func worthIsSavingMoreThanTheCost() {
+        let m = RequestCostModelTests.model(think: 0.2, slope: 0, answers: 4)
+        #expect(RequestPrice.worth(P(purpose: .redial, saves: 0.5, dials: true, inFlight: 3), model: m))
+        #expect(!RequestPrice.worth(P(purpose: .redial, saves: 0.15, dials: true, inFlight: 3), model: m))
+    }
+}
+
+/// `HostLimit` and `HostAllowance`: the host's word kept exactly.
+@Suite struct HostWordTests {
+    @Test func noRequestGoesOutBeforeTheWaitTheHostNamed() {
+        var h = HostLimit()
+        h.asked(wait: 1.5, now: 10)
+        #expect(h.isQuiet(now: 11.4))
+        let r1 = h.allowsAnother(inFlight: 0, wanted: true, now: 11.4)
+        #expect(!r1)
+        let r2 = h.allowsAnother(inFlight: 0, wanted: true, now: 11.5)
+        #expect(r2)
+        #expect(h.limit == nil, "a wait alone teaches no limit")
+    }
+
+    @Test func anOriginThatQueuesIsHeldAsIfItHadRefused() {
+        var h = HostLimit()
+        let r3 = h.saturated(servedAtOnce: 2, now: 0)
+        #expect(r3)
+        #expect(h.limit == 2)
+        let r4 = h.saturated(servedAtOnce: 3, now: 0.1)
+        #expect(!r4, "a higher count never raises the limit")
+        let r5 = h.allowsAnother(inFlight: 2, wanted: true, now: 1)
+        #expect(!r5)
+        // Probed upwards after the hold-off, with work for it.
+        let r6 = h.allowsAnother(inFlight: 2, wanted: true, now: HostLimit.initialHoldOff + 0.01)
+        #expect(r6)
+        #expect(h.limit == 3)
+        // The probe queued too: back down, and the next probe waits twice as long.
+        let r7 = h.saturated(servedAtOnce: 2, now: 2.5)
+        #expect(r7)
+        let r8 = h.allowsAnother(inFlight: 2, wanted: true, now: 2.5 + HostLimit.initialHoldOff + 0.01)
+        #expect(!r8)
+    }
+
+    /// The limit is what the host counted: the other downloads' requests out and this one's ahead of
+    /// the refused request, not the cooling slots of requests cut a moment ago (which taught a limit
+    /// one above the host's, and a refusal every time a slot cooled off).
+    @Test func coolingSlotsAreNotCountedAsTheHostsLimit() {
+        var a = HostAllowance()
+        let r9 = a.reserve(1, inFlight: 0, cap: nil, wanted: { true }, now: 0, forgetAfter: nil)
+        #expect(r9)
+        let r10 = a.reserve(1, inFlight: 1, cap: nil, wanted: { true }, now: 0, forgetAfter: nil)
+        #expect(r10)
+        a.sync(1, inFlight: 2)
+        a.cancelled(1, now: 0)
+        #expect(a.total == 3)
+        let r = a.refused(2, inFlight: 1, wait: 1, now: 0.05)
+        #expect(r?.lowered == true)
+        #expect(a.learnt.limit == 3, "2 of download 1 and 1 of download 2 were out")
+        #expect(a.learnt.isQuiet(now: 1.0))
+    }
+}
+
+/// `Scheduler.respread`: the first split laid out again over the connections that start.
+@Suite struct RespreadTests {
+    @Test func theWorkIsLaidOutAgainOverTheConnectionsThatStart() {
+        var s = Scheduler(plan: ChunkPlan(totalLength: 100 << 20, chunkSize: 1 << 20), connections: 8)
+        s.respread(over: [0])
+        #expect(s.run(of: 0) == 0..<100 && s.free.isEmpty && (1..<8).allSatisfy { s.run(of: $0) == nil })
+        // Connection 0 finished 10 chunks meanwhile; the rest goes to it and two more.
+        for k in 0..<10 { _ = s.chunkFinished(k, by: 0) }
+        s.respread(over: [0, 3, 5])
+        #expect(s.run(of: 0) == 10..<40 && s.run(of: 3) == 40..<70 && s.run(of: 5) == 70..<100)
+        #expect(s.free.isEmpty)
+    }
+
+    @Test func nothingMovesOnceAnotherConnectionHasWork() {
+        var s = Scheduler(plan: ChunkPlan(totalLength: 16 << 20, chunkSize: 1 << 20), connections: 4)
+        _ = s.chunkFinished(5, by: 1)
+        let before = (s.runs, s.free)
+        s.respread(over: [0, 1])
+        #expect(s.runs == before.0 && s.free == before.1)
+    }
+}
+
+/// The request price at work in the simulator: the shapes issue 37 named, each with what the
+/// download may cost its origin.
+@Suite struct RequestPricePolicyTests {
+    static let MiB: Int64 = 1 << 20
+
+    /// An origin that works on one request at a time, fast once it answers (an S3 emulator, a small
+    /// application server): one connection's answer beats any split. A handful of requests, never
+    /// one per connection, and far sooner than the aria2-like static split.
+    @Test(arguments: [false, true])
+    func anOriginWithOneWorkerGetsFewRequests(closes: Bool) {
+        var s = SimulatedScenario(fileSize: 256 * Self.MiB, connections: 8, rtt: 0.0005, bottleneck: 1e9)
+        s.firstByteDelay = 0.24
+        s.workers = 1
+        s.closesConnections = closes
+        s.probe = true
+        let ideal = SimulationIdeal.seconds(s)
+        let o = SimulatedDownload.run(s, timeLimit: 60)
+        let aria = SimulatedDownload.run(s, policy: .staticSplit, timeLimit: 60)
+        #expect(o.finished && o.requests <= 3, "\(EngineSimulation.summary(o, ideal: ideal))")
+        #expect(o.seconds <= 0.5 * aria.seconds, "\(EngineSimulation.summary(o, ideal: ideal)) against \(EngineSimulation.summary(aria, ideal: ideal))")
+    }
+
+    /// Many workers, 200 ms before every head, 16 MiB/s per answer: the split is made at once and in
+    /// full, within the floor a probe-then-split allows (the probe's think time, then the others'),
+    /// with at most 2 n requests.
+    @Test(arguments: [0.05, 0.2, 0.5])
+    func manyWorkersWithASlowFirstByteAreSplitInFull(think: Double) {
+        var s = SimulatedScenario(fileSize: 128 * Self.MiB, connections: 8, rtt: 0.0005, perRequestCap: 16 * Double(Self.MiB))
+        s.firstByteDelay = think
+        s.probe = true
+        let o = SimulatedDownload.run(s, timeLimit: 60)
+        // Connection 0 from the probe's head on, the others one think time later.
+        let floor = think + (128.0 + 7 * 16 * think) / (8 * 16)
+        #expect(o.finished && o.seconds <= 1.05 * floor + 0.05, "\(o.seconds) s against a floor of \(floor) s")
+        #expect(o.requests <= 16)
+    }
+
+    /// A host that refuses a request past 3 in flight and asks for a second: the limit learnt is 3
+    /// (the requests ahead of the first refused one), no request reaches it before its second is
+    /// over, and a handful of refusals in all.
+    @Test(arguments: [SimulatedScenario.Rejection.tooManyRequests(retryAfter: 1), .rateLimitFields])
+    func aHostsWordIsKept(rejection: SimulatedScenario.Rejection) {
+        var s = SimulatedScenario(fileSize: 192 * Self.MiB, connections: 8, rtt: 0.001, perRequestCap: 8 * Double(Self.MiB))
+        s.connectionLimit = 3
+        s.rejection = rejection
+        s.probe = true
+        let ideal = SimulationIdeal.seconds(s)
+        let o = SimulatedDownload.run(s, timeLimit: 120)
+        #expect(o.finished && o.earlyRequests == 0, "\(EngineSimulation.summary(o, ideal: ideal))")
+        #expect(o.rejected <= 10 && o.maxInFlight <= 4)
+        #expect(o.seconds < 1.25 * ideal, "\(EngineSimulation.summary(o, ideal: ideal))")
+    }
+}
