@@ -40,7 +40,7 @@ struct Connection {
                 return
             case .request(let request):
                 var prepared = server.prepare(request, remoteAddress: remoteAddress, remotePort: remotePort)
-                guard server.waitForWorker(prepared) else { return }
+                guard server.waitForWorker(&prepared) else { return }
                 let keepAlive = respond(request, &prepared)
                 server.release(prepared)
                 server.finished(prepared.record)

@@ -342,7 +342,7 @@ public final class TestServer: @unchecked Sendable {
     }
 
     /// Blocks until `prepared`'s request has a worker (`workers`); false when the server stopped first.
-    func waitForWorker(_ prepared: Prepared) -> Bool {
+    func waitForWorker(_ prepared: inout Prepared) -> Bool {
         guard let w = prepared.worker else { return true }
         lock.wait { stopped || workers.isTurn(w.key, ticket: w.ticket, limit: w.limit) }
         let served: Bool = lock.withLock {
@@ -351,9 +351,11 @@ public final class TestServer: @unchecked Sendable {
                 return false
             }
             workers.take(w.key, ticket: w.ticket)
+            let now = MonotonicClock.seconds
+            prepared.record.servedAt = now
             let handle = prepared.handle
             if handle.generation == recordGeneration, records.indices.contains(handle.index) {
-                records[handle.index].servedAt = MonotonicClock.seconds
+                records[handle.index].servedAt = now
             }
             return true
         }
@@ -363,6 +365,8 @@ public final class TestServer: @unchecked Sendable {
 
     /// The clock of `RecordedRequest.arrivedAt` and `servedAt`: monotonic seconds.
     public static var clock: Double { MonotonicClock.seconds }
+    /// When the server was made, on that clock.
+    public let startedAt = MonotonicClock.seconds
 
     /// The most requests that waited for a worker at once (`workers`).
     public var longestWorkerQueue: Int { lock.withLock { workers.longestQueue } }

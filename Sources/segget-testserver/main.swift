@@ -16,12 +16,14 @@ let usage = """
       --port N           Port to bind; 0 picks a free one.
       --file NAME=PATH   Serve PATH at /NAME and /MODE/NAME (repeatable).
       --dir DIR          Serve every regular file in DIR under its own name.
-      --log FILE         Append `METHOD PATH STATUS BODYBYTES REMOTEPORT` per finished request.
+      --log FILE         Append `METHOD PATH STATUS BODYBYTES REMOTEPORT ARRIVED SERVED` per finished
+                         request (seconds since the server started; SERVED: when a worker took it
+                         under `workers`, else -).
       --help             Show this help.
 
     Modes: \(FaultMode.allCases.filter { $0 != .normal }.map(\.rawValue).joined(separator: " "))
     Pacing and limits (any mode): rate catchup firstbyte slowports slowfirst slowevery slowfraction seed
-      slowrate slowafter slowfrom ramp slowfirstbyte maxconc reject retryafter ratelimit reset
+      slowrate slowafter slowfrom ramp slowfirstbyte maxconc reject retryafter ratelimit reset workers close
       (see Sources/SeggetTestServer/FaultMode.swift).
     GET /_stats answers `admitted=A rejected=R in-flight=I max-in-flight=M max-demand=D` for the
     maxconc limits (?reset=1 clears them after answering); the same line goes to stderr on exit.
@@ -155,7 +157,9 @@ if let logPath = options.logPath {
     server.onRequestFinished { request in
         let target = request.query.isEmpty ? request.path : request.path + "?" + request.query
         let method = request.method.isEmpty ? "-" : request.method
-        log.write("\(method) \(target.isEmpty ? "-" : target) \(request.status) \(request.bodyBytesSent) \(request.remotePort)")
+        let arrived = Format3.seconds(request.arrivedAt - server.startedAt)
+        let served = request.servedAt.map { Format3.seconds($0 - server.startedAt) } ?? "-"
+        log.write("\(method) \(target.isEmpty ? "-" : target) \(request.status) \(request.bodyBytesSent) \(request.remotePort) \(arrived) \(served)")
     }
 }
 
@@ -174,3 +178,12 @@ server.stop()
 let limits = server.concurrency
 if limits.admitted + limits.rejected > 0 { printError("connection limits: \(limits)") }
 exit(0)
+
+/// Seconds with three decimals, for the log.
+enum Format3 {
+    static func seconds(_ s: Double) -> String {
+        let ms = Int((s * 1000).rounded())
+        let frac = String(ms % 1000)
+        return "\(ms / 1000).\(String(repeating: "0", count: 3 - frac.count))\(frac)"
+    }
+}

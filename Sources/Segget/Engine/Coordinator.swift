@@ -193,9 +193,13 @@ struct Coordinator: Coordinating {
     mutating func begin(now: Double) -> [Command] {
         let starting = connections.map(\.id).filter { scheduler.run(of: $0) != nil }
         let step = Self.rampStep(connections: starting.count, firstAnswer: config.probeFirstAnswer)
+        var commands0: [Command] = []
         // The probe was the host's first answer: what a request costs, as far as one can tell.
         if let first = config.probeFirstAnswer {
             cost.answered(ahead: 0, wait: first, dialled: true, closes: false)
+        }
+        if tracing, let think = probeThink {
+            commands0.append(.trace("the probe's think time \(Format.fixed(think, 3)) s (round trip \(Format.fixed(cost.roundTrip ?? -1, 4)) s)"))
         }
         if defersSplit(connections: starting.count), starting.first == 0 {
             // Requests may cost here: the others wait for connection 0's rate (`decideSplit`), and
@@ -204,9 +208,9 @@ struct Coordinator: Coordinating {
             splitCandidates = Array(starting.dropFirst())
             scheduler.respread(over: [0])
             for id in splitCandidates { connections[id].machine.wait(until: now + 60, .ramp) }
-            return [start(0, bytes: runBytes(scheduler.run(of: 0) ?? 0..<1), now: now)]
+            return commands0 + [start(0, bytes: runBytes(scheduler.run(of: 0) ?? 0..<1), now: now)]
         }
-        var commands: [Command] = []
+        var commands = commands0
         for (k, id) in starting.enumerated() {
             if k > 0 {
                 // Beyond a limit that refused warm-ups taught: the work goes to the connections the
@@ -364,6 +368,22 @@ struct Coordinator: Coordinating {
         if wasRacing && c.pos < c.requestEnd {
             // The race is over either way; this connection is free again.
             connections[id].machine.stop(.reachedEnd, now: now)
+        } else if !wasRacing, scheduler.run(of: id) == nil, c.pos < c.requestEnd {
+            // Its run is done but its answer runs on (an open-ended first answer): it goes on into
+            // the work that follows while nobody else has started on it, rather than end the answer
+            // and pay for a new request. The owner whose head has not come gives its run up: on an
+            // origin that serves one request at a time, that head would come only after this answer.
+            let others = connections
+            let racing = scheduler.duplicates
+            let extended = scheduler.extend(id, after: k) { o in
+                !others[o].machine.headJudged && racing[o] == nil && others[o].source == c.source
+            }
+            if let o = extended.robbed {
+                if connections[o].machine.isTransferring {
+                    connections[o].machine.cancel(now: now)
+                    crossing.losers.append(o)
+                }
+            }
         }
         connections[id].chunkEnd = min(c.chunkEnd + plan.chunkSize, plan.totalLength)
         return crossing

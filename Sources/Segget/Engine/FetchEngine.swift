@@ -265,10 +265,11 @@ final class FetchEngine {
     /// coordinator has prepared its bookkeeping as for any request): its head is judged as the answer
     /// to that request, and its bytes, which libcurl held back, arrive once it is unpaused at the top
     /// of the next pass.
-    /// The connection's range may end before the answer does (a small file's answer runs to its end):
-    /// the transfer is then cut where the range ends, as a shortened range's is. Where the range runs on
-    /// past the answer (`Prober.headRangeBytes`), the head is judged an honest shorter answer and the
-    /// connection asks for the rest on the same connection once it ends.
+    /// The connection's range usually ends before the answer does (it runs to the file's end): at the
+    /// range's end the connection goes on into work nobody has started (`Scheduler.extend`), and
+    /// where there is none the transfer is cut, as a shortened range's is. Where the range runs on
+    /// past the answer (a server's honest shorter answer), the connection asks for the rest on the
+    /// same connection once it ends.
     private func continueProbe(_ c: ConnectionIO, _ held: HeldTransfer) -> Bool {
         guard target.ranged, core.connections[c.id].source == 0, held.multi === driver.multi, held.multi.contains(held.easy) else {
             return false

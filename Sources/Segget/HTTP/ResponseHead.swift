@@ -91,7 +91,7 @@ public struct ResponseHead: Sendable, Equatable {
 
     /// This head as the answer to a request for the rest of an answer from byte 0 to `end` (exclusive)
     /// of a representation of `total` bytes, from `offset`: the `Content-Range` and `Content-Length`
-    /// of an answer to `bytes=0-` (`end` is `total`) or to `bytes=0-N` (`Prober.headRangeBytes`)
+    /// of an answer to `bytes=0-` (`end` is `total`) or to `bytes=0-N` (a shorter answer, `end` is N + 1)
     /// rewritten to what is left of it from `offset`. A probe's answer, continued by the fetch after
     /// the probe kept its first `offset` bytes, is judged as what it now is.
     ///

@@ -279,6 +279,24 @@ public struct Scheduler: Sendable {
         }
     }
 
+    /// Connection `w`, whose run ended with chunk `k` while its answer runs on, takes the work that
+    /// follows: the free run that starts at `k + 1`, or the run of the connection `owner(k + 1)` names
+    /// when `mayTake` allows (one that has not received a byte of it). Returns the connection robbed,
+    /// if any (it holds nothing afterwards), or nil; false in `.1` when nothing was taken.
+    public mutating func extend(_ w: Int, after k: Int, mayTake: (Int) -> Bool) -> (taken: Bool, robbed: Int?) {
+        guard runs[w] == nil, duplicates[w] == nil, k + 1 < plan.chunkCount, !finished[k + 1] else { return (false, nil) }
+        if let i = free.firstIndex(where: { $0.lowerBound == k + 1 }) {
+            runs[w] = free.remove(at: i)
+            return (true, nil)
+        }
+        guard let (o, r) = runs.first(where: { $0.value.lowerBound == k + 1 }), o != w, duplicates.values.contains(k + 1) == false,
+            mayTake(o)
+        else { return (false, nil) }
+        runs[o] = nil
+        runs[w] = r
+        return (true, o)
+    }
+
     /// Connection `w` keeps only its in-flight chunk and gives the rest of its run back (a slow connection
     /// about to be re-dialled).
     public mutating func releaseNotStarted(of w: Int) {

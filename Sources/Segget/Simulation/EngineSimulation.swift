@@ -33,6 +33,7 @@ public enum EngineSimulation {
     }
 
     public static var familyNames: [String] { SimulationFamily.all.map(\.name) }
+
     public static var policyNames: [String] { SimulatedDownload.Policy.allCases.map(\.rawValue) }
 
     /// Runs `seeds` of each named family (nil: all) under each named policy.

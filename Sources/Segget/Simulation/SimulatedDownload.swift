@@ -131,9 +131,9 @@ struct SimulatedDownload {
     private mutating func run(timeLimit: Double) -> Outcome {
         outcome.fileSize = scenario.fileSize
         if scenario.probe {
-            // The probe: the first 16 MiB asked on a new connection, held at its head (see `Prober`).
+            // The probe: the whole file asked on a new connection, held at its head (see `Prober`).
             serverRequests = 0
-            start(0, bytes: 0..<min(scenario.fileSize, Prober.headRangeBytes), fresh: true)
+            start(0, bytes: 0..<scenario.fileSize, fresh: true)
             transfers[0].held = true
         } else {
             begin()

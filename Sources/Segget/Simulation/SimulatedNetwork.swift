@@ -43,9 +43,8 @@ struct SimulatedScenario: Sendable, CustomStringConvertible {
     /// The server closes the connection after every answer (`Connection: close`): no request finds
     /// a kept-alive connection.
     var closesConnections = false
-    /// The download starts as segget's does: a probe for the first 16 MiB (`Prober.headRangeBytes`)
-    /// held at its head, which connection 0 then continues; the other connections start only once
-    /// the head is in. Off: every connection starts at time 0 (the families before issue 37).
+    /// The download starts as segget's does: a probe for the whole file (`bytes=0-`) held at its
+    /// head, which connection 0 then continues; the other connections start only once the head is in. Off: every connection starts at time 0 (the families before issue 37).
     var probe = false
     var seed: UInt64 = 1
 
@@ -160,3 +159,4 @@ struct SimulatedTCP {
         }
     }
 }
+

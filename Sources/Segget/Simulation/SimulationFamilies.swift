@@ -197,7 +197,7 @@ extension SimulationFamily {
     /// behind a cache miss), 0.1-0.25 s before each head, kept alive or closing every connection, fast
     /// or capped. Extra connections buy nothing there: the ideal is one request's.
     static let oneWorker = SimulationFamily(
-        name: "one-worker", summary: "one request at a time, 0.1-0.25 s before each head", bound: 5,
+        name: "one-worker", summary: "one request at a time, 0.1-0.25 s before each head", bound: 1.5,
         requestBound: { $0.connections + 4 }
     ) { r, _ in
         var s = SimulatedScenario(
@@ -213,7 +213,7 @@ extension SimulationFamily {
     /// Healthy and capped servers that close the connection after every answer, near and far: every
     /// request pays its handshakes.
     static let connectionClose = SimulationFamily(
-        name: "connection-close", summary: "Connection: close on every answer, 0.5-80 ms, capped or not", bound: 6
+        name: "connection-close", summary: "Connection: close on every answer, 0.5-80 ms, capped or not", bound: 4
     ) { r, _ in
         var s = SimulatedScenario(
             fileSize: r.pick([16, 64, 256]) * MiB, connections: r.pick([4, 8, 16]), rtt: r.logBetween(0.0005, 0.08),

@@ -18,8 +18,8 @@ final class HeldTransfer: @unchecked Sendable, Equatable {
     let offset: Int64
     /// The file's length, from the answer's `Content-Range` (0 when it has none).
     let total: Int64
-    /// Where the answer ends (exclusive): the file's end for `bytes=0-`, else the end of the range
-    /// the probe asked for (see `Prober.headRangeBytes`).
+    /// Where the answer ends (exclusive): the file's end for `bytes=0-`, or where a server's honest
+    /// shorter answer ends.
     let answerEnd: Int64
     /// When the probe sent its request (monotonic seconds).
     let sentAt: Double

@@ -137,16 +137,15 @@ struct Prober {
     /// For a download of several connections: the others start one round trip after the first
     /// answer, while the first keeps its warm connection, rather than after a cut that closes it.
     var holdsAtHead = false
-    /// With `holdsAtHead`, the probe asks for the first 16 MiB (`bytes=0-16777215`) rather than the
-    /// whole file: the first connection continues that answer, and where its range runs on past it, the
-    /// answer ends by itself and the connection asks for the rest on the same warm TCP (and TLS)
-    /// connection. An answer to `bytes=0-` had to be cut where the first connection's range ended,
-    /// which closed the connection, and its next request (a steal, usually the first of the download)
-    /// dialled a new one: on link b of `scripts/bench wan` (150 ms, 0.5 % loss, 200 Mbit/s) that new
-    /// connection, starting against seven others that filled the bottleneck, ran at 130-570 KiB/s
-    /// against their 2.5-3.5 MiB/s, and was re-dialled or robbed back. A file smaller than
-    /// `connections` times this still has the first range cut (its answer is the whole file).
-    static let headRangeBytes: Int64 = 16 << 20
+    // The probe of several connections asks for the whole file (`bytes=0-`), as one connection's does.
+    // It asked for the first 16 MiB from 4eef4b5 to issue 37: the first connection's range then ended
+    // inside that answer or continued on the same warm connection, never cut (on WAN link b a cut
+    // closed a connection that seven others' bottleneck made slow to replace). But on an origin that
+    // thinks before each head (an object store, an application server), the 16 MiB cost a second
+    // request and a second think time for a file that one answer brings whole; and on one that works
+    // on a request at a time, that second request waited behind every other connection's. Now
+    // connection 0 goes on past its range into work nobody has started (`Scheduler.extend`): on such
+    // an origin its one answer brings the whole file.
 
     /// Over TLS a probe held at its head asks for no more than this (a whole small answer, not held:
     /// the first connection asks for its range next, on the same warm connection). A TLS server
@@ -201,7 +200,7 @@ struct Prober {
         let ctx = ProbeContext(limit: tlsSmall ? min(max(1, firstBytes), Self.tlsFirstAnswerBytes) : max(1, firstBytes), holdsAtLimit: holding)
         let e = EasyHandle()
         try e.configure(url: url, options: options)
-        try e.setRange(!holding ? "0-\(ctx.limit - 1)" : holdsAtHead ? "0-\(Self.headRangeBytes - 1)" : "0-")
+        try e.setRange(!holding ? "0-\(ctx.limit - 1)" : "0-")
         if let deadline {
             // The whole request, a server that never answers included, ends at the deadline.
             let ms = max(1, Int((deadline.remaining(now: monotonicSeconds()) * 1000).rounded(.up)))
@@ -387,8 +386,7 @@ struct ProbeWalk {
         }
         // Handed on only when the answer runs to the file's end, or to the end of the range a probe
         // held at its head asked for: the fetch continues it as a request for what follows the prefix.
-        if let held, result.acceptsRanges, held.bringsTheRest || (prober.holdsAtHead && held.bringsMore
-            && held.answerEnd == min(held.total, Prober.headRangeBytes)), held.offset == Int64(result.prefix.count) {
+        if let held, result.acceptsRanges, held.bringsTheRest, held.offset == Int64(result.prefix.count) {
             result.held = held
         }
         return result

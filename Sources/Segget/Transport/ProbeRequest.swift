@@ -7,8 +7,7 @@ import SeggetCurl
 final class ProbeRequest {
     let easy: EasyHandle
     let context: ProbeContext
-    /// Asked for the whole file (`bytes=0-`; with `holdsAtHead` its first `Prober.headRangeBytes`), to be
-    /// held once the prefix is in.
+    /// Asked for the whole file (`bytes=0-`), to be held once the prefix is in.
     let holding: Bool
     /// With `holding`: held as soon as the head shows a file larger than the limit (see `Prober.holdsAtHead`).
     let holdsAtHead: Bool
@@ -31,14 +30,14 @@ final class ProbeRequest {
     }
 
     /// True when the transfer is (now) held: paused by the collector at its limit, at its head for a
-    /// download of several connections (a 206 from 0 to the end of the range asked for, `Prober.headRangeBytes`
-    /// or the file's end, of a file larger than the limit), or
+    /// download of several connections (a 206 from 0 to the file's end, of a file larger than the
+    /// limit), or
     /// here, where a slow first answer is held where it got rather than cut, for the fetch to continue it.
     func holdDue() -> Bool {
         if context.isHeld { return true }
         let head = context.head
         if holding, holdsAtHead, head.isComplete, head.status == 206, head.contentEncoding == nil,
-            let cr = head.contentRange, cr.first == 0, let total = cr.completeLength, cr.last == min(total, Prober.headRangeBytes) - 1,
+            let cr = head.contentRange, cr.first == 0, let total = cr.completeLength, cr.last == total - 1,
             total > Int64(context.limit), (try? easy.pause()) != nil
         {
             context.isHeld = true
