@@ -12,6 +12,8 @@ struct Fetched {
     let connections: Int
     /// When the fetch began (monotonic seconds), for the result's duration.
     let started: Double
+    /// What the probe and the fetch cost the servers.
+    let tally: RequestTally
 }
 
 /// How the fetch step ended: every byte is in the file, or the download must start over.
@@ -104,6 +106,7 @@ extension Download {
             hashing: hasher != nil, hostShare: context.hostShare)
         settings.probeFirstAnswer = probe.firstAnswerSeconds
         settings.warmUps = probe.warmUps
+        settings.probeTally = probe.spent
         if Self.probeFetchedEverything(
             ranged: ranged, isNew: partial.isNew, chunkCount: plan.chunkCount, trusted: partial.trusted?.setCount ?? 0,
             mirrors: options.mirrors.count, interrupted: context.interrupt.isSet,
@@ -112,7 +115,7 @@ extension Download {
             reportProbeBroughtEverything(total: plan.totalLength, connections: options.connections, context)
             return .fetched(Fetched(
                 length: plan.totalLength, receivedBytes: 0, rejectedBytes: 0, connections: options.connections,
-                started: monotonicSeconds()))
+                started: monotonicSeconds(), tally: probe.spent))
         }
         var target = FetchTarget(
             url: probe.finalURL, totalLength: probe.totalLength, ranged: ranged, etag: probe.etag,
@@ -187,7 +190,7 @@ extension Download {
         }
         return .fetched(Fetched(
             length: length, receivedBytes: engine.receivedBytes, rejectedBytes: engine.rejectedBytes,
-            connections: engine.connectionsUsed, started: started))
+            connections: engine.connectionsUsed, started: started, tally: engine.spent))
     }
 
     /// Whether the probe brought the whole file, so that the fetch has nothing left to do: a new

@@ -37,7 +37,8 @@ extension Download {
         }
         return WholeSave(
             bytes: probe.prefix, paths: paths, verified: verified, sync: options.syncBeforeRename,
-            connections: options.connections, started: started, partAbsent: probe.absent.part == paths.part)
+            connections: options.connections, started: started, partAbsent: probe.absent.part == paths.part,
+            tally: probe.spent)
     }
 
     /// `wholeSave` and its `save()` at once: the file saved, or nil where the usual path must run.
@@ -89,6 +90,8 @@ struct WholeSave: Sendable {
     let started: Double
     /// The part file was found absent just before the probe (see `StartingNames`): no look again.
     var partAbsent = false
+    /// What the probe cost the server: the file's whole cost.
+    var tally = RequestTally()
 
     var total: Int64 { Int64(bytes.count) }
 
@@ -125,6 +128,6 @@ struct WholeSave: Sendable {
         if sync { try? PosixFile.syncDirectory(containing: paths.final) }
         return DownloadResult(
             path: paths.final, bytes: total, resumedBytes: 0, receivedBytes: 0, seconds: monotonicSeconds() - started,
-            connections: connections, verified: verified, usedRanges: true)
+            connections: connections, verified: verified, usedRanges: true, tally: tally)
     }
 }

@@ -166,7 +166,7 @@ public final class Download: @unchecked Sendable {
         return .finished(DownloadResult(
             path: stage.paths.final, bytes: fetched.length, resumedBytes: stage.resumedBytes - fetched.rejectedBytes,
             receivedBytes: fetched.receivedBytes, seconds: monotonicSeconds() - fetched.started,
-            connections: fetched.connections, verified: verified, usedRanges: stage.ranged))
+            connections: fetched.connections, verified: verified, usedRanges: stage.ranged, tally: fetched.tally))
     }
 
     /// The digests to check: those the user gave, then those the server announced for algorithms the

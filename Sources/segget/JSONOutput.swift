@@ -164,6 +164,10 @@ final class JSONReporter: Reporter {
         o.add("seconds", r.seconds)
         o.add("connections", r.connections)
         o.add("ranged", r.usedRanges)
+        o.add("requests", r.tally.requests)
+        o.add("connectionsOpened", r.tally.connections)
+        o.add("refusals", r.tally.refusals)
+        o.add("refetched", r.tally.refetchedBytes)
         o.add(
             "verified",
             objects: r.verified.map { v in
@@ -205,11 +209,13 @@ final class JSONReporter: Reporter {
         var o = JSONObject(type: "summary")
         var counts = (done: 0, skipped: 0, failed: 0, notStarted: 0)
         var bytes: Int64 = 0
+        var spent = RequestTally()
         for x in outcomes {
             switch x.status {
             case .done(let r):
                 counts.done += 1
                 bytes += r.bytes
+                spent = spent + r.tally
             case .skipped: counts.skipped += 1
             case .failed: counts.failed += 1
             case .notStarted: counts.notStarted += 1
@@ -221,6 +227,10 @@ final class JSONReporter: Reporter {
         o.add("failed", counts.failed)
         o.add("notStarted", counts.notStarted)
         o.add("bytes", bytes)
+        o.add("requests", spent.requests)
+        o.add("connectionsOpened", spent.connections)
+        o.add("refusals", spent.refusals)
+        o.add("refetched", spent.refetchedBytes)
         o.add("seconds", seconds)
         o.add("exitCode", Batch.exitCode(outcomes))
         StdoutLines.write(o.body)

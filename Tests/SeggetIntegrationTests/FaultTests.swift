@@ -350,7 +350,8 @@ import Testing
         defer { server.stop() }
         let dir = try TempDir()
         let trace = FaultTrace()
-        let outcome = await faultDownload(server.baseURL + "/\(mode)/f", Self.options(4, dir: dir), trace: trace)
+        // Paced, so that the first answer does not bring the whole file before the others ask.
+        let outcome = await faultDownload(server.baseURL + "/\(mode)/f?rate=1m", Self.options(4, dir: dir), trace: trace)
         #expect(outcome.error == nil, "\(outcome.error?.message ?? "")")
         #expect(outcome.result?.usedRanges == false)
         #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
@@ -405,7 +406,8 @@ import Testing
         defer { server.stop() }
         let dir = try TempDir()
         let newLength = size + lengthDelta
-        let query = lengthDelta == 0 ? "after=1" : "after=1&newlength=\(newLength)"
+        // Paced, so that the first answer does not bring the whole file before the others ask.
+        let query = (lengthDelta == 0 ? "after=1" : "after=1&newlength=\(newLength)") + "&rate=1m"
         let trace = FaultTrace()
         let outcome = await faultDownload(server.url("f", mode: .changing, query: query), Self.options(4, dir: dir), trace: trace)
         #expect(outcome.error == nil, "\(outcome.error?.message ?? "")")
@@ -461,7 +463,8 @@ import Testing
         let dir = try TempDir()
         var o = Self.options(3, dir: dir)
         o.transfer.headers = ["Authorization: Bearer s3cret-token", "Cookie: session=s3cret"]
-        let target = "http://localhost:\(server.port)/f"
+        // Paced, so that the first answer does not bring the whole file before the ranges go out.
+        let target = "http://localhost:\(server.port)/f%3Frate%3D256k"
         let outcome = await faultDownload(server.url("f", mode: .redirect, query: "to=\(target)"), o)
         #expect(outcome.error == nil, "\(outcome.error?.message ?? "")")
         #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)

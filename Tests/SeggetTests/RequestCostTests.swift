@@ -40,9 +40,10 @@ import Testing
     }
 
     @Test func anOriginThatTakesOneRequestAtATimeIsSeen() {
-        let m = Self.model(think: 0.2, slope: 0.25, answers: 6)
+        // Each request waits for the one before: its think time and its body's 0.1 s.
+        let m = Self.model(think: 0.2, slope: 0.3, answers: 6)
         #expect(m.servedAtOnce() == 1)
-        #expect(abs(m.queueSlope() - 0.25) < 1e-9)
+        #expect(abs(m.queueSlope() - 0.3) < 1e-9)
         #expect(!m.servesSideBySide)
         // Three workers: the fourth request is the first to wait.
         var three = RequestCostModel()

@@ -17,8 +17,10 @@ extension Coordinator {
     /// origin that queues them (the prior share of the probe's think time each). Not where warm-ups
     /// went out beside the probe: a long path's connections were opened for the split already.
     func defersSplit(connections n: Int) -> Bool {
-        // A fresh download: nothing finished but the probe's prefix (which a held probe may have brought).
-        guard config.pricedSplit, n > 1, scheduler.finishedPrefix(from: 0) == scheduler.finishedCount, partialChunks.isEmpty,
+        // A fresh download: nothing finished or partly written but the probe's prefix (which a held
+        // probe may have brought, its last chunk partly).
+        let prefix = scheduler.finishedPrefix(from: 0)
+        guard config.pricedSplit, n > 1, prefix == scheduler.finishedCount, partialChunks.keys.allSatisfy({ $0 == prefix }),
             warmUp.sent == 0, let think = probeThink
         else { return false }
         return think * (1 + RequestCostModel.priorQueueShare * Double(n - 1)) > Self.splitDeferMinimum

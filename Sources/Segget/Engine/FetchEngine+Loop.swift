@@ -18,6 +18,7 @@ extension FetchEngine {
         if target.ranged { onPrefix?(plan.byteRange(ofChunks: 0..<prefixChunks).upperBound) }
         // The warm-ups as they stand now; each pass tells the core what changed since.
         if let w = settings.warmUps?.take(always: true) { apply(.warmedUp(w), now: startedAt) }
+        if target.ranged { missingAtStart = plan.totalLength - core.finishedBytes }
         // The probe's connection tells the path's round trip before the first split is weighed.
         if let held = adoptable, let rtt = driver.multi.roundTrip(of: held.easy) {
             apply(.connected(0, roundTrip: rtt, newConnection: nil), now: startedAt)
@@ -87,6 +88,7 @@ extension FetchEngine {
     /// written and recorded, also when stopping early.
     func end() {
         for c in io where core.connections[c.id].machine.isTransferring {
+            countEnded(c)
             driver.cancel(c.easy)
             settle(c)
             apply(.removed(c.id))
@@ -99,5 +101,6 @@ extension FetchEngine {
         checkpointThread?.stop()
         vouching?.stop()
         trace("writes at the end: \(writer.isDirect ? "O_DIRECT" : "page cache"), \(writer.bytesWritten); waited \(Format.fixed(writer.waitedSeconds, 2)) s for the writer")
+        trace("cost to the servers: \(spent.summary)")
     }
 }

@@ -90,6 +90,19 @@ final class FetchEngine {
     /// The probe's transfer, held open (see `HeldTransfer`): connection 0's first request continues
     /// it when that request asks for exactly the rest of the file.
     var adoptable: HeldTransfer?
+    /// What this fetch's requests cost the server so far (see `spent`).
+    var tally = RequestTally()
+    /// Bytes the file lacked when the fetch began (what it needs to receive once each).
+    var missingAtStart: Int64?
+
+    /// What the probe and this fetch cost the servers: requests, connections, refusals, and the
+    /// bytes received beyond those the file lacked.
+    var spent: RequestTally {
+        var t = settings.probeTally + tally
+        let needed = missingAtStart ?? receivedBytes
+        t.refetchedBytes = max(0, receivedBytes - needed - rejectedBytes)
+        return t
+    }
     /// A continued probe transfer to unpause at the top of the next pass, once the loop's clock runs.
     var adoptedToUnpause: ConnectionIO?
     var pendingRemoval: [Int] = []
@@ -226,6 +239,7 @@ final class FetchEngine {
             case .settle(let id):
                 settle(io[id])
             case .remove(let id):
+                countEnded(io[id])
                 driver.cancel(io[id].easy)
                 settle(io[id])
                 settings.hostShare?.cancelled(1)
@@ -246,6 +260,7 @@ final class FetchEngine {
     /// Sends connection `c`'s request for `bytes` (the coordinator has prepared its bookkeeping).
     /// A request libcurl refuses to set up ends the download.
     private func startRequest(_ c: ConnectionIO, bytes: Range<Int64>, fresh: Bool, newPath: Bool) {
+        tally.requests += 1
         if c.staging == nil { c.staging = writer.makeStaging() }
         settle(c)
         c.easy.reset()
@@ -375,6 +390,7 @@ final class FetchEngine {
     /// Connection `c`'s transfer ended (the driver has removed it already).
     private func finish(_ c: ConnectionIO, code: CurlCode) {
         settle(c)
+        countEnded(c)
         // Our own cut (a range's end reached mid-answer): the server counts the request until it
         // sees the close, so its slot in the host's budget cools a moment before it is reused. A
         // refusal (429, 503) or any other answer refused at its head is over for the server already.
@@ -399,6 +415,7 @@ final class FetchEngine {
         for id in pendingRemoval {
             let c = io[id]
             if core.connections[id].machine.isTransferring {
+                countEnded(c)
                 driver.cancel(c.easy)
                 apply(.removed(id))
                 settings.hostShare?.cancelled(1)
@@ -406,6 +423,13 @@ final class FetchEngine {
             if let s = c.staging { writer.discard(s) }
         }
         pendingRemoval.removeAll()
+    }
+
+    /// Counts what connection `c`'s transfer cost the server as it ends (see `RequestTally`): the
+    /// connection it opened, and a refusal for the host's limit.
+    func countEnded(_ c: ConnectionIO) {
+        tally.connections += (try? c.easy.newConnections()) ?? 0
+        if c.head.status == 429 || c.head.status == 503 { tally.refusals += 1 }
     }
 
     // MARK: Periodic work

@@ -62,6 +62,9 @@ struct FetchSettings {
     var writePath = WritePath.adaptive
     /// How long the probe's first answer took (`ProbeResult.firstAnswerSeconds`).
     var probeFirstAnswer: Double?
+    /// What the probe (and the connections warmed beside it) cost the server, for the fetch's last
+    /// trace line and result (`RequestTally`).
+    var probeTally = RequestTally()
     /// The connections warmed beside the probe (`ProbeResult.warmUps`).
     var warmUps: ConnectionWarmUps?
 }

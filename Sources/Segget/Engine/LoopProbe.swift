@@ -101,14 +101,29 @@ final class LoopProbe: TransferClient {
         }
         try libcurl { () throws(CurlError) in try loop.driver.start(r.easy, for: self) }
         request = r
+        tally.requests += 1
+    }
+
+    /// What the probe's requests cost so far (see `RequestTally`).
+    private var tally = RequestTally()
+
+    /// Counts the connection `easy`'s transfer opened (a held transfer's is counted by the engine
+    /// that continues it).
+    private func countConnection(_ easy: EasyHandle) {
+        tally.connections += (try? easy.newConnections()) ?? 0
     }
 
     private func answered(_ r: ProbeRequest, code: CurlCode, held: HeldTransfer?) {
         do throws(SeggetError) {
             guard var w = walk else { return }
+            if held == nil { countConnection(r.easy) }
+            if r.context.head.status == 429 || r.context.head.status == 503 { tally.refusals += 1 }
             var result = try w.answered(r.context, code: code, held: held)
             walk = w
-            if result != nil { result?.warmUps = warmUps }
+            if result != nil {
+                result?.warmUps = warmUps
+                result?.tally = tally
+            }
             if let result {
                 finish(.success(result))
             } else {
@@ -187,6 +202,7 @@ final class LoopProbe: TransferClient {
             probeResent = true
             w.noteProbeResent()
             request = nil
+            countConnection(r.easy)
             driver.cancel(r.easy)
             do throws(SeggetError) { try send() } catch { failed(error) }
             return

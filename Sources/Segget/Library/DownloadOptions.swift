@@ -107,6 +107,34 @@ extension DownloadOptions {
 }
 
 /// What a finished download produced.
+/// What a download cost its servers: the requests it sent (the probe's, its redirects, the
+/// connections warmed beside it, and every range), the TCP connections those opened, the answers
+/// that refused it for a host's limit (429, 503), and the bytes received more than once (answers cut
+/// past where they were needed, lost end-game races). Of the attempt that finished.
+public struct RequestTally: Sendable, Equatable {
+    public var requests = 0
+    public var connections = 0
+    public var refusals = 0
+    public var refetchedBytes: Int64 = 0
+
+    public init(requests: Int = 0, connections: Int = 0, refusals: Int = 0, refetchedBytes: Int64 = 0) {
+        self.requests = requests
+        self.connections = connections
+        self.refusals = refusals
+        self.refetchedBytes = refetchedBytes
+    }
+
+    public static func + (a: RequestTally, b: RequestTally) -> RequestTally {
+        RequestTally(requests: a.requests + b.requests, connections: a.connections + b.connections,
+                     refusals: a.refusals + b.refusals, refetchedBytes: a.refetchedBytes + b.refetchedBytes)
+    }
+
+    /// `requests 9, connections opened 9, refusals 0, fetched twice 0 B`: for traces and messages.
+    public var summary: String {
+        "requests \(requests), connections opened \(connections), refusals \(refusals), fetched twice \(Format.bytes(refetchedBytes))"
+    }
+}
+
 public struct DownloadResult: Sendable, Equatable {
     public var path: String
     public var bytes: Int64
@@ -119,4 +147,6 @@ public struct DownloadResult: Sendable, Equatable {
     /// Digests that were checked, `(algorithm, hex)`.
     public var verified: [String]
     public var usedRanges: Bool
+    /// What it cost the servers (see `RequestTally`).
+    public var tally = RequestTally()
 }

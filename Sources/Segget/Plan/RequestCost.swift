@@ -97,12 +97,18 @@ struct RequestCostModel: Equatable, Sendable {
     var isCostly: Bool { (baseThink ?? 0) > Self.costlyThink }
     static let costlyThink = 0.02
 
-    /// A think time this long is a queue, not the server's own time: twice the base, and the
-    /// network's jitter beyond it.
+    /// A think time this long is a queue, not the server's own time: twice the base, and beyond it
+    /// the network's jitter and a loaded machine's scheduling (`queueMargin`, or two round trips).
     func isQueued(think: Double) -> Bool {
         guard let base = baseThink else { return false }
-        return think > 2 * base + max(0.01, 2 * (roundTrip ?? 0))
+        return think > 2 * base + max(Self.queueMargin, 2 * (roundTrip ?? 0))
     }
+
+    /// A wait this much longer than twice the usual is no queue yet: on a two-core machine busy with
+    /// other work a server's head can take tens of milliseconds to be scheduled (an in-process test
+    /// server's heads 3 ms apart were once read as a queue, and a download of 8 connections was held
+    /// to one).
+    static let queueMargin = 0.05
 
     /// How many requests the origin serves at once without making the next wait, when it queues
     /// them: one more than the most that were ahead of an answer that did not wait, provided the

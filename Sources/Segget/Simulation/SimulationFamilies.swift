@@ -213,7 +213,7 @@ extension SimulationFamily {
     /// Healthy and capped servers that close the connection after every answer, near and far: every
     /// request pays its handshakes.
     static let connectionClose = SimulationFamily(
-        name: "connection-close", summary: "Connection: close on every answer, 0.5-80 ms, capped or not", bound: 4
+        name: "connection-close", summary: "Connection: close on every answer, 0.5-80 ms, capped or not", bound: 6
     ) { r, _ in
         var s = SimulatedScenario(
             fileSize: r.pick([16, 64, 256]) * MiB, connections: r.pick([4, 8, 16]), rtt: r.logBetween(0.0005, 0.08),

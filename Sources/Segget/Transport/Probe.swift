@@ -37,6 +37,13 @@ public struct ProbeResult: Sendable, Equatable {
     var firstAnswerSeconds: Double?
     /// The connections warmed beside the probe (see `ConnectionWarmUp`), when it warmed any.
     var warmUps: ConnectionWarmUps?
+    /// What the probe cost the server (its requests, redirects and retries; see `RequestTally`).
+    var tally = RequestTally()
+    /// `tally` and the connections warmed beside the probe (a request and a connection each).
+    var spent: RequestTally {
+        let warmed = warmUps?.outcome.sent ?? 0
+        return tally + RequestTally(requests: warmed, connections: warmed)
+    }
 
     /// A strong validator for `If-Range`: a strong ETag, else Last-Modified.
     public var ifRangeValidator: String? {
@@ -75,7 +82,12 @@ final class ProbeContext: TransferDelegate {
 
     func transfer(_ handle: EasyHandle, receivedHeaderLine line: String) {
         head.append(line: Substring(line))
+        if head.isComplete, headAt == 0 { headAt = monotonicSeconds() }
     }
+
+    /// When the head was complete (monotonic seconds), 0 before: a probe held at its head may have
+    /// no body byte yet, and its first answer took this long.
+    var headAt = 0.0
 
     func transfer(_ handle: EasyHandle, received bytes: UnsafeRawBufferPointer) -> WriteDecision {
         // Only a 206 has a body worth keeping (at most what was asked). Anything else would be the whole
@@ -379,7 +391,11 @@ struct ProbeWalk {
         }
         var result = try prober.interpret(head, finalURL: current, redirects: hops, options: options)
         result.credentialsDropped = currentParts.host != first.host
-        if ctx.bodyStartedAt > 0 { result.firstAnswerSeconds = max(0, ctx.bodyStartedAt - ctx.sentAt) }
+        if ctx.bodyStartedAt > 0 {
+            result.firstAnswerSeconds = max(0, ctx.bodyStartedAt - ctx.sentAt)
+        } else if ctx.headAt > 0 {
+            result.firstAnswerSeconds = max(0, ctx.headAt - ctx.sentAt)
+        }
         if result.acceptsRanges, let last = head.contentRange?.last, ctx.bodyCount <= last + 1 {
             // Whatever arrived (all of it, or what came before the cut) is the file's beginning.
             result.prefix = ctx.body
