@@ -4,6 +4,8 @@
   segget_runs.py chunks JOURNAL CHUNKS
       prints how many of the file's CHUNKS the journal's written bitmap marks finished (0 while there
       is no readable journal yet).
+  segget_runs.py completed FILE
+      prints the `completed` bytes of the last "progress" line a run has written so far (0 if none).
   segget_runs.py json FILE --size N --connections C --ranged yes|no [--fresh | --resumed-at-least B]
                      [--notice TEXT]
       checks the run's JSON lines: every line one object with a "type"; no "error"; one "finish" with
@@ -33,6 +35,22 @@ def chunks_done(path, chunks):
     (header_length,) = struct.unpack_from("<I", data, 12)
     bitmap = data[header_length + 64:header_length + 64 + (chunks + 7) // 8]
     return sum(bin(b).count("1") for b in bitmap)
+
+
+def last_completed(path):
+    completed = 0
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue  # the line being written
+                if isinstance(event, dict) and event.get("type") == "progress":
+                    completed = event.get("completed", completed)
+    except OSError:
+        pass
+    return completed
 
 
 def check_json(path, size, connections, ranged, fresh, resumed_at_least, notice):
@@ -89,6 +107,9 @@ def check_json(path, size, connections, ranged, fresh, resumed_at_least, notice)
 def main():
     if len(sys.argv) >= 2 and sys.argv[1] == "chunks":
         print(chunks_done(sys.argv[2], int(sys.argv[3])))
+        return 0
+    if len(sys.argv) >= 2 and sys.argv[1] == "completed":
+        print(last_completed(sys.argv[2]))
         return 0
     parser = argparse.ArgumentParser()
     parser.add_argument("command", choices=["json"])
