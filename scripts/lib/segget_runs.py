@@ -6,6 +6,12 @@
       is no readable journal yet).
   segget_runs.py completed FILE
       prints the `completed` bytes of the last "progress" line a run has written so far (0 if none).
+  segget_runs.py wait-chunks JOURNAL CHUNKS WANT PID
+  segget_runs.py wait-completed FILE WANT PID
+      wait (every 20 ms, at most 60 s) until the journal marks WANT chunks finished, or the --json
+      FILE's progress shows WANT bytes completed, or process PID has ended; print what was seen.
+      One process for the whole wait: a shell loop starting one per look fell behind on a busy
+      machine, and segget finished before the kill.
   segget_runs.py json FILE --size N --connections C --ranged yes|no [--fresh | --resumed-at-least B]
                      [--notice TEXT]
       checks the run's JSON lines: every line one object with a "type"; no "error"; one "finish" with
@@ -20,8 +26,10 @@ answer (8 KiB over TLS, up to a chunk over HTTP), and the end game's races may a
 """
 import argparse
 import json
+import os
 import struct
 import sys
+import time
 
 
 def chunks_done(path, chunks):
@@ -110,6 +118,24 @@ def main():
         return 0
     if len(sys.argv) >= 2 and sys.argv[1] == "completed":
         print(last_completed(sys.argv[2]))
+        return 0
+    if len(sys.argv) >= 2 and sys.argv[1] in ("wait-chunks", "wait-completed"):
+        if sys.argv[1] == "wait-chunks":
+            journal, chunks, want, pid = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+            look = lambda: chunks_done(journal, chunks)
+        else:
+            path, want, pid = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+            look = lambda: last_completed(path)
+        deadline = time.monotonic() + 60
+        seen = look()
+        while seen < want and time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except OSError:
+                break
+            time.sleep(0.02)
+            seen = look()
+        print(seen)
         return 0
     parser = argparse.ArgumentParser()
     parser.add_argument("command", choices=["json"])
