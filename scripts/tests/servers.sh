@@ -14,9 +14,11 @@
 #     resumed at least the chunks the journal held at the kill (Python's http.server, without
 #     ranges: killed once its progress shows 8 MiB; the rerun starts over as one stream and says
 #     that the server ignored the range);
-# and one task of `segget daemon` (segget add -n 8) from Apache, identical.
+# PausedHandleReuseTests (SeggetCurlTests) against Caddy over HTTP/2, which needs a real HTTP/2
+# server that goes on sending a reset stream's data; and one task of `segget daemon` (segget add -n 8)
+# from Apache, identical.
 # A server that does not start fails the script with its name. Needs SEGGET_BIN (default
-# .build/debug/segget).
+# .build/debug/segget) and the test binary (swift build --build-tests).
 source "$(dirname "$0")/../lib/common.sh"
 source "$ROOT/scripts/lib/servers.sh"
 
@@ -197,7 +199,21 @@ for c in "${CASES[@]}"; do
     fi
 done
 
-# 3. One task of the daemon, from Apache.
+# 3. A handle removed while paused and reused (PausedHandleReuseTests, SeggetCurlTests), against this
+# Caddy over HTTP/2: libcurl 7.88 handed the removed transfer's held bytes to the next transfer.
+NAME="caddy https h2: PausedHandleReuseTests"
+if [ ! -x "$ROOT/.build/debug/seggetPackageTests.xctest" ]; then
+    case_failed "the test binary is missing; build with 'swift build --build-tests' first"
+elif ! (cd "$ROOT" && SEGGET_H2_URL="$CADDY_HTTPS_URL/m.bin" SEGGET_H2_FILE="$WORK/www/m.bin" timeout 300 \
+    .build/debug/seggetPackageTests.xctest --testing-library swift-testing --filter PausedHandleReuseTests \
+    >"$WORK/paused-reuse.log" 2>&1) ||
+    ! grep -q "Test aHandleRemovedWhilePausedStartsItsNextTransferClean() passed" "$WORK/paused-reuse.log"; then
+    case_failed "$(grep -E "✘|recorded an issue|error" "$WORK/paused-reuse.log" | head -5)"
+else
+    echo "  caddy https h2: a handle removed while paused gives its next transfer only that transfer's bytes (PausedHandleReuseTests)"
+fi
+
+# 4. One task of the daemon, from Apache.
 export SEGGET_RPC_PORT XDG_STATE_HOME="$WORK/state"
 SEGGET_RPC_PORT="$(server_port)"
 unset SEGGET_RPC_SECRET
