@@ -64,8 +64,9 @@ start_moto "$WORK/moto"
 MOTO_URL="$(moto_object "$WORK/www/m.bin" m.bin)" || server_fail moto "could not put the object through boto3" "$WORK/moto/moto.log"
 
 # One case a line: NAME|URL|ACCESS LOG|PATTERN every new line of it must match|segget options. The
-# patterns name the protocol only: a request segget cuts (a shortened range, a lost race) is logged
-# with the status the server gives a closed request (nginx: 499).
+# patterns name the protocol only (squid's: the request it carried): a request segget cuts (a
+# shortened range, a lost race) is logged with the status given to a closed request (nginx 499,
+# squid TCP_MISS_ABORTED/000).
 # The log is the server's own where it keeps one (the proxies': their access logs, where each request
 # they carried shows); "-" for none.
 CASES=(
@@ -81,8 +82,8 @@ CASES=(
     "nginx https http/1.1|$ORIGIN_TLS_URL/m.bin|$WORK/nginx/logs/access.log|^HTTP/1\.1 |-k"
     "nginx https h2|$ORIGIN_TLS_URL/m.bin|$WORK/nginx/logs/access.log|^HTTP/2\.0 |-k --http2"
     "varnish+nginx http/1.1|$VARNISH_URL/m.bin|-||"
-    "squid proxy http/1.1|$ORIGIN_URL/m.bin|$WORK/squid/access.log|TCP_MISS(_ABORTED)?/20[06] |--proxy $SQUID_PROXY"
-    "squid proxy CONNECT https|$ORIGIN_TLS_URL/m.bin|$WORK/squid/access.log|TCP_TUNNEL/200 .* CONNECT 127\.0\.0\.1:|--proxy $SQUID_PROXY -k"
+    "squid proxy http/1.1|$ORIGIN_URL/m.bin|$WORK/squid/access.log| GET http://127\.0\.0\.1:[0-9]+/m\.bin |--proxy $SQUID_PROXY"
+    "squid proxy CONNECT https|$ORIGIN_TLS_URL/m.bin|$WORK/squid/access.log| CONNECT 127\.0\.0\.1:[0-9]+ |--proxy $SQUID_PROXY -k"
     "microsocks socks5h http/1.1|$ORIGIN_URL/m.bin|-||--proxy $SOCKS_PROXY"
     "moto s3 presigned http/1.1|$MOTO_URL|-||"
     "python http.server (no ranges)|$PYTHON_HTTP_URL/m.bin|-||"
