@@ -35,7 +35,7 @@ package enum HTTPVersion: Sendable {
 /// know the option, so that nothing is silently left at its default. Body bytes and header lines go
 /// to `delegate` (none set: they are dropped), never to libcurl's default of standard output.
 package final class EasyHandle {
-    let raw: UnsafeMutableRawPointer
+    private(set) var raw: UnsafeMutableRawPointer
     private var headerList: UnsafeMutablePointer<curl_slist>?
     /// Who receives this handle's body and header lines. Weak: the owner usually holds the handle.
     package weak var delegate: (any TransferDelegate)?
@@ -59,9 +59,21 @@ package final class EasyHandle {
     /// Forgets all options (keeping live connections and caches), as between two transfers. The
     /// delegate stays.
     ///
-    /// The corresponding C function is `curl_easy_reset`.
+    /// A handle whose transfer was removed from its multi handle while paused gets a new libcurl
+    /// handle instead: libcurl 7.88, over HTTP/2 with multiplexing, keeps such a transfer's held body
+    /// bytes (and goes on collecting its stream's data while other transfers read the connection) and
+    /// hands them to the handle's next transfer at its first unpause, as that transfer's own bytes.
+    /// The connections stay in the multi handle's cache either way.
+    ///
+    /// The corresponding C functions are `curl_easy_reset`, or `curl_easy_cleanup` and `curl_easy_init`.
     package func reset() {
-        curl_easy_reset(raw)
+        if isPaused && sockets == nil {
+            curl_easy_cleanup(raw)
+            guard let h = curl_easy_init() else { fatalError("curl_easy_init failed: out of memory") }
+            raw = h
+        } else {
+            curl_easy_reset(raw)
+        }
         if let headerList { curl_slist_free_all(headerList) }
         headerList = nil
         isPaused = false

@@ -1,0 +1,254 @@
+#!/usr/bin/env bash
+# The real-server matrix: segget against servers of other projects, each installed from Debian (or
+# PyPI, in a venv) and started here on loopback ports with a configuration of our own
+# (scripts/lib/servers.sh): Apache 2.4 (HTTP; HTTPS with mod_ssl and mod_http2), lighttpd, Caddy (HTTP,
+# HTTPS), h2o (HTTPS), nginx (HTTPS with http2), Varnish in front of nginx, squid as a forward proxy
+# (plain and CONNECT), microsocks as a SOCKS5 proxy, moto's S3 server (a presigned URL) and Python's
+# http.server (no ranges). For every server and protocol (HTTP/1.1, and HTTP/2 with --http2 where the
+# server speaks it):
+#   * a download at -n 8 byte-identical to the source (cmp), its --json lines checked (one finish
+#     with the length, the connections and `ranged`, the summary last, nothing resumed), and in the
+#     server's access log, where it keeps one, every request of the run in the protocol asked for;
+#   * kill -9 in the middle (once the journal marks 8 of 33 chunks finished; --max-speed makes the
+#     run last ~3 s), the same command again: identical, a "resuming" notice, and its --json finish
+#     resumed at least the chunks the journal held at the kill (Python's http.server, without
+#     ranges: killed once its progress shows 8 MiB; the rerun starts over as one stream and says
+#     that the server ignored the range);
+# PausedHandleReuseTests (SeggetCurlTests) against Caddy over HTTP/2, which needs a real HTTP/2
+# server that goes on sending a reset stream's data; and one task of `segget daemon` (segget add -n 8)
+# from Apache, identical.
+# A server that does not start fails the script with its name. Needs SEGGET_BIN (default
+# .build/debug/segget) and the test binary (swift build --build-tests).
+source "$(dirname "$0")/../lib/common.sh"
+source "$ROOT/scripts/lib/servers.sh"
+
+SEGGET_BIN="${SEGGET_BIN:-$ROOT/.build/debug/segget}"
+[ -x "$SEGGET_BIN" ] || { echo "servers: $SEGGET_BIN is missing; build first (swift build)" >&2; exit 1; }
+ensure_server_packages apache2 lighttpd caddy h2o nginx varnish squid microsocks openssl curl python3
+T0="$(date +%s)"
+
+WORK="$(mktemp -d /tmp/segget-servers.XXXXXX)"
+chmod 755 "$WORK"
+SEGGET_PID="" DAEMON_PID=""
+FAILURES=()
+cleanup() {
+    if [ -n "$SEGGET_PID" ]; then kill -KILL "$SEGGET_PID" 2>/dev/null || true; wait "$SEGGET_PID" 2>/dev/null || true; fi
+    if [ -n "$DAEMON_PID" ]; then kill -KILL "$DAEMON_PID" 2>/dev/null || true; wait "$DAEMON_PID" 2>/dev/null || true; fi
+    stop_servers
+    # A failed run keeps its outputs, part files, journals and --json lines for a look.
+    if [ "${KEEP:-0}" = 1 ] || [ ${#FAILURES[@]} -gt 0 ]; then echo "servers: kept $WORK" >&2; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+
+CHUNK=$((1 << 20))
+SIZE=$((32 * CHUNK + 12345))   # not a whole number of chunks: the last chunk is short
+CHUNKS=$(((SIZE + CHUNK - 1) / CHUNK))
+KILL_AT_CHUNKS=8         # of 33: a quarter in
+mkdir -p "$WORK/www" "$WORK/out" "$WORK/runs"
+chmod 755 "$WORK/www"
+head -c "$SIZE" /dev/urandom >"$WORK/www/m.bin"
+chmod 644 "$WORK/www/m.bin"
+make_cert "$WORK/certs"
+
+log "starting the servers"
+start_nginx_origin "$WORK/nginx" "$WORK/www" "$WORK/certs"
+start_apache "$WORK/apache" "$WORK/www" "$WORK/certs"
+start_lighttpd "$WORK/lighttpd" "$WORK/www"
+start_caddy "$WORK/caddy" "$WORK/www" "$WORK/certs"
+start_h2o "$WORK/h2o" "$WORK/www" "$WORK/certs"
+start_varnish "$WORK/varnish" "$ORIGIN_HOSTPORT" /m.bin
+start_squid "$WORK/squid" "$ORIGIN_URL/m.bin"
+start_microsocks "$WORK/microsocks" "$ORIGIN_URL/m.bin"
+start_python_http "$WORK/python" "$WORK/www"
+start_moto "$WORK/moto"
+MOTO_URL="$(moto_object "$WORK/www/m.bin" m.bin)" || server_fail moto "could not put the object through boto3" "$WORK/moto/moto.log"
+
+# One case a line: NAME|URL|ACCESS LOG|PATTERN every new line of it must match|segget options. The
+# patterns name the protocol only (squid's: the request it carried): a request segget cuts (a
+# shortened range, a lost race) is logged with the status given to a closed request (nginx 499,
+# squid TCP_MISS_ABORTED/000).
+# The log is the server's own where it keeps one (the proxies': their access logs, where each request
+# they carried shows); "-" for none.
+CASES=(
+    "apache http/1.1|$APACHE_HTTP_URL/m.bin|$WORK/apache/access.log|^HTTP/1\.1 |"
+    "apache https http/1.1|$APACHE_HTTPS_URL/m.bin|$WORK/apache/access.log|^HTTP/1\.1 |-k"
+    "apache https h2|$APACHE_HTTPS_URL/m.bin|$WORK/apache/access.log|^HTTP/2\.0 |-k --http2"
+    "lighttpd http/1.1|$LIGHTTPD_URL/m.bin|-||"
+    "caddy http/1.1|$CADDY_HTTP_URL/m.bin|$WORK/caddy/access.log|\"proto\": *\"HTTP/1\.1\"|"
+    "caddy https http/1.1|$CADDY_HTTPS_URL/m.bin|$WORK/caddy/access.log|\"proto\": *\"HTTP/1\.1\"|-k"
+    "caddy https h2|$CADDY_HTTPS_URL/m.bin|$WORK/caddy/access.log|\"proto\": *\"HTTP/2\.0\"|-k --http2"
+    "h2o https http/1.1|$H2O_URL/m.bin|$WORK/h2o/access.log|^HTTP/1\.1 |-k"
+    "h2o https h2|$H2O_URL/m.bin|$WORK/h2o/access.log|^HTTP/2 |-k --http2"
+    "nginx https http/1.1|$ORIGIN_TLS_URL/m.bin|$WORK/nginx/logs/access.log|^HTTP/1\.1 |-k"
+    "nginx https h2|$ORIGIN_TLS_URL/m.bin|$WORK/nginx/logs/access.log|^HTTP/2\.0 |-k --http2"
+    "varnish+nginx http/1.1|$VARNISH_URL/m.bin|-||"
+    "squid proxy http/1.1|$ORIGIN_URL/m.bin|$WORK/squid/access.log| GET http://127\.0\.0\.1:[0-9]+/m\.bin |--proxy $SQUID_PROXY"
+    "squid proxy CONNECT https|$ORIGIN_TLS_URL/m.bin|$WORK/squid/access.log| CONNECT 127\.0\.0\.1:[0-9]+ |--proxy $SQUID_PROXY -k"
+    "microsocks socks5h http/1.1|$ORIGIN_URL/m.bin|-||--proxy $SOCKS_PROXY"
+    "moto s3 presigned http/1.1|$MOTO_URL|-||"
+    "python http.server (no ranges)|$PYTHON_HTTP_URL/m.bin|-||"
+)
+
+case_failed() { FAILURES+=("$NAME: $*"); echo "servers: FAILED $NAME: $*" >&2; }
+
+lines_of() { if [ -e "$1" ]; then wc -l <"$1"; else echo 0; fi; }
+
+# check_log LOG FROM PATTERN: the lines LOG gained after line FROM (servers log a request once it
+# ended, so wait up to 5 s for the first) all match PATTERN.
+check_log() {
+    local log="$1" from="$2" pattern="$3" new
+    for _ in $(seq 50); do
+        new="$(tail -n +"$((from + 1))" "$log" 2>/dev/null || true)"
+        [ -n "$new" ] && break
+        sleep 0.1
+    done
+    sleep 0.3  # the run's last requests may end a moment after the first
+    new="$(tail -n +"$((from + 1))" "$log")"
+    [ -n "$new" ] || { case_failed "no request of the run in $log"; return; }
+    local bad
+    bad="$(grep -cvE "$pattern" <<<"$new" || true)"
+    [ "$bad" -eq 0 ] || case_failed "$bad of $(wc -l <<<"$new") requests in $log do not match /$pattern/, e.g. $(grep -vE "$pattern" <<<"$new" | head -1)"
+}
+
+# run_segget TAG OUT URL OPTIONS...: one run in the foreground; sets RC.
+run_segget() {
+    local tag="$1" out="$2" url="$3"
+    shift 3
+    set +e
+    timeout 120 "$SEGGET_BIN" --json -n 8 "$@" -o "$out" "$url" >"$RUN.$tag.json" 2>"$RUN.$tag.err"
+    RC=$?
+    set -e
+}
+
+case_no=0
+for c in "${CASES[@]}"; do
+    IFS='|' read -r NAME URL LOG PATTERN OPTS <<<"$c"
+    read -ra opts <<<"$OPTS"
+    case_no=$((case_no + 1))
+    RUN="$WORK/runs/$case_no"
+    ranged=yes connections=8
+    case "$NAME" in python*) ranged=no connections=1 ;; esac
+    failures_before=${#FAILURES[@]}
+    t_case="$(date +%s%N)"
+
+    # 1. A whole download.
+    from=0
+    [ "$LOG" != - ] && from="$(lines_of "$LOG")"
+    out="$WORK/out/$case_no.bin"
+    run_segget full "$out" "$URL" "${opts[@]}"
+    if [ "$RC" -ne 0 ]; then
+        case_failed "segget exited $RC: $(tail -c 600 "$RUN.full.err") $(grep '"error"' "$RUN.full.json" | head -1)"
+        continue
+    fi
+    cmp -s "$out" "$WORK/www/m.bin" || case_failed "the download at -n 8 differs from the source"
+    no_ranges=()
+    [ "$ranged" = no ] && no_ranges=(--notice "ignored the byte range")
+    full="$(python3 "$ROOT/scripts/lib/segget_runs.py" json "$RUN.full.json" --size "$SIZE" \
+        --connections "$connections" --ranged "$ranged" --fresh "${no_ranges[@]}")" || case_failed "--json: $full"
+    [ "$LOG" != - ] && check_log "$LOG" "$from" "$PATTERN"
+
+    # 2. kill -9 in the middle, then the same command again.
+    out="$WORK/out/$case_no-resumed.bin"
+    "$SEGGET_BIN" --json -n 8 --max-speed 10M "${opts[@]}" -o "$out" "$URL" >"$RUN.killed.json" 2>"$RUN.killed.err" &
+    SEGGET_PID=$!
+    at=""
+    if [ "$ranged" = yes ]; then
+        held="$(python3 "$ROOT/scripts/lib/segget_runs.py" wait-chunks "$out.segget-journal" "$CHUNKS" "$KILL_AT_CHUNKS" "$SEGGET_PID")"
+    else
+        # No journal of chunks for a plain stream: its progress lines say how far it got.
+        held="$(python3 "$ROOT/scripts/lib/segget_runs.py" wait-completed "$RUN.killed.json" $((KILL_AT_CHUNKS * CHUNK)) "$SEGGET_PID")"
+    fi
+    if [ "$ranged" = yes ]; then at="$held chunks in the journal"; else at="$((held >> 20)) MiB received"; fi
+    if kill -KILL "$SEGGET_PID" 2>/dev/null; then
+        wait "$SEGGET_PID" 2>/dev/null || true
+        SEGGET_PID=""
+        [ ! -e "$out" ] || case_failed "the output name exists right after kill -9 in the middle"
+        [ -e "$out.segget-part" ] || case_failed "no $out.segget-part after the kill"
+        cp "$out.segget-journal" "$RUN.journal-at-kill" 2>/dev/null || true
+        if [ "$ranged" = yes ]; then
+            [ "$held" -ge "$KILL_AT_CHUNKS" ] && [ "$held" -lt "$CHUNKS" ] ||
+                case_failed "killed with $held of $CHUNKS chunks in the journal, not in the middle"
+        else
+            [ "$held" -ge $((KILL_AT_CHUNKS * CHUNK)) ] && [ "$held" -lt "$SIZE" ] ||
+                case_failed "killed after $held of $SIZE bytes, not in the middle"
+        fi
+        run_segget resumed "$out" "$URL" --max-speed 10M "${opts[@]}"
+        if [ "$RC" -ne 0 ]; then
+            case_failed "the run after kill -9 exited $RC: $(tail -c 600 "$RUN.resumed.err")"
+        else
+            cmp -s "$out" "$WORK/www/m.bin" || case_failed "the download resumed after kill -9 differs from the source"
+            if [ "$ranged" = yes ]; then
+                resumed="$(python3 "$ROOT/scripts/lib/segget_runs.py" json "$RUN.resumed.json" --size "$SIZE" \
+                    --connections 8 --ranged yes --resumed-at-least $((held * CHUNK)) --notice "resuming")" ||
+                    case_failed "after kill -9, --json: $resumed"
+            else
+                # No ranges: nothing can be resumed; the run starts over as one stream.
+                resumed="$(python3 "$ROOT/scripts/lib/segget_runs.py" json "$RUN.resumed.json" --size "$SIZE" \
+                    --connections 1 --ranged no --fresh --notice "ignored the byte range")" ||
+                    case_failed "after kill -9, --json: $resumed"
+            fi
+        fi
+    else
+        wait "$SEGGET_PID" 2>/dev/null || true
+        SEGGET_PID=""
+        case_failed "segget ended before the kill (held $held chunks): $(tail -c 300 "$RUN.killed.err")"
+    fi
+    ms=$((($(date +%s%N) - t_case) / 1000000))
+    if [ ${#FAILURES[@]} -eq "$failures_before" ]; then
+        printf '  %-32s ok  %5.1f s  whole: %s; after kill -9 with %s: %s\n' "$NAME" \
+            "$(awk -v m="$ms" 'BEGIN { print m / 1000 }')" "$full" "$at" "$resumed"
+    fi
+done
+
+# 3. A handle removed while paused and reused (PausedHandleReuseTests, SeggetCurlTests), against this
+# Caddy over HTTP/2: libcurl 7.88 handed the removed transfer's held bytes to the next transfer.
+NAME="caddy https h2: PausedHandleReuseTests"
+if [ ! -x "$ROOT/.build/debug/seggetPackageTests.xctest" ]; then
+    case_failed "the test binary is missing; build with 'swift build --build-tests' first"
+elif ! (cd "$ROOT" && SEGGET_H2_URL="$CADDY_HTTPS_URL/m.bin" SEGGET_H2_FILE="$WORK/www/m.bin" timeout 300 \
+    .build/debug/seggetPackageTests.xctest --testing-library swift-testing --filter PausedHandleReuseTests \
+    >"$WORK/paused-reuse.log" 2>&1) ||
+    ! grep -q "Test aHandleRemovedWhilePausedStartsItsNextTransferClean() passed" "$WORK/paused-reuse.log"; then
+    case_failed "$(grep -E "✘|recorded an issue|error" "$WORK/paused-reuse.log" | head -5)"
+else
+    echo "  caddy https h2: a handle removed while paused gives its next transfer only that transfer's bytes (PausedHandleReuseTests)"
+fi
+
+# 4. One task of the daemon, from Apache.
+export SEGGET_RPC_PORT XDG_STATE_HOME="$WORK/state"
+SEGGET_RPC_PORT="$(server_port)"
+unset SEGGET_RPC_SECRET
+NAME="daemon task (apache http/1.1)"
+mkdir -p "$WORK/daemon"
+"$SEGGET_BIN" daemon --rpc-listen-port "$SEGGET_RPC_PORT" --dir "$WORK/daemon" --database "$WORK/queue.sqlite" \
+    2>"$WORK/daemon.err" &
+DAEMON_PID=$!
+for _ in $(seq 300); do grep -q "serving" "$WORK/daemon.err" 2>/dev/null && break; sleep 0.05; done
+if gid="$("$SEGGET_BIN" add -n 8 -o daemon.bin "$APACHE_HTTP_URL/m.bin" 2>"$WORK/add.err")"; then
+    st=""
+    for _ in $(seq 600); do
+        st="$("$SEGGET_BIN" ls --json | python3 -c "import json,sys; print({t['gid']: t['status'] for t in json.load(sys.stdin)}.get('$gid', 'gone'))")"
+        case "$st" in complete | error | removed | gone) break ;; esac
+        sleep 0.1
+    done
+    if [ "$st" != complete ]; then
+        case_failed "the task ended $st: $(tail -3 "$WORK/daemon.err")"
+    elif ! cmp -s "$WORK/daemon/daemon.bin" "$WORK/www/m.bin"; then
+        case_failed "the daemon's file differs from the source"
+    else
+        echo "  daemon: segget add -n 8 from apache http/1.1: complete, identical"
+    fi
+else
+    case_failed "segget add failed: $(cat "$WORK/add.err")"
+fi
+kill -TERM "$DAEMON_PID" 2>/dev/null || true
+wait "$DAEMON_PID" 2>/dev/null || true
+DAEMON_PID=""
+
+elapsed=$(($(date +%s) - T0))
+if [ ${#FAILURES[@]} -gt 0 ]; then
+    echo "servers: FAILED ${#FAILURES[@]} check(s) of ${#CASES[@]} server cases and the daemon task:" >&2
+    printf '  %s\n' "${FAILURES[@]}" >&2
+    exit 1
+fi
+echo "servers: OK: ${#CASES[@]} server/protocol cases (whole download at -n 8, --json, kill -9 and resume, each identical) and a daemon task; $(( $(stat -c %s "$WORK/www/m.bin") >> 20 )) MiB file; ${elapsed} s"
