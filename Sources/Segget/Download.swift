@@ -125,9 +125,9 @@ public final class Download: @unchecked Sendable {
         if ranged { try partial.placeProbePrefix(probe.prefix, plan: chunks) }
         hasher = try makeHasher(for: expected, partial: partial)
         if let hasher, partial.isNew, ranged, !probe.prefix.isEmpty {
-            probe.prefix.withUnsafeBytes { hasher.offer($0, at: 0) }
+            hasher.offer(probe.prefix, at: 0)
         }
-        probe.prefix = []  // in the file (and the hasher) now; give the memory back
+        probe.prefix = []  // in the file now, and the hasher's until it hashed them
 
         let start = makeFetch(
             probe: probe, ranged: ranged, mirrors: mirrors, partial: partial, plan: chunks, hasher: hasher, driver: driver,
