@@ -1,5 +1,7 @@
+import Glibc
 import SeggetCurl
 import SeggetJournal
+import SeggetSystem
 import SeggetVerify
 
 /// What a finished fetch reports to the rest of the attempt.
@@ -246,11 +248,18 @@ extension Download {
     func makeHasher(for expected: [ExpectedDigest], partial: PartialDownload) throws(SeggetError) -> PrefixHasher? {
         guard !expected.isEmpty else { return nil }
         do {
-            return try PrefixHasher(
+            let hasher = try PrefixHasher(
                 path: partial.paths.part,
                 algorithms: Array(Set(expected.map(\.algorithm))).sorted { $0.rawValue < $1.rawValue },
                 direct: options.writePath == .direct,
                 memoryWindow: Self.hashWindow(connections: options.connections))
+            if Self.tracing {
+                let start = monotonicSeconds()
+                hasher.trace(every: 64 << 20) { line in
+                    try? FileDescriptor.standardError.writeAll("[\(Format.fixed(monotonicSeconds() - start, 2))] \(line)\n")
+                }
+            }
+            return hasher
         } catch {
             throw SeggetError(.fileSystem, "could not open \(partial.paths.part) for hashing: \(error).")
         }
@@ -277,6 +286,17 @@ extension Download {
             partial.discard()
             throw error
         }
+    }
+
+    /// `SEGGET_DEBUG` is set: the hash's progress and where it took its bytes from go to stderr.
+    static let tracing = getenv("SEGGET_DEBUG") != nil
+
+    /// With `SEGGET_DEBUG`, says on stderr where the hash took its bytes from.
+    func traceHashing(_ h: HashStatistics, length: Int64) {
+        guard Self.tracing else { return }
+        let line = "hash: \(h.fromMemory) of \(length) bytes hashed from memory, \(h.readBack) read back from the file "
+            + "(\(h.fellOut) fell out of the window; at most \(h.peakMemory) bytes of memory kept)\n"
+        try? FileDescriptor.standardError.writeAll(line)
     }
 
     /// Compares the computed `digests` with every expected one; returns the checks that passed, as

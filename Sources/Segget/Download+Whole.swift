@@ -125,6 +125,7 @@ struct WholeSave: Sendable {
         if sync { try? PosixFile.syncDirectory(containing: paths.final) }
         return DownloadResult(
             path: paths.final, bytes: total, resumedBytes: 0, receivedBytes: 0, seconds: monotonicSeconds() - started,
-            connections: connections, verified: verified, usedRanges: true)
+            connections: connections, verified: verified, usedRanges: true,
+            hashing: verified.isEmpty ? nil : HashStatistics(fromMemory: total))
     }
 }

@@ -160,13 +160,15 @@ public final class Download: @unchecked Sendable {
         let earlySync = stage.hasher != nil && options.syncBeforeRename ? partial.syncInBackground() : nil
         defer { earlySync?.wait() }
         let verified = try verify(hasher: stage.hasher, expected: stage.expected, length: fetched.length, partial: partial)
+        let hashing = stage.hasher?.statistics
+        if let hashing { traceHashing(hashing, length: fetched.length) }
 
         // Publish: rename into place and drop the journal; with --fsync, sync before and the directory after.
         try partial.publish(syncing: options.syncBeforeRename)
         return .finished(DownloadResult(
             path: stage.paths.final, bytes: fetched.length, resumedBytes: stage.resumedBytes - fetched.rejectedBytes,
             receivedBytes: fetched.receivedBytes, seconds: monotonicSeconds() - fetched.started,
-            connections: fetched.connections, verified: verified, usedRanges: stage.ranged))
+            connections: fetched.connections, verified: verified, usedRanges: stage.ranged, hashing: hashing))
     }
 
     /// The digests to check: those the user gave, then those the server announced for algorithms the

@@ -119,4 +119,7 @@ public struct DownloadResult: Sendable, Equatable {
     /// Digests that were checked, `(algorithm, hex)`.
     public var verified: [String]
     public var usedRanges: Bool
+    /// Where the checked bytes were hashed from (memory, or read back from the file); nil when no
+    /// digest was checked.
+    public var hashing: HashStatistics? = nil
 }
