@@ -125,9 +125,9 @@ public final class Download: @unchecked Sendable {
         if ranged { try partial.placeProbePrefix(probe.prefix, plan: chunks) }
         hasher = try makeHasher(for: expected, partial: partial)
         if let hasher, partial.isNew, ranged, !probe.prefix.isEmpty {
-            probe.prefix.withUnsafeBytes { hasher.offer($0, at: 0) }
+            hasher.offer(probe.prefix, at: 0)
         }
-        probe.prefix = []  // in the file (and the hasher) now; give the memory back
+        probe.prefix = []  // in the file now, and the hasher's until it hashed them
 
         let start = makeFetch(
             probe: probe, ranged: ranged, mirrors: mirrors, partial: partial, plan: chunks, hasher: hasher, driver: driver,
@@ -160,13 +160,16 @@ public final class Download: @unchecked Sendable {
         let earlySync = stage.hasher != nil && options.syncBeforeRename ? partial.syncInBackground() : nil
         defer { earlySync?.wait() }
         let verified = try verify(hasher: stage.hasher, expected: stage.expected, length: fetched.length, partial: partial)
+        let hashing = stage.hasher?.statistics
+        if let hashing { traceHashing(hashing, length: fetched.length) }
 
         // Publish: rename into place and drop the journal; with --fsync, sync before and the directory after.
         try partial.publish(syncing: options.syncBeforeRename)
         return .finished(DownloadResult(
             path: stage.paths.final, bytes: fetched.length, resumedBytes: stage.resumedBytes - fetched.rejectedBytes,
             receivedBytes: fetched.receivedBytes, seconds: monotonicSeconds() - fetched.started,
-            connections: fetched.connections, verified: verified, usedRanges: stage.ranged, tally: fetched.tally))
+            connections: fetched.connections, verified: verified, usedRanges: stage.ranged, tally: fetched.tally,
+            hashing: hashing))
     }
 
     /// The digests to check: those the user gave, then those the server announced for algorithms the

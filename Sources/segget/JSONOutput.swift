@@ -24,6 +24,8 @@ struct JSONObject {
     mutating func add(_ key: String, objects: [JSONObject]) {
         field(key, "[" + objects.map(\.body).joined(separator: ",") + "]")
     }
+    /// A nested object, or null.
+    mutating func add(_ key: String, object: JSONObject?) { field(key, object?.body ?? "null") }
     mutating func add(_ key: String, strings: [String]) {
         field(key, "[" + strings.map(JSONObject.quoteShown).joined(separator: ",") + "]")
     }
@@ -175,6 +177,14 @@ final class JSONReporter: Reporter {
                 let parts = v.split(separator: "=", maxSplits: 1).map(String.init)
                 j.add("algorithm", parts.first)
                 j.add("hex", parts.count > 1 ? parts[1] : nil)
+                return j
+            })
+        o.add(
+            "hashing",
+            object: r.hashing.map { h in
+                var j = JSONObject.nested()
+                j.add("fromMemory", h.fromMemory)
+                j.add("readBack", h.readBack)
                 return j
             })
         StdoutLines.write(o.body)
