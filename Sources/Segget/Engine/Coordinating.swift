@@ -134,7 +134,7 @@ extension Coordinating {
         firstByteWaits.append(wait)
         if firstByteWaits.count > 16 { firstByteWaits.removeFirst() }
         if c.source == 0 {
-            let closes = head.unsafeRawJoinedValue("connection")?.lowercased().contains("close") ?? false
+            let closes = head.closesConnection
             if c.continuesProbe {
                 // Its wait was the probe's first answer, taught at `begin`.
                 cost.noteConnectionClose(closes)
