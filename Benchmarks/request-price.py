@@ -191,7 +191,10 @@ def run_tool(tool, n: int, out: Path, url: str, size: int) -> tuple[float, int]:
     argv = tool.build(n, out, url, False, size, False)
     started = time.monotonic()
     r = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=600)
-    return time.monotonic() - started, r.returncode
+    seconds = time.monotonic() - started
+    if r.returncode != 0:
+        print(f"  {tool.name} exit {r.returncode}: {r.stderr.decode(errors='replace').strip()[-400:]}", file=sys.stderr)
+    return seconds, r.returncode
 
 
 def table(title: str, rows: dict, reps: int, ideal: float | None, floor: float | None) -> str:

@@ -59,6 +59,8 @@ final class FetchStage: @unchecked Sendable {
     let partial: PartialDownload
     let plan: ChunkPlan
     let resumedBytes: Int64
+    /// Bytes of the probe's answer placed in the file before the fetch (received in this run too).
+    let probeBytes: Int64
     let hasher: PrefixHasher?
     let start: FetchStart
     /// The run's slots in its host's budget: a held transfer ended unfinished is counted cancelled.
@@ -66,8 +68,10 @@ final class FetchStage: @unchecked Sendable {
 
     init(
         probe: ProbeResult, paths: PartialDownload.Paths, expected: [ExpectedDigest], ranged: Bool, partial: PartialDownload,
-        plan: ChunkPlan, resumedBytes: Int64, hasher: PrefixHasher?, start: FetchStart, hostShare: HostShare? = nil
+        plan: ChunkPlan, resumedBytes: Int64, probeBytes: Int64 = 0, hasher: PrefixHasher?, start: FetchStart,
+        hostShare: HostShare? = nil
     ) {
+        self.probeBytes = probeBytes
         self.hostShare = hostShare
         self.probe = probe
         self.paths = paths

@@ -127,6 +127,7 @@ public final class Download: @unchecked Sendable {
         if let hasher, partial.isNew, ranged, !probe.prefix.isEmpty {
             hasher.offer(probe.prefix, at: 0)
         }
+        let probeBytes = ranged ? Int64(probe.prefix.count) : 0
         probe.prefix = []  // in the file now, and the hasher's until it hashed them
 
         let start = makeFetch(
@@ -135,7 +136,7 @@ public final class Download: @unchecked Sendable {
         handedOn = true
         return .fetch(FetchStage(
             probe: probe, paths: paths, expected: expected, ranged: ranged, partial: partial, plan: chunks,
-            resumedBytes: resumedBytes, hasher: hasher, start: start, hostShare: context.hostShare))
+            resumedBytes: resumedBytes, probeBytes: probeBytes, hasher: hasher, start: start, hostShare: context.hostShare))
     }
 
     /// The rest of an attempt once its engine stopped (with `failure`, or nil when every byte is in
@@ -167,7 +168,7 @@ public final class Download: @unchecked Sendable {
         try partial.publish(syncing: options.syncBeforeRename)
         return .finished(DownloadResult(
             path: stage.paths.final, bytes: fetched.length, resumedBytes: stage.resumedBytes - fetched.rejectedBytes,
-            receivedBytes: fetched.receivedBytes, seconds: monotonicSeconds() - fetched.started,
+            receivedBytes: fetched.receivedBytes + stage.probeBytes, seconds: monotonicSeconds() - fetched.started,
             connections: fetched.connections, verified: verified, usedRanges: stage.ranged, tally: fetched.tally,
             hashing: hashing))
     }

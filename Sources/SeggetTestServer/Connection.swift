@@ -30,8 +30,9 @@ struct Connection {
             case .closed:
                 return
             case .malformed:
-                let record = RecordedRequest(
+                var record = RecordedRequest(
                     method: "", path: "", query: "", headers: [:], remotePort: remotePort, status: 400, bodyBytesSent: 0)
+                record.arrivedAt = MonotonicClock.seconds
                 _ = server.append(record)
                 var plan = ResponsePlan.text(400, "malformed request\n")
                 plan.closeConnection = true

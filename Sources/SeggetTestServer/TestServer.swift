@@ -384,9 +384,10 @@ public final class TestServer: @unchecked Sendable {
             return (ledger.stats, workers.busyTotal, workers.queuedTotal)
         }
         let plan = ResponsePlan.text(200, stats.description + " workers-busy=\(busy) workers-queued=\(queued)\n")
-        let record = RecordedRequest(
+        var record = RecordedRequest(
             method: request.method, path: request.path, query: request.query, headers: request.headers,
             remotePort: remotePort, status: plan.status, bodyBytesSent: 0)
+        record.arrivedAt = MonotonicClock.seconds
         return Prepared(plan: plan, record: record, handle: append(record), pacing: Pacing())
     }
 

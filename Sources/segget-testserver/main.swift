@@ -183,7 +183,7 @@ exit(0)
 /// Seconds with three decimals, for the log.
 enum Format3 {
     static func seconds(_ s: Double) -> String {
-        let ms = Int((s * 1000).rounded())
+        let ms = max(0, Int((s * 1000).rounded()))
         let frac = String(ms % 1000)
         return "\(ms / 1000).\(String(repeating: "0", count: 3 - frac.count))\(frac)"
     }

@@ -34,6 +34,10 @@ import Testing
         #expect(result.tally.requests == gets.count, "\(result.tally) against \(gets.count) requests")
         #expect(result.tally.connections == server.connectionsAccepted, "\(result.tally) against \(server.connectionsAccepted) connections")
         #expect(gets.count == server.connectionsAccepted, "one connection per request")
+        // Every byte of a fresh download was received in this run, the probe's first ones included,
+        // and no more than the server sent.
+        let sent = gets.reduce(Int64(0)) { $0 + Int64($1.bodyBytesSent) }
+        #expect(result.receivedBytes >= Int64(body.count) && result.receivedBytes <= sent, "received \(result.receivedBytes), sent \(sent)")
         #expect(gets.count >= 4 && gets.count <= 2 * 4, "\(gets.count) requests")
         #expect(result.tally.refusals == 0)
     }

@@ -791,11 +791,26 @@ private func base64OfToolDigest(_ tool: String, _ path: String) throws -> String
         try client.request("GET", "/f.bin", ["Range: bytes=0-99", "Connection: close"])
         let r = try client.readResponse()
         #expect(r.body == Array(body[0..<100]))
+        // `/_stats` (what benchmarks poll between runs) and a malformed request are logged too, with
+        // their arrival times; the server still answers after them (a stats line logged with no
+        // arrival time once stopped the server).
+        let stats = try RawClient(port: port)
+        try stats.request("GET", "/_stats", ["Connection: close"])
+        #expect(try stats.readResponse().status == 200)
+        let malformed = try RawClient(port: port)
+        try malformed.send("NOT HTTP\r\n\r\n")
+        _ = malformed.readUpTo(1)
+        let again = try RawClient(port: port)
+        try again.request("GET", "/f.bin", ["Range: bytes=0-9", "Connection: close"])
+        #expect(try again.readResponse().body == Array(body[0..<10]))
         process.terminate()
         process.waitUntilExit()
         #expect(process.terminationReason == .exit)
         #expect(process.terminationStatus == 0)
-        let logged = try String(contentsOfFile: log, encoding: .utf8)
+        let lines = try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n").map(String.init)
+        #expect(lines.count == 4, "\(lines)")
+        #expect(lines.dropFirst().allSatisfy { $0.split(separator: " ").count == 7 }, "\(lines)")
+        let logged = (lines.first ?? "") + "\n"
         // METHOD PATH STATUS BODYBYTES REMOTEPORT ARRIVED SERVED: seconds since the start, and no
         // worker queue here.
         let fields = logged.split(separator: " ").map(String.init)
