@@ -105,9 +105,9 @@ struct Batch: Sendable {
     func http2Sharing(loops: Int) -> (streams: Int, connections: Int)? {
         multiplexes ? (Self.streamsPerConnection, max(1, parallelFiles / max(1, loops))) : nil
     }
-    /// 400 files of 64 KiB over HTTPS through WAN link a (80 ms, 0.1 % loss), `-j 16`, a loop of 8
-    /// connections: at 25-32 streams each (every file in flight) 1.25-1.45 s, at 100 (libcurl's
-    /// default) 1.5-1.98 s, at 8-16 (128-256 files in flight) 1.6-1.9 s (Benchmarks/RESULTS.md).
+    /// 400 files of 64 KiB over HTTPS through WAN link a (80 ms, 0.1 % loss), `-j 16`, 8 connections
+    /// a loop, every file in flight from the start: at 25-32 streams each 1.24-1.58 s, at 50-100
+    /// 1.49-1.98 s, at 16 (256 files in flight) 1.60-1.85 s (Benchmarks/RESULTS.md, issue 38).
     static let streamsPerConnection = 32
     /// Before the first answer: a batch of large files starts no more than 4 times `-j`.
     static let firstStreams = 4
