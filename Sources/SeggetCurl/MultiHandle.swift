@@ -55,6 +55,18 @@ package final class MultiHandle {
     package func setMultiplexing(_ on: Bool) throws(CurlError) {
         try check(segget_multi_setopt_long(raw, CURLMOPT_PIPELINING, on ? 2 : 0), "CURLMOPT_PIPELINING")
     }
+    /// The most transfers one multiplexed HTTP/2 connection carries at once
+    /// (`CURLMOPT_MAX_CONCURRENT_STREAMS`, default 100); libcurl opens another connection for more,
+    /// and for more than the server's `SETTINGS_MAX_CONCURRENT_STREAMS`.
+    package func setMaxConcurrentStreams(_ n: Int) throws(CurlError) {
+        try check(segget_multi_setopt_long(raw, CURLMOPT_MAX_CONCURRENT_STREAMS, n), "CURLMOPT_MAX_CONCURRENT_STREAMS")
+    }
+    /// The most connections open at once to one host (`CURLMOPT_MAX_HOST_CONNECTIONS`, 0: no limit):
+    /// a transfer that would need another waits, in libcurl, for a connection to take it (over
+    /// HTTP/2, a free stream on one already open).
+    package func setMaxHostConnections(_ n: Int) throws(CurlError) {
+        try check(segget_multi_setopt_long(raw, CURLMOPT_MAX_HOST_CONNECTIONS, n), "CURLMOPT_MAX_HOST_CONNECTIONS")
+    }
     /// How many idle connections the cache keeps (`CURLMOPT_MAXCONNECTS`).
     package func setMaxConnectionCache(_ n: Int) throws(CurlError) {
         try check(segget_multi_setopt_long(raw, CURLMOPT_MAXCONNECTS, n), "CURLMOPT_MAXCONNECTS")

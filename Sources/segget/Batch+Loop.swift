@@ -31,11 +31,13 @@ extension Batch {
         // thread per file (500 files, 16 at a time: 3,000-7,800 context switches, against 500-1,400
         // on the loop). With `--fsync`, each finished file's sync could hold up the other files'
         // transfers for as long as the disk takes: there the steps keep a thread of their own.
+        let loops = loopLimit(cpus: cpus)
         let loop = DownloadLoop(
-            stepsOnLoop: parallelFiles == 1 || !base.syncBeforeRename, wholeSavesOnWriters: parallelFiles > 1)
+            stepsOnLoop: parallelFiles == 1 || !base.syncBeforeRename, wholeSavesOnWriters: parallelFiles > 1,
+            http2Sharing: http2Sharing(loops: loops))
         let lender = parallelFiles > 1 && !base.autoConnections && base.connections > connectionsPerFile ? ConnectionLender() : nil
         let run = LoopRun(
-            batch: self, loop: loop, loopLimit: loopLimit(cpus: cpus), lender: lender,
+            batch: self, loop: loop, loopLimit: loops, lender: lender,
             reporter: reporter, interrupt: interrupt, cpuFree: cpuFree ?? { Self.cpuFree(cpus: cpus) })
         loop.steps.async { run.startFiles(here: 0) }
         loop.run(until: { run.isFinished })
@@ -117,6 +119,12 @@ final class LoopRun: @unchecked Sendable {
     private var turnPassed: Set<Int> = []
     private var turnWaiting: [Int: (loop: Int, probe: @Sendable () -> Void)] = [:]
     private var inFlight = 0
+    /// Files at once: `parallelFiles`; where the batch multiplexes, `firstFilesOverHTTP2` from the
+    /// start, raised to `parallelFilesOverHTTP2` while every answer of the run came over HTTP/2 and
+    /// brought its file whole, back to `parallelFiles` for good at the first that did not (a server
+    /// of HTTP/1.1, or files larger than a probe's answer, each of which then takes a connection).
+    private var inFlightCap: Int
+    private var notSmallOverHTTP2 = false
     private var names: OrderedNames
     private var outcomes: [Outcome?]
     private var directories: Set<String> = []
@@ -145,6 +153,7 @@ final class LoopRun: @unchecked Sendable {
         self.reporter = reporter
         self.interrupt = interrupt
         self.loopLimit = max(1, loopLimit)
+        inFlightCap = batch.firstFilesOverHTTP2
         hostBudget = HostBudget(maxPerHost: batch.maxConnectionsPerHost)
         startingNames = batch.entries.count > 1 ? StartingNames(files: batch.entries.count) : nil
         names = OrderedNames(count: batch.entries.count)
@@ -195,7 +204,7 @@ final class LoopRun: @unchecked Sendable {
         if batch.entries.isEmpty { return finish() }
         let begun = lock.withLock { () -> [Begun] in
             var begun: [Begun] = []
-            while inFlight < batch.parallelFiles && next < batch.entries.count {
+            while inFlight < inFlightCap && next < batch.entries.count {
                 let k = next
                 next += 1
                 inFlight += 1
@@ -292,13 +301,30 @@ final class LoopRun: @unchecked Sendable {
     /// the list's prefix decides it, and the files it decided go on, each on its own loop.
     private func probed(_ k: Int, _ p: Probed, here: Int) {
         if p.prepared?.broughtWhole == true { addLoop() }
+        var raised = false
         let decided = lock.withLock { () -> [(file: Int, probed: Probed, loop: Int)] in
             if probing.remove(k) != nil { busyOn[here] -= 1 }
+            raised = learnProtocol(p.prepared?.info, whole: p.prepared?.broughtWhole == true)
             let decidedNow = names.wish(batch.wish(k, options: p.options, info: p.prepared?.info), for: k)
             waiting[k] = p
             return decidedNow.sorted().compactMap { i in waiting.removeValue(forKey: i).map { (i, $0, loopOf[i]) } }
         }
         for (i, w, l) in decided { send(l, here: here) { [self] in named(i, w, here: l) } }
+        if raised { loop(here).steps.async { [self] in startFiles(here: here) } }
+    }
+
+    /// Under the lock: what an answer says of the files at once (see `inFlightCap`); true when it
+    /// raised them.
+    private func learnProtocol(_ info: RemoteFileInfo?, whole: Bool) -> Bool {
+        guard batch.multiplexes, let info else { return false }
+        if !info.overHTTP2 || !whole {
+            notSmallOverHTTP2 = true
+            inFlightCap = batch.parallelFiles
+            return false
+        }
+        guard !notSmallOverHTTP2, inFlightCap < batch.parallelFilesOverHTTP2 else { return false }
+        inFlightCap = batch.parallelFilesOverHTTP2
+        return true
     }
 
     /// File `k`, named: its download, on its loop.
@@ -371,7 +397,7 @@ final class LoopRun: @unchecked Sendable {
             threadsRunning += 1
             return loops[0]
         }
-        let loop = DownloadLoop(stepsOnLoop: true, wholeSavesOnWriters: false)
+        let loop = DownloadLoop(stepsOnLoop: true, wholeSavesOnWriters: false, http2Sharing: batch.http2Sharing(loops: loopLimit))
         // The first loop's files move over as they end: each loop keeps its part of the
         // connections, so the two keep no more open than the first did.
         let share = max(4, 16 / loopLimit)

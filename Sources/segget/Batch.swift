@@ -85,6 +85,33 @@ struct Batch: Sendable {
     var parallelFiles: Int { max(1, min(jobs, budget, entries.count)) }
     var connectionsPerFile: Int { min(base.connections, max(1, budget / parallelFiles)) }
 
+    /// With `--http2` and more than one file at once, the batch multiplexes: a host's files share
+    /// its HTTP/2 connections as streams, `-j` counting connections rather than files (see
+    /// `http2Sharing`, and `LoopRun`'s `inFlightCap` for how many files are in flight).
+    var multiplexes: Bool { base.transfer.http2 && parallelFiles > 1 && !DownloadLoop.benchmarkBatchBefore }
+    /// Files at once from the start where the batch multiplexes: `firstStreams` on each connection,
+    /// before any answer shows whether the server speaks HTTP/2 (if it does not, libcurl holds the
+    /// requests beyond the connections in its queue).
+    var firstFilesOverHTTP2: Int { filesOverHTTP2(streams: Self.firstStreams) }
+    /// Files at once once answers came over HTTP/2 and brought their files whole:
+    /// `streamsPerConnection` on each connection.
+    var parallelFilesOverHTTP2: Int { filesOverHTTP2(streams: Self.streamsPerConnection) }
+    private func filesOverHTTP2(streams: Int) -> Int {
+        multiplexes ? max(parallelFiles, min(parallelFiles * streams, entries.count)) : parallelFiles
+    }
+    /// How a loop of the batch shares HTTP/2 connections (see `DownloadLoop.init`), nil where the
+    /// batch does not multiplex: `streamsPerConnection` on each of its part of the `parallelFiles`
+    /// connections (`loops` loops share them).
+    func http2Sharing(loops: Int) -> (streams: Int, connections: Int)? {
+        multiplexes ? (Self.streamsPerConnection, max(1, parallelFiles / max(1, loops))) : nil
+    }
+    /// 400 files of 64 KiB over HTTPS through WAN link a (80 ms, 0.1 % loss), `-j 16`, 8 connections
+    /// a loop, every file in flight from the start: at 25-32 streams each 1.24-1.58 s, at 50-100
+    /// 1.49-1.98 s, at 16 (256 files in flight) 1.60-1.85 s (Benchmarks/RESULTS.md, issue 38).
+    static let streamsPerConnection = 32
+    /// Before the first answer: a batch of large files starts no more than 4 times `-j`.
+    static let firstStreams = 4
+
     /// The run's options with the entry's own lines and this file's share of the budget (an entry's
     /// `split=` may ask for fewer connections than its share, never more).
     func options(for entry: InputFile.Entry) -> DownloadOptions {
@@ -92,6 +119,7 @@ struct Batch: Sendable {
         own.connections = min(own.connections ?? connectionsPerFile, connectionsPerFile)
         var o = base.applying(own)
         if !entry.mirrors.isEmpty { o.mirrors = entry.mirrors }
+        o.transfer.multiplexed = multiplexes
         return o
     }
 

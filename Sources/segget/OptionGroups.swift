@@ -295,7 +295,7 @@ struct NetworkOptions: ParsableArguments {
     @Option(name: [.customShort("b"), .long], help: "Cookies 'NAME=VALUE; ...' or a cookie file to read.")
     var cookie: String?
 
-    @Flag(help: "Allow HTTP/2 (ranges may then share one connection).")
+    @Flag(help: "Allow HTTP/2: a file's ranges keep a connection each; a batch's files (-j > 1) share connections as streams.")
     var http2 = false
 
     @Flag(name: .customLong("allow-insecure-redirect"), help: "Follow a redirect from https to plain http.")

@@ -98,6 +98,38 @@ func parseFailure(_ arguments: [String]) -> String? {
         #expect(o.transfer.referer == "http://list/")
     }
 
+    /// With `--http2` and more than one file at once, the batch multiplexes: `-j` counts connections,
+    /// each carrying up to 32 streams once answers come over HTTP/2 and bring their files whole (4 before
+    /// the first answer), and each loop keeps its share of the `-j` connections. Without `--http2`,
+    /// or at `-j 1`, nothing changes.
+    @Test func http2BatchSharesConnectionsAndRunsMoreFilesAtOnce() throws {
+        let file = try InputFile(parsing: (0..<400).map { "https://a/\($0)" }.joined(separator: "\n"))
+        func batch(_ args: [String], jobs: Int, entries: Int = 400) throws -> Batch {
+            Batch(
+                entries: Array(file.entries.prefix(entries)), base: try Get.parse(args + ["-i", "list"]).downloadOptions(),
+                jobs: jobs, totalConnections: nil, listMode: true, planPaths: true, skipExisting: false, checksumFile: nil)
+        }
+        let h2 = try batch(["--http2"], jobs: 16)
+        #expect(h2.multiplexes)
+        #expect(h2.parallelFiles == 16)
+        #expect(h2.firstFilesOverHTTP2 == 64)
+        #expect(h2.parallelFilesOverHTTP2 == 400)  // 16 × 32 = 512, but 400 files
+        #expect(try batch(["--http2"], jobs: 4).parallelFilesOverHTTP2 == 128)
+        #expect(h2.http2Sharing(loops: 2)?.streams == 32)
+        #expect(h2.http2Sharing(loops: 2)?.connections == 8)
+        #expect(h2.options(for: file.entries[0]).transfer.multiplexed)
+        #expect(try batch(["--http2"], jobs: 16, entries: 40).parallelFilesOverHTTP2 == 40)
+        let h1 = try batch([], jobs: 16)
+        #expect(!h1.multiplexes)
+        #expect(h1.parallelFilesOverHTTP2 == 16)
+        #expect(h1.firstFilesOverHTTP2 == 16)
+        #expect(h1.http2Sharing(loops: 1) == nil)
+        #expect(!h1.options(for: file.entries[0]).transfer.multiplexed)
+        let one = try batch(["--http2"], jobs: 1)
+        #expect(!one.multiplexes)
+        #expect(one.parallelFilesOverHTTP2 == 1)
+    }
+
     /// An entry's `split=` lowers its connections below its share of the budget, never above it; its
     /// other lines (aria2's names) land where the command line's options would.
     @Test func batchEntryTakesEveryInputFileOption() throws {

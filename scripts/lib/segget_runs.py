@@ -13,13 +13,14 @@
       One process for the whole wait: a shell loop starting one per look fell behind on a busy
       machine, and segget finished before the kill.
   segget_runs.py json FILE --size N --connections C --ranged yes|no [--fresh | --resumed-at-least B]
-                     [--notice TEXT]
+                     [--notice TEXT] [--opened-at-least K]
       checks the run's JSON lines: every line one object with a "type"; no "error"; one "finish" with
       the file's length, C connections and `ranged` as given; the "summary" last, with one file
       succeeded and exit code 0. --fresh: nothing resumed; --resumed-at-least B: at least B bytes
       resumed (the chunks the journal held were kept, not fetched again); --notice: a "notice" whose
-      message contains TEXT. Prints "resumed=R received=Q seconds=S"; exits 1 naming the first check
-      that failed.
+      message contains TEXT; --opened-at-least K: the finish's `connectionsOpened` is at least K (over
+      HTTP/2, one file's ranges each have a connection of their own, not a stream on a shared one).
+      Prints "resumed=R received=Q seconds=S opened=O"; exits 1 naming the first check that failed.
 
 `received` is not compared with the file: a fresh run's `received` leaves out the bytes of the probe's
 answer (8 KiB over TLS, up to a chunk over HTTP), and the end game's races may add a few chunks.
@@ -61,7 +62,7 @@ def last_completed(path):
     return completed
 
 
-def check_json(path, size, connections, ranged, fresh, resumed_at_least, notice):
+def check_json(path, size, connections, ranged, fresh, resumed_at_least, notice, opened_at_least=None):
     with open(path, encoding="utf-8") as f:
         lines = [line for line in f.read().split("\n") if line]
     if not lines:
@@ -108,7 +109,10 @@ def check_json(path, size, connections, ranged, fresh, resumed_at_least, notice)
         messages = [e.get("message", "") for e in events if e["type"] == "notice"]
         if not any(notice in m for m in messages):
             return f"no notice saying {notice!r} (notices: {messages})"
-    print(f"resumed={resumed} received={received} seconds={fin.get('seconds')}")
+    opened = fin.get("connectionsOpened")
+    if opened_at_least is not None and (not isinstance(opened, int) or opened < opened_at_least):
+        return f"finish connectionsOpened {opened!r}, expected at least {opened_at_least} (a connection per range)"
+    print(f"resumed={resumed} received={received} seconds={fin.get('seconds')} opened={opened}")
     return None
 
 
@@ -146,8 +150,10 @@ def main():
     parser.add_argument("--fresh", action="store_true")
     parser.add_argument("--resumed-at-least", type=int)
     parser.add_argument("--notice")
+    parser.add_argument("--opened-at-least", type=int)
     a = parser.parse_args()
-    problem = check_json(a.file, a.size, a.connections, a.ranged == "yes", a.fresh, a.resumed_at_least, a.notice)
+    problem = check_json(a.file, a.size, a.connections, a.ranged == "yes", a.fresh, a.resumed_at_least, a.notice,
+                         a.opened_at_least)
     if problem:
         print(problem)
         return 1

@@ -179,7 +179,8 @@ for c in "${CASES[@]}"; do
             cmp -s "$out" "$WORK/www/m.bin" || case_failed "the download resumed after kill -9 differs from the source"
             if [ "$ranged" = yes ]; then
                 resumed="$(python3 "$ROOT/scripts/lib/segget_runs.py" json "$RUN.resumed.json" --size "$SIZE" \
-                    --connections 8 --ranged yes --resumed-at-least $((held * CHUNK)) --notice "resuming")" ||
+                    --connections 8 --ranged yes --resumed-at-least $((held * CHUNK)) --notice "resuming" \
+                    --opened-at-least 8)" ||
                     case_failed "after kill -9, --json: $resumed"
             else
                 # No ranges: nothing can be resumed; the run starts over as one stream.
@@ -199,6 +200,36 @@ for c in "${CASES[@]}"; do
             "$(awk -v m="$ms" 'BEGIN { print m / 1000 }')" "$full" "$at" "$resumed"
     fi
 done
+
+# 2b. A batch over HTTP/2: 48 files of 64 KiB from nginx, -j 16 --http2. The files go as streams on
+# the host's connections, all 48 in flight at once (up to 32 per connection), on no more than the 16
+# connections of -j (libcurl 7.88, its streams per connection capped without a cap on connections,
+# opened one for nearly every request: 66-337 for 400 files through the WAN); every request in
+# nginx's log over HTTP/2; every file identical.
+NAME="nginx https h2: a batch of 48 small files"
+mkdir -p "$WORK/www/batch" "$WORK/out/batch"
+for i in $(seq -w 1 48); do head -c 65536 /dev/urandom >"$WORK/www/batch/f$i.bin"; done
+chmod 755 "$WORK/www/batch"
+chmod 644 "$WORK/www/batch/"*
+for i in $(seq -w 1 48); do echo "$ORIGIN_TLS_URL/batch/f$i.bin"; done >"$WORK/batch-urls.txt"
+from="$(lines_of "$WORK/nginx/logs/access.log")"
+set +e
+timeout 120 "$SEGGET_BIN" --json -k --http2 -j 16 -i "$WORK/batch-urls.txt" -d "$WORK/out/batch" \
+    >"$WORK/runs/batch-h2.json" 2>"$WORK/runs/batch-h2.err"
+RC=$?
+set -e
+failures_before=${#FAILURES[@]}
+if [ "$RC" -ne 0 ]; then
+    case_failed "segget exited $RC: $(tail -c 600 "$WORK/runs/batch-h2.err")"
+else
+    for i in $(seq -w 1 48); do
+        cmp -s "$WORK/out/batch/f$i.bin" "$WORK/www/batch/f$i.bin" || { case_failed "f$i.bin differs from the source"; break; }
+    done
+    opened="$(python3 -c 'import json,sys; print([o for o in map(json.loads, open(sys.argv[1])) if o["type"] == "summary"][-1]["connectionsOpened"])' "$WORK/runs/batch-h2.json")"
+    [ "$opened" -le 16 ] || case_failed "the batch opened $opened connections, expected at most 16 (-j 16)"
+    check_log "$WORK/nginx/logs/access.log" "$from" "^HTTP/2\.0 "
+fi
+[ ${#FAILURES[@]} -eq "$failures_before" ] && echo "  $NAME: identical, $opened connections opened, every request over HTTP/2"
 
 # 3. A handle removed while paused and reused (PausedHandleReuseTests, SeggetCurlTests), against this
 # Caddy over HTTP/2: libcurl 7.88 handed the removed transfer's held bytes to the next transfer.

@@ -1,4 +1,5 @@
 import Dispatch
+import Glibc
 import SeggetCurl
 import SeggetSystem
 import Synchronization
@@ -51,6 +52,12 @@ public final class DownloadLoop: @unchecked Sendable {
     private var probes: [ObjectIdentifier: LoopProbe] = [:]
     private var cacheSize = 16
     private var multiplexing = false
+    /// For Benchmarks/http2.py only: `SEGGET_HTTP2_RANGES=streams` multiplexes one file's ranges
+    /// on one HTTP/2 connection, the way measured against connections of their own.
+    static let benchmarkRangesAsStreams = getenv("SEGGET_HTTP2_RANGES").map { String(cString: $0) == "streams" } ?? false
+    /// For Benchmarks/http2.py only: `SEGGET_HTTP2_BATCH=before` runs a batch over HTTP/2 as before
+    /// issue 38 (no multiplexing, `-j` files at once).
+    public static let benchmarkBatchBefore = getenv("SEGGET_HTTP2_BATCH").map { String(cString: $0) == "before" } ?? false
 
     /// Whether a file that its probe brought whole is saved on one of the writer threads
     /// (`StagedWriter.sharedQueues`) while the steps go on, rather than on the steps themselves.
@@ -72,10 +79,25 @@ public final class DownloadLoop: @unchecked Sendable {
     /// `wholeSavesOnWriters` (default: when the steps have a thread of their own): see the property.
     /// A batch of many files in flight saves them on the writers, so that the loop goes on with the
     /// other files' requests while a file is created, and two are created at once.
-    public init(stepsOnLoop: Bool = false, wholeSavesOnWriters: Bool? = nil) {
+    ///
+    /// With `http2Sharing`, HTTP/2 requests to a host share its connections as streams, at most
+    /// `streams` on each, on at most `connections` connections per host (a batch's many small files):
+    /// a request beyond waits in libcurl for a free stream rather than opening a connection of its
+    /// own (without the cap on connections, libcurl 7.88 opened one for nearly every request added
+    /// while the connections were full: 66 connections for 400 files at 8 streams each, and
+    /// `CURLOPT_PIPEWAIT` did not stop it).
+    public init(
+        stepsOnLoop: Bool = false, wholeSavesOnWriters: Bool? = nil,
+        http2Sharing: (streams: Int, connections: Int)? = nil
+    ) {
         savesOnWriters = Atomic(wholeSavesOnWriters ?? !stepsOnLoop)
         driver = TransferDriver(multi: MultiHandle(), clock: monotonicSeconds)
         try? driver.multi.setMaxConnectionCache(cacheSize)
+        if let sharing = http2Sharing, (try? driver.multi.setMultiplexing(true)) != nil {
+            multiplexing = true
+            try? driver.multi.setMaxConcurrentStreams(max(1, sharing.streams))
+            try? driver.multi.setMaxHostConnections(max(1, sharing.connections))
+        }
         steps = LoopSteps(worker: stepsOnLoop ? nil : SerialWorker(name: "segget-steps"))
         steps.loop = self
     }
@@ -223,7 +245,11 @@ public final class DownloadLoop: @unchecked Sendable {
         precondition(engine.driver === driver, "an engine joins the loop whose driver it was made with")
         let wanted = max(16, (engines.reduce(0) { $0 + $1.engine.io.count } + engine.io.count) * 2)
         if wanted > cacheSize, (try? driver.multi.setMaxConnectionCache(wanted)) != nil { cacheSize = wanted }
-        if engine.settings.transfer.http2 && !multiplexing, (try? driver.multi.setMultiplexing(true)) != nil {
+        // Over HTTP/2 a download's ranges keep a connection each, as over HTTP/1.1 (the multi handle
+        // multiplexes only where a batch asked at `init`): 64 MiB at -n 8 through WAN link a took
+        // 1.86 times as long as streams of one connection (0.1 % loss halves one window for all of
+        // them), and 1 GiB on loopback no less (Benchmarks/RESULTS.md, issue 38).
+        if engine.settings.transfer.http2 && !multiplexing && Self.benchmarkRangesAsStreams, (try? driver.multi.setMultiplexing(true)) != nil {
             multiplexing = true
         }
         // Its checkpoints' syncs run between the downloads' blocking steps, on no thread of their own.

@@ -315,7 +315,8 @@ extension Download {
         let url = url ?? self.url
         let shared = options.hostBudget.map { $0.held(for: url) > (slotHeld ? 1 : 0) || ($0.maxPerHost ?? Int.max) < options.connections } ?? false
         var rule = ConnectionWarmUp(
-            connections: options.connections, autoConnections: options.autoConnections, http2: options.transfer.http2,
+            connections: options.connections, autoConnections: options.autoConnections,
+            multiplexed: options.transfer.http2 && (options.transfer.multiplexed || DownloadLoop.benchmarkRangesAsStreams),
             mirrors: options.mirrors.count, sharedHost: shared, probeBytes: probeBytes)
         rule.shortestRoundTrip = options.warmUpMinRoundTrip
         return rule

@@ -10,12 +10,15 @@ public struct RemoteFileInfo: Sendable, Equatable {
     public var totalBytes: Int64?
     /// True when the server answered a byte-range request properly.
     public var acceptsRanges: Bool
+    /// True when the answer came over HTTP/2: later requests to the host may share its connection.
+    public var overHTTP2 = false
 
     init(_ probe: ProbeResult) {
         finalURL = probe.finalURL
         suggestedFileName = FileName.sanitize(probe.suggestedFileName)
         totalBytes = probe.totalLength
         acceptsRanges = probe.acceptsRanges
+        overHTTP2 = probe.overHTTP2
     }
 }
 

@@ -30,14 +30,16 @@ struct ConnectionWarmUp: Equatable, Sendable {
 
     /// The warm-ups for a download of `connections` (`autoConnections`: `-n auto`, which starts with
     /// `Coordinator.autoInitial`), none where they would not be the download's own: one connection,
-    /// HTTP/2 (its requests share one connection), mirrors (the connections are spread over hosts),
+    /// ranges multiplexed as HTTP/2 streams (`multiplexed`: they share one connection; a single
+    /// download's ranges over HTTP/2 have connections of their own, and are warmed), mirrors (the
+    /// connections are spread over hosts),
     /// a host whose connections other downloads of the run share (`sharedHost`: a batch's other
     /// files, the daemon's other downloads, or a cap per host below the connections; the warm-ups
     /// are not counted in that budget), or a probe for one byte only (a stream's, a resume's, a
     /// renewed link's).
-    init(connections: Int, autoConnections: Bool, http2: Bool, mirrors: Int, sharedHost: Bool, probeBytes: Int) {
+    init(connections: Int, autoConnections: Bool, multiplexed: Bool, mirrors: Int, sharedHost: Bool, probeBytes: Int) {
         let starting = autoConnections ? min(connections, Coordinator.autoInitial) : connections
-        guard starting > 1, !http2, mirrors == 0, !sharedHost, probeBytes > 1 else {
+        guard starting > 1, !multiplexed, mirrors == 0, !sharedHost, probeBytes > 1 else {
             count = 0
             return
         }

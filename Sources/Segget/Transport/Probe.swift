@@ -22,6 +22,8 @@ public struct ProbeResult: Sendable, Equatable {
     public var noRangesReason: String?
     /// True when a redirect led to another host, so credentials must not be sent to the final URL.
     public var credentialsDropped = false
+    /// The answer came over HTTP/2 (its status line as libcurl hands it on: `HTTP/2 206`).
+    public var overHTTP2 = false
     /// The first bytes of the file, when the probe asked for more than one byte and the server sent
     /// them in a 206 starting at 0: a download writes them instead of asking again, and a file no
     /// longer than this needs no other request.
@@ -231,6 +233,7 @@ struct Prober {
             reprDigest: head.unsafeRawJoinedValue("repr-digest"), digest: head.unsafeRawJoinedValue("digest"),
             // Content-MD5 covers the body of this response: on a 206 that is a range, not the file.
             contentMD5: head.status == 200 ? head.unsafeRawValue("content-md5") : nil, redirects: redirects, noRangesReason: nil)
+        result.overHTTP2 = head.httpVersion == "HTTP/2"
         if let cd = head.unsafeRawValue("content-disposition"), let name = ContentDisposition.fileName(from: cd) {
             result.suggestedFileName = FileName.sanitize(name)
         }

@@ -7,8 +7,12 @@ public struct TransferOptions: Sendable, Equatable {
     public var headers: [String] = []
     /// Skip TLS certificate and host name verification (`-k`).
     public var insecure = false
-    /// Allow HTTP/2 (multiplexed ranges share one connection, so off by default).
+    /// Allow HTTP/2 (`--http2`): a single download's ranges keep a connection each, as over HTTP/1.1;
+    /// a batch's files share connections as streams (see `multiplexed`).
     public var http2 = false
+    /// With `http2`, the download runs on a loop that multiplexes (a batch's, see `DownloadLoop`):
+    /// its requests may go as streams on connections that others' requests use.
+    public var multiplexed = false
     public var connectTimeout: Double = 15
     /// A connection that delivers no byte for this long is dropped and retried.
     public var stallTimeout: Double = 20
