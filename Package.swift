@@ -60,7 +60,7 @@ let package = Package(
         .target(name: "SeggetMetalink", dependencies: ["CLibXML2", "SeggetSystem", "SeggetVerify"], swiftSettings: startupSettings),
         // The engine: probe, plan, fetch, storage, download orchestration.
         .target(
-            name: "Segget", dependencies: ["SeggetCurl", "SeggetSystem", "SeggetVerify", "SeggetJournal"],
+            name: "Segget", dependencies: ["SeggetCurl", "SeggetSystem", "SeggetVerify", "SeggetJournal", "SeggetMetalink"],
             swiftSettings: startupSettings),
         // SQLite for the download queue's durable state: its header only (libsqlite3-dev); the
         // library is loaded when the first database is opened, not linked (see its shim.h).

@@ -99,7 +99,7 @@ extension Download {
     /// `DownloadLoop`'s, shared with other downloads).
     func makeFetch(
         probe: ProbeResult, ranged: Bool, mirrors: [FetchSource], partial: PartialDownload, plan: ChunkPlan, hasher: PrefixHasher?,
-        driver: TransferDriver, deadline: Deadline?, _ context: AttemptContext
+        driver: TransferDriver, deadline: Deadline?, pieces: PieceHashes? = nil, _ context: AttemptContext
     ) -> FetchStart {
         var settings = fetchSettings(
             ranged: ranged, chunkSize: partial.chunkSize, totalLength: probe.totalLength, deadline: deadline,
@@ -109,7 +109,8 @@ extension Download {
         settings.probeTally = probe.spent
         if Self.probeFetchedEverything(
             ranged: ranged, isNew: partial.isNew, chunkCount: plan.chunkCount, trusted: partial.trusted?.setCount ?? 0,
-            mirrors: options.mirrors.count, interrupted: context.interrupt.isSet,
+            // Piece checks run in the engine, as mirrors do.
+            mirrors: options.mirrors.count + (pieces == nil ? 0 : 1), interrupted: context.interrupt.isSet,
             deadlinePassed: deadline.map { monotonicSeconds() >= $0.at } ?? false)
         {
             reportProbeBroughtEverything(total: plan.totalLength, connections: options.connections, context)
@@ -143,6 +144,10 @@ extension Download {
         engine.continueChecksums(of: partial.partial)
         // Every chunk kept from an earlier run is read back and checked behind the download.
         if let voucher = partial.voucher(plan: plan) { engine.vouch(with: voucher) }
+        // Each piece is hashed once its bytes are in the file; a bad one is fetched again elsewhere.
+        if let pieces, let geometry = PiecePlan(pieces: pieces, plan: plan) {
+            engine.checkPieces(geometry, probeBytesFromMain: partial.isNew)
+        }
         if options.syncBeforeRename {
             // A head start on the final fdatasync, off the fetch thread. Not without --fsync: on a
             // disk slower than the network, writeback started during the download made buffered

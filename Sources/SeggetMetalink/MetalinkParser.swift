@@ -25,6 +25,18 @@ extension MetalinkDocument {
         self.init(files: try builder.finish())
     }
 
+    /// Reads a Metalink whose files are to be downloaded: as ``init(parsing:limits:)``, and every
+    /// file must have an http(s) URL. (A Metalink that a server points to for a file it serves, by
+    /// Metalink/HTTP, may list none.)
+    public static func forDownload(parsing bytes: [UInt8], limits: MetalinkLimits = MetalinkLimits()) throws(MetalinkError) -> MetalinkDocument {
+        let d = try MetalinkDocument(parsing: bytes, limits: limits)
+        for f in d.files where f.urls.isEmpty {
+            let skipped = f.skippedURLs > 0 ? " (its \(f.skippedURLs) URL\(f.skippedURLs == 1 ? " is" : "s are") not absolute http:// or https:// URLs)" : ""
+            throw MetalinkError("the Metalink gives no http:// or https:// URL for \(DocumentText(f.name))\(skipped); segget downloads over HTTP(S) only.")
+        }
+        return d
+    }
+
     /// Refuses, before any XML parser sees them, the bytes through which XML expands or reaches out:
     /// a document type declaration (which declares entities), and any encoding in which those bytes
     /// would not show (a NUL byte: UTF-16 or UTF-32).
@@ -198,10 +210,6 @@ private struct Builder {
 
     /// The checks of a whole `<file>`, once read.
     private func check(_ f: MetalinkFile) throws(MetalinkError) {
-        if f.urls.isEmpty {
-            let skipped = f.skippedURLs > 0 ? " (its \(f.skippedURLs) URL\(f.skippedURLs == 1 ? " is" : "s are") not absolute http:// or https:// URLs)" : ""
-            throw MetalinkError("the Metalink gives no http:// or https:// URL for \(DocumentText(f.name))\(skipped); segget downloads over HTTP(S) only.")
-        }
         if let pieces = f.pieces {
             guard let size = f.size else {
                 throw MetalinkError("the Metalink gives piece hashes for \(DocumentText(f.name)) but not its size.")

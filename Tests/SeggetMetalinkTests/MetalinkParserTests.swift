@@ -99,7 +99,7 @@ enum Meta4 {
     ])
     func refusesHostileDocuments(_ text: String, _ says: String) {
         #expect {
-            try MetalinkDocument(parsing: Array(text.utf8))
+            try MetalinkDocument.forDownload(parsing: Array(text.utf8))
         } throws: { error in
             "\(error)".contains(says)
         }
@@ -137,6 +137,12 @@ enum Meta4 {
         #expect(throws: MetalinkError.self) { try MetalinkDocument(parsing: long, limits: limits) }
     }
 
+    @Test func aDescribingMetalinkMayListNoURL() throws {
+        let doc = Meta4.document(Meta4.file("a", urls: []))
+        #expect(try MetalinkDocument(parsing: doc).files[0].urls.isEmpty)
+        #expect(throws: MetalinkError.self) { try MetalinkDocument.forDownload(parsing: doc) }
+    }
+
     @Test func utf16AndNULBytesAreRefused() {
         var doc: [UInt8] = [0xFF, 0xFE]
         for b in Meta4.document(Meta4.file("a")) { doc += [b, 0] }
@@ -146,7 +152,7 @@ enum Meta4 {
     @Test func namesInMessagesAreEscaped() {
         let doc = Meta4.document("<file name=\"a&#x202e;b\\c\"><url>ftp://x/</url></file>")
         #expect {
-            try MetalinkDocument(parsing: doc)
+            try MetalinkDocument.forDownload(parsing: doc)
         } throws: { error in
             let text = "\(error)"
             return !text.unicodeScalars.contains { $0.value == 0x202E } && text.contains("'a\\u{202e}b\\\\c'")
@@ -171,7 +177,7 @@ enum Meta4 {
                 }
             }
             do {
-                let d = try MetalinkDocument(parsing: doc)
+                let d = try MetalinkDocument.forDownload(parsing: doc)
                 #expect(!d.files.isEmpty && d.files.allSatisfy { !$0.urls.isEmpty })
                 read += 1
             } catch {
