@@ -51,7 +51,7 @@ struct Get: ParsableCommand {
             """
     )
 
-    @Argument(help: "The http:// or https:// URLs to download.")
+    @Argument(help: "The http:// or https:// URLs to download, or Metalink files (FILE.meta4) whose files to download.")
     var urls: [String] = []
 
     @Option(name: [.short, .customLong("input-file")], help: "Read URLs from this file, one per line ('-' for standard input).")
@@ -61,6 +61,7 @@ struct Get: ParsableCommand {
     @OptionGroup(title: "Output") var output: OutputOptions
     @OptionGroup(title: "Output format") var format: FormatOptions
     @OptionGroup(title: "Verification") var verification: VerificationOptions
+    @OptionGroup(title: "Metalink") var metalink: MetalinkOptions
     @OptionGroup(title: "Retries and time limits") var retry: RetryOptions
     @OptionGroup(title: "HTTP requests") var request: RequestOptions
     @OptionGroup(title: "Network") var network: NetworkOptions
@@ -97,6 +98,7 @@ struct Get: ParsableCommand {
         retry.apply(to: &o)
         network.apply(to: &o)
         durability.apply(to: &o)
+        metalink.apply(to: &o)
         return o.applying(try request.fileOptions())
     }
 
@@ -106,7 +108,8 @@ struct Get: ParsableCommand {
             urls: urls, inputFile: inputFile, mirrors: connection.mirrors, checksumFile: verification.checksumFile,
             options: try downloadOptions(), jobs: connection.jobs, totalConnections: connection.totalConnections,
             maxConnectionsPerHost: connection.maxConnectionsPerHost,
-            json: format.json, quiet: format.quiet, skipExisting: output.skipExisting, stream: stream.settings)
+            json: format.json, quiet: format.quiet, skipExisting: output.skipExisting, stream: stream.settings,
+            metalinks: metalink.sources)
     }
 
     func run() throws {

@@ -218,3 +218,15 @@ extension FetchEngine {
         }
     }
 }
+
+extension PieceReport {
+    /// "32 SHA-256 pieces checked, 3 fetched again (http://a/f served bad ones)": for a summary line.
+    public var summary: String {
+        var text = "\(verifiedPieces) \(algorithm.displayName) piece\(verifiedPieces == 1 ? "" : "s") checked"
+        if !failedPieces.isEmpty { text += ", \(failedPieces.count) fetched again" }
+        if !badSources.isEmpty {
+            text += " (\(badSources.map { URLParts.shown($0).description }.joined(separator: ", ")) served bad ones)"
+        }
+        return text
+    }
+}
