@@ -102,6 +102,42 @@ private func started(_ files: [String: [UInt8]]) throws -> TestServer {
     }
 }
 
+extension MetalinkCLITests {
+    /// `segget verify FILE --metalink M`: names the bad pieces (exit 6); with `--repair`, fetches only
+    /// those (the server sends their bytes and a probe's byte), and the file is identical after.
+    @Test func verifyNamesBadPiecesAndRepairFetchesOnlyThem() throws {
+        let body = cliTestBytes(6 << 20, seed: 45)
+        let s = try started(["f.bin": body])
+        defer { s.stop() }
+        let dir = try CLITempDir()
+        try metalinkDocument(name: "f.bin", size: body.count, urls: [s.url("f.bin")], pieces: pieceHashes(body, length: 512 << 10), hash: sha256(body))
+            .write(toFile: dir.path("f.meta4"), atomically: true, encoding: .utf8)
+        var damaged = corrupted(body, at: (1 << 20) + 5, count: 3)
+        damaged = corrupted(damaged, at: 5 << 20, count: 600_000)
+        try TestFiles.write(dir.path("f.bin"), damaged)
+        let check = try SeggetCLI.run(["verify", dir.path("f.bin"), "--metalink", dir.path("f.meta4")])
+        #expect(check.exitCode == 6, "\(check.stderr)")
+        #expect(check.stderr.contains("3 of 12 SHA-256 pieces do not match: 2 (bytes 1048576-1572863), 10 (bytes 5242880-5767167), 11"), "\(check.stderr)")
+        #expect(s.requests.isEmpty)
+        let repair = try SeggetCLI.run(["verify", dir.path("f.bin"), "--metalink", dir.path("f.meta4"), "--repair"])
+        #expect(repair.exitCode == 0, "\(repair.stderr)")
+        #expect(repair.stderr.contains("repaired 3 of 12 pieces") && repair.stderr.contains("matches its SHA-256 now"), "\(repair.stderr)")
+        #expect(fileBytes(dir.path("f.bin")) == body)
+        #expect(s.bodyBytesSent == 3 * (512 << 10) + 1, "sent \(s.bodyBytesSent)")
+        // The server's log: besides the probe's one byte, GETs of exactly the three bad pieces.
+        let ranges = s.requests.filter { $0.bodyBytesSent > 1 }.compactMap { $0.headers["range"] }
+        let served = ranges.compactMap { r -> Range<Int>? in
+            let ends = r.dropFirst("bytes=".count).split(separator: "-").compactMap { Int($0) }
+            return ends.count == 2 ? ends[0]..<(ends[1] + 1) : nil
+        }.sorted { $0.lowerBound < $1.lowerBound }
+        let piece = 512 << 10
+        let covered = served.flatMap { Array(stride(from: $0.lowerBound, to: $0.upperBound, by: piece)).map { $0 / piece } }
+        #expect(covered == [2, 10, 11] && served.allSatisfy { $0.count % piece == 0 }, "\(s.requests.map { "\($0.headers["range"] ?? "-") \($0.bodyBytesSent)" })")
+        let again = try SeggetCLI.run(["verify", "-q", dir.path("f.bin"), "--metalink", dir.path("f.meta4")])
+        #expect(again.exitCode == 0 && again.stderr.isEmpty, "\(again.stderr)")
+    }
+}
+
 func sha256(_ bytes: [UInt8]) -> [UInt8] {
     let d = Digester(.sha256)
     d.update(bytes)

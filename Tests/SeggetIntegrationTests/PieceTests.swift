@@ -190,6 +190,34 @@ private func serving(_ name: String, _ bytes: [UInt8], etag: String) throws -> T
     }
 }
 
+extension PieceTests {
+    /// `FileRepair` through the library: a file short of its end and with a bad piece is repaired
+    /// from two servers, one of which sends bad bytes and is named; only the bad pieces are fetched.
+    @Test func repairFetchesOnlyBadPiecesAndDemotesALiar() async throws {
+        let body = TestFiles.pattern(4 << 20, seed: 46)
+        let liar = try serving("f.bin", corrupted(body, at: 0, count: body.count), etag: "\"f\"")
+        let good = try serving("f.bin", body, etag: "\"g\"")
+        defer { [liar, good].forEach { $0.stop() } }
+        let dir = try TempDir(prefix: "segget-repair")
+        let path = dir.path("f.bin")
+        try TestFiles.write(path, Array(corrupted(body, at: 100, count: 1).prefix(body.count - 300_000)))
+        let file = MetalinkDownload(
+            url: liar.url("f.bin"), mirrors: [good.url("f.bin")], name: "f.bin", size: Int64(body.count),
+            checksums: [], pieces: pieceHashes(body, length: 256 << 10))
+        let checked = try FileRepair.run(path: path, file: file, repair: false)
+        #expect(checked.badPieces == [0, 14, 15] && !checked.repaired)
+        var two = DownloadOptions()
+        two.connections = 2
+        let o = two
+        let log = EventLog()
+        let report = try await blocking { try FileRepair.run(path: path, file: file, repair: true, options: o, events: { log.append($0) }) }
+        #expect(report.repaired && report.badPieces == [0, 14, 15])
+        #expect(fileBytes(path) == body)
+        #expect(report.badSources == [liar.url("f.bin")], "\(log.notices)")
+        #expect(liar.bodyBytesSent + good.bodyBytesSent <= 6 * (256 << 10) + 2, "no more than the bad pieces, twice at worst")
+    }
+}
+
 /// A Metalink 4 document of one file.
 func metalinkDocument(name: String, size: Int, urls: [String], pieces: PieceHashes?, hash: [UInt8]? = nil) -> String {
     var xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<metalink xmlns=\"urn:ietf:params:xml:ns:metalink\">\n"

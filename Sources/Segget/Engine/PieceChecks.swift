@@ -160,15 +160,19 @@ extension FetchEngine {
     /// download it does) only once its group matched its hashes. Chunks already finished and not
     /// waiting for the resume's check are hashed at once.
     /// `probeBytesFromMain`: the chunks finished now came with the probe, from the main URL (a new
-    /// download), rather than from an earlier run.
-    func checkPieces(_ geometry: PiecePlan, probeBytesFromMain: Bool) {
+    /// download), rather than from an earlier run. `verified`: groups whose pieces were hashed
+    /// already (a repair's good pieces): their chunks are in the file at once.
+    func checkPieces(_ geometry: PiecePlan, probeBytesFromMain: Bool, verified: Set<Int> = []) {
         let checks = PieceChecks(geometry: geometry, data: data, sourceURLs: target.sources.map(\.url))
         pieceChecks = checks
         let finished = core.finishedChunks
         let vouched = Set(vouching?.claims.map(\.chunk) ?? [])
         for k in inFile.indices { inFile[k] = false }
         prefixChunks = 0
-        for k in finished.indices where finished[k] && !vouched.contains(k) {
+        for g in verified.sorted() {
+            for k in checks.ledger.verified(g) { markInFile(k) }
+        }
+        for k in finished.indices where finished[k] && !vouched.contains(k) && !verified.contains(geometry.group(ofChunk: k)) {
             // The probe's first bytes came from the main URL.
             if probeBytesFromMain { checks.ledger.wrote(chunk: k, source: 0) }
             if let g = checks.ledger.inFile(chunk: k) { checks.hasher.check(g) }

@@ -61,6 +61,17 @@ public struct MetalinkDownload: Sendable, Equatable {
     public var size: Int64?
     public var checksums: [ExpectedDigest]
     public var pieces: PieceHashes?
+
+    public init(
+        url: String, mirrors: [String] = [], name: String, size: Int64?, checksums: [ExpectedDigest] = [], pieces: PieceHashes? = nil
+    ) {
+        self.url = url
+        self.mirrors = mirrors
+        self.name = name
+        self.size = size
+        self.checksums = checksums
+        self.pieces = pieces
+    }
 }
 
 extension MetalinkFile {
