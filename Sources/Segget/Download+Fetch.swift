@@ -1,5 +1,7 @@
+import Glibc
 import SeggetCurl
 import SeggetJournal
+import SeggetSystem
 import SeggetVerify
 
 /// What a finished fetch reports to the rest of the attempt.
@@ -131,7 +133,8 @@ extension Download {
         engine.onProgress = context.progress.map { p in { p($0) } }
         engine.onEvent = context.events.map { e in { e($0) } }
         engine.onPrefix = hasher.map { h in { h.advance(to: $0) } }
-        engine.writer.onFlush = hasher.map { h in { h.offer($0, at: $1) } }
+        // Not with piece hashes: a lent buffer may hold a bad mirror's bytes (see `checkPieces`).
+        if pieces == nil { engine.writer.lend = hasher.map { h in { h.lend($0, at: $1, footprint: $2, release: $3) } } }
         engine.progressSlots = partial.progress
         // The probe's transfer, held open, becomes the first request of a new download.
         if partial.isNew {
@@ -243,9 +246,9 @@ extension Download {
             settings.writePath = .pageCache
         }
         if hashing {
-            // The hasher reads the file front to back; keep the finished prefix growing with the
-            // download (runs of about 8 MiB in file order) so that little is left to hash at the end.
-            settings.maxRunChunks = Self.hashRunChunks(chunkSize: chunkSize)
+            // The hasher takes the bytes in file order: runs in file order, short enough that the
+            // connections' runs fit its memory window together, keep it fed from memory.
+            settings.maxRunChunks = Self.hashRunChunks(chunkSize: chunkSize, connections: options.connections)
         }
         return settings
     }
@@ -254,13 +257,18 @@ extension Download {
     func makeHasher(for expected: [ExpectedDigest], partial: PartialDownload) throws(SeggetError) -> PrefixHasher? {
         guard !expected.isEmpty else { return nil }
         do {
-            return try PrefixHasher(
+            let hasher = try PrefixHasher(
                 path: partial.paths.part,
                 algorithms: Array(Set(expected.map(\.algorithm))).sorted { $0.rawValue < $1.rawValue },
                 direct: options.writePath == .direct,
-                memoryWindow: Self.hashWindow(
-                    connections: options.connections,
-                    runBytes: Int64(Self.hashRunChunks(chunkSize: partial.chunkSize)) * partial.chunkSize))
+                memoryWindow: Self.hashWindow(connections: options.connections))
+            if Self.tracing {
+                let start = monotonicSeconds()
+                hasher.trace(every: 64 << 20) { line in
+                    try? FileDescriptor.standardError.writeAll("[\(Format.fixed(monotonicSeconds() - start, 2))] \(line)\n")
+                }
+            }
+            return hasher
         } catch {
             throw SeggetError(.fileSystem, "could not open \(partial.paths.part) for hashing: \(error).")
         }
@@ -289,6 +297,17 @@ extension Download {
         }
     }
 
+    /// `SEGGET_DEBUG` is set: the hash's progress and where it took its bytes from go to stderr.
+    static let tracing = getenv("SEGGET_DEBUG") != nil
+
+    /// With `SEGGET_DEBUG`, says on stderr where the hash took its bytes from.
+    func traceHashing(_ h: HashStatistics, length: Int64) {
+        guard Self.tracing else { return }
+        let line = "hash: \(h.fromMemory) of \(length) bytes hashed from memory, \(h.readBack) read back from the file "
+            + "(\(h.fellOut) fell out of the window; at most \(h.peakMemory) bytes of memory kept)\n"
+        try? FileDescriptor.standardError.writeAll(line)
+    }
+
     /// Compares the computed `digests` with every expected one; returns the checks that passed, as
     /// "ALGORITHM=hex", or throws for the first mismatch, its message ending with `afterMismatch`.
     static func checkDigests(
@@ -305,19 +324,26 @@ extension Download {
         return verified
     }
 
-    /// How much memory the hasher may keep of freshly written bytes so that it need not read them back
-    /// (see `PrefixHasher`): what the connections have in flight in their in-order runs plus 16 MiB
-    /// of slack, at most 24 MiB, so that a verified download stays within 64 MiB. It is touched only
-    /// as it fills. What falls out of it is read back through the page cache, where the adaptive
-    /// writer left whatever the disk could not take at once.
-    static func hashWindow(connections: Int, runBytes: Int64) -> Int {
-        Int(min(24 << 20, Int64(connections) * runBytes + (16 << 20)))
+    /// How much memory the hasher may keep of the bytes lent to it (see `PrefixHasher`): a run of
+    /// 8 MiB and two staging buffers per connection, at most `hashWindowLimit`. Connections fetch
+    /// runs in file order, so each one's bytes wait until the runs before them are complete: at one
+    /// speed, the held bytes peak near `connections - 1` runs. The memory is the staging buffers
+    /// themselves, taken as bytes arrive.
+    static func hashWindow(connections: Int) -> Int {
+        let n = max(1, connections)
+        return min(hashWindowLimit, n * ((8 << 20) + 2 * StagedWriter.bufferSize(connections: n)))
     }
 
+    /// The most memory a hasher keeps, so that a verified download at `-n 8` stays within 96 MiB.
+    static let hashWindowLimit = 48 << 20
+
     /// How many chunks each connection is handed at a time while hashing behind the download: about
-    /// 8 MiB. Longer runs cost more hash-window memory; shorter ones cost a request (one round trip
-    /// of idle connection) per run.
-    static func hashRunChunks(chunkSize: Int64) -> Int {
-        max(4, Int((8 << 20) / chunkSize))
+    /// 8 MiB, less where the connections' runs would not fit the hash window together (6 MiB at
+    /// `-n 8`), at least 4 chunks. Longer runs cost more hash-window memory (what does not fit is
+    /// read back from the file); shorter ones cost a request (one round trip of idle connection)
+    /// per run.
+    static func hashRunChunks(chunkSize: Int64, connections: Int) -> Int {
+        let run = min(Int64(8 << 20), Int64(hashWindow(connections: connections) / max(1, connections)))
+        return max(4, Int(run / max(1, chunkSize)))
     }
 }

@@ -130,10 +130,12 @@ public final class Download: @unchecked Sendable {
         }
         if ranged { try partial.placeProbePrefix(probe.prefix, plan: chunks) }
         hasher = try makeHasher(for: expected, partial: partial)
-        if let hasher, partial.isNew, ranged, !probe.prefix.isEmpty {
-            probe.prefix.withUnsafeBytes { hasher.offer($0, at: 0) }
+        // With piece hashes the whole-file hash takes only bytes whose piece matched, read back
+        // from the file: bytes from memory may be a bad mirror's, fetched again later.
+        if let hasher, partial.isNew, ranged, !probe.prefix.isEmpty, pieces == nil {
+            hasher.offer(probe.prefix, at: 0)
         }
-        probe.prefix = []  // in the file (and the hasher) now; give the memory back
+        probe.prefix = []  // in the file now, and the hasher's until it hashed them
 
         let start = makeFetch(
             probe: probe, ranged: ranged, mirrors: mirrors, partial: partial, plan: chunks, hasher: hasher, driver: driver,
@@ -166,6 +168,8 @@ public final class Download: @unchecked Sendable {
         let earlySync = stage.hasher != nil && options.syncBeforeRename ? partial.syncInBackground() : nil
         defer { earlySync?.wait() }
         let verified = try verify(hasher: stage.hasher, expected: stage.expected, length: fetched.length, partial: partial)
+        let hashing = stage.hasher?.statistics
+        if let hashing { traceHashing(hashing, length: fetched.length) }
 
         // Publish: rename into place and drop the journal; with --fsync, sync before and the directory after.
         try partial.publish(syncing: options.syncBeforeRename)
@@ -173,7 +177,7 @@ public final class Download: @unchecked Sendable {
             path: stage.paths.final, bytes: fetched.length, resumedBytes: stage.resumedBytes - fetched.rejectedBytes,
             receivedBytes: fetched.receivedBytes, seconds: monotonicSeconds() - fetched.started,
             connections: fetched.connections, verified: verified, usedRanges: stage.ranged, tally: fetched.tally,
-            pieces: stage.engine?.pieceChecks?.report))
+            hashing: hashing, pieces: stage.engine?.pieceChecks?.report))
     }
 
     /// What a Metalink adds to an attempt that the download's options do not have: the piece hashes

@@ -393,11 +393,11 @@ public final class TestServer: @unchecked Sendable {
 
     /// `GET /_stats`: the connection-limit counts as one line of text, for the standalone server.
     private func statsResponse(_ request: HTTPRequest, remotePort: Int) -> Prepared {
-        let stats: ConcurrencyStats = lock.withLock {
+        let (stats, busy, queued): (ConcurrencyStats, Int, Int) = lock.withLock {
             defer { if URLText.parseQuery(request.query)["reset"] != nil { ledger.resetStats() } }
-            return ledger.stats
+            return (ledger.stats, workers.busyTotal, workers.queuedTotal)
         }
-        let plan = ResponsePlan.text(200, stats.description + "\n")
+        let plan = ResponsePlan.text(200, stats.description + " workers-busy=\(busy) workers-queued=\(queued)\n")
         let record = RecordedRequest(
             method: request.method, path: request.path, query: request.query, headers: request.headers,
             remotePort: remotePort, status: plan.status, bodyBytesSent: 0)

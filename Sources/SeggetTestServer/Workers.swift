@@ -12,6 +12,10 @@ struct WorkerQueues {
     /// The most requests that waited at once behind busy workers, for `GET /_stats`.
     private(set) var longestQueue = 0
 
+    /// Workers busy, and requests waiting for one, over every queue (for `GET /_stats`).
+    var busyTotal: Int { busy.values.reduce(0, +) }
+    var queuedTotal: Int { waiting.values.reduce(0) { $0 + $1.count } }
+
     /// A request for `key` arrives: its place in line.
     mutating func arrive(_ key: String) -> Int {
         nextTicket += 1

@@ -1,17 +1,25 @@
 import SeggetSystem
 
-/// Hashes a file that is being filled in order-independent chunks, following its finished prefix.
-/// `advance(to:)` is called (from any thread, cheap, non-blocking) whenever the contiguous finished prefix grows;
-/// the new bytes are then read back (in large blocks, e.g. 4 MiB, reusing three buffers) and fed to every
-/// requested digester, one block per step, on the threads of `WorkerPool.readBack`: a fixed pool that every
-/// hasher of the process shares, so a daemon hashing 64 downloads still runs two hashing threads, not 128.
-/// `finish(length:)` blocks until the whole length is hashed and returns the digests. `cancel()` stops the
-/// steps. Read errors surface from finish as an Error.
+/// Hashes a file while it is being downloaded into it, in file order, from the bytes the download
+/// lends it as they arrive, reading back from the file only what it was not lent.
 ///
-/// The caller promises that bytes below an offset it passed to `advance(to:)` are written and will not change;
-/// the hasher reads each byte exactly once, so a later rewrite would go unnoticed. Bytes are read back through
-/// the page cache, so hashing costs memory bandwidth, not disk reads, while the download runs.
-/// Dropping the hasher cancels it.
+/// The download lends every run of bytes it hands to its writer (`lend`): the hasher keeps those that
+/// fall inside its reorder window (`HashFeed`: a window over the file from the hashed prefix on, and a
+/// bound on the memory kept) until every digest has hashed them, then gives the buffer back through
+/// the closure that came with it. What it did not keep (bytes too far ahead, an earlier run's bytes
+/// on a resume) it reads back from the file once `advance(to:)` says the file holds it. Every digest
+/// (SHA-256, MD5, several at once) hashes in steps on the threads of `WorkerPool.readBack`, shared by
+/// every download of the process: two digests run side by side, and a read runs beside a hash. The
+/// download never waits for the hash: a hash that falls behind leaves more bytes outside its window,
+/// to be read back later.
+///
+/// `finish(length:)` blocks until the whole length is hashed and returns the digests. `cancel()`
+/// stops the steps and gives every lent buffer back. Read errors surface from `finish`. Dropping the
+/// hasher cancels it.
+///
+/// The caller promises that bytes it lends are the bytes the file gets at that offset, and that bytes
+/// below an offset it passed to `advance(to:)` are written and will not change: each byte is hashed
+/// exactly once, from memory or from the file.
 public final class PrefixHasher: Sendable {
     // All mutable state lives in `job`, behind its lock; this wrapper exists so that dropping the hasher
     // can cancel the steps, which themselves keep `job` alive until they end.
@@ -22,17 +30,16 @@ public final class PrefixHasher: Sendable {
     /// Each algorithm is computed once however often it is listed. Throws `HashingError` if the file cannot be
     /// opened.
     ///
-    /// With `direct`, the file is read with `O_DIRECT` (where the file system allows it), for files
-    /// written that way: reading them through the page cache would cost a fresh page per 4 KiB.
+    /// With `direct`, what is read back is read with `O_DIRECT` (where the file system allows it), for
+    /// files written that way: reading them through the page cache would cost a fresh page per 4 KiB.
     ///
-    /// `memoryWindow` (bytes, used only when the file is read with `O_DIRECT`) sets aside a ring of
-    /// memory for bytes handed over with `offer(_:at:)`: bytes found there are hashed without being read
-    /// back from the device, which would compete with the download's own writes for it.
+    /// `memoryWindow` bounds the memory of the bytes kept from `lend` and `offer` (the buffers behind
+    /// them): 0 keeps none, and everything is read back.
     public init(path: String, algorithms: [DigestAlgorithm], direct: Bool = false, memoryWindow: Int = 0) throws {
         let file = try ReadOnlyFile(path: path, direct: direct)
-        let window = file.isDirect ? memoryWindow / directAlignment * directAlignment : 0
         job = PrefixHashJob(
-            file: file, digesters: uniqued(algorithms).map(Digester.init), window: window, pool: .readBack)
+            file: file, digesters: uniqued(algorithms).map(Digester.init), memoryLimit: max(0, memoryWindow),
+            pool: .readBack)
     }
 
     deinit {
@@ -41,17 +48,58 @@ public final class PrefixHasher: Sendable {
 
     /// Tells the hasher that every byte below `offset` is written; smaller offsets than before are ignored.
     ///
-    /// Takes a lock for a few instructions and wakes the thread; safe to call from any thread, including a
-    /// libcurl write callback.
+    /// Takes a lock for a few instructions and may start a step; safe to call from any thread,
+    /// including a libcurl write callback.
     public func advance(to offset: Int64) {
         job.advance(to: offset)
     }
 
-    /// Offers bytes just written at `offset` to the memory window: the whole 4 KiB blocks among them
-    /// that fall inside the window ahead of the hashed prefix are copied there. Does nothing without a
-    /// window. Call it from one thread at a time (the fetch loop).
+    /// What became of bytes lent to the hasher.
+    public struct Lending: Sendable, Equatable {
+        /// The hasher keeps (some of) the bytes: it calls the lender's `release` once it is done.
+        public let kept: Bool
+        /// Some of the bytes lie beyond the window (or its memory): the hasher reads them back from
+        /// the file once the prefix reaches them, so they are best written where that read is cheap.
+        public let fellOut: Bool
+
+        public init(kept: Bool, fellOut: Bool) {
+            self.kept = kept
+            self.fellOut = fellOut
+        }
+    }
+
+    /// Lends the hasher `bytes`, which the file gets at `offset`, in a buffer of `footprint` bytes.
+    /// If it keeps any of them (`kept`), the buffer must stay unchanged until the hasher calls
+    /// `release`, exactly once, on any thread (never while it holds its lock); otherwise `release`
+    /// is never called. Bytes hashed already are not kept. Cheap: a lock and a few comparisons;
+    /// safe from any thread.
+    public func lend(
+        _ bytes: UnsafeRawBufferPointer, at offset: Int64, footprint: Int, release: @escaping @Sendable () -> Void
+    ) -> Lending {
+        job.lend(bytes, at: offset, footprint: footprint, release: release)
+    }
+
+    /// Offers `bytes`, which the file gets at `offset`: the hasher holds on to the value (not a copy)
+    /// while the bytes fall inside its window, until it hashed them. Hand over the only reference
+    /// (drop yours after the call), so that the memory goes as soon as the hash is past it.
+    public func offer(_ bytes: some OwnedBytes, at offset: Int64) {
+        job.keep(bytes, at: offset)
+    }
+
+    /// Offers a copy of `bytes` (which the file gets at `offset`): the hasher keeps the copy if the
+    /// bytes fall inside its window. For bytes the caller cannot lend (they go away after the call).
     public func offer(_ bytes: UnsafeRawBufferPointer, at offset: Int64) {
-        job.offer(bytes, at: offset)
+        guard !bytes.isEmpty else { return }
+        let copy = CopiedBytes(bytes)
+        if !job.lend(UnsafeRawBufferPointer(copy.bytes), at: offset, footprint: bytes.count, release: { copy.free() }).kept {
+            copy.free()
+        }
+    }
+
+    /// Hands `sink` a line about the hash's progress (bytes lent, hashed, kept, fallen out, read back)
+    /// every `step` bytes lent, on the lender's thread: a trace for tuning (`SEGGET_DEBUG`).
+    public func trace(every step: Int64, _ sink: @escaping @Sendable (String) -> Void) {
+        job.trace(every: step, sink)
     }
 
     /// Waits until the first `length` bytes are hashed and returns one digest per requested algorithm.
@@ -63,7 +111,8 @@ public final class PrefixHasher: Sendable {
         try job.finish(length: length)
     }
 
-    /// Stops the hashing and waits for its step in progress to end, at most one block's work later.
+    /// Stops the hashing, waits for its steps in progress to end (at most one block's work later) and
+    /// gives back every lent buffer.
     ///
     /// After this `finish` throws `.cancelled`. Calling it more than once, or after `finish`, is harmless.
     public func cancel() {
@@ -72,12 +121,17 @@ public final class PrefixHasher: Sendable {
 
     /// How many bytes from the start of the file have been hashed so far, for progress reports.
     public var hashedBytes: Int64 {
-        job.hashedBytes
+        job.hashed
     }
 
-    /// How many bytes were read from the file (as opposed to taken from the memory window).
+    /// Where the hashed bytes came from so far.
+    public var statistics: HashStatistics {
+        job.statistics
+    }
+
+    /// How many bytes were read from the file (as opposed to taken from memory).
     var bytesReadFromFile: Int64 {
-        job.bytesReadFromFile
+        job.statistics.readBack
     }
 
     /// True when the file is read with `O_DIRECT`.
@@ -86,279 +140,46 @@ public final class PrefixHasher: Sendable {
     }
 }
 
-/// The state of one `PrefixHasher` and its steps. Two kinds of step run on the pool, each at most one
-/// at a time: a read (the next block of the finished prefix into a free buffer, or found in the memory
-/// window) and a hash (the oldest block read, fed to every digester). Each step, as it ends, starts
-/// whatever can run next (`schedule`), so a hasher with work has a read and a hash in flight, as its
-/// reader and hashing threads had.
-private final class PrefixHashJob: @unchecked Sendable {
-    private let file: ReadOnlyFile
-    // Used only by the hash step in flight, then only by `finish`; the lock hands them over.
-    private let digesters: [Digester]
-    private let lock = ConditionLock()
-    private let pool: WorkerPool
-    /// The read pipeline's blocks: one being read, one being hashed, one spare.
-    private let buffers: [UnsafeMutableRawBufferPointer]
+/// Bytes a value owns, which a hasher keeps alive by holding the value (`PrefixHasher.offer`).
+public protocol OwnedBytes: Sendable {
+    var count: Int { get }
+    /// Calls `body` with the bytes, valid only inside it.
+    func withBytes(_ body: (UnsafeRawBufferPointer) -> Void)
+}
 
-    // Guarded by `lock`.
-    private var target: Int64 = 0
-    private var hashed: Int64 = 0
-    /// How far the reads got (`hashed` plus the blocks in `filled`).
-    private var readPosition: Int64 = 0
-    private var length: Int64?
-    private var cancelled = false
-    private var failure: HashingError?
-    private var result: [DigestAlgorithm: [UInt8]]?
-    // Blocks read and waiting to be hashed, in file order, as (buffer index, the bytes within it; no
-    // index for bytes in the memory window); buffers free for a read; the steps in flight.
-    private var filled: [(buffer: Int?, bytes: UnsafeRawBufferPointer)] = []
-    private var freeBuffers: [Int]
-    private var reading = false
-    private var hashing = false
-    private var readFromFile: Int64 = 0
+extension Array: OwnedBytes where Element == UInt8 {
+    public func withBytes(_ body: (UnsafeRawBufferPointer) -> Void) {
+        withUnsafeBytes { body($0) }
+    }
+}
 
-    // The memory window: `ringBlocks` blocks of `directAlignment` bytes; file block `b` lives in slot
-    // `b % ringBlocks`, and `slotHolds[slot]` (guarded by `lock`) says which file block is there now.
-    // Slots are written only for blocks within `hashed ..< hashed + window`, so a block a step is still
-    // using is never overwritten.
-    private let ringBuffer: AlignedBuffer?
-    private var ring: UnsafeMutableRawPointer? { ringBuffer?.base }
-    private let ringBlocks: Int
-    private var slotHolds: [Int64]
+/// Where a hasher's bytes came from: memory lent by the download, or the file.
+public struct HashStatistics: Sendable, Equatable {
+    /// Bytes hashed from memory.
+    public var fromMemory: Int64 = 0
+    /// Bytes read back from the file (with `O_DIRECT`, whole blocks around what was needed).
+    public var readBack: Int64 = 0
+    /// Bytes lent that fell out of the window (they were read back instead).
+    public var fellOut: Int64 = 0
+    /// The most memory held at once by kept bytes.
+    public var peakMemory = 0
 
-    init(file: ReadOnlyFile, digesters: [Digester], window: Int = 0, pool: WorkerPool) {
-        self.file = file
-        self.digesters = digesters
-        self.pool = pool
-        buffers = (0..<Self.pipelineDepth).map { _ in
-            UnsafeMutableRawBufferPointer.allocate(byteCount: hashingBlockSize, alignment: directAlignment)
-        }
-        freeBuffers = Array(buffers.indices)
-        ringBlocks = window / directAlignment
-        slotHolds = Array(repeating: -1, count: ringBlocks)
-        if ringBlocks > 0 {
-            ringBuffer = AlignedBuffer(count: window, alignment: directAlignment)
-        } else {
-            ringBuffer = nil
-        }
+    public init(fromMemory: Int64 = 0, readBack: Int64 = 0, fellOut: Int64 = 0, peakMemory: Int = 0) {
+        self.fromMemory = fromMemory
+        self.readBack = readBack
+        self.fellOut = fellOut
+        self.peakMemory = peakMemory
+    }
+}
+
+/// A copy of bytes the hasher keeps (`PrefixHasher.offer`); freed by its `release`.
+private final class CopiedBytes: @unchecked Sendable {
+    let bytes: UnsafeMutableRawBufferPointer
+
+    init(_ source: UnsafeRawBufferPointer) {
+        bytes = UnsafeMutableRawBufferPointer.allocate(byteCount: source.count, alignment: 16)
+        bytes.copyMemory(from: source)
     }
 
-    // Every step holds the job, so no step runs any more when it goes.
-    deinit {
-        for b in buffers { b.deallocate() }
-    }
-
-    /// How many blocks the read pipeline keeps: one being read, one being hashed, one spare.
-    static let pipelineDepth = 3
-
-    func offer(_ bytes: UnsafeRawBufferPointer, at offset: Int64) {
-        guard let ring, let base = bytes.baseAddress else { return }
-        let a = Int64(directAlignment)
-        let floor = lock.withLock { hashed }
-        let window = Int64(ringBlocks) * a
-        // Whole blocks only, and only those inside the window.
-        var block = max((offset + a - 1) / a, (floor + a - 1) / a)
-        let endBlock = min((offset + Int64(bytes.count)) / a, (floor + window) / a)
-        while block < endBlock {
-            let slot = Int(block % Int64(ringBlocks))
-            let run = min(endBlock - block, Int64(ringBlocks - slot))
-            (ring + slot * directAlignment).copyMemory(from: base + Int(block * a - offset), byteCount: Int(run * a))
-            lock.withLock {
-                for i in 0..<Int(run) { slotHolds[slot + i] = block + Int64(i) }
-            }
-            block += run
-        }
-    }
-
-    /// How many bytes from `position` (block-aligned) on are in the window, up to `end` and at most one
-    /// hashing block, without wrapping; 0 if the first block is not there. Call with `lock` held.
-    private func cachedRun(at position: Int64, end: Int64) -> Int {
-        guard ring != nil else { return 0 }
-        let a = Int64(directAlignment)
-        guard position % a == 0 else { return 0 }
-        var block = position / a
-        let slot = Int(block % Int64(ringBlocks))
-        var count: Int64 = 0
-        while count < Int64(hashingBlockSize), position + count < end, slot + Int(count / a) < ringBlocks,
-            slotHolds[slot + Int(count / a)] == block
-        {
-            count += a
-            block += 1
-        }
-        return Int(min(count, end - position))
-    }
-
-    var hashedBytes: Int64 {
-        lock.withLock { hashed }
-    }
-
-    var bytesReadFromFile: Int64 {
-        lock.withLock { readFromFile }
-    }
-
-    var readsDirectly: Bool { file.isDirect }
-
-    func advance(to offset: Int64) {
-        lock.withLock {
-            guard offset > target else { return }
-            target = offset
-            schedule()
-        }
-    }
-
-    func cancel() {
-        lock.withLock {
-            cancelled = true
-            while reading || hashing {
-                lock.wait()
-            }
-        }
-    }
-
-    func finish(length: Int64) throws(HashingError) -> [DigestAlgorithm: [UInt8]] {
-        try lock.withLock { () throws(HashingError) -> [DigestAlgorithm: [UInt8]] in
-            if let result { return result }
-            guard target <= length else {
-                throw HashingError(code: .advancedPastLength(advanced: target, length: length), path: file.path)
-            }
-            self.length = length
-            target = length
-            schedule()
-            while reading || hashing || (hashed < length && failure == nil && !cancelled) {
-                lock.wait()
-            }
-            if let failure { throw failure }
-            if cancelled { throw HashingError(code: .cancelled, path: file.path) }
-            let digests = Dictionary(uniqueKeysWithValues: digesters.map { ($0.algorithm, $0.finalize()) })
-            result = digests
-            return digests
-        }
-    }
-
-    /// Starts the steps that can run now: a hash of the oldest block read, and a read of the next
-    /// block of the prefix (from the memory window, or into a free buffer). Call with `lock` held.
-    private func schedule() {
-        guard !cancelled, failure == nil else { return }
-        if !hashing, !filled.isEmpty {
-            hashing = true
-            pool.async { [self] in hashStep() }
-        }
-        let end = min(target, length ?? .max)
-        if !reading, end > readPosition, !freeBuffers.isEmpty || cachedRun(at: readPosition, end: end) > 0 {
-            reading = true
-            pool.async { [self] in readStep() }
-        }
-    }
-
-    /// One step: the oldest block read, fed to every digester.
-    private func hashStep() {
-        let next: (buffer: Int?, bytes: UnsafeRawBufferPointer)? = lock.withLock {
-            guard !cancelled, failure == nil, !filled.isEmpty else {
-                hashing = false
-                lock.broadcast()
-                return nil
-            }
-            return filled.removeFirst()
-        }
-        guard let next else { return }
-        for digester in digesters {
-            digester.update(next.bytes)
-        }
-        lock.withLock {
-            hashed += Int64(next.bytes.count)
-            if let b = next.buffer { freeBuffers.append(b) }
-            hashing = false
-            schedule()
-            lock.broadcast()
-        }
-    }
-
-    /// One step: the next bytes of the prefix, found in the memory window or read into a free buffer
-    /// (only up to the next block the window holds).
-    private func readStep() {
-        let work: (buffer: Int?, position: Int64, end: Int64, cached: Int)? = lock.withLock {
-            let end = min(target, length ?? .max)
-            if !cancelled, failure == nil, end > readPosition {
-                let cached = cachedRun(at: readPosition, end: end)
-                if cached > 0 { return (nil, readPosition, end, cached) }
-                if let b = freeBuffers.popLast() {
-                    var stop = end
-                    let a = Int64(directAlignment)
-                    let limit = min(end, readPosition + Int64(hashingBlockSize))
-                    var probe = (readPosition / a + 1) * a
-                    while probe < limit {
-                        if cachedRun(at: probe, end: limit) > 0 {
-                            stop = probe
-                            break
-                        }
-                        probe += a
-                    }
-                    return (b, readPosition, stop, 0)
-                }
-            }
-            reading = false
-            lock.broadcast()
-            return nil
-        }
-        guard let work else { return }
-        let block: UnsafeRawBufferPointer
-        if let ring, work.cached > 0 {
-            let slot = Int(work.position / Int64(directAlignment) % Int64(ringBlocks))
-            block = UnsafeRawBufferPointer(start: ring + slot * directAlignment, count: work.cached)
-        } else {
-            let buffer = buffers[work.buffer!]
-            do throws(HashingError) {
-                if file.isDirect {
-                    block = try readDirect(into: buffer, from: work.position, to: work.end)
-                } else {
-                    let count = Int(min(Int64(buffer.count), work.end - work.position))
-                    let slice = UnsafeMutableRawBufferPointer(rebasing: buffer[..<count])
-                    try file.readFully(into: slice, at: work.position, expectedEnd: work.end)
-                    lock.withLock { readFromFile += Int64(count) }
-                    block = UnsafeRawBufferPointer(slice)
-                }
-            } catch {
-                return lock.withLock {
-                    failure = error
-                    freeBuffers.append(work.buffer!)
-                    reading = false
-                    lock.broadcast()
-                }
-            }
-        }
-        lock.withLock {
-            filled.append((work.buffer, block))
-            readPosition += Int64(block.count)
-            reading = false
-            schedule()
-            lock.broadcast()
-        }
-    }
-
-    /// Reads bytes from `position` towards `end` with aligned `O_DIRECT` reads (starting at the block
-    /// that holds `position`); returns the part of `buffer` that holds `position..<min(end, …)`.
-    private func readDirect(into buffer: UnsafeMutableRawBufferPointer, from position: Int64, to end: Int64)
-        throws(HashingError) -> UnsafeRawBufferPointer
-    {
-        let a = Int64(directAlignment)
-        let start = position / a * a
-        let wanted = min(Int64(buffer.count), (end - start + a - 1) / a * a)
-        var got = 0
-        while Int64(got) < min(wanted, end - start) {
-            let n = try file.read(
-                into: UnsafeMutableRawBufferPointer(rebasing: buffer[got..<Int(wanted)]), at: start + Int64(got))
-            guard n > 0 else {
-                throw HashingError(code: .fileTooShort(expected: end, actual: start + Int64(got)), path: file.path)
-            }
-            got += n
-            lock.withLock { readFromFile += Int64(n) }
-            // A short read that is not a whole number of blocks can only be the end of the file.
-            if Int64(got) % a != 0 { break }
-        }
-        let stop = min(start + Int64(got), end)
-        guard stop > position else {
-            throw HashingError(code: .fileTooShort(expected: end, actual: stop), path: file.path)
-        }
-        return UnsafeRawBufferPointer(rebasing: buffer[Int(position - start)..<Int(stop - start)])
-    }
+    func free() { bytes.deallocate() }
 }

@@ -25,8 +25,9 @@ let usage = """
     Pacing and limits (any mode): rate catchup firstbyte slowports slowfirst slowevery slowfraction seed
       slowrate slowafter slowfrom ramp slowfirstbyte maxconc reject retryafter ratelimit reset workers close
       (see Sources/SeggetTestServer/FaultMode.swift).
-    GET /_stats answers `admitted=A rejected=R in-flight=I max-in-flight=M max-demand=D` for the
-    maxconc limits (?reset=1 clears them after answering); the same line goes to stderr on exit.
+    GET /_stats answers `admitted=A rejected=R in-flight=I max-in-flight=M max-demand=D workers-busy=B
+    workers-queued=Q` for the maxconc limits and the workers queues (?reset=1 clears the counts after
+    answering); the same line goes to stderr on exit.
     GET /_sign/NAME?ttl=S answers a URL of the expiring mode for NAME, valid for S seconds, with the
     other parameters passed on (version=2 serves a second object under the name).
     """

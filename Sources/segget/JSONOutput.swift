@@ -27,7 +27,8 @@ struct JSONObject {
     mutating func add(_ key: String, ints: [Int]) {
         field(key, "[" + ints.map(String.init).joined(separator: ",") + "]")
     }
-    mutating func add(_ key: String, object: JSONObject) { field(key, object.body) }
+    /// A nested object, or null.
+    mutating func add(_ key: String, object: JSONObject?) { field(key, object?.body ?? "null") }
     mutating func add(_ key: String, strings: [String]) {
         field(key, "[" + strings.map(JSONObject.quoteShown).joined(separator: ",") + "]")
     }
@@ -188,6 +189,14 @@ final class JSONReporter: Reporter {
                 let parts = v.split(separator: "=", maxSplits: 1).map(String.init)
                 j.add("algorithm", parts.first)
                 j.add("hex", parts.count > 1 ? parts[1] : nil)
+                return j
+            })
+        o.add(
+            "hashing",
+            object: r.hashing.map { h in
+                var j = JSONObject.nested()
+                j.add("fromMemory", h.fromMemory)
+                j.add("readBack", h.readBack)
                 return j
             })
         StdoutLines.write(o.body)

@@ -534,6 +534,65 @@ private func base64OfToolDigest(_ tool: String, _ path: String) throws -> String
         }
     }
 
+    /// `chunked206`: ranges honoured, every answer chunked without a length; `ext=1` puts a chunk
+    /// extension on every size line.
+    @Test func chunkedPartialAnswersHaveNoLength() throws {
+        try withServer(["f.bin": body]) { server in
+            for query in ["", "?ext=1"] {
+                let r = try fetch(server, "/chunked206/f.bin\(query)", ["Range: bytes=10-19"])
+                #expect(r.status == 206)
+                #expect(r.headers["transfer-encoding"] == "chunked")
+                #expect(r.headers["content-length"] == nil)
+                #expect(r.headers["content-range"] == "bytes 10-19/\(body.count)")
+                #expect(r.complete && r.body == Array(body[10..<20]), "\(query)")
+            }
+        }
+    }
+
+    /// `close=1`: every answer says `Connection: close` and ends its connection.
+    @Test func closeEndsEveryAnswersConnection() throws {
+        try withServer(["f.bin": body]) { server in
+            let client = try RawClient(port: server.port, host: server.host)
+            try client.request("GET", "/f.bin?close=1", ["Range: bytes=0-9"])
+            let r = try client.readResponse()
+            #expect(r.status == 206 && r.headers["connection"] == "close")
+            try? client.request("GET", "/f.bin?close=1", ["Range: bytes=0-9"])
+            #expect((try? client.readResponse()) == nil, "the connection was kept")
+        }
+    }
+
+    /// `workers=1`: requests wait in arrival order for the one worker, which thinks (`firstbyte`)
+    /// and sends each body before it takes the next; a request whose client left while it waited
+    /// still costs the worker its think time. The log's times show it.
+    @Test func oneWorkerServesOneRequestAtATime() throws {
+        try withServer(["f.bin": body]) { server in
+            let target = "/f.bin?workers=1&firstbyte=0.2"
+            let a = try RawClient(port: server.port, host: server.host)
+            let b = try RawClient(port: server.port, host: server.host)
+            let gone = try RawClient(port: server.port, host: server.host)
+            let c = try RawClient(port: server.port, host: server.host)
+            let started = TestServer.clock
+            try a.request("GET", target, ["Range: bytes=0-9"])
+            usleep(20_000)
+            try b.request("GET", target, ["Range: bytes=10-19"])
+            usleep(20_000)
+            try gone.request("GET", target, ["Range: bytes=20-29"])
+            usleep(20_000)
+            try c.request("GET", target, ["Range: bytes=30-39"])
+            #expect(try a.readResponse().body == Array(body[0..<10]))
+            #expect(try b.readResponse().body == Array(body[10..<20]))
+            _ = shutdown(gone.fd, Int32(SHUT_RDWR))
+            #expect(try c.readResponse().body == Array(body[30..<40]))
+            let elapsed = TestServer.clock - started
+            // Four think times one after another, the abandoned one's included.
+            #expect(elapsed >= 0.78, "\(elapsed) s")
+            let served = server.requests.filter { $0.path == "/f.bin" }.compactMap(\.servedAt).sorted()
+            #expect(served.count == 4)
+            for (x, y) in zip(served, served.dropFirst()) { #expect(y - x >= 0.19, "\(served)") }
+            #expect(server.longestWorkerQueue >= 2)
+        }
+    }
+
     @Test func closeDelimitedAndNoRangesIgnoreRanges() throws {
         try withServer(["f.bin": body]) { server in
             let cd = try fetch(server, "/close-delimited/f.bin", ["Range: bytes=10-19"])
@@ -737,7 +796,11 @@ private func base64OfToolDigest(_ tool: String, _ path: String) throws -> String
         #expect(process.terminationReason == .exit)
         #expect(process.terminationStatus == 0)
         let logged = try String(contentsOfFile: log, encoding: .utf8)
-        #expect(logged == "GET /f.bin 206 100 \(client.localPort)\n")
+        // METHOD PATH STATUS BODYBYTES REMOTEPORT ARRIVED SERVED: seconds since the start, and no
+        // worker queue here.
+        let fields = logged.split(separator: " ").map(String.init)
+        #expect(fields.count == 7 && fields.prefix(5) == ["GET", "/f.bin", "206", "100", "\(client.localPort)"], "\(logged)")
+        #expect(fields.count == 7 && Double(fields[5]).map { $0 >= 0 && $0 < 60 } == true && fields[6] == "-\n", "\(logged)")
     }
 }
 
@@ -852,7 +915,7 @@ extension TestServerTests {
             let stats = try fetch(server, "/_stats?reset=1")
             #expect(stats.status == 200)
             let line = String(decoding: stats.body, as: UTF8.self)
-            #expect(line == "admitted=1 rejected=0 in-flight=0 max-in-flight=1 max-demand=1\n")
+            #expect(line == "admitted=1 rejected=0 in-flight=0 max-in-flight=1 max-demand=1 workers-busy=0 workers-queued=0\n")
             #expect(server.concurrency == ConcurrencyStats())
         }
     }

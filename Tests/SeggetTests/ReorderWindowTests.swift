@@ -76,6 +76,28 @@ import Testing
         #expect(w.held.isEmpty)
     }
 
+    /// A window that drops rather than pauses (the hasher's): what to store of an arrival, and the
+    /// hole at its head that must come from elsewhere.
+    @Test func unheldPartsAndTheFirstGap() {
+        var w = ReorderWindow(capacity: 100)
+        #expect(w.firstGap == 0..<100)
+        #expect(w.unheld(in: 90..<130) == [90..<100], "beyond the limit falls out")
+        w.arrived(20..<30)
+        w.arrived(50..<60)
+        #expect(w.unheld(in: 0..<100) == [0..<20, 30..<50, 60..<100])
+        #expect(w.unheld(in: 25..<55) == [30..<50])
+        #expect(w.unheld(in: 20..<30).isEmpty)
+        #expect(w.firstGap == 0..<20)
+        w.arrived(0..<20)
+        #expect(w.firstGap == 30..<50, "after the bytes ready at the head")
+        w.handOn(25)
+        #expect(w.unheld(in: 0..<40) == [30..<40], "bytes handed on are not stored again")
+        w.arrived(30..<50)
+        #expect(w.firstGap == 60..<125)
+        w.arrived(60..<125)
+        #expect(w.firstGap == nil, "the whole window is held")
+    }
+
     @Test func runsAreCutAtTheHandOutLimit() {
         let plan = ChunkPlan(totalLength: 20 << 20, chunkSize: 1 << 20)
         var s = Scheduler(plan: plan, connections: 2, maxRunChunks: 4)

@@ -204,6 +204,17 @@ import Testing
         #expect(!s.extend(0, after: 11) { _ in true }.taken)
     }
 
+    /// In file order (a hasher reading the file as it grows), runs stay at most the hasher's size.
+    @Test func inOrderTheRunsKeepTheirSize() {
+        var s = Scheduler(plan: ChunkPlan(totalLength: 20 << 20, chunkSize: 1 << 20), connections: 4, maxRunChunks: 3)
+        s.respread(over: [0, 2])
+        #expect(s.run(of: 0) == 0..<3 && s.run(of: 2) == 3..<6)
+        #expect(s.free == [6..<9, 9..<12, 12..<15, 15..<18, 18..<20])
+        for k in 0..<3 { _ = s.chunkFinished(k, by: 0) }
+        let next = s.extend(0, after: 2) { _ in false }
+        #expect(!next.taken, "the next run is connection 2's, which started")
+    }
+
     @Test func nothingMovesOnceAnotherConnectionHasWork() {
         var s = Scheduler(plan: ChunkPlan(totalLength: 16 << 20, chunkSize: 1 << 20), connections: 4)
         _ = s.chunkFinished(5, by: 1)

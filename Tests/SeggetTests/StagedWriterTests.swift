@@ -28,7 +28,16 @@ import Testing
         let writer = StagedWriter(data: file, path: writePath, bufferSize: 64 << 10, maxInFlight: 4)
         #expect(writer.isDirect == (writePath != .pageCache))
         var flushedRuns: [(Int64, Int)] = []
-        writer.onFlush = { bytes, offset in flushedRuns.append((offset, bytes.count)) }
+        // A hasher that keeps every other run it is lent and gives them back only at the end: a kept
+        // buffer must not be staged into again before then.
+        var kept: [(bytes: UnsafeRawBufferPointer, copy: [UInt8], release: @Sendable () -> Void)] = []
+        writer.lend = { bytes, offset, footprint, release in
+            #expect(footprint == 64 << 10)
+            flushedRuns.append((offset, bytes.count))
+            guard flushedRuns.count % 2 == 0 else { return PrefixHasher.Lending(kept: false, fellOut: false) }
+            kept.append((bytes, Array(bytes), release))
+            return PrefixHasher.Lending(kept: true, fellOut: false)
+        }
 
         // Cut the file at random (mostly unaligned) points into ranges, one staging buffer each.
         var cuts = Set([0, length])
@@ -59,6 +68,40 @@ import Testing
         #expect(written == source)
         // Every byte was reported once, in runs that match the source.
         #expect(flushedRuns.map(\.1).reduce(0, +) == length)
+        // What the hasher kept is unchanged, although the writer staged on after it.
+        #expect(!kept.isEmpty)
+        for k in kept { #expect(Array(k.bytes) == k.copy) }
+        for k in kept { k.release() }
+    }
+
+    /// Bytes the hasher says fell out of its window go through the page cache on the adaptive path,
+    /// where its read back finds them; with `--write-path direct` they stay direct.
+    @Test func bytesThatFellOutOfTheHashWindowGoToThePageCache() throws {
+        let (file, path) = try Self.temporaryFile(length: 4 << 20)
+        defer { file.close(); unlink(path) }
+        let bytes = [UInt8](repeating: 0x3C, count: 64 << 10)
+        for (writePath, offset) in [(WritePath.adaptive, Int64(0)), (.direct, Int64(2 << 20))] {
+            let writer = StagedWriter(data: file, path: writePath, bufferSize: 64 << 10, maxInFlight: 64)
+            try #require(writer.isDirect, "the temporary directory refuses O_DIRECT")
+            var lent = 0
+            writer.lend = { _, offset, _, _ in
+                lent += 1
+                // Every other buffer falls out.
+                return PrefixHasher.Lending(kept: false, fellOut: offset / Int64(64 << 10) % 2 == 1)
+            }
+            let s = writer.makeStaging()
+            for i in 0..<16 {
+                _ = bytes.withUnsafeBytes { writer.append(s, $0.baseAddress!, count: $0.count, at: offset + Int64(i) * Int64(bytes.count)) }
+                try writer.drain()
+            }
+            #expect(lent == 16)
+            if writePath == .adaptive {
+                #expect(writer.bytesWritten == (direct: 512 << 10, pageCache: 512 << 10))
+            } else {
+                #expect(writer.bytesWritten == (direct: 1 << 20, pageCache: 0))
+            }
+        }
+        #expect(try file.read(count: 1 << 20, at: 0) == [UInt8](repeating: 0x3C, count: 1 << 20))
     }
 
     /// A full buffer is handed to the writer as soon as it fills, and `append` says so; a partial one

@@ -6,7 +6,9 @@
 #   * the final file is byte-identical to the source (cmp) after every round;
 #   * the final name never holds an incomplete file, not even right after a kill;
 #   * bytes the server sent beyond one copy per round (= fetched twice) stay within the design bound
-#     of the chunks in flight at each kill: kills × 8 connections × 1 MiB.
+#     of the chunks in flight at each kill: kills × 8 connections × 1 MiB;
+#   * in odd rounds every run passes --checksum sha256=…: a run killed while its hash reads the kept
+#     part back, or takes the arriving bytes from memory, resumes into a file that verifies (exit 0).
 # Needs SEGGET_BIN and SEGGET_TESTSERVER_BIN (scripts/test sets them; defaults: .build/debug).
 # Usage: scripts/tests/kill-resume.sh [ROUNDS]        (default 5 rounds × 6 kills)
 source "$(dirname "$0")/../lib/common.sh"
@@ -56,6 +58,7 @@ now_ms() { date +%s%3N; }
 START_MS="$(now_ms)"
 
 head -c "$SIZE" /dev/urandom >"$WORK/source.bin"
+SUM="$(sha256sum "$WORK/source.bin" | cut -d' ' -f1)"
 
 "$SEGGET_TESTSERVER_BIN" --port 0 --file "big.bin=$WORK/source.bin" --log "$WORK/server.log" \
     >"$WORK/server.out" 2>"$WORK/server.err" &
@@ -107,9 +110,10 @@ wait_segget() {
 }
 
 RUNS=0
+CHECKS=()   # --checksum sha256=… in odd rounds
 start_segget() {
     RUNS=$((RUNS + 1))
-    "$SEGGET_BIN" -q -n "$CONNECTIONS" "$URL" -o "$OUT" 2>"$WORK/segget-$RUNS.err" &
+    "$SEGGET_BIN" -q -n "$CONNECTIONS" "${CHECKS[@]}" "$URL" -o "$OUT" 2>"$WORK/segget-$RUNS.err" &
     SEGGET_PID=$!
 }
 
@@ -169,9 +173,15 @@ check_after_kill() {
 }
 
 exec 2>/dev/null
+CHECKED_ROUNDS=0
 for round in $(seq "$ROUNDS"); do
     OUT="$WORK/out-$round.bin"
     done_round=0
+    CHECKS=()
+    if [ $((round % 2)) -eq 1 ]; then
+        CHECKS=(--checksum "sha256=$SUM")
+        CHECKED_ROUNDS=$((CHECKED_ROUNDS + 1))
+    fi
     # The last kind often finds segget already done (the final sync is short), hence three mid-way.
     for kind in immediate early mid mid mid last; do
         start_segget
@@ -229,4 +239,4 @@ mib() { awk -v b="$1" 'BEGIN { printf "%.1f MiB", b / 1048576 }'; }
 note=""
 [ "$PUBLISHED_AT_KILL" -gt 0 ] && note=", $PUBLISHED_AT_KILL kill(s) after publish ($LEFTOVER_JOURNALS left a stale journal)"
 [ "$FINISHED_EARLY" -gt 0 ] && note="$note, $FINISHED_EARLY run(s) finished before their kill"
-echo "kill-resume: OK: $ROUNDS rounds, $RUNS runs, $KILLS kills ($K_IMMEDIATE immediate, $K_EARLY early, $K_MID mid-way, $K_LAST last-chunk, $K_AFTER after-last-chunk)$note; server sent $(mib "$SENT") for $(mib $((ROUNDS * SIZE))) of files: $(mib "$EXTRA") fetched twice (bound $(mib "$BOUND")); all outputs identical; $((ELAPSED_MS / 1000)).$(((ELAPSED_MS % 1000) / 100)) s"
+echo "kill-resume: OK: $ROUNDS rounds ($CHECKED_ROUNDS with --checksum), $RUNS runs, $KILLS kills ($K_IMMEDIATE immediate, $K_EARLY early, $K_MID mid-way, $K_LAST last-chunk, $K_AFTER after-last-chunk)$note; server sent $(mib "$SENT") for $(mib $((ROUNDS * SIZE))) of files: $(mib "$EXTRA") fetched twice (bound $(mib "$BOUND")); all outputs identical; $((ELAPSED_MS / 1000)).$(((ELAPSED_MS % 1000) / 100)) s"

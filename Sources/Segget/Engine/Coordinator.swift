@@ -373,20 +373,20 @@ struct Coordinator: Coordinating {
         } else if !wasRacing, scheduler.run(of: id) == nil, c.pos < c.requestEnd {
             // Its run is done but its answer runs on (an open-ended first answer): it goes on into
             // the work that follows while nobody else has started on it, rather than end the answer
-            // and pay for a new request. Nobody: a connection that has not sent its request yet; on a
-            // host whose requests cost (`RequestCostModel.isCostly`) one whose head has not come
-            // either (on an origin that serves one request at a time, that head would come only after
-            // this answer; elsewhere the request it wastes cost less than this answer's end and a new
-            // request's think time); on any host, one whose head is late past the host's usual think
-            // time (queued).
+            // and pay for a new request: the free run that follows; on a host whose requests cost
+            // (`RequestCostModel.isCostly`), the run of a connection whose head has not come (on an
+            // origin that serves one request at a time, that head would come only after this answer,
+            // and elsewhere the request it wastes costs less than ending this answer and a new
+            // request's think time); on any host, that of one whose head is late past the host's
+            // usual think time (queued). On a host where requests are cheap the others start as they
+            // always did, even a small file's that this answer could outrun.
             let others = connections
             let racing = scheduler.duplicates
             let costly = cost.isCostly
             let extended = scheduler.extend(id, after: k) { o in
                 let owner = others[o]
-                guard !owner.machine.headJudged, racing[o] == nil, owner.source == c.source else { return false }
-                guard owner.machine.isTransferring, !costly else { return true }
-                return cost.isQueued(think: now - owner.requestStartedAt - cost.networkSeconds(dialled: !owner.linkWasOpen))
+                guard !owner.machine.headJudged, racing[o] == nil, owner.source == c.source, owner.machine.isTransferring else { return false }
+                return costly || cost.isQueued(think: now - owner.requestStartedAt - cost.networkSeconds(dialled: !owner.linkWasOpen))
             }
             if let o = extended.robbed {
                 if connections[o].machine.isTransferring {

@@ -2,7 +2,7 @@ import SeggetCurl
 import SeggetSystem
 
 /// The ends of transfers: a transfer that ended by itself, the losers of end-game races, what each
-/// cost the server; and the source port of a re-dial.
+/// cost the server.
 extension FetchEngine {
     // MARK: Completion
 
@@ -49,23 +49,5 @@ extension FetchEngine {
     func countEnded(_ c: ConnectionIO) {
         tally.connections += (try? c.easy.newConnections()) ?? 0
         if c.head.status == 429 || c.head.status == 503 { tally.refusals += 1 }
-    }
-
-    /// How many consecutive source ports libcurl may try from the random one before giving up.
-    static let sourcePortTries = 64
-
-    /// A random port in the system's ephemeral range, for a re-dial. Left to itself the kernel hands
-    /// successive connections to one server ports that follow a pattern, and a path chosen by a hash
-    /// of the addresses and ports (ECMP routing, load balancers, or the benchmark's "ports ending in 0
-    /// or 1 are slow" server) can then pick the same slow path again; a random port draws it afresh.
-    static func randomSourcePort() -> Int? {
-        var low = 32768, high = 60999
-        if let file = try? PosixFile.open(path: "/proc/sys/net/ipv4/ip_local_port_range", mode: .readOnly) {
-            defer { file.close() }
-            let text = String(decoding: (try? file.read(count: 64, at: 0)) ?? [], as: UTF8.self)
-            let parts = text.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).compactMap { Int($0) }
-            if parts.count == 2, parts[0] >= 1024, parts[1] - parts[0] > sourcePortTries { (low, high) = (parts[0], parts[1]) }
-        }
-        return Int.random(in: low...(high - sourcePortTries))
     }
 }

@@ -1,4 +1,5 @@
 import SeggetCurl
+import SeggetSystem
 
 /// The fetch loop, in passes: `begin`, then `prepare` → the driver performs → `afterPerform` until
 /// done, then `complete`; `end` always. A `DownloadLoop` drives every engine this way, several
@@ -104,5 +105,35 @@ extension FetchEngine {
         pieceChecks?.hasher.stop()
         trace("writes at the end: \(writer.isDirect ? "O_DIRECT" : "page cache"), \(writer.bytesWritten); waited \(Format.fixed(writer.waitedSeconds, 2)) s for the writer")
         trace("cost to the servers: \(spent.summary)")
+    }
+}
+
+extension FetchEngine {
+    /// Counts the time the loop just waited for the writer as held time for every connection
+    /// receiving: they were not read meanwhile, so neither the slow rule nor the stall timeout may
+    /// blame the network for it.
+    func countWriterWaits() {
+        let waited = writer.waitedSeconds - writerWaitSeen
+        guard waited > 0 else { return }
+        writerWaitSeen = writer.waitedSeconds
+        apply(.writerWaited(waited))
+    }
+
+    /// How many consecutive source ports libcurl may try from the random one before giving up.
+    static let sourcePortTries = 64
+
+    /// A random port in the system's ephemeral range, for a re-dial. Left to itself the kernel hands
+    /// successive connections to one server ports that follow a pattern, and a path chosen by a hash
+    /// of the addresses and ports (ECMP routing, load balancers, or the benchmark's "ports ending in 0
+    /// or 1 are slow" server) can then pick the same slow path again; a random port draws it afresh.
+    static func randomSourcePort() -> Int? {
+        var low = 32768, high = 60999
+        if let file = try? PosixFile.open(path: "/proc/sys/net/ipv4/ip_local_port_range", mode: .readOnly) {
+            defer { file.close() }
+            let text = String(decoding: (try? file.read(count: 64, at: 0)) ?? [], as: UTF8.self)
+            let parts = text.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).compactMap { Int($0) }
+            if parts.count == 2, parts[0] >= 1024, parts[1] - parts[0] > sourcePortTries { (low, high) = (parts[0], parts[1]) }
+        }
+        return Int.random(in: low...(high - sourcePortTries))
     }
 }

@@ -431,17 +431,6 @@ final class FetchEngine {
             }
         }
     }
-
-    /// Counts the time the loop just waited for the writer as held time for every connection
-    /// receiving: they were not read meanwhile, so neither the slow rule nor the stall timeout may
-    /// blame the network for it.
-    func countWriterWaits() {
-        let waited = writer.waitedSeconds - writerWaitSeen
-        guard waited > 0 else { return }
-        writerWaitSeen = writer.waitedSeconds
-        apply(.writerWaited(waited))
-    }
-
 }
 
 extension FetchEngine {

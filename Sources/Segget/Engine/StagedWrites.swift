@@ -2,6 +2,7 @@ import Dispatch
 import Synchronization
 import SeggetJournal
 import SeggetSystem
+import SeggetVerify
 
 /// Writes received bytes to the data file through one staging buffer per connection, on a writer
 /// thread, choosing for every buffer between `O_DIRECT` and the page cache.
@@ -36,9 +37,12 @@ final class StagedWriter: @unchecked Sendable {
     /// The ordinary descriptor (page cache).
     let data: BlockStorage
     let bufferSize: Int
-    /// Called on the loop thread with every run of bytes as it is handed over (to feed the hasher's
-    /// memory window); the bytes are valid only during the call.
-    var onFlush: ((UnsafeRawBufferPointer, Int64) -> Void)?
+    /// Called on the loop thread with every run of bytes as it is handed over, the size of the buffer
+    /// that holds it, and a closure that gives the buffer back: the hasher may keep the buffer (it
+    /// then calls the closure once it hashed the bytes, and the buffer is reused only after that and
+    /// the write). Bytes it says fell out of its window, which it reads back from the file later, are
+    /// written through the page cache (adaptive path), where that read finds them.
+    var lend: ((UnsafeRawBufferPointer, Int64, Int, @escaping @Sendable () -> Void) -> PrefixHasher.Lending)?
     /// Called on the writer thread with every run of bytes just before it is written (the buffer is
     /// reused only after both): work on the written bytes that must not hold up the fetch loop, such as
     /// the chunk checksums of the journal. With the CPU's CRC instruction a 256 KiB buffer takes about
@@ -195,8 +199,19 @@ final class StagedWriter: @unchecked Sendable {
     /// `completedTicket()` reaches `submitted`.
     func flush(_ s: Staging) {
         guard s.start < s.end else { return }
-        let job = WriteJob(buffer: s.buffer, window: s.window, range: s.start..<s.end)
-        onFlush?(UnsafeRawBufferPointer(start: job.buffer.base + Int(job.range.lowerBound - job.window), count: job.range.count), job.range.lowerBound)
+        let buffer = s.buffer
+        var readBackSoon = false
+        if let lend {
+            // Two holders before the hasher sees it: it may give the buffer back before `lend` returns.
+            buffer.holders.store(2, ordering: .relaxed)
+            let bytes = UnsafeRawBufferPointer(start: buffer.base + Int(s.start - s.window), count: Int(s.end - s.start))
+            let lent = lend(bytes, s.start, buffer.capacity) { [self] in giveBack(buffer) }
+            if !lent.kept { buffer.holders.store(1, ordering: .relaxed) }
+            readBackSoon = lent.fellOut
+        } else {
+            buffer.holders.store(1, ordering: .relaxed)
+        }
+        let job = WriteJob(buffer: buffer, window: s.window, range: s.start..<s.end, readBackSoon: readBackSoon)
         submitted += 1
         let ticket = submitted
         s.buffer = takeBuffer()
@@ -209,7 +224,7 @@ final class StagedWriter: @unchecked Sendable {
                 if let error, failure == nil { failure = error }
                 completed = ticket
                 inFlight -= 1
-                pool.append(job.buffer)
+                if job.buffer.holders.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 { pool.append(job.buffer) }
                 lock.broadcast()
             }
         }
@@ -239,6 +254,12 @@ final class StagedWriter: @unchecked Sendable {
             s.end = end
             return true
         }
+    }
+
+    /// The hasher is done with a buffer lent to it: the buffer is reused once its write is done too.
+    private func giveBack(_ buffer: StagingBuffer) {
+        guard buffer.holders.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 else { return }
+        lock.withLock { pool.append(buffer) }
     }
 
     /// Forgets what is staged (a cancelled duplicate whose chunk another connection finished).
@@ -284,7 +305,10 @@ final class StagedWriter: @unchecked Sendable {
         let a = Int64(Self.alignment)
         var from = job.range.lowerBound
         let end = job.range.upperBound
-        let useDirect = lock.withLock { direct != nil && (!adaptive || inFlight - 1 < Self.directBacklogLimit) }
+        // Bytes the hasher will read back go to the page cache, unless the user asked for O_DIRECT.
+        let useDirect = lock.withLock {
+            direct != nil && (!adaptive || (inFlight - 1 < Self.directBacklogLimit && !job.readBackSoon))
+        }
         do throws(Errno) {
             if useDirect {
                 let bodyStart = (from + a - 1) / a * a
@@ -359,6 +383,9 @@ final class StagingBuffer: @unchecked Sendable {
     // Copied out of `memory` so that the per-callback copy reads one field.
     let base: UnsafeMutableRawPointer
     let capacity: Int
+    /// Who still needs the buffer once it is handed over: its write, and the hasher if it kept it.
+    /// It goes back to the writer's pool when both are done.
+    let holders = Atomic<Int>(0)
 
     init(capacity: Int, store: StagingMemory = .shared) {
         memory = store.take(capacity: capacity) ?? AlignedBuffer(count: capacity, alignment: StagedWriter.alignment)
@@ -421,4 +448,6 @@ private struct WriteJob: @unchecked Sendable {
     let buffer: StagingBuffer
     let window: Int64
     let range: Range<Int64>
+    /// The hasher will read some of these bytes back (they fell out of its window).
+    let readBackSoon: Bool
 }

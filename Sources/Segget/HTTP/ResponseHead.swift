@@ -161,9 +161,11 @@ public struct ResponseHead: Sendable, Equatable {
     public var isChunked: Bool {
         unsafeRawJoinedValue("transfer-encoding")?.lowercased().contains("chunked") ?? false
     }
-    /// True when the server closes the connection after this answer (`Connection: close`).
-    var closesConnection: Bool {
-        unsafeRawJoinedValue("connection")?.lowercased().contains("close") ?? false
+    /// True when the server says it closes the connection after this answer (`Connection: close`).
+    public var closesConnection: Bool {
+        unsafeRawJoinedValue("connection")?.lowercased().split(separator: ",").contains {
+            $0.trimmingASCIIWhitespace() == "close"
+        } ?? false
     }
     /// True when the server says it accepts byte ranges (`Accept-Ranges: bytes`).
     public var acceptsByteRanges: Bool {

@@ -160,6 +160,9 @@ public struct DownloadResult: Sendable, Equatable {
     public var usedRanges: Bool
     /// What it cost the servers (see `RequestTally`).
     public var tally = RequestTally()
+    /// Where the checked bytes were hashed from (memory, or read back from the file); nil when no
+    /// digest was checked.
+    public var hashing: HashStatistics? = nil
     /// What the piece checks found, for a download with piece hashes.
     public var pieces: PieceReport?
 }

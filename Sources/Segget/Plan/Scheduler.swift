@@ -37,6 +37,8 @@ public struct Scheduler: Sendable {
 
     /// True when work is handed out front to back in runs of at most `maxRunChunks` (see `init`).
     public let inOrder: Bool
+    /// The longest run handed out when `inOrder`.
+    public let maxRunChunks: Int?
 
     /// Starts with the given chunks already finished (from a resumed journal) and the unfinished ones
     /// spread over up to `connections` connections (0, 1, …).
@@ -63,6 +65,7 @@ public struct Scheduler: Sendable {
         finished = done
         finishedCount = count
         inOrder = maxRunChunks != nil
+        self.maxRunChunks = maxRunChunks.map { max(1, $0) }
         if let m = maxRunChunks {
             var pieces: [Range<Int>] = []
             var k = 0
@@ -272,6 +275,19 @@ public struct Scheduler: Sendable {
         let lo = held.lowerBound, count = plan.chunkCount - lo
         runs = [:]
         free = []
+        if let m = maxRunChunks {
+            // In file order, runs of at most `m`: one to each connection, the rest in the pool.
+            var a = lo
+            for id in ids where a < plan.chunkCount {
+                runs[id] = a..<min(a + m, plan.chunkCount)
+                a += m
+            }
+            while a < plan.chunkCount {
+                free.append(a..<min(a + m, plan.chunkCount))
+                a += m
+            }
+            return
+        }
         let k = max(1, min(ids.count, count))
         for (j, id) in ids.prefix(k).enumerated() {
             let a = lo + j * count / k, b = lo + (j + 1) * count / k

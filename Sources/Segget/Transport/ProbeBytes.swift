@@ -1,4 +1,5 @@
 import SeggetSystem
+import SeggetVerify
 
 /// The first bytes of the file that a probe kept (`ProbeResult.prefix`): in an array, or, for a file
 /// the answer brings whole, in a `FilledBuffer` whose pages were mapped before the first byte came.
@@ -42,5 +43,12 @@ public struct ProbeBytes: Sendable, Equatable, ExpressibleByArrayLiteral {
 
     public static func == (l: ProbeBytes, r: ProbeBytes) -> Bool {
         l.withUnsafeBytes { a in r.withUnsafeBytes { b in a.elementsEqual(b) } }
+    }
+}
+
+/// The hasher keeps the probe's bytes by holding the value (`PrefixHasher.offer`), without a copy.
+extension ProbeBytes: OwnedBytes {
+    public func withBytes(_ body: (UnsafeRawBufferPointer) -> Void) {
+        withUnsafeBytes { body($0) }
     }
 }

@@ -1,10 +1,13 @@
-/// The bookkeeping of a download into a stream (`-o -`): which bytes of the reorder window have
-/// arrived, and how far the stream has been handed on in order.
+/// The bookkeeping of bytes that arrive out of order and are consumed in order: which bytes of the
+/// reorder window have arrived, and how far they have been handed on.
 ///
 /// Bytes arrive out of order from several connections; they are held until every byte before them
 /// has arrived, then handed on. Every byte held lies in `[handedOn, handedOn + capacity)`, so the
-/// bytes held never exceed `capacity`: a connection whose next byte lies beyond `limit` pauses
-/// until the stream moves on. Values in, values out; `StreamSink` adds the memory and the thread.
+/// bytes held never exceed `capacity`. Two users: a download into a stream (`-o -`, `StreamSink` in
+/// Segget), where a connection whose next byte lies beyond `limit` pauses until the stream moves on,
+/// and the hasher of a download into a file (`HashFeed`), which pauses nothing: bytes beyond `limit`
+/// fall out (`unheld(in:)`) and are read back from the file when the prefix reaches them
+/// (`firstGap`). Values in, values out.
 public struct ReorderWindow: Sendable, Equatable {
     /// The most bytes held at once.
     public let capacity: Int64
@@ -71,5 +74,31 @@ public struct ReorderWindow: Sendable, Equatable {
         } else {
             held[0] = handedOn..<held[0].upperBound
         }
+    }
+
+    /// The parts of `r` a window that drops rather than pauses would store: those inside
+    /// `[handedOn, limit)` that are not held already, in order. What lies below `handedOn` was
+    /// handed on already; what lies at or beyond `limit` falls out.
+    public func unheld(in r: Range<Int64>) -> [Range<Int64>] {
+        var lo = max(r.lowerBound, handedOn)
+        let hi = min(r.upperBound, limit)
+        var parts: [Range<Int64>] = []
+        for h in held where lo < hi {
+            if h.upperBound <= lo { continue }
+            if h.lowerBound >= hi { break }
+            if h.lowerBound > lo { parts.append(lo..<h.lowerBound) }
+            lo = max(lo, h.upperBound)
+        }
+        if lo < hi { parts.append(lo..<hi) }
+        return parts
+    }
+
+    /// The first bytes from `handedOn` on that are not held, up to the next held bytes or `limit`:
+    /// what must come from elsewhere before the bytes after it can be handed on. Nil when the whole
+    /// window is held.
+    public var firstGap: Range<Int64>? {
+        let start = ready?.upperBound ?? handedOn
+        let end = held.first(where: { $0.lowerBound > start })?.lowerBound ?? limit
+        return start < end ? start..<end : nil
     }
 }

@@ -1,0 +1,87 @@
+import Foundation
+import Segget
+import SeggetTestServer
+import Testing
+
+/// Issue 37 against the in-process test server and through the binary: origins where a request
+/// costs (one worker, a slow first byte, `Connection: close`, a host that refuses past a limit and
+/// names a wait), with the requests the server saw counted and compared with what segget says it
+/// cost (`RequestTally`, the `--json` finish event).
+@Suite(.serialized) struct RequestPriceTests {
+    static let chunk: Int64 = 1 << 20
+
+    static func options(_ n: Int, dir: TempDir) -> DownloadOptions {
+        var o = DownloadOptions()
+        o.connections = n
+        o.chunkSize = chunk
+        o.outputPath = dir.path("out.bin")
+        o.retryWait = 0.05
+        o.retries = 3
+        o.checkpointInterval = 0.5
+        o.syncBeforeRename = false
+        return o
+    }
+
+    /// A server that closes every connection: each request opens one, and segget's own count says so.
+    @Test func aClosingServersRequestsAreCountedOnBothSides() throws {
+        let body = TestFiles.pattern(16 << 20, seed: 3701)
+        let server = try TestServer.serving(body)
+        defer { server.stop() }
+        let dir = try TempDir()
+        let result = try Download(url: server.url("f", query: "close=1&rate=16m"), options: Self.options(4, dir: dir)).run()
+        #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
+        let gets = server.requests.filter { $0.method == "GET" && $0.path == "/f" }
+        #expect(result.tally.requests == gets.count, "\(result.tally) against \(gets.count) requests")
+        #expect(result.tally.connections == server.connectionsAccepted, "\(result.tally) against \(server.connectionsAccepted) connections")
+        #expect(gets.count == server.connectionsAccepted, "one connection per request")
+        #expect(gets.count >= 4 && gets.count <= 2 * 4, "\(gets.count) requests")
+        #expect(result.tally.refusals == 0)
+    }
+
+    /// A host that refuses past 3 in flight and asks for a second: by the server's own clock, no
+    /// request reached it before a second had passed since a refusal; the refusals are few, and
+    /// segget counted each of them.
+    @Test(arguments: ["reject=429&retryafter=1", "reject=429&ratelimit=1&reset=1", "reject=503&retryafter=1"])
+    func noRequestComesBeforeTheWaitTheHostNamed(_ variant: String) throws {
+        let body = TestFiles.pattern(24 << 20, seed: 3702)
+        let server = try TestServer.serving(body)
+        defer { server.stop() }
+        let dir = try TempDir()
+        let result = try Download(url: server.url("f", query: "rate=8m&maxconc=3&\(variant)"), options: Self.options(8, dir: dir)).run()
+        #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
+        let gets = server.requests.filter { $0.method == "GET" && $0.path == "/f" }.sorted { $0.arrivedAt < $1.arrivedAt }
+        let refusals = gets.filter { $0.status == 429 || $0.status == 503 }
+        var early: [String] = []
+        var quietUntil = -Double.infinity
+        for r in gets {
+            // 10 ms for the two clocks' readings on either side of a loopback hop.
+            if r.arrivedAt < quietUntil - 0.01 { early.append("\(r.remotePort) \(r.headers["range"] ?? "-")") }
+            if r.status == 429 || r.status == 503 { quietUntil = max(quietUntil, r.arrivedAt + 1) }
+        }
+        #expect(early.isEmpty, "\(variant): requests before the host's second was over: \(early)")
+        #expect(!refusals.isEmpty && refusals.count <= 8, "\(variant): \(refusals.count) refusals")
+        #expect(result.tally.refusals == refusals.count, "\(variant): \(result.tally) against \(refusals.count)")
+        #expect(server.concurrency.maxInFlight <= 3)
+    }
+
+    /// Through the binary, as a user meets it: an origin that answers one request at a time after
+    /// 0.2 s, kept alive or closing. One request for the whole file, said by `--json` and seen by
+    /// the server.
+    @Test(arguments: ["workers=1&firstbyte=0.2", "workers=1&firstbyte=0.2&close=1"])
+    func anOriginWithOneWorkerGetsOneRequestThroughTheBinary(_ query: String) throws {
+        let body = TestFiles.pattern(24 << 20, seed: 3703)
+        let server = try TestServer.serving(body)
+        defer { server.stop() }
+        let dir = try CLITempDir()
+        let out = dir.path("out.bin")
+        let r = try SeggetCLI.run(["--json", "-n", "8", "-o", out, server.url("f", query: query)])
+        #expect(r.exitCode == 0, "\(r.stderr)")
+        #expect(TestFiles.fileDifference(out, body) == nil)
+        let finish = r.stdout.split(separator: "\n").first { $0.contains("\"type\":\"finish\"") }.map(String.init) ?? ""
+        #expect(finish.contains("\"requests\":1,") && finish.contains("\"connectionsOpened\":1,") && finish.contains("\"refusals\":0,"), "\(finish)")
+        let gets = server.requests.filter { $0.method == "GET" && $0.path == "/f" }
+        #expect(gets.count == 1, "\(gets)")
+        let summary = r.stdout.split(separator: "\n").last.map(String.init) ?? ""
+        #expect(summary.contains("\"type\":\"summary\"") && summary.contains("\"requests\":1,"), "\(summary)")
+    }
+}
