@@ -139,7 +139,7 @@ let package = Package(
         // Fixtures/: aria2c 1.36.0's own getGlobalOption and getOption answers, read by path.
         .testTarget(
             name: "SeggetRPCTests",
-            dependencies: ["SeggetRPC", "SeggetQueue", "Segget", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: ["SeggetRPC", "SeggetQueue", "Segget", "SeggetTestServer", .product(name: "NIOCore", package: "swift-nio")],
             exclude: ["Fixtures"]
         ),
         // The command line parsed in-process: option groups, argument types, the options they build.

@@ -1,5 +1,6 @@
 import SeggetMetalink
 import SeggetSystem
+import SeggetVerify
 
 /// Metalink documents (`.meta4`, RFC 5854) as the library reads them, from a file or a URL, and each
 /// file of one as a download: its URLs by priority (and location), its size, digests and pieces.
@@ -48,6 +49,31 @@ public enum MetalinkSource {
         } catch {
             throw SeggetError(.usage, "\(shown): \(error.message) Nothing was downloaded.")
         }
+    }
+}
+
+extension MetalinkSource {
+    /// The files of a Metalink document given as bytes (aria2's `addMetalink` sends it in base64),
+    /// each as a download with its URLs in the order to use them. A refused document is a usage
+    /// error saying why (see ``load(_:transfer:)``).
+    public static func downloads(parsing bytes: [UInt8], preferring location: String? = nil) throws(SeggetError) -> [MetalinkDownload] {
+        do {
+            return try MetalinkDocument.forDownload(parsing: bytes).files.map { $0.download(preferring: location) }
+        } catch {
+            throw SeggetError(.usage, "the Metalink: \(error.message) Nothing was added.")
+        }
+    }
+
+    /// As ``downloads(parsing:preferring:)``, from standard base64 (line breaks and spaces ignored).
+    public static func downloads(base64 text: String, preferring location: String? = nil) throws(SeggetError) -> [MetalinkDownload] {
+        let compact = String(text.unicodeScalars.filter { !" \t\r\n".unicodeScalars.contains($0) }.map(Character.init))
+        guard compact.utf8.count <= (MetalinkLimits().documentBytes / 3 + 1) * 4 else {
+            throw SeggetError(.usage, "the Metalink is larger than \(MetalinkLimits().documentBytes >> 20) MiB; nothing was added.")
+        }
+        guard let bytes = Base64.decode(Substring(compact)) else {
+            throw SeggetError(.usage, "the Metalink is not standard base64 (RFC 4648); nothing was added.")
+        }
+        return try downloads(parsing: bytes, preferring: location)
     }
 }
 
