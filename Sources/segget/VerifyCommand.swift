@@ -34,7 +34,7 @@ struct Verify: ParsableCommand {
     var repair = false
 
     @Option(
-        name: [.short, .customLong("connections")],
+        name: [.customShort("n"), .customLong("connections")],
         help: ArgumentHelp("With --repair: connections, 1 to 128 (default 8).", valueName: "n"),
         transform: ArgumentValue.wholeNumber)
     var connections: Int = 8

@@ -119,7 +119,7 @@ extension MetalinkCLITests {
         #expect(check.exitCode == 6, "\(check.stderr)")
         #expect(check.stderr.contains("3 of 12 SHA-256 pieces do not match: 2 (bytes 1048576-1572863), 10 (bytes 5242880-5767167), 11"), "\(check.stderr)")
         #expect(s.requests.isEmpty)
-        let repair = try SeggetCLI.run(["verify", dir.path("f.bin"), "--metalink", dir.path("f.meta4"), "--repair"])
+        let repair = try SeggetCLI.run(["verify", dir.path("f.bin"), "--metalink", dir.path("f.meta4"), "--repair", "-n", "2"])
         #expect(repair.exitCode == 0, "\(repair.stderr)")
         #expect(repair.stderr.contains("repaired 3 of 12 pieces") && repair.stderr.contains("matches its SHA-256 now"), "\(repair.stderr)")
         #expect(fileBytes(dir.path("f.bin")) == body)
