@@ -141,7 +141,7 @@ public struct Aria2Methods: RPCMethodHandler {
         case "aria2.getVersion":
             return .object([
                 ("version", .string(Self.compatibleVersion)),
-                ("enabledFeatures", .array(["Async DNS", "HTTPS", "Checksum"].map(JSON.string))),
+                ("enabledFeatures", .array(["Async DNS", "HTTPS", "Checksum", "Metalink"].map(JSON.string))),
                 ("segget", .string(seggetVersion)),
             ])
         case "aria2.getSessionInfo": return .object([("sessionId", .string(sessionID))])
