@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "Segget", targets: ["Segget"]),
         .library(name: "SeggetVerify", targets: ["SeggetVerify"]),
         .library(name: "SeggetJournal", targets: ["SeggetJournal"]),
+        .library(name: "SeggetMetalink", targets: ["SeggetMetalink"]),
         .library(name: "SeggetQueue", targets: ["SeggetQueue"]),
         .executable(name: "segget", targets: ["segget"]),
         .executable(name: "segget-testserver", targets: ["segget-testserver"]),
@@ -51,8 +52,16 @@ let package = Package(
         // CRC-32C with the CPU's crc32 instruction where it has one (header-only C, no flags).
         .systemLibrary(name: "CCRC32C"),
         .target(name: "SeggetJournal", dependencies: ["CCRC32C", "SeggetSystem"], swiftSettings: startupSettings),
+        // libxml2's reader, declared here and loaded when the first Metalink is read (not linked: see its
+        // shim.h); the package libxml2.
+        .systemLibrary(name: "CLibXML2"),
+        // Metalink 4 documents (RFC 5854) read into values, with hostile documents refused. The only
+        // importer of CLibXML2.
+        .target(name: "SeggetMetalink", dependencies: ["CLibXML2", "SeggetSystem", "SeggetVerify"], swiftSettings: startupSettings),
         // The engine: probe, plan, fetch, storage, download orchestration.
-        .target(name: "Segget", dependencies: ["SeggetCurl", "SeggetSystem", "SeggetVerify", "SeggetJournal"], swiftSettings: startupSettings),
+        .target(
+            name: "Segget", dependencies: ["SeggetCurl", "SeggetSystem", "SeggetVerify", "SeggetJournal", "SeggetMetalink"],
+            swiftSettings: startupSettings),
         // SQLite for the download queue's durable state: its header only (libsqlite3-dev); the
         // library is loaded when the first database is opened, not linked (see its shim.h).
         .systemLibrary(name: "CSQLite"),
@@ -123,13 +132,14 @@ let package = Package(
         .testTarget(name: "SeggetSystemTests", dependencies: ["SeggetSystem"]),
         .testTarget(name: "SeggetVerifyTests", dependencies: ["SeggetVerify"]),
         .testTarget(name: "SeggetJournalTests", dependencies: ["SeggetJournal"]),
+        .testTarget(name: "SeggetMetalinkTests", dependencies: ["SeggetMetalink", "SeggetVerify"]),
         // Fixtures/: a queue database written by an earlier segget, for the migration test, read by path.
         .testTarget(
             name: "SeggetQueueTests", dependencies: ["SeggetQueue", "Segget", "SeggetTestServer"], exclude: ["Fixtures"]),
         // Fixtures/: aria2c 1.36.0's own getGlobalOption and getOption answers, read by path.
         .testTarget(
             name: "SeggetRPCTests",
-            dependencies: ["SeggetRPC", "SeggetQueue", "Segget", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: ["SeggetRPC", "SeggetQueue", "Segget", "SeggetTestServer", .product(name: "NIOCore", package: "swift-nio")],
             exclude: ["Fixtures"]
         ),
         // The command line parsed in-process: option groups, argument types, the options they build.

@@ -105,7 +105,7 @@ extension Download {
     /// `DownloadLoop`'s, shared with other downloads).
     func makeFetch(
         probe: ProbeResult, ranged: Bool, mirrors: [FetchSource], partial: PartialDownload, plan: ChunkPlan, hasher: PrefixHasher?,
-        driver: TransferDriver, deadline: Deadline?, _ context: AttemptContext
+        driver: TransferDriver, deadline: Deadline?, pieces: PieceHashes? = nil, _ context: AttemptContext
     ) -> FetchStart {
         var settings = fetchSettings(
             ranged: ranged, chunkSize: partial.chunkSize, totalLength: probe.totalLength, deadline: deadline,
@@ -115,7 +115,8 @@ extension Download {
         settings.probeTally = probe.spent
         if Self.probeFetchedEverything(
             ranged: ranged, isNew: partial.isNew, chunkCount: plan.chunkCount, trusted: partial.trusted?.setCount ?? 0,
-            mirrors: options.mirrors.count, interrupted: context.interrupt.isSet,
+            // Piece checks run in the engine, as mirrors do.
+            mirrors: options.mirrors.count + (pieces == nil ? 0 : 1), interrupted: context.interrupt.isSet,
             deadlinePassed: deadline.map { monotonicSeconds() >= $0.at } ?? false)
         {
             reportProbeBroughtEverything(total: plan.totalLength, connections: options.connections, context)
@@ -136,7 +137,8 @@ extension Download {
         engine.onProgress = context.progress.map { p in { p($0) } }
         engine.onEvent = context.events.map { e in { e($0) } }
         engine.onPrefix = hasher.map { h in { h.advance(to: $0) } }
-        engine.writer.lend = hasher.map { h in { h.lend($0, at: $1, footprint: $2, release: $3) } }
+        // Not with piece hashes: a lent buffer may hold a bad mirror's bytes (see `checkPieces`).
+        if pieces == nil { engine.writer.lend = hasher.map { h in { h.lend($0, at: $1, footprint: $2, release: $3) } } }
         engine.progressSlots = partial.progress
         // The probe's transfer, held open, becomes the first request of a new download.
         if partial.isNew {
@@ -149,6 +151,10 @@ extension Download {
         engine.continueChecksums(of: partial.partial)
         // Every chunk kept from an earlier run is read back and checked behind the download.
         if let voucher = partial.voucher(plan: plan) { engine.vouch(with: voucher) }
+        // Each piece is hashed once its bytes are in the file; a bad one is fetched again elsewhere.
+        if let pieces, let geometry = PiecePlan(pieces: pieces, plan: plan) {
+            engine.checkPieces(geometry, probeBytesFromMain: partial.isNew)
+        }
         if options.syncBeforeRename {
             // A head start on the final fdatasync, off the fetch thread. Not without --fsync: on a
             // disk slower than the network, writeback started during the download made buffered

@@ -100,10 +100,10 @@ extension Download {
     /// (never a thread of their own), and hands `done` those that agree with the main URL on length
     /// and validators, in the order given. Loop thread only; `done` hears on the loop thread.
     func probeMirrors(
-        on loop: DownloadLoop, main: ProbeResult, deadline: Deadline?, events: (@Sendable (DownloadEvent) -> Void)?,
-        interrupt: InterruptFlag, done: @escaping ([FetchSource]) -> Void
+        _ mirrors: [String]? = nil, on loop: DownloadLoop, main: ProbeResult, verifiable: Bool = false, deadline: Deadline?,
+        events: (@Sendable (DownloadEvent) -> Void)?, interrupt: InterruptFlag, done: @escaping ([FetchSource]) -> Void
     ) {
-        let mirrors = options.mirrors
+        let mirrors = mirrors ?? options.mirrors
         guard !mirrors.isEmpty else { return done([]) }
         var results = [Result<ProbeResult, SeggetError>?](repeating: nil, count: mirrors.count)
         var left = mirrors.count
@@ -115,6 +115,7 @@ extension Download {
             if URLParts(m)?.host != mainHost { mirrorOptions.transfer = options.transfer.withoutCredentials() }
             mirrorOptions.connections = 1
             mirrorOptions.mirrors = []
+            mirrorOptions.metalinkHTTP = false
             loop.probe(
                 Download(url: m, options: mirrorOptions), firstBytes: 1, deadline: deadline, retrying: false,
                 events: nil, interrupt: interrupt
@@ -122,15 +123,21 @@ extension Download {
                 if case .success(let p) = result { p.held?.release() }
                 results[i] = result
                 left -= 1
-                if left == 0 { done(keptMirrors(main: main, probed: zip(mirrors, results.map { $0! }).map { $0 }, events: events)) }
+                if left == 0 {
+                    let probed = zip(mirrors, results).compactMap { m, r in r.map { (m, $0) } }
+                    done(keptMirrors(main: main, probed: probed, verifiable: verifiable, events: events))
+                }
             }
         }
     }
 
     /// The mirrors whose probes agree with the main URL's on length and validators, in the order
-    /// given; each one dropped is named in a notice, with why.
+    /// given; each one dropped is named in a notice, with why. With piece hashes (`verifiable`), the
+    /// length must agree and validators need not: mirrors of a file often differ in their `ETag`
+    /// (Apache's holds the inode) or `Last-Modified`, and each piece is checked wherever it came from.
     func keptMirrors(
-        main: ProbeResult, probed: [(String, Result<ProbeResult, SeggetError>)], events: (@Sendable (DownloadEvent) -> Void)?
+        main: ProbeResult, probed: [(String, Result<ProbeResult, SeggetError>)], verifiable: Bool = false,
+        events: (@Sendable (DownloadEvent) -> Void)?
     ) -> [FetchSource] {
         var kept: [FetchSource] = []
         for (m, result) in probed {
@@ -146,11 +153,11 @@ extension Download {
                 events?(.notice("dropping mirror \(shown): \(p.acceptsRanges ? "its length \(p.totalLength ?? -1) differs from \(main.totalLength ?? -1)" : "it does not serve byte ranges")."))
                 continue
             }
-            if let a = main.etag, let b = p.etag, a != b {
+            if !verifiable, let a = main.etag, let b = p.etag, a != b {
                 events?(.notice("dropping mirror \(shown): its ETag \(ServerText(b)) differs from \(ServerText(a))."))
                 continue
             }
-            if let a = main.lastModified, let b = p.lastModified, a != b {
+            if !verifiable, let a = main.lastModified, let b = p.lastModified, a != b {
                 events?(.notice("dropping mirror \(shown): its Last-Modified differs (\(ServerText(b)) vs \(ServerText(a)))."))
                 continue
             }

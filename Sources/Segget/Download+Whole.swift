@@ -30,6 +30,7 @@ extension Download {
         let verified: [String]
         do {
             verified = try Self.verifyInMemory(probe.prefix, expected: expected, name: paths.final)
+            if let pieces = options.pieces { try Self.checkPiecesInMemory(probe.prefix, pieces: pieces, name: paths.final) }
         } catch {
             // A name already taken is reported first, as the usual path does.
             if PosixFile.fileSize(path: paths.final) != nil { return nil }
@@ -64,6 +65,26 @@ extension Download {
         }
         return try checkDigests(
             digests, expected: expected, name: name, afterMismatch: "Nothing was saved; the next run fetches it afresh.")
+    }
+
+    /// Checks each piece of a file the probe brought whole (a Metalink's piece hashes) in memory.
+    static func checkPiecesInMemory(_ bytes: ProbeBytes, pieces: PieceHashes, name: String) throws(SeggetError) {
+        let size = Int64(bytes.count)
+        guard pieces.fits(size: size) else {
+            throw SeggetError(.verification, "\(name) is \(size) bytes, which its \(pieces.count) piece hashes do not cover. Nothing was saved.")
+        }
+        let digester = Digester(pieces.algorithm)
+        var bad: [Int] = []
+        bytes.withUnsafeBytes { all in
+            for p in 0..<pieces.count {
+                let r = pieces.byteRange(of: p, size: size)
+                digester.update(UnsafeRawBufferPointer(rebasing: all[Int(r.lowerBound)..<Int(r.upperBound)]))
+                if !pieces.matches(p, digest: digester.finalize()) { bad.append(p) }
+            }
+        }
+        if let first = bad.first {
+            throw SeggetError(.verification, "piece \(first) of \(name)\(bad.count > 1 ? " (and \(bad.count - 1) more)" : "") failed its \(pieces.algorithm.displayName) check, and the file has no other server. Nothing was saved; the next run fetches it afresh.")
+        }
     }
 
     /// What the engine would report after finding nothing to do: every byte finished, none received

@@ -64,7 +64,7 @@ public final class Download: @unchecked Sendable {
     /// server), starts the hasher and sets up the engine, on `driver` (a `DownloadLoop`'s).
     func beginFetch(
         _ plan: AttemptPlan, probe: ProbeResult, mirrors: [FetchSource], deadline: Deadline?, driver: TransferDriver,
-        whole: WholeSaving = .here, _ context: AttemptContext
+        whole: WholeSaving = .here, metalink: MetalinkFacts = MetalinkFacts(), _ context: AttemptContext
     ) throws(SeggetError) -> AttemptStart {
         var probe = probe
         let events = context.events
@@ -83,9 +83,13 @@ public final class Download: @unchecked Sendable {
         let final: String
         if let pinned = plan.outputPath { final = pinned } else { final = try outputPath(probe: probe) }
         let paths = PartialDownload.Paths(final: final)
-        let expected = expectedDigests(probe)
+        let expected = expectedDigests(probe) + metalink.digests.filter { d in !options.checksums.contains { $0.algorithm == d.algorithm } }
         let ranged = probe.acceptsRanges && probe.totalLength != nil && !plan.stream
-        if whole != .never, let save = try wholeSave(probe: probe, ranged: ranged, paths: paths, expected: expected, deadline: deadline, context) {
+        if let size = options.expectedLength, let total = probe.totalLength, total != size {
+            throw SeggetError(.protocolViolation, "\(URLParts.shown(probe.finalURL)) serves \(total) bytes, but the Metalink says the file has \(size); it is not the file the Metalink describes. Try another of its URLs.", retryAdvice: .never)
+        }
+        let pieces = ranged ? (options.pieces ?? metalink.pieces).flatMap { p in probe.totalLength.flatMap { p.fits(size: $0) ? p : nil } } : nil
+        if whole != .never, metalink.pieces == nil, let save = try wholeSave(probe: probe, ranged: ranged, paths: paths, expected: expected, deadline: deadline, context) {
             if whole == .elsewhere { return .saveWhole(save) }
             if let result = try save.save() {
                 reportProbeBroughtEverything(total: save.total, connections: options.connections, context)
@@ -107,8 +111,10 @@ public final class Download: @unchecked Sendable {
         }
 
         // Open the partial download: resume when the journal and data agree with the server, else start over.
+        // With piece hashes, chunks line up with pieces (see `PiecePlan`).
+        let chunkSize = pieces.map { PiecePlan.chunkSize(pieceLength: $0.length, requested: options.chunkSize) } ?? options.chunkSize
         let partial = try PartialDownload.open(
-            paths: paths, url: url, probe: probe, ranged: ranged, fresh: plan.fresh, chunkSize: options.chunkSize,
+            paths: paths, url: url, probe: probe, ranged: ranged, fresh: plan.fresh, chunkSize: chunkSize,
             mustResume: plan.mustResume, events: events)
         var hasher: PrefixHasher?
         defer {
@@ -124,7 +130,9 @@ public final class Download: @unchecked Sendable {
         }
         if ranged { try partial.placeProbePrefix(probe.prefix, plan: chunks) }
         hasher = try makeHasher(for: expected, partial: partial)
-        if let hasher, partial.isNew, ranged, !probe.prefix.isEmpty {
+        // With piece hashes the whole-file hash takes only bytes whose piece matched, read back
+        // from the file: bytes from memory may be a bad mirror's, fetched again later.
+        if let hasher, partial.isNew, ranged, !probe.prefix.isEmpty, pieces == nil {
             hasher.offer(probe.prefix, at: 0)
         }
         let probeBytes = ranged ? Int64(probe.prefix.count) : 0
@@ -132,7 +140,7 @@ public final class Download: @unchecked Sendable {
 
         let start = makeFetch(
             probe: probe, ranged: ranged, mirrors: mirrors, partial: partial, plan: chunks, hasher: hasher, driver: driver,
-            deadline: deadline, context)
+            deadline: deadline, pieces: pieces, context)
         handedOn = true
         return .fetch(FetchStage(
             probe: probe, paths: paths, expected: expected, ranged: ranged, partial: partial, plan: chunks,
@@ -170,7 +178,14 @@ public final class Download: @unchecked Sendable {
             path: stage.paths.final, bytes: fetched.length, resumedBytes: stage.resumedBytes - fetched.rejectedBytes,
             receivedBytes: fetched.receivedBytes + stage.probeBytes, seconds: monotonicSeconds() - fetched.started,
             connections: fetched.connections, verified: verified, usedRanges: stage.ranged, tally: fetched.tally,
-            hashing: hashing))
+            hashing: hashing, pieces: stage.engine?.pieceChecks?.report))
+    }
+
+    /// What a Metalink adds to an attempt that the download's options do not have: the piece hashes
+    /// and digests of a Metalink that the first answer pointed to (Metalink/HTTP).
+    struct MetalinkFacts: Sendable {
+        var pieces: PieceHashes?
+        var digests: [ExpectedDigest] = []
     }
 
     /// The digests to check: those the user gave, then those the server announced for algorithms the

@@ -76,7 +76,9 @@ extension DownloadQueue {
                 store(&c) { s throws(SQLiteError) in try s.update(saved) }
                 c.storageError = nil
             }
-            let download = Download(url: r.urls[0], options: downloadOptions(r, grant: grant))
+            var options = downloadOptions(r, grant: grant)
+            options.pieces = c.pieces[id]
+            let download = Download(url: r.urls[0], options: options)
             let task = Self.loop.map { download.start(on: $0) } ?? download.start()
             c.live[id]?.task = task
             return task
@@ -96,6 +98,12 @@ extension DownloadQueue {
             }
             self.ended(id, finish)
         }
+    }
+
+    /// What each connection of an active task is doing now (its source URL and rate); nil unless the
+    /// task is active and has reported progress.
+    public func connections(_ id: TaskID) -> [ConnectionProgress]? {
+        core.withLock { $0.live[id]?.progress?.connections }
     }
 
     private func progressed(_ id: TaskID, _ p: DownloadProgress) {

@@ -72,9 +72,11 @@ public struct Aria2Methods: RPCMethodHandler {
             return Aria2Status.render(try task(p, 0), keys: try keys(p, 1))
         case "aria2.getUris": return Aria2Status.uris(try task(p, 0))
         case "aria2.getFiles": return Aria2Status.files(try task(p, 0))
-        case "aria2.getPeers", "aria2.getServers":
+        case "aria2.getPeers":
             _ = try task(p, 0)
             return .array([])
+        case "aria2.getServers": return servers(try task(p, 0))
+        case "aria2.addMetalink": return try addMetalink(p)
         case "aria2.tellActive":
             let k = try keys(p, 0)
             return .array(queue.active().map { Aria2Status.render($0, keys: k) })
@@ -139,7 +141,7 @@ public struct Aria2Methods: RPCMethodHandler {
         case "aria2.getVersion":
             return .object([
                 ("version", .string(Self.compatibleVersion)),
-                ("enabledFeatures", .array(["Async DNS", "HTTPS", "Checksum"].map(JSON.string))),
+                ("enabledFeatures", .array(["Async DNS", "HTTPS", "Checksum", "Metalink"].map(JSON.string))),
                 ("segget", .string(seggetVersion)),
             ])
         case "aria2.getSessionInfo": return .object([("sessionId", .string(sessionID))])
@@ -152,10 +154,8 @@ public struct Aria2Methods: RPCMethodHandler {
         case "system.listMethods": return .array(Self.methods.map(JSON.string))
         case "system.listNotifications": return .array(Self.notifications.map(JSON.string))
         case "aria2.changeUri": return try changeUri(p)
-        case "aria2.addTorrent", "aria2.addMetalink":
-            throw .failed(
-                "\(call.method) is not supported: segget downloads HTTP and HTTPS URLs only (no BitTorrent or Metalink)."
-            )
+        case "aria2.addTorrent":
+            throw .failed("aria2.addTorrent is not supported: segget downloads HTTP and HTTPS URLs only (no BitTorrent).")
         default:
             throw .methodNotFound(call.method)
         }

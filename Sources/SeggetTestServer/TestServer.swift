@@ -65,6 +65,8 @@ public final class TestServer: @unchecked Sendable {
 
     // All of the following are guarded by `lock`.
     private var resources: [String: Representation] = [:]
+    /// Answers given as they are, whatever the request (see `addFixedAnswer`).
+    private var fixedAnswers: [String: ResponsePlan] = [:]
     private var changedVersions: [String: (base: Representation, changed: Representation)] = [:]
     private var requestCountByTarget: [String: Int] = [:]
     private var records: [RecordedRequest] = []
@@ -160,6 +162,12 @@ public final class TestServer: @unchecked Sendable {
     /// nil validators are derived as for `addResource`.
     public func replaceResource(name: String, bytes: [UInt8], etag: String? = nil, lastModified: String? = nil) {
         addResource(name: name, bytes: bytes, etag: etag, lastModified: lastModified)
+    }
+
+    /// Answers every request for `path` with `status`, `headers` and `body` as given, whatever its
+    /// range: a redirector's 302 with `Link` fields, a Metalink document.
+    public func addFixedAnswer(path: String, status: Int, headers: [(String, String)], body: [UInt8] = []) {
+        lock.withLock { fixedAnswers[path] = ResponsePlan(status: status, headers: headers, body: .text(body)) }
     }
 
     public func removeResource(name: String) {
@@ -288,6 +296,12 @@ public final class TestServer: @unchecked Sendable {
     func prepare(_ request: HTTPRequest, remoteAddress: String, remotePort: Int) -> Prepared {
         if request.path == "/_stats" { return statsResponse(request, remotePort: remotePort) }
         if request.path.hasPrefix("/_sign/") { return signResponse(request, remotePort: remotePort) }
+        if let fixed = lock.withLock({ fixedAnswers[request.path] }) {
+            let record = RecordedRequest(
+                method: request.method, path: request.path, query: request.query, headers: request.headers,
+                remotePort: remotePort, status: fixed.status, bodyBytesSent: 0)
+            return Prepared(plan: fixed, record: record, handle: append(record), pacing: Pacing())
+        }
         var key = "\(remoteAddress) \(request.target)"
         let (route, current, number, admission): (Route?, Representation?, Int, Admission) = lock.withLock {
             guard let route = Route.resolve(path: request.path, query: request.query, isRegistered: { resources[$0] != nil })

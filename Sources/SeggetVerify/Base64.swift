@@ -1,11 +1,11 @@
 /// Strict decoding of standard base64 (RFC 4648 section 4), for digests in HTTP headers.
-enum Base64 {
+public enum Base64 {
     /// Decodes `text`, or returns nil if it is not canonical base64.
     ///
     /// Rejects characters outside the standard alphabet (including white space and the URL-safe `-_`),
     /// misplaced or excess `=`, and non-zero bits left over in the last character. Missing `=` padding is
     /// accepted, because RFC 8941 asks parsers of byte sequences not to fail on it.
-    static func decode(_ text: Substring) -> [UInt8]? {
+    public static func decode(_ text: Substring) -> [UInt8]? {
         var symbols = Array(text.utf8)
         var padding = 0
         while symbols.last == UInt8(ascii: "=") {

@@ -45,7 +45,7 @@ public enum ChecksumFile {
             )
         }
 
-        for algorithm in DigestAlgorithm.allCases {
+        for algorithm in DigestAlgorithm.checkable {
             let digests = candidates.filter { $0.digest.algorithm == algorithm }.map(\.digest)
             guard let first = digests.first else { continue }
             guard digests.allSatisfy({ $0 == first }) else {

@@ -6,36 +6,66 @@ import CCrypto
 public enum DigestAlgorithm: String, Sendable, CaseIterable {
     case sha256
     case md5
+    /// SHA-1 and SHA-512: only as a Metalink names them (whole-file and piece hashes). `--checksum`,
+    /// checksum files and server digest headers take SHA-256 and MD5 (`checkable`).
+    case sha1
+    case sha512
 
-    /// The length of a digest in bytes: 32 for SHA-256, 16 for MD5.
+    /// The algorithms of `--checksum`, checksum files and servers' digest headers.
+    public static let checkable: [DigestAlgorithm] = [.sha256, .md5]
+
+    /// The length of a digest in bytes: 32 for SHA-256, 16 for MD5, 20 for SHA-1, 64 for SHA-512.
     public var digestLength: Int {
         switch self {
         case .sha256: 32
         case .md5: 16
+        case .sha1: 20
+        case .sha512: 64
         }
     }
 
-    /// The name people write, for messages: "SHA-256" or "MD5".
+    /// The name people write, for messages: "SHA-256", "MD5", "SHA-1" or "SHA-512".
     public var displayName: String {
         switch self {
         case .sha256: "SHA-256"
         case .md5: "MD5"
+        case .sha1: "SHA-1"
+        case .sha512: "SHA-512"
         }
     }
 
-    /// The algorithm whose digests are `byteCount` bytes long, if exactly one is.
+    /// The name in IANA's registry of hash function textual names, which Metalink and aria2's
+    /// `checksum` option use: "sha-256", "md5", "sha-1", "sha-512".
+    public var textualName: String {
+        switch self {
+        case .sha256: "sha-256"
+        case .md5: "md5"
+        case .sha1: "sha-1"
+        case .sha512: "sha-512"
+        }
+    }
+
+    /// The algorithm of IANA's textual `name` (any case), if segget computes it.
+    public init?(textualName name: String) {
+        guard let match = Self.allCases.first(where: { $0.textualName == name.lowercased() }) else { return nil }
+        self = match
+    }
+
+    /// The checkable algorithm whose digests are `byteCount` bytes long, if exactly one is.
     init?(digestLength byteCount: Int) {
-        guard let match = Self.allCases.first(where: { $0.digestLength == byteCount }) else { return nil }
+        guard let match = Self.checkable.first(where: { $0.digestLength == byteCount }) else { return nil }
         self = match
     }
 
     /// OpenSSL's description of the algorithm; a static object owned by libcrypto, never freed.
     ///
-    /// The corresponding C functions are `EVP_sha256` and `EVP_md5`.
+    /// The corresponding C functions are `EVP_sha256`, `EVP_md5`, `EVP_sha1` and `EVP_sha512`.
     var evpMessageDigest: OpaquePointer? {
         switch self {
         case .sha256: EVP_sha256()
         case .md5: EVP_md5()
+        case .sha1: EVP_sha1()
+        case .sha512: EVP_sha512()
         }
     }
 }

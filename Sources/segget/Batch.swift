@@ -118,6 +118,7 @@ struct Batch: Sendable {
         var own = entry.options
         own.connections = min(own.connections ?? connectionsPerFile, connectionsPerFile)
         var o = base.applying(own)
+        if let m = entry.metalink { o = o.applying(m) }
         if !entry.mirrors.isEmpty { o.mirrors = entry.mirrors }
         o.transfer.multiplexed = multiplexes
         return o

@@ -51,7 +51,7 @@ struct Get: ParsableCommand {
             """
     )
 
-    @Argument(help: "The http:// or https:// URLs to download.")
+    @Argument(help: "The http:// or https:// URLs to download, or Metalink files (FILE.meta4) whose files to download.")
     var urls: [String] = []
 
     @Option(name: [.short, .customLong("input-file")], help: "Read URLs from this file, one per line ('-' for standard input).")
@@ -61,6 +61,7 @@ struct Get: ParsableCommand {
     @OptionGroup(title: "Output") var output: OutputOptions
     @OptionGroup(title: "Output format") var format: FormatOptions
     @OptionGroup(title: "Verification") var verification: VerificationOptions
+    @OptionGroup(title: "Metalink") var metalink: MetalinkOptions
     @OptionGroup(title: "Retries and time limits") var retry: RetryOptions
     @OptionGroup(title: "HTTP requests") var request: RequestOptions
     @OptionGroup(title: "Network") var network: NetworkOptions
@@ -97,6 +98,7 @@ struct Get: ParsableCommand {
         retry.apply(to: &o)
         network.apply(to: &o)
         durability.apply(to: &o)
+        metalink.apply(to: &o)
         return o.applying(try request.fileOptions())
     }
 
@@ -106,7 +108,8 @@ struct Get: ParsableCommand {
             urls: urls, inputFile: inputFile, mirrors: connection.mirrors, checksumFile: verification.checksumFile,
             options: try downloadOptions(), jobs: connection.jobs, totalConnections: connection.totalConnections,
             maxConnectionsPerHost: connection.maxConnectionsPerHost,
-            json: format.json, quiet: format.quiet, skipExisting: output.skipExisting, stream: stream.settings)
+            json: format.json, quiet: format.quiet, skipExisting: output.skipExisting, stream: stream.settings,
+            metalinks: metalink.sources)
     }
 
     func run() throws {
@@ -153,51 +156,4 @@ func readTextFile(_ path: String, what: String) throws(SeggetError) -> String {
     }
     if bytes.count > 16 << 20 { throw SeggetError(.usage, "\(what) \(path) is too large (over 16 MiB).") }
     return String(decoding: bytes, as: UTF8.self)
-}
-
-struct Verify: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "verify",
-        abstract: "Check a file already on disk against a digest.",
-        discussion: "Exit 0 when it matches, 6 when it does not, 2 for bad input, 5 when the file cannot be read."
-    )
-
-    @Argument(help: "The file to check.")
-    var file: String
-
-    @Option(help: "Expected digest ALGO=HEX, with ALGO sha256 or md5 (repeatable).")
-    var checksum: [String] = []
-
-    @Option(name: .customLong("checksum-file"), help: "A sha256sum/md5sum style file holding the expected digest.")
-    var checksumFile: String?
-
-    @Flag(name: .shortAndLong, help: "Print nothing but errors.")
-    var quiet = false
-
-    func validate() throws {
-        if checksum.isEmpty && checksumFile == nil {
-            throw ValidationError("give --checksum ALGO=HEX or --checksum-file FILE.")
-        }
-        for c in checksum {
-            do { _ = try ExpectedDigest(parsing: c) } catch { throw ValidationError("\(error)") }
-        }
-    }
-
-    func run() throws {
-        var expected = try checksum.map { try ExpectedDigest(parsing: $0) }
-        if let cf = checksumFile { expected.append(try loadChecksumFile(cf, outputName: lastPathComponent(file))) }
-        let digests: [DigestAlgorithm: [UInt8]]
-        do {
-            digests = try digestFile(path: file, algorithms: Array(Set(expected.map(\.algorithm))))
-        } catch {
-            throw SeggetError(.fileSystem, "cannot read \(file): \(error).")
-        }
-        for e in expected {
-            let got = digests[e.algorithm] ?? []
-            guard got == e.bytes else {
-                throw SeggetError(.verification, "\(e.algorithm.displayName) mismatch for \(file): expected \(e.hex), got \(hexString(got)).")
-            }
-            if !quiet { writeStderr("segget: \(file): \(e.algorithm.displayName) OK (\(e.hex))\n") }
-        }
-    }
 }

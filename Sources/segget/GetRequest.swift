@@ -19,13 +19,27 @@ struct GetRequest: Equatable {
     var skipExisting: Bool
     /// With `-o -` (one URL): the reorder window and the first byte of the stream.
     var stream = StreamSettings()
+    /// `--metalink` sources (URLs or paths), whose files join the run.
+    var metalinks: [String] = []
 
     func run() throws {
         // Checked here, not in validate(): ArgumentParser reports unknown options only after
         // validate(), and "unknown option --foo" is the better message for `segget --foo URL`.
-        if urls.isEmpty && inputFile == nil { throw SeggetError(.usage, "give a URL to download, or -i FILE with a list of URLs.") }
-        for u in urls + mirrors {
+        if urls.isEmpty && inputFile == nil && metalinks.isEmpty {
+            throw SeggetError(.usage, "give a URL to download, -i FILE with a list of URLs, or a Metalink (FILE.meta4 or --metalink URL).")
+        }
+        for u in urls where !MetalinkInput.names(u) {
             if let problem = InputFile.urlProblem(u) { throw SeggetError(.usage, problem) }
+        }
+        for u in mirrors {
+            if let problem = InputFile.urlProblem(u) { throw SeggetError(.usage, problem) }
+        }
+        let metalinkGiven = !metalinks.isEmpty || urls.contains(where: MetalinkInput.names)
+        if metalinkGiven && !mirrors.isEmpty {
+            throw SeggetError(.usage, "--mirror cannot be combined with a Metalink, which lists the file's URLs itself.")
+        }
+        if options.outputPath == "-" && metalinkGiven {
+            throw SeggetError(.usage, "-o - streams one URL; a Metalink's files are downloaded to files (use -d DIR).")
         }
         if options.outputPath == "-" && urls.count == 1 && inputFile == nil {
             try StreamRun(url: urls[0], options: options, settings: stream, quiet: quiet).run()
@@ -40,6 +54,11 @@ struct GetRequest: Equatable {
                 throw SeggetError(.usage, "\(path == "-" ? "standard input" : path): \(error)")
             }
             if entries.isEmpty { throw SeggetError(.usage, "\(path) lists no URLs.") }
+        }
+        let given = entries.count
+        entries = try MetalinkInput.expand(entries, sources: metalinks, options: options, verify: options.verifyServerDigests)
+        if entries.count > 1 && options.outputPath != nil {
+            throw SeggetError(.usage, "-o names one file, but the Metalink describes \(entries.count - given + 1) files; use -d DIR.")
         }
         let checksums = try checksumFile.map { try readTextFile($0, what: "the checksum file") }
         let batch = Batch(

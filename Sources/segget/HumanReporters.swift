@@ -119,6 +119,7 @@ final class BatchUI: Reporter {
             var text = "segget: \(tag(id)) saved \(r.path) (\(Format.bytes(r.bytes))) in \(Format.seconds(r.seconds)), \(Format.rate(rate))"
             if r.resumedBytes > 0 { text += ", \(Format.bytes(r.resumedBytes)) resumed" }
             if !r.verified.isEmpty { text += ", verified" }
+            if let p = r.pieces { text += ", " + p.summary }
             line(&s, text)
         }
     }

@@ -24,6 +24,9 @@ struct JSONObject {
     mutating func add(_ key: String, objects: [JSONObject]) {
         field(key, "[" + objects.map(\.body).joined(separator: ",") + "]")
     }
+    mutating func add(_ key: String, ints: [Int]) {
+        field(key, "[" + ints.map(String.init).joined(separator: ",") + "]")
+    }
     /// A nested object, or null.
     mutating func add(_ key: String, object: JSONObject?) { field(key, object?.body ?? "null") }
     mutating func add(_ key: String, strings: [String]) {
@@ -170,6 +173,15 @@ final class JSONReporter: Reporter {
         o.add("connectionsOpened", r.tally.connections)
         o.add("refusals", r.tally.refusals)
         o.add("refetched", r.tally.refetchedBytes)
+        if let p = r.pieces {
+            var j = JSONObject.nested()
+            j.add("algorithm", p.algorithm.displayName)
+            j.add("count", p.pieceCount)
+            j.add("verified", p.verifiedPieces)
+            j.add("failed", ints: p.failedPieces)
+            j.add("badSources", strings: p.badSources.map { URLParts.redactingCredentials($0) })
+            o.add("pieces", object: j)
+        }
         o.add(
             "verified",
             objects: r.verified.map { v in

@@ -51,6 +51,7 @@ final class TerminalUI: @unchecked Sendable {
         var text = "segget: saved \(r.path) (\(Format.bytes(r.bytes))) in \(Format.seconds(r.seconds)), \(Format.rate(rate)) average, \(r.connections) connection\(r.connections == 1 ? "" : "s")"
         if r.resumedBytes > 0 { text += ", \(Format.bytes(r.resumedBytes)) resumed" }
         if !r.verified.isEmpty { text += ", verified \(r.verified.map { $0.split(separator: "=").first.map(String.init) ?? $0 }.joined(separator: " + "))" }
+        if let p = r.pieces { text += ", " + p.summary }
         writeStderr(text + "\n")
     }
 

@@ -284,7 +284,7 @@ final class MethodsFixture {
         #expect(f.ok("aria2.getPeers", [.string(g)]) == .array([]))
         #expect(f.ok("aria2.getServers", [.string(g)]) == .array([]))
         #expect(f.errorCode("aria2.addTorrent", [.string("AAAA")]) == 1)
-        #expect(f.errorCode("aria2.addMetalink", [.string("AAAA")]) == 1)
+        #expect(f.errorCode("aria2.addMetalink", [.string("AAAA")]) == 1, "three zero bytes are no Metalink")
         #expect(f.errorCode("aria2.getBitTorrentPeers") == -32601)
         #expect(f.ok("aria2.shutdown") == .string("OK"))
         #expect(f.ok("aria2.forceShutdown") == .string("OK"))

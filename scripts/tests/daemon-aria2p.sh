@@ -2,7 +2,8 @@
 # aria2's JSON-RPC as front-ends use it: aria2p (the Python library and its command line) drives
 # `segget daemon` and then `aria2c --enable-rpc` through the same scenario (daemon_aria2p.py): three
 # downloads with out, dir and header, pause/unpause and remove mid-download, byte-identical files,
-# WebSocket notifications for the right gids. Passing against aria2c shows that the script checks
+# WebSocket notifications for the right gids, addMetalink of a .meta4 (aria2p's add_metalink: base64)
+# with getServers while it runs. Passing against aria2c shows that the script checks
 # aria2's behaviour. Files come from a real nginx that logs the test header and caps /slow/.
 # Needs SEGGET_BIN (default .build/debug/segget), python3-venv and PyPI for aria2p (cached in
 # .build/aria2p-venv). Usage: scripts/tests/daemon-aria2p.sh [segget|aria2c ...]
@@ -33,7 +34,7 @@ trap cleanup EXIT
 mkdir -p "$WORK/www" "$WORK/nginx/logs" "$WORK/nginx/tmp"
 chmod 755 "$WORK" "$WORK/www"
 for f in a b c; do head -c $((8 << 20)) /dev/urandom >"$WORK/www/$f.bin"; done
-for f in d e; do head -c $((12 << 20)) /dev/urandom >"$WORK/www/$f.bin"; done
+for f in d e m; do head -c $((12 << 20)) /dev/urandom >"$WORK/www/$f.bin"; done
 chmod 644 "$WORK"/www/*
 
 port="$(free_port)"
@@ -44,6 +45,7 @@ write_nginx_conf "$WORK/nginx" 1 "$(cat <<CONF
         listen 127.0.0.1:$port;
         root $WORK/www;
         location /slow/ { alias $WORK/www/; limit_rate 1m; }
+        location /slow2/ { alias $WORK/www/; limit_rate 1m; }
     }
 CONF
 )"

@@ -238,6 +238,43 @@ def main():
         check("no notification for an unknown gid", not wrong, str(wrong[:3]))
         notes.close()
 
+        # A Metalink of one file at two URLs (nginx paces both), with its SHA-256 and 1 MiB piece hashes:
+        # aria2p's add_metalink sends the document in base64; one download per file; getServers lists
+        # each connection's uri, currentUri and downloadSpeed while it runs; the file ends identical.
+        meta = os.path.join(a.work, "m.meta4")
+        maker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib", "make_meta4.py")
+        with open(meta, "w") as f:
+            subprocess.run([sys.executable, maker, os.path.join(a.www, "m.bin"), f"{a.base}/slow/m.bin@1",
+                            f"{a.base}/slow2/m.bin@2"], stdout=f, check=True)
+        added = api.add_metalink(meta, options={"split": "4"})
+        check("addMetalink gives one download per file", len(added) == 1 and len(added[0].gid) == 16,
+              str([d.gid for d in added]))
+        m_gid = added[0].gid if added else "0" * 16
+        seen = {}
+
+        def serving():
+            s = api.client.get_servers(m_gid) if status(api, m_gid)["status"] == "active" else []
+            servers = s[0].get("servers", []) if s else []
+            if servers and any(int(x.get("downloadSpeed", "0")) > 0 for x in servers):
+                seen["servers"] = s
+                return True
+            return False
+
+        check("getServers lists the servers of an active download", wait_for(serving, 20, 0.1),
+              json.dumps(seen.get("servers"))[:300])
+        entry = (seen.get("servers") or [{}])[0]
+        urls = {f"{a.base}/slow/m.bin", f"{a.base}/slow2/m.bin"}
+        fields = entry.get("servers", [])
+        check("getServers: index 1, uri, currentUri and downloadSpeed as strings",
+              entry.get("index") == "1" and fields and all(
+                  x.get("uri") in urls and isinstance(x.get("currentUri"), str) and x.get("downloadSpeed", "").isdigit()
+                  for x in fields), json.dumps(entry)[:300])
+        check("the Metalink download completes",
+              wait_for(lambda: status(api, m_gid)["status"] == "complete", 60, 0.2), status(api, m_gid)["status"])
+        got = os.path.join(download_dir, "m.bin")
+        check("m.bin is byte-identical", os.path.exists(got) and filecmp.cmp(got, os.path.join(a.www, "m.bin"),
+                                                                               shallow=False))
+
         # The aria2p command line: add, show, pause, resume, remove.
         r = run_cli(port, secret, "add", f"{a.base}/slow/e.bin", "-o", "out=cli.bin")
         cli_gid = r.stdout.strip().split()[-1] if r.returncode == 0 and r.stdout.strip() else ""

@@ -211,7 +211,7 @@ extension FetchEngine {
         guard let voucher = vouching, !voucher.isDone else { return }
         for (k, matches) in voucher.take() {
             if matches {
-                markInFile(k)
+                chunkInFile(k)
             } else {
                 rejectedChunks += 1
                 rejectedBytes += Int64(plan.byteRange(ofChunk: k).count)

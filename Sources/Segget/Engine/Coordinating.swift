@@ -73,6 +73,10 @@ protocol Coordinating {
     mutating func refusedByHost(_ id: Int, head: ResponseHead, after: Double?, now: Double) -> [Command]?
     /// The host's first bytes show it queues requests: the commands of the push-back.
     mutating func judgeSaturation(now: Double) -> [Command]
+    /// Source `s` gets no more work; nil when it is the last (see `Coordinator+Sources.swift`).
+    mutating func dropSource(_ s: Int, now: Double) -> [Command]?
+    /// Connection `id`'s source failed for good: its commands when other sources go on, else nil.
+    mutating func sourceFailed(of id: Int, why: String, now: Double) -> [Command]?
 }
 
 extension Coordinating {
@@ -216,8 +220,10 @@ extension Coordinating {
         case .reachedEnd, .cancelled:
             if isRacing(id) { abandonRace(id) }
         case .fatal(let e):
+            if let dropped = sourceFailed(of: id, why: e.message, now: now) { return commands + dropped }
             if failure == nil { failure = e }
         case .resourceChanged(let r):
+            if let dropped = sourceFailed(of: id, why: r, now: now) { return commands + dropped }
             if changed == nil { changed = r }
         case .retry(let why, let after, let kind):
             if kind == .httpStatus, head.status == 429 || head.status == 503,
@@ -228,6 +234,7 @@ extension Coordinating {
                 commands += scheduleRetry(id, reason: why, after: after, kind: kind, now: now)
             }
         case .rangesIgnored(let r):
+            if let dropped = sourceFailed(of: id, why: r, now: now) { return commands + dropped }
             if ignored == nil { ignored = r }
         case nil:
             commands += endedByItself(id, end, now: now)
@@ -260,6 +267,7 @@ extension Coordinating {
         connections[id].attempts += 1
         let attempts = connections[id].attempts
         if attempts > config.retries {
+            if let dropped = sourceFailed(of: id, why: reason, now: now) { return dropped }
             let hint = kind == .protocolViolation ? "the server's answers are unusable; try -n 1 or another server" : "run the same command to resume later, or raise --retries"
             failure = SeggetError(kind, "bytes \(connections[id].pos)-\(end(of: id) - 1) failed \(attempts) time\(attempts == 1 ? "" : "s") (last: \(reason)); \(hint).")
             return []

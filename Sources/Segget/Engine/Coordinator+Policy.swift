@@ -431,7 +431,9 @@ extension Coordinator {
             if c.machine.isTransferring, !isRacing(c.id), c.pos < c.chunkEnd {
                 completed += c.pos - max(plan.byteRange(ofChunk: plan.chunk(containing: c.pos)).lowerBound, c.progressFrom)
             }
-            conns.append(ConnectionProgress(id: c.id, state: state, bytesPerSecond: self.rate(c, now: now, window: 2) ?? 0, remainingBytes: max(0, end(of: c.id) - c.pos)))
+            conns.append(ConnectionProgress(
+                id: c.id, state: state, bytesPerSecond: self.rate(c, now: now, window: 2) ?? 0,
+                remainingBytes: max(0, end(of: c.id) - c.pos), source: config.sources.indices.contains(c.source) ? config.sources[c.source].url : nil))
         }
         return DownloadProgress(
             completedBytes: completed, totalBytes: config.totalLength, receivedBytes: receivedBytes,

@@ -127,6 +127,8 @@ struct Coordinator: Coordinating {
     var splitCandidates: [Int] = []
 
     var failure: SeggetError?
+    /// Sources that get no more work (`Coordinator+Sources.swift`).
+    var demotedSources: Set<Int> = []
     var changed: String?
     var ignored: String?
     /// What a request to the host costs (see `RequestCostModel`, `RequestPrice`).

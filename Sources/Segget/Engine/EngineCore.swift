@@ -55,6 +55,8 @@ struct EngineCore {
         /// Connection `id`'s head is in (sent before its first body bytes): the kernel's round trip on
         /// its connection, and whether its request opened a new connection (nil: not known).
         case connected(Int, roundTrip: Double?, newConnection: Bool?)
+        /// Source `s` served pieces that failed their hashes: it gets no more work.
+        case sourceFailed(Int)
     }
 
     typealias TransferEnd = Coordinator.TransferEnd
@@ -182,6 +184,8 @@ struct EngineCore {
         case .connected(let id, let roundTrip, let newConnection):
             c.connected(id, roundTrip: roundTrip, newConnection: newConnection)
             return []
+        case .sourceFailed(let s):
+            return actions(c.dropSource(s, now: now) ?? [])
         }
     }
 

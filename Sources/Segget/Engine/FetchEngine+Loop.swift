@@ -68,6 +68,7 @@ extension FetchEngine {
         try resumePausedTransfers()
         runAfterWrites()
         collectVouched()
+        collectPieces()
         try throwIfStopped()
         apply(.performed(passStartedAt: now))
         return isDone
@@ -101,6 +102,7 @@ extension FetchEngine {
         recordFinalSlots()
         checkpointThread?.stop()
         vouching?.stop()
+        pieceChecks?.hasher.stop()
         trace("writes at the end: \(writer.isDirect ? "O_DIRECT" : "page cache"), \(writer.bytesWritten); waited \(Format.fixed(writer.waitedSeconds, 2)) s for the writer")
         trace("cost to the servers: \(spent.summary)")
     }

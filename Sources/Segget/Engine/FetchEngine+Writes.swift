@@ -59,7 +59,7 @@ extension FetchEngine {
                 } catch {
                     apply(.failed(SeggetError(.fileSystem, "could not update the journal: \(error). Free some space or fix permissions, then run the same command to resume.")))
                 }
-                markInFile(k)
+                chunkInFile(k)
             case .slot(let id, let chunk, let upTo):
                 if let crc = chunkCRCs.crc(ofChunk: chunk, upTo: upTo) {
                     try? progressSlots?.record(slot: id, chunk: chunk, upTo: upTo, crc: crc)

@@ -71,6 +71,9 @@ final class FetchEngine {
     /// A slot is rewritten after at least this many new bytes, to keep the syscalls few.
     static let slotStep: Int64 = 128 << 10
 
+    /// The checks of a Metalink's piece hashes, when the download has them (see `PieceChecks`).
+    var pieceChecks: PieceChecks?
+
     /// Called when the finished prefix of the file grows (for hashing behind the download).
     var onPrefix: ((Int64) -> Void)?
     /// Called every `writebackStep` bytes written through the page cache, to start writing dirty pages
@@ -198,7 +201,7 @@ final class FetchEngine {
 
     var isDone: Bool {
         // Nothing is finished before every chunk kept from an earlier run was vouched for.
-        core.isComplete && (!target.ranged || (vouching?.isDone ?? true))
+        core.isComplete && (!target.ranged || ((vouching?.isDone ?? true) && (pieceChecks?.ledger.allVerified ?? true)))
     }
 
     func pollTimeout(now: Double) -> Int32 {
@@ -362,6 +365,7 @@ final class FetchEngine {
             case .write(_, let from, let count, let at):
                 if flushed { moveSlot(c, atLeast: Self.slotStep) }
                 if budget != nil && from == 0 { budget!.spend(n) }
+                pieceChecks?.ledger.wrote(chunk: plan.chunk(containing: at), source: core.connections[c.id].source)
                 if from == 0 { settings.sharedSpeed?.spend(n) }
                 flushed = writer.append(c.staging, ptr + from, count: count, at: at)
             case .crossed(_, let crossing):
@@ -383,53 +387,6 @@ final class FetchEngine {
         // another connection's never wait in its buffer.
         if decision == .pause, streamGate != nil { settle(c) }
         return decision
-    }
-
-    // MARK: Completion
-
-    /// Connection `c`'s transfer ended (the driver has removed it already).
-    private func finish(_ c: ConnectionIO, code: CurlCode) {
-        settle(c)
-        countEnded(c)
-        // Our own cut (a range's end reached mid-answer): the server counts the request until it
-        // sees the close, so its slot in the host's budget cools a moment before it is reused. A
-        // refusal (429, 503) or any other answer refused at its head is over for the server already.
-        if code == .writeError, (200..<300).contains(c.head.status) { settings.hostShare?.cancelled(1) }
-        let conn = core.connections[c.id]
-        trace("connection \(c.id) done code=\(code.rawValue) pos=\(conn.pos) port=\((try? c.easy.localPort()).map(String.init) ?? "?") rate=\(Format.rate(Double(conn.transferBytes) / max(0.001, monotonicSeconds() - conn.transferStartedAt)))")
-        let end: Coordinator.TransferEnd
-        if code == .ok {
-            end = .ok
-        } else if code == .partialFile {
-            end = .partial
-        } else if code.isTransient && !Prober.headersTooLarge(code, head: c.head) || code == .writeError {
-            end = .transient(code.description)
-        } else {
-            end = .failed(Prober.networkError(code, url: target.url, head: c.head))
-        }
-        apply(.ended(c.id, end, head: c.head))
-    }
-
-    /// Removes the losers of end-game races; their staged bytes are discarded (the winner wrote them).
-    func flushRemovals() {
-        for id in pendingRemoval {
-            let c = io[id]
-            if core.connections[id].machine.isTransferring {
-                countEnded(c)
-                driver.cancel(c.easy)
-                apply(.removed(id))
-                settings.hostShare?.cancelled(1)
-            }
-            if let s = c.staging { writer.discard(s) }
-        }
-        pendingRemoval.removeAll()
-    }
-
-    /// Counts what connection `c`'s transfer cost the server as it ends (see `RequestTally`): the
-    /// connection it opened, and a refusal for the host's limit.
-    func countEnded(_ c: ConnectionIO) {
-        tally.connections += (try? c.easy.newConnections()) ?? 0
-        if c.head.status == 429 || c.head.status == 503 { tally.refusals += 1 }
     }
 
     // MARK: Periodic work

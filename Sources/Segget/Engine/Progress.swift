@@ -33,6 +33,8 @@ public struct ConnectionProgress: Sendable, Equatable {
     public var bytesPerSecond: Double
     /// Bytes left in the connection's current assignment.
     public var remainingBytes: Int64
+    /// The URL it fetches from (the main URL after redirects, or a mirror's); nil when unknown.
+    public var source: String? = nil
 }
 
 /// Notable events a caller may want to show (the CLI prints them as one-line notices).

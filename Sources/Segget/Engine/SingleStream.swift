@@ -73,6 +73,8 @@ struct SingleStream: Coordinating {
     mutating func learn(warmUp: WarmUpOutcome, now: Double) -> [Command] { [] }
     mutating func periodicDecisions(now: Double) -> [Command] { [] }
     mutating func judgeSlowConnections(now: Double) -> [Command] { [] }
+    mutating func dropSource(_ s: Int, now: Double) -> [Command]? { nil }
+    mutating func sourceFailed(of id: Int, why: String, now: Double) -> [Command]? { nil }
     mutating func reopen(_ k: Int) {}
     mutating func accepted(_ id: Int) {}
     /// One stream has nobody to leave its work to: a refusal is retried.

@@ -180,9 +180,11 @@ extension Download {
         // downloads (a batch, the daemon): the others go on meanwhile. For a download of one, on its
         // steps, at once.
         let firstWhole: WholeSaving = loop.wholeSavesOnWriters ? .elsewhere : .here
-        @Sendable func setUp(_ probe: ProbeResult, _ mirrors: [FetchSource], whole: WholeSaving) {
+        @Sendable func setUp(_ probe: ProbeResult, _ mirrors: [FetchSource], _ metalink: MetalinkFacts, whole: WholeSaving) {
             do throws(SeggetError) {
-                switch try beginFetch(plan, probe: probe, mirrors: mirrors, deadline: deadline, driver: loop.driver, whole: whole, context) {
+                switch try beginFetch(
+                    plan, probe: probe, mirrors: mirrors, deadline: deadline, driver: loop.driver, whole: whole, metalink: metalink, context)
+                {
                 case .finished(let outcome):
                     done(plan, .success(outcome))
                 case .saveWhole(let save):
@@ -197,7 +199,7 @@ extension Download {
                                 // The usual path looks at what is there; the probe's transfer was let go.
                                 var probe = probe
                                 probe.held = nil
-                                setUp(probe, mirrors, whole: .never)
+                                setUp(probe, mirrors, metalink, whole: .never)
                             case .failure(let error):
                                 done(plan, .failure(error))
                             }
@@ -219,13 +221,20 @@ extension Download {
             }
         }
         let fetchWith: @Sendable (ProbeResult) -> Void = { [self] probe in
-            guard !options.mirrors.isEmpty, probe.acceptsRanges, probe.totalLength != nil, !plan.stream else {
-                return setUp(probe, [], whole: firstWhole)
+            guard probe.acceptsRanges, probe.totalLength != nil, !plan.stream else {
+                return setUp(probe, [], MetalinkFacts(), whole: firstWhole)
             }
-            // The mirrors, probed all at once on the loop, before the steps that set up the fetch.
-            loop.post { [self] in
-                probeMirrors(on: loop, main: probe, deadline: deadline, events: context.events, interrupt: context.interrupt) {
-                    mirrors in loop.steps.async { setUp(probe, mirrors, whole: firstWhole) }
+            // What the first answer's Link fields add (Metalink/HTTP), then the mirrors, probed all at
+            // once on the loop, before the steps that set up the fetch.
+            metalinkHTTP(probe: probe, on: loop, deadline: deadline, events: context.events) { [self] found in
+                let urls = sourceURLs(main: probe, adding: found.mirrors)
+                guard !urls.isEmpty else { return setUp(probe, [], found.facts, whole: firstWhole) }
+                let verifiable = options.pieces != nil || found.facts.pieces != nil
+                loop.post { [self] in
+                    probeMirrors(
+                        urls, on: loop, main: probe, verifiable: verifiable, deadline: deadline, events: context.events,
+                        interrupt: context.interrupt
+                    ) { mirrors in loop.steps.async { setUp(probe, mirrors, found.facts, whole: firstWhole) } }
                 }
             }
         }

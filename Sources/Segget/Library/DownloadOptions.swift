@@ -34,6 +34,17 @@ public struct DownloadOptions: Sendable, Equatable {
     /// Other URLs of the same file; ranges are spread over all of them. A mirror whose length or
     /// validators disagree with the main URL is dropped with a notice.
     public var mirrors: [String] = []
+    /// The piece hashes of a Metalink: each piece is hashed as soon as its bytes are in the file, one
+    /// that fails is fetched again from another source and the source that served it gets no more
+    /// work; the file is published only once every piece matched. Nil: none.
+    public var pieces: PieceHashes?
+    /// The length a Metalink gives: a server that serves another length is refused.
+    public var expectedLength: Int64?
+    /// Follow the first answer's Metalink/HTTP `Link` fields (RFC 6249): its duplicates as mirrors,
+    /// and the piece hashes of the Metalink it points to.
+    public var metalinkHTTP = true
+    /// Prefer mirrors in this country (ISO 3166 code) among a Metalink's or the `Link` duplicates.
+    public var metalinkLocation: String?
     /// Journal unit and smallest piece of work a connection takes.
     public var chunkSize: Int64 = 1 << 20
     /// Exact output path (`-o`); wins over `directory`.
@@ -152,4 +163,6 @@ public struct DownloadResult: Sendable, Equatable {
     /// Where the checked bytes were hashed from (memory, or read back from the file); nil when no
     /// digest was checked.
     public var hashing: HashStatistics? = nil
+    /// What the piece checks found, for a download with piece hashes.
+    public var pieces: PieceReport?
 }

@@ -12,7 +12,8 @@ import SeggetVerify
 /// ```
 ///
 /// A line that starts with a non-blank character holds one URL, or several separated by tabs: the
-/// first is the URL, the others are mirrors of the same file. Lines indented by spaces or tabs
+/// first is the URL, the others are mirrors of the same file (a line may also name a Metalink, a
+/// path or URL ending in `.meta4`, whose files the command line adds in its place). Lines indented by spaces or tabs
 /// under it are `name=value` options for that URL, aria2's names read through ``OptionSchema``:
 /// `out` (a file name), `dir` (a directory), `checksum` (`ALGO=HEX`, repeatable), `header`
 /// (`Name: value`, repeatable), `user-agent`, `referer`, `all-proxy`, `split` and
@@ -30,6 +31,8 @@ public struct InputFile: Sendable, Equatable {
         /// The option lines (`out=`, `dir=`, `checksum=`, …), read as every entry point reads them
         /// (``OptionSchema``).
         public var options = FileOptions()
+        /// What a Metalink says of the file (its mirrors, size, digests, pieces), when one brought it.
+        public var metalink: MetalinkDownload?
 
         public init(url: String, line: Int) {
             self.url = url
@@ -63,7 +66,7 @@ public struct InputFile: Sendable, Equatable {
             case .urls(let ranges):
                 let urls = ranges.map { String(slice($0)) }
                 for u in urls {
-                    if let problem = Self.urlProblem(u) { throw InputFileError(line: line.number, message: problem) }
+                    if !MetalinkSource.looksLikeMetalink(u), let problem = Self.urlProblem(u) { throw InputFileError(line: line.number, message: problem) }
                 }
                 var entry = Entry(url: urls[0], line: line.number)
                 entry.mirrors = Array(urls.dropFirst())
@@ -91,7 +94,7 @@ public struct InputFile: Sendable, Equatable {
             if !indented {
                 let urls = content.split(separator: "\t").map { String($0.trimmingSpacesAndTabs()) }.filter { !$0.isEmpty }
                 for u in urls {
-                    if let problem = Self.urlProblem(u) { throw InputFileError(line: number, message: problem) }
+                    if !MetalinkSource.looksLikeMetalink(u), let problem = Self.urlProblem(u) { throw InputFileError(line: number, message: problem) }
                 }
                 var entry = Entry(url: urls[0], line: number)
                 entry.mirrors = Array(urls.dropFirst())

@@ -198,7 +198,7 @@ public enum OptionSchema {
                 throw OptionError(key: "checksum", message: "\(error)")
             }
         },
-        values: { $0.checksums.map { ($0.algorithm == .md5 ? "md5=" : "sha-256=") + $0.hex } },
+        values: { $0.checksums.map { "\($0.algorithm.textualName)=" + $0.hex } },
         clear: { $0.checksums = [] })
 
     public static let header = OptionSpec(

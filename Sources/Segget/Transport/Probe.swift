@@ -41,6 +41,9 @@ public struct ProbeResult: Sendable, Equatable {
     var warmUps: ConnectionWarmUps?
     /// What the probe cost the server (its requests, redirects and retries; see `RequestTally`).
     var tally = RequestTally()
+    /// The `Link` fields of the first answer (a redirector's, before any redirect), for Metalink/HTTP
+    /// (RFC 6249); those of the answers after a redirect are a mirror's, which RFC 6249 says to ignore.
+    var links: LinkHeader?
     /// `tally` and the connections warmed beside the probe (a request and a connection each).
     var spent: RequestTally {
         let warmed = warmUps?.outcome.sent ?? 0
@@ -346,6 +349,10 @@ struct ProbeWalk {
     private(set) var current: String
     private var currentParts: URLParts
     private var visited: Set<String>
+    /// The first answer's `Link` and digest fields (see `ProbeResult.links`).
+    private var firstLinks: String?
+    private var firstDigest: String?
+    private var firstReprDigest: String?
     /// The options of the next request (credentials dropped after a redirect to another host).
     private(set) var options: TransferOptions
     private var hops = 0
@@ -388,11 +395,22 @@ struct ProbeWalk {
             }
             throw Prober.networkError(code, url: current, head: head)
         }
+        if hops == 0 {
+            firstLinks = head.unsafeRawJoinedValue("link")
+            firstDigest = head.unsafeRawJoinedValue("digest")
+            firstReprDigest = head.unsafeRawJoinedValue("repr-digest")
+        }
         if (300...399).contains(head.status), head.status != 304 {
             try follow(head)
             return nil
         }
         var result = try prober.interpret(head, finalURL: current, redirects: hops, options: options)
+        result.links = firstLinks.map(LinkHeader.init)
+        if result.digest == nil && result.reprDigest == nil {
+            // A redirector's digest covers the file its mirrors serve (RFC 6249 section 6).
+            result.digest = firstDigest
+            result.reprDigest = firstReprDigest
+        }
         result.credentialsDropped = currentParts.host != first.host
         if ctx.bodyStartedAt > 0 {
             result.firstAnswerSeconds = max(0, ctx.bodyStartedAt - ctx.sentAt)

@@ -1,0 +1,110 @@
+import Dispatch
+import SeggetCurl
+import SeggetMetalink
+import SeggetVerify
+
+/// Metalink/HTTP (RFC 6249): the first answer of a download (a redirector's, before it redirects)
+/// may name other copies of the file (`Link: <…>; rel=duplicate; pri=N`), a Metalink that
+/// describes it (`rel=describedby; type="application/metalink4+xml"`) and its digest (`Digest`).
+/// The duplicates become mirrors; the Metalink is fetched for its piece hashes (and its digest and
+/// further URLs) when the download has none. Mirrors' own `Link` fields are never read (the probe
+/// keeps the first answer's only), so no answer leads to another's.
+extension Download {
+    /// The most servers one file is fetched from (the main URL and mirrors).
+    static let maxSources = 16
+
+    /// What Metalink/HTTP found for an attempt.
+    struct MetalinkHTTPFound: Sendable {
+        var mirrors: [String] = []
+        var facts = MetalinkFacts()
+    }
+
+    /// The mirror URLs to probe: the options', then `found`, without the main URL and repeats, at
+    /// most `maxSources - 1`.
+    func sourceURLs(main: ProbeResult, adding found: [String]) -> [String] {
+        var seen: Set<String> = [url, main.finalURL]
+        var out: [String] = []
+        for u in options.mirrors + found where !seen.contains(u) {
+            seen.insert(u)
+            out.append(u)
+        }
+        return Array(out.prefix(Self.maxSources - 1))
+    }
+
+    /// Reads the first answer's `Link` fields (when `options.metalinkHTTP` and there is more to
+    /// fetch than the probe brought) and hands `done` what they add, on `loop.steps`: at once, or,
+    /// when a Metalink is to be fetched, after it was, off the loop.
+    func metalinkHTTP(
+        probe: ProbeResult, on loop: DownloadLoop, deadline: Deadline?, events: (@Sendable (DownloadEvent) -> Void)?,
+        done: @escaping @Sendable (MetalinkHTTPFound) -> Void
+    ) {
+        guard options.metalinkHTTP, let links = probe.links, let total = probe.totalLength, Int64(probe.prefix.count) < total
+        else { return done(MetalinkHTTPFound()) }
+        var found = MetalinkHTTPFound()
+        found.mirrors = links.duplicates(preferring: options.metalinkLocation).compactMap { link in
+            resolveURL(link.target, against: url).flatMap { URLParts($0)?.isHTTPFamily == true ? $0 : nil }
+        }
+        if !found.mirrors.isEmpty {
+            events?(.notice("the server names \(found.mirrors.count) other cop\(found.mirrors.count == 1 ? "y" : "ies") of the file (Metalink/HTTP); fetching from them too."))
+        }
+        guard options.pieces == nil, let described = links.metalink.flatMap({ resolveURL($0.target, against: url) }) else {
+            return done(found)
+        }
+        let sameHost = URLParts(described)?.host == URLParts(url)?.host
+        let fetch = DocumentFetch(
+            options: sameHost ? options.transfer : options.transfer.withoutCredentials(), limit: MetalinkLimits().documentBytes,
+            deadline: deadline)
+        let name = probe.suggestedFileName
+        let location = options.metalinkLocation
+        let duplicates = found
+        DispatchQueue.global().async {
+            let result = Result { () throws(SeggetError) in
+                try Self.describedFile(fetch: fetch, url: described, name: name, length: total, location: location)
+            }
+            loop.steps.async {
+                var found = duplicates
+                switch result {
+                case .success(let file):
+                    found.facts.pieces = file.pieces
+                    found.facts.digests = file.digests
+                    found.mirrors += file.urls
+                    events?(.notice("the server points to a Metalink, \(URLParts.shown(described)), with \(file.pieces.map { "\($0.count) piece hashes" } ?? "no piece hashes"); \(file.pieces == nil ? "going on without" : "checking each piece")."))
+                case .failure(let error):
+                    events?(.notice("the Metalink the server points to, \(URLParts.shown(described)), cannot be used: \(RetryPolicy.sentence(error.message).dropLast()); going on without its piece hashes."))
+                }
+                done(found)
+            }
+        }
+    }
+
+    /// What a Metalink says of one file, as a download uses it.
+    struct DescribedFile: Sendable {
+        var pieces: PieceHashes?
+        var digests: [ExpectedDigest]
+        var urls: [String]
+    }
+
+    /// Fetches the Metalink at `url` and picks the file it describes: the one named `name`, or its
+    /// only file; its size must be `length`.
+    static func describedFile(
+        fetch: DocumentFetch, url: String, name: String, length: Int64, location: String?
+    ) throws(SeggetError) -> DescribedFile {
+        let answer = try fetch.get(url)
+        let document: MetalinkDocument
+        do {
+            document = try MetalinkDocument(parsing: answer.body)
+        } catch {
+            throw SeggetError(.protocolViolation, error.message)
+        }
+        guard let file = document.files.first(where: { $0.fileName == name }) ?? (document.files.count == 1 ? document.files.first : nil)
+        else {
+            throw SeggetError(.protocolViolation, "it does not describe \(ServerText(name))")
+        }
+        guard file.size == nil || file.size == length else {
+            throw SeggetError(.protocolViolation, "it gives the file \(file.size ?? 0) bytes, the server \(length)")
+        }
+        return DescribedFile(
+            pieces: file.pieces, digests: file.digests.compactMap { ExpectedDigest(algorithm: $0.algorithm, bytes: $0.bytes) },
+            urls: file.ordered(preferring: location).map(\.url))
+    }
+}

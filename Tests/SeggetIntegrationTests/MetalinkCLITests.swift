@@ -1,0 +1,145 @@
+import Foundation
+import Segget
+import SeggetTestServer
+import Testing
+
+// Metalink on the command line, as a user meets it: `segget FILE.meta4`, `--metalink URL`, a `.meta4`
+// line in `-i`, several files as a batch, hostile documents refused with exit 2 before anything is
+// fetched.
+
+private func started(_ files: [String: [UInt8]]) throws -> TestServer {
+    let s = try TestServer()
+    for (name, bytes) in files { s.addResource(name: name, bytes: bytes, etag: "\"\(name)\"") }
+    try s.start()
+    return s
+}
+
+@Suite(.serialized) struct MetalinkCLITests {
+    /// Two servers, one serving a bad MiB: identical file, exit 0, the `finish` line names the bad
+    /// server and the piece fetched again.
+    @Test func aMeta4FileWithACorruptingMirror() throws {
+        let body = cliTestBytes(12 << 20, seed: 40)
+        let good = try started(["f.bin": body])
+        let bad = try started(["f.bin": corrupted(body, at: 0, count: body.count)])
+        defer { good.stop(); bad.stop() }
+        let dir = try CLITempDir()
+        let doc = metalinkDocument(
+            name: "f.bin", size: body.count, urls: [bad.url("f.bin", query: "rate=4m"), good.url("f.bin", query: "rate=4m")],
+            pieces: pieceHashes(body, length: 1 << 20), hash: sha256(body))
+        try doc.write(toFile: dir.path("f.meta4"), atomically: true, encoding: .utf8)
+        let run = try SeggetCLI.run(["--json", "-d", dir.path("out"), dir.path("f.meta4")])
+        #expect(run.exitCode == 0, "\(run.stdout)\(run.stderr)")
+        #expect(fileBytes(dir.path("out/f.bin")) == body)
+        let finish = try #require(run.stdout.split(separator: "\n").first { $0.contains("\"type\":\"finish\"") })
+        #expect(finish.contains("\"badSources\":[\"\(bad.url("f.bin", query: "rate=4m"))\"]"), "\(finish)")
+        #expect(finish.contains("\"count\":12,\"verified\":12"), "\(finish)")
+        #expect(finish.contains("\"algorithm\":\"SHA-256\",\"hex\":\"\(hexString(sha256(body)))\""), "\(finish)")
+    }
+
+    /// `--metalink URL` fetches the document; its two files are one batch.
+    @Test func aFetchedMetalinkOfTwoFilesIsABatch() throws {
+        let a = cliTestBytes(3 << 20, seed: 41)
+        let b = cliTestBytes(2 << 20 + 5, seed: 42)
+        let s = try started(["a.bin": a, "b.bin": b])
+        defer { s.stop() }
+        var doc = metalinkDocument(name: "a.bin", size: a.count, urls: [s.url("a.bin")], pieces: pieceHashes(a, length: 256 << 10))
+        let second = metalinkDocument(name: "b.bin", size: b.count, urls: [s.url("b.bin")], pieces: nil, hash: sha256(b))
+        // One document of both files.
+        doc = doc.replacingOccurrences(of: "</metalink>\n", with: "")
+            + second.components(separatedBy: "<metalink xmlns=\"urn:ietf:params:xml:ns:metalink\">\n")[1]
+        s.addFixedAnswer(path: "/files.meta4", status: 200, headers: [("Content-Type", "application/metalink4+xml")], body: Array(doc.utf8))
+        let dir = try CLITempDir()
+        let run = try SeggetCLI.run(["-q", "-d", dir.path("out"), "--metalink", s.baseURL + "/files.meta4"])
+        #expect(run.exitCode == 0, "\(run.stderr)")
+        #expect(fileBytes(dir.path("out/a.bin")) == a)
+        #expect(fileBytes(dir.path("out/b.bin")) == b)
+        // A URL that answers something else is refused.
+        let html = try SeggetCLI.run(["-d", dir.path("out2"), "--metalink", s.url("a.bin")])
+        #expect(html.exitCode == 2 && html.stderr.contains("not a Metalink"), "\(html.stderr)")
+    }
+
+    /// A `-i` line may name a `.meta4` file; its option lines apply to the file it brings.
+    @Test func aMeta4LineInAnInputFile() throws {
+        let body = cliTestBytes(1 << 20, seed: 43)
+        let s = try started(["m.bin": body, "plain.bin": body])
+        defer { s.stop() }
+        let dir = try CLITempDir()
+        try metalinkDocument(name: "m.bin", size: body.count, urls: [s.url("m.bin")], pieces: pieceHashes(body, length: 64 << 10))
+            .write(toFile: dir.path("m.meta4"), atomically: true, encoding: .utf8)
+        try "\(s.url("plain.bin"))\n\(dir.path("m.meta4"))\n  dir=\(dir.path("sub"))\n".write(
+            toFile: dir.path("list.txt"), atomically: true, encoding: .utf8)
+        let run = try SeggetCLI.run(["-q", "-d", dir.path("out"), "-i", dir.path("list.txt")])
+        #expect(run.exitCode == 0, "\(run.stderr)")
+        #expect(fileBytes(dir.path("out/plain.bin")) == body)
+        #expect(fileBytes(dir.path("sub/m.bin")) == body)
+    }
+
+    /// Hostile or inconsistent documents: exit 2 with a sentence, and no request reaches the server.
+    @Test func hostileDocumentsAreRefusedBeforeAnyRequest() throws {
+        let s = try started(["f.bin": cliTestBytes(1 << 20, seed: 44)])
+        defer { s.stop() }
+        let u = s.url("f.bin")
+        let ns = "xmlns=\"urn:ietf:params:xml:ns:metalink\""
+        let laughs = (1...9).map { "<!ENTITY l\($0) \"" + String(repeating: "&l\($0 - 1);", count: 10) + "\">" }.joined()
+        let cases: [(String, String)] = [
+            ("<?xml version=\"1.0\"?><!DOCTYPE m [<!ENTITY l0 \"lol\">\(laughs)]><metalink \(ns)><file name=\"f\"><url>\(u)&l9;</url></file></metalink>", "document type declaration"),
+            ("<?xml version=\"1.0\"?><!DOCTYPE m [<!ENTITY x SYSTEM \"file:///etc/passwd\">]><metalink \(ns)><file name=\"f\"><url>\(u)</url><description>&x;</description></file></metalink>", "document type declaration"),
+            ("<metalink \(ns)>" + String(repeating: "<a>", count: 500) + String(repeating: "</a>", count: 500) + "<file name=\"f\"><url>\(u)</url></file></metalink>", "nests elements"),
+            ("<metalink \(ns)><file name=\"f\"><size>99999999999999999999</size><url>\(u)</url></file></metalink>", "not a number of bytes"),
+            ("<metalink \(ns)><file name=\"f\"><size>5000000</size><url>\(u)</url><pieces length=\"1048576\" type=\"sha-256\"><hash>\(String(repeating: "0", count: 64))</hash></pieces></file></metalink>", "needs 5"),
+            ("<metalink \(ns)><file name=\"f\"><url>f.bin</url><url>ftp://127.0.0.1/f.bin</url></file></metalink>", "no http:// or https:// URL"),
+            ("<metalink \(ns)><file name=\"../f\"><url>\(u)</url></file></metalink>", "not a safe relative path"),
+        ]
+        let dir = try CLITempDir()
+        for (i, (text, says)) in cases.enumerated() {
+            try text.write(toFile: dir.path("h\(i).meta4"), atomically: true, encoding: .utf8)
+            let run = try SeggetCLI.run(["-d", dir.path("out"), dir.path("h\(i).meta4")])
+            #expect(run.exitCode == 2, "case \(i): \(run.stderr)")
+            #expect(run.stderr.contains(says) && run.stderr.contains("Nothing was downloaded"), "case \(i): \(run.stderr)")
+        }
+        #expect(s.requests.isEmpty, "requests reached the server: \(s.requests)")
+        #expect(!TestFiles.exists(dir.path("out/f")))
+    }
+}
+
+extension MetalinkCLITests {
+    /// `segget verify FILE --metalink M`: names the bad pieces (exit 6); with `--repair`, fetches only
+    /// those (the server sends their bytes and a probe's byte), and the file is identical after.
+    @Test func verifyNamesBadPiecesAndRepairFetchesOnlyThem() throws {
+        let body = cliTestBytes(6 << 20, seed: 45)
+        let s = try started(["f.bin": body])
+        defer { s.stop() }
+        let dir = try CLITempDir()
+        try metalinkDocument(name: "f.bin", size: body.count, urls: [s.url("f.bin")], pieces: pieceHashes(body, length: 512 << 10), hash: sha256(body))
+            .write(toFile: dir.path("f.meta4"), atomically: true, encoding: .utf8)
+        var damaged = corrupted(body, at: (1 << 20) + 5, count: 3)
+        damaged = corrupted(damaged, at: 5 << 20, count: 600_000)
+        try TestFiles.write(dir.path("f.bin"), damaged)
+        let check = try SeggetCLI.run(["verify", dir.path("f.bin"), "--metalink", dir.path("f.meta4")])
+        #expect(check.exitCode == 6, "\(check.stderr)")
+        #expect(check.stderr.contains("3 of 12 SHA-256 pieces do not match: 2 (bytes 1048576-1572863), 10 (bytes 5242880-5767167), 11"), "\(check.stderr)")
+        #expect(s.requests.isEmpty)
+        let repair = try SeggetCLI.run(["verify", dir.path("f.bin"), "--metalink", dir.path("f.meta4"), "--repair", "-n", "2"])
+        #expect(repair.exitCode == 0, "\(repair.stderr)")
+        #expect(repair.stderr.contains("repaired 3 of 12 pieces") && repair.stderr.contains("matches its SHA-256 now"), "\(repair.stderr)")
+        #expect(fileBytes(dir.path("f.bin")) == body)
+        #expect(s.bodyBytesSent == 3 * (512 << 10) + 1, "sent \(s.bodyBytesSent)")
+        // The server's log: besides the probe's one byte, GETs of exactly the three bad pieces.
+        let ranges = s.requests.filter { $0.bodyBytesSent > 1 }.compactMap { $0.headers["range"] }
+        let served = ranges.compactMap { r -> Range<Int>? in
+            let ends = r.dropFirst("bytes=".count).split(separator: "-").compactMap { Int($0) }
+            return ends.count == 2 ? ends[0]..<(ends[1] + 1) : nil
+        }.sorted { $0.lowerBound < $1.lowerBound }
+        let piece = 512 << 10
+        let covered = served.flatMap { Array(stride(from: $0.lowerBound, to: $0.upperBound, by: piece)).map { $0 / piece } }
+        #expect(covered == [2, 10, 11] && served.allSatisfy { $0.count % piece == 0 }, "\(s.requests.map { "\($0.headers["range"] ?? "-") \($0.bodyBytesSent)" })")
+        let again = try SeggetCLI.run(["verify", "-q", dir.path("f.bin"), "--metalink", dir.path("f.meta4")])
+        #expect(again.exitCode == 0 && again.stderr.isEmpty, "\(again.stderr)")
+    }
+}
+
+func sha256(_ bytes: [UInt8]) -> [UInt8] {
+    let d = Digester(.sha256)
+    d.update(bytes)
+    return d.finalize()
+}
