@@ -29,7 +29,6 @@ wget2, openssl. Python 3.11 standard library only.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import resource
@@ -41,6 +40,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "Benchmarks" / "harness"))
+from files import random_file, sha256_file as sha256  # noqa: E402
+
 LINK_SH = REPO / "Benchmarks" / "wan" / "link.sh"
 WAN_NAME = "segget-h2"
 CLIENT_NS, SERVER_NS = f"{WAN_NAME}-cli", f"{WAN_NAME}-srv"
@@ -55,26 +57,6 @@ def log(msg: str) -> None:
 def size_arg(text: str) -> int:
     units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
     return int(text[:-1]) * units[text[-1].upper()] if text[-1].upper() in units else int(text)
-
-
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(4 * MiB):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def random_file(path: Path, size: int) -> None:
-    if path.exists() and path.stat().st_size == size:
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as f:
-        left = size
-        while left:
-            n = min(left, 16 * MiB)
-            f.write(os.urandom(n))
-            left -= n
 
 
 def make_cert(d: Path) -> None:

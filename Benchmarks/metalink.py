@@ -38,34 +38,10 @@ import threading
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent / "harness"))
+from files import free_port, random_file as make_file, sha256_file  # noqa: E402
+
 MiB = 1 << 20
-
-
-def free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def make_file(path: Path, size: int) -> None:
-    if path.exists() and path.stat().st_size == size:
-        return
-    with open(path, "wb") as f:
-        left = size
-        while left:
-            b = os.urandom(min(left, 4 * MiB))
-            f.write(b)
-            left -= len(b)
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while b := f.read(4 * MiB):
-            h.update(b)
-    return h.hexdigest()
 
 
 def piece_hashes(path: Path, length: int) -> list[str]:

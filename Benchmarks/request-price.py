@@ -26,8 +26,6 @@ requests; segget / aria2c per repetition, its median) and writes them to OUT/req
 from __future__ import annotations
 
 import argparse
-import hashlib
-import os
 import re
 import signal
 import socket
@@ -39,38 +37,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "harness"))
 import tools as toolmod  # noqa: E402
+from files import free_port, random_file as make_file, sha256_file as digest  # noqa: E402
 
 MiB = 1 << 20
 REPO = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def make_file(path: Path, size: int) -> None:
-    if path.exists() and path.stat().st_size == size:
-        return
-    with open(path, "wb") as f:
-        left = size
-        while left:
-            b = os.urandom(min(left, 4 * MiB))
-            f.write(b)
-            left -= len(b)
-
-
-def digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while True:
-            b = f.read(4 * MiB)
-            if not b:
-                return h.hexdigest()
-            h.update(b)
 
 
 class TestServer:

@@ -1,0 +1,41 @@
+"""Small helpers the stand-alone benchmark scripts share (request-price.py, metalink.py, http2.py):
+a free loopback port, a file of random bytes made once, a file's SHA-256."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+from pathlib import Path
+
+MiB = 1 << 20
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def random_file(path: Path, size: int) -> None:
+    """`size` random bytes at `path`, unless a file of that size is there already."""
+    if path.exists() and path.stat().st_size == size:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as f:
+        left = size
+        while left:
+            b = os.urandom(min(left, 4 * MiB))
+            f.write(b)
+            left -= len(b)
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while b := f.read(4 * MiB):
+            h.update(b)
+    return h.hexdigest()
