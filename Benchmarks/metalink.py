@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "harness"))
-from files import free_port, random_file as make_file, sha256_file  # noqa: E402
+from files import free_port, random_file as make_file, sha256_file, start_testserver  # noqa: E402
 
 MiB = 1 << 20
 
@@ -78,15 +78,8 @@ class TestServer:
     (METHOD PATH?QUERY STATUS BODYBYTES REMOTEPORT ARRIVED SERVED)."""
 
     def __init__(self, binary: str, www: Path, log: Path):
-        self.port = free_port()
         self.log = log
-        self.log.write_text("")
-        self.proc = subprocess.Popen(
-            [binary, "--host", "127.0.0.1", "--port", str(self.port), "--dir", str(www), "--log", str(self.log)],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        line = self.proc.stdout.readline()
-        if "listening" not in line:
-            raise SystemExit(f"segget-testserver did not start: {line!r}")
+        self.proc, self.port = start_testserver(binary, www, self.log)
 
     def url(self, name: str, query: str = "") -> str:
         return f"http://127.0.0.1:{self.port}/{name}" + (f"?{query}" if query else "")

@@ -37,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "harness"))
 import tools as toolmod  # noqa: E402
-from files import free_port, random_file as make_file, sha256_file as digest  # noqa: E402
+from files import free_port, random_file as make_file, sha256_file as digest, start_testserver  # noqa: E402
 
 MiB = 1 << 20
 REPO = Path(__file__).resolve().parent.parent
@@ -47,15 +47,8 @@ class TestServer:
     """segget-testserver on a free loopback port, its log read per run."""
 
     def __init__(self, binary: str, www: Path, work: Path):
-        self.port = free_port()
         self.log = work / "server.log"
-        self.log.write_text("")
-        self.proc = subprocess.Popen(
-            [binary, "--host", "127.0.0.1", "--port", str(self.port), "--dir", str(www), "--log", str(self.log)],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        line = self.proc.stdout.readline()
-        if "listening" not in line:
-            raise SystemExit(f"segget-testserver did not start: {line!r}")
+        self.proc, self.port = start_testserver(binary, www, self.log)
 
     def url(self, name: str, query: str) -> str:
         return f"http://127.0.0.1:{self.port}/{name}?{query}"

@@ -1,11 +1,12 @@
 """Small helpers the stand-alone benchmark scripts share (request-price.py, metalink.py, http2.py):
-a free loopback port, a file of random bytes made once, a file's SHA-256."""
+a free loopback port, a file of random bytes made once, a file's SHA-256, segget-testserver started."""
 
 from __future__ import annotations
 
 import hashlib
 import os
 import socket
+import subprocess
 from pathlib import Path
 
 MiB = 1 << 20
@@ -39,3 +40,17 @@ def sha256_file(path: Path) -> str:
         while b := f.read(4 * MiB):
             h.update(b)
     return h.hexdigest()
+
+
+def start_testserver(binary: str, www: Path, log: Path) -> tuple[subprocess.Popen, int]:
+    """segget-testserver serving `www` on a free 127.0.0.1 port, logging its requests to `log`
+    (emptied first); returns once it says it listens."""
+    port = free_port()
+    log.write_text("")
+    proc = subprocess.Popen(
+        [binary, "--host", "127.0.0.1", "--port", str(port), "--dir", str(www), "--log", str(log)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    line = proc.stdout.readline()
+    if "listening" not in line:
+        raise SystemExit(f"segget-testserver did not start: {line!r}")
+    return proc, port

@@ -10,15 +10,10 @@ import Testing
 @Suite(.serialized) struct RequestPriceTests {
     static let chunk: Int64 = 1 << 20
 
+    /// `HostileServerTests`' options (quick retries, no sync at the end) with 1 MiB chunks.
     static func options(_ n: Int, dir: TempDir) -> DownloadOptions {
-        var o = DownloadOptions()
-        o.connections = n
+        var o = HostileServerTests.options(n, dir: dir)
         o.chunkSize = chunk
-        o.outputPath = dir.path("out.bin")
-        o.retryWait = 0.05
-        o.retries = 3
-        o.checkpointInterval = 0.5
-        o.syncBeforeRename = false
         return o
     }
 
