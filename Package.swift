@@ -135,7 +135,7 @@ let package = Package(
         .testTarget(name: "SeggetMetalinkTests", dependencies: ["SeggetMetalink", "SeggetVerify"]),
         // Fixtures/: a queue database written by an earlier segget, for the migration test, read by path.
         .testTarget(
-            name: "SeggetQueueTests", dependencies: ["SeggetQueue", "Segget", "SeggetTestServer"], exclude: ["Fixtures"]),
+            name: "SeggetQueueTests", dependencies: ["SeggetQueue", "Segget", "SeggetVerify", "SeggetTestServer"], exclude: ["Fixtures"]),
         // Fixtures/: aria2c 1.36.0's own getGlobalOption and getOption answers, read by path.
         .testTarget(
             name: "SeggetRPCTests",

@@ -69,7 +69,7 @@ extension PartialDownload {
             }
             return nil
         } catch .damaged(.unsupportedVersion(let version)) {
-            events?(.notice("the journal \(paths.journal) has unsupported version \(version) (another segget wrote it; this one reads journal format \(JournalCodec.currentVersion) only); starting over."))
+            events?(.notice("the journal \(paths.journal) has unsupported version \(version) (another segget wrote it; this one reads journal formats \(JournalCodec.readableVersions.lowerBound)-\(JournalCodec.readableVersions.upperBound)); starting over."))
             return nil
         } catch .damaged(let why) {
             events?(.notice("the journal \(paths.journal) is damaged (\(why.shortDescription)); starting over."))

@@ -53,6 +53,16 @@ public struct ChunkBitmap: Equatable, Sendable {
         }
     }
 
+    /// Clears bit `i` (a verified chunk fetched again; the written and durable bitmaps never do).
+    public mutating func clear(_ i: Int) {
+        precondition(i >= 0 && i < count, "chunk \(i) is outside 0..<\(count)")
+        let mask: UInt8 = 1 << UInt8(i & 7)
+        if bytes[i >> 3] & mask != 0 {
+            bytes[i >> 3] &= ~mask
+            setCount -= 1
+        }
+    }
+
     /// The index of the byte holding chunk `i`.
     public static func byteIndex(ofChunk i: Int) -> Int { i >> 3 }
 

@@ -57,6 +57,9 @@ public final class Journal: @unchecked Sendable {
     private var checksumsUnsynced = false
     /// False only in tests that show the power-cut checker catches a journal without this sync.
     internal var syncsChecksumsBeforeDurableBits = true
+    /// Tests switch this off to show that the power-cut check catches a journal whose cleared
+    /// verified bits are not synced before what they vouched for may change.
+    internal var syncsVerifiedClears = true
     /// Created without a sync: the image must be synced before the first durable bit is written.
     private var imageUnsynced = false
     /// Created by `create(path:)` and its directory not synced since: the path whose directory the
@@ -71,6 +74,15 @@ public final class Journal: @unchecked Sendable {
     internal var storageForTesting: BlockStorage { storage }
     private let writtenOffset: Int64
     private let durableOffset: Int64
+    /// The format version of the file (3 for every journal this build creates; 2 for one an older
+    /// build created, which has no room for verified pieces).
+    public let version: UInt16
+    /// The piece hashes `verified` is about (see `bindPieces(fingerprint:)`); nil: none.
+    public private(set) var piecesFingerprint: [UInt8]?
+    /// Chunks whose piece group matched the hashes of `piecesFingerprint`, as recorded. A bit vouches
+    /// for the chunk's bytes that its checksum names: it is cleared, and the clearing synced, before
+    /// the chunk is fetched again (`clearVerified`).
+    public private(set) var verified: ChunkBitmap
     private let onClose: () -> Void
     private var isClosed = false
 
@@ -80,9 +92,13 @@ public final class Journal: @unchecked Sendable {
 
     private init(
         storage: BlockStorage, header: JournalHeader, written: ChunkBitmap, durable: ChunkBitmap,
-        chunkCRCs: [UInt32], onClose: @escaping () -> Void
+        chunkCRCs: [UInt32], version: UInt16 = JournalCodec.currentVersion, piecesFingerprint: [UInt8]? = nil,
+        verified: ChunkBitmap? = nil, onClose: @escaping () -> Void
     ) {
         self.storage = storage
+        self.version = version
+        self.piecesFingerprint = piecesFingerprint
+        self.verified = verified ?? ChunkBitmap(count: header.chunkCount)
         self.header = header
         self.written = written
         self.durable = durable
@@ -201,7 +217,8 @@ public final class Journal: @unchecked Sendable {
         let header = stored.header.with(bootID: currentBootID)
         let journal = Journal(
             storage: storage, header: header, written: trusted, durable: stored.durable,
-            chunkCRCs: stored.chunkCRCs, onClose: onClose)
+            chunkCRCs: stored.chunkCRCs, version: stored.version, piecesFingerprint: stored.piecesFingerprint,
+            verified: stored.verified, onClose: onClose)
         journal.openedInSameBoot = sameBoot
         do throws(Errno) {
             if trusted != stored.written {
@@ -226,7 +243,8 @@ public final class Journal: @unchecked Sendable {
     private static func readImage(
         _ storage: BlockStorage
     ) throws(JournalOpenError) -> (
-        header: JournalHeader, written: ChunkBitmap, durable: ChunkBitmap, chunkCRCs: [UInt32]
+        header: JournalHeader, written: ChunkBitmap, durable: ChunkBitmap, chunkCRCs: [UInt32],
+        version: UInt16, piecesFingerprint: [UInt8]?, verified: ChunkBitmap
     ) {
         func io<T>(_ body: () throws(Errno) -> T) throws(JournalOpenError) -> T {
             do { return try body() } catch { throw .io(error) }
@@ -236,13 +254,13 @@ public final class Journal: @unchecked Sendable {
         }
         let size = try io { () throws(Errno) in try storage.size() }
         let prefix = try io { () throws(Errno) in try storage.read(count: JournalCodec.fixedPrefixLength, at: 0) }
-        let headerLength = try decoding { () throws(JournalDecodeError) in
-            try JournalCodec.declaredHeaderLength(prefix)
+        let (headerLength, version) = try decoding { () throws(JournalDecodeError) in
+            try JournalCodec.declaredHeaderLengthAndVersion(prefix)
         }
         if Int64(headerLength) > size { throw .damaged(.truncated) }
         let headerBytes = try io { () throws(Errno) in try storage.read(count: headerLength, at: 0) }
         let (header, _) = try decoding { () throws(JournalDecodeError) in try JournalCodec.decodeHeader(headerBytes) }
-        let expected = JournalCodec.encodedLength(header: header)
+        let expected = JournalCodec.encodedLength(header: header, version: version)
         if size < expected { throw .damaged(.truncated) }
         if size > expected { throw .damaged(.trailingBytes) }
         let image = try io { () throws(Errno) in try storage.read(count: Int(expected), at: 0) }
@@ -321,6 +339,61 @@ public final class Journal: @unchecked Sendable {
         guard !isClosed else { return }
         isClosed = true
         onClose()
+    }
+
+    // MARK: Verified pieces
+
+    /// Whether this journal can record verified pieces (format version 3 and later).
+    public var recordsPieces: Bool { version >= 3 }
+
+    /// Ties the verified bitmap to the piece hashes whose fingerprint is `fingerprint` (32 bytes).
+    /// When they are the recorded ones, the recorded bits stand and this returns true. Otherwise every
+    /// verified bit is cleared and synced before the new fingerprint is written and synced, so that a
+    /// bit is never read with hashes it was not about, and this returns false. A version 2 journal
+    /// records nothing (false).
+    @discardableResult
+    public func bindPieces(fingerprint: [UInt8]) throws(Errno) -> Bool {
+        precondition(!isClosed, "bindPieces on a closed journal")
+        precondition(fingerprint.count == 32, "a fingerprint is 32 bytes")
+        guard recordsPieces else { return false }
+        if piecesFingerprint == fingerprint { return true }
+        // Always rewritten: a torn record reads as no pieces with no bits, while its bits stay on disk.
+        let empty = ChunkBitmap(count: header.chunkCount)
+        try storage.write(empty.bytes, at: JournalCodec.verifiedBitmapOffset(header: header))
+        if syncsVerifiedClears { try storage.sync() }
+        verified = empty
+        try storage.write(JournalCodec.encodePiecesRecord(fingerprint), at: JournalCodec.piecesRecordOffset(header: header))
+        try storage.sync()
+        piecesFingerprint = fingerprint
+        return false
+    }
+
+    /// Records that chunk `chunk`'s piece group matched the bound hashes, with one 1-byte write and
+    /// no sync: a resume trusts a verified bit only for a chunk it keeps, and it keeps a chunk only
+    /// when its bytes match its checksum, which names the bytes that were hashed (see `clearVerified`).
+    public func markVerified(chunk: Int) throws(Errno) {
+        precondition(!isClosed, "markVerified on a closed journal")
+        guard recordsPieces, piecesFingerprint != nil, !verified[chunk] else { return }
+        var updated = verified
+        updated.set(chunk)
+        let index = ChunkBitmap.byteIndex(ofChunk: chunk)
+        try storage.write([updated.bytes[index]], at: JournalCodec.verifiedBitmapOffset(header: header) + Int64(index))
+        verified = updated
+    }
+
+    /// Clears the verified bits of `chunks` and syncs the journal, before those chunks' bytes may
+    /// change: else new bytes with their new checksum could meet an old bit after a power cut.
+    public func clearVerified(chunks: [Int]) throws(Errno) {
+        precondition(!isClosed, "clearVerified on a closed journal")
+        let set = chunks.filter { verified[$0] }
+        guard !set.isEmpty else { return }
+        var updated = verified
+        for k in set { updated.clear(k) }
+        let bytes = Set(set.map(ChunkBitmap.byteIndex(ofChunk:))).sorted()
+        let offset = JournalCodec.verifiedBitmapOffset(header: header)
+        try storage.write(Array(updated.bytes[bytes[0]...bytes[bytes.count - 1]]), at: offset + Int64(bytes[0]))
+        if syncsVerifiedClears { try storage.sync() }
+        verified = updated
     }
 
     // MARK: Boot ID

@@ -76,6 +76,9 @@ public enum JournalDecodeError: Error, Equatable, Hashable, Sendable, CustomStri
 ///     H+64+B B   durable bitmap
 ///     …      P   zero padding, so that the table below starts at a multiple of 4 (P < 4)
 ///     T      4N  chunk checksums: CRC-32C of each written chunk's bytes, 0 where none was recorded
+///     S      40  pieces record (version 3): SHA-256 fingerprint of the piece hashes the verified
+///                bitmap is about (all zero: none), 4 zero bytes, CRC-32 of its first 36 bytes
+///     S+40   B   verified bitmap (version 3): chunks whose piece group matched those hashes
 ///
 /// A chunk's checksum is written before its written bit, and made durable before its durable bit (see
 /// `Journal`). The bitmaps only say which chunks to check; a resume keeps a chunk only if its bytes in
@@ -83,12 +86,20 @@ public enum JournalDecodeError: Error, Equatable, Hashable, Sendable, CustomStri
 ///
 /// The header is written once and never changes. Only the boot record is rewritten (at every open), so
 /// a power cut during that rewrite can tear nothing but the boot record, whose own CRC then fails: that
-/// reads as an unknown boot, which only makes a resume trust the durable bitmap.
+/// reads as an unknown boot, which only makes a resume trust the durable bitmap. The pieces record is
+/// rewritten the same way, and a torn one reads as "no pieces", which only makes a resume hash them.
+///
+/// Version 2 is version 3 without the pieces record and the verified bitmap: it is still read (a
+/// journal of version 2 records no verified pieces), never written.
 public enum JournalCodec {
     /// The magic bytes that open every journal.
     public static let magic: [UInt8] = Array("SGGTJRNL".utf8)
     /// The format version this build writes and reads.
-    public static let currentVersion: UInt16 = 2
+    public static let currentVersion: UInt16 = 3
+    /// The format versions this build reads.
+    public static let readableVersions: ClosedRange<UInt16> = 2...3
+    /// The length of the pieces record (version 3).
+    public static let piecesRecordLength = 40
     /// The length of the boot record that follows the header.
     public static let bootRecordLength = 64
 
@@ -132,9 +143,42 @@ public enum JournalCodec {
         checksumTableOffset(header: header) + 4 * Int64(chunk)
     }
 
-    /// The whole journal file's length.
-    public static func encodedLength(header: JournalHeader) -> Int64 {
+    /// The offset of the pieces record (version 3): right after the checksum table.
+    public static func piecesRecordOffset(header: JournalHeader) -> Int64 {
         checksumTableOffset(header: header) + 4 * Int64(header.chunkCount)
+    }
+
+    /// The offset of the verified bitmap (version 3).
+    public static func verifiedBitmapOffset(header: JournalHeader) -> Int64 {
+        piecesRecordOffset(header: header) + Int64(piecesRecordLength)
+    }
+
+    /// The whole journal file's length, in format `version` (2 or 3).
+    public static func encodedLength(header: JournalHeader, version: UInt16 = currentVersion) -> Int64 {
+        version < 3
+            ? piecesRecordOffset(header: header)
+            : verifiedBitmapOffset(header: header) + Int64(ChunkBitmap.byteCount(forChunks: header.chunkCount))
+    }
+
+    /// The pieces record's 40 bytes for `fingerprint` (32 bytes; nil: no pieces).
+    public static func encodePiecesRecord(_ fingerprint: [UInt8]?) -> [UInt8] {
+        precondition(fingerprint == nil || fingerprint?.count == 32, "a fingerprint is 32 bytes")
+        var out = fingerprint ?? [UInt8](repeating: 0, count: 32)
+        out += [0, 0, 0, 0]
+        appendLE(&out, CRC32.checksum(out))
+        return out
+    }
+
+    /// The fingerprint in a pieces record; nil for none, and for a damaged record (a torn rewrite),
+    /// which then vouches for no verified bit.
+    static func decodePiecesRecord(_ record: ArraySlice<UInt8>) -> [UInt8]? {
+        let bytes = Array(record)
+        guard bytes.count == piecesRecordLength,
+              CRC32.checksum(bytes[0..<36]) == readLE(bytes, at: 36) as UInt32,
+              bytes[32..<36].allSatisfy({ $0 == 0 })
+        else { return nil }
+        let fingerprint = Array(bytes[0..<32])
+        return fingerprint.allSatisfy { $0 == 0 } ? nil : fingerprint
     }
 
     /// One entry of the checksum table.
@@ -198,12 +242,15 @@ public enum JournalCodec {
     /// The boot ID that never matches the current one.
     public static let unknownBootID = "unknown"
 
-    /// The whole journal: header, written bitmap, durable bitmap, chunk checksums (all 0 if nil).
+    /// The whole journal: header, written bitmap, durable bitmap, chunk checksums (all 0 if nil), the
+    /// pieces record and the verified bitmap (empty if nil).
     ///
-    /// - Precondition: both bitmaps have `header.chunkCount` chunks, and so has `chunkCRCs` if given.
+    /// - Precondition: the bitmaps have `header.chunkCount` chunks, and so has `chunkCRCs` if given.
     public static func encode(
-        header: JournalHeader, written: ChunkBitmap, durable: ChunkBitmap, chunkCRCs: [UInt32]? = nil
+        header: JournalHeader, written: ChunkBitmap, durable: ChunkBitmap, chunkCRCs: [UInt32]? = nil,
+        piecesFingerprint: [UInt8]? = nil, verified: ChunkBitmap? = nil
     ) -> [UInt8] {
+        precondition(verified == nil || verified?.count == header.chunkCount, "one verified bit per chunk")
         precondition(written.count == header.chunkCount && durable.count == header.chunkCount,
                      "bitmaps must have one bit per chunk")
         precondition(chunkCRCs == nil || chunkCRCs?.count == header.chunkCount, "one checksum per chunk")
@@ -215,27 +262,34 @@ public enum JournalCodec {
         } else {
             out += [UInt8](repeating: 0, count: 4 * header.chunkCount)
         }
+        out += encodePiecesRecord(piecesFingerprint)
+        out += (verified ?? ChunkBitmap(count: header.chunkCount)).bytes
         return out
     }
 
     /// Decodes a whole journal file. Throws rather than return anything it cannot vouch for.
     ///
     /// A damaged boot record is not an error: it decodes as `unknownBootID`, which a resume treats as
-    /// a reboot (it trusts only the durable bitmap). The checksums are returned as stored: whether a
-    /// chunk's bytes match its checksum is for the reader of the data file to find out.
+    /// a reboot (it trusts only the durable bitmap). A damaged pieces record decodes as no pieces,
+    /// with no verified bit. The checksums are returned as stored: whether a chunk's bytes match its
+    /// checksum is for the reader of the data file to find out. A version 2 journal decodes with
+    /// `version` 2, no fingerprint and no verified bit.
     public static func decode(
         _ bytes: [UInt8]
     ) throws(JournalDecodeError) -> (
-        header: JournalHeader, written: ChunkBitmap, durable: ChunkBitmap, chunkCRCs: [UInt32]
+        header: JournalHeader, written: ChunkBitmap, durable: ChunkBitmap, chunkCRCs: [UInt32],
+        version: UInt16, piecesFingerprint: [UInt8]?, verified: ChunkBitmap
     ) {
-        let (withoutBoot, headerLength) = try decodeHeader(bytes)
+        let (withoutBoot, headerLength, version) = try decodeHeaderAndVersion(bytes)
         let count = withoutBoot.chunkCount
         let bitmapLength = ChunkBitmap.byteCount(forChunks: count)
         let writtenStart = headerLength + bootRecordLength
         let durableStart = writtenStart + bitmapLength
         let durableEnd = durableStart + bitmapLength  // the geometry check keeps these from overflowing
         let tableStart = (durableEnd + 3) / 4 * 4
-        let expected = tableStart + 4 * count
+        let recordStart = tableStart + 4 * count
+        let verifiedStart = recordStart + piecesRecordLength
+        let expected = version < 3 ? recordStart : verifiedStart + bitmapLength
         if bytes.count < expected { throw .truncated }
         if bytes.count > expected { throw .trailingBytes }
         guard
@@ -246,25 +300,43 @@ public enum JournalCodec {
         var crcs = [UInt32](repeating: 0, count: count)
         for k in 0..<count { crcs[k] = readLE(bytes, at: tableStart + 4 * k) }
         let header = withoutBoot.with(bootID: decodeBootRecord(bytes[headerLength..<writtenStart]))
-        return (header, written, durable, crcs)
+        guard version >= 3 else { return (header, written, durable, crcs, version, nil, ChunkBitmap(count: count)) }
+        let fingerprint = decodePiecesRecord(bytes[recordStart..<verifiedStart])
+        guard let verified = ChunkBitmap(bytes: Array(bytes[verifiedStart..<expected]), count: count) else {
+            throw .bitmapPaddingBitsSet
+        }
+        // Verified bits without the fingerprint they are about vouch for nothing.
+        return (header, written, durable, crcs, version, fingerprint, fingerprint == nil ? ChunkBitmap(count: count) : verified)
     }
 
     /// The header length H declared by the first 16 bytes, after checking magic and version.
     static func declaredHeaderLength(_ bytes: [UInt8]) throws(JournalDecodeError) -> Int {
+        try declaredHeaderLengthAndVersion(bytes).length
+    }
+
+    /// The header length H and the format version declared by the first 16 bytes, after checking
+    /// magic and version.
+    static func declaredHeaderLengthAndVersion(_ bytes: [UInt8]) throws(JournalDecodeError) -> (length: Int, version: UInt16) {
         let magicPrefix = min(bytes.count, magic.count)
         if !bytes[0..<magicPrefix].elementsEqual(magic[0..<magicPrefix]) { throw .badMagic }
         if bytes.count < fixedPrefixLength { throw .truncated }
         let version: UInt16 = readLE(bytes, at: 8)
-        if version != currentVersion { throw .unsupportedVersion(version) }
+        if !readableVersions.contains(version) { throw .unsupportedVersion(version) }
         let length = Int(readLE(bytes, at: 12) as UInt32)
         if length < minimumHeaderLength { throw .malformedHeader }
-        return length
+        return (length, version)
     }
 
     /// Decodes the header at the start of `bytes` (bytes after it are ignored); returns it, with
     /// `unknownBootID` for the boot ID, and its length.
     static func decodeHeader(_ bytes: [UInt8]) throws(JournalDecodeError) -> (JournalHeader, Int) {
-        let length = try declaredHeaderLength(bytes)
+        let (header, length, _) = try decodeHeaderAndVersion(bytes)
+        return (header, length)
+    }
+
+    /// `decodeHeader`, with the format version.
+    static func decodeHeaderAndVersion(_ bytes: [UInt8]) throws(JournalDecodeError) -> (JournalHeader, Int, UInt16) {
+        let (length, version) = try declaredHeaderLengthAndVersion(bytes)
         if bytes.count < length { throw .truncated }
         let stored: UInt32 = readLE(bytes, at: length - 4)
         if CRC32.checksum(bytes[0..<(length - 4)]) != stored { throw .headerChecksumMismatch }
@@ -302,7 +374,7 @@ public enum JournalCodec {
             etag: flags & flagETag != 0 ? strings[2] : nil,
             lastModified: flags & flagLastModified != 0 ? strings[3] : nil,
             bootID: unknownBootID, createdAt: createdAt)
-        return (header, length)
+        return (header, length, version)
     }
 
     private static func text(_ bytes: ArraySlice<UInt8>) throws(JournalDecodeError) -> String {

@@ -77,7 +77,7 @@ extension DownloadQueue {
                 c.storageError = nil
             }
             var options = downloadOptions(r, grant: grant)
-            options.pieces = c.pieces[id]
+            options.pieces = c.records[id]?.pieces
             let download = Download(url: r.urls[0], options: options)
             let task = Self.loop.map { download.start(on: $0) } ?? download.start()
             c.live[id]?.task = task

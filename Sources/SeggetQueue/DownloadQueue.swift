@@ -46,9 +46,6 @@ public final class DownloadQueue: Sendable {
         /// The finished byte ranges a download's last run ended with, for its piece map while it is
         /// paused or stopped (not stored: after a restart the completed length stands in).
         var lastFinished: [TaskID: [Range<Int64>]] = [:]
-        /// A Metalink's piece hashes per task (`addMetalink`), checked while it downloads; not
-        /// stored: after a restart its whole-file digest (stored as its checksum) stands alone.
-        var pieces: [TaskID: PieceHashes] = [:]
         /// Tasks whose link expired, waiting for a new one (see `DownloadQueue+Renewal.swift`).
         var renewals: [TaskID: PendingRenewal] = [:]
         var subscribers: [Int: AsyncStream<QueueEvent>.Continuation] = [:]
@@ -142,7 +139,7 @@ public final class DownloadQueue: Sendable {
     ///   - urls: the file's URL, then mirrors of the same file.
     ///   - paused: add it paused (it waits for ``resume(_:)``).
     ///   - position: its place in the waiting queue (0 = front); nil or past the end: the end.
-    ///   - pieces: a Metalink's piece hashes of the file, checked while it downloads (kept in memory).
+    ///   - pieces: a Metalink's piece hashes of the file, checked while it downloads (stored with the task).
     @discardableResult
     public func add(
         urls: [String], options: TaskOptions, paused: Bool = false, position: Int? = nil, pieces: PieceHashes? = nil
@@ -159,7 +156,7 @@ public final class DownloadQueue: Sendable {
                 id: id, urls: urls, options: options, status: paused ? .paused : .waiting,
                 order: next.entry(id)?.order ?? 0,
                 directory: directory, path: options.outputName.map { OutputNames.join(directory, $0) },
-                createdAt: Int64(time(nil)))
+                createdAt: Int64(time(nil)), pieces: pieces)
             do {
                 try c.store?.insert(record)
             } catch {
@@ -167,7 +164,6 @@ public final class DownloadQueue: Sendable {
                     .storage, "The task could not be saved to the queue database: \(error). Nothing was added.")
             }
             c.records[id] = record
-            c.pieces[id] = pieces
             c.state = next
             let launches = perform(actions, &c)
             try Self.takeStorageError(&c)

@@ -2,6 +2,7 @@ import CSQLite
 import FoundationEssentials
 import Glibc
 import Segget
+import SeggetVerify
 
 /// One task as stored: everything a restart needs to carry on.
 struct TaskRecord: Sendable, Equatable {
@@ -22,6 +23,8 @@ struct TaskRecord: Sendable, Equatable {
     var errorMessage: String?
     var createdAt: Int64
     var finishedAt: Int64?
+    /// A Metalink's piece hashes of the file, checked while it downloads; written once, with the row.
+    var pieces: PieceHashes? = nil
 }
 
 /// The queue's tables in SQLite: one row per task, written through before any API call returns.
@@ -32,7 +35,7 @@ struct TaskRecord: Sendable, Equatable {
 /// count, since the download's own journal is the truth about finished bytes).
 final class TaskStore {
     /// The schema version in `PRAGMA user_version`; each step in ``migrations`` raises it by one.
-    static let schemaVersion = 3
+    static let schemaVersion = 4
 
     /// Migration `i` takes the schema from version `i` to `i + 1`.
     static let migrations: [String] = [
@@ -61,6 +64,9 @@ final class TaskStore {
         """,
         // 3: no table changes; every row's options are rewritten to StoredOptions (OptionsMigration).
         "SELECT 1;",
+        // 4: a Metalink task's piece hashes ("ALGORITHM LENGTH HEX", see `PieceHashes.stored`), so that
+        // a restarted daemon still checks every piece.
+        "ALTER TABLE tasks ADD COLUMN pieces TEXT;",
     ]
 
     private let db: SQLiteDatabase
@@ -80,9 +86,9 @@ final class TaskStore {
         try db.execute("PRAGMA synchronous=FULL")
         try Self.migrate(db)
         let columns =
-            "gid, urls, options, status, ord, directory, path, total_length, completed_length, error_code, error_kind, error_message, created_at, finished_at"
+            "gid, urls, options, status, ord, directory, path, total_length, completed_length, error_code, error_kind, error_message, created_at, finished_at, pieces"
         insertStatement = try db.prepare(
-            "INSERT INTO tasks (\(columns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)")
+            "INSERT INTO tasks (\(columns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)")
         updateStatement = try db.prepare(
             "UPDATE tasks SET urls = ?2, options = ?3, status = ?4, ord = ?5, directory = ?6, path = ?7, total_length = ?8, completed_length = ?9, error_code = ?10, error_kind = ?11, error_message = ?12, finished_at = ?14 WHERE gid = ?1 AND created_at = ?13"
         )
@@ -160,7 +166,7 @@ final class TaskStore {
 
     /// Inserts a new task, durably.
     func insert(_ r: TaskRecord) throws(SQLiteError) {
-        try insertStatement.run(values(r))
+        try insertStatement.run(values(r) + [.optional(r.pieces?.stored)])
     }
 
     /// Rewrites a task's row, durably.
@@ -222,7 +228,7 @@ final class TaskStore {
     /// Every stored task. A row that cannot be decoded is reported, not skipped silently.
     func loadAll() throws(SQLiteError) -> [TaskRecord] {
         let s = try db.prepare(
-            "SELECT gid, urls, options, status, ord, directory, path, total_length, completed_length, error_code, error_kind, error_message, created_at, finished_at FROM tasks"
+            "SELECT gid, urls, options, status, ord, directory, path, total_length, completed_length, error_code, error_kind, error_message, created_at, finished_at, pieces FROM tasks"
         )
         var out: [TaskRecord] = []
         let decoder = JSONDecoder()
@@ -236,7 +242,10 @@ final class TaskStore {
                     operation: "loading the queue", code: 0,
                     message: "the options of task \(gid.gid) cannot be read: \(error)")
             }
+            let storedPieces = s.text(14)
+            let pieces = storedPieces.flatMap(PieceHashes.init(stored:))
             guard let status = s.text(3).flatMap(TaskStatus.init(rawValue:)),
+                storedPieces == nil || pieces != nil,
                 let urls = try? decoder.decode([String].self, from: Data((s.text(1) ?? "").utf8)),
                 let directory = s.text(5)
             else {
@@ -249,7 +258,8 @@ final class TaskStore {
                     path: s.text(6), totalLength: s.int64(7), completedLength: s.int64(8),
                     errorCode: s.optionalInt64(9).map { Int($0) },
                     failure: s.text(10).flatMap(FailureKind.init(rawValue:)),
-                    errorMessage: s.text(11), createdAt: s.int64(12), finishedAt: s.optionalInt64(13)))
+                    errorMessage: s.text(11), createdAt: s.int64(12), finishedAt: s.optionalInt64(13),
+                    pieces: pieces))
         }
         return out
     }
@@ -287,5 +297,41 @@ extension OptionsMigration {
             }
             try update.run([.int(gid), .text(new)])
         }
+    }
+}
+
+extension PieceHashes {
+    /// The pieces column's text: the algorithm's Metalink name, the piece length and the digests in
+    /// hex, separated by spaces.
+    var stored: String {
+        let digits = Array("0123456789abcdef")
+        let hex = String(digests.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 0xF)]] })
+        return "\(algorithm.textualName) \(length) \(hex)"
+    }
+
+    /// The pieces `stored` wrote; nil for anything else.
+    init?(stored text: String) {
+        let parts = text.split(separator: " ", omittingEmptySubsequences: false)
+        guard parts.count == 3, let algorithm = DigestAlgorithm(textualName: String(parts[0])),
+            let length = Int64(parts[1]), parts[2].utf8.count % 2 == 0
+        else { return nil }
+        var digests: [UInt8] = []
+        digests.reserveCapacity(parts[2].utf8.count / 2)
+        var high: UInt8?
+        for c in parts[2].utf8 {
+            let v: UInt8
+            switch c {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): v = c - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): v = c - UInt8(ascii: "a") + 10
+            default: return nil
+            }
+            if let h = high {
+                digests.append(h << 4 | v)
+                high = nil
+            } else {
+                high = v
+            }
+        }
+        self.init(algorithm: algorithm, length: length, digests: digests)
     }
 }

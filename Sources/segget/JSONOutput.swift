@@ -178,6 +178,7 @@ final class JSONReporter: Reporter {
             j.add("algorithm", p.algorithm.displayName)
             j.add("count", p.pieceCount)
             j.add("verified", p.verifiedPieces)
+            j.add("recorded", p.recordedPieces)
             j.add("failed", ints: p.failedPieces)
             j.add("badSources", strings: p.badSources.map { URLParts.redactingCredentials($0) })
             o.add("pieces", object: j)

@@ -145,10 +145,14 @@ struct CodecTests {
         #expect(JournalCodec.writtenBitmapOffset(header: header) == 187)
         #expect(JournalCodec.durableBitmapOffset(header: header) == 189)
         #expect(JournalCodec.checksumTableOffset(header: header) == 192)
-        #expect(JournalCodec.encodedLength(header: header) == 232)
+        #expect(JournalCodec.piecesRecordOffset(header: header) == 232)
+        #expect(JournalCodec.verifiedBitmapOffset(header: header) == 272)
+        #expect(JournalCodec.encodedLength(header: header) == 274)
+        #expect(JournalCodec.encodedLength(header: header, version: 2) == 232)
         let bytes = JournalCodec.encode(header: header, written: ChunkBitmap(count: 10), durable: ChunkBitmap(count: 10))
+        #expect(bytes.count == 274)
         #expect(Array(bytes[0..<8]) == Array("SGGTJRNL".utf8))
-        #expect(bytes[8] == 2 && bytes[9] == 0)
+        #expect(bytes[8] == 3 && bytes[9] == 0)
         #expect(bytes[10] == 1)  // ETag present, Last-Modified absent
         #expect(bytes[12] == 123)
     }

@@ -33,9 +33,10 @@ struct DamageTests {
 
     @Test func everyTruncationIsRejected() {
         let full = image
-        // Header, boot record, two 10-byte bitmaps, padding to a multiple of 4, 78 checksums.
+        // Header, boot record, two 10-byte bitmaps, padding to a multiple of 4, 78 checksums, the
+        // 40-byte pieces record and the 10-byte verified bitmap.
         let bitmapsEnd = JournalCodec.headerLength(of: header) + 64 + 20
-        #expect(full.count == (bitmapsEnd + 3) / 4 * 4 + 4 * 78)
+        #expect(full.count == (bitmapsEnd + 3) / 4 * 4 + 4 * 78 + 40 + 10)
         for length in 0..<full.count {
             let error = decodeError(Array(full[0..<length]))
             #expect(error == .truncated, "a journal cut to \(length) of \(full.count) bytes")
@@ -95,11 +96,11 @@ struct DamageTests {
 
     @Test func futureVersion() {
         var damaged = image
-        damaged[8] = 3
-        #expect(decodeError(damaged) == .unsupportedVersion(3))
+        damaged[8] = 4
+        #expect(decodeError(damaged) == .unsupportedVersion(4))
         damaged[8] = 0
         #expect(decodeError(damaged) == .unsupportedVersion(0))
-        #expect(JournalDecodeError.unsupportedVersion(3).description.contains("version 3"))
+        #expect(JournalDecodeError.unsupportedVersion(4).description.contains("version 4"))
     }
 
     @Test func geometryMismatches() {

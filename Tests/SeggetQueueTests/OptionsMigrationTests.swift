@@ -60,9 +60,10 @@ import Testing
         #expect(queue.settings.speedSchedule?.description == "01:00-02:00=1k")
         await queue.shutdown()
 
-        // Migrated once: the rows are in the new shape, the version is 3, and a second open reads the same.
+        // Migrated once: the rows are in the new shape, the version is the latest (3 rewrote the
+        // options, 4 added the pieces column), and a second open reads the same.
         let db = try SQLiteDatabase(path: path)
-        #expect(try db.integer("PRAGMA user_version") == 3)
+        #expect(try db.integer("PRAGMA user_version") == 4)
         let s = try db.prepare("SELECT options FROM tasks")
         var rows: [String] = []
         while try s.step() { rows.append(s.text(0) ?? "") }

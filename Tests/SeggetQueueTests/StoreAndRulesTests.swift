@@ -1,6 +1,7 @@
 import Dispatch
 import Glibc
 import Segget
+import SeggetVerify
 import Synchronization
 import Testing
 
@@ -20,7 +21,34 @@ import Testing
             errorCode: status == .error ? 3 : nil, failure: status == .error ? .httpStatus : nil,
             errorMessage: status == .error ? "the server answered 404." : nil,
             createdAt: 1_700_000_000 + Int64(n % 1000),
-            finishedAt: status.isStopped ? 1_700_000_100 : nil)
+            finishedAt: status.isStopped ? 1_700_000_100 : nil,
+            pieces: n % 3 == 0 ? nil : PieceHashes(
+                algorithm: n % 2 == 0 ? .sha256 : .sha1, length: Int64(n % 64 + 1) << 18,
+                digests: (0..<(n % 2 == 0 ? 32 : 20) * Int(n % 5 + 1)).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ Int(n % 256)) }))
+    }
+
+    @Test func piecesTextRoundTripsAndRefusesAnythingElse() throws {
+        let p = try #require(PieceHashes(algorithm: .sha512, length: 1 << 20, digests: (0..<128).map { UInt8($0 * 2) }))
+        #expect(PieceHashes(stored: p.stored) == p)
+        #expect(p.stored.hasPrefix("sha-512 1048576 00020406"))
+        for bad in ["", "sha-256", "sha-256 0 " + String(repeating: "00", count: 32), "sha-256 1 abc",
+                    "sha-256 1 " + String(repeating: "0g", count: 32), "sha-256 1 " + String(repeating: "00", count: 31),
+                    "crc 1 00", "sha-256 1  " + String(repeating: "00", count: 32)] {
+            #expect(PieceHashes(stored: bad) == nil, "\(bad)")
+        }
+    }
+
+    @Test func aDamagedPiecesColumnIsReportedNotDropped() throws {
+        let dir = try QueueTempDir()
+        let path = dir.path("q.sqlite")
+        do {
+            let store = try TaskStore(path: path)
+            try store.insert(Self.record(1, .waiting, order: 0))
+        }
+        let db = try SQLiteDatabase(path: path)
+        try db.execute("UPDATE tasks SET pieces = 'sha-256 12 zz'")
+        db.close()
+        #expect(throws: SQLiteError.self) { _ = try TaskStore(path: path).loadAll() }
     }
 
     @Test func roundTripEveryStatusAndField() throws {

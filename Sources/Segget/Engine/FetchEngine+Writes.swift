@@ -105,6 +105,7 @@ extension FetchEngine {
 
     /// Chunk `k`, counted as finished, is fetched again (its kept bytes failed their check).
     func reopen(_ k: Int) {
+        guard forgetVerified(k) else { return }
         apply(.reopened(k))
     }
 

@@ -118,6 +118,13 @@ final class PieceChecks {
     var demotedURLs: [String] = []
     /// Bytes of failed groups, fetched again.
     var refetchedBytes: Int64 = 0
+    /// Chunks kept from an earlier run that the journal records as verified against these hashes: a
+    /// group made of such chunks only is trusted once their checksums match, without being hashed.
+    var recordedChunks: Set<Int> = []
+    /// Whether groups that match are recorded in the journal (its pieces record names these hashes).
+    var records = false
+    /// Pieces trusted by the journal's record rather than hashed again.
+    var recordedPieces = 0
 
     init(geometry: PiecePlan, data: BlockStorage, sourceURLs: [String]) {
         ledger = PieceLedger(geometry: geometry, sources: sourceURLs.count)
@@ -130,7 +137,7 @@ final class PieceChecks {
         PieceReport(
             algorithm: ledger.geometry.pieces.algorithm, pieceCount: ledger.geometry.pieces.count,
             verifiedPieces: ledger.states.enumerated().reduce(0) { $0 + ($1.element == .verified ? ledger.geometry.pieces(ofGroup: $1.offset).count : 0) },
-            failedPieces: ledger.failedPieces, badSources: demotedURLs)
+            failedPieces: ledger.failedPieces, badSources: demotedURLs, recordedPieces: recordedPieces)
     }
 }
 
@@ -144,13 +151,20 @@ public struct PieceReport: Sendable, Equatable {
     public var failedPieces: [Int]
     /// Servers that served pieces that failed and got no more work.
     public var badSources: [String]
+    /// Of `verifiedPieces`, those an earlier run verified and the journal recorded: kept because their
+    /// chunks' checksums matched, not hashed again.
+    public var recordedPieces: Int
 
-    public init(algorithm: DigestAlgorithm, pieceCount: Int, verifiedPieces: Int, failedPieces: [Int], badSources: [String]) {
+    public init(
+        algorithm: DigestAlgorithm, pieceCount: Int, verifiedPieces: Int, failedPieces: [Int], badSources: [String],
+        recordedPieces: Int = 0
+    ) {
         self.algorithm = algorithm
         self.pieceCount = pieceCount
         self.verifiedPieces = verifiedPieces
         self.failedPieces = failedPieces
         self.badSources = badSources
+        self.recordedPieces = recordedPieces
     }
 }
 
@@ -158,7 +172,9 @@ extension FetchEngine {
     /// Sets up the checks of `geometry`'s pieces: from now on a chunk counts as in the file (for the
     /// journal's claims nothing changes; for the whole-file hasher's prefix and the end of the
     /// download it does) only once its group matched its hashes. Chunks already finished and not
-    /// waiting for the resume's check are hashed at once.
+    /// waiting for the resume's check are hashed at once. The journal records the groups that match;
+    /// a resume's kept chunks that it recorded for these hashes are not hashed again (see
+    /// `recordInJournal`).
     /// `probeBytesFromMain`: the chunks finished now came with the probe, from the main URL (a new
     /// download), rather than from an earlier run. `verified`: groups whose pieces were hashed
     /// already (a repair's good pieces): their chunks are in the file at once.
@@ -172,18 +188,59 @@ extension FetchEngine {
         for g in verified.sorted() {
             for k in checks.ledger.verified(g) { markInFile(k) }
         }
+        recordInJournal(checks, kept: vouched)
         for k in finished.indices where finished[k] && !vouched.contains(k) && !verified.contains(geometry.group(ofChunk: k)) {
             // The probe's first bytes came from the main URL.
             if probeBytesFromMain { checks.ledger.wrote(chunk: k, source: 0) }
-            if let g = checks.ledger.inFile(chunk: k) { checks.hasher.check(g) }
+            chunkInFile(k)
         }
     }
 
-    /// Chunk `k`'s bytes are in the file: with piece checks, its group is hashed once complete;
-    /// without, it is in the file at once.
+    /// Ties the journal's verified bits to these piece hashes: where it recorded them, the bits of
+    /// the chunks kept (`kept`, checked by their checksums behind the download) stand; every other
+    /// bit names bytes that will change and is cleared, and synced, first. A journal that cannot
+    /// record (format version 2, an I/O error) records nothing and trusts nothing.
+    private func recordInJournal(_ checks: PieceChecks, kept: Set<Int>) {
+        guard let journal, journal.recordsPieces else { return }
+        do throws(Errno) {
+            let stands = try journal.bindPieces(fingerprint: checks.ledger.geometry.pieces.fingerprint)
+            let stale = (0..<plan.chunkCount).filter { journal.verified[$0] && !(stands && kept.contains($0)) }
+            try journal.clearVerified(chunks: stale)
+            checks.recordedChunks = stands ? kept.filter { journal.verified[$0] } : []
+            checks.records = true
+        } catch {
+            trace("the journal cannot record verified pieces (\(error)); every piece is hashed")
+        }
+    }
+
+    /// Chunk `k`'s bytes are in the file: with piece checks, its group is hashed once complete (or
+    /// trusted, when the journal recorded it verified and its chunks' checksums matched); without,
+    /// it is in the file at once.
     func chunkInFile(_ k: Int) {
         guard let checks = pieceChecks else { return markInFile(k) }
-        if let g = checks.ledger.inFile(chunk: k) { checks.hasher.check(g) }
+        guard let g = checks.ledger.inFile(chunk: k) else { return }
+        let geometry = checks.ledger.geometry
+        if geometry.chunks(ofGroup: g).allSatisfy(checks.recordedChunks.contains) {
+            checks.recordedPieces += geometry.pieces(ofGroup: g).count
+            for k in checks.ledger.verified(g) { markInFile(k) }
+        } else {
+            checks.hasher.check(g)
+        }
+    }
+
+    /// Chunk `k`, about to be fetched again: the journal's verified bit goes first (synced), so that
+    /// new bytes with their new checksum never meet it. False when the journal could not be updated
+    /// (the download has then failed).
+    func forgetVerified(_ k: Int) -> Bool {
+        pieceChecks?.recordedChunks.remove(k)
+        guard let journal, journal.verified[k] else { return true }
+        do throws(Errno) {
+            try journal.clearVerified(chunks: [k])
+            return true
+        } catch {
+            apply(.failed(SeggetError(.fileSystem, "could not update the journal: \(error). Free some space or fix permissions, then run the same command to resume.")))
+            return false
+        }
     }
 
     /// Takes the hasher's results: a group that matched is in the file; one that did not is fetched
@@ -192,7 +249,14 @@ extension FetchEngine {
         guard let checks = pieceChecks else { return }
         for (g, bad) in checks.hasher.take() {
             if bad.isEmpty {
-                for k in checks.ledger.verified(g) { markInFile(k) }
+                for k in checks.ledger.verified(g) {
+                    markInFile(k)
+                    guard checks.records, let journal else { continue }
+                    do throws(Errno) { try journal.markVerified(chunk: k) } catch {
+                        checks.records = false
+                        trace("the journal stopped recording verified pieces: \(error)")
+                    }
+                }
                 continue
             }
             let failure = checks.ledger.failed(g, bad: bad)
@@ -227,6 +291,7 @@ extension PieceReport {
     /// "32 SHA-256 pieces checked, 3 fetched again (http://a/f served bad ones)": for a summary line.
     public var summary: String {
         var text = "\(verifiedPieces) \(algorithm.displayName) piece\(verifiedPieces == 1 ? "" : "s") checked"
+        if recordedPieces > 0 { text += " (\(recordedPieces) by the journal's record)" }
         if !failedPieces.isEmpty { text += ", \(failedPieces.count) fetched again" }
         if !badSources.isEmpty {
             text += " (\(badSources.map { URLParts.shown($0).description }.joined(separator: ", ")) served bad ones)"
