@@ -274,7 +274,7 @@ extension Coordinator {
 
     /// A progress tick's own decision: auto growth.
     mutating func periodicDecisions(now: Double) -> [Command] {
-        config.autoConnections ? growConnections(now: now) : []
+        (config.autoConnections ? growConnections(now: now) : []) + moveFromSlowSources(now: now)
     }
 
     /// A connection far slower than its peers (see `SlowConnectionRule`), owner or end-game racer,
@@ -355,6 +355,7 @@ extension Coordinator {
                 // Abort now and continue on a fresh connection from the exact byte reached.
                 commands.append(.remove(c.id))
                 _ = connections[c.id].machine.transferEnded(now: now)
+                commands += redialElsewhere(c.id, rate: v.rate, now: now)
                 commands.append(start(c.id, bytes: c.pos..<end(of: c.id), fresh: true, newPath: true, now: now))
             }
         }

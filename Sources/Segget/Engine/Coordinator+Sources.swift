@@ -46,3 +46,82 @@ extension Coordinator {
         return commands + [.event(.notice("\(shown) gets no more work: \(RetryPolicy.sentence(why).dropLast()); the other servers go on."))]
     }
 }
+
+extension Coordinator {
+    /// Every progress tick, with more than one good source: the connection of a source far slower per
+    /// connection than another (`SourceChoice`) with the most left of its run stops and continues its
+    /// run at once from where it got, on the faster source, as `dropSource` moves a demoted source's
+    /// connections. One move per tick, so that the rates it changes are measured before the next;
+    /// only where the bytes it still has to fetch save more than a new connection's price
+    /// (`SourceChoice.worth`).
+    mutating func moveFromSlowSources(now: Double) -> [Command] {
+        guard goodSources.count > 1 else { return [] }
+        let sources = measuredSources(now: now)
+        let price = dialSeconds(typical: typicalRate(now: now)) + priceBeyondNetwork(.redial, now: now)
+        var best: (id: Int, move: SourceChoice.Move, left: Int64)?
+        for c in connections where c.machine.isTransferring && !isRacing(c.id) {
+            guard let move = SourceChoice.move(from: c.source, among: sources),
+                let r = sourceRate(c, now: now) ?? sourceRates[c.source]
+            else { continue }
+            let left = max(0, end(of: c.id) - c.pos)
+            guard SourceChoice.worth(bytesLeft: left, rate: r, gain: move.gain, priceSeconds: price),
+                left > best?.left ?? 0
+            else { continue }
+            best = (c.id, move, left)
+        }
+        guard let best else { return [] }
+        let from = connections[best.id].source
+        connections[best.id].source = best.move.to
+        connections[best.id].leftLinkOpen = false
+        _ = connections[best.id].machine.transferEnded(now: now)
+        // Continues from its position on the new source, as a retry does, with no attempt counted.
+        if scheduler.run(of: best.id) != nil { connections[best.id].machine.wait(until: now, .retry) }
+        var commands: [Command] = [.remove(best.id)]
+        if tracing {
+            commands.append(.trace("connection \(best.id) moves from source \(from) to \(best.move.to) (\(Format.fixed(best.move.gain, 2)) x faster per connection, \(best.left) bytes left)"))
+        }
+        return commands
+    }
+
+    /// The good sources with what is known of their rates per connection: the connections receiving
+    /// now, and what finished requests showed (requests cut short by steals are often too young to
+    /// measure); `extra` adds one connection's rate to its source.
+    func measuredSources(now: Double, extra: (source: Int, rate: Double)? = nil) -> [SourceChoice.Source] {
+        var rates: [Int: [Double]] = [:]
+        for c in connections where c.machine.isTransferring && !isRacing(c.id) {
+            if let r = sourceRate(c, now: now) { rates[c.source, default: []].append(r) }
+        }
+        if let extra { rates[extra.source, default: []].append(extra.rate) }
+        return goodSources.map { SourceChoice.Source(index: $0, rates: (rates[$0] ?? []) + (sourceRates[$0].map { [$0] } ?? [])) }
+    }
+
+    /// Connection `id`, judged slow at `rate` (`judgeSlowConnections`), re-dials: to a source far
+    /// faster per connection than its own when there is one (its own is what is slow, and another
+    /// request there would be as slow), else to its own.
+    mutating func redialElsewhere(_ id: Int, rate: Double, now: Double) -> [Command] {
+        let from = connections[id].source
+        guard goodSources.count > 1,
+            let move = SourceChoice.move(from: from, among: measuredSources(now: now, extra: (from, rate)))
+        else { return [] }
+        connections[id].source = move.to
+        return tracing ? [.trace("connection \(id) re-dials to source \(move.to), not \(from) (\(Format.fixed(move.gain, 2)) x faster per connection)")] : []
+    }
+
+    /// A connection's rate for comparing sources: its last second, or for a younger request (runs cut
+    /// by steals are often shorter than a second) its average so far (`averageRate`).
+    func sourceRate(_ c: Connection, now: Double) -> Double? {
+        rate(c, now: now) ?? averageRate(c, now: now)
+    }
+
+    /// Connection `c`'s request ended: its rate from its first byte to its last (held time left out)
+    /// joins its source's (`sourceRates`, each new one weighing half), when it carried at least
+    /// 256 KiB over 0.1 s. Racers are left out: a lost race's end is not the source's.
+    mutating func noteSourceRate(_ c: Connection, now: Double) {
+        guard !isRacing(c.id), let first = c.firstByteAt else { return }
+        let bytes = c.transferBytes - c.bytesAtFirstByte
+        let seconds = c.lastByteAt - first - (c.held(at: now) - c.heldAtFirstByte)
+        guard bytes >= 256 << 10, seconds >= 0.1 else { return }
+        let r = Double(bytes) / seconds
+        sourceRates[c.source] = sourceRates[c.source].map { ($0 + r) / 2 } ?? r
+    }
+}

@@ -125,12 +125,11 @@ struct Coordinator: Coordinating {
     var splitSamples: [(Double, Int64)] = []
     /// The connections waiting for the first split's decision, in the order they would start.
     var splitCandidates: [Int] = []
-
     var failure: SeggetError?
-    /// Sources that get no more work (`Coordinator+Sources.swift`).
+    /// Sources that get no more work; each source's rate per connection (`Coordinator+Sources.swift`).
     var demotedSources: Set<Int> = []
-    var changed: String?
-    var ignored: String?
+    var sourceRates: [Int: Double] = [:]
+    var changed: String?, ignored: String?
     /// What a request to the host costs (see `RequestCostModel`, `RequestPrice`).
     var cost: RequestCostModel
 
@@ -428,6 +427,7 @@ struct Coordinator: Coordinating {
     mutating func recordFinished(_ id: Int, now: Double) {
         let c = connections[id]
         slowRule.recordFinished(id: id, bytes: c.transferBytes, seconds: now - c.transferStartedAt, heldSeconds: c.held(at: now) - c.heldAtTransfer, now: now)
+        if config.sources.count > 1 { noteSourceRate(c, now: now) }
     }
 
     mutating func abandonRace(_ id: Int) { scheduler.abandon(id) }
