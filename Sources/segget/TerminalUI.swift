@@ -48,7 +48,10 @@ final class TerminalUI: @unchecked Sendable {
         guard !quiet else { return }
         clearLine()
         let rate = r.seconds > 0 ? Double(r.bytes - r.resumedBytes) / r.seconds : 0
-        var text = "segget: saved \(r.path) (\(Format.bytes(r.bytes))) in \(Format.seconds(r.seconds)), \(Format.rate(rate)) average, \(r.connections) connection\(r.connections == 1 ? "" : "s")"
+        // Connections asked for, or fewer where fewer requests went out (an origin worth one request).
+        let used = r.tally.requests > 0 ? min(r.connections, r.tally.requests) : r.connections
+        var text = "segget: saved \(r.path) (\(Format.bytes(r.bytes))) in \(Format.seconds(r.seconds)), \(Format.rate(rate)) average, \(used) connection\(used == 1 ? "" : "s")"
+        if used < r.connections { text += " of \(r.connections)" }
         if r.resumedBytes > 0 { text += ", \(Format.bytes(r.resumedBytes)) resumed" }
         if !r.verified.isEmpty { text += ", verified \(r.verified.map { $0.split(separator: "=").first.map(String.init) ?? $0 }.joined(separator: " + "))" }
         if let p = r.pieces { text += ", " + p.summary }

@@ -82,5 +82,9 @@ import Testing
         #expect(gets.count == 1, "\(gets)")
         let summary = r.stdout.split(separator: "\n").last.map(String.init) ?? ""
         #expect(summary.contains("\"type\":\"summary\"") && summary.contains("\"requests\":1,"), "\(summary)")
+        // The human finish line says so too, not the 8 connections asked for.
+        let human = try SeggetCLI.run(["--force", "-n", "8", "-o", out, server.url("f", query: query)])
+        #expect(human.exitCode == 0, "\(human.stderr)")
+        #expect(human.stderr.contains("average, 1 connection of 8"), "\(human.stderr)")
     }
 }
