@@ -110,7 +110,9 @@ struct Batch: Sendable {
     }
     /// 400 files of 64 KiB over HTTPS through WAN link a (80 ms, 0.1 % loss), `-j 16`, 8 connections
     /// a loop, every file in flight from the start: at 25-32 streams each 1.24-1.58 s, at 50-100
-    /// 1.49-1.98 s, at 16 (256 files in flight) 1.60-1.85 s (Benchmarks/RESULTS.md, issue 38).
+    /// 1.49-1.98 s, at 16 (256 files in flight) 1.60-1.85 s (Benchmarks/RESULTS.md, issue 38). On
+    /// one loop's 16 connections, 25 each: 1.22-1.45 s; on 24 or 32 connections no faster, on 50 of
+    /// 8 streams 1.5-2.7 s (the batch section of issue 38).
     static let streamsPerConnection = 32
     /// What a file's probe asks for when it starts while the batch's `parallelFiles` places are
     /// taken (`probeLimit`): a small file whole, of a large one its head. 512 such probes (`-j 16`,
