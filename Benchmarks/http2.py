@@ -3,7 +3,7 @@
 
     Benchmarks/http2.py single --segget BIN [--servers nginx,h2o] [--size 1G] [--reps 5]
     Benchmarks/http2.py single --segget BIN --wan [--size 64M] [--reps 5]
-    Benchmarks/http2.py batch  --segget BIN [--count 400] [--file-size 64K] [--reps 5] [--no-wan]
+    Benchmarks/http2.py batch  --segget BIN [--segget-prev BIN] [--count 400] [--file-size 64K] [--reps 5] [--no-wan]
 
 `single`: one file over TLS at `-n 8 -k` from nginx (`listen ... ssl http2`) and h2o, each started
 here on loopback (or, with --wan, nginx inside the server namespace of the emulated WAN link a of
@@ -18,7 +18,8 @@ Outputs go to /dev/shm (the disk is not what is measured) and are checked agains
 `batch`: COUNT files of FILE_SIZE over HTTPS from nginx through WAN link a (or loopback with
 --no-wan): segget -j 16 over HTTP/1.1 and with --http2 (and `h2-before`: SEGGET_HTTP2_BATCH=before,
 the batch as it was before issue 38: 16 files at once, no multiplexing), curl --parallel (its default
-parallelism, 50) over HTTP/1.1 and HTTP/2, wget2 over HTTP/2 (its defaults). Every run's files are
+parallelism, 50) over HTTP/1.1 and HTTP/2, wget2 over HTTP/2 (its defaults); with --segget-prev BIN,
+that other build too (`prev-h2`, `prev-h1`), interleaved with the rest. Every run's files are
 counted and their bytes compared with the sources.
 
 Prints one line per run and a table of medians; writes every run as JSON lines to --out (default
@@ -288,6 +289,10 @@ def batch(args: argparse.Namespace) -> list[dict]:
             "wget2-h2": (["wget2", "-q", "--no-check-certificate", "--http2", "-P", str(out_dir),
                           "-i", str(url_list)], {}),
         }
+        if args.segget_prev:
+            prev = [args.segget_prev, *seg[1:]]
+            tools["prev-h2"] = ([*prev, "--http2"], {})
+            tools["prev-h1"] = (prev, {})
         chosen = args.tools.split(",") if args.tools else list(tools)
         for rep in range(args.reps):
             order = chosen[rep % len(chosen):] + chosen[:rep % len(chosen)]
@@ -301,7 +306,7 @@ def batch(args: argparse.Namespace) -> list[dict]:
                     (out_dir / n).read_bytes() == (bdir / n).read_bytes() for n in names)
                 rec = {"kind": "batch", "wan": wan, "tool": name, "rep": rep, "seconds": round(secs, 3),
                        "cpu": round(cpu, 3), "rc": rc,
-                       "identical": ok, **(segget_summary(text) if name.startswith("segget") else {}),
+                       "identical": ok, **(segget_summary(text) if name.startswith(("segget", "prev")) else {}),
                        "load": os.getloadavg()[0]}
                 records.append(rec)
                 log(json.dumps(rec))
@@ -343,6 +348,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("what", choices=["single", "batch"])
     p.add_argument("--segget", required=True)
+    p.add_argument("--segget-prev", default=None,
+                   help="batch: another build of segget, run as the tools prev-h2 and prev-h1 (interleaved with the rest)")
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--servers", default="nginx,h2o")
     p.add_argument("--size", type=size_arg, default=None)
@@ -359,6 +366,8 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args()
     args.segget = str(Path(args.segget).resolve())
+    if args.segget_prev:
+        args.segget_prev = str(Path(args.segget_prev).resolve())
     if args.size is None:
         args.size = (64 << 20) if args.wan else (1 << 30)
     args.work.mkdir(parents=True, exist_ok=True)

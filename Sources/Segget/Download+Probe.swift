@@ -15,7 +15,7 @@ extension Download {
     /// the journal, and, where a batch read the directory (`StartingNames`), the part file.
     func probeBytes(fresh: Bool, stream: Bool) -> (bytes: Int, absent: AbsentSideFiles) {
         if stream { return (1, AbsentSideFiles()) }
-        let first = Int(min(options.chunkSize, Self.probePrefixLimit))
+        let first = Int(min(options.chunkSize, Self.probePrefixLimit, options.probeLimit ?? .max))
         let names = options.startingNames
         if fresh && names == nil { return (first, AbsentSideFiles()) }
         let name = options.outputPath ?? OutputNames.join(options.directory, FileName.sanitize(FileName.fromURLPath(url)))
@@ -37,8 +37,11 @@ extension Download {
     /// `Prober.holdsAtHead`): its first connection then runs on from the probe as aria2's does,
     /// instead of being cut after `Prober.prefixSeconds` and dialled again (a TCP and TLS handshake
     /// and a slow start more, several round trips on a WAN).
+    ///
+    /// Never with a `probeLimit`: such a probe brings a small file whole, and of a larger one only
+    /// its first bytes, with no transfer left running.
     func holdsProbeTransfer(firstBytes: Int) -> Bool {
-        firstBytes > 1 && !options.autoConnections && options.mirrors.isEmpty
+        firstBytes > 1 && !options.autoConnections && options.mirrors.isEmpty && options.probeLimit == nil
     }
 
     /// The prober for this download's first request, asking for `firstBytes` on `multi`.
@@ -46,6 +49,7 @@ extension Download {
         var prober = Prober(options: options.transfer, firstBytes: firstBytes, multi: multi, deadline: deadline)
         prober.holdsTransfer = holdsProbeTransfer(firstBytes: firstBytes)
         prober.holdsAtHead = options.connections > 1
+        if options.probeLimit != nil { prober.cutAfter = Prober.sharedPrefixSeconds }
         return prober
     }
 

@@ -18,11 +18,11 @@ extension Batch {
         runOnLoops(reporter: reporter, interrupt: interrupt).outcomes
     }
 
-    /// `run`, and how many loops it had.
+    /// `run`, how many loops it had, and the most large downloads it ran at once (`LargeDownloadPlaces`).
     func runOnLoops(
         reporter: Reporter, interrupt: InterruptFlag, cpus: Int = SystemThread.availableCPUs,
         cpuFree: (@Sendable () -> Bool)? = nil
-    ) -> (outcomes: [Outcome], loops: Int) {
+    ) -> (outcomes: [Outcome], loops: Int, largePeak: Int) {
         let started = DispatchTime.now().uptimeNanoseconds
         // A file after another allocates and frees the same buffers: keep the pages for the next.
         if entries.count > 1 { Memory.keepFreedMemory() }
@@ -44,14 +44,15 @@ extension Batch {
         loop.steps.sync {}
         let outcomes = run.finalOutcomes()
         reporter.summary(outcomes, seconds: Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9)
-        return (outcomes, run.loopCount)
+        return (outcomes, run.loopCount, run.largeDownloadsPeak)
     }
 
     /// How many loops the run may have: one for fewer than `filesPerLoop` files per loop at once,
-    /// with `--fsync` (whose steps wait for the disk on a thread of their own) or on one CPU; else
-    /// `batchLoops`.
+    /// with `--fsync` (whose steps wait for the disk on a thread of their own), on one CPU, or where
+    /// the batch multiplexes (its files are in flight from the start, on the first loop's
+    /// connections: a second loop would open more and get no file); else `batchLoops`.
     func loopLimit(cpus: Int) -> Int {
-        guard !base.syncBeforeRename, cpus > 1 else { return 1 }
+        guard !base.syncBeforeRename, cpus > 1, !multiplexes else { return 1 }
         return max(1, min(Self.batchLoops, parallelFiles / Self.filesPerLoop))
     }
 
@@ -119,12 +120,15 @@ final class LoopRun: @unchecked Sendable {
     private var turnPassed: Set<Int> = []
     private var turnWaiting: [Int: (loop: Int, probe: @Sendable () -> Void)] = [:]
     private var inFlight = 0
-    /// Files at once: `parallelFiles`; where the batch multiplexes, `firstFilesOverHTTP2` from the
-    /// start, raised to `parallelFilesOverHTTP2` while every answer of the run came over HTTP/2 and
-    /// brought its file whole, back to `parallelFiles` for good at the first that did not (a server
-    /// of HTTP/1.1, or files larger than a probe's answer, each of which then takes a connection).
+    /// Files at once: `parallelFiles`; where the batch multiplexes, `parallelFilesOverHTTP2` from
+    /// the start, back to `parallelFiles` for good at the first answer not over HTTP/2 or of a large
+    /// file (`Batch.isLarge`). Files started beyond `parallelFiles` probe for their first bytes only
+    /// (`Batch.speculative`), and a large one downloads in one of `places` (see `LargeDownloadPlaces`).
     private var inFlightCap: Int
-    private var notSmallOverHTTP2 = false
+    private var places: LargeDownloadPlaces
+    /// Files whose large download holds one of `places`, and files waiting for one, with their probe.
+    private var inPlace: Set<Int> = []
+    private var parked: [Int: (probed: Probed, loop: Int)] = [:]
     private var names: OrderedNames
     private var outcomes: [Outcome?]
     private var directories: Set<String> = []
@@ -153,7 +157,8 @@ final class LoopRun: @unchecked Sendable {
         self.reporter = reporter
         self.interrupt = interrupt
         self.loopLimit = max(1, loopLimit)
-        inFlightCap = batch.firstFilesOverHTTP2
+        inFlightCap = batch.parallelFilesOverHTTP2
+        places = LargeDownloadPlaces(places: batch.parallelFiles)
         hostBudget = HostBudget(maxPerHost: batch.maxConnectionsPerHost)
         startingNames = batch.entries.count > 1 ? StartingNames(files: batch.entries.count) : nil
         names = OrderedNames(count: batch.entries.count)
@@ -214,8 +219,9 @@ final class LoopRun: @unchecked Sendable {
                 let l = filesOn.indices.contains(here) && filesOn[here] == fewest ? here : filesOn.firstIndex(of: fewest) ?? 0
                 filesOn[l] += 1
                 loopOf[k] = l
-                let opts = batch.options(
+                var opts = batch.options(
                     for: batch.entries[k], lender: lender, hostBudget: hostBudget, startingNames: startingNames)
+                if batch.speculative(inFlight: inFlight - 1) { opts.probeLimit = Batch.speculativeProbeBytes }
                 let probes = batch.probes(opts) && !interrupt.isSet
                 var slot: ProbeSlot?
                 if loops.count > 1 && k == turn && probes,
@@ -301,34 +307,45 @@ final class LoopRun: @unchecked Sendable {
     /// the list's prefix decides it, and the files it decided go on, each on its own loop.
     private func probed(_ k: Int, _ p: Probed, here: Int) {
         if p.prepared?.broughtWhole == true { addLoop() }
-        var raised = false
         let decided = lock.withLock { () -> [(file: Int, probed: Probed, loop: Int)] in
             if probing.remove(k) != nil { busyOn[here] -= 1 }
-            raised = learnProtocol(p.prepared?.info, whole: p.prepared?.broughtWhole == true)
+            learnProtocol(p.prepared?.info, whole: p.prepared?.broughtWhole == true)
             let decidedNow = names.wish(batch.wish(k, options: p.options, info: p.prepared?.info), for: k)
             waiting[k] = p
             return decidedNow.sorted().compactMap { i in waiting.removeValue(forKey: i).map { (i, $0, loopOf[i]) } }
         }
         for (i, w, l) in decided { send(l, here: here) { [self] in named(i, w, here: l) } }
-        if raised { loop(here).steps.async { [self] in startFiles(here: here) } }
     }
 
-    /// Under the lock: what an answer says of the files at once (see `inFlightCap`); true when it
-    /// raised them.
-    private func learnProtocol(_ info: RemoteFileInfo?, whole: Bool) -> Bool {
-        guard batch.multiplexes, let info else { return false }
-        if !info.overHTTP2 || !whole {
-            notSmallOverHTTP2 = true
-            inFlightCap = batch.parallelFiles
+    /// Whether file `k`, named, downloads now: where the batch multiplexes, a large file takes one
+    /// of `places` (one whose probe asked for all of it, started while places were free, without
+    /// waiting), or waits in `parked` for one.
+    private func takesPlace(_ k: Int, _ p: Probed, here: Int) -> Bool {
+        guard batch.multiplexes, Batch.isLarge(totalBytes: p.prepared?.info.totalBytes, whole: p.prepared?.broughtWhole == true) else { return true }
+        return lock.withLock {
+            inPlace.insert(k)
+            guard p.options.probeLimit != nil else {
+                places.enter()
+                return true
+            }
+            if places.ask(k) { return true }
+            parked[k] = (p, here)
             return false
         }
-        guard !notSmallOverHTTP2, inFlightCap < batch.parallelFilesOverHTTP2 else { return false }
-        inFlightCap = batch.parallelFilesOverHTTP2
-        return true
     }
 
-    /// File `k`, named: its download, on its loop.
-    private func named(_ k: Int, _ p: Probed, here: Int) {
+    /// The most large downloads that ran at once (tests).
+    var largeDownloadsPeak: Int { lock.withLock { places.peak } }
+
+    /// Under the lock: what an answer says of the files at once (see `inFlightCap`).
+    private func learnProtocol(_ info: RemoteFileInfo?, whole: Bool) {
+        guard batch.multiplexes, let info else { return }
+        if !info.overHTTP2 || Batch.isLarge(totalBytes: info.totalBytes, whole: whole) { inFlightCap = batch.parallelFiles }
+    }
+
+    /// File `k`, named: its download, on its loop (`placed`: it has its place among the large).
+    private func named(_ k: Int, _ p: Probed, here: Int, placed: Bool = false) {
+        guard placed || takesPlace(k, p, here: here) else { return }
         let entry = batch.entries[k]
         let id = k + 1
         let path = lock.withLock { names.path(of: k) }
@@ -363,14 +380,18 @@ final class LoopRun: @unchecked Sendable {
     /// File `k` ended: the next file takes its place, or, with none left, its share of the budget is
     /// lent to the files still running.
     private func ended(_ k: Int, _ outcome: Outcome, here: Int, ranDownload: Bool = false) {
-        let (more, last) = lock.withLock { () -> (Bool, Bool) in
+        let (more, last, placed) = lock.withLock { () -> (Bool, Bool, [(Int, Probed, Int)]) in
             if ranDownload { busyOn[here] -= 1 }
+            let placed = inPlace.remove(k) == nil ? [] : places.release().compactMap { i in
+                parked.removeValue(forKey: i).map { (i, $0.probed, $0.loop) }
+            }
             outcomes[k] = outcome
             inFlight -= 1
             filesOn[loopOf[k]] -= 1
             let more = next < batch.entries.count
-            return (more, inFlight == 0 && !more)
+            return (more, inFlight == 0 && !more, placed)
         }
+        for (i, p, l) in placed { send(l, here: here) { [self] in named(i, p, here: l, placed: true) } }
         if more {
             // Later, not from inside this file's ending (a long list of files that end at once
             // would otherwise nest as deep as it is long).

@@ -89,28 +89,51 @@ struct Batch: Sendable {
     /// its HTTP/2 connections as streams, `-j` counting connections rather than files (see
     /// `http2Sharing`, and `LoopRun`'s `inFlightCap` for how many files are in flight).
     var multiplexes: Bool { base.transfer.http2 && parallelFiles > 1 && !DownloadLoop.benchmarkBatchBefore }
-    /// Files at once from the start where the batch multiplexes: `firstStreams` on each connection,
-    /// before any answer shows whether the server speaks HTTP/2 (if it does not, libcurl holds the
-    /// requests beyond the connections in its queue).
-    var firstFilesOverHTTP2: Int { filesOverHTTP2(streams: Self.firstStreams) }
-    /// Files at once once answers came over HTTP/2 and brought their files whole:
-    /// `streamsPerConnection` on each connection.
-    var parallelFilesOverHTTP2: Int { filesOverHTTP2(streams: Self.streamsPerConnection) }
-    private func filesOverHTTP2(streams: Int) -> Int {
-        multiplexes ? max(parallelFiles, min(parallelFiles * streams, entries.count)) : parallelFiles
+    /// Files in flight where the batch multiplexes, from the start and while every answer came over
+    /// HTTP/2 for a file no larger than `largeFileBytes`: `streamsPerConnection` on each connection.
+    /// Those beyond the first `parallelFiles` probe for their first `speculativeProbeBytes` only,
+    /// and a large one waits for one of `parallelFiles` places to download (`LargeDownloadPlaces`).
+    var parallelFilesOverHTTP2: Int {
+        multiplexes ? max(parallelFiles, min(parallelFiles * Self.streamsPerConnection, entries.count)) : parallelFiles
     }
     /// How a loop of the batch shares HTTP/2 connections (see `DownloadLoop.init`), nil where the
-    /// batch does not multiplex: `streamsPerConnection` on each of its part of the `parallelFiles`
-    /// connections (`loops` loops share them).
+    /// batch does not multiplex: its part of the `parallelFiles` connections (`loops` loops share
+    /// them; a batch that multiplexes has one, `loopLimit`), each carrying as many streams as spreads
+    /// the files in flight evenly over them, at most `streamsPerConnection`. libcurl gives a request
+    /// the first connection with a stream free: at 32 streams, 400 files would fill 12 of 16
+    /// connections and leave 4 with one file each.
     func http2Sharing(loops: Int) -> (streams: Int, connections: Int)? {
-        multiplexes ? (Self.streamsPerConnection, max(1, parallelFiles / max(1, loops))) : nil
+        guard multiplexes else { return nil }
+        let connections = max(1, parallelFiles / max(1, loops))
+        let spread = (parallelFilesOverHTTP2 + parallelFiles - 1) / parallelFiles
+        return (min(Self.streamsPerConnection, max(1, spread)), connections)
     }
     /// 400 files of 64 KiB over HTTPS through WAN link a (80 ms, 0.1 % loss), `-j 16`, 8 connections
     /// a loop, every file in flight from the start: at 25-32 streams each 1.24-1.58 s, at 50-100
-    /// 1.49-1.98 s, at 16 (256 files in flight) 1.60-1.85 s (Benchmarks/RESULTS.md, issue 38).
+    /// 1.49-1.98 s, at 16 (256 files in flight) 1.60-1.85 s (Benchmarks/RESULTS.md, issue 38). On
+    /// one loop's 16 connections, 25 each: 1.22-1.45 s; on 24 or 32 connections no faster, on 50 of
+    /// 8 streams 1.5-2.7 s (the batch section of issue 38).
     static let streamsPerConnection = 32
-    /// Before the first answer: a batch of large files starts no more than 4 times `-j`.
-    static let firstStreams = 4
+    /// What a file's probe asks for when it starts while the batch's `parallelFiles` places are
+    /// taken (`probeLimit`): a small file whole, of a large one its head. 512 such probes (`-j 16`,
+    /// 32 streams each) keep at most 32 MiB.
+    static let speculativeProbeBytes: Int64 = 64 << 10
+    /// A file with more than this (a probe's prefix) is large: its download waits for a place, and
+    /// an answer that shows one ends the batch's many files at once.
+    static let largeFileBytes: Int64 = 1 << 20
+
+    /// Whether a file, as its probe found it, is large: not brought whole, and either larger than
+    /// `largeFileBytes` or of a size nobody gave.
+    static func isLarge(totalBytes: Int64?, whole: Bool) -> Bool {
+        !whole && (totalBytes.map { $0 > largeFileBytes } ?? true)
+    }
+
+    /// Whether a file started with `inFlight` files of the batch in flight probes for
+    /// `speculativeProbeBytes` only (`DownloadOptions.probeLimit`): where the batch multiplexes and
+    /// its `parallelFiles` places are taken.
+    func speculative(inFlight: Int) -> Bool {
+        multiplexes && inFlight >= parallelFiles
+    }
 
     /// The run's options with the entry's own lines and this file's share of the budget (an entry's
     /// `split=` may ask for fewer connections than its share, never more).

@@ -176,3 +176,74 @@ import Testing
         #expect(stats.rejected <= 5 + 3 + Int(seconds * 2), "\(stats) in \(seconds) s")
     }
 }
+
+/// A batch that multiplexes (`--http2`) has every file in flight from the start, but a list of
+/// large files still downloads `-j` at a time (`LargeDownloadPlaces`).
+@Suite struct LargeDownloadPlacesTests {
+    @Test func placesAreTakenInTurnAndGivenBackInOrder() {
+        var places = LargeDownloadPlaces(places: 2)
+        #expect(places.ask(0) && places.ask(1))
+        #expect(!places.ask(5) && !places.ask(3))
+        places.enter()  // a held probe's download needs no place, but counts
+        #expect(places.running == 3 && places.peak == 3 && places.waitingCount == 2)
+        #expect(places.release().isEmpty)  // 2 still run: no place yet
+        #expect(places.release() == [5])
+        #expect(places.release() == [3])
+        #expect(places.release().isEmpty && places.release().isEmpty)
+        #expect(places.running == 0 && places.peak == 3 && places.waitingCount == 0)
+        #expect(LargeDownloadPlaces(places: 0).places == 1)
+    }
+
+    /// Counts the downloads of more than `largeFileBytes` started and not yet ended, and the most
+    /// at once; safe from every loop.
+    final class Concurrency: Reporter {
+        private let state = Mutex((running: Set<Int>(), peak: 0, finished: 0))
+        var peak: Int { state.withLock { $0.peak } }
+        var finished: Int { state.withLock { $0.finished } }
+        var wantsProgress: Bool { false }
+        func started(_ job: JobStart) {
+            guard (job.size ?? 0) > Batch.largeFileBytes else { return }
+            state.withLock { s in
+                s.running.insert(job.id)
+                s.peak = max(s.peak, s.running.count)
+            }
+        }
+        func progress(id: Int, _ p: DownloadProgress) {}
+        func event(id: Int, _ e: DownloadEvent) {}
+        func finished(id: Int, url: String, _ r: DownloadResult) {
+            state.withLock { s in
+                s.running.remove(id)
+                s.finished += 1
+            }
+        }
+        func skipped(id: Int, url: String, path: String) {}
+        func failed(id: Int, url: String, path: String?, _ e: SeggetError) { _ = state.withLock { $0.running.remove(id) } }
+        func summary(_ outcomes: [Outcome], seconds: Double) {}
+    }
+
+    /// 40 files of 1.5 MiB, `--http2 -j 4`: all 40 are in flight at once, the 36 beyond the first 4
+    /// probing for their first 64 KiB only; no more than 8 download at once (4 places, and the 4
+    /// first files' held probes), where without the places all 40 did. Every file arrives whole.
+    @Test func largeFilesDownloadAFewAtATime() throws {
+        let count = 40
+        let (server, files) = try BatchLoopsTests.serving("L", count: count, size: 1536 * 1024, seed: 11)
+        defer { server.stop() }
+        let dir = try BatchLoopsTests.directory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let batch = try BatchLoopsTests.batch(
+            (0..<count).map { server.url("L\($0)") }, into: dir, jobs: 4, arguments: ["--http2"])
+        #expect(batch.multiplexes && batch.parallelFilesOverHTTP2 == count)
+        let reporter = Concurrency()
+        let run = batch.runOnLoops(reporter: reporter, interrupt: InterruptFlag(), cpus: 2, cpuFree: { true })
+        #expect(Batch.exitCode(run.outcomes) == 0)
+        #expect(reporter.finished == count)
+        for (name, body) in files { #expect(BatchLoopsTests.contents(dir + "/" + name) == body, "\(name)") }
+        #expect(run.loops == 1)
+        #expect(reporter.peak >= 2 && reporter.peak <= 8, "\(reporter.peak) large downloads at once")
+        #expect(run.largePeak >= 2 && run.largePeak <= 8, "\(run.largePeak) places taken at once")
+        // Files 5-40 started while the 4 places were taken: their probes asked for 64 KiB.
+        let ranges = server.requests.compactMap { $0.headers["range"] }
+        #expect(ranges.filter { $0 == "bytes=0-65535" }.count == count - 4, "\(ranges)")
+        #expect(ranges.filter { $0 == "bytes=0-" }.count == 4, "\(ranges)")
+    }
+}

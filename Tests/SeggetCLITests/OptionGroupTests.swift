@@ -99,9 +99,10 @@ func parseFailure(_ arguments: [String]) -> String? {
     }
 
     /// With `--http2` and more than one file at once, the batch multiplexes: `-j` counts connections,
-    /// each carrying up to 32 streams once answers come over HTTP/2 and bring their files whole (4 before
-    /// the first answer), and each loop keeps its share of the `-j` connections. Without `--http2`,
-    /// or at `-j 1`, nothing changes.
+    /// on one loop, the files in flight from the start spread evenly over them (at most 32 streams
+    /// each); files started beyond the first `-j` probe for 64 KiB only, and a file larger than 1 MiB
+    /// (or of no known size) that its probe did not bring whole is large. Without `--http2`, or at
+    /// `-j 1`, nothing changes.
     @Test func http2BatchSharesConnectionsAndRunsMoreFilesAtOnce() throws {
         let file = try InputFile(parsing: (0..<400).map { "https://a/\($0)" }.joined(separator: "\n"))
         func batch(_ args: [String], jobs: Int, entries: Int = 400) throws -> Batch {
@@ -112,17 +113,25 @@ func parseFailure(_ arguments: [String]) -> String? {
         let h2 = try batch(["--http2"], jobs: 16)
         #expect(h2.multiplexes)
         #expect(h2.parallelFiles == 16)
-        #expect(h2.firstFilesOverHTTP2 == 64)
         #expect(h2.parallelFilesOverHTTP2 == 400)  // 16 × 32 = 512, but 400 files
         #expect(try batch(["--http2"], jobs: 4).parallelFilesOverHTTP2 == 128)
-        #expect(h2.http2Sharing(loops: 2)?.streams == 32)
-        #expect(h2.http2Sharing(loops: 2)?.connections == 8)
+        #expect(h2.loopLimit(cpus: 4) == 1)
+        #expect(h2.http2Sharing(loops: 1)?.streams == 25)  // 400 files over 16 connections
+        #expect(h2.http2Sharing(loops: 1)?.connections == 16)
+        #expect(try batch(["--http2"], jobs: 4).http2Sharing(loops: 1)?.streams == 32)
+        #expect(try batch(["--http2"], jobs: 16, entries: 40).http2Sharing(loops: 1)?.streams == 3)
+        #expect(!h2.speculative(inFlight: 15) && h2.speculative(inFlight: 16) && h2.speculative(inFlight: 399))
+        #expect(Batch.speculativeProbeBytes == 64 << 10)
+        #expect(!Batch.isLarge(totalBytes: 64 << 10, whole: true))
+        #expect(!Batch.isLarge(totalBytes: 1 << 20, whole: false))  // the rest of a file of at most 1 MiB
+        #expect(Batch.isLarge(totalBytes: (1 << 20) + 1, whole: false))
+        #expect(Batch.isLarge(totalBytes: nil, whole: false))
         #expect(h2.options(for: file.entries[0]).transfer.multiplexed)
         #expect(try batch(["--http2"], jobs: 16, entries: 40).parallelFilesOverHTTP2 == 40)
         let h1 = try batch([], jobs: 16)
         #expect(!h1.multiplexes)
         #expect(h1.parallelFilesOverHTTP2 == 16)
-        #expect(h1.firstFilesOverHTTP2 == 16)
+        #expect(!h1.speculative(inFlight: 16))
         #expect(h1.http2Sharing(loops: 1) == nil)
         #expect(!h1.options(for: file.entries[0]).transfer.multiplexed)
         let one = try batch(["--http2"], jobs: 1)

@@ -47,6 +47,10 @@ public struct DownloadOptions: Sendable, Equatable {
     public var metalinkLocation: String?
     /// Journal unit and smallest piece of work a connection takes.
     public var chunkSize: Int64 = 1 << 20
+    /// The most the probe asks for, below the first chunk, and never held open for the fetch (see
+    /// `Download.holdsProbeTransfer`): a batch's file started while others fill the batch's places
+    /// (`Batch.speculativeProbeBytes`), whose size nobody knows yet. nil: the first chunk.
+    public var probeLimit: Int64?
     /// Exact output path (`-o`); wins over `directory`.
     public var outputPath: String?
     /// Directory for the probed file name (`-d`); the current directory when nil.

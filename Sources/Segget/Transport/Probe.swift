@@ -140,6 +140,11 @@ struct Prober {
     /// if no body byte came, once the head arrived); a slower one is cut there and what arrived is kept, so that a server slow on its first answer
     /// delays the other connections by no more than this.
     static let prefixSeconds = 0.25
+    /// How long the body may take before the probe is cut: `prefixSeconds`, or for a probe of a
+    /// batch's file that shares its connection with hundreds of others (`DownloadOptions.probeLimit`,
+    /// whose body comes at their pace and delays no connection of its own) `sharedPrefixSeconds`.
+    var cutAfter = Self.prefixSeconds
+    static let sharedPrefixSeconds = 5.0
     /// Run the request on this multi handle, so that its connection stays in that handle's cache for
     /// the transfers that follow; nil runs it on its own.
     var multi: MultiHandle? = nil
@@ -226,7 +231,7 @@ struct Prober {
         }
         e.delegate = ctx
         ctx.sentAt = monotonicSeconds()
-        return ProbeRequest(easy: e, context: ctx, holding: holding, holdsAtHead: holdsAtHead)
+        return ProbeRequest(easy: e, context: ctx, holding: holding, holdsAtHead: holdsAtHead, cutAfter: cutAfter)
     }
 
     func interpret(_ head: ResponseHead, finalURL: String, redirects: Int, options: TransferOptions) throws(SeggetError) -> ProbeResult {

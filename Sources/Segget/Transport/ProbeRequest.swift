@@ -11,13 +11,16 @@ final class ProbeRequest {
     let holding: Bool
     /// With `holding`: held as soon as the head shows a file larger than the limit (see `Prober.holdsAtHead`).
     let holdsAtHead: Bool
+    /// How long its body may take before it is cut (`cutDue`): `Prober.prefixSeconds`, or longer.
+    let cutAfter: Double
     private var headAt: Double?
 
-    init(easy: EasyHandle, context: ProbeContext, holding: Bool, holdsAtHead: Bool = false) {
+    init(easy: EasyHandle, context: ProbeContext, holding: Bool, holdsAtHead: Bool = false, cutAfter: Double = Prober.prefixSeconds) {
         self.easy = easy
         self.context = context
         self.holding = holding
         self.holdsAtHead = holdsAtHead
+        self.cutAfter = cutAfter
     }
 
     /// Timed from the head, not the first body byte: a server that answers at once and then holds
@@ -26,7 +29,7 @@ final class ProbeRequest {
         guard context.head.isComplete else { return false }
         let now = monotonicSeconds()
         if headAt == nil { headAt = now }
-        return now - (context.bodyStartedAt > 0 ? context.bodyStartedAt : headAt!) > Prober.prefixSeconds
+        return now - (context.bodyStartedAt > 0 ? context.bodyStartedAt : headAt!) > cutAfter
     }
 
     /// True when the transfer is (now) held: paused by the collector at its limit, at its head for a
