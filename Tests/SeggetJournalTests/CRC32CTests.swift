@@ -39,6 +39,27 @@ struct CRC32CTests {
         }
     }
 
+    /// Long pieces go through the instruction's three lanes (rounds of 3 × 4 KiB, folded together):
+    /// the same checksums as the tables, at lengths about whole rounds and at every alignment.
+    @Test func threeLanesAgreeWithTheTables() {
+        var rng = SplitMix64(seed: 35)
+        let bytes = (0..<(100 << 10)).map { _ in UInt8.random(in: 0...255, using: &rng) }
+        let round = 3 * 4096
+        bytes.withUnsafeBytes { all in
+            for start in 0..<9 {
+                for rounds in [1, 2, 5, 8] {
+                    for extra in [-1, 0, 1, 7, 8, 9, 4095, 4096, 12287] where rounds * round + extra + start <= all.count {
+                        let piece = UnsafeRawBufferPointer(rebasing: all[start..<(start + rounds * round + extra)])
+                        let seed = UInt32.random(in: 0...UInt32.max, using: &rng)
+                        #expect(
+                            CRC32C.update(seed, piece) == CRC32C.updateWithTables(seed, piece),
+                            "start \(start), length \(piece.count)")
+                    }
+                }
+            }
+        }
+    }
+
     /// The x86-64 build uses the CPU's `crc32` instruction (every x86-64 CPU since 2008 has it).
     @Test func theInstructionIsUsedWhereTheCPUHasIt() {
         #if arch(x86_64)
