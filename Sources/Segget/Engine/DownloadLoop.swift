@@ -350,7 +350,7 @@ public final class DownloadLoop: @unchecked Sendable {
             probes[id] = nil
             done(result)
         }
-        driver.register(p, tickInterval: 0)
+        driver.register(p, tickInterval: LoopProbe.tickInterval)
         p.begin()
     }
 

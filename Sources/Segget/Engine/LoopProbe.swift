@@ -174,6 +174,11 @@ final class LoopProbe: TransferClient {
         answered(r, code: code, held: nil)
     }
 
+    /// How often the loop ticks a probe: its retry, warm-up and resend timings are judged in round
+    /// trips and tenths of a second. Not on every pass: a batch over HTTP/2 starts hundreds of
+    /// probes at once, and ticking each on every pass took a tenth of its CPU.
+    static let tickInterval = 0.005
+
     func transferDriverTick(_ driver: TransferDriver, now: Double) {
         // The loop offers slots to waiting probes, in order.
         if waitingForSlot { return }
