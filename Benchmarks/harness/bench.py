@@ -30,6 +30,7 @@ import disk  # noqa: E402
 import measure  # noqa: E402
 import report  # noqa: E402
 import tools as toolmod  # noqa: E402
+from files import random_file  # noqa: E402
 from nginx import Nginx  # noqa: E402
 
 MiB = 1 << 20
@@ -148,14 +149,7 @@ def ensure_random_file(data_dir: Path, size: int) -> Path:
     if path.exists() and path.stat().st_size == size:
         return path
     log(f"generating {path} ({human_size(size)}) ...")
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "wb") as f:
-        left = size
-        while left:
-            chunk = os.urandom(min(left, 8 * MiB))
-            f.write(chunk)
-            left -= len(chunk)
-    tmp.rename(path)
+    random_file(path, size)
     return path
 
 

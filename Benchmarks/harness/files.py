@@ -1,4 +1,4 @@
-"""Small helpers the stand-alone benchmark scripts share (request-price.py, metalink.py, http2.py):
+"""Small helpers the benchmark scripts share (request-price.py, metalink.py, http2.py, and the harness's bench.py and wan.py):
 a free loopback port, a file of random bytes made once, a file's SHA-256, segget-testserver started."""
 
 from __future__ import annotations
@@ -22,16 +22,19 @@ def free_port() -> int:
 
 
 def random_file(path: Path, size: int) -> None:
-    """`size` random bytes at `path`, unless a file of that size is there already."""
+    """`size` random bytes at `path`, unless a file of that size is there already. Written under a
+    temporary name and renamed, so that an interrupted run never leaves a short file at `path`."""
     if path.exists() and path.stat().st_size == size:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as f:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "wb") as f:
         left = size
         while left:
-            b = os.urandom(min(left, 4 * MiB))
+            b = os.urandom(min(left, 8 * MiB))
             f.write(b)
             left -= len(b)
+    tmp.rename(path)
 
 
 def sha256_file(path: Path) -> str:
