@@ -18,18 +18,24 @@ extension Coordinator {
             let counts = good.map { g in connections.filter { $0.source == g }.count }
             connections[id].source = good[counts.indices.min { counts[$0] < counts[$1] } ?? 0]
             guard connections[id].machine.isTransferring else { continue }
-            commands.append(.remove(id))
-            _ = connections[id].machine.transferEnded(now: now)
-            connections[id].leftLinkOpen = false
-            if isRacing(id) {
-                abandonRace(id)
-            } else if scheduler.run(of: id) != nil {
-                // Continues from its position on the new source, as a retry does, with no attempt counted.
-                connections[id].machine.wait(until: now, .retry)
-            }
+            commands.append(restartOnItsSource(id, now: now))
         }
         if tracing { commands.append(.trace("source \(s) demoted; good sources \(good)")) }
         return commands
+    }
+
+    /// Ends connection `id`'s transfer, whose source was just changed, so that it continues at once
+    /// from its position on the new source, as a retry does, with no attempt counted; a racer gives
+    /// up its race instead. Returns the command that removes the transfer.
+    mutating func restartOnItsSource(_ id: Int, now: Double) -> Command {
+        _ = connections[id].machine.transferEnded(now: now)
+        connections[id].leftLinkOpen = false
+        if isRacing(id) {
+            abandonRace(id)
+        } else if scheduler.run(of: id) != nil {
+            connections[id].machine.wait(until: now, .retry)
+        }
+        return .remove(id)
     }
 
     /// Connection `id`'s source failed for good (`why`): dropped when others are left (with a
@@ -72,11 +78,7 @@ extension Coordinator {
         guard let best else { return [] }
         let from = connections[best.id].source
         connections[best.id].source = best.move.to
-        connections[best.id].leftLinkOpen = false
-        _ = connections[best.id].machine.transferEnded(now: now)
-        // Continues from its position on the new source, as a retry does, with no attempt counted.
-        if scheduler.run(of: best.id) != nil { connections[best.id].machine.wait(until: now, .retry) }
-        var commands: [Command] = [.remove(best.id)]
+        var commands = [restartOnItsSource(best.id, now: now)]
         if tracing {
             commands.append(.trace("connection \(best.id) moves from source \(from) to \(best.move.to) (\(Format.fixed(best.move.gain, 2)) x faster per connection, \(best.left) bytes left)"))
         }
