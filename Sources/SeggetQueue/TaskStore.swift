@@ -299,39 +299,3 @@ extension OptionsMigration {
         }
     }
 }
-
-extension PieceHashes {
-    /// The pieces column's text: the algorithm's Metalink name, the piece length and the digests in
-    /// hex, separated by spaces.
-    var stored: String {
-        let digits = Array("0123456789abcdef")
-        let hex = String(digests.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 0xF)]] })
-        return "\(algorithm.textualName) \(length) \(hex)"
-    }
-
-    /// The pieces `stored` wrote; nil for anything else.
-    init?(stored text: String) {
-        let parts = text.split(separator: " ", omittingEmptySubsequences: false)
-        guard parts.count == 3, let algorithm = DigestAlgorithm(textualName: String(parts[0])),
-            let length = Int64(parts[1]), parts[2].utf8.count % 2 == 0
-        else { return nil }
-        var digests: [UInt8] = []
-        digests.reserveCapacity(parts[2].utf8.count / 2)
-        var high: UInt8?
-        for c in parts[2].utf8 {
-            let v: UInt8
-            switch c {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): v = c - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): v = c - UInt8(ascii: "a") + 10
-            default: return nil
-            }
-            if let h = high {
-                digests.append(h << 4 | v)
-                high = nil
-            } else {
-                high = v
-            }
-        }
-        self.init(algorithm: algorithm, length: length, digests: digests)
-    }
-}

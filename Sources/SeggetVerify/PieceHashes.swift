@@ -56,6 +56,19 @@ public struct PieceHashes: Sendable, Equatable {
         return d.finalize()
     }
 
+    /// The pieces as one line of text, for a store to keep (the daemon's queue): the algorithm's
+    /// Metalink name, the piece length and the digests in lower-case hex, separated by spaces.
+    public var stored: String { "\(algorithm.textualName) \(length) \(hexString(digests))" }
+
+    /// The pieces `stored` wrote; nil for any other text.
+    public init?(stored text: String) {
+        let parts = text.split(separator: " ", omittingEmptySubsequences: false)
+        guard parts.count == 3, let algorithm = DigestAlgorithm(textualName: String(parts[0])),
+            let length = Int64(parts[1]), parts[2] == parts[2].lowercased(), let digests = decodeHex(parts[2])
+        else { return nil }
+        self.init(algorithm: algorithm, length: length, digests: digests)
+    }
+
     /// Whether `digest` (of the bytes read for piece `index`) is the one piece `index` must have.
     public func matches(_ index: Int, digest: [UInt8]) -> Bool {
         self.digest(of: index).elementsEqual(digest)
