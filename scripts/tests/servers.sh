@@ -245,6 +245,26 @@ else
     echo "  caddy https h2: a handle removed while paused gives its next transfer only that transfer's bytes (PausedHandleReuseTests)"
 fi
 
+# 3b. OpenSSL stays usable while the process exits (ExitTests, SeggetCurlTests), against this nginx over
+# TLS, in a test process of its own: a thread freeing a TLS connection beside OpenSSL's exit-time
+# cleanup crashed a batch about once in 400 runs. Exit status 3: OpenSSL was cleaned up at exit.
+NAME="nginx https: OpenSSL outlives the exit handlers (ExitTests)"
+if [ ! -x "$ROOT/.build/debug/seggetPackageTests.xctest" ]; then
+    case_failed "the test binary is missing; build with 'swift build --build-tests' first"
+else
+    set +e
+    (cd "$ROOT" && SEGGET_EXIT_URL="$ORIGIN_TLS_URL/m.bin" timeout 120 \
+        .build/debug/seggetPackageTests.xctest --testing-library swift-testing --filter ExitTests \
+        >"$WORK/exit-tests.log" 2>&1)
+    RC=$?
+    set -e
+    if [ "$RC" -ne 0 ] || ! grep -q "Test openSSLOutlivesTheExitHandlers() passed" "$WORK/exit-tests.log"; then
+        case_failed "exit status $RC: $(grep -E "✘|recorded an issue|error" "$WORK/exit-tests.log" | head -5)"
+    else
+        echo "  nginx https: OpenSSL still usable after the exit handlers, a TLS connection freed there (ExitTests)"
+    fi
+fi
+
 # 4. One task of the daemon, from Apache.
 export SEGGET_RPC_PORT XDG_STATE_HOME="$WORK/state"
 SEGGET_RPC_PORT="$(server_port)"
