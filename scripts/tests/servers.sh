@@ -92,6 +92,26 @@ CASES=(
 case_failed() { FAILURES+=("$NAME: $*"); echo "servers: FAILED $NAME: $*" >&2; }
 
 lines_of() { if [ -e "$1" ]; then wc -l <"$1"; else echo 0; fi; }
+# Runs one suite of the Swift tests alone, in a process of its own, with the environment given as
+# VAR=value words: run_suite_alone SUITE TEST LOG VAR=value... Fails the case unless the process
+# exits 0 and says TEST passed.
+run_suite_alone() {
+    local suite=$1 test=$2 log=$3 rc
+    shift 3
+    if [ ! -x "$ROOT/.build/debug/seggetPackageTests.xctest" ]; then
+        case_failed "the test binary is missing; build with 'swift build --build-tests' first"
+        return 1
+    fi
+    set +e
+    (cd "$ROOT" && env "$@" timeout 300 .build/debug/seggetPackageTests.xctest --testing-library swift-testing \
+        --filter "$suite" >"$log" 2>&1)
+    rc=$?
+    set -e
+    if [ "$rc" -ne 0 ] || ! grep -q "Test $test passed" "$log"; then
+        case_failed "exit status $rc: $(grep -E "✘|recorded an issue|error" "$log" | head -5)"
+        return 1
+    fi
+}
 
 # check_log LOG FROM PATTERN: the lines LOG gained after line FROM (servers log a request once it
 # ended, so wait up to 5 s for the first) all match PATTERN.
@@ -234,14 +254,8 @@ fi
 # 3. A handle removed while paused and reused (PausedHandleReuseTests, SeggetCurlTests), against this
 # Caddy over HTTP/2: libcurl 7.88 handed the removed transfer's held bytes to the next transfer.
 NAME="caddy https h2: PausedHandleReuseTests"
-if [ ! -x "$ROOT/.build/debug/seggetPackageTests.xctest" ]; then
-    case_failed "the test binary is missing; build with 'swift build --build-tests' first"
-elif ! (cd "$ROOT" && SEGGET_H2_URL="$CADDY_HTTPS_URL/m.bin" SEGGET_H2_FILE="$WORK/www/m.bin" timeout 300 \
-    .build/debug/seggetPackageTests.xctest --testing-library swift-testing --filter PausedHandleReuseTests \
-    >"$WORK/paused-reuse.log" 2>&1) ||
-    ! grep -q "Test aHandleRemovedWhilePausedStartsItsNextTransferClean() passed" "$WORK/paused-reuse.log"; then
-    case_failed "$(grep -E "✘|recorded an issue|error" "$WORK/paused-reuse.log" | head -5)"
-else
+if run_suite_alone PausedHandleReuseTests "aHandleRemovedWhilePausedStartsItsNextTransferClean()" \
+    "$WORK/paused-reuse.log" SEGGET_H2_URL="$CADDY_HTTPS_URL/m.bin" SEGGET_H2_FILE="$WORK/www/m.bin"; then
     echo "  caddy https h2: a handle removed while paused gives its next transfer only that transfer's bytes (PausedHandleReuseTests)"
 fi
 
@@ -249,20 +263,9 @@ fi
 # TLS, in a test process of its own: a thread freeing a TLS connection beside OpenSSL's exit-time
 # cleanup crashed a batch about once in 400 runs. Exit status 3: OpenSSL was cleaned up at exit.
 NAME="nginx https: OpenSSL outlives the exit handlers (ExitTests)"
-if [ ! -x "$ROOT/.build/debug/seggetPackageTests.xctest" ]; then
-    case_failed "the test binary is missing; build with 'swift build --build-tests' first"
-else
-    set +e
-    (cd "$ROOT" && SEGGET_EXIT_URL="$ORIGIN_TLS_URL/m.bin" timeout 120 \
-        .build/debug/seggetPackageTests.xctest --testing-library swift-testing --filter ExitTests \
-        >"$WORK/exit-tests.log" 2>&1)
-    RC=$?
-    set -e
-    if [ "$RC" -ne 0 ] || ! grep -q "Test openSSLOutlivesTheExitHandlers() passed" "$WORK/exit-tests.log"; then
-        case_failed "exit status $RC: $(grep -E "✘|recorded an issue|error" "$WORK/exit-tests.log" | head -5)"
-    else
-        echo "  nginx https: OpenSSL still usable after the exit handlers, a TLS connection freed there (ExitTests)"
-    fi
+if run_suite_alone ExitTests "openSSLOutlivesTheExitHandlers()" "$WORK/exit-tests.log" \
+    SEGGET_EXIT_URL="$ORIGIN_TLS_URL/m.bin"; then
+    echo "  nginx https: OpenSSL still usable after the exit handlers, a TLS connection freed there (ExitTests)"
 fi
 
 # 4. One task of the daemon, from Apache.
