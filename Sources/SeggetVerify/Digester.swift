@@ -86,6 +86,7 @@ public final class Digester {
     /// caller could recover from. The corresponding C functions are `EVP_MD_CTX_new` and `EVP_DigestInit_ex`.
     public init(_ algorithm: DigestAlgorithm) {
         self.algorithm = algorithm
+        precondition(Self.openSSLReady)
         guard let context = EVP_MD_CTX_new() else {
             fatalError("OpenSSL could not allocate a digest context (out of memory)")
         }
@@ -96,6 +97,17 @@ public final class Digester {
     deinit {
         EVP_MD_CTX_free(context)
     }
+
+    /// OpenSSL initialised, before its first use, to keep its state until the process is gone: a
+    /// hashing thread may free its context while the process exits (as a writer freed a batch's TLS
+    /// connections, issue 38), and OpenSSL's default exit handler would have freed that state first.
+    private static let openSSLReady: Bool = {
+        _ = segget_crypto_without_atexit()
+        return true
+    }()
+
+    /// Whether OpenSSL can still be used (false once it freed its global state); for `ExitTests`.
+    public static var openSSLUsable: Bool { segget_crypto_usable() == 1 }
 
     /// Adds `bytes` to the digest.
     ///

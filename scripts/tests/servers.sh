@@ -259,13 +259,18 @@ if run_suite_alone PausedHandleReuseTests "aHandleRemovedWhilePausedStartsItsNex
     echo "  caddy https h2: a handle removed while paused gives its next transfer only that transfer's bytes (PausedHandleReuseTests)"
 fi
 
-# 3b. OpenSSL stays usable while the process exits (ExitTests, SeggetCurlTests), against this nginx over
-# TLS, in a test process of its own: a thread freeing a TLS connection beside OpenSSL's exit-time
-# cleanup crashed a batch about once in 400 runs. Exit status 3: OpenSSL was cleaned up at exit.
-NAME="nginx https: OpenSSL outlives the exit handlers (ExitTests)"
-if run_suite_alone ExitTests "openSSLOutlivesTheExitHandlers()" "$WORK/exit-tests.log" \
+# 3b. OpenSSL stays usable while the process exits (TLSExitTests against this nginx over TLS, and
+# DigestAtExitTests where hashing is OpenSSL's first use), each in a test process of its own: a thread
+# freeing a TLS connection beside OpenSSL's exit-time cleanup crashed a batch about once in 400 runs.
+# Exit status 3: OpenSSL was cleaned up at exit.
+NAME="nginx https: OpenSSL outlives the exit handlers (TLSExitTests)"
+if run_suite_alone TLSExitTests "openSSLOutlivesTheExitHandlers()" "$WORK/exit-tls.log" \
     SEGGET_EXIT_URL="$ORIGIN_TLS_URL/m.bin"; then
-    echo "  nginx https: OpenSSL still usable after the exit handlers, a TLS connection freed there (ExitTests)"
+    echo "  nginx https: OpenSSL still usable after the exit handlers, a TLS connection freed there (TLSExitTests)"
+fi
+NAME="OpenSSL outlives the exit handlers where hashing used it first (DigestAtExitTests)"
+if run_suite_alone DigestAtExitTests "openSSLOutlivesTheExitHandlers()" "$WORK/exit-digest.log" SEGGET_EXIT_DIGEST=1; then
+    echo "  OpenSSL still usable after the exit handlers where hashing used it first, a digester freed there (DigestAtExitTests)"
 fi
 
 # 4. One task of the daemon, from Apache.

@@ -14,17 +14,17 @@ import Testing
 /// OpenSSL's own, if OpenSSL registered one: there it checks that OpenSSL is still usable (else the
 /// process ends with status 3), then frees a multi handle whose cache keeps a TLS connection.
 /// Meaningful only in a process of its own, where nothing used OpenSSL before:
-/// `scripts/tests/servers.sh` runs it alone (`--filter ExitTests`) against its nginx over TLS
+/// `scripts/tests/servers.sh` runs it alone (`--filter TLSExitTests`) against its nginx over TLS
 /// (`SEGGET_EXIT_URL`) and checks the exit status.
 @Suite(.enabled(if: getenv("SEGGET_EXIT_URL") != nil, "needs a TLS server, in a process of its own (servers.sh)"))
-struct ExitTests {
+struct TLSExitTests {
     /// What the exit handler frees: the multi handle (its cached connection) and the easy handle.
     nonisolated(unsafe) static var kept: [AnyObject] = []
 
     @Test func openSSLOutlivesTheExitHandlers() throws {
         atexit {
             if !CurlGlobal.tlsLibraryUsable { _exit(3) }
-            ExitTests.kept.removeAll()
+            TLSExitTests.kept.removeAll()
         }
         let m = MultiHandle()
         let e = EasyHandle()
