@@ -106,7 +106,7 @@ public final class Digester {
         return true
     }()
 
-    /// Whether OpenSSL can still be used (false once it freed its global state); for `ExitTests`.
+    /// Whether OpenSSL can still be used (false once it freed its global state); for `DigestAtExitTests`.
     public static var openSSLUsable: Bool { segget_crypto_usable() == 1 }
 
     /// Adds `bytes` to the digest.
