@@ -86,7 +86,7 @@ public final class Digester {
     /// caller could recover from. The corresponding C functions are `EVP_MD_CTX_new` and `EVP_DigestInit_ex`.
     public init(_ algorithm: DigestAlgorithm) {
         self.algorithm = algorithm
-        precondition(Self.openSSLReady)
+        Self.openSSLInitialised
         guard let context = EVP_MD_CTX_new() else {
             fatalError("OpenSSL could not allocate a digest context (out of memory)")
         }
@@ -101,10 +101,7 @@ public final class Digester {
     /// OpenSSL initialised, before its first use, to keep its state until the process is gone: a
     /// hashing thread may free its context while the process exits (as a writer freed a batch's TLS
     /// connections, issue 38), and OpenSSL's default exit handler would have freed that state first.
-    private static let openSSLReady: Bool = {
-        _ = segget_crypto_without_atexit()
-        return true
-    }()
+    private static let openSSLInitialised: Void = { _ = segget_crypto_without_atexit() }()
 
     /// Whether OpenSSL can still be used (false once it freed its global state); for `DigestAtExitTests`.
     public static var openSSLUsable: Bool { segget_crypto_usable() == 1 }
