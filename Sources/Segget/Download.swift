@@ -104,7 +104,10 @@ public final class Download: @unchecked Sendable {
                 connections: 0, verified: [], usedRanges: probe.acceptsRanges)))
         }
         if finalExists && !options.force {
-            throw SeggetError(.fileSystem, "\(paths.final) already exists; pass --force to overwrite it, or -o to choose another name.")
+            let advice = options.ofList
+                ? "pass --skip-existing to count the files already on disk as done (a list run again after it stopped), --force to overwrite them, or another name (out= in an input file)."
+                : "pass --force to overwrite it, or -o to choose another name."
+            throw SeggetError(.fileSystem, "\(paths.final) already exists; \(advice)")
         }
         if !ranged, let why = probe.noRangesReason {
             events?(.notice("\(why); downloading over one connection from the start."))

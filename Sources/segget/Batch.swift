@@ -144,6 +144,7 @@ struct Batch: Sendable {
         if let m = entry.metalink { o = o.applying(m) }
         if !entry.mirrors.isEmpty { o.mirrors = entry.mirrors }
         o.transfer.multiplexed = multiplexes
+        o.ofList = listMode
         return o
     }
 

@@ -80,6 +80,9 @@ import Glibc
         // Again: the same names are chosen, so every file now exists → refused (5), or skipped.
         let again = try SeggetCLI.run(["-q", "-i", list, "-d", out])
         #expect(again.exitCode == 5)
+        // The advice is the list's: --skip-existing to run a stopped list again, not -o.
+        #expect(again.stderr.contains("already exists; pass --skip-existing"), "\(again.stderr)")
+        #expect(!again.stderr.contains("-o to choose"), "\(again.stderr)")
         #expect(fileMatches(out + "/file.bin", a))
         #expect(!FileManager.default.fileExists(atPath: out + "/file.2.bin"))
         let skip = try SeggetCLI.run(["--json", "--skip-existing", "-i", list, "-d", out])

@@ -57,6 +57,10 @@ public struct DownloadOptions: Sendable, Equatable {
     public var directory: String?
     /// Overwrite an existing output file.
     public var force = false
+    /// One file of a list (`-i`): a file already under the output name is refused with the advice
+    /// for a list (`--skip-existing` when the list runs again after it stopped, `out=`) rather than
+    /// for one download (`-o`).
+    public var ofList = false
     /// Resume from a journal left by an earlier run (the default).
     public var resume = true
     public var transfer = TransferOptions()
