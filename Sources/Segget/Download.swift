@@ -105,7 +105,7 @@ public final class Download: @unchecked Sendable {
         }
         if finalExists && !options.force {
             let advice = options.ofList
-                ? "pass --skip-existing to count the files already on disk as done (a list run again after it stopped), --force to overwrite them, or another name (out= in an input file)."
+                ? "pass --skip-existing to count the files already on disk as done (a list run again after it stopped), --force to overwrite them, or give the file another name (out= in an input file)."
                 : "pass --force to overwrite it, or -o to choose another name."
             throw SeggetError(.fileSystem, "\(paths.final) already exists; \(advice)")
         }
