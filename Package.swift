@@ -37,8 +37,8 @@ let package = Package(
         ),
         // The libcurl driver: easy and multi handles with named, checked setters, write decisions as an
         // enum, and one loop that runs the transfers of several downloads. The only importer of CCurl.
-        .target(name: "SeggetCurl", dependencies: ["CCurl"], swiftSettings: startupSettings),
-        // OpenSSL libcrypto (EVP digests) for the verifier.
+        .target(name: "SeggetCurl", dependencies: ["CCurl", "CCrypto"], swiftSettings: startupSettings),
+        // OpenSSL libcrypto: EVP digests for the verifier, and OpenSSL's initialisation for both.
         .systemLibrary(
             name: "CCrypto",
             pkgConfig: "libcrypto",

@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <openssl/crypto.h>
 
 typedef size_t (*segget_curl_data_cb)(char *ptr, size_t size, size_t nmemb, void *userdata);
 typedef int (*segget_curl_xferinfo_cb)(void *userdata, curl_off_t dltotal, curl_off_t dlnow,
@@ -50,17 +49,6 @@ static inline CURLcode segget_easy_getinfo_string(CURL *h, CURLINFO i, char **v)
 static inline CURLcode segget_easy_getinfo_ptr(CURL *h, CURLINFO i, void **v) {
     return curl_easy_getinfo(h, i, v);
 }
-
-// By default OpenSSL frees its global state from an atexit handler. A thread of segget that lets go
-// of a TLS connection while the process exits (a writer dropping the last reference to a finished
-// batch's loop, whose multi handle then frees its connections) then uses freed locks and crashes
-// (seen once in about 400 batches over a lossy link: SIGSEGV in CRYPTO_THREAD_unlock from SSL_free,
-// beside OPENSSL_cleanup in exit). The first initialisation decides; libcurl's comes after this.
-static inline int segget_openssl_without_atexit(void) {
-    return OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, NULL);
-}
-// 1 while OpenSSL can be used; 0 once it was cleaned up (it cannot be initialised again then).
-static inline int segget_openssl_usable(void) { return OPENSSL_init_crypto(0, NULL); }
 
 static inline CURLMcode segget_multi_setopt_long(CURLM *m, CURLMoption o, long v) {
     return curl_multi_setopt(m, o, v);

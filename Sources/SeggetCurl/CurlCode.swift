@@ -1,3 +1,4 @@
+import CCrypto
 import CCurl
 
 /// A libcurl easy-interface result code: what a transfer ended with, or why an option was refused.
@@ -118,13 +119,13 @@ package struct CurlError: Error, Equatable, CustomStringConvertible, Sendable {
 package enum CurlGlobal {
     private static let initialised: Bool = {
         // Before libcurl initialises OpenSSL: no cleanup at exit, when other threads may still free
-        // TLS connections (see `segget_openssl_without_atexit`).
-        _ = segget_openssl_without_atexit()
+        // TLS connections (see `segget_crypto_without_atexit`).
+        _ = segget_crypto_without_atexit()
         return curl_global_init(segget_curl_global_all()) == CURLE_OK
     }()
     /// Whether OpenSSL (libcurl's TLS) can still be used: false once it freed its global state,
     /// which it must not do while the process exits (see `initialised`).
-    package static var tlsLibraryUsable: Bool { segget_openssl_usable() == 1 }
+    package static var tlsLibraryUsable: Bool { segget_crypto_usable() == 1 }
     package static func ensure() {
         precondition(initialised, "curl_global_init failed: libcurl cannot be used in this process")
     }

@@ -82,7 +82,7 @@ plant Sources/Segget/Transport/Probe.swift \
 # 5. The doc's table of targets against Package.swift: a dependency the doc lacks, one it invents, a
 # target without a row, a row without a target.
 plant_edit docs/architecture.md '/^| `SeggetQueue` /s/| Segget, SeggetSystem, /| Segget, /' "the may-use column of SeggetQueue"
-plant_edit docs/architecture.md '/^| `SeggetCurl` /s/| CCurl |$/| CCurl, SeggetSystem |/' "the may-use column of SeggetCurl"
+plant_edit docs/architecture.md '/^| `SeggetCurl` /s/| CCurl, CCrypto |$/| CCurl, CCrypto, SeggetSystem |/' "the may-use column of SeggetCurl"
 plant_edit Package.swift 's/.target(name: "SeggetSystem", /.target(name: "SeggetSystem", dependencies: ["CCRC32C"], /' \
     "the may-use column of SeggetSystem" docs/architecture.md
 plant_edit docs/architecture.md '/^| `segget-sim` /d' "has no row for target segget-sim"
