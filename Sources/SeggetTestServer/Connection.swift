@@ -7,16 +7,20 @@ struct Connection {
     let fd: Int32
     let remoteAddress: String
     let remotePort: Int
+    /// When the server accepted it (`MonotonicClock`), and the requests read on it so far.
+    let acceptedAt: Double
+    private var requestsRead = 0
     let server: TestServer
     let stop: StopSignal
     private var reader: RequestReader
     private var bucket = TokenBucket()
     private var buffer: [UInt8]
 
-    init(fd: Int32, remoteAddress: String, remotePort: Int, server: TestServer, stop: StopSignal) {
+    init(fd: Int32, remoteAddress: String, remotePort: Int, acceptedAt: Double, server: TestServer, stop: StopSignal) {
         self.fd = fd
         self.remoteAddress = remoteAddress
         self.remotePort = remotePort
+        self.acceptedAt = acceptedAt
         self.server = server
         self.stop = stop
         self.reader = RequestReader(fd: fd, stop: stop)
@@ -41,6 +45,10 @@ struct Connection {
                 return
             case .request(let request):
                 var prepared = server.prepare(request, remoteAddress: remoteAddress, remotePort: remotePort)
+                prepared.record.connectionAcceptedAt = acceptedAt
+                prepared.record.indexOnConnection = requestsRead
+                server.recordConnection(acceptedAt: acceptedAt, index: requestsRead, for: prepared.handle)
+                requestsRead += 1
                 guard server.waitForWorker(&prepared) else { return }
                 let keepAlive = respond(request, &prepared)
                 server.release(prepared)

@@ -26,6 +26,10 @@ public struct RecordedRequest: Sendable, Equatable, CustomStringConvertible {
     /// With `acktail`: seconds the response's last bytes waited for the client to acknowledge the
     /// ones before them (nil without it, or when the body never got that far).
     public var tailWait: Double? = nil
+    /// When the server accepted the connection the request came on (monotonic seconds, as
+    /// `arrivedAt`), and the request's place on it (0: its first).
+    public var connectionAcceptedAt: Double = 0
+    public var indexOnConnection = 0
 
     public var description: String { "\(method) \(path)\(query.isEmpty ? "" : "?" + query) \(status) \(bodyBytesSent) \(remotePort)" }
 }
@@ -232,6 +236,7 @@ public final class TestServer: @unchecked Sendable {
                 if stopSignal.sleep(milliseconds: 10) { return }
                 continue
             }
+            let acceptedAt = MonotonicClock.seconds
             let id: Int? = lock.withLock {
                 if stopped { return nil }
                 accepted += 1
@@ -248,7 +253,8 @@ public final class TestServer: @unchecked Sendable {
             do {
                 try DetachedThread.start { [self] in
                     var connection = Connection(
-                        fd: fd, remoteAddress: remoteAddress, remotePort: remotePort, server: self, stop: stopSignal)
+                        fd: fd, remoteAddress: remoteAddress, remotePort: remotePort, acceptedAt: acceptedAt, server: self,
+                        stop: stopSignal)
                     connection.run()
                     connectionClosed(id: id, fd: fd)
                 }
@@ -443,6 +449,16 @@ public final class TestServer: @unchecked Sendable {
             totalBodyBytes += Int64(bytes)
             if handle.generation == recordGeneration, records.indices.contains(handle.index) {
                 records[handle.index].bodyBytesSent += Int64(bytes)
+            }
+        }
+    }
+
+    /// Records the connection `handle`'s request came on: when it was accepted, and the request's place on it.
+    func recordConnection(acceptedAt: Double, index: Int, for handle: RecordHandle) {
+        lock.withLock {
+            if handle.generation == recordGeneration, records.indices.contains(handle.index) {
+                records[handle.index].connectionAcceptedAt = acceptedAt
+                records[handle.index].indexOnConnection = index
             }
         }
     }

@@ -337,6 +337,12 @@ private func base64OfToolDigest(_ tool: String, _ path: String) throws -> String
             #expect(server.connectionsAccepted == 1)
             let ports = Set(server.requests.map(\.remotePort))
             #expect(ports == [client.localPort])
+            // Each record knows its connection: accepted once, before the first request, and the
+            // requests' places on it in order.
+            let records = server.requests
+            #expect(records.map(\.indexOnConnection) == [0, 1, 2])
+            #expect(Set(records.map(\.connectionAcceptedAt)).count == 1)
+            #expect(records.allSatisfy { $0.connectionAcceptedAt > 0 && $0.connectionAcceptedAt <= $0.arrivedAt })
         }
     }
 
