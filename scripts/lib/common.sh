@@ -29,6 +29,33 @@ free_port() {
     python3 "$ROOT/scripts/tests/checks.py"
 }
 
+# stop_pid PID [SIGNAL]: sends SIGNAL (TERM) to PID, gives it 10 s to exit, then SIGKILL; and reaps it.
+# A cleanup never waits on a signal alone: one sent to a background job between bash's fork and
+# its exec can be taken by bash's own handler in the child and never reach the program.
+stop_pid() {
+    local pid="$1" sig="${2:-TERM}"
+    [ -n "$pid" ] || return 0
+    if kill -"$sig" "$pid" 2>/dev/null; then
+        for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$pid" 2>/dev/null || true
+    fi
+    wait "$pid" 2>/dev/null || true
+}
+
+# testserver_url OUT [PID]: the URL of segget-testserver's "listening on URL" line in OUT (its
+# stdout), waiting up to 30 s for it; empty when it never comes or the server (PID) exited. OUT may
+# not exist yet: the background job creates it.
+testserver_url() {
+    local url=""
+    for _ in $(seq 600); do
+        url="$(sed -n 's/^listening on \(http:[^ ]*\).*/\1/p' "$1" 2>/dev/null | head -1)" || url=""
+        [ -n "$url" ] && break
+        [ -n "${2:-}" ] && ! kill -0 "$2" 2>/dev/null && break
+        sleep 0.05
+    done
+    printf '%s' "$url"
+}
+
 # start_nginx DIR ROOT: serves ROOT on a free loopback port with scenarios as locations:
 #   /        uncapped          /capped/  16 MiB/s per connection
 # Sets NGINX_PID and NGINX_URL. Stop it with stop_nginx.

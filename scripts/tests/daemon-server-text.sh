@@ -13,9 +13,8 @@ done
 WORK="$(mktemp -d /tmp/segget-daemon-text.XXXXXX)"
 SERVER_PID="" DAEMON_PID=""
 cleanup() {
-    [ -n "$DAEMON_PID" ] && kill -KILL "$DAEMON_PID" 2>/dev/null
-    [ -n "$SERVER_PID" ] && kill -TERM "$SERVER_PID" 2>/dev/null
-    wait 2>/dev/null
+    stop_pid "$DAEMON_PID" KILL
+    stop_pid "$SERVER_PID"
     rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -25,7 +24,7 @@ mkdir -p "$WORK/www" "$WORK/dl"
 head -c $((1 << 20)) /dev/urandom >"$WORK/www/a.bin"
 "$SEGGET_TESTSERVER_BIN" --port 0 --dir "$WORK/www" >"$WORK/server.out" 2>/dev/null &
 SERVER_PID=$!
-for _ in $(seq 600); do BASE="$(sed -n 's/^listening on \(http:[^ ]*\).*/\1/p' "$WORK/server.out")"; [ -n "$BASE" ] && break; sleep 0.05; done
+BASE="$(testserver_url "$WORK/server.out" "$SERVER_PID")"
 [ -n "$BASE" ] || fail "segget-testserver did not start"
 
 export SEGGET_RPC_PORT="$(free_port)" SEGGET_RPC_SECRET="text-secret"

@@ -26,7 +26,7 @@ FILLER_PID=""
 MOUNTED=0
 cleanup() {
     if [ -n "$FILLER_PID" ]; then kill "$FILLER_PID" 2>/dev/null || true; wait "$FILLER_PID" 2>/dev/null || true; fi
-    if [ -n "$SERVER_PID" ]; then kill -TERM "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; fi
+    stop_pid "$SERVER_PID"
     if [ "$MOUNTED" -eq 1 ]; then umount "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null || true; fi
     rm -rf "$WORK"
 }
@@ -54,12 +54,7 @@ head -c $((6 << 20)) /dev/urandom >"$WORK/six.bin"
 "$SEGGET_TESTSERVER_BIN" --port 0 --file "big.bin=$WORK/big.bin" --file "six.bin=$WORK/six.bin" \
     --log "$WORK/server.log" >"$WORK/server.out" 2>"$WORK/server.err" &
 SERVER_PID=$!
-BASE=""
-for _ in $(seq 600); do
-    BASE="$(sed -n 's/^listening on \(http:[^ ]*\).*/\1/p' "$WORK/server.out" | head -1)"
-    [ -n "$BASE" ] && break
-    sleep 0.05
-done
+BASE="$(testserver_url "$WORK/server.out" "$SERVER_PID")"
 [ -n "$BASE" ] || fail "segget-testserver did not start: $(cat "$WORK/server.err")"
 case "$BASE" in http://127.0.0.1:*|http://\[::1\]:*) ;; *) fail "not a loopback address: $BASE" ;; esac
 

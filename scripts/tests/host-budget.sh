@@ -16,7 +16,7 @@ done
 WORK="$(mktemp -d /tmp/segget-host-budget.XXXXXX)"
 SERVER_PID=""
 cleanup() {
-    if [ -n "$SERVER_PID" ]; then kill -TERM "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; fi
+    stop_pid "$SERVER_PID"
     rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -25,12 +25,7 @@ fail() { echo "host-budget: FAILED: $*" >&2; exit 1; }
 head -c $((2 << 20)) /dev/urandom >"$WORK/src.bin"
 "$SEGGET_TESTSERVER_BIN" --port 0 --file "f.bin=$WORK/src.bin" >"$WORK/server.out" 2>"$WORK/server.err" &
 SERVER_PID=$!
-BASE=""
-for _ in $(seq 600); do
-    BASE="$(sed -n 's/^listening on \(http:[^ ]*\).*/\1/p' "$WORK/server.out" | head -1)"
-    [ -n "$BASE" ] && break
-    sleep 0.05
-done
+BASE="$(testserver_url "$WORK/server.out" "$SERVER_PID")"
 [ -n "$BASE" ] || fail "segget-testserver did not report its address"
 
 stat_of() { grep -oE "$1=[0-9]+" <<<"$2" | cut -d= -f2; }

@@ -32,7 +32,7 @@ SERVER_PID=""
 SEGGET_PID=""
 cleanup() {
     if [ -n "$SEGGET_PID" ]; then kill -KILL "$SEGGET_PID" 2>/dev/null || true; wait "$SEGGET_PID" 2>/dev/null || true; fi
-    if [ -n "$SERVER_PID" ]; then kill -TERM "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; fi
+    stop_pid "$SERVER_PID"
     rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -63,13 +63,8 @@ SUM="$(sha256sum "$WORK/source.bin" | cut -d' ' -f1)"
 "$SEGGET_TESTSERVER_BIN" --port 0 --file "big.bin=$WORK/source.bin" --log "$WORK/server.log" \
     >"$WORK/server.out" 2>"$WORK/server.err" &
 SERVER_PID=$!
-BASE=""
-for _ in $(seq 600); do
-    BASE="$(sed -n 's/^listening on \(http:[^ ]*\).*/\1/p' "$WORK/server.out" | head -1)"
-    [ -n "$BASE" ] && break
-    kill -0 "$SERVER_PID" 2>/dev/null || fail "segget-testserver exited: $(cat "$WORK/server.err")"
-    sleep 0.05
-done
+BASE="$(testserver_url "$WORK/server.out" "$SERVER_PID")"
+kill -0 "$SERVER_PID" 2>/dev/null || fail "segget-testserver exited: $(cat "$WORK/server.err")"
 [ -n "$BASE" ] || fail "segget-testserver did not report its address"
 URL="$BASE/big.bin?rate=$RATE"
 

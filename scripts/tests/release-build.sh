@@ -16,9 +16,8 @@ WORK="$(mktemp -d /tmp/segget-release.XXXXXX)"
 chmod 755 "$WORK"
 NGINX_PID="" DAEMON_PID=""
 cleanup() {
-    [ -n "$DAEMON_PID" ] && kill -KILL "$DAEMON_PID" 2>/dev/null
+    stop_pid "$DAEMON_PID" KILL
     stop_nginx
-    wait 2>/dev/null
     rm -rf "$WORK"
 }
 trap cleanup EXIT
