@@ -61,13 +61,9 @@ server_pid_file() {
 }
 
 stop_servers() {
-    local i pid
+    local i
     for ((i = ${#SERVER_PIDS[@]} - 1; i >= 0; i--)); do
-        pid="${SERVER_PIDS[$i]}"
-        kill -TERM "$pid" 2>/dev/null || continue
-        for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
+        stop_pid "${SERVER_PIDS[$i]}"
     done
     SERVER_NAMES=()
     SERVER_PIDS=()

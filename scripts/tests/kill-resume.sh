@@ -31,7 +31,7 @@ WORK="$(mktemp -d /tmp/segget-kill-resume.XXXXXX)"
 SERVER_PID=""
 SEGGET_PID=""
 cleanup() {
-    if [ -n "$SEGGET_PID" ]; then kill -KILL "$SEGGET_PID" 2>/dev/null || true; wait "$SEGGET_PID" 2>/dev/null || true; fi
+    stop_pid "$SEGGET_PID" KILL
     stop_pid "$SERVER_PID"
     rm -rf "$WORK"
 }

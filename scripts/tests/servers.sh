@@ -32,8 +32,8 @@ chmod 755 "$WORK"
 SEGGET_PID="" DAEMON_PID=""
 FAILURES=()
 cleanup() {
-    if [ -n "$SEGGET_PID" ]; then kill -KILL "$SEGGET_PID" 2>/dev/null || true; wait "$SEGGET_PID" 2>/dev/null || true; fi
-    if [ -n "$DAEMON_PID" ]; then kill -KILL "$DAEMON_PID" 2>/dev/null || true; wait "$DAEMON_PID" 2>/dev/null || true; fi
+    stop_pid "$SEGGET_PID" KILL
+    stop_pid "$DAEMON_PID" KILL
     stop_servers
     # A failed run keeps its outputs, part files, journals and --json lines for a look.
     if [ "${KEEP:-0}" = 1 ] || [ ${#FAILURES[@]} -gt 0 ]; then echo "servers: kept $WORK" >&2; else rm -rf "$WORK"; fi
