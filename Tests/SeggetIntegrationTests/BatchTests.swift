@@ -297,11 +297,15 @@ func sha256Hex(_ bytes: [UInt8]) -> String {
 
 /// The library's async API: progress as an AsyncSequence, task cancellation → resumable stop.
 @Suite struct AsyncLibraryTests {
-    @Test func cancellingTheTaskStopsAndARerunResumes() async throws {
-        // Every request goes at 64 KiB/s, so that two connections would take 24 s in full: the
-        // waiting task is scheduled and cancelled long before the end even while other suites'
-        // blocking tests hold both threads of a 2-core runner's cooperative pool for ten seconds.
-        // The rerun takes 16 connections (about 3 s).
+    /// A cancellation that does not stop the download leaves it waiting on silent connections: the
+    /// time limit fails the test then.
+    @Test(.timeLimit(.minutes(1))) func cancellingTheTaskStopsAndARerunResumes() async throws {
+        // The first run's answers stop after 160 KiB each and hold their connections (`stall`), and
+        // neither silence (for two minutes) nor a slow connection is cut and asked again: the
+        // download cannot end before the task is cancelled, however long other suites' blocking
+        // tests hold both threads of a 2-core runner's cooperative pool (with answers that merely
+        // went slowly, 24 s of that once let it finish first). The rerun asks the same file without
+        // the stall, over 16 connections.
         let body = cliTestBytes(3_000_000, seed: 61)
         let server = try startCLITestServer(["lib.bin": body])
         defer { server.stop() }
@@ -310,7 +314,9 @@ func sha256Hex(_ bytes: [UInt8]) -> String {
         options.connections = 2
         options.chunkSize = 64 * 1024
         options.outputPath = dir.path("lib.bin")
-        let url = server.url("lib.bin", query: "rate=64k")
+        options.transfer.stallTimeout = 120
+        options.redialSlowConnections = false
+        let url = server.url("lib.bin", mode: .stall, query: "after=163840")
         let handle = Download(url: url, options: options).start()
         // On a busy 2-core runner the waiting task may be scheduled late; cancel it only once it runs,
         // so the test checks cancellation rather than the scheduler.
@@ -338,7 +344,9 @@ func sha256Hex(_ bytes: [UInt8]) -> String {
         #expect(!FileManager.default.fileExists(atPath: dir.path("lib.bin")))
 
         options.connections = 16
-        let result = try await Download(url: url, options: options).run()
+        options.transfer.stallTimeout = 20
+        options.redialSlowConnections = true
+        let result = try await Download(url: server.url("lib.bin"), options: options).run()
         #expect(result.resumedBytes > 0)
         #expect(result.bytes == Int64(body.count))
         #expect(fileMatches(dir.path("lib.bin"), body))
