@@ -45,7 +45,9 @@ let package = Package(
             providers: [.apt(["libssl-dev"])]
         ),
         // The system layer: Errno, the syscalls (the only libc I/O), files with direct I/O, locks, threads.
-        .target(name: "SeggetSystem", swiftSettings: startupSettings),
+        // Extended attributes (`<sys/xattr.h>`, header-only), for the system layer.
+        .systemLibrary(name: "CXattr"),
+        .target(name: "SeggetSystem", dependencies: ["CXattr"], swiftSettings: startupSettings),
         // Digests: hashing, checksum specs, server digest headers.
         .target(name: "SeggetVerify", dependencies: ["CCrypto", "SeggetSystem"], swiftSettings: startupSettings),
         // The resume journal: chunk bitmap, on-disk codec, checkpoint discipline.

@@ -254,6 +254,17 @@ public struct FileStatus: Equatable, Sendable {
     /// Device and inode: equal for two names or descriptors of the same file.
     public var device: UInt64
     public var inode: UInt64
+    /// The last change of the contents (`st_mtim`), in nanoseconds since the epoch.
+    public var modified: Int64
+
+    public init(kind: Kind, size: Int64, permissions: UInt32, device: UInt64, inode: UInt64, modified: Int64) {
+        self.kind = kind
+        self.size = size
+        self.permissions = permissions
+        self.device = device
+        self.inode = inode
+        self.modified = modified
+    }
 
     init(_ info: stat) {
         switch info.st_mode & S_IFMT {
@@ -266,5 +277,6 @@ public struct FileStatus: Equatable, Sendable {
         permissions = UInt32(info.st_mode) & 0o7777
         device = UInt64(info.st_dev)
         inode = UInt64(info.st_ino)
+        modified = Int64(info.st_mtim.tv_sec) &* 1_000_000_000 &+ Int64(info.st_mtim.tv_nsec)
     }
 }

@@ -36,6 +36,19 @@ public enum FileSystem {
         try? system_stat(path, followingLinks: followingLinks).get()
     }
 
+    /// The value of extended attribute `name` of the file at `path` (not following a symbolic link),
+    /// or nil when it is not set, longer than `limit` bytes, or cannot be read (no such file, a file
+    /// system without extended attributes). The corresponding C function is `lgetxattr`.
+    public static func attribute(_ path: String, _ name: String, limit: Int = 4096) -> [UInt8]? {
+        // A buffer of at least one byte: with none, the call answers the value's length instead.
+        var bytes = [UInt8](repeating: 0, count: max(1, limit))
+        let n = bytes.withUnsafeMutableBytes { buffer in
+            (try? valueOrErrno { system_lgetxattr(path, name, buffer) }.get()) ?? -1
+        }
+        guard n >= 0, n <= limit else { return nil }
+        return Array(bytes[0..<n])
+    }
+
     /// True when `path` is a directory, or a symbolic link to one.
     public static func isDirectory(_ path: String) -> Bool {
         status(path)?.kind == .directory

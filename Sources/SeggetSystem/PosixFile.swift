@@ -149,6 +149,20 @@ public final class PosixFile: @unchecked Sendable {
         try openDescriptor().status().size
     }
 
+    /// The file's type, size, identity and modification time. The corresponding C function is `fstat`.
+    public func status() throws(Errno) -> FileStatus {
+        try openDescriptor().status()
+    }
+
+    /// Sets the extended attribute `name` (such as `user.segget.finished`) to `value`, replacing an
+    /// earlier value. Throws ``Errno/notSupported`` where the file system keeps no such attributes.
+    /// The corresponding C function is `fsetxattr`.
+    public func setAttribute(_ name: String, _ value: [UInt8]) throws(Errno) {
+        let fd = try openDescriptor().rawValue
+        let result = value.withUnsafeBytes { raw in valueOrErrno { system_fsetxattr(fd, name, raw) } }
+        _ = try result.get()
+    }
+
     /// Sets the file's length. The corresponding C function is `ftruncate`.
     public func truncate(to length: Int64) throws(Errno) {
         try openDescriptor().truncate(to: length)

@@ -2,6 +2,7 @@
 // this module, so the set of system calls segget can make is visible in one place. The retry helpers
 // (`valueOrErrno`, `retryingWrites`, `retryingReads`) are the only loops over EINTR and short counts.
 
+import CXattr
 import Glibc
 import Synchronization
 
@@ -185,6 +186,18 @@ internal func system_fstat(_ fd: Int32) -> Result<FileStatus, Errno> {
 internal func system_stat(_ path: String, followingLinks: Bool) -> Result<FileStatus, Errno> {
     var info = stat()
     return valueOrErrno { followingLinks ? stat(path, &info) : lstat(path, &info) }.map { _ in FileStatus(info) }
+}
+
+/// Sets extended attribute `name` of the file open as `fd` to `value` (creating or replacing it).
+internal func system_fsetxattr(_ fd: Int32, _ name: String, _ value: UnsafeRawBufferPointer) -> Int32 {
+    fsetxattr(fd, name, value.baseAddress, value.count, 0)
+}
+
+/// Reads extended attribute `name` of the file at `path`, not following a symbolic link: its length,
+/// or -1 (`ENODATA` when it is not set, `ERANGE` when `buffer` is too small, `ENOTSUP` where the file
+/// system has none).
+internal func system_lgetxattr(_ path: String, _ name: String, _ buffer: UnsafeMutableRawBufferPointer) -> Int {
+    lgetxattr(path, name, buffer.baseAddress, buffer.count)
 }
 
 internal func system_rename(_ from: String, _ to: String) -> Int32 {

@@ -163,3 +163,56 @@ struct PosixFileTests {
         #expect(Errno.noSpace.description == "No space left on device")
     }
 }
+
+/// Extended attributes and the modification time: what a finished download's mark is made of.
+@Suite("PosixFile attributes")
+struct PosixFileAttributeTests {
+    @Test func anAttributeSetOnTheDescriptorIsReadBackByPathAndFollowsALink() throws {
+        let dir = makeTemporaryDirectory()
+        defer { removeTree(dir) }
+        let file = try PosixFile.createUnnamed(inDirectory: dir, permissions: 0o644)
+        defer { file.close() }
+        try file.write([1, 2, 3], at: 0)
+        do {
+            try file.setAttribute("user.segget.test", Array("value 1".utf8))
+        } catch .notSupported {
+            return  // a file system without extended attributes: nothing to check here
+        }
+        try file.link(as: dir + "/named")
+        #expect(FileSystem.attribute(dir + "/named", "user.segget.test") == Array("value 1".utf8))
+        // Replaced, not appended.
+        try file.setAttribute("user.segget.test", Array("2".utf8))
+        #expect(FileSystem.attribute(dir + "/named", "user.segget.test") == Array("2".utf8))
+        #expect(FileSystem.attribute(dir + "/named", "user.segget.other") == nil)
+        #expect(FileSystem.attribute(dir + "/missing", "user.segget.test") == nil)
+        // Longer than the caller takes: not read at all.
+        #expect(FileSystem.attribute(dir + "/named", "user.segget.test", limit: 0) == nil)
+    }
+
+    @Test func aSymbolicLinkIsNotFollowed() throws {
+        let dir = makeTemporaryDirectory()
+        defer { removeTree(dir) }
+        let file = try PosixFile.open(path: dir + "/target", mode: .createExclusive(permissions: 0o644))
+        defer { file.close() }
+        do { try file.setAttribute("user.segget.test", [65]) } catch .notSupported { return }
+        #expect(symlink(dir + "/target", dir + "/link") == 0)
+        #expect(FileSystem.attribute(dir + "/target", "user.segget.test") == [65])
+        #expect(FileSystem.attribute(dir + "/link", "user.segget.test") == nil)
+    }
+
+    @Test func theModificationTimeMovesWithAWriteAndNotWithAnAttribute() throws {
+        let dir = makeTemporaryDirectory()
+        defer { removeTree(dir) }
+        let file = try PosixFile.open(path: dir + "/f", mode: .createExclusive(permissions: 0o644))
+        defer { file.close() }
+        try file.write([1], at: 0)
+        let first = try file.status()
+        #expect(first.modified > 1_700_000_000 * 1_000_000_000)
+        #expect(FileSystem.status(dir + "/f")?.modified == first.modified)
+        try? file.setAttribute("user.segget.test", [1])
+        #expect(try file.status().modified == first.modified)
+        usleep(20_000)
+        try file.write([2], at: 0)
+        #expect(try file.status().modified > first.modified)
+    }
+}
