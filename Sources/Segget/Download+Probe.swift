@@ -193,6 +193,23 @@ extension Download {
         return OutputNames.join(dir, FileName.sanitize(probe.suggestedFileName))
     }
 
+    /// The size of the file under the final name when an earlier run finished it: a run stopped
+    /// between its rename and the removal of its journal (`PartialDownload.finishedEarlier`), or one
+    /// whose `FinishedMark` vouches for the file (not with `--no-continue`). A marked file that the
+    /// server now sends at another length is an older version of it: refused, saying what to do.
+    func finishedByAnEarlierRun(
+        paths: PartialDownload.Paths, url: String, probe: ProbeResult, expected: [ExpectedDigest]
+    ) throws(SeggetError) -> Int64? {
+        if let size = PartialDownload.finishedEarlier(paths: paths, url: url) { return size }
+        guard options.resume, let size = FinishedMark.vouchedSize(at: paths.final, url: self.url, expected: expected) else {
+            return nil
+        }
+        if let total = probe.totalLength, total != size {
+            throw SeggetError(.fileSystem, "\(paths.final) was downloaded from this URL by an earlier run, but the server now sends \(total) bytes where that file has \(size): it has changed there. Pass --force to download it again, or choose another name.")
+        }
+        return size
+    }
+
     /// Whether anything (even a dangling symbolic link) is at `path`, the final path; throws when `-o`
     /// names a directory, or a file in a directory that does not exist.
     func checkOutputPath(_ path: String) throws(SeggetError) -> Bool {

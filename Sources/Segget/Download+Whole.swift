@@ -37,7 +37,7 @@ extension Download {
             throw error
         }
         return WholeSave(
-            bytes: probe.prefix, paths: paths, verified: verified, sync: options.syncBeforeRename,
+            bytes: probe.prefix, paths: paths, source: self.url, verified: verified, sync: options.syncBeforeRename,
             connections: options.connections, started: started, partAbsent: probe.absent.part == paths.part,
             tally: probe.spent)
     }
@@ -105,6 +105,8 @@ extension Download {
 struct WholeSave: Sendable {
     let bytes: ProbeBytes
     let paths: PartialDownload.Paths
+    /// The URL the download was asked for, for the file's `FinishedMark`.
+    let source: String
     let verified: [String]
     let sync: Bool
     let connections: Int
@@ -133,6 +135,7 @@ struct WholeSave: Sendable {
         defer { file.close() }
         do {
             try bytes.withUnsafeBytes { (raw) throws(Errno) in try file.write(raw, at: 0) }
+            FinishedMark.write(on: file, url: source, verified: verified)
             if sync { try file.sync() }
         } catch {
             throw FetchEngine.writeError(error)

@@ -97,7 +97,7 @@ public final class Download: @unchecked Sendable {
             }
         }
         let finalExists = try checkOutputPath(paths.final)
-        if !options.force, finalExists, let size = PartialDownload.finishedEarlier(paths: paths, url: url) {
+        if !options.force, finalExists, let size = try finishedByAnEarlierRun(paths: paths, url: url, probe: probe, expected: expected) {
             events?(.notice("\(paths.final) was already completed by an earlier run."))
             return .finished(.finished(DownloadResult(
                 path: paths.final, bytes: size, resumedBytes: size, receivedBytes: 0, seconds: 0,
@@ -176,7 +176,7 @@ public final class Download: @unchecked Sendable {
         if let hashing { traceHashing(hashing, length: fetched.length) }
 
         // Publish: rename into place and drop the journal; with --fsync, sync before and the directory after.
-        try partial.publish(syncing: options.syncBeforeRename)
+        try partial.publish(syncing: options.syncBeforeRename, mark: (url, verified))
         return .finished(DownloadResult(
             path: stage.paths.final, bytes: fetched.length, resumedBytes: stage.resumedBytes - fetched.rejectedBytes,
             receivedBytes: fetched.receivedBytes + stage.probeBytes, seconds: monotonicSeconds() - fetched.started,

@@ -130,6 +130,9 @@ final class LoopRun: @unchecked Sendable {
     private var inPlace: Set<Int> = []
     private var parked: [Int: (probed: Probed, loop: Int)] = [:]
     private var names: OrderedNames
+    /// The paths the files would get if no server named them, claimed in list order as the files
+    /// start (see `Batch.finishedEarlier`).
+    private var guessedNames = OutputNames()
     private var outcomes: [Outcome?]
     private var directories: Set<String> = []
     /// Files waiting for an earlier file to report the name it wants (see `OrderedNames`).
@@ -222,7 +225,8 @@ final class LoopRun: @unchecked Sendable {
                 var opts = batch.options(
                     for: batch.entries[k], lender: lender, hostBudget: hostBudget, startingNames: startingNames)
                 if batch.speculative(inFlight: inFlight - 1) { opts.probeLimit = Batch.speculativeProbeBytes }
-                let probes = batch.probes(opts) && !interrupt.isSet
+                // A file an earlier run finished needs no probe to be known (see `finishedEarlier`).
+                let probes = batch.probes(opts) && !interrupt.isSet && !batch.finishedEarlier(k, options: opts, guesses: &guessedNames)
                 var slot: ProbeSlot?
                 if loops.count > 1 && k == turn && probes,
                     let taken = Download(url: batch.entries[k].url, options: opts).takeProbeSlot()

@@ -8,8 +8,9 @@ import SeggetSystem
 struct Outcome: Sendable {
     enum Status: Sendable {
         case done(DownloadResult)
-        /// `--skip-existing` found the output file already there.
-        case skipped
+        /// Left alone: `--skip-existing` found the output file already there, or an earlier run of
+        /// the same URL finished it.
+        case skipped(SkipReason)
         case failed(SeggetError)
         /// The run was interrupted before this file started.
         case notStarted
@@ -32,6 +33,22 @@ struct JobStart: Sendable {
     var autoConnections: Bool
 }
 
+/// Why a file of a batch was left alone.
+enum SkipReason: String, Sendable {
+    /// `--skip-existing` found a file under its name.
+    case exists
+    /// Its `FinishedMark` shows that an earlier run of the same URL finished it (a list run again).
+    case completed
+
+    /// The words after the path in a skip line.
+    var sentence: String {
+        switch self {
+        case .exists: "already exists"
+        case .completed: "was completed by an earlier run of this URL"
+        }
+    }
+}
+
 /// Receives everything the user sees. Called from a batch's loop thread and from its steps queue
 /// (see `DownloadLoop`), possibly both at once.
 protocol Reporter: Sendable {
@@ -42,7 +59,7 @@ protocol Reporter: Sendable {
     var wantsProgress: Bool { get }
     func event(id: Int, _ e: DownloadEvent)
     func finished(id: Int, url: String, _ r: DownloadResult)
-    func skipped(id: Int, url: String, path: String)
+    func skipped(id: Int, url: String, path: String, reason: SkipReason)
     func failed(id: Int, url: String, path: String?, _ e: SeggetError)
     /// Once, after every file has ended.
     func summary(_ outcomes: [Outcome], seconds: Double)
@@ -170,6 +187,28 @@ struct Batch: Sendable {
         planPaths || (checksumFile != nil && opts.outputPath == nil)
     }
 
+    /// Whether the file at `path` is one an earlier run of `url` finished and nobody changed since
+    /// (its `FinishedMark`), to be left alone: never with `--force` or `--no-continue`.
+    func isFinishedEarlier(path: String, url: String, options opts: DownloadOptions) -> Bool {
+        guard !opts.force, opts.resume, opts.startingNames?.mayHaveExisted(path) != false else { return false }
+        return FinishedMark.vouchedSize(at: path, url: url, expected: opts.checksums) != nil
+    }
+
+    /// Whether file `k` may go without its probe, which is made to learn the name the server gives
+    /// it: the path it takes when no server gives a name (`out=`, or the URL's last part, numbered
+    /// after the files before it in `guesses`, which each file of the list passes in turn) holds the
+    /// file an earlier run of its URL finished. Its path is still decided in list order and looked
+    /// at again in `ready`; where the two differ, its download probes for itself.
+    func finishedEarlier(_ k: Int, options opts: DownloadOptions, guesses: inout OutputNames) -> Bool {
+        let path: String
+        switch wish(k, options: opts, info: nil) {
+        case .path(let p?): path = p
+        case .path(nil): return false
+        case .name(let name, let directory): path = guesses.claim(name: name, directory: directory)
+        }
+        return isFinishedEarlier(path: path, url: entries[k].url, options: opts)
+    }
+
     /// What file `k` asks of `OrderedNames`, knowing what its probe learnt (`info`).
     func wish(_ k: Int, options opts: DownloadOptions, info: RemoteFileInfo?) -> OrderedNames.Wish {
         let entry = entries[k]
@@ -214,8 +253,8 @@ struct Batch: Sendable {
             opts.directory = nil
         }
         if skipExisting, let path, fileExists(path) {
-            reporter.skipped(id: id, url: entry.url, path: path)
-            return .ended(Outcome(id: id, url: entry.url, path: path, status: .skipped))
+            reporter.skipped(id: id, url: entry.url, path: path, reason: .exists)
+            return .ended(Outcome(id: id, url: entry.url, path: path, status: .skipped(.exists)))
         }
         if let (cfPath, text) = checksumFile {
             let name = lastPathComponent(
@@ -227,6 +266,14 @@ struct Batch: Sendable {
                 guard listMode else { return fail(SeggetError(.usage, "\(cfPath): \(error)")) }
                 reporter.event(id: id, .notice("\(cfPath) has no digest for \(name); it is checked only against digests the server sends."))
             }
+        }
+
+        // A list run again: a file an earlier run of this URL finished, and nobody changed since, is
+        // done, without a request (a single download looks after its probe: its name may be the
+        // server's). `--force` and `--no-continue` fetch it again.
+        if planPaths, let path, isFinishedEarlier(path: path, url: entry.url, options: opts) {
+            reporter.skipped(id: id, url: entry.url, path: path, reason: .completed)
+            return .ended(Outcome(id: id, url: entry.url, path: path, status: .skipped(.completed)))
         }
 
         reporter.started(

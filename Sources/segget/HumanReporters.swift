@@ -19,8 +19,8 @@ final class SingleUI: Reporter {
     func event(id: Int, _ e: DownloadEvent) { ui.event(e) }
     func finished(id: Int, url: String, _ r: DownloadResult) { ui.finished(r) }
 
-    func skipped(id: Int, url: String, path: String) {
-        if !quiet { writeStderr("segget: \(path) already exists; skipped.\n") }
+    func skipped(id: Int, url: String, path: String, reason: SkipReason) {
+        if !quiet { writeStderr("segget: \(path) \(reason.sentence); skipped.\n") }
     }
 
     func failed(id: Int, url: String, path: String?, _ e: SeggetError) {
@@ -124,10 +124,10 @@ final class BatchUI: Reporter {
         }
     }
 
-    func skipped(id: Int, url: String, path: String) {
+    func skipped(id: Int, url: String, path: String, reason: SkipReason) {
         state.withLock { s in
             s.ended += 1
-            if !quiet { line(&s, "segget: \(tag(id)) \(path) already exists; skipped.") }
+            if !quiet { line(&s, "segget: \(tag(id)) \(path) \(reason.sentence); skipped.") }
         }
     }
 
@@ -153,8 +153,8 @@ final class BatchUI: Reporter {
                 if r.resumedBytes > 0 { status += ", resumed" }
                 if !r.verified.isEmpty { status += ", verified" }
                 rows.append([name, Format.bytes(r.bytes), Format.seconds(r.seconds), Format.rate(rate), status])
-            case .skipped:
-                rows.append([name, "-", "-", "-", "skipped (exists)"])
+            case .skipped(let reason):
+                rows.append([name, "-", "-", "-", reason == .exists ? "skipped (exists)" : "done earlier"])
             case .failed(let e):
                 rows.append([name, "-", "-", "-", "failed (exit \(e.exitCode), \(e.kind.rawValue))"])
             case .notStarted:

@@ -203,12 +203,12 @@ final class JSONReporter: Reporter {
         StdoutLines.write(o.body)
     }
 
-    func skipped(id: Int, url: String, path: String) {
+    func skipped(id: Int, url: String, path: String, reason: SkipReason) {
         var o = JSONObject(type: "skip")
         o.add("id", id)
         o.add("url", URLParts.redactingCredentials(url))
         o.add("path", path)
-        o.add("reason", "exists")
+        o.add("reason", reason.rawValue)
         StdoutLines.write(o.body)
     }
 

@@ -18,7 +18,7 @@ import Testing
         func progress(id: Int, _ p: DownloadProgress) {}
         func event(id: Int, _ e: DownloadEvent) {}
         func finished(id: Int, url: String, _ r: DownloadResult) { _ = done.withLock { $0.insert(id) } }
-        func skipped(id: Int, url: String, path: String) {}
+        func skipped(id: Int, url: String, path: String, reason: SkipReason) {}
         func failed(id: Int, url: String, path: String?, _ e: SeggetError) {}
         func summary(_ outcomes: [Outcome], seconds: Double) {}
     }
@@ -216,7 +216,7 @@ import Testing
                 s.finished += 1
             }
         }
-        func skipped(id: Int, url: String, path: String) {}
+        func skipped(id: Int, url: String, path: String, reason: SkipReason) {}
         func failed(id: Int, url: String, path: String?, _ e: SeggetError) { _ = state.withLock { $0.running.remove(id) } }
         func summary(_ outcomes: [Outcome], seconds: Double) {}
     }

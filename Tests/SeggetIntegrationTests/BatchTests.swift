@@ -35,7 +35,7 @@ import Glibc
     /// Runs segget with `arguments` and sends it SIGINT once `ready` holds (or after 60 s); its exit
     /// status, and whether `ready` came to hold. Never after a fixed delay, which a slow start on a
     /// loaded machine can outlast.
-    static func interrupted(_ arguments: [String], once ready: () -> Bool) throws -> (status: Int32, wasReady: Bool) {
+    static func interrupted(_ arguments: [String], signal: Int32 = SIGINT, once ready: () -> Bool) throws -> (status: Int32, wasReady: Bool) {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: SeggetCLI.binary)
         p.arguments = arguments
@@ -43,7 +43,7 @@ import Glibc
         p.standardError = FileHandle.nullDevice
         try p.run()
         let wasReady = waitUntil(timeout: 60, ready)
-        kill(p.processIdentifier, SIGINT)
+        kill(p.processIdentifier, signal)
         p.waitUntilExit()
         return (p.terminationStatus, wasReady)
     }
@@ -77,17 +77,36 @@ import Glibc
         #expect(r.stderr.contains("3 of 3 files downloaded"))
         for name in ["file.bin", "file.1.bin", "renamed.dat"] { #expect(r.stderr.contains(name)) }
 
-        // Again: the same names are chosen, so every file now exists → refused (5), or skipped.
-        let again = try SeggetCLI.run(["-q", "-i", list, "-d", out])
-        #expect(again.exitCode == 5)
-        // The advice is the list's: --skip-existing to run a stopped list again, not -o.
-        #expect(again.stderr.contains("already exists; pass --skip-existing"), "\(again.stderr)")
-        #expect(!again.stderr.contains("-o to choose"), "\(again.stderr)")
+        // Again, the same command: the same names are chosen, and each file is the one this list
+        // finished there (its mark, `FinishedMark`), so the run is done at once, without a request.
+        let before = server.requests.count
+        let again = try SeggetCLI.run(["-i", list, "-d", out])
+        #expect(again.exitCode == 0, "\(again.stderr)")
+        for name in ["file.bin", "file.1.bin", "renamed.dat"] {
+            #expect(again.stderr.contains("\(name) was completed by an earlier run of this URL; skipped."), "\(again.stderr)")
+        }
+        #expect(server.requests.count == before, "\(server.requests.dropFirst(before))")
         #expect(fileMatches(out + "/file.bin", a))
         #expect(!FileManager.default.fileExists(atPath: out + "/file.2.bin"))
+
+        // A file changed since it was finished (here replaced by other bytes of the same length) is
+        // any file under the name: refused (5), with the list's advice (--skip-existing to run a
+        // stopped list again, not -o), and left as it is. The others are still done.
+        let other = cliTestBytes(700_000, seed: 99)
+        try Data(other).write(to: URL(fileURLWithPath: out + "/file.1.bin"))
+        let changed = try SeggetCLI.run(["-q", "-i", list, "-d", out])
+        #expect(changed.exitCode == 5)
+        #expect(changed.stderr.contains("file.1.bin already exists; pass --skip-existing"), "\(changed.stderr)")
+        #expect(!changed.stderr.contains("-o to choose"), "\(changed.stderr)")
+        #expect(!changed.stderr.contains("renamed.dat"), "\(changed.stderr)")
+        #expect(fileMatches(out + "/file.1.bin", other))
         let skip = try SeggetCLI.run(["--json", "--skip-existing", "-i", list, "-d", out])
         #expect(skip.exitCode == 0)
         #expect(try Self.jsonLines(skip.stdout).filter { $0["type"] as? String == "skip" }.count == 3)
+        // --force fetches every file again.
+        let forced = try SeggetCLI.run(["-q", "--force", "-i", list, "-d", out])
+        #expect(forced.exitCode == 0, "\(forced.stderr)")
+        #expect(fileMatches(out + "/file.1.bin", b))
     }
 
     /// Per-file costs vanish in a batch: a file no larger than a chunk takes exactly one request (the
@@ -254,6 +273,43 @@ import Glibc
         #expect(finished.count == 10)
         let resumed = finished.first { ($0["path"] as? String)?.hasSuffix("/s4") == true }?["resumed"] as? Int ?? 0
         #expect(resumed > 0, "\(finished)")
+    }
+
+    /// A list killed part-way (`kill -9`), then the same command: the files it finished are done
+    /// without a request, the one it was in the middle of resumes from its journal, the rest are
+    /// fetched, and the run exits 0 with every file identical.
+    @Test func aListKilledPartWayFinishesWhenTheSameCommandRunsAgain() throws {
+        let small = (0..<6).map { cliTestBytes(40_000 + 1_000 * $0, seed: 60 + UInt64($0)) }
+        let big = cliTestBytes(4_000_000, seed: 70)
+        var files: [String: [UInt8]] = ["big.bin": big]
+        for (i, bytes) in small.enumerated() { files["s\(i).bin"] = bytes }
+        let server = try startCLITestServer(files)
+        defer { server.stop() }
+        let dir = try CLITempDir()
+        let out = dir.path("out")
+        // The small files first, then the big one at a capped rate, then one more small file.
+        let urls = (0..<5).map { server.url("s\($0).bin") } + [server.url("big.bin", query: "rate=512k"), server.url("s5.bin")]
+        let list = try Self.writeList(dir, urls)
+        let args = ["-q", "-n", "2", "--chunk-size", "256k", "-i", list, "-d", out]
+        let run = try Self.interrupted(args, signal: SIGKILL) {
+            FileManager.default.fileExists(atPath: out + "/big.bin.segget-journal") && server.bodyBytesSent >= 1_500_000
+        }
+        #expect(run.wasReady, "the list did not get going: \(server.bodyBytesSent) bytes sent")
+        #expect(run.status == SIGKILL)
+        for i in 0..<5 { #expect(fileMatches(out + "/s\(i).bin", small[i])) }
+        let before = server.requests.count
+        let again = try SeggetCLI.run(["--json"] + args)
+        #expect(again.exitCode == 0, "\(again.stderr)")
+        for i in 0..<6 { #expect(fileMatches(out + "/s\(i).bin", small[i])) }
+        #expect(fileMatches(out + "/big.bin", big))
+        let lines = try Self.jsonLines(again.stdout)
+        #expect(lines.filter { $0["type"] as? String == "skip" && $0["reason"] as? String == "completed" }.count >= 5, "\(again.stdout)")
+        let resumed = lines.first { $0["type"] as? String == "finish" && ($0["path"] as? String)?.hasSuffix("/big.bin") == true }?["resumed"] as? Int ?? 0
+        #expect(resumed > 0, "\(again.stdout)")
+        // No request of the rerun asked for a file the first run had finished.
+        let asked = Set(server.requests.dropFirst(before).map(\.path))
+        for i in 0..<5 { #expect(!asked.contains("/s\(i).bin"), "\(asked)") }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: out).sorted() == (["big.bin"] + (0..<6).map { "s\($0).bin" }).sorted())
     }
 
     @Test func interruptedBatchExits130AndResumes() throws {

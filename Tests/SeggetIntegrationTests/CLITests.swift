@@ -177,6 +177,73 @@ func startCLITestServer(_ resources: [String: [UInt8]]) throws -> TestServer {
         #expect(fileMatches(out, body))
     }
 
+    /// The same download run again after it finished: done at once, exit 0, the file untouched (its
+    /// `FinishedMark`), after the one request that names the file. Once the server's copy changes
+    /// length, refused (5) with what to do; once the file on disk changes, refused as any file.
+    @Test func aFinishedDownloadRunAgainIsDoneAndAChangedOneIsRefused() throws {
+        let body = cliTestBytes(300_000, seed: 3)
+        let server = try startCLITestServer(["f.bin": body])
+        defer { server.stop() }
+        let dir = try CLITempDir()
+        let out = dir.path("f.bin")
+        let first = try SeggetCLI.run(["-q", "-o", out, server.url("f.bin")])
+        #expect(first.exitCode == 0, "\(first.stderr)")
+        func inode() throws -> Int? { try FileManager.default.attributesOfItem(atPath: out)[.systemFileNumber] as? Int }
+        let firstInode = try #require(try inode())
+
+        let before = server.requests.count
+        let again = try SeggetCLI.run(["-o", out, server.url("f.bin")])
+        #expect(again.exitCode == 0, "\(again.stderr)")
+        #expect(again.stderr.contains("was already completed by an earlier run"), "\(again.stderr)")
+        #expect(server.requests.count == before + 1, "\(server.requests.dropFirst(before))")
+        #expect(try inode() == firstInode)
+        #expect(fileMatches(out, body))
+
+        // Another URL of the same name is not this file's.
+        server.addResource(name: "g.bin", bytes: body)
+        let otherURL = try SeggetCLI.run(["-q", "-o", out, server.url("g.bin")])
+        #expect(otherURL.exitCode == 5, "\(otherURL.stderr)")
+        #expect(otherURL.stderr.contains("already exists; pass --force"), "\(otherURL.stderr)")
+
+        // The server's copy grew: the file here is an older version of it.
+        let grown = cliTestBytes(300_001, seed: 4)
+        server.addResource(name: "f.bin", bytes: grown)
+        let changedThere = try SeggetCLI.run(["-q", "-o", out, server.url("f.bin")])
+        #expect(changedThere.exitCode == 5, "\(changedThere.stderr)")
+        #expect(changedThere.stderr.contains("the server now sends 300001 bytes where that file has 300000"), "\(changedThere.stderr)")
+        #expect(fileMatches(out, body))
+        let refreshed = try SeggetCLI.run(["-q", "--force", "-o", out, server.url("f.bin")])
+        #expect(refreshed.exitCode == 0, "\(refreshed.stderr)")
+        #expect(fileMatches(out, grown))
+
+        // Changed here (same length, other bytes): any file under the name.
+        try Data(cliTestBytes(300_001, seed: 5)).write(to: URL(fileURLWithPath: out))
+        let changedHere = try SeggetCLI.run(["-q", "-o", out, server.url("f.bin")])
+        #expect(changedHere.exitCode == 5, "\(changedHere.stderr)")
+        #expect(changedHere.stderr.contains("already exists; pass --force"), "\(changedHere.stderr)")
+    }
+
+    /// A list whose server names the file (`Content-Disposition`): run again, the file is found under
+    /// the server's name after its one request, and left alone.
+    @Test func aListRunAgainFindsTheFileTheServerNamed() throws {
+        let body = cliTestBytes(150_000, seed: 6)
+        let server = try startCLITestServer(["plain.bin": body])
+        defer { server.stop() }
+        let dir = try CLITempDir()
+        let cd = "attachment%3B%20filename%3D%22suggested.bin%22"
+        let list = dir.path("list.txt")
+        try server.url("plain.bin", mode: .disposition, query: "cd=\(cd)").write(toFile: list, atomically: true, encoding: .utf8)
+        let first = try SeggetCLI.run(["-q", "-i", list, "-d", dir.path("sub")])
+        #expect(first.exitCode == 0, "\(first.stderr)")
+        let before = server.requests.count
+        let again = try SeggetCLI.run(["-i", list, "-d", dir.path("sub")])
+        #expect(again.exitCode == 0, "\(again.stderr)")
+        #expect(again.stderr.contains("suggested.bin was completed by an earlier run of this URL; skipped."), "\(again.stderr)")
+        #expect(server.requests.count == before + 1)
+        #expect(fileMatches(dir.path("sub/suggested.bin"), body))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path("sub")) == ["suggested.bin"])
+    }
+
     @Test func directoryGetsTheServerSuggestedName() throws {
         let body = cliTestBytes(200_000, seed: 2)
         let server = try startCLITestServer(["plain.bin": body])

@@ -8,18 +8,15 @@ import Synchronization
 /// per file were about a tenth of segget's time in a batch of 500 files of 64 KiB (curl's files get
 /// one look-up each, their creation).
 ///
-/// A directory is read the first time one of its paths is asked about, with its side files' names
-/// kept. The answer "surely absent" is given at most once per path, for a file's first attempt,
-/// before that file could have made anything under the name (the batch gives each file a name of its
-/// own); a second question about the same path (a later attempt, another file whose first guess was
+/// A directory is read the first time one of its paths is asked about, with its names kept (the side
+/// files, and the files earlier runs finished: see `mayHaveExisted`). The answer "surely absent" is
+/// given at most once per path, for a file's first attempt, before that file could have made anything
+/// under the name (the batch gives each file a name of its own); a second question about the same path (a later attempt, another file whose first guess was
 /// the same name) is answered "look". A name that another process makes after the reading is not
 /// seen, as it would not be seen a moment after a look-up either.
 public final class StartingNames: Sendable, Equatable {
-    /// The side files a download may find beside its target from an earlier run.
-    static let sideFileSuffixes = [".segget-journal", ".segget-part"]
-
     private struct State {
-        /// A directory's side files when it was read; nil where it could not be read, or held more
+        /// A directory's names when it was read; nil where it could not be read, or held more
         /// entries than `entryLimit` (reading it would cost more than the look-ups it saves).
         var directories: [String: Set<String>?] = [:]
         var answered: Set<String> = []
@@ -41,21 +38,32 @@ public final class StartingNames: Sendable, Equatable {
     /// True only where nothing was at `path` when its directory was read, and only the first time
     /// `path` is asked about; false means "look".
     public func surelyAbsent(_ path: String) -> Bool {
-        let directory = FileSystem.directoryName(of: path)
         let name = Self.lastComponent(of: path)
         return state.withLock { s in
             guard s.answered.insert(path).inserted else { return false }
-            let known: Set<String>?
-            if let listed = s.directories[directory] {
-                known = listed
-            } else {
-                known = FileSystem.names(inDirectory: directory, endingWith: Self.sideFileSuffixes, limit: entryLimit)
-                    .map(Set.init)
-                s.directories[directory] = .some(known)
-            }
-            guard let known else { return false }
+            guard let known = Self.listing(of: FileSystem.directoryName(of: path), in: &s, limit: entryLimit) else { return false }
             return !known.contains(String(name))
         }
+    }
+
+    /// False only where nothing was at `path` when its directory was read, however often asked: a file
+    /// an earlier run finished there was seen (see `FinishedMark`); true means "look".
+    public func mayHaveExisted(_ path: String) -> Bool {
+        let name = Self.lastComponent(of: path)
+        return state.withLock { s in
+            guard let known = Self.listing(of: FileSystem.directoryName(of: path), in: &s, limit: entryLimit) else { return true }
+            return known.contains(String(name))
+        }
+    }
+
+    /// The names in `directory` when it was first read (every name: the side files, and the finished
+    /// files an earlier run left), reading it now if it was not; nil where it cannot be read or
+    /// holds more than `limit` entries.
+    private static func listing(of directory: String, in s: inout State, limit: Int) -> Set<String>? {
+        if let listed = s.directories[directory] { return listed }
+        let known = FileSystem.names(inDirectory: directory, endingWith: [""], limit: limit).map(Set.init)
+        s.directories[directory] = .some(known)
+        return known
     }
 
     private static func lastComponent(of path: String) -> Substring {
