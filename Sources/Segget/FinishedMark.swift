@@ -8,83 +8,119 @@ import SeggetVerify
 /// refused (exit 5) unless `--force`.
 ///
 /// The mark vouches for the file only while the file is as it was left: the same length and
-/// modification time (a change to the contents moves the time), the same URL (kept as a SHA-256, so
-/// that no token of a signed URL is written beside the file), and every digest the run now expects
-/// among those the file was verified against. Anything else and the file is treated as any file
-/// under the name. Where the file system keeps no extended attributes the mark is not written and a
-/// rerun behaves as before.
+/// modification time (a change to the contents moves the time), the same URL, and every digest the
+/// run now expects among those the file was verified against. Anything else and the file is treated
+/// as any file under the name. Where the file system keeps no extended attributes the mark is not
+/// written and a rerun behaves as before.
 ///
-/// The value is text, one field a line:
+/// The value is 25 bytes and 9 more per verified digest, small enough to stay inside an ext4 inode
+/// of 256 bytes with up to three digests (a longer value costs each file a block of its own):
 ///
-///     segget-finished 1
-///     size 65536
-///     modified 1764451200123456789
-///     source 3f0a…(64 hex digits)
-///     verified SHA-256=9f86…
-///
-/// The `verified` line lists the digests that passed, comma-separated, and is empty when none was
-/// checked. Unknown lines are ignored, so that a later version may add fields.
+///     1                      version
+///     8, little-endian       length
+///     8, little-endian       modification time, nanoseconds since the epoch
+///     8, little-endian       64-bit FNV-1a of the URL without credentials (no token of a signed
+///                            URL can be read back from it)
+///     then per digest:  1    algorithm (1 SHA-256, 2 MD5, 3 SHA-1, 4 SHA-512)
+///                       8    the digest's first 8 bytes
 public struct FinishedMark: Equatable, Sendable {
     /// The extended attribute that holds the mark.
     public static let attributeName = "user.segget.finished"
+
+    /// A digest the file passed, as kept: its algorithm and its first 8 bytes.
+    public struct Digest: Equatable, Sendable {
+        public var algorithm: DigestAlgorithm
+        public var prefix: UInt64
+
+        public init(algorithm: DigestAlgorithm, prefix: UInt64) {
+            self.algorithm = algorithm
+            self.prefix = prefix
+        }
+
+        /// The digest as the run expects it.
+        public init(_ expected: ExpectedDigest) {
+            self.init(algorithm: expected.algorithm, prefix: expected.bytes.prefix(8).reduce(0) { $0 << 8 | UInt64($1) })
+        }
+
+        /// A digest as `DownloadResult.verified` names it ("SHA-256=hex"); nil for anything else.
+        public init?(verified text: String) {
+            guard let eq = text.firstIndex(of: "="),
+                let algorithm = DigestAlgorithm.allCases.first(where: { $0.displayName == text[..<eq] }),
+                let bytes = decodeHex(text[text.index(after: eq)...]), bytes.count == algorithm.digestLength,
+                let expected = ExpectedDigest(algorithm: algorithm, bytes: bytes)
+            else { return nil }
+            self.init(expected)
+        }
+    }
 
     /// The file's length when it was finished.
     public var size: Int64
     /// The file's modification time then (nanoseconds since the epoch).
     public var modified: Int64
     /// `FinishedMark.source(of:)` of the URL it was downloaded from.
-    public var source: String
-    /// The digests it matched, as `DownloadResult.verified` names them ("SHA-256=hex").
-    public var verified: [String]
+    public var source: UInt64
+    /// The digests it matched.
+    public var verified: [Digest]
 
-    public init(size: Int64, modified: Int64, source: String, verified: [String]) {
+    public init(size: Int64, modified: Int64, source: UInt64, verified: [Digest]) {
         self.size = size
         self.modified = modified
         self.source = source
         self.verified = verified
     }
 
-    /// The URL as the mark keeps it: the SHA-256 (lower-case hex) of the URL without credentials,
-    /// the form the journal keeps.
-    public static func source(of url: String) -> String {
-        let digester = Digester(.sha256)
-        var text = URLParts.redactingCredentials(url)
-        text.withUTF8 { digester.update(UnsafeRawBufferPointer($0)) }
-        return hexString(digester.finalize())
+    /// The URL as the mark keeps it: the 64-bit FNV-1a hash of its UTF-8 without credentials (the
+    /// form the journal keeps).
+    public static func source(of url: String) -> UInt64 {
+        // On the UTF-8 bytes, leaving out what `URLParts.redactingCredentials` leaves out (the
+        // `user:password@` of the authority) without building that string: its Character walk was
+        // most of this function's time in a batch of small files.
+        var text = url
+        return text.withUTF8 { bytes in
+            var skip = 0..<0
+            if let sep = (0..<max(0, bytes.count - 2)).first(where: { bytes[$0] == 0x3a && bytes[$0 + 1] == 0x2f && bytes[$0 + 2] == 0x2f }) {
+                let start = sep + 3
+                var end = start
+                while end < bytes.count, bytes[end] != 0x2f, bytes[end] != 0x3f, bytes[end] != 0x23 { end += 1 }
+                if let at = (start..<end).last(where: { bytes[$0] == 0x40 }) { skip = start..<(at + 1) }
+            }
+            var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+            for i in bytes.indices where !skip.contains(i) {
+                hash = (hash ^ UInt64(bytes[i])) &* 0x0000_0100_0000_01b3
+            }
+            return hash
+        }
     }
+
+    private static let tags: [DigestAlgorithm: UInt8] = [.sha256: 1, .md5: 2, .sha1: 3, .sha512: 4]
 
     /// The mark's bytes, as stored.
     public var encoded: [UInt8] {
-        let lines = [
-            "segget-finished 1", "size \(size)", "modified \(modified)", "source \(source)",
-            "verified \(verified.joined(separator: ","))",
-        ]
-        return Array((lines.joined(separator: "\n") + "\n").utf8)
+        var bytes: [UInt8] = [1]
+        bytes.reserveCapacity(25 + 9 * verified.count)
+        func append(_ v: UInt64) { for i in 0..<8 { bytes.append(UInt8(truncatingIfNeeded: v >> (8 * UInt64(i)))) } }
+        append(UInt64(bitPattern: size))
+        append(UInt64(bitPattern: modified))
+        append(source)
+        for d in verified {
+            bytes.append(Self.tags[d.algorithm] ?? 0)
+            append(d.prefix)
+        }
+        return bytes
     }
 
-    /// Reads a stored mark; nil for anything that is not a version 1 mark with its three numbers and
-    /// a well-formed source.
+    /// Reads a stored mark; nil for anything that is not a version 1 mark of a valid length.
     public init?(decoding bytes: [UInt8]) {
-        guard let text = String(validating: bytes, as: UTF8.self) else { return nil }
-        var lines = text.split(separator: "\n", omittingEmptySubsequences: false)
-        if lines.last == "" { lines.removeLast() }
-        guard lines.first == "segget-finished 1" else { return nil }
-        var size: Int64?, modified: Int64?, source: String?, verified: [String] = []
-        for line in lines.dropFirst() {
-            let field = line.prefix { $0 != " " }
-            let value = line.dropFirst(field.count + 1)
-            switch field {
-            case "size": size = Int64(value).flatMap { $0 >= 0 ? $0 : nil }
-            case "modified": modified = Int64(value)
-            case "source":
-                let hex = value.utf8.count == 64 && value.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
-                source = hex ? String(value) : nil
-            case "verified": verified = value.split(separator: ",").map(String.init)
-            default: continue
-            }
+        guard bytes.count >= 25, (bytes.count - 25) % 9 == 0, bytes[0] == 1 else { return nil }
+        func word(_ at: Int) -> UInt64 { (0..<8).reduce(0) { $0 | UInt64(bytes[at + $1]) << (8 * UInt64($1)) } }
+        let size = Int64(bitPattern: word(1))
+        guard size >= 0 else { return nil }
+        var verified: [Digest] = []
+        for at in stride(from: 25, to: bytes.count, by: 9) {
+            guard let algorithm = Self.tags.first(where: { $0.value == bytes[at] })?.key else { return nil }
+            verified.append(Digest(algorithm: algorithm, prefix: word(at + 1)))
         }
-        guard let size, let modified, let source else { return nil }
-        self.init(size: size, modified: modified, source: source, verified: verified)
+        self.init(size: size, modified: Int64(bitPattern: word(9)), source: word(17), verified: verified)
     }
 
     /// Whether the mark vouches for the file `file` describes as the download of `url`: a regular
@@ -93,17 +129,20 @@ public struct FinishedMark: Equatable, Sendable {
     public func vouches(for url: String, file: FileStatus, expected: [ExpectedDigest]) -> Bool {
         file.kind == .regular && file.size == size && file.modified == modified
             && source == Self.source(of: url)
-            && expected.allSatisfy { verified.contains("\($0.algorithm.displayName)=\($0.hex)") }
+            && expected.allSatisfy { verified.contains(Digest($0)) }
     }
 
     // MARK: The file system
 
-    /// Marks `file`, just finished from `url` and verified against `verified`, as it is now. Where
-    /// the file system keeps no extended attributes, or refuses this one, nothing is marked: the mark
-    /// only spares a rerun, and its absence leaves the rerun as it was without it.
+    /// Marks `file`, just finished from `url` and verified against `verified` (as
+    /// `DownloadResult.verified` names them), as it is now. Where the file system keeps no extended
+    /// attributes, or refuses this one, nothing is marked: the mark only spares a rerun, and its
+    /// absence leaves the rerun as it was without it.
     static func write(on file: PosixFile, url: String, verified: [String]) {
         guard let status = try? file.status() else { return }
-        let mark = FinishedMark(size: status.size, modified: status.modified, source: source(of: url), verified: verified)
+        var digests: [Digest] = []
+        for d in verified.compactMap(Digest.init(verified:)) where !digests.contains(d) { digests.append(d) }
+        let mark = FinishedMark(size: status.size, modified: status.modified, source: source(of: url), verified: digests)
         try? file.setAttribute(attributeName, mark.encoded)
     }
 
@@ -111,7 +150,7 @@ public struct FinishedMark: Equatable, Sendable {
     /// ``vouches(for:file:expected:)``); nil otherwise.
     public static func vouchedSize(at path: String, url: String, expected: [ExpectedDigest]) -> Int64? {
         guard let status = FileSystem.status(path, followingLinks: false), status.kind == .regular,
-            let bytes = FileSystem.attribute(path, attributeName), let mark = FinishedMark(decoding: bytes),
+            let bytes = FileSystem.attribute(path, attributeName, limit: 256), let mark = FinishedMark(decoding: bytes),
             mark.vouches(for: url, file: status, expected: expected)
         else { return nil }
         return status.size

@@ -59,15 +59,12 @@ public enum FileSystem {
         status(path, followingLinks: false) != nil
     }
 
-    /// The names in directory `path` that end with one of `suffixes`, from one reading of it: none
-    /// where the directory does not exist, nil where it cannot be read or holds more than `limit`
-    /// entries. The corresponding C functions are `opendir` and `readdir`.
-    public static func names(inDirectory path: String, endingWith suffixes: [String], limit: Int) -> [String]? {
-        let tails = suffixes.map { Array($0.utf8) }
+    /// Every name in directory `path` but `.` and `..`, from one reading of it: none where the
+    /// directory does not exist, nil where it cannot be read or holds more than `limit` entries.
+    /// The corresponding C functions are `opendir` and `readdir`.
+    public static func names(inDirectory path: String, limit: Int) -> [String]? {
         let listed = system_directory_names(path, limit: limit) { name, length in
-            tails.contains { tail in
-                length > tail.count && tail.indices.allSatisfy { UInt8(bitPattern: name[length - tail.count + $0]) == tail[$0] }
-            }
+            !(length == 1 && name[0] == 0x2e) && !(length == 2 && name[0] == 0x2e && name[1] == 0x2e)
         }
         switch listed {
         case .success(let names): return names

@@ -160,7 +160,7 @@ public func hexString(_ bytes: [UInt8]) -> String {
 }
 
 /// Parses an even-length string of hexadecimal digits (either case) into bytes; nil if it is anything else.
-func decodeHex(_ hex: Substring) -> [UInt8]? {
+public func decodeHex(_ hex: Substring) -> [UInt8]? {
     let utf8 = Array(hex.utf8)
     guard utf8.count % 2 == 0 else { return nil }
     var result: [UInt8] = []

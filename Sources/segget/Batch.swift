@@ -200,6 +200,9 @@ struct Batch: Sendable {
     /// file an earlier run of its URL finished. Its path is still decided in list order and looked
     /// at again in `ready`; where the two differ, its download probes for itself.
     func finishedEarlier(_ k: Int, options opts: DownloadOptions, guesses: inout OutputNames) -> Bool {
+        // A new batch into an empty directory, the common case, pays one look at a set per file.
+        // (A file of another directory in the list does not need this directory's claims.)
+        if opts.outputPath == nil, opts.startingNames?.heldNothing(opts.directory) == true { return false }
         let path: String
         switch wish(k, options: opts, info: nil) {
         case .path(let p?): path = p

@@ -11,7 +11,7 @@ import SeggetVerify
     static let digest = ExpectedDigest(algorithm: .sha256, bytes: Array(repeating: 0xab, count: 32))!
     static let other = ExpectedDigest(algorithm: .md5, bytes: Array(repeating: 0x01, count: 16))!
 
-    static func mark(verified: [String] = []) -> FinishedMark {
+    static func mark(verified: [FinishedMark.Digest] = []) -> FinishedMark {
         FinishedMark(size: 65536, modified: 1_764_451_200_123_456_789, source: FinishedMark.source(of: url), verified: verified)
     }
 
@@ -20,44 +20,56 @@ import SeggetVerify
     }
 
     @Test func roundTripsThroughItsBytes() throws {
-        for verified in [[], ["SHA-256=" + Self.digest.hex], ["SHA-256=" + Self.digest.hex, "MD5=" + Self.other.hex]] {
+        let digests = [FinishedMark.Digest(Self.digest), FinishedMark.Digest(Self.other)]
+        for verified in [[], [digests[0]], digests] {
             let m = Self.mark(verified: verified)
+            #expect(m.encoded.count == 25 + 9 * verified.count)
             #expect(FinishedMark(decoding: m.encoded) == m)
         }
-        let text = String(decoding: Self.mark().encoded, as: UTF8.self)
-        #expect(text.hasPrefix("segget-finished 1\nsize 65536\nmodified 1764451200123456789\nsource "))
+        // Version, then little-endian numbers.
+        #expect(Array(Self.mark().encoded.prefix(9)) == [1, 0x00, 0x00, 0x01, 0, 0, 0, 0, 0])
     }
 
-    @Test func keepsNoPartOfTheURL() {
-        let text = String(decoding: Self.mark().encoded, as: UTF8.self)
-        for part in ["example", "secret", "file.iso", "Signature"] { #expect(!text.contains(part)) }
-        #expect(FinishedMark.source(of: Self.url).count == 64)
+    @Test func staysSmallEnoughForAnExt4Inode() {
+        // 256-byte inodes leave 96 bytes for attributes: 4 of header, 16 for the entry and 16 for
+        // the name "segget.finished" padded, so at most 60 for the value.
+        let three = [FinishedMark.Digest(Self.digest), FinishedMark.Digest(Self.other), .init(algorithm: .sha1, prefix: 7)]
+        #expect(Self.mark(verified: three).encoded.count <= 60)
+    }
+
+    @Test func keepsADigestByItsAlgorithmAndFirstEightBytes() {
+        #expect(FinishedMark.Digest(Self.digest) == FinishedMark.Digest(algorithm: .sha256, prefix: 0xabab_abab_abab_abab))
+        #expect(FinishedMark.Digest(verified: "SHA-256=" + Self.digest.hex) == FinishedMark.Digest(Self.digest))
+        #expect(FinishedMark.Digest(verified: "MD5=" + Self.other.hex) == FinishedMark.Digest(Self.other))
+        for bad in ["SHA-256=abc", "sha256=" + Self.digest.hex, "SHA-256", "MD5=" + Self.digest.hex, "SHA-256=" + String(repeating: "g", count: 64)] {
+            #expect(FinishedMark.Digest(verified: bad) == nil, "\(bad)")
+        }
     }
 
     @Test func theSourceIsTheURLWithoutCredentials() {
         #expect(FinishedMark.source(of: "https://u:p@example.com/a") == FinishedMark.source(of: "https://example.com/a"))
+        // The same cut as the journal's form of the URL, on every shape of authority.
+        for url in ["https://u:p@example.com/a@b", "http://x@y@h:8/p?q=@#f", "https://h/p?u=a@b", "ftp://@h", "no-scheme@x", "https://é@ü.example/ä", "://@", ""] {
+            let direct = FinishedMark.source(of: URLParts.redactingCredentials(url))
+            #expect(FinishedMark.source(of: url) == direct, "\(url)")
+        }
         #expect(FinishedMark.source(of: "https://example.com/a") != FinishedMark.source(of: "https://example.com/b"))
         #expect(FinishedMark.source(of: "https://example.com/a") != FinishedMark.source(of: "http://example.com/a"))
+        // FNV-1a 64 of "a", a published test vector: the hash is stable across runs and machines.
+        #expect(FinishedMark.source(of: "a") == 0xaf63_dc4c_8601_ec8c)
     }
 
     @Test func refusesWhatIsNotAVersionOneMark() {
-        let good = String(decoding: Self.mark().encoded, as: UTF8.self)
-        let source = FinishedMark.source(of: Self.url)
-        let bad = [
-            "", "segget-finished 2\nsize 1\nmodified 1\nsource \(source)\n",
-            good.replacingOccurrences(of: "size 65536\n", with: ""),
-            good.replacingOccurrences(of: "modified 1764451200123456789\n", with: ""),
-            good.replacingOccurrences(of: "source \(source)\n", with: ""),
-            good.replacingOccurrences(of: "size 65536", with: "size -1"),
-            good.replacingOccurrences(of: "size 65536", with: "size 12x"),
-            good.replacingOccurrences(of: source, with: String(source.dropLast())),
-            good.replacingOccurrences(of: source, with: source.uppercased()),
-            "x" + good,
-        ]
-        for text in bad { #expect(FinishedMark(decoding: Array(text.utf8)) == nil, "\(text)") }
-        #expect(FinishedMark(decoding: [0xff, 0xfe]) == nil)
-        // Lines a later version adds are passed over.
-        #expect(FinishedMark(decoding: Array((good + "etag \"x\"\n").utf8)) == Self.mark())
+        let good = Self.mark(verified: [FinishedMark.Digest(Self.digest)]).encoded
+        var negative = good
+        negative[8] = 0x80  // the length's top byte: negative
+        var version2 = good
+        version2[0] = 2
+        var unknownAlgorithm = good
+        unknownAlgorithm[25] = 9
+        for bytes in [[], Array(good.prefix(24)), Array(good.dropLast()), good + [0], negative, version2, unknownAlgorithm] {
+            #expect(FinishedMark(decoding: bytes) == nil, "\(bytes)")
+        }
     }
 
     @Test func vouchesOnlyForTheSameFileFromTheSameURL() {
@@ -72,7 +84,7 @@ import SeggetVerify
     @Test func vouchesForADigestOnlyWhenTheFileWasCheckedAgainstIt() {
         let unchecked = Self.mark()
         #expect(!unchecked.vouches(for: Self.url, file: Self.file(), expected: [Self.digest]))
-        let checked = Self.mark(verified: ["SHA-256=" + Self.digest.hex])
+        let checked = Self.mark(verified: [FinishedMark.Digest(Self.digest)])
         #expect(checked.vouches(for: Self.url, file: Self.file(), expected: [Self.digest]))
         #expect(!checked.vouches(for: Self.url, file: Self.file(), expected: [Self.digest, Self.other]))
         let wrong = ExpectedDigest(algorithm: .sha256, bytes: Array(repeating: 0xac, count: 32))!
@@ -90,11 +102,13 @@ import SeggetVerify
         let file = try PosixFile.open(path: path, mode: .createExclusive(permissions: 0o644))
         defer { file.close() }
         try file.write(Array(repeating: 7, count: 1000), at: 0)
-        FinishedMark.write(on: file, url: Self.url, verified: [])
-        guard FileSystem.attribute(path, FinishedMark.attributeName) != nil else { return }  // no xattrs here
+        FinishedMark.write(on: file, url: Self.url, verified: ["SHA-256=" + Self.digest.hex, "SHA-256=" + Self.digest.hex])
+        guard let stored = FileSystem.attribute(path, FinishedMark.attributeName) else { return }  // no xattrs here
+        #expect(stored.count == 25 + 9, "the same digest twice is kept once")
         #expect(FinishedMark.vouchedSize(at: path, url: Self.url, expected: []) == 1000)
+        #expect(FinishedMark.vouchedSize(at: path, url: Self.url, expected: [Self.digest]) == 1000)
+        #expect(FinishedMark.vouchedSize(at: path, url: Self.url, expected: [Self.other]) == nil)
         #expect(FinishedMark.vouchedSize(at: path, url: Self.url + "&x", expected: []) == nil)
-        #expect(FinishedMark.vouchedSize(at: path, url: Self.url, expected: [Self.digest]) == nil)
         usleep(20_000)
         try file.write([8], at: 10)
         #expect(FinishedMark.vouchedSize(at: path, url: Self.url, expected: []) == nil)

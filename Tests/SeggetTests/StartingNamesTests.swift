@@ -73,3 +73,44 @@ import Testing
         #expect(names.surelyAbsent("segget-names-test-relative.segget-part"))
     }
 }
+
+/// The same reading answers for finished files: a name there at the reading may be one an earlier
+/// run left (look at its mark), any other is not, however often asked.
+@Suite struct StartingNamesFinishedFilesTests {
+    @Test func aNameThatWasThereMayHaveExistedAnyOtherNot() {
+        var template = Array("/tmp/segget-names-test-XXXXXX".utf8CString)
+        let dir = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+        close(open(dir + "/done.bin", O_CREAT | O_WRONLY, 0o644))
+        defer {
+            unlink(dir + "/done.bin")
+            unlink(dir + "/late.bin")
+            rmdir(dir)
+        }
+        let names = StartingNames(files: 10)
+        #expect(!names.heldNothing(dir))
+        for _ in 0..<2 {
+            #expect(names.mayHaveExisted(dir + "/done.bin"))
+            #expect(!names.mayHaveExisted(dir + "/other.bin"))
+        }
+        close(open(dir + "/late.bin", O_CREAT | O_WRONLY, 0o644))
+        #expect(!names.mayHaveExisted(dir + "/late.bin"), "made after the reading: this batch's own")
+        // Asking about a finished file does not use up a side file's one "surely absent".
+        #expect(names.surelyAbsent(dir + "/other.bin.segget-journal"))
+    }
+
+    @Test func anEmptyOrMissingDirectoryHeldNothingAndAnUnreadableOneIsLookedAt() {
+        var template = Array("/tmp/segget-names-test-XXXXXX".utf8CString)
+        let dir = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+        defer { rmdir(dir) }
+        let names = StartingNames(files: 10)
+        #expect(names.heldNothing(dir))
+        #expect(names.heldNothing(dir + "/"))
+        #expect(!names.mayHaveExisted(dir + "/x"))
+        #expect(names.heldNothing(dir + "/missing"))
+        let over = StartingNames(entryLimit: 0)
+        close(open(dir + "/a", O_CREAT | O_WRONLY, 0o644))
+        defer { unlink(dir + "/a") }
+        #expect(!over.heldNothing(dir))
+        #expect(over.mayHaveExisted(dir + "/b"))
+    }
+}

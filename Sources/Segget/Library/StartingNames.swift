@@ -56,12 +56,20 @@ public final class StartingNames: Sendable, Equatable {
         }
     }
 
+    /// True where `directory` was read and held nothing: no file there can be one an earlier run left.
+    /// (`directory` as a batch's `-d` gives it: nil for the current directory.)
+    public func heldNothing(_ directory: String?) -> Bool {
+        // The key its files' paths give (`dl/` and `dl` are one directory).
+        let key = FileSystem.directoryName(of: OutputNames.join(directory, "x"))
+        return state.withLock { s in Self.listing(of: key, in: &s, limit: entryLimit)?.isEmpty == true }
+    }
+
     /// The names in `directory` when it was first read (every name: the side files, and the finished
     /// files an earlier run left), reading it now if it was not; nil where it cannot be read or
     /// holds more than `limit` entries.
     private static func listing(of directory: String, in s: inout State, limit: Int) -> Set<String>? {
         if let listed = s.directories[directory] { return listed }
-        let known = FileSystem.names(inDirectory: directory, endingWith: [""], limit: limit).map(Set.init)
+        let known = FileSystem.names(inDirectory: directory, limit: limit).map(Set.init)
         s.directories[directory] = .some(known)
         return known
     }
