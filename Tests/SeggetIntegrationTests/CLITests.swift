@@ -195,6 +195,7 @@ func startCLITestServer(_ resources: [String: [UInt8]]) throws -> TestServer {
         let again = try SeggetCLI.run(["-o", out, server.url("f.bin")])
         #expect(again.exitCode == 0, "\(again.stderr)")
         #expect(again.stderr.contains("was already completed by an earlier run"), "\(again.stderr)")
+        #expect(!again.stderr.contains("saved"), "\(again.stderr)")
         #expect(server.requests.count == before + 1, "\(server.requests.dropFirst(before))")
         #expect(try inode() == firstInode)
         #expect(fileMatches(out, body))
