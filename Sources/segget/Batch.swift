@@ -273,7 +273,7 @@ struct Batch: Sendable {
 
         // A list run again: a file an earlier run of this URL finished, and nobody changed since, is
         // done, without a request (a single download looks after its probe: its name may be the
-        // server's). `--force` and `--no-continue` fetch it again.
+        // server's). Not with `--force` (it fetches the file again) or `--no-continue`.
         if planPaths, let path, isFinishedEarlier(path: path, url: entry.url, options: opts) {
             reporter.skipped(id: id, url: entry.url, path: path, reason: .completed)
             return .ended(Outcome(id: id, url: entry.url, path: path, status: .skipped(.completed)))

@@ -11,8 +11,8 @@ import Synchronization
 /// A directory is read the first time one of its paths is asked about, with its names kept (the side
 /// files, and the files earlier runs finished: see `mayHaveExisted`). The answer "surely absent" is
 /// given at most once per path, for a file's first attempt, before that file could have made anything
-/// under the name (the batch gives each file a name of its own); a second question about the same path (a later attempt, another file whose first guess was
-/// the same name) is answered "look". A name that another process makes after the reading is not
+/// under the name (the batch gives each file a name of its own); a second question about the same
+/// path (a later attempt, another file whose first guess was the same name) is answered "look". A name that another process makes after the reading is not
 /// seen, as it would not be seen a moment after a look-up either.
 public final class StartingNames: Sendable, Equatable {
     private struct State {
