@@ -9,8 +9,9 @@ extension Download {
     static let probePrefixLimit: Int64 = 1 << 20
 
     /// What the probe asks for: the first chunk (at most `probePrefixLimit`), or one byte where they
-    /// would be wasted: a stream, or a journal at the likely output path (a resume, whose first chunk
-    /// is usually done; a name that only `Content-Disposition` gives is not foreseen). Also the
+    /// would be wasted: a stream, a file already at the likely output path (without `--force`), or a
+    /// journal there (a resume, whose first chunk is usually done; a name that only
+    /// `Content-Disposition` gives is not foreseen). Also the
     /// side files found absent at that path, if they were looked for (see `ProbeResult.absent`):
     /// the journal, and, where a batch read the directory (`StartingNames`), the part file.
     func probeBytes(fresh: Bool, stream: Bool) -> (bytes: Int, absent: AbsentSideFiles) {
@@ -22,6 +23,14 @@ extension Download {
         let part = name + ".segget-part"
         let noPartAt = names?.surelyAbsent(part) == true ? part : nil
         if fresh { return (first, AbsentSideFiles(part: noPartAt)) }
+        // A file already under the name, without --force: one an earlier run finished (its mark
+        // vouches for it), whose probe only has to show that the server's copy has the same length,
+        // or another, which is refused unless the server names the download otherwise. One byte
+        // does for both: a whole-file answer held at its head would fill the socket's buffers
+        // before it is dropped.
+        if !options.force && names?.surelyAbsent(name) != true && FileSystem.status(name, followingLinks: false) != nil {
+            return (1, AbsentSideFiles())
+        }
         let journal = name + ".segget-journal"
         if names?.surelyAbsent(journal) != true && PosixFile.fileSize(path: journal) != nil { return (1, AbsentSideFiles()) }
         return (first, AbsentSideFiles(journal: journal, part: noPartAt))

@@ -132,6 +132,19 @@ public struct FinishedMark: Equatable, Sendable {
             && expected.allSatisfy { verified.contains(Digest($0)) }
     }
 
+    /// The mark renewed for `file` as it is after a repair (`verify --repair`) that made every piece
+    /// match again and checked `verified`: the same URL, the file's modification time now (the
+    /// repair's writes moved it), and the digests of both. Nil where the repair cannot have restored
+    /// the file this mark described: another length, not a regular file, or a digest of an
+    /// algorithm the mark also has that differs from the mark's (another file's Metalink).
+    public func renewed(as file: FileStatus, verified now: [Digest]) -> FinishedMark? {
+        guard file.kind == .regular, file.size == size else { return nil }
+        for d in now where verified.contains(where: { $0.algorithm == d.algorithm && $0.prefix != d.prefix }) { return nil }
+        var digests = verified
+        for d in now where !digests.contains(d) { digests.append(d) }
+        return FinishedMark(size: size, modified: file.modified, source: source, verified: digests)
+    }
+
     // MARK: The file system
 
     /// Marks `file`, just finished from `url` and verified against `verified` (as
@@ -144,6 +157,19 @@ public struct FinishedMark: Equatable, Sendable {
         for d in verified.compactMap(Digest.init(verified:)) where !digests.contains(d) { digests.append(d) }
         let mark = FinishedMark(size: status.size, modified: status.modified, source: source(of: url), verified: digests)
         try? file.setAttribute(attributeName, mark.encoded)
+    }
+
+    /// After a repair of the file at `path` (open as `file`) that made every piece match and checked
+    /// `verified` (as `RepairReport.verified` names them): renews the mark the file had from its
+    /// download, if it had one and the repair can have restored what it described (see
+    /// ``renewed(as:verified:)``), so that the download's command run again finds the file done
+    /// rather than refusing it as a file changed since. True when it was renewed.
+    @discardableResult
+    static func renew(on file: PosixFile, path: String, verified: [String]) -> Bool {
+        guard let bytes = FileSystem.attribute(path, attributeName, limit: 256), let mark = FinishedMark(decoding: bytes),
+            let status = try? file.status(), let renewed = mark.renewed(as: status, verified: verified.compactMap(Digest.init(verified:)))
+        else { return false }
+        return (try? file.setAttribute(attributeName, renewed.encoded)) != nil
     }
 
     /// The size of the file at `path` when a mark vouches for it as the download of `url` (see

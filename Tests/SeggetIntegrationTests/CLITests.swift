@@ -192,8 +192,11 @@ func startCLITestServer(_ resources: [String: [UInt8]]) throws -> TestServer {
         let firstInode = try #require(try inode())
 
         let before = server.requests.count
+        let sentBefore = server.bodyBytesSent
         let again = try SeggetCLI.run(["-o", out, server.url("f.bin")])
         #expect(again.exitCode == 0, "\(again.stderr)")
+        // One request, for one byte: the mark was seen before the probe went out.
+        #expect(server.bodyBytesSent - sentBefore <= 1, "sent \(server.bodyBytesSent - sentBefore) body bytes")
         #expect(again.stderr.contains("was already completed by an earlier run"), "\(again.stderr)")
         #expect(!again.stderr.contains("saved"), "\(again.stderr)")
         #expect(server.requests.count == before + 1, "\(server.requests.dropFirst(before))")

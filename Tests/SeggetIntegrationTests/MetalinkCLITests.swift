@@ -138,6 +138,47 @@ extension MetalinkCLITests {
     }
 }
 
+extension MetalinkCLITests {
+    /// A file its Metalink downloaded, damaged in place, is refused by the same command (exit 5: a
+    /// file changed since); once `verify --repair` has fetched the bad piece, the same command finds
+    /// it done (exit 0, no body byte sent) and leaves it as it is.
+    @Test func aRepairedFileIsDoneWhenItsDownloadRunsAgain() throws {
+        let body = cliTestBytes(3 << 20, seed: 46)
+        let s = try started(["f.bin": body])
+        defer { s.stop() }
+        let dir = try CLITempDir()
+        try metalinkDocument(name: "f.bin", size: body.count, urls: [s.url("f.bin")], pieces: pieceHashes(body, length: 512 << 10), hash: sha256(body))
+            .write(toFile: dir.path("f.meta4"), atomically: true, encoding: .utf8)
+        let download = ["-d", dir.path("out"), dir.path("f.meta4")]
+        let first = try SeggetCLI.run(download)
+        #expect(first.exitCode == 0, "\(first.stderr)")
+        let path = dir.path("out/f.bin")
+        let again = try SeggetCLI.run(download)
+        #expect(again.exitCode == 0 && again.stderr.contains("was already completed by an earlier run"), "\(again.stderr)")
+
+        // Three bytes of the second piece damaged in place, after the file's time has moved on.
+        usleep(20_000)
+        let handle = try #require(FileHandle(forWritingAtPath: path))
+        try handle.seek(toOffset: 700_000)
+        try handle.write(contentsOf: Data([0xff, 0xfe, 0xfd]))
+        try handle.close()
+        let beforeRefusal = s.bodyBytesSent
+        let damaged = try SeggetCLI.run(download)
+        #expect(damaged.exitCode == 5 && damaged.stderr.contains("already exists"), "\(damaged.stderr)")
+        #expect(s.bodyBytesSent - beforeRefusal <= 1, "a refused file's probe sent \(s.bodyBytesSent - beforeRefusal) body bytes")
+
+        let repair = try SeggetCLI.run(["verify", path, "--metalink", dir.path("f.meta4"), "--repair"])
+        #expect(repair.exitCode == 0 && repair.stderr.contains("repaired 1 of 6 pieces"), "\(repair.stderr)")
+        #expect(fileBytes(path) == body)
+        let sent = s.bodyBytesSent
+        let repaired = try SeggetCLI.run(download)
+        #expect(repaired.exitCode == 0, "\(repaired.stderr)")
+        #expect(repaired.stderr.contains("was already completed by an earlier run"), "\(repaired.stderr)")
+        #expect(s.bodyBytesSent - sent <= 1, "sent \(s.bodyBytesSent - sent) more body bytes")
+        #expect(fileBytes(path) == body)
+    }
+}
+
 func sha256(_ bytes: [UInt8]) -> [UInt8] {
     let d = Digester(.sha256)
     d.update(bytes)

@@ -91,6 +91,26 @@ import SeggetVerify
         #expect(!checked.vouches(for: Self.url, file: Self.file(), expected: [wrong]))
     }
 
+    /// `verify --repair` renews the mark for the file as the repair left it: a later modification
+    /// time and the digests of both, the same URL; not for another length, a non-regular file, or a
+    /// repair whose digest of an algorithm the mark has differs from it (another file's Metalink).
+    @Test func aRepairRenewsTheMarkOnlyForTheFileItDescribed() {
+        let sha = FinishedMark.Digest(Self.digest)
+        let md5 = FinishedMark.Digest(Self.other)
+        let m = Self.mark(verified: [sha])
+        let later = Self.file(modified: 1_764_451_300_000_000_000)
+        let renewed = m.renewed(as: later, verified: [sha, md5])
+        #expect(renewed == FinishedMark(size: 65536, modified: 1_764_451_300_000_000_000, source: m.source, verified: [sha, md5]))
+        #expect(renewed?.vouches(for: Self.url, file: later, expected: [Self.digest, Self.other]) == true)
+        #expect(!m.vouches(for: Self.url, file: later, expected: []), "the old mark does not vouch for the repaired file")
+        #expect(m.renewed(as: later, verified: []) == FinishedMark(size: 65536, modified: later.modified, source: m.source, verified: [sha]))
+        #expect(m.renewed(as: Self.file(size: 65535, modified: later.modified), verified: []) == nil)
+        #expect(m.renewed(as: Self.file(modified: later.modified, kind: .symbolicLink), verified: []) == nil)
+        let otherSHA = FinishedMark.Digest(ExpectedDigest(algorithm: .sha256, bytes: Array(repeating: 0xac, count: 32))!)
+        #expect(m.renewed(as: later, verified: [otherSHA]) == nil)
+        #expect(Self.mark().renewed(as: later, verified: [otherSHA])?.verified == [otherSHA])
+    }
+
     @Test func aFileOnDiskIsVouchedForUntilItChanges() throws {
         var template = Array("/tmp/segget-mark-test-XXXXXX".utf8CString)
         let dir = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }

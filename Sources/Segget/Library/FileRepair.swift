@@ -107,6 +107,9 @@ public enum FileRepair {
             report.verified = try Download.checkDigests(
                 digests, expected: file.checksums, name: path, afterMismatch: "Its pieces match, so the Metalink contradicts itself.")
         }
+        // The repair's writes moved the modification time: the mark of the download that made the
+        // file is renewed, so that its command run again finds it done.
+        FinishedMark.renew(on: data, path: path, verified: report.verified)
         return report
     }
 
