@@ -28,7 +28,7 @@ extension Download {
         // or another, which is refused unless the server names the download otherwise. One byte
         // does for both: a whole-file answer held at its head would fill the socket's buffers
         // before it is dropped.
-        if !options.force && names?.surelyAbsent(name) != true && FileSystem.status(name, followingLinks: false) != nil {
+        if !options.force && names?.surelyAbsent(name) != true && FileSystem.exists(name) {
             return (1, AbsentSideFiles())
         }
         let journal = name + ".segget-journal"
