@@ -14,6 +14,8 @@
 #     resumed at least the chunks the journal held at the kill (Python's http.server, without
 #     ranges: killed once its progress shows 8 MiB; the rerun starts over as one stream and says
 #     that the server ignored the range);
+#   * the first download's command once more, without --json: "already completed", the file left as
+#     it was, and one request (a probe for one byte) where the server keeps a log;
 # PausedHandleReuseTests (SeggetCurlTests) against Caddy over HTTP/2, which needs a real HTTP/2
 # server that goes on sending a reset stream's data; and one task of `segget daemon` (segget add -n 8)
 # from Apache, identical.
@@ -214,10 +216,40 @@ for c in "${CASES[@]}"; do
         SEGGET_PID=""
         case_failed "segget ended before the kill (held $held chunks): $(tail -c 300 "$RUN.killed.err")"
     fi
+    # 3. The whole download's command once more, without --json (a single download, which probes the
+    # server once for the name it gives the file; with a file already under the name, the probe asks
+    # for one byte): exit 0, "already completed", the file left as it was (same inode, same
+    # modification time, same bytes), and where the server keeps a log, one request in it.
+    out="$WORK/out/$case_no.bin"
+    before="$(stat -c '%i %Y.%y' "$out" 2>/dev/null || true)"
+    [ "$LOG" != - ] && from="$(lines_of "$LOG")"
+    set +e
+    timeout 60 "$SEGGET_BIN" -n 8 "${opts[@]}" -o "$out" "$URL" >"$RUN.again.out" 2>"$RUN.again.err"
+    RC=$?
+    set -e
+    again="exit $RC"
+    if [ "$RC" -ne 0 ]; then
+        case_failed "the finished download's command run again exited $RC: $(tail -c 600 "$RUN.again.err")"
+    else
+        grep -q "already completed by an earlier run" "$RUN.again.err" ||
+            case_failed "run again, it did not say the file was already completed: $(tail -c 300 "$RUN.again.err")"
+        [ "$(stat -c '%i %Y.%y' "$out" 2>/dev/null || true)" = "$before" ] ||
+            case_failed "run again, the finished file was written again ($before, now $(stat -c '%i %Y.%y' "$out"))"
+        cmp -s "$out" "$WORK/www/m.bin" || case_failed "run again, the file differs from the source"
+        if [ "$LOG" != - ]; then
+            check_log "$LOG" "$from" "$PATTERN"
+            n="$(($(lines_of "$LOG") - from))"
+            [ "$n" -eq 1 ] || case_failed "run again, $n requests in $LOG (one probe expected)"
+            again="one request"
+        else
+            again="done"
+        fi
+    fi
+
     ms=$((($(date +%s%N) - t_case) / 1000000))
     if [ ${#FAILURES[@]} -eq "$failures_before" ]; then
-        printf '  %-32s ok  %5.1f s  whole: %s; after kill -9 with %s: %s\n' "$NAME" \
-            "$(awk -v m="$ms" 'BEGIN { print m / 1000 }')" "$full" "$at" "$resumed"
+        printf '  %-32s ok  %5.1f s  whole: %s; after kill -9 with %s: %s; run again: %s\n' "$NAME" \
+            "$(awk -v m="$ms" 'BEGIN { print m / 1000 }')" "$full" "$at" "$resumed" "$again"
     fi
 done
 
@@ -310,4 +342,4 @@ if [ ${#FAILURES[@]} -gt 0 ]; then
     printf '  %s\n' "${FAILURES[@]}" >&2
     exit 1
 fi
-echo "servers: OK: ${#CASES[@]} server/protocol cases (whole download at -n 8, --json, kill -9 and resume, each identical) and a daemon task; $(( $(stat -c %s "$WORK/www/m.bin") >> 20 )) MiB file; ${elapsed} s"
+echo "servers: OK: ${#CASES[@]} server/protocol cases (whole download at -n 8, --json, kill -9 and resume, each identical; run again: already completed) and a daemon task; $(( $(stat -c %s "$WORK/www/m.bin") >> 20 )) MiB file; ${elapsed} s"
