@@ -62,10 +62,23 @@ extension DownloadQueue {
     /// Gives a task without a path its own (from the server's `suggested` name), then starts its
     /// download and watches it.
     private func start(_ id: TaskID, directory: String, suggested: String?) {
+        var alreadyDone: (path: String, bytes: Int64)?
         let started: DownloadTask? = core.withLock { c in
             guard var r = c.records[id], c.live[id] != nil, c.live[id]?.stopRequested == false,
                 let grant = c.live[id]?.grant
             else {
+                return nil
+            }
+            if r.path == nil, let name = suggested,
+                let done = Self.finishedUnderName(r, name: name, directory: directory, records: c.records)
+            {
+                // The file is this URL's download, finished by an earlier task or run: `continue`
+                // (always on here) takes it as it is, as the command line does, rather than fetch
+                // a numbered copy.
+                r.path = done.path
+                r.directory = directory
+                c.records[id] = r
+                alreadyDone = done
                 return nil
             }
             if r.path == nil, let name = suggested {
@@ -82,6 +95,10 @@ extension DownloadQueue {
             let task = Self.loop.map { download.start(on: $0) } ?? download.start()
             c.live[id]?.task = task
             return task
+        }
+        if let alreadyDone {
+            ended(id, .completed(path: alreadyDone.path, bytes: alreadyDone.bytes))
+            return
         }
         guard let started else {
             ended(id, .interrupted)
@@ -122,6 +139,24 @@ extension DownloadQueue {
         case failed(SeggetError)
         /// Stopped on request; the journal is kept.
         case interrupted
+    }
+
+    /// The path and size of the file a task without a path would be saved as, `directory/name`,
+    /// when that file is the download of the task's URL that an earlier task or run finished and
+    /// nobody changed since (its `FinishedMark`, with the task's checksums if it has any), and no
+    /// task still to run claims that path.
+    static func finishedUnderName(
+        _ r: TaskRecord, name: String, directory: String, records: [TaskID: TaskRecord]
+    ) -> (path: String, bytes: Int64)? {
+        guard let url = r.urls.first else { return nil }
+        let path = OutputNames.join(directory, name)
+        let claimed = records.values.contains {
+            $0.id != r.id && $0.path == path && [.active, .waiting, .paused].contains($0.status)
+        }
+        guard !claimed, let size = FinishedMark.vouchedSize(at: path, url: url, expected: r.options.checksums) else {
+            return nil
+        }
+        return (path, size)
     }
 
     /// The size of a file a killed run had already finished and renamed into place (the queue died

@@ -303,6 +303,50 @@ final class EventLog: Sendable {
         await queue.shutdown()
     }
 
+    /// The same URL added again once its task completed (a front-end's "download again", or a list
+    /// added twice): the new task finds the file its first download finished and marked under the
+    /// same name, and completes without fetching it again or touching it; its probes ask for a byte.
+    @Test func aURLAddedAgainAfterItsFileFinishedCompletesWithoutFetchingIt() async throws {
+        let dir = try QueueTempDir()
+        let bytes = QueueTestFiles.randomBytes(2_000_000, seed: 11)
+        let server = try Self.server(["again.bin": bytes])
+        defer { server.stop() }
+        let queue = try DownloadQueue(databasePath: dir.path("q.sqlite"), settings: QueueSettings(downloadRoot: dir.path("root")))
+        queue.start()
+        let first = try queue.add(urls: [server.url("again.bin")], options: TaskOptions(connections: 4))
+        #expect(await eventually(timeout: 30) { queue.snapshot(first)?.status == .complete })
+        let path = try #require(queue.snapshot(first)?.path)
+        var before = stat()
+        #expect(stat(path, &before) == 0)
+        let requests = server.requests.count
+        let sent = server.bodyBytesSent
+
+        let second = try queue.add(urls: [server.url("again.bin")], options: TaskOptions(connections: 4))
+        #expect(second != first)
+        #expect(await eventually(timeout: 30) { queue.snapshot(second)?.status == .complete })
+        let s = try #require(queue.snapshot(second))
+        #expect(s.path == path, "the same name, not a renamed copy")
+        #expect(s.totalLength == Int64(bytes.count) && s.completedLength == Int64(bytes.count))
+        var after = stat()
+        #expect(stat(path, &after) == 0)
+        #expect(after.st_ino == before.st_ino && after.st_mtim.tv_sec == before.st_mtim.tv_sec
+                && after.st_mtim.tv_nsec == before.st_mtim.tv_nsec, "the finished file was left as it was")
+        #expect(QueueTestFiles.read(path) == bytes)
+        let asked = server.requests.count - requests
+        #expect(asked == 1, "\(asked) requests for a file already there (one probe for the server's name)")
+        #expect(server.bodyBytesSent - sent <= 1, "\(server.bodyBytesSent - sent) body bytes sent again")
+
+        // Added again with its name given: its download finds the file done.
+        let third = try queue.add(urls: [server.url("again.bin")], options: TaskOptions(outputName: "again.bin", connections: 4))
+        #expect(await eventually(timeout: 30) { queue.snapshot(third)?.status == .complete })
+        #expect(queue.snapshot(third)?.path == path && queue.snapshot(third)?.completedLength == Int64(bytes.count))
+        var last = stat()
+        #expect(stat(path, &last) == 0)
+        #expect(last.st_ino == before.st_ino && last.st_mtim.tv_nsec == before.st_mtim.tv_nsec)
+        #expect(server.bodyBytesSent - sent <= 2, "\(server.bodyBytesSent - sent) body bytes sent again")
+        await queue.shutdown()
+    }
+
     /// A real kill -9 of a process running the queue with 3 active and 5 waiting downloads; a new
     /// queue on the same database finds all 8 tasks, resumes them and fetches little twice.
     @Test func killNineRestartResumesEveryTask() async throws {
