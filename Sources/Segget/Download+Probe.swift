@@ -18,19 +18,19 @@ extension Download {
         if stream { return (1, AbsentSideFiles()) }
         let first = Int(min(options.chunkSize, Self.probePrefixLimit, options.probeLimit ?? .max))
         let names = options.startingNames
-        if fresh && names == nil { return (first, AbsentSideFiles()) }
         let name = options.outputPath ?? OutputNames.join(options.directory, FileName.sanitize(FileName.fromURLPath(url)))
-        let part = name + ".segget-part"
-        let noPartAt = names?.surelyAbsent(part) == true ? part : nil
-        if fresh { return (first, AbsentSideFiles(part: noPartAt)) }
         // A file already under the name, without --force: one an earlier run finished (its mark
-        // vouches for it), whose probe only has to show that the server's copy has the same length,
-        // or another, which is refused unless the server names the download otherwise. One byte
-        // does for both: a whole-file answer held at its head would fill the socket's buffers
-        // before it is dropped.
+        // vouches for it, unless --no-continue), whose probe only has to show that the server's
+        // copy has the same length, or another, which is refused unless the server names the
+        // download otherwise. One byte does for both: a whole-file answer held at its head would
+        // fill the socket's buffers before it is dropped.
         if !options.force && names?.surelyAbsent(name) != true && FileSystem.exists(name) {
             return (1, AbsentSideFiles())
         }
+        if fresh && names == nil { return (first, AbsentSideFiles()) }
+        let part = name + ".segget-part"
+        let noPartAt = names?.surelyAbsent(part) == true ? part : nil
+        if fresh { return (first, AbsentSideFiles(part: noPartAt)) }
         let journal = name + ".segget-journal"
         if names?.surelyAbsent(journal) != true && PosixFile.fileSize(path: journal) != nil { return (1, AbsentSideFiles()) }
         return (first, AbsentSideFiles(journal: journal, part: noPartAt))

@@ -203,6 +203,14 @@ func startCLITestServer(_ resources: [String: [UInt8]]) throws -> TestServer {
         #expect(try inode() == firstInode)
         #expect(fileMatches(out, body))
 
+        // `--no-continue` does not use the mark: refused, after a probe of one byte.
+        let sentBeforeNoContinue = server.bodyBytesSent
+        let noContinue = try SeggetCLI.run(["-q", "--no-continue", "-o", out, server.url("f.bin")])
+        #expect(noContinue.exitCode == 5, "\(noContinue.stderr)")
+        #expect(noContinue.stderr.contains("already exists; pass --force"), "\(noContinue.stderr)")
+        #expect(server.bodyBytesSent - sentBeforeNoContinue <= 1, "sent \(server.bodyBytesSent - sentBeforeNoContinue) body bytes")
+        #expect(try inode() == firstInode)
+
         // Another URL of the same name is not this file's.
         server.addResource(name: "g.bin", bytes: body)
         let otherURL = try SeggetCLI.run(["-q", "-o", out, server.url("g.bin")])
