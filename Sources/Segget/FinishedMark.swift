@@ -1,3 +1,4 @@
+import SeggetJournal
 import SeggetSystem
 import SeggetVerify
 
@@ -72,18 +73,11 @@ public struct FinishedMark: Equatable, Sendable {
     /// The URL as the mark keeps it: the 64-bit FNV-1a hash of its UTF-8 without credentials (the
     /// form the journal keeps).
     public static func source(of url: String) -> UInt64 {
-        // On the UTF-8 bytes, leaving out what `URLParts.redactingCredentials` leaves out (the
-        // `user:password@` of the authority) without building that string: its Character walk was
-        // most of this function's time in a batch of small files.
+        // On the UTF-8 bytes, leaving out the credentials (`URLCredentials`) without building the
+        // string without them.
         var text = url
         return text.withUTF8 { bytes in
-            var skip = 0..<0
-            if let sep = (0..<max(0, bytes.count - 2)).first(where: { bytes[$0] == 0x3a && bytes[$0 + 1] == 0x2f && bytes[$0 + 2] == 0x2f }) {
-                let start = sep + 3
-                var end = start
-                while end < bytes.count, bytes[end] != 0x2f, bytes[end] != 0x3f, bytes[end] != 0x23 { end += 1 }
-                if let at = (start..<end).last(where: { bytes[$0] == 0x40 }) { skip = start..<(at + 1) }
-            }
+            let skip = URLCredentials.userInfoRange(in: bytes) ?? 0..<0
             var hash: UInt64 = 0xcbf2_9ce4_8422_2325
             for i in bytes.indices where !skip.contains(i) {
                 hash = (hash ^ UInt64(bytes[i])) &* 0x0000_0100_0000_01b3

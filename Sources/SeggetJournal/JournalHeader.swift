@@ -82,14 +82,5 @@ public struct JournalHeader: Equatable, Sendable {
     ///
     /// `https://user:secret@host/f` becomes `https://host/f`. An `@` in the path, query or fragment is
     /// left alone. Strings without `scheme://` are returned unchanged.
-    public static func redactingCredentials(_ url: String) -> String {
-        guard let schemeEnd = url.firstRange(of: "://") else { return url }
-        let authorityStart = schemeEnd.upperBound
-        let rest = url[authorityStart...]
-        let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? url.endIndex
-        let authority = url[authorityStart..<authorityEnd]
-        // The last "@" ends the userinfo: a password may itself contain an unescaped "@".
-        guard let at = authority.lastIndex(of: "@") else { return url }
-        return String(url[..<authorityStart]) + String(url[url.index(after: at)...])
-    }
+    public static func redactingCredentials(_ url: String) -> String { URLCredentials.redacting(url) }
 }

@@ -1,5 +1,6 @@
 import Glibc
 import Testing
+import SeggetJournal
 
 @testable import Segget
 
@@ -283,6 +284,32 @@ import Testing
         "http", "https", "HTTP", "ftp", "h+t-t.p", "://", ":", "/", "//", "@", "user", "pw", "%40", "[", "]", "::1",
         "Example.COM", "127.0.0.1", "8080", "?", "#", "q=a@b", "é", " ", "", "..", "x",
     ]
+
+    /// The credentials rule (`URLCredentials`, on bytes) cuts what a Character-by-Character reading
+    /// of the same rule cuts, on every generated URL: the journal, the finished-file mark and the
+    /// messages had one each of these before they shared one.
+    @Test func theCredentialsRuleOnBytesCutsWhatACharacterReadingCuts() {
+        func reference(_ url: String) -> String {
+            guard let schemeEnd = url.firstRange(of: "://") else { return url }
+            let rest = url[schemeEnd.upperBound...]
+            let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? url.endIndex
+            guard let at = url[schemeEnd.upperBound..<authorityEnd].lastIndex(of: "@") else { return url }
+            return String(url[..<schemeEnd.upperBound]) + String(url[url.index(after: at)...])
+        }
+        var rng = FuzzRandom(seed: 0x0721_0002)
+        for _ in 0..<20_000 {
+            let s = rng.string(from: Self.urlTokens, maxParts: 14)
+            let cut = URLCredentials.redacting(s)
+            #expect(cut == reference(s), "\(s.debugDescription)")
+            #expect(URLParts.redactingCredentials(s) == cut && JournalHeader.redactingCredentials(s) == cut)
+            #expect(FinishedMark.source(of: s) == FinishedMark.source(of: cut), "\(s.debugDescription)")
+        }
+        // Where the two readings part: a delimiter with a combining mark after it is one Character,
+        // but libcurl, which sends the request, splits the authority at its byte as the rule does.
+        let combining = "https://a/\u{301}@h/f"
+        #expect(URLCredentials.redacting(combining) == combining)
+        #expect(reference(combining) == "https://h/f")
+    }
 
     @Test func urlPartsAndRedactionKeepInvariants() {
         var rng = FuzzRandom(seed: 0x0721_0001)

@@ -1,3 +1,5 @@
+import SeggetJournal
+
 /// The few pieces of an absolute http(s) URL that segget's policies need. Parsing beyond that is
 /// libcurl's job.
 public struct URLParts: Equatable, Sendable {
@@ -61,13 +63,7 @@ public struct URLParts: Equatable, Sendable {
     public static func shown(_ url: ServerText) -> ServerText { shown(url.unsafeRawValue) }
 
     /// The URL with any `user:password@` removed, for logs and the journal.
-    public static func redactingCredentials(_ url: String) -> String {
-        guard let sep = schemeSeparator(in: url) else { return url }
-        let rest = url[sep.upperBound...]
-        let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
-        guard let at = rest[..<authorityEnd].lastIndex(of: "@") else { return url }
-        return String(url[..<sep.upperBound]) + String(rest[rest.index(after: at)...])
-    }
+    public static func redactingCredentials(_ url: String) -> String { URLCredentials.redacting(url) }
 }
 
 /// The first `://` in `text`, found by a plain scan of its UTF-8 bytes. `firstRange(of:)` goes through
