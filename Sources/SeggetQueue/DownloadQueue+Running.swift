@@ -69,21 +69,18 @@ extension DownloadQueue {
             else {
                 return nil
             }
-            if r.path == nil, let name = suggested,
-                let done = Self.finishedUnderName(r, name: name, directory: directory, records: c.records)
-            {
-                // The file is this URL's download, finished by an earlier task or run: `continue`
-                // (always on here) takes it as it is, as the command line does, rather than fetch
-                // a numbered copy.
-                r.path = done.path
-                r.directory = directory
-                c.records[id] = r
-                alreadyDone = done
-                return nil
-            }
             if r.path == nil, let name = suggested {
-                r.path = Self.freePath(name: name, directory: directory, records: c.records, except: id)
                 r.directory = directory
+                if let done = Self.finishedUnderName(r, name: name, directory: directory, records: c.records) {
+                    // The file is this URL's download, finished by an earlier task or run:
+                    // `continue` (always on here) takes it as it is, as the command line does,
+                    // rather than fetch a numbered copy.
+                    r.path = done.path
+                    c.records[id] = r
+                    alreadyDone = done
+                    return nil
+                }
+                r.path = Self.freePath(name: name, directory: directory, records: c.records, except: id)
                 c.records[id] = r
                 let saved = r
                 store(&c) { s throws(SQLiteError) in try s.update(saved) }
