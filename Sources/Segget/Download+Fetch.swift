@@ -113,6 +113,7 @@ extension Download {
         settings.probeFirstAnswer = probe.firstAnswerSeconds
         settings.warmUps = probe.warmUps
         settings.probeTally = probe.spent
+        settings.probePrefixBytes = probe.prefix.count
         if Self.probeFetchedEverything(
             ranged: ranged, isNew: partial.isNew, chunkCount: plan.chunkCount, trusted: partial.trusted?.setCount ?? 0,
             // Piece checks run in the engine, as mirrors do.

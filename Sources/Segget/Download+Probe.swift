@@ -16,7 +16,7 @@ extension Download {
     /// the journal, and, where a batch read the directory (`StartingNames`), the part file.
     func probeBytes(fresh: Bool, stream: Bool) -> (bytes: Int, absent: AbsentSideFiles) {
         if stream { return (1, AbsentSideFiles()) }
-        let first = Int(min(options.chunkSize, Self.probePrefixLimit, options.probeLimit ?? .max))
+        let first = Int(min(options.chunkSize, Self.probePrefixLimit, options.probeLimit ?? .max, probeBytesUnderCap ?? .max))
         let names = options.startingNames
         let name = options.outputPath ?? OutputNames.join(options.directory, FileName.sanitize(FileName.fromURLPath(url)))
         // A file already under the name, without --force: one an earlier run finished (its mark
@@ -34,6 +34,16 @@ extension Download {
         let journal = name + ".segget-journal"
         if names?.surelyAbsent(journal) != true && PosixFile.fileSize(path: journal) != nil { return (1, AbsentSideFiles()) }
         return (first, AbsentSideFiles(journal: journal, part: noPartAt))
+    }
+
+    /// Under a speed cap (`--max-speed`, or the daemon's overall limit), the most the probe reads
+    /// before the fetch's budget takes over: the burst the cap allows (`RateBudget.burst`, a tenth
+    /// of a second's worth, at least 64 KiB), not the first chunk. The probe reads at the network's
+    /// rate, so its 1 MiB came in over a 400 KiB/s cap at once, and the budget then charges it to
+    /// the fetch (see `FetchSettings.probePrefixBytes`).
+    var probeBytesUnderCap: Int64? {
+        let caps = [options.maxSpeed, options.sharedSpeedLimit?.bytesPerSecond].compactMap { $0 }.filter { $0 > 0 }
+        return caps.min().map { RateBudget.burst(bytesPerSecond: $0) }
     }
 
     /// Whether the probe asks for the whole file and holds its transfer open for the fetch (see

@@ -266,6 +266,30 @@ import Testing
         #expect(seconds >= 2.6, "6 MiB at a 2 MiB/s cap took \(seconds) s")
     }
 
+    /// A cap that binds from the first byte, with more connections than chunks: the probe's first
+    /// answer is charged to the cap (it read the first chunk at the network's rate: 768 KiB at
+    /// 256 KiB/s took 2.0 s), and no connection races another for the same allowance (at 8
+    /// connections the idle ones raced the owners: the chunks fetched twice, each copy at half the
+    /// rate). 768 KiB at 256 KiB/s: at least 2.2 s (the 64 KiB burst, the probe's 64 KiB and the
+    /// last delivery, whose debt the download does not wait off, aside; 1.75 s at most before).
+    @Test(arguments: [8, 1])
+    func aCapThatBindsIsNotOvershotNorRaced(connections: Int) throws {
+        let body = TestFiles.pattern(768 << 10, seed: 31)
+        let server = try TestServer.serving(body)
+        defer { server.stop() }
+        let dir = try TempDir()
+        var o = Self.options(connections, dir: dir)
+        o.chunkSize = 256 << 10
+        o.maxSpeed = 256 << 10
+        let started = ContinuousClock.now
+        let r = try Download(url: server.baseURL + "/f", options: o).run()
+        let seconds = (ContinuousClock.now - started) / .seconds(1)
+        #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
+        #expect(seconds >= 2.2, "768 KiB at a 256 KiB/s cap took \(seconds) s")
+        #expect(r.tally.refetchedBytes == 0, "\(r.tally)")
+        #expect(r.receivedBytes <= Int64(body.count), "\(r.receivedBytes) bytes received")
+    }
+
     @Test(arguments: ["noranges", "range200", "chunked", "close-delimited"])
     func serversWithoutRangesUseOneStream(_ mode: String) throws {
         let body = TestFiles.pattern(10 * Self.chunk + 5, seed: 3)

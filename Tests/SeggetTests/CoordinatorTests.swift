@@ -503,6 +503,27 @@ import Testing
         #expect(s.starts(of: 0).count + s.starts(of: 1).count == 2)
     }
 
+    /// While a speed cap sets the rate (`EngineCore.Event.capHeld`), an end-game race only splits the
+    /// same allowance and pays for the chunk twice: none starts. A second after the cap last held
+    /// bytes back, the slow last chunk is raced again.
+    @Test func noRaceWhileASpeedCapSetsTheRate() {
+        var s = Script(size: 8 * Self.MiB, connections: 2) { $0.redialSlow = false }
+        s.rates[1] = 128 * 1024
+        s.begin()
+        var raced = false
+        while s.now < 4 {
+            s.handle(.capHeld)
+            s.run(until: s.now + 0.01)
+            raced = raced || s.c.isRacing(0)
+        }
+        #expect(!raced)
+        #expect(!s.c.isComplete)
+        s.run(until: 4 + Coordinator.capMemorySeconds + 0.5)
+        #expect(s.c.isRacing(0) || s.c.isComplete)
+        s.run(until: 20)
+        #expect(s.c.isComplete)
+    }
+
     @Test func autoGrowthAddsConnectionsWhileThroughputRises() {
         var s = Script(size: 512 * Self.MiB, connections: 8) {
             $0.autoConnections = true

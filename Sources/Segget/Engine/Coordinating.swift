@@ -41,6 +41,8 @@ protocol Coordinating {
     mutating func startDue(now: Double) -> [Coordinator.Command]
     /// Hands work to idle connections.
     mutating func assignIdle(now: Double) -> [Coordinator.Command]
+    /// A speed cap held bytes back at `now` (see `EngineCore.Event.capHeld`).
+    mutating func noteCapHeld(now: Double)
     /// How many bytes connection `id` may write now; nil when it must write no more (the reason is
     /// decided).
     mutating func room(_ id: Int, now: Double) -> Int64?

@@ -92,6 +92,8 @@ struct Coordinator: Coordinating {
     let config: Config
     var tracing = false
     var plan: ChunkPlan { scheduler.plan }
+    /// When a speed cap last held bytes back (see `capBinds`).
+    var capHeldAt = -Double.infinity
 
     /// How many connections may take work now (grows in auto mode).
     var connectionLimit: Int
@@ -307,7 +309,7 @@ struct Coordinator: Coordinating {
             let estimates = stealEstimates(now: now, thiefDials: openLinks == 0, proven: longDial && config.provenRates)
             let runTimes = connections.map { runSeconds($0, now: now) }
             guard let a = scheduler.nextAssignment(
-                for: id, allowDuplicates: config.endGame, remainingSeconds: { estimates.remaining[$0] },
+                for: id, allowDuplicates: config.endGame && !capBinds(now: now), remainingSeconds: { estimates.remaining[$0] },
                 minRemainingSeconds: minRace, maxRacers: Self.maxRacers, thieves: max(1, min(idle.count - i, (room ?? Int.max) - i)),
                 chunkSeconds: estimates.chunkSeconds, runSeconds: { runTimes[$0] },
                 worthStealing: { config.stealing && estimates.worthStealing($0, notStartedChunks: $1) })
@@ -330,6 +332,18 @@ struct Coordinator: Coordinating {
         }
         return commands
     }
+
+    /// Whether a speed cap set the download's rate within the last `capMemorySeconds`. Then an
+    /// end-game race cannot end the download sooner: its bytes come out of the same allowance as
+    /// the owner's, so it only halves what each of them gets and pays for the chunk twice. With
+    /// 8 connections on a file of 2 chunks at `--max-speed 400k` (through WAN link a), the 6 idle
+    /// connections raced the 2 owners from their first second: 13.7 s and 5.7 MB for 2 MiB, where
+    /// the cap alone takes 5.1 s. Races come back a second after the cap last held a byte (one
+    /// trickling connection left alone no longer fills it).
+    func capBinds(now: Double) -> Bool { now - capHeldAt < Self.capMemorySeconds }
+    static let capMemorySeconds = 1.0
+
+    mutating func noteCapHeld(now: Double) { capHeldAt = max(capHeldAt, now) }
 
     // MARK: Receiving
 

@@ -41,6 +41,9 @@ struct EngineCore {
         case removed(Int)
         /// `--max-speed` allows connection `id` to receive again.
         case resumed(Int)
+        /// A speed cap (`--max-speed`, or a limit shared with other downloads) held bytes back: it,
+        /// not the connections, sets the download's rate now (see `Coordinator.capBinds`).
+        case capHeld
         /// The loop waited this many seconds for the writer (held time for every transfer).
         case writerWaited(Double)
         /// A write, journal or request set-up failure ends the download.
@@ -156,6 +159,9 @@ struct EngineCore {
             return actions(c.tick(now: now)) + [.progressTick]
         case .body(let id, let count, let head, let budgetAllows):
             return body(id, count: count, head: head, budgetAllows: budgetAllows, c: &c, now: now)
+        case .capHeld:
+            c.noteCapHeld(now: now)
+            return []
         case .ended(let id, let end, let head):
             return actions(c.transferEnded(id, end, head: head, now: now))
         case .removed(let id):

@@ -172,7 +172,12 @@ final class FetchEngine {
         }
         io = (0..<n).map { ConnectionIO(id: $0) }
         for c in io { c.engine = self }
-        if let cap = settings.maxSpeed { budget = RateBudget(bytesPerSecond: cap, now: monotonicSeconds()) }
+        if let cap = settings.maxSpeed {
+            budget = RateBudget(bytesPerSecond: cap, now: monotonicSeconds())
+            // The probe's bytes came first, from the same allowance.
+            budget!.spend(settings.probePrefixBytes)
+        }
+        settings.sharedSpeed?.spend(settings.probePrefixBytes)
         inFile = core.finishedChunks
         prefixChunks = inFile.prefix(while: { $0 }).count
         if target.ranged && journal != nil {
@@ -348,6 +353,7 @@ final class FetchEngine {
             if budget == nil { now = monotonicSeconds() }
             allows = shared.allowsReceiving(now: now) && allows
         }
+        if !allows { _ = core.handle(.capHeld, now: now) }
         if allows, let gate = streamGate {
             allows = core.connections[c.id].pos + Int64(n) <= gate.receiveLimit
         }

@@ -67,6 +67,9 @@ struct FetchSettings {
     var probeTally = RequestTally()
     /// The connections warmed beside the probe (`ProbeResult.warmUps`).
     var warmUps: ConnectionWarmUps?
+    /// The body bytes the probe brought (`ProbeResult.prefix`): received before the fetch, they
+    /// are charged to `maxSpeed` and `sharedSpeed` when it starts.
+    var probePrefixBytes = 0
 }
 
 /// The resource changed while downloading; the caller restarts from zero.

@@ -45,6 +45,7 @@ struct SingleStream: Coordinating {
     }
 
     mutating func assignIdle(now: Double) -> [Command] { [] }
+    mutating func noteCapHeld(now: Double) {}
 
     mutating func room(_ id: Int, now: Double) -> Int64? {
         let c = connections[id]

@@ -14,10 +14,13 @@ public struct RateBudget: Sendable, Equatable {
 
     public init(bytesPerSecond: Int64, now: Double) {
         self.bytesPerSecond = Double(max(1, bytesPerSecond))
-        burst = max(self.bytesPerSecond / 10, 64 * 1024)
+        burst = Double(Self.burst(bytesPerSecond: bytesPerSecond))
         tokens = burst
         updatedAt = now
     }
+
+    /// The burst a cap of `bytesPerSecond` allows (see `burst`).
+    public static func burst(bytesPerSecond: Int64) -> Int64 { max(max(1, bytesPerSecond) / 10, 64 * 1024) }
 
     /// Adds what the time since the last update earned, up to `burst`.
     public mutating func refill(now: Double) {
