@@ -66,6 +66,27 @@ import Testing
     /// The probe's answer is held up (here the server holds the first request's head 3 s; on a WAN, a
     /// lost SYN waits 1 s for its timeout) while the warm-ups to the same URL answered in 0.1 s: the
     /// probe is asked again on a warm connection, and the download does not wait for the first.
+    /// Two downloads from one host on one loop (a list's files, the daemon's tasks): the second's
+    /// probe goes out on a connection the first left open, and it sends no warm-up, where it sent
+    /// one request for a byte on each of the first's open connections.
+    @Test func aProbeOnAConnectionLeftOpenWarmsNothing() async throws {
+        let body = TestFiles.pattern(4 << 20, seed: 7111)
+        let server = try TestServer.serving(body)
+        defer { server.stop() }
+        let loop = try #require(DownloadLoop.onOwnThread())
+        let first = try TempDir(), second = try TempDir()
+        let url = server.baseURL + "/f?firstbyte=0.2"
+        _ = try await Download(url: url, options: Self.options(first, connections: 4)).start(on: loop).result()
+        let earlier = server.requests
+        _ = try await Download(url: url, options: Self.options(second, connections: 4)).start(on: loop).result()
+        let later = server.requests.dropFirst(earlier.count)
+        let context = "\(earlier.map { $0.headers["range"] ?? "-" }) then \(later.map { $0.headers["range"] ?? "-" })"
+        #expect(earlier.filter { $0.headers["range"] == "bytes=0-0" }.count == 3, "\(context)")
+        #expect(!later.isEmpty && !later.contains { $0.headers["range"] == "bytes=0-0" }, "\(context)")
+        #expect(TestFiles.fileDifference(first.path("out.bin"), body) == nil)
+        #expect(TestFiles.fileDifference(second.path("out.bin"), body) == nil)
+    }
+
     @Test func aProbeHeldUpIsAskedAgainOnAWarmConnection() async throws {
         let f = try await Self.fetch(seed: 7106, query: "firstbyte=0.1&slowfirst=1&slowfirstbyte=3", connections: 4)
         defer { f.server.stop() }

@@ -45,6 +45,8 @@ import Testing
         #expect(!w.due(waited: 1, answered: false, roundTrip: 0.0001))
         #expect(!w.due(waited: 1, answered: false, roundTrip: ConnectionWarmUp.minRoundTrip - 0.001))
         #expect(!Self.rule(connections: 1).due(waited: 1, answered: false, roundTrip: nil))
+        // A probe on a connection an earlier download left open: the host's connections are there.
+        #expect(!w.due(waited: 1, answered: false, probeReused: true, roundTrip: 0.15))
     }
 
     /// Link b over HTTP: the probe's answer takes 0.3 s; a warm-up sent 30 ms after it answered

@@ -49,8 +49,14 @@ struct ConnectionWarmUp: Equatable, Sendable {
     /// Whether the warm-ups go out now: `waited` seconds after the probe's request, whose answer's
     /// head is not complete yet (`answered`), on a connection whose round trip is `roundTrip` (nil:
     /// not connected yet, which on loopback or a LAN takes far less than `delay`).
-    func due(waited: Double, answered: Bool, roundTrip: @autoclosure () -> Double?) -> Bool {
-        guard count > 0, !answered, waited >= Self.delay else { return false }
+    ///
+    /// Not when the probe went out on a connection it found open (`probeReused`): an earlier
+    /// download of the run (a list's file before it, a daemon's task) left the host's connections in
+    /// the loop's cache, where this download's requests find them as they would warmed ones, and a
+    /// warm-up would only be a request for one byte on one of them. A list of five 64 KiB files over
+    /// HTTPS through WAN link a made 9 requests a file, 7 of them such warm-ups (8 connections in all).
+    func due(waited: Double, answered: Bool, probeReused: @autoclosure () -> Bool = false, roundTrip: @autoclosure () -> Double?) -> Bool {
+        guard count > 0, !answered, waited >= Self.delay, !probeReused() else { return false }
         return roundTrip().map { $0 >= shortestRoundTrip } ?? true
     }
 
@@ -74,6 +80,8 @@ struct ConnectionWarmUp: Equatable, Sendable {
 struct WarmUpOutcome: Equatable, Sendable {
     /// Requests sent.
     var sent = 0
+    /// Connections they opened (a warm-up that found one open in the cache took it).
+    var opened = 0
     /// Answered with a head other than a refusal (a 206 of the first byte, as a rule).
     var accepted = 0
     /// Refused with 429 or 503: the host's limit of requests at once.

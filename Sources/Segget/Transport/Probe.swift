@@ -44,10 +44,11 @@ public struct ProbeResult: Sendable, Equatable {
     /// The `Link` fields of the first answer (a redirector's, before any redirect), for Metalink/HTTP
     /// (RFC 6249); those of the answers after a redirect are a mirror's, which RFC 6249 says to ignore.
     var links: LinkHeader?
-    /// `tally` and the connections warmed beside the probe (a request and a connection each).
+    /// `tally` and the connections warmed beside the probe (a request each, and the connections
+    /// they opened; one still out when this is read counts as opened).
     var spent: RequestTally {
-        let warmed = warmUps?.outcome.sent ?? 0
-        return tally + RequestTally(requests: warmed, connections: warmed)
+        guard let outcome = warmUps?.outcome else { return tally }
+        return tally + RequestTally(requests: outcome.sent, connections: outcome.opened + outcome.stillOut)
     }
 
     /// A strong validator for `If-Range`: a strong ETag, else Last-Modified.

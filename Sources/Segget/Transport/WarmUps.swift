@@ -65,7 +65,9 @@ final class ConnectionWarmUps: TransferClient, @unchecked Sendable, Equatable {
     func transferDriver(_ driver: TransferDriver, completed handle: EasyHandle, with code: CurlCode) {
         guard let context = requests.removeValue(forKey: ObjectIdentifier(handle)) else { return }
         let head = context.head
+        let opened = (try? handle.newConnections()) ?? 1
         lock.withLock {
+            tally.opened += min(1, max(0, opened))
             if head.isComplete, head.status == 429 || head.status == 503 {
                 tally.refused += 1
                 if let w = head.retryAfter ?? head.rateLimitReset { tally.wait = max(tally.wait ?? 0, w) }
