@@ -355,7 +355,11 @@ extension Coordinator {
                 if tracing {
                     commands.append(.trace("connection \(c.id) redial at \(Format.rate(v.rate)) vs typical \(Format.rate(v.typical)) (first bytes take \(Format.fixed(usualFirstByteWait ?? -1, 3)) s, path round trip \(Format.fixed(rtt ?? -1, 3)) s, request \(Format.fixed(now - c.requestStartedAt, 2)) s old)\(isRacing(c.id) ? " (racer)" : "")"))
                 }
-                commands.append(.event(.redial(connection: c.id, reason: "\(Format.rate(v.rate)) against a median of \(Format.rate(v.typical))")))
+                // With every peer silent too (a server that stopped answering), a median of 0 B/s says nothing.
+                let reason = v.typical > 0
+                    ? "\(Format.rate(v.rate)) against a median of \(Format.rate(v.typical))"
+                    : "\(Format.rate(v.rate)), no byte for \(Format.fixed(max(0, now - c.lastByteAt), 1)) s"
+                commands.append(.event(.redial(connection: c.id, reason: reason)))
                 // Abort now and continue on a fresh connection from the exact byte reached.
                 commands.append(.remove(c.id))
                 _ = connections[c.id].machine.transferEnded(now: now)

@@ -266,7 +266,8 @@ struct Prober {
             }
         case 200:
             result.totalLength = head.isChunked ? nil : head.contentLength
-            result.noRangesReason = "the server ignored the byte range (answered 200)"
+            // An empty file has no byte range to give: its 200 is the right answer, not a refusal.
+            if result.totalLength != 0 { result.noRangesReason = "the server ignored the byte range (answered 200)" }
         case 416:
             // `bytes=0-0` is unsatisfiable only for an empty representation.
             if let cr = head.contentRange, cr.completeLength == 0 {
