@@ -252,18 +252,25 @@ import Testing
     /// unthrottled connections cannot take less than about 3 s (minus the budget's 0.2 MiB burst).
     @Test(arguments: [4, 1])
     func maxSpeedCapsTheWholeDownload(connections: Int) throws {
-        let body = TestFiles.pattern(6 << 20, seed: 21)
+        let (_, seconds) = try Self.cappedDownload(size: 6 << 20, seed: 21, cap: 2 << 20, connections: connections)
+        #expect(seconds >= 2.6, "6 MiB at a 2 MiB/s cap took \(seconds) s")
+    }
+
+    /// A file of `size` bytes (256 KiB chunks) downloaded at `connections` under `--max-speed cap`,
+    /// checked identical; its result and seconds.
+    static func cappedDownload(size: Int, seed: UInt64, cap: Int64, connections: Int) throws -> (DownloadResult, Double) {
+        let body = TestFiles.pattern(size, seed: seed)
         let server = try TestServer.serving(body)
         defer { server.stop() }
         let dir = try TempDir()
         var o = Self.options(connections, dir: dir)
         o.chunkSize = 256 << 10
-        o.maxSpeed = 2 << 20
+        o.maxSpeed = cap
         let started = ContinuousClock.now
-        _ = try Download(url: server.baseURL + "/f", options: o).run()
+        let r = try Download(url: server.baseURL + "/f", options: o).run()
         let seconds = (ContinuousClock.now - started) / .seconds(1)
         #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
-        #expect(seconds >= 2.6, "6 MiB at a 2 MiB/s cap took \(seconds) s")
+        return (r, seconds)
     }
 
     /// A cap that binds from the first byte, with more connections than chunks: the probe's first
@@ -274,20 +281,10 @@ import Testing
     /// last delivery, whose debt the download does not wait off, aside; 1.75 s at most before).
     @Test(arguments: [8, 1])
     func aCapThatBindsIsNotOvershotNorRaced(connections: Int) throws {
-        let body = TestFiles.pattern(768 << 10, seed: 31)
-        let server = try TestServer.serving(body)
-        defer { server.stop() }
-        let dir = try TempDir()
-        var o = Self.options(connections, dir: dir)
-        o.chunkSize = 256 << 10
-        o.maxSpeed = 256 << 10
-        let started = ContinuousClock.now
-        let r = try Download(url: server.baseURL + "/f", options: o).run()
-        let seconds = (ContinuousClock.now - started) / .seconds(1)
-        #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
+        let (r, seconds) = try Self.cappedDownload(size: 768 << 10, seed: 31, cap: 256 << 10, connections: connections)
         #expect(seconds >= 2.2, "768 KiB at a 256 KiB/s cap took \(seconds) s")
         #expect(r.tally.refetchedBytes == 0, "\(r.tally)")
-        #expect(r.receivedBytes <= Int64(body.count), "\(r.receivedBytes) bytes received")
+        #expect(r.receivedBytes <= 768 << 10, "\(r.receivedBytes) bytes received")
     }
 
     @Test(arguments: ["noranges", "range200", "chunked", "close-delimited"])

@@ -182,12 +182,6 @@ struct Coordinator: Coordinating {
     /// Every chunk is received.
     var isComplete: Bool { scheduler.isComplete }
     var finishedChunks: [Bool] { scheduler.finished }
-    /// Bytes of the finished chunks (counted from the scheduler's record, not kept beside it).
-    var finishedBytes: Int64 {
-        var bytes: Int64 = 0
-        for k in scheduler.finished.indices where scheduler.finished[k] { bytes += Int64(plan.byteRange(ofChunk: k).count) }
-        return bytes
-    }
 
     // MARK: Starting
 
@@ -332,18 +326,6 @@ struct Coordinator: Coordinating {
         }
         return commands
     }
-
-    /// Whether a speed cap set the download's rate within the last `capMemorySeconds`. Then an
-    /// end-game race cannot end the download sooner: its bytes come out of the same allowance as
-    /// the owner's, so it only halves what each of them gets and pays for the chunk twice. With
-    /// 8 connections on a file of 2 chunks at `--max-speed 400k` (through WAN link a), the 6 idle
-    /// connections raced the 2 owners from their first second: 13.7 s and 5.7 MB for 2 MiB, where
-    /// the cap alone takes 5.1 s. Races come back a second after the cap last held a byte (one
-    /// trickling connection left alone no longer fills it).
-    func capBinds(now: Double) -> Bool { now - capHeldAt < Self.capMemorySeconds }
-    static let capMemorySeconds = 1.0
-
-    mutating func noteCapHeld(now: Double) { capHeldAt = max(capHeldAt, now) }
 
     // MARK: Receiving
 
