@@ -486,23 +486,6 @@ import Testing
         #expect(s.c.scheduler.run(of: 1) == nil)
     }
 
-    /// An owner waiting for its first start (its ramp step) is about to ask for its chunk: an idle
-    /// connection does not race it meanwhile (it did, at once: 3 requests for a file of 2 chunks).
-    @Test func anOwnerAboutToStartIsNotRaced() {
-        var s = Script(size: 2 * Self.MiB, connections: 8)
-        s.begin()
-        #expect(s.c.connections[1].machine.isWaiting)
-        var raced = false
-        while !s.c.isComplete && s.now < 5 {
-            s.run(until: s.now + 0.01)
-            raced = raced || s.c.connections.indices.contains { s.c.isRacing($0) }
-        }
-        #expect(s.c.isComplete)
-        #expect(!raced)
-        #expect((2..<8).allSatisfy { s.starts(of: $0).isEmpty })
-        #expect(s.starts(of: 0).count + s.starts(of: 1).count == 2)
-    }
-
     /// While a speed cap sets the rate (`EngineCore.Event.capHeld`), an end-game race only splits the
     /// same allowance and pays for the chunk twice: none starts. A second after the cap last held
     /// bytes back, the slow last chunk is raced again.

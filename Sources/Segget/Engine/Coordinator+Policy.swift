@@ -83,8 +83,9 @@ extension Coordinator {
     /// the owner's, so it only halves what each of them gets and pays for the chunk twice. With
     /// 8 connections on a file of 2 chunks at `--max-speed 400k` (through WAN link a), the 6 idle
     /// connections raced the 2 owners from their first second: 13.7 s and 5.7 MB for 2 MiB, where
-    /// the cap alone takes 5.1 s. Races come back a second after the cap last held a byte (one
-    /// trickling connection left alone no longer fills it).
+    /// the cap alone takes 5.1 s. A capped download starts as if the cap had just held bytes back
+    /// (idle connections raced owners still waiting for their first start), and races come back a
+    /// second after the cap last held a byte (one trickling connection left alone no longer fills it).
     func capBinds(now: Double) -> Bool { now - capHeldAt < Self.capMemorySeconds }
     static let capMemorySeconds = 1.0
 
@@ -245,15 +246,11 @@ extension Coordinator {
     }
 
     /// Seconds `c` still needs for its in-flight chunk: large when it is waiting to retry, zero
-    /// while its rate is not known yet (racing is decided on evidence, not at once), and zero while it
-    /// waits for its first start (its ramp step, or a warm-up about to bring it a connection): an idle
-    /// connection raced such an owner at once, a request and often a dial spent on a chunk whose owner
-    /// was about to ask for it (a 2 MiB file at `-n 8`: 3 requests for 2 chunks). Until a second
+    /// while its rate is not known yet (racing is decided on evidence, not at once). Until a second
     /// of samples is known, the request's average so far decides (`averageRate`): in the end game
     /// the idle connections have nothing better to do than race a request that trickles from its
     /// start.
     func remainingSeconds(_ c: Connection, now: Double, proven: Bool = false) -> Double {
-        if case .waiting(_, .ramp) = c.machine.state { return 0 }
         if !c.machine.isTransferring { return 1e9 }
         let left = Double(max(0, c.chunkEnd - c.pos))
         guard let r = proven ? provenRate(c, now: now) : rate(c, now: now) ?? averageRate(c, now: now) else { return 0 }

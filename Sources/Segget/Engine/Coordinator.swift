@@ -52,6 +52,8 @@ struct Coordinator: Coordinating {
         /// The first split may wait for connection 0's rate where requests cost (see `defersSplit`);
         /// off only in the simulator's aria2-like baseline.
         var pricedSplit = true
+        /// A speed cap applies (`--max-speed`, or a limit shared with other downloads; see `capBinds`).
+        var speedCapped = false
     }
 
     /// What the engine must do, in order.
@@ -191,6 +193,7 @@ struct Coordinator: Coordinating {
         let starting = connections.map(\.id).filter { scheduler.run(of: $0) != nil }
         let step = Self.rampStep(connections: starting.count, firstAnswer: config.probeFirstAnswer)
         var commands0: [Command] = []
+        if config.speedCapped { noteCapHeld(now: now) }
         // The probe was the host's first answer: what a request costs, as far as one can tell.
         if let first = config.probeFirstAnswer {
             cost.answered(ahead: 0, wait: first, dialled: true, closes: false)

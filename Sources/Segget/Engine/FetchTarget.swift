@@ -103,5 +103,6 @@ extension Coordinator.Config {
         stallTimeout = settings.transfer.stallTimeout
         progressInterval = settings.progressInterval
         probeFirstAnswer = settings.probeFirstAnswer
+        speedCapped = settings.maxSpeed != nil || settings.sharedSpeed?.bytesPerSecond != nil
     }
 }
