@@ -330,6 +330,20 @@ import Testing
         #expect(TestFiles.fileDifference(dir.path("target.iso"), body) == nil)
     }
 
+    /// Redirects within one host keep their connection: each redirect's text is read to its end and
+    /// the next hop goes out on the same connection (cut at its head, each hop dialled anew: 3
+    /// connections for 2 redirects at `-n 1`).
+    @Test func redirectsWithinTheHostKeepTheirConnection() throws {
+        let body = TestFiles.pattern(3 * Self.chunk, seed: 41)
+        let server = try TestServer.serving(body, as: "target.iso")
+        defer { server.stop() }
+        let dir = try TempDir()
+        let r = try Download(url: server.baseURL + "/redirect/target.iso?hops=2", options: Self.options(1, dir: dir)).run()
+        #expect(r.bytes == Int64(body.count))
+        #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
+        #expect(server.connectionsAccepted == 1, "\(server.requests.map(\.status))")
+    }
+
     @Test func redirectLoopAndForeignSchemesAreRefused() throws {
         let server = try TestServer()
         try server.start()
