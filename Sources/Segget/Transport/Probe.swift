@@ -483,21 +483,6 @@ struct ProbeWalk {
     }
 }
 
-extension TransferOptions {
-    /// The same options with everything that identifies the user removed (for a cross-host redirect).
-    func withoutCredentials() -> TransferOptions {
-        var o = self
-        o.credentials = nil
-        o.useNetrc = false
-        o.cookie = nil
-        o.headers = headers.filter {
-            let name = $0.split(separator: ":", maxSplits: 1).first?.trimmingASCIIWhitespace().lowercased() ?? ""
-            return name != "authorization" && name != "cookie" && name != "proxy-authorization"
-        }
-        return o
-    }
-}
-
 /// Side file paths that were looked for just before a probe and found absent: the journal (looked
 /// up, or answered by a batch's `StartingNames`), and the part file where `StartingNames` answered.
 struct AbsentSideFiles: Sendable, Equatable {

@@ -100,3 +100,18 @@ func libcurl<T>(_ body: () throws(CurlError) -> T) throws(SeggetError) -> T {
         throw SeggetError(error)
     }
 }
+
+extension TransferOptions {
+    /// The same options with everything that identifies the user removed (for a cross-host redirect).
+    func withoutCredentials() -> TransferOptions {
+        var o = self
+        o.credentials = nil
+        o.useNetrc = false
+        o.cookie = nil
+        o.headers = headers.filter {
+            let name = $0.split(separator: ":", maxSplits: 1).first?.trimmingASCIIWhitespace().lowercased() ?? ""
+            return name != "authorization" && name != "cookie" && name != "proxy-authorization"
+        }
+        return o
+    }
+}
