@@ -47,6 +47,8 @@ import Testing
         #expect(!Self.rule(connections: 1).due(waited: 1, answered: false, roundTrip: nil))
         // A probe on a connection an earlier download left open: the host's connections are there.
         #expect(!w.due(waited: 1, answered: false, probeReused: true, roundTrip: 0.15))
+        // Still connecting: it dials, whatever the count of new connections says so far.
+        #expect(w.due(waited: 1, answered: false, probeReused: true, roundTrip: nil))
     }
 
     /// Link b over HTTP: the probe's answer takes 0.3 s; a warm-up sent 30 ms after it answered

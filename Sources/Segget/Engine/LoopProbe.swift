@@ -195,7 +195,7 @@ final class LoopProbe: TransferClient {
         guard let r = request else { return }
         if let w = warmUp, let walk,
             w.due(waited: now - r.context.sentAt, answered: r.context.head.isComplete,
-                  probeReused: driver.multi.roundTrip(of: r.easy) != nil && (try? r.easy.newConnections()) == 0,
+                  probeReused: (try? r.easy.newConnections()) == 0,
                   roundTrip: driver.multi.roundTrip(of: r.easy))
         {
             // To the URL the probe waits on (after a redirect, its target's host).

@@ -50,14 +50,16 @@ struct ConnectionWarmUp: Equatable, Sendable {
     /// head is not complete yet (`answered`), on a connection whose round trip is `roundTrip` (nil:
     /// not connected yet, which on loopback or a LAN takes far less than `delay`).
     ///
-    /// Not when the probe went out on a connection it found open (`probeReused`): an earlier
+    /// Not when the probe went out on a connection it found open (`probeReused`, asked only once it
+    /// is connected, when libcurl's count of new connections says whether it dialled): an earlier
     /// download of the run (a list's file before it, a daemon's task) left the host's connections in
     /// the loop's cache, where this download's requests find them as they would warmed ones, and a
     /// warm-up would only be a request for one byte on one of them. A list of five 64 KiB files over
     /// HTTPS through WAN link a made 9 requests a file, 7 of them such warm-ups (8 connections in all).
     func due(waited: Double, answered: Bool, probeReused: @autoclosure () -> Bool = false, roundTrip: @autoclosure () -> Double?) -> Bool {
-        guard count > 0, !answered, waited >= Self.delay, !probeReused() else { return false }
-        return roundTrip().map { $0 >= shortestRoundTrip } ?? true
+        guard count > 0, !answered, waited >= Self.delay else { return false }
+        guard let rtt = roundTrip() else { return true }
+        return rtt >= shortestRoundTrip && !probeReused()
     }
 
     /// How late the probe's head may be, as a multiple of a warm-up's time to its answer, before
