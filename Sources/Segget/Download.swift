@@ -177,10 +177,14 @@ public final class Download: @unchecked Sendable {
 
         // Publish: rename into place and drop the journal; with --fsync, sync before and the directory after.
         try partial.publish(syncing: options.syncBeforeRename, mark: (url, verified))
+        // A resumed file's probe bytes were not written (its first chunk is usually done): received,
+        // not needed. So `receivedBytes - refetchedBytes == bytes - resumedBytes` holds in every case.
+        var tally = fetched.tally
+        if !partial.isNew { tally.refetchedBytes += stage.probeBytes }
         return .finished(DownloadResult(
             path: stage.paths.final, bytes: fetched.length, resumedBytes: stage.resumedBytes - fetched.rejectedBytes,
             receivedBytes: fetched.receivedBytes + stage.probeBytes, seconds: monotonicSeconds() - fetched.started,
-            connections: fetched.connections, verified: verified, usedRanges: stage.ranged, tally: fetched.tally,
+            connections: fetched.connections, verified: verified, usedRanges: stage.ranged, tally: tally,
             hashing: hashing, pieces: stage.engine?.pieceChecks?.report))
     }
 

@@ -221,10 +221,14 @@ import Testing
         o.timeout = 60
         let (log, sink) = Self.events()
         let started = ContinuousClock.now
-        _ = try Download(url: server.baseURL + "/f?rate=4m&" + pacing, options: o).run(events: sink)
+        let result = try Download(url: server.baseURL + "/f?rate=4m&" + pacing, options: o).run(events: sink)
         let seconds = (ContinuousClock.now - started) / .seconds(1)
         #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
         #expect(seconds < 15, "\(pacing): \(seconds) s, \(log.redials) re-dials")
+        // Every byte received beyond the file's is counted as fetched twice, the probe's part of
+        // the first chunk included in the file's.
+        #expect(result.receivedBytes - result.tally.refetchedBytes == Int64(body.count),
+                "\(pacing): received \(result.receivedBytes), \(result.tally)")
         // Bounded: at most the download's re-dial budget (3 per connection and 1 per 8 chunks).
         #expect(log.redials <= 3 * 8 + 4)
     }
@@ -232,8 +236,15 @@ import Testing
     /// The end game races a slow owner's chunk from where the owner got; when the racer wins, the
     /// owner's bytes before that point must still be in the file. Two 1 MiB chunks: the probe, which
     /// connection 0 continues for chunk 0, gets 100 KiB/s, everything after is fast, so connection 1
-    /// finishes chunk 1, races chunk 0 from the middle and wins.
-    @Test func racerWinningKeepsTheOwnersEarlierBytes() throws {
+    /// finishes chunk 1, races chunk 0 from the middle and wins. Or a server that caps its answers at
+    /// 300 KiB, its first two slow: the probe is cut inside chunk 0 and connection 0 continues after
+    /// its bytes, slowly.
+    ///
+    /// What the download says it fetched twice is every byte it received beyond the file's: the race's
+    /// (before, the probe's part of chunk 0 was counted as missing, and the bytes fetched twice came
+    /// out short by as much).
+    @Test(arguments: ["/f?slowfirst=1&slowrate=100k", "/capped/f?max=300k&slowfirst=2&slowrate=100k"])
+    func racerWinningKeepsTheOwnersEarlierBytes(_ path: String) throws {
         let body = TestFiles.pattern(2 << 20, seed: 29)
         let server = try TestServer.serving(body)
         defer { server.stop() }
@@ -241,11 +252,17 @@ import Testing
         var o = Self.options(2, dir: dir)
         o.chunkSize = 1 << 20
         o.redialSlowConnections = false
-        _ = try Download(url: server.baseURL + "/f?slowfirst=1&slowrate=100k", options: o).run()
+        let result = try Download(url: server.baseURL + path, options: o).run()
         #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
         // The race happened: a range that starts inside chunk 0.
         let starts = server.requests.compactMap { r in r.headers["range"].flatMap { Int64($0.dropFirst(6).prefix { $0 != "-" }) } }
         #expect(starts.contains { $0 > 0 && $0 < 1 << 20 }, "no race in \(server.requests)")
+        if path.hasPrefix("/capped") {
+            let probe = server.requests.first { $0.method == "GET" }?.bodyBytesSent ?? 0
+            #expect(probe > 0 && probe < 1 << 20, "the probe's answer ends inside chunk 0: \(probe)")
+        }
+        #expect(result.tally.refetchedBytes > 0, "no byte came twice: \(result.tally)")
+        #expect(result.receivedBytes - result.tally.refetchedBytes == Int64(body.count), "received \(result.receivedBytes), \(result.tally)")
     }
 
     /// `--max-speed` caps the whole download, not each connection: 6 MiB at 2 MiB/s over 4 (or 1)

@@ -1,4 +1,5 @@
 import Glibc
+import Synchronization
 import SeggetJournal
 import SeggetTestServer
 import Testing
@@ -65,9 +66,23 @@ import Testing
         let (journal, trusted) = try Journal.open(path: dir.path("out.bin.segget-journal"), currentBootID: Journal.currentBootID())
         journal.close()
         let unfinished = Int64(trusted.count - trusted.setCount) * (1 << 20)
+        let kept = try LeftBehind.partlyWrittenBytes(
+            journal: dir.path("out.bin.segget-journal"), progress: dir.path("out.bin.segget-progress"),
+            total: Int64(body.count), chunkSize: 1 << 20)
+        #expect(kept > 0)
         server.resetCounters()
-        _ = try Download(url: url, options: o).run()
+        let completed = Mutex<[Int64]>([])
+        let result = try Download(url: url, options: o).run(progress: { p in completed.withLock { $0.append(p.completedBytes) } })
         #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
+        // What the rerun reports: the kept parts are resumed, not fetched; the progress starts
+        // with them and never goes back.
+        let resumed = Int64(body.count) - unfinished + kept
+        #expect(result.resumedBytes == resumed)
+        let seen = completed.withLock { $0 }
+        #expect(!seen.isEmpty && seen.allSatisfy { $0 >= resumed } && seen == seen.sorted(), "\(seen)")
+        // What came beyond what the file lacked (the probe's byte among it) is counted as fetched twice.
+        #expect(result.receivedBytes - result.tally.refetchedBytes == Int64(body.count) - resumed,
+                "received \(result.receivedBytes), fetched twice \(result.tally.refetchedBytes), resumed \(resumed)")
         let ranged = server.requests.filter { $0.status == 206 && ($0.headers["range"] ?? "") != "bytes=0-0" }
         let midChunk = ranged.filter { r in
             guard let v = r.headers["range"], let dash = v.firstIndex(of: "-"), let start = Int64(v.dropFirst(6)[..<dash])

@@ -84,6 +84,11 @@ private final class TamperFixture: @unchecked Sendable {
         return trusted.setIndices
     }
 
+    /// Bytes of the partly written chunks the interrupted run recorded (see `LeftBehind`).
+    func partlyWritten() throws -> Int64 {
+        try LeftBehind.partlyWrittenBytes(journal: journal, progress: progress, total: Int64(bytes.count), chunkSize: chunk)
+    }
+
     /// Runs the download again to the end; the output must be the served bytes.
     func completeRun(
         checksum: ExpectedDigest? = nil, sourceLocation: SourceLocation = #_sourceLocation
@@ -144,10 +149,11 @@ private func claimEveryChunk(_ image: inout [UInt8], bitmapAt offset: Int64, chu
         let f = try TamperFixture()
         let claimed = try await f.interruptedRun()
         #expect(!claimed.isEmpty)
+        let partly = try f.partlyWritten()
         let (result, log, sent) = try await f.completeRun()
         #expect(!log.notices.contains { $0.contains("did not match") }, "\(log.notices)")
         let kept = claimed.reduce(Int64(0)) { $0 + Int64(f.range(ofChunk: $1).count) }
-        #expect(result.resumedBytes == kept)
+        #expect(result.resumedBytes == kept + partly)
         #expect(sent <= Int64(f.bytes.count) - kept + 4 * f.chunk, "sent \(sent) with \(kept) kept")
     }
 
@@ -166,9 +172,10 @@ private func claimEveryChunk(_ image: inout [UInt8], bitmapAt offset: Int64, chu
         for k in claimed {
             #expect(recorded[k] == CRC32C.checksum(f.bytes[f.range(ofChunk: k)]), "chunk \(k)")
         }
+        let partly = try f.partlyWritten()
         let (result, log, _) = try await f.completeRun()
         #expect(!log.notices.contains { $0.contains("did not match") }, "\(log.notices)")
-        #expect(result.resumedBytes == claimed.reduce(Int64(0)) { $0 + Int64(f.range(ofChunk: $1).count) })
+        #expect(result.resumedBytes == claimed.reduce(partly) { $0 + Int64(f.range(ofChunk: $1).count) })
     }
 
     @Test func bitmapsThatClaimUnfinishedChunksAreCheckedNotTrusted() async throws {
@@ -191,6 +198,7 @@ private func claimEveryChunk(_ image: inout [UInt8], bitmapAt offset: Int64, chu
         let f = try TamperFixture()
         let claimed = try await f.interruptedRun()
         try #require(claimed.count >= 3)
+        let partly = try f.partlyWritten()
         // One flipped bit in one chunk, a whole other chunk zeroed, the last byte of a third changed.
         let a = f.range(ofChunk: claimed[0]), b = f.range(ofChunk: claimed[1]), c = f.range(ofChunk: claimed[2])
         try f.overwritePart([f.bytes[a.lowerBound + 1000] ^ 0x04], at: a.lowerBound + 1000)
@@ -200,7 +208,7 @@ private func claimEveryChunk(_ image: inout [UInt8], bitmapAt offset: Int64, chu
         #expect(log.hasNotice(containing: "3 of \(claimed.count) chunks kept from the last run did not match"), "\(log.notices)")
         // Only those three were fetched again, not everything that was kept.
         let kept = claimed.reduce(Int64(0)) { $0 + Int64(f.range(ofChunk: $1).count) }
-        #expect(result.resumedBytes == kept - Int64(a.count + b.count + c.count))
+        #expect(result.resumedBytes == kept - Int64(a.count + b.count + c.count) + partly)
         #expect(sent < Int64(f.bytes.count) - kept / 2, "sent \(sent) with \(kept) kept")
     }
 
@@ -240,13 +248,14 @@ private func claimEveryChunk(_ image: inout [UInt8], bitmapAt offset: Int64, chu
         let f = try TamperFixture()
         let claimed = try await f.interruptedRun()
         try #require(!claimed.isEmpty)
+        let partly = try f.partlyWritten()
         try f.editJournal { image, header in
             image[Int(JournalCodec.checksumOffset(header: header, chunk: claimed[0]))] ^= 0x80
         }
         let (result, log, _) = try await f.completeRun()
         #expect(log.hasNotice(containing: "1 of \(claimed.count) chunks"), "\(log.notices)")
         let kept = claimed.reduce(Int64(0)) { $0 + Int64(f.range(ofChunk: $1).count) }
-        #expect(result.resumedBytes == kept - Int64(f.range(ofChunk: claimed[0]).count))
+        #expect(result.resumedBytes == kept - Int64(f.range(ofChunk: claimed[0]).count) + partly)
     }
 
     @Test func theDigestCheckNeverSeesBytesThatWereNotVouchedFor() async throws {

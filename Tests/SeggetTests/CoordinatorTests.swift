@@ -30,13 +30,16 @@ import Testing
         var slowRequest: [Int: Bool] = [:]
         var requestBytes: [Int: Int64] = [:]
 
-        init(size: Int, chunk: Int = 1 << 20, connections n: Int, _ configure: (inout Coordinator.Config) -> Void = { _ in }) {
+        init(size: Int, chunk: Int = 1 << 20, connections n: Int, partialChunks: [Int: Int64] = [:],
+             _ configure: (inout Coordinator.Config) -> Void = { _ in }) {
             var config = Coordinator.Config()
             config.totalLength = Int64(size)
             config.stallTimeout = 20
             config.jitter = { 1 }
             configure(&config)
-            core = EngineCore(ranged: Coordinator(plan: ChunkPlan(totalLength: Int64(size), chunkSize: Int64(chunk)), connections: n, config: config))
+            core = EngineCore(ranged: Coordinator(
+                plan: ChunkPlan(totalLength: Int64(size), chunkSize: Int64(chunk)), connections: n, config: config,
+                partialChunks: partialChunks))
             carry = Array(repeating: 0, count: n)
         }
 
@@ -558,6 +561,34 @@ import Testing
         let failure = s.c.stop as? SeggetError
         #expect(failure?.kind == .httpStatus)
         #expect(failure?.message == "bytes 0-4194303 failed 2 times (last: HTTP 503); run the same command to resume later, or raise --retries.")
+    }
+
+    /// The progress counts the bytes in the file: the parts of chunks an earlier run (or the probe)
+    /// wrote, before and after a connection continues them, and an owner's bytes while it waits to
+    /// retry (its next request continues after them).
+    @Test func progressCountsKeptPartsAndTheBytesOfAnOwnerWaitingToRetry() {
+        let MiB = Int64(Self.MiB)
+        var s = Script(size: 8 * Self.MiB, connections: 2, partialChunks: [0: 300_000, 4: 4 * MiB + 200_000])
+        func completed(_ s: Script) -> Int64 { s.c.progress(now: s.now, elapsed: s.now).completedBytes }
+        #expect(completed(s) == 500_000)
+        s.begin()
+        s.run(until: 0.3)
+        #expect(s.starts(of: 0).first?.bytes.lowerBound == 300_000)
+        #expect(s.starts(of: 1).first?.bytes.lowerBound == 4 * MiB + 200_000)
+        #expect(s.c.receivedBytes > 0)
+        #expect(completed(s) == 500_000 + s.c.receivedBytes)
+        // Connection 0's transfer breaks inside a chunk: its bytes stay counted while it waits.
+        let before = completed(s)
+        s.end(0, .transient("reset"))
+        #expect(s.c.connections[0].machine.isWaiting)
+        #expect(completed(s) == before)
+        var last = before
+        while !s.c.isComplete && s.now < 10 {
+            s.run(until: s.now + 0.05)
+            #expect(completed(s) >= last)
+            last = completed(s)
+        }
+        #expect(s.c.isComplete && completed(s) == 8 * MiB && s.c.receivedBytes == 8 * MiB - 500_000)
     }
 
     @Test func aShorterAnswerIsContinuedWithoutAFailure() {

@@ -19,7 +19,8 @@ extension FetchEngine {
         if target.ranged { onPrefix?(plan.byteRange(ofChunks: 0..<prefixChunks).upperBound) }
         // The warm-ups as they stand now; each pass tells the core what changed since.
         if let w = settings.warmUps?.take(always: true) { apply(.warmedUp(w), now: startedAt) }
-        if target.ranged { missingAtStart = plan.totalLength - core.finishedBytes }
+        // What the file lacks: not the bytes of a partly written chunk the probe or an earlier run left.
+        if target.ranged { missingAtStart = plan.totalLength - core.progress(now: startedAt, elapsed: 0).completedBytes }
         // The probe's connection tells the path's round trip before the first split is weighed.
         if let held = adoptable, let rtt = driver.multi.roundTrip(of: held.easy) {
             apply(.connected(0, roundTrip: rtt, newConnection: nil), now: startedAt)

@@ -1,0 +1,65 @@
+/// What the coordinator reports of a download's progress: the bytes in the file, and each
+/// connection's state.
+extension Coordinator {
+    /// Bytes of the finished chunks (counted from the scheduler's record, not kept beside it).
+    var finishedBytes: Int64 {
+        var bytes: Int64 = 0
+        for k in scheduler.finished.indices where scheduler.finished[k] { bytes += Int64(plan.byteRange(ofChunk: k).count) }
+        return bytes
+    }
+
+    /// Bytes in the file: the finished chunks, the parts of unfinished chunks an earlier run or the
+    /// probe wrote (`keptAtStart`) that no connection continues yet, and what each owner has of the
+    /// chunk it holds. An owner waiting to retry keeps its bytes (its next request continues after
+    /// them), so a stall does not take them out of the count; they leave it only when the chunk goes
+    /// to another connection, which fetches it from its start.
+    var bytesInFile: Int64 {
+        var bytes = finishedBytes
+        for (k, upTo) in partialChunks where !scheduler.finished[k] { bytes += upTo - plan.byteRange(ofChunk: k).lowerBound }
+        for c in connections where c.pos < c.chunkEnd && !isRacing(c.id) {
+            let k = plan.chunk(containing: c.pos)
+            guard !scheduler.finished[k], scheduler.run(of: c.id)?.contains(k) == true else { continue }
+            let chunk = plan.byteRange(ofChunk: k)
+            // A connection that continued a kept part counts that part with its own bytes.
+            let from = keptAtStart[k] == c.progressFrom ? chunk.lowerBound : max(chunk.lowerBound, c.progressFrom)
+            bytes += c.pos - from
+        }
+        return bytes
+    }
+
+    /// Bytes in the file (`bytesInFile`) and each connection's state, rate and remaining bytes.
+    func progress(now: Double, elapsed: Double) -> DownloadProgress {
+        let rate = totalRate(window: 3, minSpan: 0.2) ?? 0
+        var conns: [ConnectionProgress] = []
+        for c in connections {
+            let state: ConnectionProgress.State
+            if c.machine.isWaiting { state = .waiting }
+            else if !c.machine.isTransferring { state = .idle }
+            else if isRacing(c.id) { state = .racing }
+            else { state = .receiving }
+            conns.append(ConnectionProgress(
+                id: c.id, state: state, bytesPerSecond: self.rate(c, now: now, window: 2) ?? 0,
+                remainingBytes: max(0, end(of: c.id) - c.pos), source: config.sources.indices.contains(c.source) ? config.sources[c.source].url : nil))
+        }
+        return DownloadProgress(
+            completedBytes: bytesInFile, totalBytes: config.totalLength, receivedBytes: receivedBytes,
+            bytesPerSecond: rate, elapsed: elapsed, connections: conns, finishedRanges: finishedRanges)
+    }
+
+    /// The finished chunks as byte ranges, each run of neighbours as one range.
+    var finishedRanges: [Range<Int64>] {
+        let finished = scheduler.finished
+        var ranges: [Range<Int64>] = []
+        var k = 0
+        while k < finished.count {
+            guard finished[k] else {
+                k += 1
+                continue
+            }
+            let first = k
+            while k < finished.count && finished[k] { k += 1 }
+            ranges.append(plan.byteRange(ofChunks: first..<k))
+        }
+        return ranges
+    }
+}
