@@ -39,8 +39,7 @@ extension Download {
             ?? OutputNames.join(options.directory, FileName.sanitize(FileName.fromURLPath(url)))
         guard let kept = PartialDownload.kept(paths: PartialDownload.Paths(final: name)) else { return nil }
         return LinkExpired(
-            url: url, status: status, bytesDone: kept.bytesDone, identity: kept.identity, outputPath: name,
-            resumedAtStart: kept.bytesDone)
+            url: url, status: status, bytesDone: kept.bytesDone, identity: kept.identity, outputPath: name)
     }
 
     /// Asks the renewer for a new link after `expired` (it may wait: a command, a daemon client; so

@@ -26,9 +26,10 @@ struct LinkExpired: Equatable, Sendable {
     var identity: ObjectIdentity
     /// The file's final name, kept for the renewed link (whose path may name the file otherwise).
     var outputPath: String
-    /// Bytes the attempt found in the file when it started, and received from the network, for
-    /// the result of a download that renewed its link.
-    var resumedAtStart: Int64 = 0
+    /// Bytes the attempt found in the file when it started (nil when it expired before it fetched
+    /// anything: the next attempt finds the same), and received from the network, for the result of
+    /// a download that renewed its link.
+    var resumedAtStart: Int64?
     var receivedBytes: Int64 = 0
 }
 

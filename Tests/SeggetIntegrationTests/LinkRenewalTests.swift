@@ -1,6 +1,7 @@
 import Segget
 import SeggetTestServer
 import Synchronization
+import SeggetJournal
 import Testing
 
 // Links that expire, end to end against the test server's `expiring` mode: its signed URLs answer
@@ -150,6 +151,29 @@ private final class ExpiringFixture: @unchecked Sendable {
         #expect(result.resumedBytes > 0, "\(again.notices)")
         #expect(again.hasNotice(containing: "came from another URL"))
         #expect(TestFiles.fileDifference(f.output, f.bytes) == nil)
+    }
+
+    /// The rerun of the expired link itself, with a renewer: its first answer is the expiry, the
+    /// renewed link resumes, and what it says it resumed is what was in the file: the chunks the
+    /// journal marks and the parts of chunks the connections had written (before, the journal's
+    /// chunks alone).
+    @Test func theExpiredLinkRerunWithARenewerResumesWhatWasInTheFile() async throws {
+        let f = try ExpiringFixture()
+        let url = f.freshURL()
+        guard case .failure = try await f.run(url, renewer: nil, log: EventLog()) else {
+            Issue.record("the download finished although its link expired")
+            return
+        }
+        let partly = try LeftBehind.partlyWrittenBytes(
+            journal: f.journal, progress: f.output + ".segget-progress", total: Int64(f.bytes.count), chunkSize: 256 << 10)
+        let (j, trusted) = try Journal.open(path: f.journal, currentBootID: Journal.currentBootID())
+        j.close()
+        let marked = (0..<trusted.count).reduce(Int64(0)) { $0 + (trusted[$1] ? Int64(min(256 << 10, f.bytes.count - $1 * (256 << 10))) : 0) }
+        let log = EventLog()
+        let result = try await f.run(url, renewer: LinkRenewer { _ in f.freshURL() }, log: log).get()
+        #expect(TestFiles.fileDifference(f.output, f.bytes) == nil)
+        #expect(partly > 0, "no chunk was partly written when the link expired")
+        #expect(result.resumedBytes == marked + partly, "\(log.notices)")
     }
 
     @Test func aPartialDownloadOfAnotherFileUnderTheSameNameStartsOver() async throws {
