@@ -87,6 +87,33 @@ import Testing
         #expect(TestFiles.fileDifference(second.path("out.bin"), body) == nil)
     }
 
+    /// A redirect to another host (here another server): the warm-ups that went to the first host
+    /// while its answer was slow opened nothing the download can use, and as many go to the second
+    /// while its answer is slow; the ranged requests take their connections. Every request is
+    /// counted, the first host's warm-ups too.
+    @Test func aRedirectToAnotherHostWarmsThere() async throws {
+        let body = TestFiles.pattern(Self.size, seed: 7121)
+        let target = try TestServer.serving(body)
+        defer { target.stop() }
+        let redirector = try TestServer.serving(body)
+        defer { redirector.stop() }
+        let dir = try TempDir()
+        let url = redirector.baseURL + "/redirect/f?firstbyte=0.2&to=" + target.baseURL + "/f?firstbyte=0.2"
+        let run = await boundedDownload(url, Self.options(dir, connections: 4), hardLimit: 30)
+        let (first, second) = (redirector.requests, target.requests)
+        let context = "\(run); first host \(first); second \(second)"
+        #expect(run.error == nil, "\(context)")
+        #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil, "\(context)")
+        #expect(first.filter { $0.headers["range"] == "bytes=0-0" }.count == 3, "\(context)")
+        let warmUps = second.filter { $0.headers["range"] == "bytes=0-0" }
+        #expect(warmUps.count == 3, "\(context)")
+        let ranged = second.filter { $0.headers["range"] != "bytes=0-0" }
+        for w in warmUps {
+            #expect(ranged.contains { $0.remotePort == w.remotePort && $0.bodyBytesSent > 1 << 20 }, "port \(w.remotePort): \(context)")
+        }
+        #expect(run.result?.tally.requests == first.count + second.count, "\(context)")
+    }
+
     @Test func aProbeHeldUpIsAskedAgainOnAWarmConnection() async throws {
         let f = try await Self.fetch(seed: 7106, query: "firstbyte=0.1&slowfirst=1&slowfirstbyte=3", connections: 4)
         defer { f.server.stop() }

@@ -32,6 +32,9 @@ final class LoopProbe: TransferClient {
     /// once per probe; `warmUps` once they went out, handed on with the result.
     var warmUp: ConnectionWarmUp?
     private var warmUps: ConnectionWarmUps?
+    /// The rule and the host (`HostBudget.key`) of the warm-ups that went out: a redirect to another
+    /// host sends them again there (see `answered`).
+    private var warmedUp: (rule: ConnectionWarmUp, host: String)?
     private var probeResent = false
 
     init(
@@ -127,11 +130,26 @@ final class LoopProbe: TransferClient {
             if let result {
                 finish(.success(result))
             } else {
+                rearmWarmUpsAfterRedirect(to: w.current)
                 try send()
             }
         } catch {
             failed(error)
         }
+    }
+
+    /// The probe follows a redirect to `url`. Warm-ups that went to another host opened no
+    /// connection the download can use (its requests go where the redirect points): their requests
+    /// stay counted, and the same number go to the new host, by the same rule (its answer slow, its
+    /// path long). Before, a download redirected to another host dialled all its other connections
+    /// after the probe's answer, the warm-ups' round trips lost.
+    private func rearmWarmUpsAfterRedirect(to url: String) {
+        guard let sent = warmedUp, let old = warmUps, HostBudget.key(for: url) != sent.host else { return }
+        let outcome = old.outcome
+        tally = tally + RequestTally(requests: outcome.sent, connections: outcome.opened + outcome.stillOut)
+        warmUps = nil
+        warmedUp = nil
+        warmUp = sent.rule
     }
 
     private func failed(_ error: SeggetError) {
@@ -200,6 +218,7 @@ final class LoopProbe: TransferClient {
         {
             // To the URL the probe waits on (after a redirect, its target's host).
             warmUp = nil
+            warmedUp = (w, HostBudget.key(for: walk.current))
             warmUps = ConnectionWarmUps(
                 count: w.count, url: walk.current, options: walk.options, driver: driver, lag: now - r.context.sentAt)
         } else if let w = warmUps, !r.context.head.isComplete, !probeResent,
