@@ -16,11 +16,12 @@
                      [--notice TEXT] [--opened-at-least K]
       checks the run's JSON lines: every line one object with a "type"; no "error"; one "finish" with
       the file's length, C connections and `ranged` as given; the "summary" last, with one file
-      succeeded and exit code 0. --fresh: nothing resumed; --resumed-at-least B: at least B bytes
+      succeeded and exit code 0; the finish's counts add up (received - refetched == bytes - resumed).
+      --fresh: nothing resumed; --resumed-at-least B: at least B bytes
       resumed (the chunks the journal held were kept, not fetched again); --notice: a "notice" whose
       message contains TEXT; --opened-at-least K: the finish's `connectionsOpened` is at least K (over
       HTTP/2, one file's ranges each have a connection of their own, not a stream on a shared one).
-      Prints "resumed=R received=Q seconds=S opened=O"; exits 1 naming the first check that failed.
+      Prints "resumed=R received=Q refetched=F seconds=S opened=O"; exits 1 naming the first check that failed.
 
 `received` is not compared with the file: a fresh run's `received` leaves out the bytes of the probe's
 answer (8 KiB over TLS, up to a chunk over HTTP), and the end game's races may add a few chunks.
@@ -103,6 +104,10 @@ def check_json(path, size, connections, ranged, fresh, resumed_at_least, notice,
         return f"finish received {received} bytes"
     if fresh and resumed != 0:
         return f"a fresh download resumed {resumed} bytes"
+    refetched = fin.get("refetched")
+    if not isinstance(refetched, int) or received - refetched != size - resumed:
+        return (f"finish received {received} - refetched {refetched!r} is not bytes {size} - resumed {resumed}: "
+                "the counts do not add up")
     if resumed_at_least is not None and resumed < resumed_at_least:
         return f"resumed {resumed} bytes, expected at least {resumed_at_least} (the journal held them at the kill)"
     if notice is not None:
@@ -112,7 +117,7 @@ def check_json(path, size, connections, ranged, fresh, resumed_at_least, notice,
     opened = fin.get("connectionsOpened")
     if opened_at_least is not None and (not isinstance(opened, int) or opened < opened_at_least):
         return f"finish connectionsOpened {opened!r}, expected at least {opened_at_least} (a connection per range)"
-    print(f"resumed={resumed} received={received} seconds={fin.get('seconds')} opened={opened}")
+    print(f"resumed={resumed} received={received} refetched={refetched} seconds={fin.get('seconds')} opened={opened}")
     return None
 
 

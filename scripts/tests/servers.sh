@@ -7,7 +7,8 @@
 # http.server (no ranges). For every server and protocol (HTTP/1.1, and HTTP/2 with --http2 where the
 # server speaks it):
 #   * a download at -n 8 byte-identical to the source (cmp), its --json lines checked (one finish
-#     with the length, the connections and `ranged`, the summary last, nothing resumed), and in the
+#     with the length, the connections and `ranged`, the summary last, nothing resumed, received
+#     less refetched equal to the length less resumed), and in the
 #     server's access log, where it keeps one, every request of the run in the protocol asked for;
 #   * kill -9 in the middle (once the journal marks 8 of 33 chunks finished; --max-speed makes the
 #     run last ~3 s), the same command again: identical, a "resuming" notice, and its --json finish
