@@ -147,16 +147,16 @@ final class PartialDownload {
         defer { journal.close() }
         let h = journal.header
         let plan = ChunkPlan(totalLength: h.totalLength, chunkSize: h.chunkSize)
-        let done = (0..<plan.chunkCount).reduce(Int64(0)) { $0 + (trusted[$1] ? Int64(plan.byteRange(ofChunk: $1).count) : 0) }
+        let done = plan.bytes(ofChunksWhere: { trusted[$0] })
         return (ObjectIdentity(length: h.totalLength, etag: h.etag, lastModified: h.lastModified), done)
     }
 
     /// Bytes already in the file: the chunks the journal vouches for, and the parts of chunks an
     /// earlier run had in flight that still match their progress slots (continued from there).
     func resumedBytes(plan: ChunkPlan) -> Int64 {
-        let kept = partial.reduce(Int64(0)) { $0 + $1.value.upTo - plan.byteRange(ofChunk: $1.key).lowerBound }
+        let kept = plan.bytes(upTo: partial.mapValues(\.upTo))
         guard let trusted else { return kept }
-        return (0..<plan.chunkCount).reduce(kept) { $0 + (trusted[$1] ? Int64(plan.byteRange(ofChunk: $1).count) : 0) }
+        return kept + plan.bytes(ofChunksWhere: { trusted[$0] })
     }
 
     /// Writes the first bytes the probe brought into a new data file and counts the chunks they

@@ -13,6 +13,12 @@ import Testing
         #expect(ChunkPlan(totalLength: 0, chunkSize: 1024).chunkCount == 0)
         #expect(ChunkPlan(totalLength: 1024, chunkSize: 1024).chunkCount == 1)
         #expect(ChunkPlan(totalLength: 1023, chunkSize: 1024).chunkCount == 1)
+        // Bytes of chosen chunks (the short last one counts its own length), and of written parts.
+        #expect(p.bytes(ofChunksWhere: { $0 == 0 || $0 == 10 }) == 1025)
+        #expect(p.bytes(ofChunksWhere: { _ in true }) == p.totalLength)
+        #expect(p.bytes(ofChunksWhere: { _ in false }) == 0)
+        #expect(p.bytes(upTo: [0: 100, 3: 3072 + 7]) == 107)
+        #expect(p.bytes(upTo: [:]) == 0)
     }
 
     @Test(arguments: [1, 2, 3, 7, 8, 32, 64, 128])

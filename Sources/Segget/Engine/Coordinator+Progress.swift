@@ -3,9 +3,8 @@
 extension Coordinator {
     /// Bytes of the finished chunks (counted from the scheduler's record, not kept beside it).
     var finishedBytes: Int64 {
-        var bytes: Int64 = 0
-        for k in scheduler.finished.indices where scheduler.finished[k] { bytes += Int64(plan.byteRange(ofChunk: k).count) }
-        return bytes
+        let finished = scheduler.finished
+        return plan.bytes(ofChunksWhere: { finished[$0] })
     }
 
     /// Bytes in the file: the finished chunks, the parts of unfinished chunks an earlier run or the
@@ -14,8 +13,7 @@ extension Coordinator {
     /// them), so a stall does not take them out of the count; they leave it only when the chunk goes
     /// to another connection, which fetches it from its start.
     var bytesInFile: Int64 {
-        var bytes = finishedBytes
-        for (k, upTo) in partialChunks where !scheduler.finished[k] { bytes += upTo - plan.byteRange(ofChunk: k).lowerBound }
+        var bytes = finishedBytes + plan.bytes(upTo: partialChunks.filter { !scheduler.finished[$0.key] })
         for c in connections where c.pos < c.chunkEnd && !isRacing(c.id) {
             let k = plan.chunk(containing: c.pos)
             guard !scheduler.finished[k], scheduler.run(of: c.id)?.contains(k) == true else { continue }

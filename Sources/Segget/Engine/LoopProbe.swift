@@ -145,8 +145,7 @@ final class LoopProbe: TransferClient {
     /// after the probe's answer, the warm-ups' round trips lost.
     private func rearmWarmUpsAfterRedirect(to url: String) {
         guard let sent = warmedUp, let old = warmUps, HostBudget.key(for: url) != sent.host else { return }
-        let outcome = old.outcome
-        tally = tally + RequestTally(requests: outcome.sent, connections: outcome.opened + outcome.stillOut)
+        tally = tally + old.outcome.spent
         warmUps = nil
         warmedUp = nil
         warmUp = sent.rule

@@ -26,6 +26,17 @@ public struct ChunkPlan: Equatable, Sendable {
         return byteRange(ofChunk: run.lowerBound).lowerBound..<byteRange(ofChunk: run.upperBound - 1).upperBound
     }
 
+    /// Bytes of the chunks for which `isIn` holds (the finished ones, the ones a journal marks).
+    public func bytes(ofChunksWhere isIn: (Int) -> Bool) -> Int64 {
+        (0..<chunkCount).reduce(Int64(0)) { $0 + (isIn($1) ? Int64(byteRange(ofChunk: $1).count) : 0) }
+    }
+
+    /// Bytes from the starts of chunks to the offsets given for them (chunk → offset inside it:
+    /// the parts of unfinished chunks written so far).
+    func bytes(upTo offsets: [Int: Int64]) -> Int64 {
+        offsets.reduce(Int64(0)) { $0 + $1.value - byteRange(ofChunk: $1.key).lowerBound }
+    }
+
     /// The chunk that holds byte `offset`.
     public func chunk(containing offset: Int64) -> Int { Int(offset / chunkSize) }
 

@@ -102,6 +102,10 @@ struct WarmUpOutcome: Equatable, Sendable {
     /// Warm-ups not answered yet.
     var stillOut: Int { max(0, sent - accepted - refused - failed) }
 
+    /// What the warm-ups cost the server: a request each, and the connections they opened (one still
+    /// out when this is read counts as opened).
+    var spent: RequestTally { RequestTally(requests: sent, connections: opened + stillOut) }
+
     /// Requests the host took at once, when a warm-up was refused: the probe and the warm-ups it did
     /// not refuse (answered or still out: a refusal comes at once, and those were in flight beside
     /// it). Nil when none was refused (nothing learnt).

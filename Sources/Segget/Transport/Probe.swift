@@ -44,11 +44,10 @@ public struct ProbeResult: Sendable, Equatable {
     /// The `Link` fields of the first answer (a redirector's, before any redirect), for Metalink/HTTP
     /// (RFC 6249); those of the answers after a redirect are a mirror's, which RFC 6249 says to ignore.
     var links: LinkHeader?
-    /// `tally` and the connections warmed beside the probe (a request each, and the connections
-    /// they opened; one still out when this is read counts as opened).
+    /// `tally` and the connections warmed beside the probe (`WarmUpOutcome.spent`).
     var spent: RequestTally {
         guard let outcome = warmUps?.outcome else { return tally }
-        return tally + RequestTally(requests: outcome.sent, connections: outcome.opened + outcome.stillOut)
+        return tally + outcome.spent
     }
 
     /// A strong validator for `If-Range`: a strong ETag, else Last-Modified.

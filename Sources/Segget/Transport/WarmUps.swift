@@ -6,8 +6,9 @@ import SeggetSystem
 /// download's ranged requests. Runs on the loop thread; `outcome` may be read from any thread.
 ///
 /// A warm-up's answer is read like a probe's (`ProbeContext`, one byte); anything but a 206 is
-/// ended at its head, but for a redirect's short text, read to its end so that its connection stays. Each is bounded by `timeout` so that a server that never answers holds no
-/// transfer on the driver for long. Held by the probe's result; once it goes away its transfers
+/// ended at its head, but for a redirect's short text, read to its end so that its connection
+/// stays. Each is bounded by `timeout` so that a server that never answers holds no transfer on the
+/// driver for long. Held by the probe's result; once it goes away its transfers
 /// still running end on the driver by themselves (`TransferDriver` holds clients weakly).
 final class ConnectionWarmUps: TransferClient, @unchecked Sendable, Equatable {
     /// The most a warm-up may take, seconds.
