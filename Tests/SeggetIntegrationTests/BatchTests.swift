@@ -312,6 +312,25 @@ import Glibc
         #expect(try FileManager.default.contentsOfDirectory(atPath: out).sorted() == (["big.bin"] + (0..<6).map { "s\($0).bin" }).sorted())
     }
 
+    /// Ctrl-C while the probe waits for an answer that never comes (a server that accepts and reads
+    /// the request and stays silent) ends the run at once with 130, for one file and for a list:
+    /// before, the probe went on until its own timeout (20 s here), and a single file exited 3
+    /// ("timed out").
+    @Test(arguments: [false, true]) func interruptedWhileTheServerIsSilentExitsAtOnce(list: Bool) throws {
+        let server = try startCLITestServer(["f.bin": cliTestBytes(100_000, seed: 52), "g.bin": cliTestBytes(100_000, seed: 53)])
+        defer { server.stop() }
+        let dir = try CLITempDir()
+        let urls = [server.url("f.bin", mode: .silent), server.url("g.bin", mode: .silent)]
+        let args = list ? ["-q", "-j", "2", "-d", dir.root] + urls : ["-q", "-o", dir.path("f.bin"), urls[0]]
+        let started = Date()
+        let run = try Self.interrupted(args) { server.requests.count >= (list ? 2 : 1) }
+        let seconds = Date().timeIntervalSince(started)
+        #expect(run.wasReady, "no request reached the server")
+        #expect(run.status == 130)
+        #expect(seconds < 10, "\(seconds) s")
+        #expect(!FileManager.default.fileExists(atPath: dir.path("f.bin")))
+    }
+
     @Test func interruptedBatchExits130AndResumes() throws {
         let big = cliTestBytes(6_000_000, seed: 51)
         let server = try startCLITestServer(["big.bin": big])

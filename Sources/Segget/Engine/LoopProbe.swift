@@ -210,6 +210,15 @@ final class LoopProbe: TransferClient {
             return
         }
         guard let r = request else { return }
+        if interrupt.isSet {
+            // Ctrl-C while the answer is awaited (a server that does not answer, or a request
+            // libcurl holds for a connection): the probe ends now, not at its timeout.
+            request = nil
+            countConnection(r.easy)
+            driver.cancel(r.easy)
+            finish(.failure(SeggetError(.interrupted, "interrupted before the download started.")))
+            return
+        }
         if let w = warmUp, let walk,
             w.due(waited: now - r.context.sentAt, answered: r.context.head.isComplete,
                   probeReused: (try? r.easy.newConnections()) == 0,
