@@ -125,6 +125,9 @@ final class LoopRun: @unchecked Sendable {
     /// file (`Batch.isLarge`). Files started beyond `parallelFiles` probe for their first bytes only
     /// (`Batch.speculative`), and a large one downloads in one of `places` (see `LargeDownloadPlaces`).
     private var inFlightCap: Int
+    /// Whether the run's files still share HTTP/2 connections: from the start where the batch
+    /// multiplexes, until the first answer not over HTTP/2 or of a large file.
+    private var multiplexing: Bool
     private var places: LargeDownloadPlaces
     /// Files whose large download holds one of `places`, and files waiting for one, with their probe.
     private var inPlace: Set<Int> = []
@@ -163,6 +166,7 @@ final class LoopRun: @unchecked Sendable {
         inFlightCap = batch.parallelFilesOverHTTP2
         places = LargeDownloadPlaces(places: batch.parallelFiles)
         hostBudget = HostBudget(maxPerHost: batch.maxConnectionsPerHost)
+        multiplexing = batch.multiplexes
         startingNames = batch.entries.count > 1 ? StartingNames(files: batch.entries.count) : nil
         names = OrderedNames(count: batch.entries.count)
         outcomes = Array(repeating: nil, count: batch.entries.count)
@@ -313,7 +317,7 @@ final class LoopRun: @unchecked Sendable {
         if p.prepared?.broughtWhole == true { addLoop() }
         let decided = lock.withLock { () -> [(file: Int, probed: Probed, loop: Int)] in
             if probing.remove(k) != nil { busyOn[here] -= 1 }
-            learnProtocol(p.prepared?.info, whole: p.prepared?.broughtWhole == true)
+            learnProtocol(p.prepared?.info, whole: p.prepared?.broughtWhole == true, url: batch.entries[k].url)
             let decidedNow = names.wish(batch.wish(k, options: p.options, info: p.prepared?.info), for: k)
             waiting[k] = p
             return decidedNow.sorted().compactMap { i in waiting.removeValue(forKey: i).map { (i, $0, loopOf[i]) } }
@@ -341,10 +345,18 @@ final class LoopRun: @unchecked Sendable {
     /// The most large downloads that ran at once (tests).
     var largeDownloadsPeak: Int { lock.withLock { places.peak } }
 
-    /// Under the lock: what an answer says of the files at once (see `inFlightCap`).
-    private func learnProtocol(_ info: RemoteFileInfo?, whole: Bool) {
-        guard batch.multiplexes, let info else { return }
-        if !info.overHTTP2 || Batch.isLarge(totalBytes: info.totalBytes, whole: whole) { inFlightCap = batch.parallelFiles }
+    /// Under the lock: what an answer says of the files at once (see `inFlightCap`) and, under
+    /// `--max-connections-per-host`, of the requests at once to its host (see
+    /// `Batch.requestsPerHostOverHTTP2`).
+    private func learnProtocol(_ info: RemoteFileInfo?, whole: Bool, url: String) {
+        guard multiplexing, let info else { return }
+        if !info.overHTTP2 || Batch.isLarge(totalBytes: info.totalBytes, whole: whole) {
+            multiplexing = false
+            inFlightCap = batch.parallelFiles
+            if batch.requestsPerHostOverHTTP2 != nil { hostBudget.dropHostCaps() }
+        } else if let streams = batch.requestsPerHostOverHTTP2, hostBudget.cap(for: url) != streams {
+            hostBudget.setCap(streams, forHostOf: url)
+        }
     }
 
     /// File `k`, named: its download, on its loop (`placed`: it has its place among the large).

@@ -111,7 +111,22 @@ struct Batch: Sendable {
     /// Those beyond the first `parallelFiles` probe for their first `speculativeProbeBytes` only,
     /// and a large one waits for one of `parallelFiles` places to download (`LargeDownloadPlaces`).
     var parallelFilesOverHTTP2: Int {
-        multiplexes ? max(parallelFiles, min(parallelFiles * Self.streamsPerConnection, entries.count)) : parallelFiles
+        multiplexes ? max(parallelFiles, min(multiplexedConnections * Self.streamsPerConnection, entries.count)) : parallelFiles
+    }
+    /// The connections to one host where the batch multiplexes: `parallelFiles` (`-j`), or fewer
+    /// where `--max-connections-per-host` says so. That option caps connections there, not
+    /// requests: each connection carries its streams (`http2Sharing`).
+    var multiplexedConnections: Int { min(parallelFiles, maxConnectionsPerHost ?? parallelFiles) }
+    /// Where the batch multiplexes under `--max-connections-per-host`, the cap on requests in flight
+    /// to a host once it answered over HTTP/2: the streams of its capped connections. Until then
+    /// the cap is the option's number (one request a connection, as over HTTP/1.1), and again from
+    /// the first answer not over HTTP/2 or of a large file (see `LoopRun.learnProtocol`): libcurl is
+    /// never handed more requests than its connections to the host carry at once, so none waits in
+    /// libcurl for a connection that the batch's held probes keep (files wait for their slots in
+    /// list order instead). nil: no cap, or no multiplexing.
+    var requestsPerHostOverHTTP2: Int? {
+        guard maxConnectionsPerHost != nil, let sharing = http2Sharing(loops: 1) else { return nil }
+        return multiplexedConnections * sharing.streams
     }
     /// How a loop of the batch shares HTTP/2 connections (see `DownloadLoop.init`), nil where the
     /// batch does not multiplex: its part of the `parallelFiles` connections (`loops` loops share
@@ -121,9 +136,9 @@ struct Batch: Sendable {
     /// connections and leave 4 with one file each.
     func http2Sharing(loops: Int) -> (streams: Int, connections: Int)? {
         guard multiplexes else { return nil }
-        let connections = max(1, parallelFiles / max(1, loops))
-        let spread = (parallelFilesOverHTTP2 + parallelFiles - 1) / parallelFiles
-        return (min(Self.streamsPerConnection, max(1, spread)), connections)
+        let all = multiplexedConnections
+        let spread = (parallelFilesOverHTTP2 + all - 1) / all
+        return (min(Self.streamsPerConnection, max(1, spread)), max(1, all / max(1, loops)))
     }
     /// 400 files of 64 KiB over HTTPS through WAN link a (80 ms, 0.1 % loss), `-j 16`, 8 connections
     /// a loop, every file in flight from the start: at 25-32 streams each 1.24-1.58 s, at 50-100

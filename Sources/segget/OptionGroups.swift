@@ -32,7 +32,7 @@ struct ConnectionOptions: ParsableArguments {
     @Option(
         name: .customLong("max-connections-per-host"),
         help: ArgumentHelp(
-            "Requests at once to one host (scheme, name and port) across all files, 1 to 128 (default: no cap beyond what the host's 429/503 answers teach).",
+            "Connections at once to one host (scheme, name and port) across all files, 1 to 128 (default: no cap beyond what the host's 429/503 answers teach): the requests in flight, except in a batch sharing HTTP/2 connections (--http2 -j N), whose files go as streams on them.",
             valueName: "n"),
         transform: ArgumentValue.wholeNumber)
     var maxConnectionsPerHost: Int?

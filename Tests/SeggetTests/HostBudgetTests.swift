@@ -92,6 +92,24 @@ import Testing
         #expect(h.learnt.limit == nil)
     }
 
+    /// A host's own cap (a batch sharing its HTTP/2 connections) holds for that host alone, and
+    /// dropping it gives the host `maxPerHost` again.
+    @Test func aHostsOwnCapHoldsForItAlone() {
+        let budget = HostBudget(maxPerHost: 2)
+        budget.setCap(5, forHostOf: "https://a.example/x")
+        #expect(budget.cap(for: "https://a.example:443/y") == 5)
+        #expect(budget.cap(for: "https://b.example/x") == 2)
+        let a = budget.share(for: "https://a.example/x")
+        let b = budget.share(for: "https://b.example/x")
+        let took = (0..<7).filter { a.reserve(inFlight: $0, wanted: { true }, now: 0) }.count
+        #expect(took == 5)
+        #expect((0..<7).filter { b.reserve(inFlight: $0, wanted: { true }, now: 0) }.count == 2)
+        budget.dropHostCaps()
+        #expect(budget.cap(for: "https://a.example/x") == 2)
+        a.sync(inFlight: 0)
+        #expect((0..<7).filter { a.reserve(inFlight: $0, wanted: { true }, now: 0) }.count == 2)
+    }
+
     @Test func hostIsSchemeNameAndPort() {
         #expect(HostBudget.key(for: "https://Example.org/a?b") == "https://example.org:443")
         #expect(HostBudget.key(for: "https://example.org:443/x") == "https://example.org:443")

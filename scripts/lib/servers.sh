@@ -256,13 +256,15 @@ CONF
 }
 
 # start_nginx_origin DIR WWW CERTS [EXTRA]: nginx serving WWW over HTTP and over HTTPS with `http2`
-# on the TLS listener; EXTRA goes into its http block. Access log DIR/logs/access.log:
-# "$server_protocol $status $body_bytes_sent $request". Sets ORIGIN_URL, ORIGIN_TLS_URL, ORIGIN_HOSTPORT.
+# on the TLS listener, WWW/paced/ at 256 KiB/s per answer; EXTRA goes into its http block. Access log
+# DIR/logs/access.log: "$server_protocol $status $body_bytes_sent $request $connection $msec
+# $request_time" (the connection's number, the answer's end and length in seconds). Sets ORIGIN_URL,
+# ORIGIN_TLS_URL, ORIGIN_HOSTPORT.
 start_nginx_origin() {
     local dir="$1" www="$2" certs="$3" extra="${4:-}" p1 p2
     p1="$(server_port)"; p2="$(server_port)"
     write_nginx_conf "$dir" 2 "$(cat <<CONF
-    log_format matrix '\$server_protocol \$status \$body_bytes_sent "\$request"';
+    log_format matrix '\$server_protocol \$status \$body_bytes_sent "\$request" \$connection \$msec \$request_time';
     access_log $dir/logs/access.log matrix;
     sendfile on;
     keepalive_requests 10000;
@@ -272,6 +274,7 @@ start_nginx_origin() {
         ssl_certificate $certs/cert.pem;
         ssl_certificate_key $certs/key.pem;
         root $www;
+        location /paced/ { limit_rate 256k; }
     }
 $extra
 CONF

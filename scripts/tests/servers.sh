@@ -17,6 +17,8 @@
 #     that the server ignored the range);
 #   * the first download's command once more, without --json: "already completed", the file left as
 #     it was, and one request (a probe for one byte) where the server keeps a log;
+# a batch of 48 small files from nginx over HTTP/2 (-j 16: at most 16 connections), and one of 24
+# paced files under --max-connections-per-host 2 (at most 2 connections, more than 2 answers at once);
 # PausedHandleReuseTests (SeggetCurlTests) against Caddy over HTTP/2, which needs a real HTTP/2
 # server that goes on sending a reset stream's data; and one task of `segget daemon` (segget add -n 8)
 # from Apache, identical.
@@ -283,6 +285,50 @@ else
     check_log "$WORK/nginx/logs/access.log" "$from" "^HTTP/2\.0 "
 fi
 [ ${#FAILURES[@]} -eq "$failures_before" ] && echo "  $NAME: identical, $opened connections opened, every request over HTTP/2"
+
+# 2c. --max-connections-per-host caps a batch's HTTP/2 connections, not its streams: 24 files of
+# 64 KiB that nginx paces at 256 KiB/s each (0.25 s an answer, so that answers at once overlap in its
+# log), --http2 -j 8 --max-connections-per-host 2. At most 2 connections in nginx's log, and more than
+# 2 answers at once on them: the files share the 2 connections as streams (before, the cap counted
+# requests, 2 at a time: the 24 answers two by two, 3 s where they take 0.3 s together).
+NAME="nginx https h2: a batch under --max-connections-per-host 2"
+mkdir -p "$WORK/www/paced" "$WORK/out/paced"
+for i in $(seq -w 1 24); do head -c 65536 /dev/urandom >"$WORK/www/paced/f$i.bin"; done
+chmod 755 "$WORK/www/paced"
+chmod 644 "$WORK/www/paced/"*
+for i in $(seq -w 1 24); do echo "$ORIGIN_TLS_URL/paced/f$i.bin"; done >"$WORK/paced-urls.txt"
+from="$(lines_of "$WORK/nginx/logs/access.log")"
+set +e
+timeout 120 "$SEGGET_BIN" --json -k --http2 -j 8 --max-connections-per-host 2 -i "$WORK/paced-urls.txt" \
+    -d "$WORK/out/paced" >"$WORK/runs/paced-h2.json" 2>"$WORK/runs/paced-h2.err"
+RC=$?
+set -e
+failures_before=${#FAILURES[@]}
+if [ "$RC" -ne 0 ]; then
+    case_failed "segget exited $RC: $(tail -c 600 "$WORK/runs/paced-h2.err")"
+else
+    for i in $(seq -w 1 24); do
+        cmp -s "$WORK/out/paced/f$i.bin" "$WORK/www/paced/f$i.bin" || { case_failed "f$i.bin differs from the source"; break; }
+    done
+    check_log "$WORK/nginx/logs/access.log" "$from" "^HTTP/2\.0 "
+    # Every answer of the run: its connection, and the most answers in progress at one moment.
+    read -r conns most < <(tail -n +"$((from + 1))" "$WORK/nginx/logs/access.log" | python3 -c '
+import sys
+spans, conns = [], set()
+for line in sys.stdin:
+    f = line.split()
+    conn, end, took = f[-3], float(f[-2]), float(f[-1])
+    conns.add(conn)
+    spans += [(end - took, 1), (end, -1)]
+now = most = 0
+for _, d in sorted(spans, key=lambda s: (s[0], s[1])):
+    now += d
+    most = max(most, now)
+print(len(conns), most)')
+    [ "$conns" -le 2 ] || case_failed "nginx logged $conns connections, expected at most 2 (--max-connections-per-host 2)"
+    [ "$most" -gt 2 ] || case_failed "at most $most answers at once: the cap of 2 held the streams, not the connections"
+fi
+[ ${#FAILURES[@]} -eq "$failures_before" ] && echo "  $NAME: identical, $conns connections, up to $most answers at once"
 
 # 3. A handle removed while paused and reused (PausedHandleReuseTests, SeggetCurlTests), against this
 # Caddy over HTTP/2: libcurl 7.88 handed the removed transfer's held bytes to the next transfer.

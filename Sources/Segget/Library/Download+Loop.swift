@@ -322,7 +322,7 @@ extension Download {
     /// download's connections.
     func warmUp(probeBytes: Int, url: String? = nil, slotHeld: Bool = false) -> ConnectionWarmUp {
         let url = url ?? self.url
-        let shared = options.hostBudget.map { $0.held(for: url) > (slotHeld ? 1 : 0) || ($0.maxPerHost ?? Int.max) < options.connections } ?? false
+        let shared = options.hostBudget.map { $0.held(for: url) > (slotHeld ? 1 : 0) || ($0.cap(for: url) ?? Int.max) < options.connections } ?? false
         var rule = ConnectionWarmUp(
             connections: options.connections, autoConnections: options.autoConnections,
             multiplexed: options.transfer.http2 && (options.transfer.multiplexed || DownloadLoop.benchmarkRangesAsStreams),

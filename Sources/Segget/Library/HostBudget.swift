@@ -17,6 +17,8 @@ import Synchronization
 public final class HostBudget: Sendable {
     private struct State {
         var maxPerHost: Int?
+        /// Hosts whose cap is not `maxPerHost` (see `setCap`), by `key`.
+        var caps: [String: Int] = [:]
         var hosts: [String: HostAllowance] = [:]
         var nextShare = 0
     }
@@ -36,6 +38,23 @@ public final class HostBudget: Sendable {
     public var maxPerHost: Int? {
         get { state.withLock { $0.maxPerHost } }
         set { state.withLock { $0.maxPerHost = newValue.map { max(1, $0) } } }
+    }
+
+    /// Sets the cap on requests in flight to `url`'s host alone, or with nil gives it `maxPerHost`
+    /// again: a batch whose files share a host's HTTP/2 connections as streams caps the streams its
+    /// capped connections carry there, once the host answered over HTTP/2.
+    public func setCap(_ cap: Int?, forHostOf url: String) {
+        let key = Self.key(for: url)
+        state.withLock { $0.caps[key] = cap.map { max(1, $0) } }
+    }
+
+    /// Gives every host `maxPerHost` again (see `setCap`).
+    public func dropHostCaps() { state.withLock { $0.caps = [:] } }
+
+    /// The cap on requests in flight to `url`'s host (nil: none).
+    public func cap(for url: String) -> Int? {
+        let key = Self.key(for: url)
+        return state.withLock { $0.caps[key] ?? $0.maxPerHost }
     }
 
     /// The limit learnt from `url`'s host, if it refused requests (and that is not forgotten).
@@ -92,7 +111,7 @@ public final class HostBudget: Sendable {
     fileprivate func withHost<T>(_ key: String, _ body: (inout HostAllowance, Int?) -> T) -> T {
         state.withLock { s in
             var h = s.hosts[key] ?? HostAllowance()
-            let result = body(&h, s.maxPerHost)
+            let result = body(&h, s.caps[key] ?? s.maxPerHost)
             s.hosts[key] = h.isIdle ? nil : h
             return result
         }
