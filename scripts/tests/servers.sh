@@ -97,6 +97,30 @@ CASES=(
 case_failed() { FAILURES+=("$NAME: $*"); echo "servers: FAILED $NAME: $*" >&2; }
 
 lines_of() { if [ -e "$1" ]; then wc -l <"$1"; else echo 0; fi; }
+# small_batch SUB COUNT OPTIONS...: COUNT new files of 64 KiB in www/SUB, from nginx over HTTPS by one
+# run of segget --json -k --http2 OPTIONS into out/SUB (its lines in runs/SUB-h2.json); checks its exit,
+# every file against its source and every request of the run in nginx's log over HTTP/2 (case_failed).
+# Sets FROM (the log's lines before the run); returns 1 when segget failed or a file differs.
+small_batch() {
+    local sub="$1" count="$2" rc=0
+    shift 2
+    mkdir -p "$WORK/www/$sub" "$WORK/out/$sub"
+    for i in $(seq -w 1 "$count"); do head -c 65536 /dev/urandom >"$WORK/www/$sub/f$i.bin"; done
+    chmod 755 "$WORK/www/$sub"
+    chmod 644 "$WORK/www/$sub/"*
+    for i in $(seq -w 1 "$count"); do echo "$ORIGIN_TLS_URL/$sub/f$i.bin"; done >"$WORK/$sub-urls.txt"
+    FROM="$(lines_of "$WORK/nginx/logs/access.log")"
+    timeout 120 "$SEGGET_BIN" --json -k --http2 "$@" -i "$WORK/$sub-urls.txt" -d "$WORK/out/$sub" \
+        >"$WORK/runs/$sub-h2.json" 2>"$WORK/runs/$sub-h2.err" || rc=$?
+    if [ "$rc" -ne 0 ]; then
+        case_failed "segget exited $rc: $(tail -c 600 "$WORK/runs/$sub-h2.err")"
+        return 1
+    fi
+    for i in $(seq -w 1 "$count"); do
+        cmp -s "$WORK/out/$sub/f$i.bin" "$WORK/www/$sub/f$i.bin" || { case_failed "$sub/f$i.bin differs from the source"; return 1; }
+    done
+    check_log "$WORK/nginx/logs/access.log" "$FROM" "^HTTP/2\.0 "
+}
 # Runs one suite of the Swift tests alone, in a process of its own, with the environment given as
 # VAR=value words: run_suite_alone SUITE TEST LOG VAR=value... Fails the case unless the process
 # exits 0 and says TEST passed.
@@ -262,27 +286,10 @@ done
 # opened one for nearly every request: 66-337 for 400 files through the WAN); every request in
 # nginx's log over HTTP/2; every file identical.
 NAME="nginx https h2: a batch of 48 small files"
-mkdir -p "$WORK/www/batch" "$WORK/out/batch"
-for i in $(seq -w 1 48); do head -c 65536 /dev/urandom >"$WORK/www/batch/f$i.bin"; done
-chmod 755 "$WORK/www/batch"
-chmod 644 "$WORK/www/batch/"*
-for i in $(seq -w 1 48); do echo "$ORIGIN_TLS_URL/batch/f$i.bin"; done >"$WORK/batch-urls.txt"
-from="$(lines_of "$WORK/nginx/logs/access.log")"
-set +e
-timeout 120 "$SEGGET_BIN" --json -k --http2 -j 16 -i "$WORK/batch-urls.txt" -d "$WORK/out/batch" \
-    >"$WORK/runs/batch-h2.json" 2>"$WORK/runs/batch-h2.err"
-RC=$?
-set -e
 failures_before=${#FAILURES[@]}
-if [ "$RC" -ne 0 ]; then
-    case_failed "segget exited $RC: $(tail -c 600 "$WORK/runs/batch-h2.err")"
-else
-    for i in $(seq -w 1 48); do
-        cmp -s "$WORK/out/batch/f$i.bin" "$WORK/www/batch/f$i.bin" || { case_failed "f$i.bin differs from the source"; break; }
-    done
+if small_batch batch 48 -j 16; then
     opened="$(python3 -c 'import json,sys; print([o for o in map(json.loads, open(sys.argv[1])) if o["type"] == "summary"][-1]["connectionsOpened"])' "$WORK/runs/batch-h2.json")"
     [ "$opened" -le 16 ] || case_failed "the batch opened $opened connections, expected at most 16 (-j 16)"
-    check_log "$WORK/nginx/logs/access.log" "$from" "^HTTP/2\.0 "
 fi
 [ ${#FAILURES[@]} -eq "$failures_before" ] && echo "  $NAME: identical, $opened connections opened, every request over HTTP/2"
 
@@ -292,27 +299,10 @@ fi
 # 2 answers at once on them: the files share the 2 connections as streams (before, the cap counted
 # requests, 2 at a time: the 24 answers two by two, 3 s where they take 0.3 s together).
 NAME="nginx https h2: a batch under --max-connections-per-host 2"
-mkdir -p "$WORK/www/paced" "$WORK/out/paced"
-for i in $(seq -w 1 24); do head -c 65536 /dev/urandom >"$WORK/www/paced/f$i.bin"; done
-chmod 755 "$WORK/www/paced"
-chmod 644 "$WORK/www/paced/"*
-for i in $(seq -w 1 24); do echo "$ORIGIN_TLS_URL/paced/f$i.bin"; done >"$WORK/paced-urls.txt"
-from="$(lines_of "$WORK/nginx/logs/access.log")"
-set +e
-timeout 120 "$SEGGET_BIN" --json -k --http2 -j 8 --max-connections-per-host 2 -i "$WORK/paced-urls.txt" \
-    -d "$WORK/out/paced" >"$WORK/runs/paced-h2.json" 2>"$WORK/runs/paced-h2.err"
-RC=$?
-set -e
 failures_before=${#FAILURES[@]}
-if [ "$RC" -ne 0 ]; then
-    case_failed "segget exited $RC: $(tail -c 600 "$WORK/runs/paced-h2.err")"
-else
-    for i in $(seq -w 1 24); do
-        cmp -s "$WORK/out/paced/f$i.bin" "$WORK/www/paced/f$i.bin" || { case_failed "f$i.bin differs from the source"; break; }
-    done
-    check_log "$WORK/nginx/logs/access.log" "$from" "^HTTP/2\.0 "
+if small_batch paced 24 -j 8 --max-connections-per-host 2; then
     # Every answer of the run: its connection, and the most answers in progress at one moment.
-    read -r conns most < <(tail -n +"$((from + 1))" "$WORK/nginx/logs/access.log" | python3 -c '
+    read -r conns most < <(tail -n +"$((FROM + 1))" "$WORK/nginx/logs/access.log" | python3 -c '
 import sys
 spans, conns = [], set()
 for line in sys.stdin:
