@@ -331,6 +331,27 @@ import Glibc
         #expect(!FileManager.default.fileExists(atPath: dir.path("f.bin")))
     }
 
+    /// Under `--max-connections-per-host` below what the files' connections would take, a
+    /// connection that runs out of work takes a whole free run, not a share for each planned
+    /// connection that cannot start for want of a slot: 4 files of 32 MiB at `-j 4 -n 4` under a cap
+    /// of 2 made 61-73 requests (each file's one connection took a third of a run at a time), now
+    /// 15-20 (4 runs a file, and the probes).
+    @Test func aCappedBatchHandsOutWholeRuns() throws {
+        let big = cliTestBytes(32 << 20, seed: 54)
+        let server = try startCLITestServer(["h.bin": big])
+        defer { server.stop() }
+        let dir = try CLITempDir()
+        let urls = (1...4).map { server.url("h.bin", query: "k=\($0)") }
+        let r = try SeggetCLI.run(["-q", "--json", "-j", "4", "-n", "4", "--max-connections-per-host", "2", "-d", dir.root] + urls)
+        #expect(r.exitCode == 0, "\(r.stderr)")
+        for name in ["h.bin", "h.1.bin", "h.2.bin", "h.3.bin"] { #expect(fileMatches(dir.path(name), big), "\(name)") }
+        let summary = r.stdout.split(separator: "\n").compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }.last { $0["type"] as? String == "summary" }
+        let requests = summary?["requests"] as? Int ?? -1
+        #expect((4...32).contains(requests), "\(requests) requests")
+    }
+
     @Test func interruptedBatchExits130AndResumes() throws {
         let big = cliTestBytes(6_000_000, seed: 51)
         let server = try startCLITestServer(["big.bin": big])

@@ -92,6 +92,21 @@ import Testing
         #expect(h.learnt.limit == nil)
     }
 
+    /// The room a download has is what the cap and the learnt limit leave beside the other
+    /// downloads' slots (its own slots beyond its requests count as its room); none without either.
+    @Test func roomCountsTheOtherDownloadsSlots() {
+        var h = HostAllowance()
+        let yes = { true }
+        #expect(h.room(1, inFlight: 0, cap: nil) == nil)
+        _ = h.reserve(2, inFlight: 0, cap: 4, wanted: yes, now: 0, forgetAfter: nil)
+        #expect(h.room(1, inFlight: 0, cap: 4) == 3)
+        #expect(h.room(1, inFlight: 2, cap: 4) == 1)
+        #expect(h.room(1, inFlight: 5, cap: 4) == 0)
+        _ = h.reserve(1, inFlight: 0, cap: 4, wanted: yes, now: 0, forgetAfter: nil)
+        #expect(h.room(1, inFlight: 0, cap: 4) == 3)  // its reserved slot is its own room
+        #expect(h.room(2, inFlight: 1, cap: 2) == 0)
+    }
+
     /// A host's own cap (a batch sharing its HTTP/2 connections) holds for that host alone, and
     /// dropping it gives the host `maxPerHost` again.
     @Test func aHostsOwnCapHoldsForItAlone() {

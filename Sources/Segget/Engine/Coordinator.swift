@@ -287,10 +287,13 @@ struct Coordinator: Coordinating {
         // Connections that libcurl's pool holds open, each good for one request without a handshake
         // (libcurl hands them to whichever transfer starts next); the thieves beyond them dial.
         var openLinks = idle.filter { connections[$0].leftLinkOpen }.count
-        // Work is spread over the connections the host will serve: with a limit learnt, a free run
-        // handed out now is cut in as many shares as requests may still go out, not as idle
-        // connections wait (16 idle connections behind a limit of 3 took runs of one chunk each).
-        let room = (config.hostShare?.learntLimit ?? host.limit).map { max(1, $0 - inFlight) }
+        // Work is spread over the connections the host will serve: with a limit learnt or a cap on
+        // the host (the other downloads' requests counted), a free run handed out now is cut in as
+        // many shares as requests may still go out, not as idle connections wait (16 idle
+        // connections behind a limit of 3 took runs of one chunk each; 6 files of 64 MiB at `-j 4
+        // -n 4` under `--max-connections-per-host 2`, each file's one connection taking a third of
+        // a run at a time for the 3 that could not start, made 156 requests).
+        let room = (config.hostShare.map { $0.room(inFlight: inFlight) } ?? host.limit.map { $0 - inFlight }).map { max(1, $0) }
         for (i, id) in idle.enumerated() {
             // No more than the host accepts (see `HostLimit`).
             guard allowsAnotherRequest(now: now) else { break }

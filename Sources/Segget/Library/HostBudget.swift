@@ -145,6 +145,10 @@ final class HostShare: @unchecked Sendable {
         }
     }
 
+    /// How many more requests this download, with `inFlight` out, may send now (see
+    /// `HostAllowance.room`); nil: no cap and no learnt limit.
+    func room(inFlight: Int) -> Int? { budget.withHost(key) { h, cap in h.room(id, inFlight: inFlight, cap: cap) } }
+
     /// Keeps as many slots as requests in flight.
     func sync(inFlight: Int) { budget.withHost(key) { h, _ in h.sync(id, inFlight: inFlight) } }
 

@@ -52,6 +52,15 @@ struct HostAllowance: Equatable, Sendable {
         return true
     }
 
+    /// How many more requests download `id`, with `inFlight` out, may send now beside the other
+    /// downloads' slots, under `cap` and the learnt limit (nil: neither caps it). Slots it holds
+    /// beyond `inFlight` count as its own room.
+    func room(_ id: Int, inFlight: Int, cap: Int?) -> Int? {
+        let others = total - held[id, default: 0]
+        let limit = [cap, learnt.limit].compactMap { $0 }.min()
+        return limit.map { max(0, $0 - others - inFlight) }
+    }
+
     /// Download `id` has `inFlight` requests out: it keeps that many slots.
     mutating func sync(_ id: Int, inFlight: Int) {
         if inFlight > 0 { held[id] = inFlight } else { held[id] = nil }
