@@ -354,7 +354,7 @@ final class LoopRun: @unchecked Sendable {
             multiplexing = false
             inFlightCap = batch.parallelFiles
             if batch.requestsPerHostOverHTTP2 != nil { hostBudget.dropHostCaps() }
-        } else if let streams = batch.requestsPerHostOverHTTP2, hostBudget.cap(for: url) != streams {
+        } else if let streams = batch.requestsPerHostOverHTTP2 {
             hostBudget.setCap(streams, forHostOf: url)
         }
     }

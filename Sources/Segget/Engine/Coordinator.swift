@@ -293,7 +293,8 @@ struct Coordinator: Coordinating {
         // connections behind a limit of 3 took runs of one chunk each; 6 files of 64 MiB at `-j 4
         // -n 4` under `--max-connections-per-host 2`, each file's one connection taking a third of
         // a run at a time for the 3 that could not start, made 156 requests).
-        let room = (config.hostShare.map { $0.room(inFlight: inFlight) } ?? host.limit.map { $0 - inFlight }).map { max(1, $0) }
+        let left = if let share = config.hostShare { share.room(inFlight: inFlight) } else { host.limit.map { $0 - inFlight } }
+        let room = left.map { max(1, $0) }
         for (i, id) in idle.enumerated() {
             // No more than the host accepts (see `HostLimit`).
             guard allowsAnotherRequest(now: now) else { break }

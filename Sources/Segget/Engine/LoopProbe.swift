@@ -70,7 +70,7 @@ final class LoopProbe: TransferClient {
         guard waitingForSlot, let share = hostShare else { return true }
         if interrupt.isSet {
             waitingForSlot = false
-            finish(.failure(SeggetError(.interrupted, "interrupted before the download started.")))
+            endInterrupted()
             return true
         }
         guard share.reserveFirst() else { return false }
@@ -171,6 +171,10 @@ final class LoopProbe: TransferClient {
         }
     }
 
+    private func endInterrupted() {
+        finish(.failure(SeggetError(.interrupted, "interrupted before the download started.")))
+    }
+
     private func finish(_ result: Result<ProbeResult, SeggetError>) {
         waitingForSlot = false
         let d = done
@@ -199,26 +203,25 @@ final class LoopProbe: TransferClient {
     func transferDriverTick(_ driver: TransferDriver, now: Double) {
         // The loop offers slots to waiting probes, in order.
         if waitingForSlot { return }
+        if interrupt.isSet, retryAt != nil || request != nil {
+            // Ctrl-C while a retry waits, or while the answer is awaited (a server that does not
+            // answer, a request libcurl holds for a connection): the probe ends now, not at its timeout.
+            retryAt = nil
+            if let r = request {
+                request = nil
+                countConnection(r.easy)
+                driver.cancel(r.easy)
+            }
+            return endInterrupted()
+        }
         if let at = retryAt {
-            if interrupt.isSet {
-                retryAt = nil
-                finish(.failure(SeggetError(.interrupted, "interrupted before the download started.")))
-            } else if now >= at {
+            if now >= at {
                 retryAt = nil
                 start()
             }
             return
         }
         guard let r = request else { return }
-        if interrupt.isSet {
-            // Ctrl-C while the answer is awaited (a server that does not answer, or a request
-            // libcurl holds for a connection): the probe ends now, not at its timeout.
-            request = nil
-            countConnection(r.easy)
-            driver.cancel(r.easy)
-            finish(.failure(SeggetError(.interrupted, "interrupted before the download started.")))
-            return
-        }
         if let w = warmUp, let walk,
             w.due(waited: now - r.context.sentAt, answered: r.context.head.isComplete,
                   probeReused: (try? r.easy.newConnections()) == 0,

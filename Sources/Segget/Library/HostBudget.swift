@@ -21,6 +21,8 @@ public final class HostBudget: Sendable {
         var caps: [String: Int] = [:]
         var hosts: [String: HostAllowance] = [:]
         var nextShare = 0
+
+        func cap(_ key: String) -> Int? { caps[key] ?? maxPerHost }
     }
 
     private let state: Mutex<State>
@@ -54,7 +56,7 @@ public final class HostBudget: Sendable {
     /// The cap on requests in flight to `url`'s host (nil: none).
     public func cap(for url: String) -> Int? {
         let key = Self.key(for: url)
-        return state.withLock { $0.caps[key] ?? $0.maxPerHost }
+        return state.withLock { $0.cap(key) }
     }
 
     /// The limit learnt from `url`'s host, if it refused requests (and that is not forgotten).
@@ -111,7 +113,7 @@ public final class HostBudget: Sendable {
     fileprivate func withHost<T>(_ key: String, _ body: (inout HostAllowance, Int?) -> T) -> T {
         state.withLock { s in
             var h = s.hosts[key] ?? HostAllowance()
-            let result = body(&h, s.caps[key] ?? s.maxPerHost)
+            let result = body(&h, s.cap(key))
             s.hosts[key] = h.isIdle ? nil : h
             return result
         }
