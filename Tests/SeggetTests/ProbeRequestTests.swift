@@ -28,6 +28,20 @@ import Testing
         }
     }
 
+    /// With HTTP/2 offered the head comes in a frame of its own, in the first round trip: held at
+    /// it, so that a file one connection downloads takes one request.
+    @Test func overTLSWithHTTP2OfferedTheProbeIsHeldAtItsHead() throws {
+        var options = TransferOptions()
+        options.http2 = true
+        var p = Prober(options: options, firstBytes: 1 << 20)
+        p.holdsTransfer = true
+        p.holdsAtHead = true
+        let r = try p.makeRequest("https://198.18.0.2/f.bin", options: options, holding: true)
+        #expect(r.holding && r.holdsAtHead)
+        #expect(r.context.limit == 1 << 20)
+        #expect(r.context.holdsAtLimit)
+    }
+
     @Test func aDownloadOfOneConnectionStillHoldsItsProbeOverTLS() throws {
         var p = prober()
         p.holdsAtHead = false

@@ -194,9 +194,14 @@ struct Prober {
     static let tlsFirstAnswerBytes = 8 << 10
 
     /// Whether a request for `url` is held at its head: `holdsAtHead`, but not over TLS (see
-    /// `tlsFirstAnswerBytes`).
+    /// `tlsFirstAnswerBytes`) unless HTTP/2 is offered. Over HTTP/2 the head comes in a HEADERS
+    /// frame of its own record, in the first round trip whatever the range: from nginx through
+    /// WAN link a (80 ms), `bytes=0-` answered its head 0.247 s after the request began, as `bytes=0-8191`
+    /// did, where over HTTP/1.1 it took 0.331 s. The small answer would only cost a file that one
+    /// connection downloads (up to 1 MiB) a second request. A server that answers `--http2` over
+    /// HTTP/1.1 sends a large file's head a round trip late.
     func holdsAtHead(url: String) -> Bool {
-        holdsAtHead && URLParts(url)?.scheme.lowercased() != "https"
+        holdsAtHead && (options.http2 || URLParts(url)?.scheme.lowercased() != "https")
     }
 
     func probe(url: String) throws(SeggetError) -> ProbeResult {
