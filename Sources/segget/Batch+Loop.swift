@@ -21,7 +21,7 @@ extension Batch {
     /// `run`, how many loops it had, and the most large downloads it ran at once (`LargeDownloadPlaces`).
     func runOnLoops(
         reporter: Reporter, interrupt: InterruptFlag, cpus: Int = SystemThread.availableCPUs,
-        cpuFree: (@Sendable () -> Bool)? = nil
+        cpuFree: (@Sendable () -> Bool)? = nil, loopBusy: (@Sendable (DownloadLoop) -> Bool)? = nil
     ) -> (outcomes: [Outcome], loops: Int, largePeak: Int) {
         let started = DispatchTime.now().uptimeNanoseconds
         // A file after another allocates and frees the same buffers: keep the pages for the next.
@@ -38,7 +38,8 @@ extension Batch {
         let lender = parallelFiles > 1 && !base.autoConnections && base.connections > connectionsPerFile ? ConnectionLender() : nil
         let run = LoopRun(
             batch: self, loop: loop, loopLimit: loops, lender: lender,
-            reporter: reporter, interrupt: interrupt, cpuFree: cpuFree ?? { Self.cpuFree(cpus: cpus) })
+            reporter: reporter, interrupt: interrupt, cpuFree: cpuFree ?? { Self.cpuFree(cpus: cpus) },
+            loopBusy: loopBusy ?? { $0.busyFraction >= Self.secondLoopBusy })
         loop.steps.async { run.startFiles(here: 0) }
         loop.run(until: { run.isFinished })
         loop.steps.sync {}
@@ -71,6 +72,11 @@ extension Batch {
         guard let runnable = SystemThread.runnableNow else { return false }
         return runnable <= cpus
     }
+
+    /// How busy the first loop must be (`DownloadLoop.busyFraction`) for a second to be added:
+    /// one that waits for its sockets half of the time or more has room for more files, and the
+    /// second loop's files would dial connections of their own (`LoopLoad`).
+    static let secondLoopBusy = 0.5
 
     /// The loops of a batch of small files. 500 files of 64 KiB, 16 at a time, 2 CPUs: 0.89-0.97
     /// times the time of one loop with the saves on the writer threads (per-repetition medians of
@@ -148,16 +154,20 @@ final class LoopRun: @unchecked Sendable {
         var prepared: PreparedDownload?
     }
 
-    /// Asked before a loop is added (see `Batch.cpuFree`), at most every `loadCheckInterval`.
+    /// Asked before a loop is added (see `Batch.cpuFree`, `Batch.secondLoopBusy`), at most every
+    /// `loadCheckInterval`: whether a CPU is free, and whether the first loop is busy.
     private let cpuFree: @Sendable () -> Bool
+    private let loopBusy: @Sendable (DownloadLoop) -> Bool
     private var lastLoadCheck = -Double.infinity
     static let loadCheckInterval = 0.05
 
     init(
         batch: Batch, loop: DownloadLoop, loopLimit: Int, lender: ConnectionLender?, reporter: Reporter,
-        interrupt: InterruptFlag, cpuFree: @escaping @Sendable () -> Bool = { true }
+        interrupt: InterruptFlag, cpuFree: @escaping @Sendable () -> Bool = { true },
+        loopBusy: @escaping @Sendable (DownloadLoop) -> Bool = { _ in true }
     ) {
         self.cpuFree = cpuFree
+        self.loopBusy = loopBusy
         self.batch = batch
         self.lender = lender
         self.reporter = reporter
@@ -429,7 +439,7 @@ final class LoopRun: @unchecked Sendable {
             return true
         }
         guard check else { return }
-        guard cpuFree() else { return lock.withLock { adding = false } }
+        guard loopBusy(lock.withLock { loops[0] }), cpuFree() else { return lock.withLock { adding = false } }
         let first = lock.withLock { () -> DownloadLoop in
             threadsRunning += 1
             return loops[0]

@@ -51,6 +51,11 @@ public final class DownloadLoop: @unchecked Sendable {
     private var engines: [Running] = []
     private var probes: [ObjectIdentifier: LoopProbe] = [:]
     private var cacheSize = 16
+    /// Loop thread only: how busy the loop is, and the seconds the current pass waited for sockets.
+    private var load = LoopLoad()
+    private var waited = 0.0
+    /// `load.fraction`'s bits, for other threads (`busyFraction`).
+    private let busy = Atomic<UInt64>(0)
     private var multiplexing = false
     /// For Benchmarks/http2.py only: `SEGGET_HTTP2_RANGES=streams` multiplexes one file's ranges
     /// on one HTTP/2 connection, the way measured against connections of their own.
@@ -154,12 +159,22 @@ public final class DownloadLoop: @unchecked Sendable {
     public func run(until finished: () -> Bool) {
         inboxLock.withLock { thread = SystemThread.current }
         defer { inboxLock.withLock { thread = nil } }
+        var mark = monotonicSeconds()
         while true {
             runPosted()
             if finished() { return }
+            waited = 0
             pass()
+            let now = monotonicSeconds()
+            load.pass(worked: now - mark - waited, waited: waited)
+            busy.store(load.fraction.bitPattern, ordering: .relaxed)
+            mark = now
         }
     }
+
+    /// The share of its recent time the loop spent working rather than waiting for its sockets
+    /// (see `LoopLoad`); from any thread.
+    public var busyFraction: Double { Double(bitPattern: busy.load(ordering: .relaxed)) }
 
     /// Runs the work posted so far, in order, on the calling thread, and what that work posts in turn,
     /// up to four rounds, rather than one more pass (a poll and every engine's visit) for each: a
@@ -233,6 +248,7 @@ public final class DownloadLoop: @unchecked Sendable {
         // A probe's request is looked at (held or cut) at least every 10 ms, as on a thread of its own.
         if !probes.isEmpty { wait = min(wait, 10) }
         try? driver.wait(timeoutMs: wait)
+        waited = monotonicSeconds() - later
     }
 
     // MARK: Engines
