@@ -42,6 +42,16 @@ import Testing
         #expect(r.context.holdsAtLimit)
     }
 
+    /// A download whose host the run's other downloads share (`smallFirstAnswerOverTLS` off) asks
+    /// for the whole file over TLS too: its other connections do not start together on the answer.
+    @Test func overTLSOnASharedHostTheProbeIsHeldAtItsHead() throws {
+        var p = prober()
+        p.smallFirstAnswerOverTLS = false
+        let r = try p.makeRequest("https://198.18.0.2/f.bin", options: TransferOptions(), holding: true)
+        #expect(r.holding && r.holdsAtHead)
+        #expect(r.context.limit == 1 << 20)
+    }
+
     @Test func aDownloadOfOneConnectionStillHoldsItsProbeOverTLS() throws {
         var p = prober()
         p.holdsAtHead = false

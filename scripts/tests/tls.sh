@@ -94,6 +94,28 @@ else
     fail=1
 fi
 
+# A batch of 16 files of 64 KiB, 8 at a time (each may take 2 connections): its files share the
+# host, so their first requests ask for the whole file, and each file takes one request. The first
+# file's probe goes out while no other holds the host, and asks for 8 KiB as a single download does.
+# Before, every file took two (8 KiB, then the rest): 32 requests.
+mkdir -p "$WORK/www/small"
+chmod 755 "$WORK/www/small"
+for i in $(seq -w 1 16); do head -c 65536 /dev/urandom >"$WORK/www/small/s$i.bin"; echo "$URL/small/s$i.bin"; done >"$WORK/small.txt"
+chmod 644 "$WORK"/www/small/*
+before="$(wc -l <"$WORK/nginx/logs/access.log")"
+if timeout 120 "$SEGGET_BIN" -q -k -j 8 -i "$WORK/small.txt" -d "$WORK/out/small"; then
+    for i in $(seq -w 1 16); do check "small batch, s$i" "$WORK/out/small/s$i.bin" "$WORK/www/small/s$i.bin"; done
+    sleep 0.3
+    asked=$(($(wc -l <"$WORK/nginx/logs/access.log") - before))
+    if [ "$asked" -gt 17 ]; then
+        echo "tls: FAILED the batch of 16 small files made $asked requests (at most 17: one a file, two for the first)" >&2
+        fail=1
+    fi
+else
+    echo "tls: FAILED the batch of small files" >&2
+    fail=1
+fi
+
 # A checked download and a stream.
 sum="$(sha256sum "$WORK/www/f3145735.bin" | cut -d' ' -f1)"
 timeout 60 "$SEGGET_BIN" -q -k -n 8 --checksum "sha256=$sum" -o "$WORK/out/checked.bin" "$URL/f3145735.bin" || { echo "tls: FAILED the checked download" >&2; fail=1; }
@@ -102,6 +124,6 @@ timeout 60 "$SEGGET_BIN" -q -k -n 8 -o - "$URL/f41943040.bin" >"$WORK/out/stream
 check "stream" "$WORK/out/streamed.bin" "$WORK/www/f41943040.bin"
 
 if [ "$fail" -eq 0 ]; then
-    echo "tls: ${#sizes[@]} sizes at -n 8 and -n 1, a batch, a checked download and a stream over HTTPS: identical; the first answer over TLS is 8 KiB and connection 0 continues on its connection"
+    echo "tls: ${#sizes[@]} sizes at -n 8 and -n 1, a batch, a checked download and a stream over HTTPS: identical; the first answer over TLS is 8 KiB and connection 0 continues on its connection; a batch of small files asked $asked requests for 16 files"
 fi
 exit "$fail"

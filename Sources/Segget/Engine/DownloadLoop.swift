@@ -352,9 +352,11 @@ public final class DownloadLoop: @unchecked Sendable {
         slotHeld: Bool = false, warmUp: ConnectionWarmUp? = nil, onSlot: (() -> Void)? = nil,
         done: @escaping (Result<ProbeResult, SeggetError>) -> Void
     ) {
+        var prober = download.prober(firstBytes: firstBytes, multi: driver.multi, deadline: deadline)
+        // The small first answer over TLS is for a download whose connections are its own.
+        if let warmUp { prober.smallFirstAnswerOverTLS = warmUp.count > 0 }
         let p = LoopProbe(
-            loop: self, download: download, url: url ?? download.url,
-            prober: download.prober(firstBytes: firstBytes, multi: driver.multi, deadline: deadline),
+            loop: self, download: download, url: url ?? download.url, prober: prober,
             retrying: retrying, events: events, interrupt: interrupt, hostShare: hostShare, slotHeld: slotHeld)
         p.onSlot = onSlot
         p.warmUp = warmUp

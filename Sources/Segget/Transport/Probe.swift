@@ -193,15 +193,20 @@ struct Prober {
     /// than 0.160 s.
     static let tlsFirstAnswerBytes = 8 << 10
 
+    /// Over TLS, ask for `tlsFirstAnswerBytes` rather than hold at the head: for a download whose
+    /// other connections are its own and start together on the probe's answer (`ConnectionWarmUp`'s).
+    /// Where other downloads share the host, the small answer only costs a second request.
+    var smallFirstAnswerOverTLS = true
+
     /// Whether a request for `url` is held at its head: `holdsAtHead`, but not over TLS (see
-    /// `tlsFirstAnswerBytes`) unless HTTP/2 is offered. Over HTTP/2 the head comes in a HEADERS
+    /// `tlsFirstAnswerBytes`) unless HTTP/2 is offered or `smallFirstAnswerOverTLS` is off. Over HTTP/2 the head comes in a HEADERS
     /// frame of its own record, in the first round trip whatever the range: from nginx through
     /// WAN link a (80 ms), `bytes=0-` answered its head 0.247 s after the request began, as `bytes=0-8191`
     /// did, where over HTTP/1.1 it took 0.331 s. The small answer would only cost a file that one
     /// connection downloads (up to 1 MiB) a second request. A server that answers `--http2` over
     /// HTTP/1.1 sends a large file's head a round trip late.
     func holdsAtHead(url: String) -> Bool {
-        holdsAtHead && (options.http2 || URLParts(url)?.scheme.lowercased() != "https")
+        holdsAtHead && (options.http2 || !smallFirstAnswerOverTLS || URLParts(url)?.scheme.lowercased() != "https")
     }
 
     func probe(url: String) throws(SeggetError) -> ProbeResult {
