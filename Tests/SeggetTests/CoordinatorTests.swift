@@ -37,9 +37,10 @@ import Testing
             config.stallTimeout = 20
             config.jitter = { 1 }
             configure(&config)
-            core = EngineCore(ranged: Coordinator(
+            var coordinator = Coordinator(
                 plan: ChunkPlan(totalLength: Int64(size), chunkSize: Int64(chunk)), connections: n, config: config,
-                partialChunks: partialChunks))
+                partialChunks: partialChunks)
+            core = EngineCore(ranged: coordinator)
             carry = Array(repeating: 0, count: n)
         }
 
@@ -166,6 +167,67 @@ import Testing
         for id in 0..<4 { #expect(s.starts(of: id).count == 1, "connection \(id)") }
         s.run(until: 5)
         #expect(s.c.isComplete)
+    }
+
+    /// A batch's 2 MiB file on a long path whose connections other downloads hold, on a connection
+    /// an earlier file left open (2 MB/s at first): the split waits for connection 0's rate, sees it
+    /// double (TCP's slow start), and leaves the file to it, since a new connection would pay its
+    /// handshakes and start from its first window. Split at once before.
+    @Test func onAContendedLongPathAGrowingConnectionKeepsASmallFile() {
+        var s = Script(size: 2 * Self.MiB, connections: 4) {
+            $0.probeFirstAnswer = 0.08
+            $0.contendedHost = true
+        }
+        s.handle(.connected(0, roundTrip: 0.08, newConnection: nil))
+        s.begin()
+        #expect(s.starts(of: 0).count == 1)
+        for id in 1..<4 { #expect(s.starts(of: id).isEmpty, "connection \(id) waits for connection 0's rate") }
+        Self.rampUp(&s, until: 3, initial: 2e6, ceiling: 50e6)
+        #expect(s.c.isComplete)
+        for id in 1..<4 { #expect(s.starts(of: id).isEmpty, "connection \(id) was started") }
+    }
+
+    /// The same, where the host caps each connection (its rate settles at once): the split goes on.
+    @Test func onAContendedLongPathACappedConnectionSplits() {
+        var s = Script(size: 16 * Self.MiB, connections: 4) {
+            $0.probeFirstAnswer = 0.08
+            $0.contendedHost = true
+        }
+        s.handle(.connected(0, roundTrip: 0.08, newConnection: nil))
+        s.rates[0] = 1e6
+        s.begin()
+        s.run(until: 1)
+        for id in 1..<4 { #expect(s.starts(of: id).count >= 1, "connection \(id) never started") }
+    }
+
+    /// A file longer than `rampScopeBytes` splits at once there, as before.
+    @Test func onAContendedLongPathALongFileSplitsAtOnce() {
+        var s = Script(size: 64 * Self.MiB, connections: 4) {
+            $0.probeFirstAnswer = 0.08
+            $0.contendedHost = true
+        }
+        s.handle(.connected(0, roundTrip: 0.08, newConnection: nil))
+        s.begin()
+        for id in 0..<4 { #expect(s.starts(of: id).count == 1, "connection \(id)") }
+    }
+
+    /// Alone on its host (`contendedHost` off), the same download splits at once as before: its
+    /// other connections were warmed, or are the idle ones of the download before it.
+    @Test func aloneOnALongPathTheSplitGoesAtOnce() {
+        var s = Script(size: 2 * Self.MiB, connections: 4) { $0.probeFirstAnswer = 0.08 }
+        s.handle(.connected(0, roundTrip: 0.08, newConnection: nil))
+        s.begin()
+        for id in 0..<2 { #expect(s.starts(of: id).count == 1, "connection \(id)") }
+    }
+
+    /// Runs `s` to `t` with connection 0's rate doubling every 80 ms from `initial`, up to `ceiling`.
+    static func rampUp(_ s: inout Script, until t: Double, initial: Double, ceiling: Double) {
+        var rate = initial
+        while s.now < t - 1e-9, !s.c.isComplete {
+            s.rates[0] = rate
+            s.run(until: min(t, s.now + 0.08))
+            rate = min(ceiling, rate * 2)
+        }
     }
 
     @Test func aTricklingConnectionIsRedialled() {

@@ -1,3 +1,5 @@
+import Glibc
+
 /// The coordinator's questions to the request price (`RequestPrice`, `RequestCostModel`): how many
 /// connections the first split uses, whether a steal or a race pays for its request, what a re-dial
 /// costs, and when the host's first bytes show that it queues requests (a push-back held as a
@@ -23,7 +25,18 @@ extension Coordinator {
         guard config.pricedSplit, n > 1, prefix == scheduler.finishedCount, partialChunks.keys.allSatisfy({ $0 == prefix }),
             warmUp.sent == 0, let think = probeThink
         else { return false }
-        return think * (1 + RequestCostModel.priorQueueShare * Double(n - 1)) > Self.splitDeferMinimum
+        return think * (1 + RequestCostModel.priorQueueShare * Double(n - 1)) > Self.splitDeferMinimum || splitDialsLongPath
+    }
+
+    /// The split's connections would dial on a long path (a round trip of `ConnectionWarmUp.minRoundTrip`
+    /// or more, to the one host, whose connections other downloads of the run hold; no warm-ups went
+    /// out): each a TCP and a TLS handshake and a slow start while connection 0's window keeps
+    /// doubling. 8 files of 8 MiB over HTTPS through WAN link a at `-j 4` took 3.4 s split at once
+    /// (70 requests, 41 connections), 2.3 s at `-n 1` (8 requests). A download alone on its host
+    /// finds the connections of the one before it idle (a list at `-j 1`), or warmed them.
+    var splitDialsLongPath: Bool {
+        config.contendedHost && plan.totalLength <= Self.rampScopeBytes
+            && (cost.roundTrip ?? 0) >= ConnectionWarmUp.minRoundTrip && config.sources.count == 1
     }
 
     /// How long after `begin` connection 0's rate is evidence: two round trips, at least 10 ms.
@@ -34,7 +47,10 @@ extension Coordinator {
     /// connections save `(1 − 1/k)` of that (at best: more connections may not add up on a shared
     /// bottleneck), and cost a first byte and handshakes, and on an origin that queues `k − 1`
     /// shares of the think time (`RequestPrice`).
-    func splitCount(of n: Int, rate: Double) -> Int {
+    func splitCount(of n: Int, rate: Double, growing: Bool = false) -> Int {
+        if growing, let rtt = cost.roundTrip, rtt >= ConnectionWarmUp.minRoundTrip {
+            return rampingSplitCount(of: n, rate: rate, roundTrip: rtt)
+        }
         let alone = Double(max(0, plan.totalLength - connections[0].pos)) / max(rate, 1)
         var best = 1
         var bestNet = 0.0
@@ -48,6 +64,45 @@ extension Coordinator {
         }
         return best
     }
+
+    /// A new connection's first window: Linux's initial congestion window, 10 segments.
+    static let initialWindowBytes = 14_480.0
+
+    /// `splitCount` where connection 0's rate still grows at the decision, on a long path whose
+    /// other connections would dial (`splitDialsLongPath`): TCP's slow start, which doubles its window
+    /// each round trip. Its rate then says little of how long it would take alone (a 2 MiB file's
+    /// connection at 1.1 MiB/s after two round trips, through WAN link a, had it all 0.25 s later),
+    /// so both sides are counted in round trips of doubling: connection 0 alone from its window now
+    /// (`rate × round trip`), and with `k − 1` more, each of which pays its request's price (a first
+    /// byte, the handshakes it dials) and starts from `initialWindowBytes`. The count that ends
+    /// soonest; one where none beats connection 0 alone (a later steal, priced at the rates then,
+    /// may still split it). No ceiling is assumed on a window: hence only for files up to
+    /// `rampScopeBytes`.
+    func rampingSplitCount(of n: Int, rate: Double, roundTrip rtt: Double) -> Int {
+        let left = Double(max(0, plan.totalLength - connections[0].pos))
+        let window = max(rate * rtt, Self.initialWindowBytes)
+        func seconds(_ bytes: Double, from w: Double) -> Double { rtt * log2(1 + bytes / w) }
+        var best = 1
+        var bestTime = seconds(left, from: window)
+        for k in 2...max(2, n) where k <= n {
+            let share = left / Double(k)
+            let p = RequestPrice.Proposal(purpose: .split, saves: 0, dials: true, inFlight: 1, count: k - 1)
+            let added = RequestPrice.cost(of: p, model: cost).total + seconds(share, from: Self.initialWindowBytes)
+            let time = max(seconds(share, from: window), added)
+            if time < bestTime {
+                best = k
+                bestTime = time
+            }
+        }
+        return best
+    }
+
+    /// The longest file whose split waits on a contended long path (`splitDialsLongPath`). Through
+    /// WAN link a (interleaved rounds, HTTPS from nginx): 12 files of 2 MiB at `-j 4` 1.42-1.48 s
+    /// against 2.62-3.07 s split at once, 8 of 8 MiB 2.43-2.60 s against 3.22-3.47 s; but 3 of
+    /// 64 MiB at `-j 2` 5.74 s against 5.47 s (medians of 7): a window does stop growing (a loss,
+    /// the link full), and a long file split late loses what a short one gains.
+    static let rampScopeBytes: Int64 = 16 << 20
 
     /// Connection 0's rate over the newest `window` seconds of the split's samples, and over the
     /// window before (nil where the samples do not reach).
@@ -64,7 +119,12 @@ extension Coordinator {
 
     /// The longest the first split waits for connection 0's rate to settle: the probe's think time,
     /// between 50 and 150 ms (TCP's slow start to 1 GB/s takes 70 ms at a 7 ms round trip).
-    var splitEvidenceCap: Double { min(0.15, max(0.05, probeThink ?? 0)) }
+    /// Where the split would dial on a long path, three round trips more, so that the rates of the
+    /// two windows of two round trips before the decision show whether it still grows (`decideSplit`).
+    var splitEvidenceCap: Double {
+        let cap = min(0.15, max(0.05, probeThink ?? 0))
+        return splitDialsLongPath ? max(cap, 3 * (cost.roundTrip ?? 0)) : cap
+    }
 
     /// The deferred first split (see `defersSplit`). Connection 0's rate is sampled every pass; the
     /// split is decided once that rate says one connection is enough (it can only grow while TCP's
@@ -82,8 +142,9 @@ extension Coordinator {
         let waiting = splitCandidates.filter { connections[$0].machine.isWaiting }
         let n = waiting.count + 1
         let (recent, before) = splitRates(window: max(0.005, 2 * (cost.roundTrip ?? 0)))
-        let k = recent.map { splitCount(of: n, rate: $0) }
         let settled = recent.map { r in before.map { r <= 1.25 * $0 } ?? false } ?? false
+        let growing = recent.map { r in before.map { r > 1.25 * $0 } ?? false } ?? false
+        let k = recent.map { splitCount(of: n, rate: $0, growing: growing) }
         let capped = now >= due + splitEvidenceCap || !c.machine.isTransferring
         guard k == 1 || settled || capped else { return [] }
         splitDueAt = nil

@@ -49,6 +49,9 @@ struct Coordinator: Coordinating {
         var jitter: () -> Double = { .random(in: 0.5...1.5) }
         /// How long the probe's first answer took (see `rampStep`); nil: not measured.
         var probeFirstAnswer: Double?
+        /// Other downloads of the run (a batch's files, the daemon's tasks) held slots of the host as
+        /// the fetch began: the split's connections are dialled, not found idle (`splitDialsLongPath`).
+        var contendedHost = false
         /// The first split may wait for connection 0's rate where requests cost (see `defersSplit`);
         /// off only in the simulator's aria2-like baseline.
         var pricedSplit = true

@@ -62,6 +62,8 @@ struct FetchSettings {
     var writePath = WritePath.adaptive
     /// How long the probe's first answer took (`ProbeResult.firstAnswerSeconds`).
     var probeFirstAnswer: Double?
+    /// Other downloads of the run held slots of the host as the fetch began (`Coordinator.Config`).
+    var contendedHost = false
     /// What the probe (and the connections warmed beside it) cost the server, for the fetch's last
     /// trace line and result (`RequestTally`).
     var probeTally = RequestTally()
@@ -103,6 +105,7 @@ extension Coordinator.Config {
         stallTimeout = settings.transfer.stallTimeout
         progressInterval = settings.progressInterval
         probeFirstAnswer = settings.probeFirstAnswer
+        contendedHost = settings.contendedHost
         speedCapped = settings.maxSpeed != nil || settings.sharedSpeed?.bytesPerSecond != nil
     }
 }
