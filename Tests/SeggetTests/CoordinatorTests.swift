@@ -174,11 +174,7 @@ import Testing
     /// double (TCP's slow start), and leaves the file to it, since a new connection would pay its
     /// handshakes and start from its first window. Split at once before.
     @Test func onAContendedLongPathAGrowingConnectionKeepsASmallFile() {
-        var s = Script(size: 2 * Self.MiB, connections: 4) {
-            $0.probeFirstAnswer = 0.08
-            $0.contendedHost = true
-        }
-        s.handle(.connected(0, roundTrip: 0.08, newConnection: nil))
+        var s = Self.contendedLongPath(size: 2 * Self.MiB)
         s.begin()
         #expect(s.starts(of: 0).count == 1)
         for id in 1..<4 { #expect(s.starts(of: id).isEmpty, "connection \(id) waits for connection 0's rate") }
@@ -189,11 +185,7 @@ import Testing
 
     /// The same, where the host caps each connection (its rate settles at once): the split goes on.
     @Test func onAContendedLongPathACappedConnectionSplits() {
-        var s = Script(size: 16 * Self.MiB, connections: 4) {
-            $0.probeFirstAnswer = 0.08
-            $0.contendedHost = true
-        }
-        s.handle(.connected(0, roundTrip: 0.08, newConnection: nil))
+        var s = Self.contendedLongPath(size: 16 * Self.MiB)
         s.rates[0] = 1e6
         s.begin()
         s.run(until: 1)
@@ -202,11 +194,7 @@ import Testing
 
     /// A file longer than `rampScopeBytes` splits at once there, as before.
     @Test func onAContendedLongPathALongFileSplitsAtOnce() {
-        var s = Script(size: 64 * Self.MiB, connections: 4) {
-            $0.probeFirstAnswer = 0.08
-            $0.contendedHost = true
-        }
-        s.handle(.connected(0, roundTrip: 0.08, newConnection: nil))
+        var s = Self.contendedLongPath(size: 64 * Self.MiB)
         s.begin()
         for id in 0..<4 { #expect(s.starts(of: id).count == 1, "connection \(id)") }
     }
@@ -218,6 +206,17 @@ import Testing
         s.handle(.connected(0, roundTrip: 0.08, newConnection: nil))
         s.begin()
         for id in 0..<2 { #expect(s.starts(of: id).count == 1, "connection \(id)") }
+    }
+
+    /// A download of `size` at 4 connections whose host other downloads hold, on a path of 80 ms
+    /// (the probe's first answer one round trip: a connection left open).
+    static func contendedLongPath(size: Int) -> Script {
+        var s = Script(size: size, connections: 4) {
+            $0.probeFirstAnswer = 0.08
+            $0.contendedHost = true
+        }
+        s.handle(.connected(0, roundTrip: 0.08, newConnection: nil))
+        return s
     }
 
     /// Runs `s` to `t` with connection 0's rate doubling every 80 ms from `initial`, up to `ceiling`.
