@@ -37,10 +37,9 @@ import Testing
             config.stallTimeout = 20
             config.jitter = { 1 }
             configure(&config)
-            var coordinator = Coordinator(
+            core = EngineCore(ranged: Coordinator(
                 plan: ChunkPlan(totalLength: Int64(size), chunkSize: Int64(chunk)), connections: n, config: config,
-                partialChunks: partialChunks)
-            core = EngineCore(ranged: coordinator)
+                partialChunks: partialChunks))
             carry = Array(repeating: 0, count: n)
         }
 

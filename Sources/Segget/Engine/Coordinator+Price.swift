@@ -47,8 +47,10 @@ extension Coordinator {
     /// connections save `(1 − 1/k)` of that (at best: more connections may not add up on a shared
     /// bottleneck), and cost a first byte and handshakes, and on an origin that queues `k − 1`
     /// shares of the think time (`RequestPrice`).
+    /// `growing`: the rate still grows (see `rampingSplitCount`, where the split would dial on a
+    /// long path; elsewhere, as on an origin that thinks, the rate so far decides).
     func splitCount(of n: Int, rate: Double, growing: Bool = false) -> Int {
-        if growing, let rtt = cost.roundTrip, rtt >= ConnectionWarmUp.minRoundTrip {
+        if growing, splitDialsLongPath, let rtt = cost.roundTrip {
             return rampingSplitCount(of: n, rate: rate, roundTrip: rtt)
         }
         let alone = Double(max(0, plan.totalLength - connections[0].pos)) / max(rate, 1)

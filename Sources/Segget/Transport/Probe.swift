@@ -199,12 +199,11 @@ struct Prober {
     var smallFirstAnswerOverTLS = true
 
     /// Whether a request for `url` is held at its head: `holdsAtHead`, but not over TLS (see
-    /// `tlsFirstAnswerBytes`) unless HTTP/2 is offered or `smallFirstAnswerOverTLS` is off. Over HTTP/2 the head comes in a HEADERS
-    /// frame of its own record, in the first round trip whatever the range: from nginx through
-    /// WAN link a (80 ms), `bytes=0-` answered its head 0.247 s after the request began, as `bytes=0-8191`
-    /// did, where over HTTP/1.1 it took 0.331 s. The small answer would only cost a file that one
-    /// connection downloads (up to 1 MiB) a second request. A server that answers `--http2` over
-    /// HTTP/1.1 sends a large file's head a round trip late.
+    /// `tlsFirstAnswerBytes`) unless HTTP/2 is offered or `smallFirstAnswerOverTLS` is off. HTTP/2
+    /// sends the head in a HEADERS frame of its own, in the first round trip whatever the range
+    /// (nginx through WAN link a: 0.247 s for `bytes=0-` as for `bytes=0-8191`, 0.331 s over
+    /// HTTP/1.1), where the small answer would only cost a file of up to 1 MiB a second request. A
+    /// server that answers `--http2` over HTTP/1.1 sends a large file's head a round trip late.
     func holdsAtHead(url: String) -> Bool {
         holdsAtHead && (options.http2 || !smallFirstAnswerOverTLS || URLParts(url)?.scheme.lowercased() != "https")
     }
