@@ -112,7 +112,7 @@ extension Download {
             hashing: hasher != nil, hostShare: context.hostShare)
         settings.probeFirstAnswer = probe.firstAnswerSeconds
         // Beyond the slot this download's own probe holds.
-        settings.contendedHost = (options.hostBudget?.held(for: probe.finalURL) ?? 0) > 1
+        settings.contendedHost = othersHoldHost(of: probe.finalURL, besides: 1)
         settings.warmUps = probe.warmUps
         settings.probeTally = probe.spent
         settings.probePrefixBytes = probe.prefix.count

@@ -54,14 +54,22 @@ extension Coordinator {
             return rampingSplitCount(of: n, rate: rate, roundTrip: rtt)
         }
         let alone = Double(max(0, plan.totalLength - connections[0].pos)) / max(rate, 1)
+        return Self.bestSplit(of: n) { k in
+            let p = RequestPrice.Proposal(purpose: .split, saves: alone * (1 - 1 / Double(k)), dials: true, inFlight: 1, count: k - 1)
+            return p.saves - RequestPrice.cost(of: p, model: cost).total
+        }
+    }
+
+    /// The count of 2…`n` connections whose `net` seconds saved is largest, the first of equals;
+    /// 1 where none saves anything.
+    static func bestSplit(of n: Int, net: (Int) -> Double) -> Int {
         var best = 1
         var bestNet = 0.0
         for k in 2...max(2, n) where k <= n {
-            let p = RequestPrice.Proposal(purpose: .split, saves: alone * (1 - 1 / Double(k)), dials: true, inFlight: 1, count: k - 1)
-            let net = p.saves - RequestPrice.cost(of: p, model: cost).total
-            if net > bestNet {
+            let saved = net(k)
+            if saved > bestNet {
                 best = k
-                bestNet = net
+                bestNet = saved
             }
         }
         return best
@@ -84,19 +92,13 @@ extension Coordinator {
         let left = Double(max(0, plan.totalLength - connections[0].pos))
         let window = max(rate * rtt, Self.initialWindowBytes)
         func seconds(_ bytes: Double, from w: Double) -> Double { rtt * log2(1 + bytes / w) }
-        var best = 1
-        var bestTime = seconds(left, from: window)
-        for k in 2...max(2, n) where k <= n {
+        let alone = seconds(left, from: window)
+        return Self.bestSplit(of: n) { k in
             let share = left / Double(k)
             let p = RequestPrice.Proposal(purpose: .split, saves: 0, dials: true, inFlight: 1, count: k - 1)
             let added = RequestPrice.cost(of: p, model: cost).total + seconds(share, from: Self.initialWindowBytes)
-            let time = max(seconds(share, from: window), added)
-            if time < bestTime {
-                best = k
-                bestTime = time
-            }
+            return alone - max(seconds(share, from: window), added)
         }
-        return best
     }
 
     /// The longest file whose split waits on a contended long path (`splitDialsLongPath`). Through
@@ -145,7 +147,7 @@ extension Coordinator {
         let n = waiting.count + 1
         let (recent, before) = splitRates(window: max(0.005, 2 * (cost.roundTrip ?? 0)))
         let settled = recent.map { r in before.map { r <= 1.25 * $0 } ?? false } ?? false
-        let growing = recent.map { r in before.map { r > 1.25 * $0 } ?? false } ?? false
+        let growing = recent != nil && before != nil && !settled
         let k = recent.map { splitCount(of: n, rate: $0, growing: growing) }
         let capped = now >= due + splitEvidenceCap || !c.machine.isTransferring
         guard k == 1 || settled || capped else { return [] }

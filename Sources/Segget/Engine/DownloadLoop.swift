@@ -51,9 +51,8 @@ public final class DownloadLoop: @unchecked Sendable {
     private var engines: [Running] = []
     private var probes: [ObjectIdentifier: LoopProbe] = [:]
     private var cacheSize = 16
-    /// Loop thread only: how busy the loop is, and the seconds the current pass waited for sockets.
+    /// Loop thread only: how busy the loop is.
     private var load = LoopLoad()
-    private var waited = 0.0
     /// `load.fraction`'s bits, for other threads (`busyFraction`).
     private let busy = Atomic<UInt64>(0)
     private var multiplexing = false
@@ -163,8 +162,7 @@ public final class DownloadLoop: @unchecked Sendable {
         while true {
             runPosted()
             if finished() { return }
-            waited = 0
-            pass()
+            let waited = pass()
             let now = monotonicSeconds()
             load.pass(worked: now - mark - waited, waited: waited)
             busy.store(load.fraction.bitPattern, ordering: .relaxed)
@@ -198,8 +196,9 @@ public final class DownloadLoop: @unchecked Sendable {
     /// Only the engines with something new take part: bytes received or a transfer ended since they
     /// were last looked at, or a timer of theirs due, or `idleVisit` passed (what other threads and
     /// downloads change for them: the writer's progress, spare connections, an interrupt). A pass
-    /// woken by one socket of many downloads (a daemon's 64) does not visit all of them.
-    private func pass() {
+    /// woken by one socket of many downloads (a daemon's 64) does not visit all of them. Returns the
+    /// seconds it waited for the sockets.
+    private func pass() -> Double {
         let now = monotonicSeconds()
         for r in engines {
             guard r.engine.hadActivity || now >= r.nextVisit else {
@@ -222,7 +221,7 @@ public final class DownloadLoop: @unchecked Sendable {
         } catch {
             for r in engines { conclude(r.engine, error) }
             for p in probes.values { p.abandon(error) }
-            return
+            return 0
         }
         driver.tickDueClients()
         offerSlots()
@@ -240,7 +239,7 @@ public final class DownloadLoop: @unchecked Sendable {
             let t = r.engine.passStartedAt
             r.nextVisit = t + min(Self.idleVisit, Double(r.engine.pollTimeout(now: t)) / 1000)
         }
-        if completed > 0 || inboxLock.withLock({ !inbox.isEmpty }) { return }
+        if completed > 0 || inboxLock.withLock({ !inbox.isEmpty }) { return 0 }
         let later = monotonicSeconds()
         // Idle, it waits for posted work (which wakes it) a second at a time.
         var wait = engines.map { Int32(max(0, (($0.nextVisit - later) * 1000).rounded(.up))) }.min()
@@ -248,7 +247,7 @@ public final class DownloadLoop: @unchecked Sendable {
         // A probe's request is looked at (held or cut) at least every 10 ms, as on a thread of its own.
         if !probes.isEmpty { wait = min(wait, 10) }
         try? driver.wait(timeoutMs: wait)
-        waited = monotonicSeconds() - later
+        return monotonicSeconds() - later
     }
 
     // MARK: Engines

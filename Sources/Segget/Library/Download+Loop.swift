@@ -316,13 +316,19 @@ public struct ProbeSlot: Sendable {
 }
 
 extension Download {
+    /// Whether other downloads of this run hold slots of `url`'s host now, beyond `own` of this one's.
+    func othersHoldHost(of url: String, besides own: Int) -> Bool {
+        (options.hostBudget?.held(for: url) ?? 0) > own
+    }
+
     /// The connections to warm beside this download's probe for `probeBytes` of `url` (see
     /// `ConnectionWarmUp`): the host counts as shared when other downloads of this run hold slots of
     /// it now (besides the probe's own, where it is `slotHeld`), or its budget caps it below this
     /// download's connections.
     func warmUp(probeBytes: Int, url: String? = nil, slotHeld: Bool = false) -> ConnectionWarmUp {
         let url = url ?? self.url
-        let shared = options.hostBudget.map { $0.held(for: url) > (slotHeld ? 1 : 0) || ($0.cap(for: url) ?? Int.max) < options.connections } ?? false
+        let shared = othersHoldHost(of: url, besides: slotHeld ? 1 : 0)
+            || (options.hostBudget?.cap(for: url) ?? Int.max) < options.connections
         var rule = ConnectionWarmUp(
             connections: options.connections, autoConnections: options.autoConnections,
             multiplexed: options.transfer.http2 && (options.transfer.multiplexed || DownloadLoop.benchmarkRangesAsStreams),
