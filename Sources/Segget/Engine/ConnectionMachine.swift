@@ -82,6 +82,8 @@ struct ConnectionMachine: Equatable {
     }
     var isPaused: Bool { if case .paused = state { true } else { false } }
     var isWaiting: Bool { if case .waiting = state { true } else { false } }
+    /// Waiting for its first request (`.ramp`: staggered, or for a warm-up's connection).
+    var isStarting: Bool { if case .waiting(_, .ramp) = state { true } else { false } }
     var isIdle: Bool { state == .idle }
     /// The head was judged (accepted or refused).
     var headJudged: Bool {

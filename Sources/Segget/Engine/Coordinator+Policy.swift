@@ -1,3 +1,5 @@
+import Glibc
+
 /// The coordinator's policy: rate estimates, and the periodic decisions built on them (re-dial of
 /// slow connections, auto growth; the stall timeout is shared with `SingleStream`). The constants
 /// are named and cite the measurements that chose them.
@@ -161,6 +163,15 @@ extension Coordinator {
         let wait = expectedFirstByteWait(now: now) ?? 0
         var e = StealEstimates(
             remaining: connections.map { c in
+                // One about to make its first request (`isStarting`: staggered, or waiting for a
+                // warm-up's connection) is not late for a thief that must dial when it starts before
+                // the thief's handshakes would end: a race would only ask for the chunk twice at once.
+                // A 4 MiB file at `-n 8` (4 chunks) through WAN link a had its other 4 connections
+                // dial to race the first 4's chunks while those waited 40 ms for the warm-ups (at
+                // most 0.14 s; the handshakes take 0.16 s): 16 requests and 1.9 MiB fetched twice.
+                if thiefDials, c.machine.isStarting, let start = c.machine.waitingUntil, start - now <= expectedHandshakeSeconds {
+                    return 0
+                }
                 // A request after a shorter answer waits for its head like a thief's: only the rest of it.
                 guard let r = continuationRate(c) else { return remainingSeconds(c, now: now, proven: proven) }
                 return max(0, wait - (now - c.requestStartedAt)) + Double(max(0, c.chunkEnd - c.pos)) / max(r, 1)
@@ -206,6 +217,14 @@ extension Coordinator {
         return (config.url.lowercased().hasPrefix("https:") ? 2.0 : 1.0) * rtt
     }
 
+    /// `handshakeSeconds`, or before any round trip is known, as the probe's first answer shows them:
+    /// it took them and its request's round trip (over TLS two of its three round trips, over plain
+    /// HTTP one of two); 0 without either.
+    var expectedHandshakeSeconds: Double {
+        if pathRoundTrip != nil { return handshakeSeconds }
+        return (config.probeFirstAnswer ?? 0) * (config.url.lowercased().hasPrefix("https:") ? 2.0 / 3 : 0.5)
+    }
+
     /// The path's round trip as the shortest recent first-byte wait shows it (a request on a kept-alive
     /// connection waits one round trip; on a new one, the handshake's too): nil before the first.
     var pathRoundTrip: Double? { firstByteWaits.min() }
@@ -246,7 +265,8 @@ extension Coordinator {
     }
 
     /// Seconds `c` still needs for its in-flight chunk: large when it is waiting to retry, zero
-    /// while its rate is not known yet (racing is decided on evidence, not at once). Until a second
+    /// while its rate is not known yet (racing is decided on evidence, not at once), and while TCP's
+    /// slow start lasts on a long path, the round trips of doubling it needs (`slowStartSeconds`). Until a second
     /// of samples is known, the request's average so far decides (`averageRate`): in the end game
     /// the idle connections have nothing better to do than race a request that trickles from its
     /// start.
@@ -254,7 +274,29 @@ extension Coordinator {
         if !c.machine.isTransferring { return 1e9 }
         let left = Double(max(0, c.chunkEnd - c.pos))
         guard let r = proven ? provenRate(c, now: now) : rate(c, now: now) ?? averageRate(c, now: now) else { return 0 }
-        return left / max(r, 1)
+        let atRate = left / max(r, 1)
+        return slowStartSeconds(c, bytes: left, now: now).map { min($0, atRate) } ?? atRate
+    }
+
+    /// Seconds connection `c` needs for `bytes` more while TCP's slow start still doubles its window
+    /// each round trip, on a long path (a round trip of `ConnectionWarmUp.minRoundTrip` or more): in
+    /// slow start, what a round trip brings next is about what the transfer brought so far, so the
+    /// rest takes `log2(1 + bytes ÷ brought)` round trips. Nil where the transfer did not keep up with
+    /// half of that doubling from `initialWindowBytes` since its first byte (its window stopped
+    /// growing at a loss, a full link or a server's cap per connection, or never grew: a server that
+    /// trickles; the doubling outruns any of them within a few round trips), where `--max-speed` held
+    /// it, and on a short path: its rate so far tells there. That rate, counted from its request, is
+    /// a fraction of what it has in slow start: through WAN link a the connections of a 4 MiB file at
+    /// `-n 8` looked 0.5-0.9 s from the end of their chunks a quarter second in, and every idle one
+    /// raced them; each had its chunk 0.3 s later, and the races fetched 0.4-1.1 MiB twice.
+    func slowStartSeconds(_ c: Connection, bytes: Double, now: Double) -> Double? {
+        guard let rtt = cost.roundTrip, rtt >= ConnectionWarmUp.minRoundTrip, !config.speedCapped,
+            let first = c.firstByteAt, c.held(at: now) <= c.heldAtFirstByte, c.transferBytes > 0
+        else { return nil }
+        let rounds = min(30, (now - first) / rtt)
+        let brought = Double(c.transferBytes)
+        guard brought >= 0.5 * Self.initialWindowBytes * (pow(2, rounds) - 1) else { return nil }
+        return rtt * log2(1 + bytes / brought)
     }
 
     /// How long `provenRate` looks back.
