@@ -248,6 +248,17 @@ import Testing
         #expect(s.duplicates.isEmpty)
     }
 
+    /// An owner `mayRace` rules out (one in TCP's slow start on a long path) is not raced, however
+    /// late it looks; the slowest of the others is.
+    @Test func anOwnerThatMayNotBeRacedIsLeftAlone() {
+        var s = Scheduler(plan: plan(3), connections: 3)
+        _ = s.chunkFinished(0, by: 0)
+        #expect(s.nextAssignment(for: 0, remainingSeconds: { $0 == 1 ? 9 : 5 }, mayRace: { $0 != 1 }) == .duplicate(chunk: 2, owner: 2))
+        var t = Scheduler(plan: plan(2), connections: 2)
+        _ = t.chunkFinished(0, by: 0)
+        #expect(t.nextAssignment(for: 0, remainingSeconds: { _ in 9 }, mayRace: { _ in false }) == nil)
+    }
+
     /// A racer that is slow too (the server slows some requests, and the racer drew one) does not
     /// leave the chunk stuck: another idle worker may race it, up to `maxRacers`.
     @Test func aSlowRacerGetsCompanyUpToTheLimit() {

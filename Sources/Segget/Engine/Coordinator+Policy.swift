@@ -127,6 +127,9 @@ extension Coordinator {
     struct StealEstimates {
         /// Seconds each connection needs for its chunk in flight (`remainingSeconds`).
         let remaining: [Double]
+        /// Each connection is in TCP's slow start on a long path (`slowStartSeconds`): no racer, which
+        /// would start from TCP's first window behind it, finishes its chunk sooner.
+        var inSlowStart: [Bool] = []
         /// Each connection's rate as a victim: infinite when it has nothing in flight, negative while
         /// unknown.
         let rates: [Double]
@@ -163,13 +166,16 @@ extension Coordinator {
         let wait = expectedFirstByteWait(now: now) ?? 0
         var e = StealEstimates(
             remaining: connections.map { c in
-                // One about to make its first request (`isStarting`: staggered, or waiting for a
-                // warm-up's connection) is not late for a thief that must dial when it starts before
-                // the thief's handshakes would end: a race would only ask for the chunk twice at once.
-                // A 4 MiB file at `-n 8` (4 chunks) through WAN link a had its other 4 connections
-                // dial to race the first 4's chunks while those waited 40 ms for the warm-ups (at
-                // most 0.14 s; the handshakes take 0.16 s): 16 requests and 1.9 MiB fetched twice.
-                if thiefDials, c.machine.isStarting, let start = c.machine.waitingUntil, start - now <= expectedHandshakeSeconds {
+                // One about to make its first request (`isStarting`) is not late for a thief that must
+                // dial when it waits for a warm-up's connection (which comes sooner than new
+                // handshakes would end: see `warmUpGrace`), or starts, staggered, before they would
+                // end: a race would only ask for the chunk twice at once. A 4 MiB file at `-n 8` (4
+                // chunks) through WAN link a had its other 4 connections dial to race the first 4's
+                // chunks while those waited 40 ms for the warm-ups: 16 requests, 11 connections and
+                // 1.9 MiB fetched twice over HTTPS, 2 MiB and more over plain HTTP.
+                if thiefDials, c.machine.isStarting, let start = c.machine.waitingUntil,
+                    awaitingWarmUp.contains(c.id) || start - now <= expectedHandshakeSeconds
+                {
                     return 0
                 }
                 // A request after a shorter answer waits for its head like a thief's: only the rest of it.
@@ -183,6 +189,9 @@ extension Coordinator {
             },
             chunkSeconds: typical.map { Double(plan.chunkSize) / $0 }, chunkSize: Double(plan.chunkSize),
             firstByteWait: wait + (thiefDials ? dialSeconds(typical: typical) : 0))
+        e.inSlowStart = connections.map { c in
+            c.machine.isTransferring && slowStartSeconds(c, bytes: Double(max(0, c.chunkEnd - c.pos)), now: now) != nil
+        }
         e.price = stealPrice(thiefDials: thiefDials, cuts: true, now: now)
         e.priceUncut = stealPrice(thiefDials: thiefDials, cuts: false, now: now)
         if !cost.servesSideBySide {

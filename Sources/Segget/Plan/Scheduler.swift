@@ -140,6 +140,7 @@ public struct Scheduler: Sendable {
         for w: Int, allowDuplicates: Bool = true, remainingSeconds: (Int) -> Double = { _ in 0 },
         minRemainingSeconds: Double = 0, maxRacers: Int = 1, thieves: Int = 1,
         chunkSeconds: Double? = nil, runSeconds: (Int) -> Double? = { _ in nil },
+        mayRace: (_ owner: Int) -> Bool = { _ in true },
         worthStealing: (_ victim: Int, _ notStartedChunks: Int) -> Bool = { _, _ in true }
     ) -> Assignment? {
         precondition(runs[w] == nil && duplicates[w] == nil, "connection \(w) is not idle")
@@ -192,12 +193,12 @@ public struct Scheduler: Sendable {
         }
         // Work left beyond `handOutLimit` is no end game: it waits for the limit to move.
         guard allowDuplicates, free.isEmpty else { return nil }
-        // End game: race the in-flight chunk expected to finish last; it finishes when its first
-        // copy does.
+        // End game: race the in-flight chunk expected to finish last, of the owners `mayRace`
+        // allows; it finishes when its first copy does.
         var racers: [Int: [Int]] = [:]
         for (d, c) in duplicates { racers[c, default: []].append(d) }
         var target: (owner: Int, chunk: Int, eta: Double)?
-        for (v, r) in runs.sorted(by: { $0.key < $1.key }) {
+        for (v, r) in runs.sorted(by: { $0.key < $1.key }) where mayRace(v) {
             let copies = racers[r.lowerBound] ?? []
             guard copies.count < max(1, maxRacers) else { continue }
             let eta = copies.map(remainingSeconds).reduce(remainingSeconds(v), min)
