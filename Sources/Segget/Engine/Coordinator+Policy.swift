@@ -275,10 +275,10 @@ extension Coordinator {
 
     /// Seconds `c` still needs for its in-flight chunk: large when it is waiting to retry, zero
     /// while its rate is not known yet (racing is decided on evidence, not at once), and while TCP's
-    /// slow start lasts on a long path, the round trips of doubling it needs (`slowStartSeconds`). Until a second
-    /// of samples is known, the request's average so far decides (`averageRate`): in the end game
-    /// the idle connections have nothing better to do than race a request that trickles from its
-    /// start.
+    /// slow start lasts on a long path, the round trips of doubling it needs (`slowStartSeconds`).
+    /// Until a second of samples is known, the request's average so far decides (`averageRate`): in
+    /// the end game the idle connections have nothing better to do than race a request that
+    /// trickles from its start.
     func remainingSeconds(_ c: Connection, now: Double, proven: Bool = false) -> Double {
         if !c.machine.isTransferring { return 1e9 }
         let left = Double(max(0, c.chunkEnd - c.pos))
