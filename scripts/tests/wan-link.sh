@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # The emulated WAN link of `scripts/bench wan` (Benchmarks/wan/wanlink.c, link.sh), small and fast:
 #   1. 40 ms RTT, no loss: ping's RTT is 40 ms (min 39.5-45, average under 60), and a 4 MiB download
-#      over HTTP through the link arrives byte-identical;
+#      over HTTP through the link arrives byte-identical; then segget -n 8 of the same file from
+#      segget-testserver: identical, and no connection races another still in TCP's slow start or
+#      waiting for a warm-up: at most 12 requests and 8 connections, at most 256 KiB fetched twice
+#      (the build before raced the 4 chunks' owners: 15 requests, 11 connections, 2-2.8 MiB twice);
 #   2. a 40 Mbit/s bottleneck: the same download takes at least 90 % of 4 MiB / 40 Mbit/s;
 #   3. 10 % loss each way: about 19 % of pings are lost (between 8 and 32 % of 400), and wanlink
 #      counts its losses at about 10 % each way.
 # Then it tears the link down and checks that the namespaces and wanlink are gone. Needs root, TUN
-# and network namespaces; prints SKIP and exits 0 where they are not available. About 15 s.
+# and network namespaces; prints SKIP and exits 0 where they are not available. Needs SEGGET_BIN and
+# SEGGET_TESTSERVER_BIN (default: the debug builds). About 17 s.
 source "$(dirname "$0")/../lib/common.sh"
+SEGGET_BIN="${SEGGET_BIN:-$ROOT/.build/debug/segget}"
+SEGGET_TESTSERVER_BIN="${SEGGET_TESTSERVER_BIN:-$ROOT/.build/debug/segget-testserver}"
 
 if [ "$(id -u)" -ne 0 ] || [ ! -c /dev/net/tun ]; then
     echo "wan-link: SKIP (needs root and /dev/net/tun)"
@@ -72,6 +78,22 @@ awk -v m="$min" -v a="$avg" 'BEGIN { exit !(m >= 39.5 && m <= 45 && a < 60) }' \
 start_server
 t="$(download_seconds)"
 echo "  4 MiB over HTTP: $t s, byte-identical"
+stop_server
+[ -x "$SEGGET_BIN" ] && [ -x "$SEGGET_TESTSERVER_BIN" ] || fail "$SEGGET_BIN or $SEGGET_TESTSERVER_BIN is missing; build first (swift build)"
+ip netns exec "$NAME-srv" "$SEGGET_TESTSERVER_BIN" --host 198.18.0.2 --port 8000 --dir "$WORK/www" >"$WORK/testserver.out" 2>&1 &
+SERVER_PID=$!
+for _ in $(seq 100); do grep -q "^listening on" "$WORK/testserver.out" 2>/dev/null && break; sleep 0.1; done
+grep -q "^listening on" "$WORK/testserver.out" || fail "segget-testserver did not start in the server namespace"
+in_client "$SEGGET_BIN" -n 8 --json -o "$WORK/seg.bin" "http://198.18.0.2:8000/f.bin" >"$WORK/seg.json" 2>"$WORK/seg.err" \
+    || fail "segget -n 8 through the link failed: $(tail -c 400 "$WORK/seg.err")"
+cmp -s "$WORK/www/f.bin" "$WORK/seg.bin" || fail "segget's download through the link differs from the source"
+read -r requests opened twice < <(python3 -c '
+import json, sys
+f = [o for o in map(json.loads, open(sys.argv[1])) if o["type"] == "finish"][-1]
+print(f["requests"], f["connectionsOpened"], f["refetched"])' "$WORK/seg.json")
+echo "  segget -n 8, 4 MiB: byte-identical, $requests requests, $opened connections, $twice bytes fetched twice"
+[ "$requests" -le 12 ] && [ "$opened" -le 8 ] && [ "$twice" -le $((256 << 10)) ] \
+    || fail "segget raced connections in slow start: $requests requests, $opened connections, $twice bytes twice"
 stop_server
 
 log "wan-link: 2 ms RTT, 40 Mbit/s bottleneck"
