@@ -219,11 +219,15 @@ extension Coordinator {
         return handshakeSeconds + (typical.map { SlowConnectionRule.rampSeconds(rate: $0, rtt: rtt) } ?? 0)
     }
 
-    /// What a new connection's handshakes take before its request goes out: TCP's round trip, and
-    /// TLS's (TLS 1.3: one more); 0 while the path's round trip is not known.
+    /// The round trips of a new connection's handshakes before its request goes out: TCP's, and
+    /// TLS's (TLS 1.3: one more).
+    var handshakeRounds: Double { cost.tls ? 2 : 1 }
+
+    /// What a new connection's handshakes take (`handshakeRounds`); 0 while the path's round trip
+    /// is not known.
     var handshakeSeconds: Double {
         guard let rtt = pathRoundTrip else { return 0 }
-        return (config.url.lowercased().hasPrefix("https:") ? 2.0 : 1.0) * rtt
+        return handshakeRounds * rtt
     }
 
     /// `handshakeSeconds`, or before any round trip is known, as the probe's first answer shows them:
@@ -231,7 +235,7 @@ extension Coordinator {
     /// HTTP one of two); 0 without either.
     var expectedHandshakeSeconds: Double {
         if pathRoundTrip != nil { return handshakeSeconds }
-        return (config.probeFirstAnswer ?? 0) * (config.url.lowercased().hasPrefix("https:") ? 2.0 / 3 : 0.5)
+        return (config.probeFirstAnswer ?? 0) * handshakeRounds / (handshakeRounds + 1)
     }
 
     /// The path's round trip as the shortest recent first-byte wait shows it (a request on a kept-alive
