@@ -82,9 +82,9 @@ stop_server
 [ -x "$SEGGET_BIN" ] && [ -x "$SEGGET_TESTSERVER_BIN" ] || fail "$SEGGET_BIN or $SEGGET_TESTSERVER_BIN is missing; build first (swift build)"
 ip netns exec "$NAME-srv" "$SEGGET_TESTSERVER_BIN" --host 198.18.0.2 --port 8000 --dir "$WORK/www" >"$WORK/testserver.out" 2>&1 &
 SERVER_PID=$!
-for _ in $(seq 100); do grep -q "^listening on" "$WORK/testserver.out" 2>/dev/null && break; sleep 0.1; done
-grep -q "^listening on" "$WORK/testserver.out" || fail "segget-testserver did not start in the server namespace"
-in_client "$SEGGET_BIN" -n 8 --json -o "$WORK/seg.bin" "http://198.18.0.2:8000/f.bin" >"$WORK/seg.json" 2>"$WORK/seg.err" \
+BASE="$(testserver_url "$WORK/testserver.out" "$SERVER_PID")"
+[ -n "$BASE" ] || fail "segget-testserver did not start in the server namespace"
+in_client "$SEGGET_BIN" -n 8 --json -o "$WORK/seg.bin" "$BASE/f.bin" >"$WORK/seg.json" 2>"$WORK/seg.err" \
     || fail "segget -n 8 through the link failed: $(tail -c 400 "$WORK/seg.err")"
 cmp -s "$WORK/www/f.bin" "$WORK/seg.bin" || fail "segget's download through the link differs from the source"
 read -r requests opened twice < <(python3 -c '
