@@ -20,7 +20,14 @@ Outputs go to /dev/shm (the disk is not what is measured) and are checked agains
 the batch as it was before issue 38: 16 files at once, no multiplexing), curl --parallel (its default
 parallelism, 50) over HTTP/1.1 and HTTP/2, wget2 over HTTP/2 (its defaults); with --segget-prev BIN,
 that other build too (`prev-h2`, `prev-h1`), interleaved with the rest. Every run's files are
-counted and their bytes compared with the sources.
+counted and their bytes compared with the sources. Two more tools for batches of larger files
+(`--tools`): `segget-h1-n1` (segget at `-n 1`) and `aria2c` (`-x 8 -s 8 -k 1M -j JOBS`), e.g.
+`batch --count 8 --file-size 8M --jobs 4 --tools segget-h1,segget-h1-n1,aria2c,curl-h1`.
+
+Through the WAN link, every run also records what the server sent for it (`serverBytes`: the bytes
+that entered the link towards the client, IP and TCP headers, retransmissions and bytes the client
+threw away included) and the packets the link's queue dropped (`queueDrops`), from
+Benchmarks/wan/link.sh's counters; the table shows their medians (`sent MB`, `drops`).
 
 Prints one line per run and a table of medians; writes every run as JSON lines to --out (default
 /tmp/segget-http2-bench/runs.jsonl). Needs root for --wan (network namespaces), nginx, h2o, curl,
@@ -43,6 +50,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "Benchmarks" / "harness"))
 from files import random_file, sha256_file as sha256  # noqa: E402
+from wan import parse_stats, stats_delta  # noqa: E402
 
 LINK_SH = REPO / "Benchmarks" / "wan" / "link.sh"
 WAN_NAME = "segget-h2"
@@ -188,6 +196,24 @@ def run_timed(argv: list[str], env: dict[str, str], wan: bool, timeout: float) -
     return wall, r.returncode, r.stdout + r.stderr, cpu
 
 
+def link_stats() -> dict[str, dict[str, int]]:
+    """WAN link a's counters (Benchmarks/wan/link.sh stats): {"up": {...}, "down": {...}}."""
+    r = subprocess.run([str(LINK_SH), "stats", "--name", WAN_NAME], capture_output=True, text=True)
+    return parse_stats(r.stdout)
+
+
+def run_on_link(argv: list[str], env: dict[str, str], wan: bool, timeout: float) -> tuple[float, int, str, float, dict]:
+    """`run_timed`, and through the WAN link what the server sent for the run: the bytes that
+    entered the link towards the client (headers of IP and TCP, retransmissions and bytes the
+    client threw away included), and the packets the link's queue dropped."""
+    before = link_stats() if wan else None
+    secs, rc, text, cpu = run_timed(argv, env, wan, timeout)
+    if before is None:
+        return secs, rc, text, cpu, {}
+    down = stats_delta(before, link_stats())["down"]
+    return secs, rc, text, cpu, {"serverBytes": down["rx_bytes"], "queueDrops": down["queue_drops"]}
+
+
 def segget_summary(text: str) -> dict:
     """connectionsOpened and requests of segget's --json output (the batch summary or the finish)."""
     found: dict = {}
@@ -234,13 +260,13 @@ def single(args: argparse.Namespace) -> list[dict]:
                     out_dir.mkdir(parents=True)
                     out = out_dir / "out.bin"
                     argv = [args.segget, "-n", "8", "-k", "--json", *flags, "-o", str(out), f"{server.url}/{src.name}"]
-                    secs, rc, text, cpu = run_timed(argv, env, args.wan, args.timeout)
+                    secs, rc, text, cpu, wire = run_on_link(argv, env, args.wan, args.timeout)
                     ok = rc == 0 and out.exists() and out.stat().st_size == args.size
                     if ok and (rep == 0 or args.check_every):
                         ok = sha256(out) == src_sha
                     rec = {"kind": "single", "server": server.kind, "wan": args.wan, "way": way, "rep": rep,
                            "seconds": round(secs, 3), "cpu": round(cpu, 3), "rc": rc, "identical": ok,
-                           **segget_summary(text),
+                           **segget_summary(text), **wire,
                            "load": os.getloadavg()[0]}
                     records.append(rec)
                     log(json.dumps(rec))
@@ -284,10 +310,13 @@ def batch(args: argparse.Namespace) -> list[dict]:
             "segget-h1": (seg, {}),
             "segget-h2": ([*seg, "--http2"], {}),
             "segget-h2-before": ([*seg, "--http2"], {"SEGGET_HTTP2_BATCH": "before"}),
+            "segget-h1-n1": ([*seg, "-n", "1"], {}),
             "curl-h1": (["curl", "-sS", "-k", "--parallel", "--http1.1", "-K", str(curl_config)], {}),
             "curl-h2": (["curl", "-sS", "-k", "--parallel", "--http2", "-K", str(curl_config)], {}),
             "wget2-h2": (["wget2", "-q", "--no-check-certificate", "--http2", "-P", str(out_dir),
                           "-i", str(url_list)], {}),
+            "aria2c": (["aria2c", "-q", "--check-certificate=false", "-x", "8", "-s", "8", "-k", "1M",
+                        "-j", str(args.jobs), "-d", str(out_dir), "-i", str(url_list)], {}),
         }
         if args.segget_prev:
             prev = [args.segget_prev, *seg[1:]]
@@ -300,14 +329,14 @@ def batch(args: argparse.Namespace) -> list[dict]:
                 argv, env = tools[name]
                 shutil.rmtree(out_dir, ignore_errors=True)
                 out_dir.mkdir(parents=True)
-                secs, rc, text, cpu = run_timed(argv, env, wan, args.timeout)
+                secs, rc, text, cpu, wire = run_on_link(argv, env, wan, args.timeout)
                 got = sorted(p.name for p in out_dir.iterdir())
                 ok = rc == 0 and got == names and all(
                     (out_dir / n).read_bytes() == (bdir / n).read_bytes() for n in names)
                 rec = {"kind": "batch", "wan": wan, "tool": name, "rep": rep, "seconds": round(secs, 3),
                        "cpu": round(cpu, 3), "rc": rc,
                        "identical": ok, **(segget_summary(text) if name.startswith(("segget", "prev")) else {}),
-                       "load": os.getloadavg()[0]}
+                       **wire, "load": os.getloadavg()[0]}
                 records.append(rec)
                 log(json.dumps(rec))
                 if not ok:
@@ -326,13 +355,18 @@ def report(records: list[dict]) -> None:
     for r in records:
         key = (r.get("server", "nginx"), r.get("way") or r.get("tool"))
         groups.setdefault(key, []).append(r)
-    print(f"{'server':<8} {'way':<18} {'median s':>9} {'min':>7} {'max':>7} {'cpu s':>6} {'conns':>6} {'ok':>5}")
+    print(f"{'server':<8} {'way':<18} {'median s':>9} {'min':>7} {'max':>7} {'cpu s':>6} {'conns':>6} {'reqs':>6} "
+          f"{'sent MB':>8} {'drops':>6} {'ok':>5}")
     for (server, way), rs in groups.items():
         secs = [r["seconds"] for r in rs]
         cpu = statistics.median(r["cpu"] for r in rs)
-        conns = [r["connectionsOpened"] for r in rs if "connectionsOpened" in r]
+
+        def med(key: str, scale: float = 1) -> str:
+            xs = [r[key] / scale for r in rs if r.get(key) is not None]
+            return f"{statistics.median(xs):g}" if xs else ""
         print(f"{server:<8} {way:<18} {statistics.median(secs):9.3f} {min(secs):7.3f} {max(secs):7.3f} {cpu:6.2f} "
-              f"{(statistics.median(conns) if conns else ''):>6} {sum(r['identical'] for r in rs)}/{len(rs)}")
+              f"{med('connectionsOpened'):>6} {med('requests'):>6} {med('serverBytes', 1e6):>8.8} {med('queueDrops'):>6} "
+              f"{sum(r['identical'] for r in rs)}/{len(rs)}")
     # Each way against the first of its server, repetition by repetition (interleaved runs pair up).
     for server in dict.fromkeys(k[0] for k in groups):
         ways = [w for (s, w) in groups if s == server]
