@@ -361,12 +361,12 @@ def report(records: list[dict]) -> None:
         secs = [r["seconds"] for r in rs]
         cpu = statistics.median(r["cpu"] for r in rs)
 
-        def med(key: str, scale: float = 1) -> str:
+        def med(key: str, scale: float = 1, fmt: str = "g") -> str:
             xs = [r[key] / scale for r in rs if r.get(key) is not None]
-            return f"{statistics.median(xs):g}" if xs else ""
+            return format(statistics.median(xs), fmt) if xs else ""
         print(f"{server:<8} {way:<18} {statistics.median(secs):9.3f} {min(secs):7.3f} {max(secs):7.3f} {cpu:6.2f} "
-              f"{med('connectionsOpened'):>6} {med('requests'):>6} {med('serverBytes', 1e6):>8.8} {med('queueDrops'):>6} "
-              f"{sum(r['identical'] for r in rs)}/{len(rs)}")
+              f"{med('connectionsOpened'):>6} {med('requests'):>6} {med('serverBytes', 1e6, '.1f'):>8} "
+              f"{med('queueDrops'):>6} {sum(r['identical'] for r in rs)}/{len(rs)}")
     # Each way against the first of its server, repetition by repetition (interleaved runs pair up).
     for server in dict.fromkeys(k[0] for k in groups):
         ways = [w for (s, w) in groups if s == server]
