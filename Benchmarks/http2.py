@@ -50,9 +50,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "Benchmarks" / "harness"))
 from files import random_file, sha256_file as sha256  # noqa: E402
-from wan import parse_stats, stats_delta  # noqa: E402
+from wan import LINKS, WanLink, stats_delta  # noqa: E402
 
-LINK_SH = REPO / "Benchmarks" / "wan" / "link.sh"
 WAN_NAME = "segget-h2"
 CLIENT_NS, SERVER_NS = f"{WAN_NAME}-cli", f"{WAN_NAME}-srv"
 SERVER_IP = "198.18.0.2"
@@ -172,13 +171,8 @@ class Server:
                 self.proc.wait()
 
 
-def link_up() -> None:
-    subprocess.run([str(LINK_SH), "up", "--name", WAN_NAME, "--delay-ms", "80", "--loss", "0.1%",
-                    "--rate-mbit", "400"], check=True)
-
-
-def link_down() -> None:
-    subprocess.run([str(LINK_SH), "down", "--name", WAN_NAME], check=False)
+# WAN link a of Benchmarks/harness/wan.py (80 ms, 0.1 % loss, 400 Mbit/s), under its own namespaces.
+LINK = WanLink(WAN_NAME, LINKS["a"], seed=1)
 
 
 # -- runs -------------------------------------------------------------------------------------------
@@ -196,21 +190,15 @@ def run_timed(argv: list[str], env: dict[str, str], wan: bool, timeout: float) -
     return wall, r.returncode, r.stdout + r.stderr, cpu
 
 
-def link_stats() -> dict[str, dict[str, int]]:
-    """WAN link a's counters (Benchmarks/wan/link.sh stats): {"up": {...}, "down": {...}}."""
-    r = subprocess.run([str(LINK_SH), "stats", "--name", WAN_NAME], capture_output=True, text=True)
-    return parse_stats(r.stdout)
-
-
 def run_on_link(argv: list[str], env: dict[str, str], wan: bool, timeout: float) -> tuple[float, int, str, float, dict]:
     """`run_timed`, and through the WAN link what the server sent for the run: the bytes that
     entered the link towards the client (headers of IP and TCP, retransmissions and bytes the
     client threw away included), and the packets the link's queue dropped."""
-    before = link_stats() if wan else None
+    before = LINK.stats() if wan else None
     secs, rc, text, cpu = run_timed(argv, env, wan, timeout)
     if before is None:
         return secs, rc, text, cpu, {}
-    down = stats_delta(before, link_stats())["down"]
+    down = stats_delta(before, LINK.stats())["down"]
     return secs, rc, text, cpu, {"serverBytes": down["rx_bytes"], "queueDrops": down["queue_drops"]}
 
 
@@ -245,7 +233,7 @@ def single(args: argparse.Namespace) -> list[dict]:
     records = []
     try:
         if args.wan:
-            link_up()
+            LINK.up()
             servers.append(Server("nginx", work, www, certs, SERVER_IP, 8443, SERVER_NS))
         else:
             for i, kind in enumerate(args.servers.split(",")):
@@ -277,7 +265,7 @@ def single(args: argparse.Namespace) -> list[dict]:
         for s in servers:
             s.stop()
         if args.wan:
-            link_down()
+            LINK.down()
     return records
 
 
@@ -296,7 +284,7 @@ def batch(args: argparse.Namespace) -> list[dict]:
     records = []
     try:
         if wan:
-            link_up()
+            LINK.up()
             server = Server("nginx", work, www, certs, SERVER_IP, 8443, SERVER_NS)
         else:
             server = Server("nginx", work, www, certs, "127.0.0.1", args.port, None)
@@ -346,7 +334,7 @@ def batch(args: argparse.Namespace) -> list[dict]:
         if server:
             server.stop()
         if wan:
-            link_down()
+            LINK.down()
     return records
 
 
