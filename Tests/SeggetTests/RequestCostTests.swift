@@ -31,6 +31,33 @@ import Testing
         #expect(!Self.model(think: 0.001, slope: 0, answers: 4).isCostly)
     }
 
+    /// An answer that came before the path's round trip was known (a batch's probe on a connection
+    /// the fetch does not take over) is not all think time: once a round trip is measured its
+    /// handshakes and its own round trip come out of it, and a shorter one measured later takes out
+    /// less.
+    @Test func anAnswerBeforeTheRoundTripIsKnownIsWorkedOutAgain() {
+        var m = RequestCostModel(tls: true)
+        m.answered(ahead: 0, wait: 0.248, dialled: true, closes: false)
+        #expect(abs((m.baseThink ?? -1) - 0.248) < 1e-9)
+        #expect(m.isCostly)
+        m.measured(roundTrip: 0.081)
+        #expect(abs((m.baseThink ?? -1) - (0.248 - 3 * 0.081)) < 1e-9)
+        #expect(!m.isCostly)
+        m.answered(ahead: 1, wait: 0.081 + 0.004, dialled: false, closes: false)
+        m.measured(roundTrip: 0.08)
+        #expect(m.answers.map(\.ahead) == [0, 1])
+        #expect(abs(m.answers[0].think - (0.248 - 0.24)) < 1e-9)
+        #expect(abs(m.answers[1].think - 0.005) < 1e-9)
+        // A longer round trip leaves the smallest one in force, and the answers as they were.
+        let before = m.answers
+        m.measured(roundTrip: 0.2)
+        #expect(m.answers == before)
+        // Never below zero: a wait shorter than its round trips is no think time at all.
+        m.measured(roundTrip: 0.09 / 1.5)
+        m.answered(ahead: 0, wait: 0.05, dialled: true, closes: false)
+        #expect(m.answers.last?.think == 0)
+    }
+
     @Test func anOriginWithManyWorkersDoesNotQueue() {
         let m = Self.model(think: 0.2, slope: 0, answers: 8)
         #expect(m.servedAtOnce() == nil)

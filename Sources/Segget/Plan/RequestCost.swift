@@ -21,7 +21,21 @@ struct RequestCostModel: Equatable, Sendable {
         var think: Double
     }
 
-    /// The newest answers, oldest first (at most `memory`).
+    /// One request's wait for its head as measured, and whether it dialled: its think time is
+    /// worked out again whenever the path's round trip is learnt or found shorter (`answers`).
+    private struct Wait: Equatable, Sendable {
+        var ahead: Int
+        var seconds: Double
+        var dialled: Bool
+    }
+
+    /// The newest waits, oldest first (at most `memory`).
+    private var waits: [Wait] = []
+    /// The newest answers, oldest first (at most `memory`): `waits` with the network's round trips
+    /// taken out at the path's round trip as known now. An answer that came before any round trip
+    /// was measured (a batch's probe whose connection the fetch does not take over) would otherwise
+    /// keep its handshakes and its own round trip as think time: 0.25 s through WAN link a (80 ms,
+    /// HTTPS), where the server took a millisecond.
     private(set) var answers: [Answer] = []
     /// The server said `Connection: close` on its last answer: every request dials.
     private(set) var closesConnections = false
@@ -56,15 +70,27 @@ struct RequestCostModel: Equatable, Sendable {
     /// The kernel's round trip measured on one of the host's connections.
     mutating func measured(roundTrip rtt: Double) {
         guard rtt > 0 else { return }
+        let known = roundTrip
         roundTrip = min(roundTrip ?? rtt, rtt)
+        if roundTrip != known { answers = waits.map(answer) }
     }
 
     /// A head arrived `wait` seconds after its request, which had `ahead` requests out before it and
     /// `dialled` a new connection; `closes`: the answer says `Connection: close`.
     mutating func answered(ahead: Int, wait: Double, dialled: Bool, closes: Bool) {
         closesConnections = closes
-        answers.append(Answer(ahead: max(0, ahead), think: max(0, wait - networkSeconds(dialled: dialled))))
-        if answers.count > Self.memory { answers.removeFirst(answers.count - Self.memory) }
+        let w = Wait(ahead: max(0, ahead), seconds: wait, dialled: dialled)
+        waits.append(w)
+        answers.append(answer(w))
+        if waits.count > Self.memory {
+            waits.removeFirst(waits.count - Self.memory)
+            answers.removeFirst(answers.count - Self.memory)
+        }
+    }
+
+    /// `w` as an answer: its wait less the network's round trips at the round trip known now.
+    private func answer(_ w: Wait) -> Answer {
+        Answer(ahead: w.ahead, think: max(0, w.seconds - networkSeconds(dialled: w.dialled)))
     }
 
     /// A transfer from the host ended (its answer read, or cut).
