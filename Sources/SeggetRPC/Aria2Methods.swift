@@ -286,7 +286,7 @@ public struct Aria2Methods: RPCMethodHandler {
     }
 
     func integer(_ p: [JSON], _ i: Int, _ name: String) throws(RPCError) -> Int {
-        guard i < p.count, let v = p[i].intValue, abs(v) < 1 << 40 else {
+        guard i < p.count, let v = p[i].intValue, v.magnitude < 1 << 40 else {
             throw .invalidParams("\(name) must be an integer.")
         }
         return Int(v)
