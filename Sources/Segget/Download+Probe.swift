@@ -231,6 +231,14 @@ extension Download {
 
     /// Whether anything (even a dangling symbolic link) is at `path`, the final path; throws when `-o`
     /// names a directory, or a file in a directory that does not exist.
+    /// Refuses an output path where something other than a file, a directory or a symbolic link
+    /// stands (a device such as `/dev/null`, a FIFO, a socket), `--force` or not: the download is
+    /// renamed over its final name in the end, which would put a plain file in its place.
+    func refuseSpecialFile(at path: String) throws(SeggetError) {
+        guard FileSystem.status(path, followingLinks: false)?.kind == .other else { return }
+        throw SeggetError(.fileSystem, "\(path) is a device, FIFO or socket, which segget does not replace (even with --force); to discard the download, stream it: -o - > \(path); to keep it, choose another name with -o.")
+    }
+
     func checkOutputPath(_ path: String) throws(SeggetError) -> Bool {
         let there = FileSystem.status(path, followingLinks: false)
         guard options.outputPath != nil else { return there != nil }

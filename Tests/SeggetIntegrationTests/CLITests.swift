@@ -177,6 +177,27 @@ func startCLITestServer(_ resources: [String: [UInt8]]) throws -> TestServer {
         #expect(fileMatches(out, body))
     }
 
+    /// A FIFO or a device under the output name is never replaced by the download, `--force` or
+    /// not (it was: `-f -o mynull` turned a character device into a plain file), in both of the
+    /// ways a file is saved: whole from the probe (a small file) and in ranges.
+    @Test func aDeviceOrFIFOUnderTheOutputNameIsRefusedEvenWithForce() throws {
+        let small = cliTestBytes(100_000, seed: 3)
+        let large = cliTestBytes(3_000_000, seed: 4)
+        let server = try startCLITestServer(["s.bin": small, "l.bin": large])
+        defer { server.stop() }
+        let dir = try CLITempDir()
+        let fifo = dir.path("fifo")
+        #expect(mkfifo(fifo, 0o644) == 0)
+        for (name, force) in [("s.bin", true), ("l.bin", true), ("l.bin", false)] {
+            let r = try SeggetCLI.run(["-q", "-n", "4"] + (force ? ["--force"] : []) + ["-o", fifo, server.url(name)])
+            #expect(r.exitCode == 5, "\(name) \(force): \(r.stderr)")
+            #expect(r.stderr.contains("is a device, FIFO or socket"), "\(r.stderr)")
+            var st = stat()
+            #expect(lstat(fifo, &st) == 0 && (st.st_mode & S_IFMT) == S_IFIFO)
+        }
+        #expect(!FileManager.default.fileExists(atPath: fifo + ".segget-part"))
+    }
+
     /// The same download run again after it finished: done at once, exit 0, the file untouched (its
     /// `FinishedMark`), after the one request that names the file. Once the server's copy changes
     /// length, refused (5) with what to do; once the file on disk changes, refused as any file.
