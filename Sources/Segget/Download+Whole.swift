@@ -151,7 +151,7 @@ struct WholeSave: Sendable {
         }
         if sync { try? PosixFile.syncDirectory(containing: paths.final) }
         return DownloadResult(
-            path: paths.final, bytes: total, resumedBytes: 0, receivedBytes: 0, seconds: monotonicSeconds() - started,
+            path: paths.final, bytes: total, resumedBytes: 0, receivedBytes: total, seconds: monotonicSeconds() - started,
             connections: connections, verified: verified, usedRanges: true, tally: tally,
             hashing: verified.isEmpty ? nil : HashStatistics(fromMemory: total))
     }

@@ -56,6 +56,10 @@ import Testing
         for _ in writers { gate.signal() }
         #expect(wait(5) { outcome.isSet })
         #expect(try outcome.get().bytes == Int64(body.count))
+        // What it received is the probe's bytes, all of them (`--json`: received - refetched ==
+        // bytes - resumed); it once said 0.
+        #expect(try outcome.get().receivedBytes == Int64(body.count))
+        #expect(try outcome.get().tally.refetchedBytes == 0)
         #expect(TestFiles.fileDifference(options.outputPath!, body) == nil)
         let left = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0 != "w.bin" }
         #expect(left.isEmpty, "\(left)")
