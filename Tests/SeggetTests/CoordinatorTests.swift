@@ -651,6 +651,23 @@ import Testing
         #expect(s.c.isComplete && completed(s) == 8 * MiB && s.c.receivedBytes == 8 * MiB - 500_000)
     }
 
+    /// Each connection's remaining bytes are those of the run it holds, also before its request
+    /// goes out (they once counted from byte 0: 2, 4, 6 and 8 MiB for four runs of 2 MiB), and
+    /// shrink as it receives.
+    @Test func progressTellsEachRunsRemainingBytesBeforeItsRequest() {
+        let MiB = Int64(Self.MiB)
+        var s = Script(size: 8 * Self.MiB, connections: 4)
+        s.begin()
+        func remaining(_ s: Script) -> [Int64] { s.c.progress(now: s.now, elapsed: s.now).connections.map(\.remainingBytes) }
+        #expect(s.c.connections[3].machine.isWaiting)
+        #expect(remaining(s) == [2 * MiB, 2 * MiB, 2 * MiB, 2 * MiB])
+        s.run(until: 0.3)
+        let now = remaining(s)
+        #expect(s.c.receivedBytes > 0)
+        #expect(now.reduce(0, +) == 8 * MiB - s.c.receivedBytes)
+        #expect(now.allSatisfy { $0 <= 2 * MiB })
+    }
+
     @Test func aShorterAnswerIsContinuedWithoutAFailure() {
         var s = Script(size: 4 * Self.MiB, connections: 1)
         s.begin()

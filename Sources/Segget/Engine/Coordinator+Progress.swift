@@ -37,11 +37,24 @@ extension Coordinator {
             else { state = .receiving }
             conns.append(ConnectionProgress(
                 id: c.id, state: state, bytesPerSecond: self.rate(c, now: now, window: 2) ?? 0,
-                remainingBytes: max(0, end(of: c.id) - c.pos), source: config.sources.indices.contains(c.source) ? config.sources[c.source].url : nil))
+                remainingBytes: remaining(of: c.id), source: config.sources.indices.contains(c.source) ? config.sources[c.source].url : nil))
         }
         return DownloadProgress(
             completedBytes: bytesInFile, totalBytes: config.totalLength, receivedBytes: receivedBytes,
             bytesPerSecond: rate, elapsed: elapsed, connections: conns, finishedRanges: finishedRanges)
+    }
+
+    /// The bytes connection `id` has still to receive of the run (or raced chunk) it holds: from its
+    /// position where that lies in the run, else from the run's start (a connection whose request
+    /// has not gone out yet still stands where its last run left it, or at 0).
+    func remaining(of id: Int) -> Int64 {
+        let start: Int64
+        if let r = scheduler.run(of: id) { start = plan.byteRange(ofChunk: r.lowerBound).lowerBound }
+        else if let k = scheduler.duplicates[id] { start = plan.byteRange(ofChunk: k).lowerBound }
+        else { return 0 }
+        let end = end(of: id)
+        let pos = connections[id].pos
+        return max(0, end - ((start...end).contains(pos) ? pos : start))
     }
 
     /// The finished chunks as byte ranges, each run of neighbours as one range.
