@@ -570,6 +570,38 @@ import Testing
         #expect(s.c.isComplete)
     }
 
+    /// A connection the cap holds paused for longer than the cap's memory (a low `--max-speed`:
+    /// each read waits seconds for its allowance, with no byte and no new hold between) still
+    /// binds the cap: no idle connection races it. Once it receives freely again, the race rule
+    /// is as before.
+    @Test func noRaceWhileTheCapHoldsAConnectionPaused() {
+        var s = Script(size: 2 * Self.MiB, connections: 2) {
+            $0.redialSlow = false
+            $0.speedCapped = true
+        }
+        s.rates[1] = 64 * 1024
+        s.begin()
+        s.run(until: 0.5)
+        #expect(s.c.connections[0].machine.isIdle)
+        #expect(s.c.connections[1].machine.isTransferring)
+        // The cap holds connection 1's next read back: paused, no byte, no hold noted after.
+        s.handle(.capHeld)
+        s.rates[1] = 0
+        #expect(s.handle(.body(1, count: 16_384, head: s.head(1), budgetAllows: false)) == [.body(.pause)])
+        #expect(s.c.connections[1].machine.isPaused)
+        var raced = false
+        while s.now < 0.5 + 3 * Coordinator.capMemorySeconds {
+            s.run(until: s.now + 0.01)
+            raced = raced || s.c.isRacing(0)
+        }
+        #expect(!raced)
+        // Released, it crawls on without the cap: a second later the idle connection races it.
+        s.handle(.resumed(1))
+        s.rates[1] = 16 * 1024
+        s.run(until: s.now + Coordinator.capMemorySeconds + 1)
+        #expect(s.c.isRacing(0) || s.c.isComplete)
+    }
+
     @Test func autoGrowthAddsConnectionsWhileThroughputRises() {
         var s = Script(size: 512 * Self.MiB, connections: 8) {
             $0.autoConnections = true

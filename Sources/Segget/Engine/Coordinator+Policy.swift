@@ -88,7 +88,13 @@ extension Coordinator {
     /// the cap alone takes 5.1 s. A capped download starts as if the cap had just held bytes back
     /// (idle connections raced owners still waiting for their first start), and races come back a
     /// second after the cap last held a byte (one trickling connection left alone no longer fills it).
-    func capBinds(now: Double) -> Bool { now - capHeldAt < Self.capMemorySeconds }
+    /// A connection the cap holds paused binds it all along: under a cap of a few KiB/s each of
+    /// libcurl's 16 KiB reads waits more than a second for its allowance, with no byte and so no
+    /// new hold between (at `--max-speed 10k` two idle connections raced the owner of a 1 MiB
+    /// file's only chunk, 257 s where the cap alone takes 100 s).
+    func capBinds(now: Double) -> Bool {
+        now - capHeldAt < Self.capMemorySeconds || (config.speedCapped && connections.contains { $0.machine.isPaused })
+    }
     static let capMemorySeconds = 1.0
 
     mutating func noteCapHeld(now: Double) { capHeldAt = max(capHeldAt, now) }
