@@ -76,6 +76,11 @@ public struct SeggetError: Error, CustomStringConvertible, Sendable, Equatable {
     /// (not by reading the message): the probe retries only what may change.
     var retryAdvice = RetryAdvice.mayChange
 
+    /// A 429 or 503 that a host's budget took for the host's limit (`Download.refusedByHost`): a
+    /// probe after it waits for a slot of the host, as that limit says, rather than counting it a
+    /// failed attempt (see `LoopProbe.priorFailure`).
+    var takenForHostLimit = false
+
     init(_ kind: FailureKind, _ message: String, httpStatus: Int? = nil, retryAfter: Double? = nil, retryAdvice: RetryAdvice) {
         self.init(kind, message, httpStatus: httpStatus, retryAfter: retryAfter)
         self.retryAdvice = retryAdvice

@@ -152,6 +152,8 @@ final class LoopRun: @unchecked Sendable {
     struct Probed {
         var options: DownloadOptions
         var prepared: PreparedDownload?
+        /// The probe's failure: the download's own probe counts it as its first attempt.
+        var failure: SeggetError?
     }
 
     /// Asked before a loop is added (see `Batch.cpuFree`, `Batch.secondLoopBusy`), at most every
@@ -267,7 +269,8 @@ final class LoopRun: @unchecked Sendable {
     /// File `k`: its probe (a request on its loop), when one is made, then its name.
     private func begin(_ b: Begun) {
         let (k, here, opts) = (b.file, b.loop, b.options)
-        // The probe's failure is not reported: the download itself retries and gives the real error.
+        // The probe's failure is not reported here: the download counts it as its probe's first
+        // attempt, and retries (after the wait it asks for) or ends with it.
         guard b.probes else {
             passTurn(k, here: here)
             return probed(k, Probed(options: opts, prepared: nil), here: here)
@@ -279,7 +282,8 @@ final class LoopRun: @unchecked Sendable {
                 onSlot: { [self] in passTurn(k, here: here) }
             ) { [self] result in
                 passTurn(k, here: here)
-                probed(k, Probed(options: opts, prepared: try? result.get()), here: here)
+                let failure: SeggetError? = if case .failure(let e) = result { e } else { nil }
+                probed(k, Probed(options: opts, prepared: try? result.get(), failure: failure), here: here)
             }
         }
         let now = lock.withLock { () -> Bool in
@@ -389,7 +393,7 @@ final class LoopRun: @unchecked Sendable {
             if reporter.wantsProgress { progress = { reporter.progress(id: id, $0) } }
             Download(url: entry.url, options: opts).run(
                 on: loop(here), progress: progress, events: { reporter.event(id: id, $0) },
-                interrupt: interrupt, prepared: p.prepared
+                interrupt: interrupt, prepared: p.prepared, probeFailed: p.failure
             ) { [self] result in
                 switch result {
                 case .success(let r):

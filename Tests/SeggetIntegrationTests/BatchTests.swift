@@ -226,6 +226,25 @@ import Glibc
         #expect(human.stderr.contains("failed (exit 4"))
     }
 
+    /// A file whose first look failed is not asked again at once: a 404 is asked once, as for one
+    /// file, and a 503 is asked again only after its `Retry-After` (the batch once sent the second
+    /// request of each at once, 2 ms after the refusal).
+    @Test func aBatchKeepsAFailedProbesAnswer() throws {
+        let body = cliTestBytes(200_000, seed: 35)
+        let server = try startCLITestServer(["r.bin": body])
+        defer { server.stop() }
+        let dir = try CLITempDir()
+        let refused = server.url("r.bin", mode: .status, query: "code=503&times=1&retryafter=1")
+        let r = try SeggetCLI.run(["-q", "-d", dir.root, refused, server.url("missing.bin")])
+        #expect(r.exitCode == 4, "\(r.stderr)")
+        #expect(fileMatches(dir.root + "/r.bin", body))
+        let requests = server.requests
+        #expect(requests.filter { $0.path.hasSuffix("/missing.bin") }.count == 1, "\(requests)")
+        let asked = requests.filter { $0.path.hasSuffix("/r.bin") }.map(\.arrivedAt)
+        #expect(asked.count >= 2, "\(requests)")
+        if asked.count >= 2 { #expect(asked[1] - asked[0] >= 0.95, "\(asked)") }
+    }
+
     @Test func jobsShareTheConnectionBudget() throws {
         let files = (0..<4).map { cliTestBytes(500_000, seed: 40 + UInt64($0)) }
         var resources: [String: [UInt8]] = [:]

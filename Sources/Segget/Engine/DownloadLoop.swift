@@ -344,12 +344,14 @@ public final class DownloadLoop: @unchecked Sendable {
     /// Starts probing for `download` (see `LoopProbe`); `done` hears on the loop thread. Loop thread only.
     /// With `hostShare`, the probe first waits (on the loop, without blocking it) for a slot in its
     /// host's budget, then calls `onSlot`; a refusal that the budget takes for the host's limit (with
-    /// `retrying`) waits for a slot again instead of counting as a failure.
+    /// `retrying`) waits for a slot again instead of counting as a failure. `after`: the failure of
+    /// a first probe made for this download already (a batch's, see `Download.prepare`), counted as
+    /// this probe's first attempt (see `LoopProbe.priorFailure`).
     func probe(
         _ download: Download, url: String? = nil, firstBytes: Int, deadline: Deadline?, retrying: Bool,
         events: (@Sendable (DownloadEvent) -> Void)?, interrupt: InterruptFlag, hostShare: HostShare? = nil,
-        slotHeld: Bool = false, warmUp: ConnectionWarmUp? = nil, onSlot: (() -> Void)? = nil,
-        done: @escaping (Result<ProbeResult, SeggetError>) -> Void
+        slotHeld: Bool = false, warmUp: ConnectionWarmUp? = nil, after priorFailure: SeggetError? = nil,
+        onSlot: (() -> Void)? = nil, done: @escaping (Result<ProbeResult, SeggetError>) -> Void
     ) {
         var prober = download.prober(firstBytes: firstBytes, multi: driver.multi, deadline: deadline)
         // The small first answer over TLS is for a download whose connections are its own.
@@ -359,6 +361,7 @@ public final class DownloadLoop: @unchecked Sendable {
             retrying: retrying, events: events, interrupt: interrupt, hostShare: hostShare, slotHeld: slotHeld)
         p.onSlot = onSlot
         p.warmUp = warmUp
+        if retrying { p.priorFailure = priorFailure }
         let id = ObjectIdentifier(p)
         probes[id] = p
         // Not unregistered: a held transfer stays on the driver for the fetch, and the driver lets

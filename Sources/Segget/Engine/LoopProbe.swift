@@ -36,6 +36,15 @@ final class LoopProbe: TransferClient {
     /// host sends them again there (see `answered`).
     private var warmedUp: (rule: ConnectionWarmUp, host: String)?
     private var probeResent = false
+    /// The failure of a probe made for this download before (a batch's first look at its files,
+    /// `Download.prepare`, one attempt without retries): this probe's first attempt. What cannot
+    /// change (a 404) ends it without a request, and a retry waits what the failure asks (a 503's
+    /// `Retry-After`) before the request goes out, as after a failure of its own. A batch once sent
+    /// a second request at once for every such failure: a 404 asked twice, a 503's `Retry-After: 2`
+    /// answered two milliseconds later.
+    var priorFailure: SeggetError?
+    /// Not before this time does the first request go out (see `priorFailure`).
+    private var notBefore: Double?
 
     init(
         loop: DownloadLoop, download: Download, url: String, prober: Prober, retrying: Bool,
@@ -59,6 +68,19 @@ final class LoopProbe: TransferClient {
 
     /// Starts once the host's budget gives the probe a slot (at once without a budget).
     func begin() {
+        if let e = priorFailure, !e.takenForHostLimit {
+            // Counted as this probe's first attempt (see `priorFailure`). A refusal the host's
+            // budget took for its limit is not: the probe waits for a slot below, as that limit says.
+            priorFailure = nil
+            attempt += 1
+            do throws(SeggetError) {
+                let delay = try download.probeRetryDelay(
+                    after: e, attempt: attempt, deadline: prober.deadline, events: events, interrupt: interrupt)
+                notBefore = monotonicSeconds() + delay
+            } catch {
+                return finish(.failure(error))
+            }
+        }
         guard let share = hostShare, !slotHeld else { return slotTaken() }
         waitingForSlot = true
         loop.waitForSlot(self, key: share.key)
@@ -88,6 +110,14 @@ final class LoopProbe: TransferClient {
 
     /// Starts (or, after a failure, starts again) from the download's URL.
     func start() {
+        if let at = notBefore {
+            // The wait the failure before this probe asked for, timed by the loop's ticks.
+            notBefore = nil
+            if monotonicSeconds() < at {
+                retryAt = at
+                return
+            }
+        }
         do throws(SeggetError) {
             walk = try ProbeWalk(prober: prober, url: url)
             try send()

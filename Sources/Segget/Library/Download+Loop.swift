@@ -38,7 +38,11 @@ extension Download {
                 self, firstBytes: ask.bytes, deadline: deadline, retrying: false, events: nil, interrupt: interrupt,
                 hostShare: share, slotHeld: held, warmUp: warmUp, onSlot: onLoopSlot
             ) { result in
-                if case .failure(let e) = result { _ = Self.refusedByHost(e, share: share) }
+                let result = result.mapError { e in
+                    var e = e
+                    e.takenForHostLimit = Self.refusedByHost(e, share: share)
+                    return e
+                }
                 let prepared = result.map { p in
                     var p = p
                     p.absent = ask.absent
@@ -82,6 +86,7 @@ extension Download {
         events: (@Sendable (DownloadEvent) -> Void)? = nil,
         interrupt: InterruptFlag = InterruptFlag(),
         prepared: PreparedDownload? = nil,
+        probeFailed: SeggetError? = nil,
         completion: @escaping @Sendable (Result<DownloadResult, SeggetError>) -> Void
     ) {
         guard (1...128).contains(options.connections) else {
@@ -98,7 +103,10 @@ extension Download {
         let context = AttemptContext(
             started: monotonicSeconds(), progress: progress, events: events, interrupt: interrupt,
             hostShare: share)
-        attempts(AttemptPlan(fresh: !options.resume), prepared: prepared, on: loop, context, LoopRenewals()) { result in
+        attempts(
+            AttemptPlan(fresh: !options.resume), prepared: prepared, probeFailed: prepared == nil ? probeFailed : nil, on: loop,
+            context, LoopRenewals()
+        ) { result in
             share?.sync(inFlight: 0)
             completion(result)
         }
@@ -107,10 +115,11 @@ extension Download {
     /// Attempts from `plan` on, each restart probing afresh (a link that expired renewed first),
     /// until one finishes or fails.
     private func attempts(
-        _ plan: AttemptPlan, prepared: PreparedDownload?, on loop: DownloadLoop, _ context: AttemptContext,
-        _ renewals: LoopRenewals, completion: @escaping @Sendable (Result<DownloadResult, SeggetError>) -> Void
+        _ plan: AttemptPlan, prepared: PreparedDownload?, probeFailed: SeggetError? = nil, on loop: DownloadLoop,
+        _ context: AttemptContext, _ renewals: LoopRenewals,
+        completion: @escaping @Sendable (Result<DownloadResult, SeggetError>) -> Void
     ) {
-        attempt(plan, prepared: prepared, on: loop, context) { [self] plan, outcome in
+        attempt(plan, prepared: prepared, probeFailed: probeFailed, on: loop, context) { [self] plan, outcome in
             switch outcome {
             case .failure(let e):
                 completion(.failure(e))
@@ -172,8 +181,8 @@ extension Download {
     /// unless `prepared`), the steps up to the fetch (steps queue), the fetch (loop), verify and
     /// publish (steps queue). `done` is called on the steps queue with the plan it ran.
     private func attempt(
-        _ plan: AttemptPlan, prepared: PreparedDownload?, on loop: DownloadLoop, _ context: AttemptContext,
-        done: @escaping @Sendable (AttemptPlan, Result<AttemptOutcome, SeggetError>) -> Void
+        _ plan: AttemptPlan, prepared: PreparedDownload?, probeFailed: SeggetError? = nil, on loop: DownloadLoop,
+        _ context: AttemptContext, done: @escaping @Sendable (AttemptPlan, Result<AttemptOutcome, SeggetError>) -> Void
     ) {
         let deadline = options.timeout.map { Deadline(limit: $0, from: context.started) }
         // A file the probe brought whole is saved on a writer thread where the loop serves many
@@ -249,7 +258,7 @@ extension Download {
         loop.post { [self] in
             loop.probe(
                 self, url: url, firstBytes: ask.bytes, deadline: deadline, retrying: true, events: context.events,
-                interrupt: context.interrupt, hostShare: context.hostShare, warmUp: warmUp
+                interrupt: context.interrupt, hostShare: context.hostShare, warmUp: warmUp, after: probeFailed
             ) { result in
                 loop.steps.async { [self] in
                     switch result {
