@@ -177,11 +177,11 @@ extension Download {
                 continue
             }
             if !verifiable, let a = main.etag, let b = p.etag, a != b {
-                events?(.notice("dropping mirror \(shown): its ETag \(ServerText(b)) differs from \(ServerText(a))."))
+                events?(.notice("dropping mirror \(shown): its ETag \(ServerText(b)) differs from \(ServerText(a)), so nothing shows it holds the same bytes (mirrors on different servers mix safely through a Metalink with piece hashes)."))
                 continue
             }
             if !verifiable, let a = main.lastModified, let b = p.lastModified, a != b {
-                events?(.notice("dropping mirror \(shown): its Last-Modified differs (\(ServerText(b)) vs \(ServerText(a)))."))
+                events?(.notice("dropping mirror \(shown): its Last-Modified differs (\(ServerText(b)) vs \(ServerText(a))), so nothing shows it holds the same bytes (mirrors on different servers mix safely through a Metalink with piece hashes)."))
                 continue
             }
             // Credentials given for the main URL go to a mirror only on the same host.

@@ -373,11 +373,30 @@ import Testing
         Observation(id: id, bytes: Int64(mibPerSecond * 0.5 * Double(mib)), seconds: 0.5, heldSeconds: held, remainingBytes: left, consecutiveRedials: redials)
     }
 
+    /// Where every answer so far is slow (a server at 100 KiB/s a connection), a re-dial looks for
+    /// a faster answer now and then, and says so: it is not slower than the others (the message once
+    /// read "99.9 KiB/s against a median of 99.9 KiB/s").
+    @Test func aRedialWhereEveryAnswerIsSlowIsAnExploration() {
+        var rule = SlowConnectionRule(maxTotalRedials: 24)
+        let slow = 100.0 / 1024
+        var verdicts: [SlowConnectionRule.Verdict] = []
+        var t = 0.0
+        while t < 5, verdicts.isEmpty {
+            verdicts = rule.judge((0..<4).map { Self.seen($0, slow, left: 4 << 20) }, now: t)
+            t += 0.1
+        }
+        #expect(verdicts.count == 1)
+        #expect(verdicts.first?.action == .redial && verdicts.first?.exploring == true)
+        let fast = rule.judge([Self.seen(0, 16), Self.seen(1, 16), Self.seen(2, 15), Self.seen(3, 2)], now: t + 10)
+        #expect(fast.allSatisfy { !$0.exploring })
+    }
+
     @Test func aConnectionFarBelowTheMedianIsRedialled() {
         var rule = SlowConnectionRule(maxTotalRedials: 24)
         let v = rule.judge([Self.seen(0, 16), Self.seen(1, 16), Self.seen(2, 15), Self.seen(3, 2)], now: 0)
         #expect(v.map(\.id) == [3])
         #expect(v.first?.action == .redial)
+        #expect(v.first?.exploring == false)
         #expect(rule.typical == Double(16 << 20))
         #expect(rule.totalRedials == 1)
         // 0.4 of the median is the line; a connection at half of it is left alone.

@@ -428,8 +428,10 @@ extension Coordinator {
                     commands.append(.trace("connection \(c.id) redial at \(Format.rate(v.rate)) vs typical \(Format.rate(v.typical)) (first bytes take \(Format.fixed(usualFirstByteWait ?? -1, 3)) s, path round trip \(Format.fixed(rtt ?? -1, 3)) s, request \(Format.fixed(now - c.requestStartedAt, 2)) s old)\(isRacing(c.id) ? " (racer)" : "")"))
                 }
                 // With every peer silent too (a server that stopped answering), a median of 0 B/s says nothing.
-                let reason = v.typical > 0
-                    ? "\(Format.rate(v.rate)) against a median of \(Format.rate(v.typical))"
+                let reason = v.exploring
+                    ? "\(Format.rate(v.rate)), as slow as every answer so far: a new connection may find a faster one"
+                    : v.typical > 0
+                    ? "\(Format.rate(v.rate)) against a typical \(Format.rate(v.typical))"
                     : "\(Format.rate(v.rate)), no byte for \(Format.fixed(max(0, now - c.lastByteAt), 1)) s"
                 commands.append(.event(.redial(connection: c.id, reason: reason)))
                 // Abort now and continue on a fresh connection from the exact byte reached.

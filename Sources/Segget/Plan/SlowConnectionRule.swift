@@ -107,6 +107,9 @@ public struct SlowConnectionRule: Sendable {
         /// Its network rate and the typical rate it fell short of (bytes per second).
         public var rate: Double
         public var typical: Double
+        /// Not slower than the others: every answer so far was slow, and this re-dial looks for a
+        /// faster one (see `explore`).
+        public var exploring = false
     }
 
     /// The measuring window, seconds (see `Coordinator.judgeSlowConnections` for why 0.5 s).
@@ -378,7 +381,7 @@ public struct SlowConnectionRule: Sendable {
         exploreAt = now + 2 * holdOff
         let rate = Double(worst.bytes) / max(worst.freeSeconds, 1e-3)
         explored = (worst.id, rate, now)
-        return [Verdict(id: worst.id, action: .redial, rate: rate, typical: typical ?? 0)]
+        return [Verdict(id: worst.id, action: .redial, rate: rate, typical: typical ?? 0, exploring: true)]
     }
 }
 
