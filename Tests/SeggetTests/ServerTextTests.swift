@@ -1,3 +1,4 @@
+import SeggetCurl
 import Testing
 
 @testable import Segget
@@ -6,6 +7,17 @@ import Testing
 @Suite struct ServerTextTests {
     /// The OSC 52 clipboard write and the screen clear of issue 23's redirect.
     static let hostileLocation = "http://evil.example/\u{1B}]52;c;aGVsbG8=\u{07}\u{1B}[2J"
+
+    /// A header line that is not UTF-8 is read as Latin-1 (`decodingLatin1`) and shown as the
+    /// README says: each byte as the character it names, C1 controls escaped, so that a bidi
+    /// control's UTF-8 bytes in such a line leave no bidi control.
+    @Test func aHeaderLineThatIsNotUTF8ShowsAsTheREADMESays() {
+        let bytes: [UInt8] = [0x78, 0xFF, 0x1B, 0xE2, 0x80, 0xAE, 0x61]
+        let line = bytes.withUnsafeBytes { decodingLatin1($0) }
+        let shown = "\(ServerText(line))"
+        #expect(shown == "xÿ\\x1bâ\\u{80}®a")
+        #expect(!shown.unicodeScalars.contains { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) || $0.value == 0x202E })
+    }
 
     @Test func interpolationEscapesTerminalSequences() {
         let t = ServerText(Self.hostileLocation)
