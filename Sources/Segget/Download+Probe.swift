@@ -239,6 +239,15 @@ extension Download {
         throw SeggetError(.fileSystem, "\(path) is a device, FIFO or socket, which segget does not replace (even with --force); to discard the download, stream it: -o - > \(path); to keep it, choose another name with -o.")
     }
 
+    /// Refuses a final name that is a side file's of another (`X.segget-part`, `-journal`,
+    /// `-progress`): a download of X would take such a file for its own unfinished one and start
+    /// over on it, and a download saved under it would be that file (one saved as
+    /// `big.segget-part` was deleted by the next `-o big`, as a part file without a journal).
+    func refuseSideFileName(_ path: String) throws(SeggetError) {
+        guard let suffix = PartialDownload.Paths.sideFileSuffixes.first(where: { path.hasSuffix($0) }) else { return }
+        throw SeggetError(.fileSystem, "\(path) ends in \(suffix), the name segget gives an unfinished download's side file; choose another name with -o (or out= in an input file).")
+    }
+
     func checkOutputPath(_ path: String) throws(SeggetError) -> Bool {
         let there = FileSystem.status(path, followingLinks: false)
         guard options.outputPath != nil else { return there != nil }

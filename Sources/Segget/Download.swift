@@ -84,6 +84,7 @@ public final class Download: @unchecked Sendable {
         if let pinned = plan.outputPath { final = pinned } else { final = try outputPath(probe: probe) }
         let paths = PartialDownload.Paths(final: final)
         try refuseSpecialFile(at: final)
+        try refuseSideFileName(final)
         let expected = expectedDigests(probe) + metalink.digests.filter { d in !options.checksums.contains { $0.algorithm == d.algorithm } }
         let ranged = probe.acceptsRanges && probe.totalLength != nil && !plan.stream
         if let size = options.expectedLength, let total = probe.totalLength, total != size {

@@ -26,6 +26,10 @@ final class PartialDownload {
             journal = final + ".segget-journal"
             progress = final + ".segget-progress"
         }
+
+        /// The endings of the side files; a final name with one of them is refused (see
+        /// `Download.refuseSideFileName`).
+        static let sideFileSuffixes = [".segget-part", ".segget-journal", ".segget-progress"]
     }
 
     let paths: Paths

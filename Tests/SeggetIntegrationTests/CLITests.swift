@@ -198,6 +198,23 @@ func startCLITestServer(_ resources: [String: [UInt8]]) throws -> TestServer {
         #expect(!FileManager.default.fileExists(atPath: fifo + ".segget-part"))
     }
 
+    /// A final name that is a side file's of another download is refused (a file saved as
+    /// `big.segget-part` was deleted by the next `-o big` as a part file without its journal).
+    @Test func aSideFilesNameIsRefusedAsTheOutput() throws {
+        let body = cliTestBytes(300_000, seed: 5)
+        let server = try startCLITestServer(["f.bin": body])
+        defer { server.stop() }
+        let dir = try CLITempDir()
+        for suffix in [".segget-part", ".segget-journal", ".segget-progress"] {
+            let out = dir.path("big" + suffix)
+            let r = try SeggetCLI.run(["-q", "-o", out, server.url("f.bin")])
+            #expect(r.exitCode == 5, "\(suffix): \(r.stderr)")
+            #expect(r.stderr.contains("ends in \(suffix)"), "\(r.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: out))
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.root).isEmpty)
+    }
+
     /// The same download run again after it finished: done at once, exit 0, the file untouched (its
     /// `FinishedMark`), after the one request that names the file. Once the server's copy changes
     /// length, refused (5) with what to do; once the file on disk changes, refused as any file.
