@@ -101,9 +101,11 @@ public final class Download: @unchecked Sendable {
         let finalExists = try checkOutputPath(paths.final)
         if !options.force, finalExists, let size = try finishedByAnEarlierRun(paths: paths, url: url, probe: probe, expected: expected) {
             events?(.notice("\(paths.final) was already completed by an earlier run."))
-            return .finished(.finished(DownloadResult(
+            var result = DownloadResult(
                 path: paths.final, bytes: size, resumedBytes: size, receivedBytes: 0, seconds: 0,
-                connections: 0, verified: [], usedRanges: probe.acceptsRanges)))
+                connections: 0, verified: [], usedRanges: probe.acceptsRanges)
+            result.finishedEarlier = true
+            return .finished(.finished(result))
         }
         if finalExists && !options.force {
             let advice = options.ofList

@@ -48,7 +48,7 @@ final class TerminalUI: @unchecked Sendable {
         guard !quiet else { return }
         clearLine()
         // An earlier run finished it (its notice said so): nothing was saved now.
-        if r.connections == 0, r.receivedBytes == 0, r.bytes > 0, r.resumedBytes == r.bytes { return }
+        if r.finishedEarlier { return }
         let rate = r.seconds > 0 ? Double(r.bytes - r.resumedBytes) / r.seconds : 0
         // Connections asked for, or fewer where fewer requests went out (an origin worth one request).
         let used = r.tally.requests > 0 ? min(r.connections, r.tally.requests) : r.connections

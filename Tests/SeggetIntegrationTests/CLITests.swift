@@ -198,6 +198,21 @@ func startCLITestServer(_ resources: [String: [UInt8]]) throws -> TestServer {
         #expect(!FileManager.default.fileExists(atPath: fifo + ".segget-part"))
     }
 
+    /// An empty file run again says only that an earlier run finished it (it once also said
+    /// "saved … (0 B) … 0 connections").
+    @Test func anEmptyFileRunAgainSaysOnlyThatItWasDone() throws {
+        let server = try startCLITestServer(["zero.bin": []])
+        defer { server.stop() }
+        let dir = try CLITempDir()
+        let out = dir.path("zero.bin")
+        let first = try SeggetCLI.run(["-o", out, server.url("zero.bin")])
+        #expect(first.exitCode == 0 && first.stderr.contains("saved"), "\(first.stderr)")
+        let again = try SeggetCLI.run(["-o", out, server.url("zero.bin")])
+        #expect(again.exitCode == 0, "\(again.stderr)")
+        #expect(again.stderr.contains("was already completed by an earlier run"), "\(again.stderr)")
+        #expect(!again.stderr.contains("saved"), "\(again.stderr)")
+    }
+
     /// A final name that is a side file's of another download is refused (a file saved as
     /// `big.segget-part` was deleted by the next `-o big` as a part file without its journal).
     @Test func aSideFilesNameIsRefusedAsTheOutput() throws {

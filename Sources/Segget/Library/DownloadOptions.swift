@@ -173,4 +173,6 @@ public struct DownloadResult: Sendable, Equatable {
     public var hashing: HashStatistics? = nil
     /// What the piece checks found, for a download with piece hashes.
     public var pieces: PieceReport?
+    /// An earlier run finished the file (its mark vouched for it): nothing was saved now.
+    public var finishedEarlier = false
 }
