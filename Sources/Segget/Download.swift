@@ -108,7 +108,9 @@ public final class Download: @unchecked Sendable {
             return .finished(.finished(result))
         }
         if finalExists && !options.force {
-            let advice = options.ofList
+            let advice = options.ofDaemon
+                ? "the daemon never overwrites a file: remove it, or give the task another name (the out option)."
+                : options.ofList
                 ? "pass --skip-existing to count the files already on disk as done (a list run again after it stopped), --force to overwrite them, or give the file another name (out= in an input file)."
                 : "pass --force to overwrite it, or -o to choose another name."
             throw SeggetError(.fileSystem, "\(paths.final) already exists; \(advice)")

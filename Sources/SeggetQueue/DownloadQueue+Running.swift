@@ -207,6 +207,7 @@ extension DownloadQueue {
 
     private func downloadOptions(_ r: TaskRecord, grant: QueueState.Grant?) -> DownloadOptions {
         var o = DownloadOptions()
+        o.ofDaemon = true
         o.mirrors = Array(r.urls.dropFirst())
         o.outputPath = r.path
         o.directory = r.path == nil ? r.directory : nil

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Segget
+import SeggetSystem
 import SeggetVerify
 
 struct Verify: ParsableCommand {
@@ -57,6 +58,10 @@ struct Verify: ParsableCommand {
     }
 
     func run() throws {
+        // A FIFO or a device would be read until its writer stops (forever, for a FIFO nobody writes).
+        if let kind = FileSystem.status(file)?.kind, kind != .regular {
+            throw SeggetError(.fileSystem, "\(file) is not a regular file; segget verify checks the contents of a file.")
+        }
         if let metalink { try checkPieces(metalink) }
         guard !checksum.isEmpty || checksumFile != nil else { return }
         var expected = try checksum.map { try ExpectedDigest(parsing: $0) }
@@ -65,7 +70,8 @@ struct Verify: ParsableCommand {
         do {
             digests = try digestFile(path: file, algorithms: Array(Set(expected.map(\.algorithm))))
         } catch {
-            throw SeggetError(.fileSystem, "cannot read \(file): \(error).")
+            // A sentence that names the file and says what failed.
+            throw SeggetError(.fileSystem, "\(error)")
         }
         for e in expected {
             let got = digests[e.algorithm] ?? []

@@ -10,6 +10,8 @@ func failUsage(_ message: String) -> Never {
     // ArgumentParser messages may span lines (usage hints); the first line says what is wrong.
     var first = message.split(separator: "\n").first.map(String.init) ?? message
     if first.hasPrefix("Error: ") { first.removeFirst(7) }
+    // One sentence, then the pointer: ArgumentParser's own messages end without a period.
+    if let last = first.last, !".?!".contains(last) { first += "." }
     writeStderr("segget: \(first) See 'segget --help'.\n")
     if jsonRequested {
         StdoutLines.write(JSONReporter.error(id: nil, url: nil, path: nil, SeggetError(.usage, first)).body)

@@ -175,6 +175,33 @@ final class EventLog: Sendable {
         #expect(again.globalStat().numStoppedTotal == 2)
     }
 
+    /// A task named by `out` whose file is already there (not one segget finished; a name from the
+    /// URL would be numbered instead) fails with aria2's code 13 and advice a daemon's client can
+    /// follow: the daemon never overwrites, so not "--force" or "-o".
+    @Test func aFileAlreadyThereFailsTheTaskWithAdviceForATask() async throws {
+        let dir = try QueueTempDir()
+        let server = try Self.server(["y.bin": QueueTestFiles.randomBytes(1000, seed: 6)])
+        defer { server.stop() }
+        let root = dir.path("root")
+        #expect(mkdir(root, 0o755) == 0)
+        let kept: [UInt8] = Array("keep me".utf8)
+        let fd = open(root + "/y.bin", O_WRONLY | O_CREAT | O_EXCL, 0o644)
+        #expect(fd >= 0 && write(fd, kept, kept.count) == kept.count)
+        close(fd)
+        let queue = try DownloadQueue(databasePath: dir.path("q.sqlite"), settings: QueueSettings(downloadRoot: root))
+        queue.start()
+        var named = TaskOptions()
+        named.outputName = "y.bin"
+        let id = try queue.add(urls: [server.url("y.bin")], options: named)
+        #expect(await eventually(timeout: 60) { queue.snapshot(id)?.status == .error })
+        #expect(queue.snapshot(id)?.errorCode == 13)
+        let message = queue.snapshot(id)?.errorMessage ?? ""
+        #expect(message.contains("already exists") && message.contains("the out option"), "\(message)")
+        #expect(!message.contains("--force") && !message.contains("-o "), "\(message)")
+        #expect(QueueTestFiles.read(root + "/y.bin") == kept)
+        await queue.shutdown()
+    }
+
     @Test func addRefusesUnsafeRequests() throws {
         let dir = try QueueTempDir()
         let queue = try DownloadQueue(

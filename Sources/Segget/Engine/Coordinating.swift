@@ -249,7 +249,7 @@ extension Coordinating {
     mutating func retryOrFail(_ id: Int, _ end: Coordinator.TransferEnd, missing: Int64, now: Double) -> [Command] {
         switch end {
         case .ok, .partial:
-            return scheduleRetry(id, reason: "the connection ended \(missing) bytes early", after: nil, kind: .network, now: now)
+            return scheduleRetry(id, reason: "the connection ended \(missing) byte\(missing == 1 ? "" : "s") early", after: nil, kind: .network, now: now)
         case .transient(let why):
             return scheduleRetry(id, reason: why, after: nil, kind: .network, now: now)
         case .failed(let e):

@@ -61,6 +61,9 @@ public struct DownloadOptions: Sendable, Equatable {
     /// for a list (`--skip-existing` when the list runs again after it stopped, `out=`) rather than
     /// for one download (`-o`).
     public var ofList = false
+    /// A daemon's task: a file already under the output name is refused with the advice for a
+    /// task (remove the file, or the task's `out`), the daemon never overwriting one.
+    public var ofDaemon = false
     /// Resume from a journal left by an earlier run (the default).
     public var resume = true
     public var transfer = TransferOptions()
