@@ -549,6 +549,35 @@ import Testing
         #expect(s.c.scheduler.run(of: 1) == nil)
     }
 
+    /// A racer that would finish after the owner does not race: 5 chunks over 4 connections that
+    /// each get 1 MiB/s (a server's cap per connection) leave one chunk to the end, whose owner is
+    /// well into it when the others run out of work, and a copy from its start at the same rate
+    /// could only fetch it twice (it did: 1.7 MB twice, no time saved). An owner far slower than
+    /// the racer's own last rate is still raced.
+    @Test func noRaceThatCannotFinishFirst() {
+        var s = Script(size: 5 * Self.MiB, connections: 4) { $0.redialSlow = false }
+        s.defaultRate = Double(Self.MiB)
+        s.begin()
+        var raced = false
+        while !s.c.isComplete && s.now < 10 {
+            s.run(until: s.now + 0.01)
+            raced = raced || s.c.connections.indices.contains { s.c.isRacing($0) }
+        }
+        #expect(s.c.isComplete && !raced)
+        #expect(s.c.receivedBytes == Int64(5 * Self.MiB))
+
+        var slow = Script(size: 5 * Self.MiB, connections: 4) { $0.redialSlow = false }
+        slow.defaultRate = Double(Self.MiB)
+        slow.rates[3] = 64 * 1024
+        slow.begin()
+        var slowRaced = false
+        while !slow.c.isComplete && slow.now < 30 {
+            slow.run(until: slow.now + 0.01)
+            slowRaced = slowRaced || slow.c.isRacing(0) || slow.c.isRacing(1) || slow.c.isRacing(2)
+        }
+        #expect(slow.c.isComplete && slowRaced)
+    }
+
     /// While a speed cap sets the rate (`EngineCore.Event.capHeld`), an end-game race only splits the
     /// same allowance and pays for the chunk twice: none starts. A second after the cap last held
     /// bytes back, the slow last chunk is raced again.

@@ -152,6 +152,18 @@ extension Coordinator {
         /// at its own rate must exceed a split's price (nil: the host was seen to serve side by side).
         var splitPrice: Double?
 
+        /// How long an end-game racer needs for a chunk of `chunkBytes`: its first byte (and its
+        /// handshakes when it dials), then the chunk at the typical rate; nil while no rate is known.
+        /// A racer expected to finish after the owner does not race it (see `Scheduler`): 5 MiB at
+        /// `-n 4` from a server that sends 1 MiB/s a connection raced the last chunk twice, from its
+        /// start, at the rate of an owner already well into it: 1.7 MB fetched twice, no time saved.
+        /// `ownRate`: what a new copy may get, where known (the best rate a transfer of the download
+        /// had: after the others ended, the typical rate may be only the slow owner's).
+        func racerSeconds(chunkBytes: Int64, ownRate: Double?) -> Double? {
+            let perByte = [chunkSeconds.map { $0 / max(1, chunkSize) }, ownRate.map { 1 / max($0, 1) }].compactMap { $0 }.min()
+            return perByte.map { firstByteWait + $0 * Double(chunkBytes) }
+        }
+
         /// Whether robbing `victim` of some of its `notStartedChunks` brings its finish forward by
         /// more than the steal costs.
         func worthStealing(_ victim: Int, notStartedChunks n: Int) -> Bool {
@@ -277,6 +289,17 @@ extension Coordinator {
     }
 
     /// The median rate of the connections receiving now, for sizing steals; nil if none is known.
+    /// The average rate of an idle connection's last transfer from its first byte to its last,
+    /// once it brought at least `racerEvidenceBytes`; nil otherwise.
+    func lastTransferRate(_ c: Connection) -> Double? {
+        guard !c.machine.isTransferring, let first = c.firstByteAt else { return nil }
+        let bytes = c.transferBytes - c.bytesAtFirstByte
+        let seconds = c.lastByteAt - first
+        guard bytes >= Self.racerEvidenceBytes, seconds > 0.01 else { return nil }
+        return Double(bytes) / seconds
+    }
+    static let racerEvidenceBytes: Int64 = 256 << 10
+
     func typicalRate(now: Double) -> Double? {
         let rates = connections.compactMap { c in c.machine.isTransferring && !isRacing(c.id) ? rate(c, now: now) : nil }.sorted()
         guard !rates.isEmpty else { return nil }

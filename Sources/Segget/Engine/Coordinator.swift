@@ -99,6 +99,9 @@ struct Coordinator: Coordinating {
     var plan: ChunkPlan { scheduler.plan }
     /// When a speed cap last held bytes back (see `capBinds`).
     var capHeldAt = -Double.infinity
+    /// The best rate a transfer of this download had from its first byte to its end (see
+    /// `lastTransferRate`): what a new request may get, for an end-game racer's estimate.
+    var peakTransferRate = 0.0
 
     /// How many connections may take work now (grows in auto mode).
     var connectionLimit: Int
@@ -298,6 +301,7 @@ struct Coordinator: Coordinating {
         // a run at a time for the 3 that could not start, made 156 requests).
         let left = if let share = config.hostShare { share.room(inFlight: inFlight) } else { host.limit.map { $0 - inFlight } }
         let room = left.map { max(1, $0) }
+        for id in idle { peakTransferRate = max(peakTransferRate, lastTransferRate(connections[id]) ?? 0) }
         for (i, id) in idle.enumerated() {
             // No more than the host accepts (see `HostLimit`).
             guard allowsAnotherRequest(now: now) else { break }
@@ -315,11 +319,17 @@ struct Coordinator: Coordinating {
             // Estimates are read before the scheduler is asked (it cannot be read while it decides).
             let estimates = stealEstimates(now: now, thiefDials: openLinks == 0, proven: longDial && config.provenRates)
             let runTimes = connections.map { runSeconds($0, now: now) }
+            let chunkPlan = plan
+            // What a new copy may get: the best rate a transfer of the download had (a server that
+            // trickles some answers serves others fast: a new request is a new draw, and a racer
+            // that saw only trickles may still draw a fast one).
+            let ownRate = max(peakTransferRate, connections.map(\.bestWindowRate).max() ?? 0)
             guard let a = scheduler.nextAssignment(
                 for: id, allowDuplicates: config.endGame && !capBinds(now: now), remainingSeconds: { estimates.remaining[$0] },
                 minRemainingSeconds: minRace, maxRacers: Self.maxRacers, thieves: max(1, min(idle.count - i, (room ?? Int.max) - i)),
                 chunkSeconds: estimates.chunkSeconds, runSeconds: { runTimes[$0] },
                 mayRace: { !estimates.inSlowStart[$0] },
+                racerSeconds: { k in estimates.racerSeconds(chunkBytes: Int64(chunkPlan.byteRange(ofChunk: k).count), ownRate: ownRate > 0 ? ownRate : nil) },
                 worthStealing: { config.stealing && estimates.worthStealing($0, notStartedChunks: $1) })
             else { continue }
             openLinks = max(0, openLinks - 1)

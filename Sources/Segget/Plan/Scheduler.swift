@@ -124,7 +124,9 @@ public struct Scheduler: Sendable {
     ///
     /// `remainingSeconds(connection)` estimates how long a busy connection (owner or racer) still needs for
     /// its in-flight chunk; the end game duplicates the chunk whose copies are expected to finish
-    /// last, if that is at least `minRemainingSeconds` away and it has fewer than `maxRacers` racers. `worthStealing(victim, notStartedChunks)` may veto robbing a connection
+    /// last, if that is at least `minRemainingSeconds` away, it has fewer than `maxRacers` racers,
+    /// and a new copy could finish first: `racerSeconds(chunk)`, how long one takes from its request
+    /// to the chunk's end (nil: unknown, no such bound), times `racerMargin` is shorter than that. `worthStealing(victim, notStartedChunks)` may veto robbing a connection
     /// that will soon finish anyway.
     ///
     /// How much a thief takes is decided so that everyone who can help finishes at about the same
@@ -136,11 +138,16 @@ public struct Scheduler: Sendable {
     /// chunks. Halving instead would leave the first thief with the largest share, which nobody
     /// may take from it until its rate is known, and would hand a connection that runs out of work
     /// while the others are about to finish half of what should be spread over all of them.
+    /// How much longer than a new copy's own time the chunk's copies must still need for a race
+    /// (see `nextAssignment`).
+    public static let racerMargin = 1.25
+
     public mutating func nextAssignment(
         for w: Int, allowDuplicates: Bool = true, remainingSeconds: (Int) -> Double = { _ in 0 },
         minRemainingSeconds: Double = 0, maxRacers: Int = 1, thieves: Int = 1,
         chunkSeconds: Double? = nil, runSeconds: (Int) -> Double? = { _ in nil },
         mayRace: (_ owner: Int) -> Bool = { _ in true },
+        racerSeconds: (_ chunk: Int) -> Double? = { _ in nil },
         worthStealing: (_ victim: Int, _ notStartedChunks: Int) -> Bool = { _, _ in true }
     ) -> Assignment? {
         precondition(runs[w] == nil && duplicates[w] == nil, "connection \(w) is not idle")
@@ -203,6 +210,9 @@ public struct Scheduler: Sendable {
             guard copies.count < max(1, maxRacers) else { continue }
             let eta = copies.map(remainingSeconds).reduce(remainingSeconds(v), min)
             guard eta >= minRemainingSeconds else { continue }
+            // A copy that cannot finish first only pays for the chunk twice: it must be expected to
+            // end well before (`racerMargin`), since at equal rates the two estimates meet.
+            if let s = racerSeconds(r.lowerBound), eta <= Self.racerMargin * s { continue }
             if eta > (target?.eta ?? -1) { target = (v, r.lowerBound, eta) }
         }
         guard let t = target else { return nil }
