@@ -134,10 +134,15 @@ public struct FileDescriptor: RawRepresentable, Hashable, Sendable {
     /// Writes every byte of `bytes` at the current position (a pipe, a terminal), retrying short writes and
     /// `EINTR`. The corresponding C function is `write`.
     public func writeAll(_ bytes: UnsafeRawBufferPointer) throws(Errno) {
-        let progress = retryingWrites(count: bytes.count) { done in
+        if let error = writeAllReporting(bytes).error { throw error }
+    }
+
+    /// `writeAll(_:)`, returning how far it got and the error that stopped it, if any (a pipe whose
+    /// reader went away takes part of a write before `EPIPE`).
+    public func writeAllReporting(_ bytes: UnsafeRawBufferPointer) -> WriteProgress {
+        retryingWrites(count: bytes.count) { done in
             system_write(rawValue, bytes.baseAddress.map { $0 + done }, bytes.count - done)
         }
-        if let error = progress.error { throw error }
     }
 
     /// Writes all of `text` as UTF-8 (see ``writeAll(_:)-(UnsafeRawBufferPointer)``).

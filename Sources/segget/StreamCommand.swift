@@ -60,7 +60,10 @@ struct StreamRun {
         let out = FileDescriptor.standardOutput
         do throws(SeggetError) {
             let r = try Download(url: url, options: options).stream(
-                to: { bytes throws(Errno) in try out.writeAll(bytes) }, settings: settings,
+                to: { bytes in
+                    let p = out.writeAllReporting(bytes)
+                    if let e = p.error { throw StreamOutputFailure(written: p.written, error: e) }
+                }, settings: settings,
                 progress: { ui.progress($0) }, events: { ui.event($0) }, interrupt: interrupt)
             ui.clearLine()
             if !quiet {

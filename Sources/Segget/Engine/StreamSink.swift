@@ -160,7 +160,11 @@ final class StreamSink: BlockStorage, StreamGate, @unchecked Sendable {
                 try output(bytes)
             } catch {
                 lock.withLock {
-                    if failure == nil { failure = error }
+                    // What the output took before it failed was handed on.
+                    if let partial = error as? StreamOutputFailure, partial.written > 0 {
+                        window.handOn(Int64(min(partial.written, piece.count)))
+                    }
+                    if failure == nil { failure = (error as? StreamOutputFailure)?.error ?? error }
                     lock.broadcast()
                 }
                 break
@@ -212,5 +216,18 @@ final class StreamSink: BlockStorage, StreamGate, @unchecked Sendable {
     /// The digests of the bytes handed on; call after `finish`.
     func digests() -> [DigestAlgorithm: [UInt8]] {
         lock.withLock { Dictionary(uniqueKeysWithValues: digesters.map { ($0.algorithm, $0.finalize()) }) }
+    }
+}
+
+/// An output's failure part-way through a piece of the stream: the bytes it took before `error`
+/// (a pipe takes what fits before its reader's exit shows as `EPIPE`), so that the stream's
+/// report of how far it got counts them.
+public struct StreamOutputFailure: Error {
+    public var written: Int
+    public var error: Errno
+
+    public init(written: Int, error: Errno) {
+        self.written = written
+        self.error = error
     }
 }
