@@ -104,7 +104,7 @@ extension Download {
     /// Sets up the engine that fetches the partial download's missing chunks, on `driver` (a
     /// `DownloadLoop`'s, shared with other downloads).
     func makeFetch(
-        probe: ProbeResult, ranged: Bool, mirrors: [FetchSource], partial: PartialDownload, plan: ChunkPlan, hasher: PrefixHasher?,
+        probe: ProbeResult, probeReceived: Int, ranged: Bool, mirrors: [FetchSource], partial: PartialDownload, plan: ChunkPlan, hasher: PrefixHasher?,
         driver: TransferDriver, deadline: Deadline?, pieces: PieceHashes? = nil, _ context: AttemptContext
     ) -> FetchStart {
         var settings = fetchSettings(
@@ -115,7 +115,11 @@ extension Download {
         settings.contendedHost = othersHoldHost(of: probe.finalURL, besides: 1)
         settings.warmUps = probe.warmUps
         settings.probeTally = probe.spent
-        settings.probePrefixBytes = probe.prefix.count
+        // The probe's bytes (its prefix, taken out of the probe once in the file) came first,
+        // from the same speed cap: charged to it when the fetch starts. Read from the probe, after
+        // the prefix was cleared, this was 0, and at --max-speed 1k a 100,000-byte file's 64 KiB
+        // probe and the rest came in at once.
+        settings.probePrefixBytes = probeReceived
         if Self.probeFetchedEverything(
             ranged: ranged, isNew: partial.isNew, chunkCount: plan.chunkCount, trusted: partial.trusted?.setCount ?? 0,
             // Piece checks run in the engine, as mirrors do.

@@ -145,11 +145,12 @@ public final class Download: @unchecked Sendable {
             hasher.offer(probe.prefix, at: 0)
         }
         let probeBytes = ranged ? Int64(probe.prefix.count) : 0
+        let probeReceived = probe.prefix.count
         probe.prefix = []  // in the file now, and the hasher's until it hashed them
 
         let start = makeFetch(
-            probe: probe, ranged: ranged, mirrors: mirrors, partial: partial, plan: chunks, hasher: hasher, driver: driver,
-            deadline: deadline, pieces: pieces, context)
+            probe: probe, probeReceived: probeReceived, ranged: ranged, mirrors: mirrors, partial: partial, plan: chunks,
+            hasher: hasher, driver: driver, deadline: deadline, pieces: pieces, context)
         handedOn = true
         return .fetch(FetchStage(
             probe: probe, paths: paths, expected: expected, ranged: ranged, partial: partial, plan: chunks,

@@ -294,12 +294,14 @@ import Testing
     /// answer is charged to the cap (it read the first chunk at the network's rate: 768 KiB at
     /// 256 KiB/s took 2.0 s), and no connection races another for the same allowance (at 8
     /// connections the idle ones raced the owners: the chunks fetched twice, each copy at half the
-    /// rate). 768 KiB at 256 KiB/s: at least 2.2 s (the 64 KiB burst, the probe's 64 KiB and the
-    /// last delivery, whose debt the download does not wait off, aside; 1.75 s at most before).
+    /// rate). 768 KiB at 256 KiB/s: at least 2.6 s (the 64 KiB burst aside, which the probe's
+    /// 64 KiB take: a callback waits until the cap's allowance holds it). Before, 1.75 s at most;
+    /// then about 2.4 s, while the probe's bytes went uncharged (read after the prefix was cleared)
+    /// and each callback came in whole once the allowance held a byte.
     @Test(arguments: [8, 1])
     func aCapThatBindsIsNotOvershotNorRaced(connections: Int) throws {
         let (r, seconds) = try Self.cappedDownload(size: 768 << 10, seed: 31, cap: 256 << 10, connections: connections)
-        #expect(seconds >= 2.2, "768 KiB at a 256 KiB/s cap took \(seconds) s")
+        #expect(seconds >= 2.6, "768 KiB at a 256 KiB/s cap took \(seconds) s")
         #expect(r.tally.refetchedBytes == 0, "\(r.tally)")
         #expect(r.receivedBytes <= 768 << 10, "\(r.receivedBytes) bytes received")
     }

@@ -23,6 +23,42 @@ import Testing
         #expect(b.tokens == b.burst)
     }
 
+    /// Taking a callback only once the bucket holds it (`allows`), what was taken never runs ahead
+    /// of the burst plus rate × time, not even by one callback: at 1 KiB/s the 34 KB left of a
+    /// 100,000-byte file after its 64 KiB probe once came in at once.
+    @Test func aCallbackWaitsForItsWholeAllowance() {
+        var b = RateBudget(bytesPerSecond: 1024, now: 0)
+        b.spend(64 * 1024)
+        b.refill(now: 0.01)
+        #expect(b.allowsReceiving && !b.allows(16 * 1024))
+        #expect(abs(b.secondsUntil(allowing: 16 * 1024) - (16 * 1024 - 10.24) / 1024) < 1e-3)
+        b.refill(now: 16.01)
+        #expect(b.allows(16 * 1024) && b.secondsUntil(allowing: 16 * 1024) == 0)
+        // A callback larger than the burst waits for a full bucket, then runs into debt.
+        var big = RateBudget(bytesPerSecond: 1000, now: 0)
+        #expect(big.allows(1 << 20))
+        big.spend(1 << 20)
+        #expect(!big.allows(1))
+
+        var rng = FuzzRandom(seed: 7)
+        for _ in 0..<50 {
+            let rate = Int64.random(in: 1000...50_000_000, using: &rng)
+            var budget = RateBudget(bytesPerSecond: rate, now: 0)
+            var now = 0.0
+            var spent = 0.0
+            for _ in 0..<2000 {
+                now += Double.random(in: 0...0.01, using: &rng)
+                budget.refill(now: now)
+                let n = Int.random(in: 1...Int(budget.burst), using: &rng)
+                if budget.allows(n) {
+                    budget.spend(n)
+                    spent += Double(n)
+                }
+            }
+            #expect(spent <= budget.burst + Double(rate) * now + 1e-6)
+        }
+    }
+
     @Test func smallCapsStillAllowOneReceiveBuffer() {
         let b = RateBudget(bytesPerSecond: 1000, now: 0)
         #expect(b.burst == 64 * 1024)

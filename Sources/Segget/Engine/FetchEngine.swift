@@ -28,6 +28,9 @@ final class ConnectionIO {
     var slotPos: Int64 = 0
     /// How its current request reached the server was told to the core (`EngineCore.Event.connected`).
     var reportedConnection = false
+    /// The bytes of the callback a speed cap paused (libcurl hands them over again on resume): the
+    /// cap resumes the transfer once its allowance covers them (`RateBudget.allows`).
+    var pausedBytes = 0
 
     init(id: Int) { self.id = id }
 }
@@ -212,9 +215,12 @@ final class FetchEngine {
     func pollTimeout(now: Double) -> Int32 {
         var ms = 100.0
         for c in core.connections { if let t = c.machine.waitingUntil { ms = min(ms, max(0, (t - now) * 1000)) } }
-        if core.connections.contains(where: { $0.machine.isPaused }) {
-            let wait = max(budget?.secondsUntilAllowed ?? 0, settings.sharedSpeed?.secondsUntilAllowed ?? 0)
-            if budget != nil || settings.sharedSpeed != nil { ms = min(ms, max(1, (wait * 1000).rounded(.up))) }
+        if budget != nil || settings.sharedSpeed != nil {
+            // The cap's allowance for the soonest of the paused callbacks.
+            let waits = io.filter { core.connections[$0.id].machine.isPaused }.map { c in
+                max(budget?.secondsUntil(allowing: c.pausedBytes) ?? 0, settings.sharedSpeed?.secondsUntil(allowing: c.pausedBytes) ?? 0)
+            }
+            if let wait = waits.min() { ms = min(ms, max(1, (wait * 1000).rounded(.up))) }
         }
         // A connection paused for the reorder window continues once the reader has taken more.
         if streamGate != nil, core.connections.contains(where: { $0.machine.isPaused }) { ms = min(ms, Self.streamPollMs) }
@@ -347,13 +353,16 @@ final class FetchEngine {
         if budget != nil {
             now = monotonicSeconds()
             budget!.refill(now: now)
-            allows = budget!.allowsReceiving
+            allows = budget!.allows(n)
         }
         if let shared = settings.sharedSpeed {
             if budget == nil { now = monotonicSeconds() }
-            allows = shared.allowsReceiving(now: now) && allows
+            allows = shared.allowsReceiving(now: now, bytes: n) && allows
         }
-        if !allows { _ = core.handle(.capHeld, now: now) }
+        if !allows {
+            c.pausedBytes = n
+            _ = core.handle(.capHeld, now: now)
+        }
         if allows, let gate = streamGate {
             allows = core.connections[c.id].pos + Int64(n) <= gate.receiveLimit
         }
@@ -422,9 +431,10 @@ final class FetchEngine {
         budget?.refill(now: now)
         let n = io.count
         for i in 0..<n {
-            guard budget?.allowsReceiving ?? true, settings.sharedSpeed?.allowsReceiving(now: now) ?? true else { break }
             let c = io[(resumeCursor + i) % n]
             guard core.connections[c.id].machine.isPaused else { continue }
+            // In turn: the next in line waits for its allowance rather than be passed by a smaller one.
+            guard budget?.allows(c.pausedBytes) ?? true, settings.sharedSpeed?.allowsReceiving(now: now, bytes: c.pausedBytes) ?? true else { break }
             if let gate = streamGate, core.connections[c.id].pos + Self.streamResumeRoom > gate.receiveLimit { continue }
             apply(.resumed(c.id))
             resumeCursor = (c.id + 1) % n

@@ -24,19 +24,20 @@ public final class SharedRateLimit: Sendable {
         }
     }
 
-    /// Whether bytes may be received now.
-    func allowsReceiving(now: Double) -> Bool {
+    /// Whether a callback of `bytes` may be taken now (see `RateBudget.allows`).
+    func allowsReceiving(now: Double, bytes: Int) -> Bool {
         state.withLock { b in
             guard b != nil else { return true }
             b!.refill(now: now)
-            return b!.allowsReceiving
+            return b!.allows(bytes)
         }
     }
 
+    /// Seconds until a callback of `bytes` is allowed (0 now or without a cap).
+    func secondsUntil(allowing bytes: Int) -> Double { state.withLock { $0?.secondsUntil(allowing: bytes) ?? 0 } }
+
     func spend(_ bytes: Int) { state.withLock { b in b?.spend(bytes) } }
 
-    /// Seconds until receiving is allowed again (0 now or without a cap).
-    var secondsUntilAllowed: Double { state.withLock { $0?.secondsUntilAllowed ?? 0 } }
 }
 
 extension SharedRateLimit: Equatable {

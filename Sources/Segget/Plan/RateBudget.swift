@@ -32,6 +32,18 @@ public struct RateBudget: Sendable, Equatable {
     /// True when bytes may be received now (the bucket is not empty or in debt).
     public var allowsReceiving: Bool { tokens > 0 }
 
+    /// True when a callback of `bytes` may be taken now: the bucket holds them (or a full burst,
+    /// for a callback larger than that). Taking one whenever the bucket held anything let each
+    /// callback's bytes past the cap, which at `--max-speed 1k` brought the 34 KB left of a
+    /// 100,000-byte file in one go.
+    public func allows(_ bytes: Int) -> Bool { tokens > 0 && tokens >= min(Double(bytes), burst) }
+
+    /// Seconds until a callback of `bytes` is allowed (see `allows`).
+    public func secondsUntil(allowing bytes: Int) -> Double {
+        let need = max(min(Double(bytes), burst), 1)
+        return tokens >= need ? 0 : (need - tokens) / bytesPerSecond + 1e-6
+    }
+
     /// Pays for `bytes` received; the balance may go negative (debt), which later receivers wait off.
     public mutating func spend(_ bytes: Int) { tokens -= Double(bytes) }
 
