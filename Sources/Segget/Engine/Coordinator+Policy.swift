@@ -1,8 +1,8 @@
 import Glibc
 
-/// The coordinator's policy: rate estimates, and the periodic decisions built on them (re-dial of
-/// slow connections, auto growth; the stall timeout is shared with `SingleStream`). The constants
-/// are named and cite the measurements that chose them.
+/// The coordinator's policy: rate estimates, what a race or a steal is worth, a speed cap, loans
+/// (the periodic decisions built on the estimates are in `Coordinator+Periodic`; the stall timeout
+/// is shared with `SingleStream`). The constants are named and cite the measurements that chose them.
 extension Coordinator {
     /// The connections start one after another, `rampStep` apart, so that their first requests
     /// reach the server spread over about 0.1 s rather than in one burst. A pacing server (nginx's
@@ -367,124 +367,6 @@ extension Coordinator {
         }
         guard let lastSecond else { return longer }
         return max(lastSecond, longer ?? lastSecond)
-    }
-
-    // MARK: Periodic decisions
-
-    /// A progress tick's own decision: auto growth.
-    mutating func periodicDecisions(now: Double) -> [Command] {
-        (config.autoConnections ? growConnections(now: now) : []) + moveFromSlowSources(now: now)
-    }
-
-    /// A connection far slower than its peers (see `SlowConnectionRule`), owner or end-game racer,
-    /// reconnects and continues its whole run on the new connection; out of re-dials, it gives back
-    /// its not-started chunks instead.
-    ///
-    /// A re-dial keeps the run: a slow answer is the request's (or the path's), and the fresh request
-    /// is as likely as any to be fast. Giving the run back cost every re-dial a second new request (the
-    /// connection's next run once its chunk was done), and against a server that trickles one request
-    /// in three each new request is another draw: in a run of `Benchmarks/slow-tail.sh`'s trickle case
-    /// at 0ae0447, connection 1 made 7 requests (3 trickled); keeping the run, it made 2, and the case
-    /// went from 1.15x to 1.03x the healthy time (median of 5, with the `minJudgeSeconds` and
-    /// `worthFactor` changes of the same commit). A connection that stays slow is re-dialled again, and past its bound loses
-    /// the run; thieves take from it like from anyone.
-    mutating func judgeSlowConnections(now: Double) -> [Command] {
-        guard config.redialSlow, !readerBound else { return [] }
-        // Half a second tells a connection capped 8x lower from its peers: nginx sends a 2 MiB/s
-        // connection its first 2 MiB at once and then nothing for a second, while a 16 MiB/s one gets
-        // 2 MiB every 125 ms. On the uneven benchmark the slow ones were re-dialled after 0.76 s
-        // instead of 1.26 s with a 1 s window (8 runs each: median 8.32 s against 8.37 s, slowest
-        // 8.61 s against 9.09 s), and no capped run re-dialled anything.
-        let rtt = pathRoundTrip
-        let window = slowRule.window(rtt: rtt)
-        // Sampled every round, so that a whole window is judged as soon as the request is that old.
-        for id in connections.indices where connections[id].machine.isTransferring { connections[id].sample(now: now) }
-        var observations: [SlowConnectionRule.Observation] = []
-        // A request younger than the window is measured from its first byte; the rule judges it only
-        // on clear evidence (see `SlowConnectionRule.minJudgeSeconds`).
-        // On a host that queues requests, a head awaited behind others still out comes after theirs;
-        // a re-dial would only send it to the back of the line.
-        let queueing = cost.servedAtOnce(pending: pendingAnswers(now: now)) != nil
-        for c in connections where c.machine.isTransferring {
-            let left = max(0, end(of: c.id) - c.pos)
-            if !c.machine.headJudged, queueing,
-                connections.contains(where: { $0.machine.isTransferring && $0.id != c.id && $0.requestNumber < c.requestNumber })
-            {
-                continue
-            }
-            if !c.machine.headJudged {
-                // In a queue its own wait starts when its turn came: when the answer before it ended.
-                let since = queueing ? max(c.requestStartedAt, cost.lastEndedAt) : c.requestStartedAt
-                let waited = now - since - (c.held(at: now) - c.heldAtRequest)
-                observations.append(.init(id: c.id, bytes: 0, seconds: 0, waitingForFirstByte: waited, remainingBytes: left, consecutiveRedials: c.redials))
-            } else if now - c.transferStartedAt >= window, let m = c.recent(now: now, window: window, interval: Self.slowJudgeInterval) {
-                var o = SlowConnectionRule.Observation(id: c.id, bytes: m.bytes, seconds: m.seconds, heldSeconds: m.held, remainingBytes: left, consecutiveRedials: c.redials)
-                o.provenRate = c.bestWindowRate
-                o.age = c.firstByteAt.map { now - $0 - (c.held(at: now) - c.heldAtFirstByte) }
-                if o.freeSeconds > 0 { connections[c.id].bestWindowRate = max(c.bestWindowRate, Double(m.bytes) / o.freeSeconds) }
-                observations.append(o)
-            } else if let first = c.firstByteAt, now - first > 0 {
-                var o = SlowConnectionRule.Observation(id: c.id, bytes: c.transferBytes - c.bytesAtFirstByte, seconds: now - first,
-                    heldSeconds: c.held(at: now) - c.heldAtFirstByte, remainingBytes: left, consecutiveRedials: c.redials)
-                o.age = o.freeSeconds
-                // Its rate over the newest round trips (at least 0.1 s), held time left out.
-                if let m = c.recent(now: now, window: max(0.1, 2 * (rtt ?? 0)), interval: Self.slowJudgeInterval), m.seconds - m.held > 0.05 {
-                    o.currentRate = Double(m.bytes) / (m.seconds - m.held)
-                }
-                observations.append(o)
-            }
-        }
-        let verdicts = slowRule.judge(observations, now: now, usualFirstByteWait: usualFirstByteWait, rtt: rtt,
-                                      handshakeSeconds: handshakeSeconds, requestPrice: priceBeyondNetwork(.redial, now: now))
-        var commands: [Command] = []
-        for v in verdicts {
-            let c = connections[v.id]
-            switch v.action {
-            case .keepOnlyTheChunkInFlight:
-                guard end(of: c.id) > c.chunkEnd else { continue }
-                if tracing { commands.append(.trace("connection \(c.id) keeps only its chunk at \(Format.rate(v.rate)) vs typical \(Format.rate(v.typical))")) }
-                // The run now ends with the chunk in flight (`end(of:)`).
-                scheduler.releaseNotStarted(of: c.id)
-            case .redial:
-                connections[c.id].redials += 1
-                if tracing {
-                    commands.append(.trace("connection \(c.id) redial at \(Format.rate(v.rate)) vs typical \(Format.rate(v.typical)) (first bytes take \(Format.fixed(usualFirstByteWait ?? -1, 3)) s, path round trip \(Format.fixed(rtt ?? -1, 3)) s, request \(Format.fixed(now - c.requestStartedAt, 2)) s old)\(isRacing(c.id) ? " (racer)" : "")"))
-                }
-                // With every peer silent too (a server that stopped answering), a median of 0 B/s says nothing.
-                let reason = v.exploring
-                    ? "\(Format.rate(v.rate)), as slow as every answer so far: a new connection may find a faster one"
-                    : v.typical > 0
-                    ? "\(Format.rate(v.rate)) against a typical \(Format.rate(v.typical))"
-                    : "\(Format.rate(v.rate)), no byte for \(Format.fixed(max(0, now - c.lastByteAt), 1)) s"
-                commands.append(.event(.redial(connection: c.id, reason: reason)))
-                // Abort now and continue on a fresh connection from the exact byte reached.
-                commands.append(.remove(c.id))
-                _ = connections[c.id].machine.transferEnded(now: now)
-                commands += redialElsewhere(c.id, rate: v.rate, now: now)
-                commands.append(start(c.id, bytes: c.pos..<end(of: c.id), fresh: true, newPath: true, now: now))
-            }
-        }
-        return commands
-    }
-
-    /// `-n auto`: every `autoInterval` seconds, add `autoStep` connections while the total rate
-    /// over the last interval grew by at least 10 %; stop at the first interval that did not.
-    mutating func growConnections(now: Double) -> [Command] {
-        guard !auto.settled, connectionLimit < connections.count else { return [] }
-        if auto.lastChange == 0 {
-            auto.lastChange = now
-            return []
-        }
-        guard now - auto.lastChange >= Self.autoInterval else { return [] }
-        let rate = totalRate(window: Self.autoInterval) ?? 0
-        if auto.lastRate > 0 && rate < auto.lastRate * 1.10 {
-            auto.settled = true
-            return [.event(.notice("using \(connectionLimit) connections (more did not raise the throughput)."))]
-        }
-        auto.lastRate = rate
-        auto.lastChange = now
-        connectionLimit = min(connections.count, connectionLimit + Self.autoStep)
-        return []
     }
 
     // MARK: Loans

@@ -72,14 +72,8 @@ final class LoopProbe: TransferClient {
             // Counted as this probe's first attempt (see `priorFailure`). A refusal the host's
             // budget took for its limit is not: the probe waits for a slot below, as that limit says.
             priorFailure = nil
-            attempt += 1
-            do throws(SeggetError) {
-                let delay = try download.probeRetryDelay(
-                    after: e, attempt: attempt, deadline: prober.deadline, events: events, interrupt: interrupt)
-                notBefore = monotonicSeconds() + delay
-            } catch {
-                return finish(.failure(error))
-            }
+            guard let delay = retryDelay(after: e) else { return }
+            notBefore = monotonicSeconds() + delay
         }
         guard let share = hostShare, !slotHeld else { return slotTaken() }
         waitingForSlot = true
@@ -191,13 +185,19 @@ final class LoopProbe: TransferClient {
             if let share = hostShare { loop.waitForSlot(self, key: share.key) }
             return
         }
+        if let delay = retryDelay(after: error) { retryAt = monotonicSeconds() + delay }
+    }
+
+    /// Counts `error` as a failed attempt: the wait before the next one, or nil when none is worth
+    /// it (the probe has ended with the failure).
+    private func retryDelay(after error: SeggetError) -> Double? {
         attempt += 1
         do throws(SeggetError) {
-            let delay = try download.probeRetryDelay(
+            return try download.probeRetryDelay(
                 after: error, attempt: attempt, deadline: prober.deadline, events: events, interrupt: interrupt)
-            retryAt = monotonicSeconds() + delay
         } catch {
             finish(.failure(error))
+            return nil
         }
     }
 
