@@ -229,8 +229,6 @@ extension Download {
         return size
     }
 
-    /// Whether anything (even a dangling symbolic link) is at `path`, the final path; throws when `-o`
-    /// names a directory, or a file in a directory that does not exist.
     /// Refuses an output path where something other than a file, a directory or a symbolic link
     /// stands (a device such as `/dev/null`, a FIFO, a socket), `--force` or not: the download is
     /// renamed over its final name in the end, which would put a plain file in its place.
@@ -248,6 +246,8 @@ extension Download {
         throw SeggetError(.fileSystem, "\(path) ends in \(suffix), the name segget gives an unfinished download's side file; choose another name with -o (or out= in an input file).")
     }
 
+    /// Whether anything (even a dangling symbolic link) is at `path`, the final path; throws when `-o`
+    /// names a directory, or a file in a directory that does not exist.
     func checkOutputPath(_ path: String) throws(SeggetError) -> Bool {
         let there = FileSystem.status(path, followingLinks: false)
         guard options.outputPath != nil else { return there != nil }

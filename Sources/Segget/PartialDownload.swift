@@ -22,13 +22,13 @@ final class PartialDownload {
 
         init(final: String) {
             self.final = final
-            part = final + ".segget-part"
-            journal = final + ".segget-journal"
-            progress = final + ".segget-progress"
+            part = final + Self.sideFileSuffixes[0]
+            journal = final + Self.sideFileSuffixes[1]
+            progress = final + Self.sideFileSuffixes[2]
         }
 
-        /// The endings of the side files; a final name with one of them is refused (see
-        /// `Download.refuseSideFileName`).
+        /// The endings of the side files (part, journal, progress); a final name with one of them
+        /// is refused (see `Download.refuseSideFileName`).
         static let sideFileSuffixes = [".segget-part", ".segget-journal", ".segget-progress"]
     }
 

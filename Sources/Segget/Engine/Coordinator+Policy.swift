@@ -153,7 +153,8 @@ extension Coordinator {
         var splitPrice: Double?
 
         /// How long an end-game racer needs for a chunk of `chunkBytes`: its first byte (and its
-        /// handshakes when it dials), then the chunk at the typical rate; nil while no rate is known.
+        /// handshakes when it dials), then the chunk at the faster of the typical rate and
+        /// `ownRate`; nil while neither is known.
         /// A racer expected to finish after the owner does not race it (see `Scheduler`): 5 MiB at
         /// `-n 4` from a server that sends 1 MiB/s a connection raced the last chunk twice, from its
         /// start, at the rate of an owner already well into it: 1.7 MB fetched twice, no time saved.
@@ -288,7 +289,6 @@ extension Coordinator {
         return Double(max(0, end(of: c.id) - c.pos)) / max(r, 1)
     }
 
-    /// The median rate of the connections receiving now, for sizing steals; nil if none is known.
     /// The average rate of an idle connection's last transfer from its first byte to its last,
     /// once it brought at least `racerEvidenceBytes`; nil otherwise.
     func lastTransferRate(_ c: Connection) -> Double? {
@@ -300,6 +300,7 @@ extension Coordinator {
     }
     static let racerEvidenceBytes: Int64 = 256 << 10
 
+    /// The median rate of the connections receiving now, for sizing steals; nil if none is known.
     func typicalRate(now: Double) -> Double? {
         let rates = connections.compactMap { c in c.machine.isTransferring && !isRacing(c.id) ? rate(c, now: now) : nil }.sorted()
         guard !rates.isEmpty else { return nil }

@@ -302,6 +302,12 @@ struct Coordinator: Coordinating {
         let left = if let share = config.hostShare { share.room(inFlight: inFlight) } else { host.limit.map { $0 - inFlight } }
         let room = left.map { max(1, $0) }
         for id in idle { peakTransferRate = max(peakTransferRate, lastTransferRate(connections[id]) ?? 0) }
+        let chunkPlan = plan
+        // What a new copy may get: the best rate a transfer of the download had (a server that
+        // trickles some answers serves others fast: a new request is a new draw, and a racer that
+        // saw only trickles may still draw a fast one).
+        let bestRate = max(peakTransferRate, connections.map(\.bestWindowRate).max() ?? 0)
+        let racerRate = bestRate > 0 ? bestRate : nil
         for (i, id) in idle.enumerated() {
             // No more than the host accepts (see `HostLimit`).
             guard allowsAnotherRequest(now: now) else { break }
@@ -319,17 +325,12 @@ struct Coordinator: Coordinating {
             // Estimates are read before the scheduler is asked (it cannot be read while it decides).
             let estimates = stealEstimates(now: now, thiefDials: openLinks == 0, proven: longDial && config.provenRates)
             let runTimes = connections.map { runSeconds($0, now: now) }
-            let chunkPlan = plan
-            // What a new copy may get: the best rate a transfer of the download had (a server that
-            // trickles some answers serves others fast: a new request is a new draw, and a racer
-            // that saw only trickles may still draw a fast one).
-            let ownRate = max(peakTransferRate, connections.map(\.bestWindowRate).max() ?? 0)
             guard let a = scheduler.nextAssignment(
                 for: id, allowDuplicates: config.endGame && !capBinds(now: now), remainingSeconds: { estimates.remaining[$0] },
                 minRemainingSeconds: minRace, maxRacers: Self.maxRacers, thieves: max(1, min(idle.count - i, (room ?? Int.max) - i)),
                 chunkSeconds: estimates.chunkSeconds, runSeconds: { runTimes[$0] },
                 mayRace: { !estimates.inSlowStart[$0] },
-                racerSeconds: { k in estimates.racerSeconds(chunkBytes: Int64(chunkPlan.byteRange(ofChunk: k).count), ownRate: ownRate > 0 ? ownRate : nil) },
+                racerSeconds: { k in estimates.racerSeconds(chunkBytes: Int64(chunkPlan.byteRange(ofChunk: k).count), ownRate: racerRate) },
                 worthStealing: { config.stealing && estimates.worthStealing($0, notStartedChunks: $1) })
             else { continue }
             openLinks = max(0, openLinks - 1)

@@ -217,10 +217,10 @@ final class FetchEngine {
         for c in core.connections { if let t = c.machine.waitingUntil { ms = min(ms, max(0, (t - now) * 1000)) } }
         if budget != nil || settings.sharedSpeed != nil {
             // The cap's allowance for the soonest of the paused callbacks.
-            let waits = io.filter { core.connections[$0.id].machine.isPaused }.map { c in
-                max(budget?.secondsUntil(allowing: c.pausedBytes) ?? 0, settings.sharedSpeed?.secondsUntil(allowing: c.pausedBytes) ?? 0)
+            for c in io where core.connections[c.id].machine.isPaused {
+                let wait = max(budget?.secondsUntil(allowing: c.pausedBytes) ?? 0, settings.sharedSpeed?.secondsUntil(allowing: c.pausedBytes) ?? 0)
+                ms = min(ms, max(1, (wait * 1000).rounded(.up)))
             }
-            if let wait = waits.min() { ms = min(ms, max(1, (wait * 1000).rounded(.up))) }
         }
         // A connection paused for the reorder window continues once the reader has taken more.
         if streamGate != nil, core.connections.contains(where: { $0.machine.isPaused }) { ms = min(ms, Self.streamPollMs) }
