@@ -11,8 +11,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "events.h"
-
 typedef size_t (*segget_curl_data_cb)(char *ptr, size_t size, size_t nmemb, void *userdata);
 typedef int (*segget_curl_xferinfo_cb)(void *userdata, curl_off_t dltotal, curl_off_t dlnow,
                                        curl_off_t ultotal, curl_off_t ulnow);

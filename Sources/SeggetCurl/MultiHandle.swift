@@ -11,10 +11,6 @@ package final class MultiHandle {
     private var added: [UnsafeMutableRawPointer: EasyHandle] = [:]
     /// The sockets this handle's transfers opened, by local port (see `EasyHandle.acknowledgeNearTheEnd`).
     let sockets: UnsafeMutablePointer<segget_sockets>
-    /// The sockets and the timer libcurl asks to be watched (its socket interface, see events.h):
-    /// `poll` waits for them, `perform` hands libcurl what became ready, so that a pass runs only
-    /// the transfers with something to do, not all of them.
-    private let events: UnsafeMutablePointer<segget_events>
     /// How many held acknowledgements `perform()` has had sent at once (see
     /// `EasyHandle.promptAcknowledgementWindow`); for tests and traces.
     package private(set) var promptAcknowledgements = 0
@@ -35,12 +31,9 @@ package final class MultiHandle {
     package init() {
         CurlGlobal.ensure()
         guard let m = curl_multi_init() else { fatalError("curl_multi_init failed: out of memory") }
-        guard let book = segget_sockets_new(), let watched = segget_events_new(m) else {
-            fatalError("out of memory or descriptors for a multi handle")
-        }
+        guard let book = segget_sockets_new() else { fatalError("out of memory") }
         raw = m
         sockets = book
-        events = watched
         // One TCP connection per range: never multiplex ranges over one HTTP/2 connection unless asked.
         let rc = CurlMultiCode(segget_multi_setopt_long(raw, CURLMOPT_PIPELINING, 0))
         precondition(rc == .ok, CurlError(rc, "CURLMOPT_PIPELINING").description)
@@ -50,9 +43,8 @@ package final class MultiHandle {
         // Nothing can be done about a refusal here; the handles are released right after.
         for raw in added.keys { _ = curl_multi_remove_handle(self.raw, raw) }
         curl_multi_cleanup(raw)
-        // After the cleanup, which closed the cached connections through the books.
+        // After the cleanup, which closed the cached connections through the book.
         segget_sockets_free(sockets)
-        segget_events_free(events)
     }
 
     private func check(_ rc: CURLMcode, _ name: String) throws(CurlError) {
@@ -112,36 +104,37 @@ package final class MultiHandle {
         try? e.trackSockets(in: nil)
     }
 
-    /// Runs the transfers that are ready (callbacks run inside): those whose socket the last `poll`
-    /// found ready, each socket once, and those whose timer is due (a transfer just added is due at
-    /// once). Returns the number still running.
+    /// Runs whatever transfers are ready (callbacks run inside); returns the number still running.
     ///
-    /// The corresponding C function is `curl_multi_socket_action`.
+    /// The corresponding C function is `curl_multi_perform`.
     @discardableResult
     package func perform() throws(CurlError) -> Int {
         var running: Int32 = 0
-        let rc = segget_events_dispatch(events, raw, &running)
+        var rc: CURLMcode
+        repeat { rc = curl_multi_perform(raw, &running) } while rc == CURLM_CALL_MULTI_PERFORM
         if promptAcknowledging {
             promptAcknowledgements += Int(segget_sockets_acknowledge_pending(sockets))
         } else {
             sockets.pointee.pendingCount = 0
         }
-        try check(rc, "curl_multi_socket_action")
+        try check(rc, "curl_multi_perform")
         return Int(running)
     }
 
     /// Waits for activity on any transfer socket, at most `timeoutMs` (less when a libcurl timer is
-    /// due sooner, or after `wakeUp()`). What it finds is handed to libcurl by the next `perform()`.
+    /// due sooner, or after `wakeUp()`).
     ///
-    /// The corresponding C function is `poll`, on the sockets libcurl named.
+    /// The corresponding C function is `curl_multi_poll`.
     package func poll(timeoutMs: Int32) throws(CurlError) {
-        let failed = segget_events_wait(events, timeoutMs)
-        try check(failed == 0 ? CURLM_OK : failed == ENOMEM ? CURLM_OUT_OF_MEMORY : CURLM_INTERNAL_ERROR, "poll")
+        var numfds: Int32 = 0
+        try check(curl_multi_poll(raw, nil, 0, timeoutMs, &numfds), "curl_multi_poll")
     }
 
-    /// Makes a `poll` in progress (on another thread) or the next one return at once. Any thread.
+    /// Makes a `poll` in progress (on another thread) or the next one return at once.
+    ///
+    /// The corresponding C function is `curl_multi_wakeup`.
     package func wakeUp() throws(CurlError) {
-        segget_events_wake(events)
+        try check(curl_multi_wakeup(raw), "curl_multi_wakeup")
     }
 
     /// Drains the completed-transfer messages: each handle (still added, to be removed by the caller)
