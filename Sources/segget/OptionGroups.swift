@@ -11,7 +11,7 @@ import SeggetVerify
 /// How many connections, how many files at once, and how the work is cut.
 struct ConnectionOptions: ParsableArguments {
     @Option(
-        name: [.short, .customLong("connections")],
+        name: [.short, .customLong("connections")], parsing: .unconditional,
         help: ArgumentHelp(
             "Parallel connections per file, 1 to 128, or 'auto' to add connections while throughput rises (default 8).",
             valueName: "n"),
@@ -19,18 +19,18 @@ struct ConnectionOptions: ParsableArguments {
     var n: ConnectionCount = .fixed(8)
 
     @Option(
-        name: [.short, .customLong("jobs")],
+        name: [.short, .customLong("jobs")], parsing: .unconditional,
         help: "Files downloaded at once, 1 to 32 (default 1).",
         transform: ArgumentValue.wholeNumber)
     var jobs: Int = 1
 
     @Option(
-        name: .customLong("total-connections"),
+        name: .customLong("total-connections"), parsing: .unconditional,
         help: "Connections across all files at once (default: the larger of 16 and -n).")
     var totalConnections: Int?
 
     @Option(
-        name: .customLong("max-connections-per-host"),
+        name: .customLong("max-connections-per-host"), parsing: .unconditional,
         help: ArgumentHelp(
             "Connections at once to one host (scheme, name and port) across all files, 1 to 128 (default: no cap beyond what the host's 429/503 answers teach): the requests in flight, except in a batch sharing HTTP/2 connections (--http2 -j N), whose files go as streams on them.",
             valueName: "n"),
@@ -46,13 +46,13 @@ struct ConnectionOptions: ParsableArguments {
     static let chunkSizes = ByteSize.kibibytes(16)...ByteSize.gibibytes(1)
 
     @Option(
-        name: .customLong("chunk-size"),
+        name: .customLong("chunk-size"), parsing: .unconditional,
         help: ArgumentHelp("Journal and work unit, e.g. 1M or 256k (default 1M).", valueName: "chunk-size"),
         transform: ArgumentValue.size(in: chunkSizes))
     var chunkSize: ByteSize = .mebibytes(1)
 
     @Option(
-        name: .customLong(OptionSchema.maxSpeed.longName), help: OptionSchema.maxSpeed.argumentHelp,
+        name: .customLong(OptionSchema.maxSpeed.longName), parsing: .unconditional, help: OptionSchema.maxSpeed.argumentHelp,
         transform: OptionSchema.maxSpeed.argument)
     var maxSpeed: String?
 
@@ -138,7 +138,7 @@ struct VerificationOptions: ParsableArguments {
 /// When data is made durable and how it reaches the disk.
 struct DurabilityOptions: ParsableArguments {
     @Option(
-        name: .customLong("sync-interval"),
+        name: .customLong("sync-interval"), parsing: .unconditional,
         help: "Seconds between durability checkpoints (default 5).",
         transform: ArgumentValue.seconds)
     var syncInterval: Double = 5
@@ -177,34 +177,35 @@ struct DurabilityOptions: ParsableArguments {
 
 /// Retries, their waits, and every time limit.
 struct RetryOptions: ParsableArguments {
-    @Option(help: "Retries per range after a failure (default 5).", transform: ArgumentValue.wholeNumber)
+    @Option(parsing: .unconditional, help: "Retries per range after a failure (default 5).", transform: ArgumentValue.wholeNumber)
     var retries: Int = 5
 
     @Option(
-        name: .customLong("retry-wait"),
+        name: .customLong("retry-wait"), parsing: .unconditional,
         help: "Seconds before the first retry; doubles each time (default 1).",
         transform: ArgumentValue.seconds)
     var retryWait: Double = 1
 
     @Option(
-        name: .customLong("connect-timeout"),
+        name: .customLong("connect-timeout"), parsing: .unconditional,
         help: "Seconds to wait for a connection (default 15).",
         transform: ArgumentValue.seconds)
     var connectTimeout: Double = 15
 
     @Option(
-        name: .customLong("stall-timeout"), help: "Drop and retry a connection silent for this many seconds (default 20).",
+        name: .customLong("stall-timeout"), parsing: .unconditional, help: "Drop and retry a connection silent for this many seconds (default 20).",
         transform: ArgumentValue.seconds)
     var stallTimeout: Double = 20
 
     @Option(
+        parsing: .unconditional,
         help:
             "Give up on a file after this many seconds in all: probe, redirects, retry waits and transfer (the partial download is kept)."
     )
     var timeout: Double?
 
     @Option(
-        name: .customLong("max-retry-wait"),
+        name: .customLong("max-retry-wait"), parsing: .unconditional,
         help: "Wait at most this many seconds when a server asks to retry later with Retry-After (default 300).",
         transform: ArgumentValue.seconds)
     var maxRetryWait: Double = 300
@@ -217,7 +218,7 @@ struct RetryOptions: ParsableArguments {
     var refreshCommand: String?
 
     @Option(
-        name: .customLong("refresh-timeout"),
+        name: .customLong("refresh-timeout"), parsing: .unconditional,
         help: "Seconds the refresh command may run before it is stopped (default 60).",
         transform: ArgumentValue.seconds)
     var refreshTimeout: Double = 60

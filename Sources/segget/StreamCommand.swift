@@ -9,7 +9,7 @@ struct StreamOptions: ParsableArguments {
     static let windows = ByteSize(StreamSettings.minimumWindow)...ByteSize.gibibytes(16)
 
     @Option(
-        name: .customLong("stream-window"),
+        name: .customLong("stream-window"), parsing: .unconditional,
         help: ArgumentHelp(
             "With -o -, the most bytes held in memory waiting for earlier ones, e.g. 64M (the default); connections further ahead pause.",
             valueName: "size"),
@@ -17,7 +17,7 @@ struct StreamOptions: ParsableArguments {
     var window: ByteSize?
 
     @Option(
-        name: .customLong("stream-from"),
+        name: .customLong("stream-from"), parsing: .unconditional,
         help: ArgumentHelp(
             "With -o -, start the stream at this byte of the file: continues a stream that stopped after that many bytes.",
             valueName: "offset"))

@@ -221,6 +221,12 @@ func parseFailure(_ arguments: [String]) -> String? {
         (["--write-path", "fast"], "The value 'fast' is invalid for '--write-path <write-path>': give adaptive, direct or page-cache."),
         (["--retry-wait", "soon"], "The value 'soon' is invalid for '--retry-wait <retry-wait>': not a number of seconds; give a number such as 5 or 0.5."),
         (["-j", "two"], "The value 'two' is invalid for '-j <jobs>': not a whole number; give one such as 1 or 8."),
+        // A negative number is the option's value, judged as such, not "Missing value" (it looks
+        // like an option to the parser unless the option takes whatever follows it).
+        (["-n", "-1"], "The value '-1' is invalid for '-n <n>': too few connections; give a number from 1 to 128 or 'auto'."),
+        (["-j", "-3"], "-j takes a number from 1 to 32 (got -3)."),
+        (["--max-speed", "-5"], "The value '-5' is invalid for '--max-speed <max-speed>': not a rate; give bytes per second with an optional unit k, M or G (powers of 1024), such as 512k, 20M or 1.5G. 0 means no cap."),
+        (["--retry-wait", "-2"], "--retry-wait must be between 0 and 3600 seconds."),
     ] as [([String], String)])
     func badValueSaysWhatIsWrongAndWhatIsAccepted(_ arguments: [String], _ message: String) {
         #expect(parseFailure(arguments + [url]) == message)
