@@ -22,14 +22,17 @@ final class PartialDownload {
 
         init(final: String) {
             self.final = final
-            part = final + Self.sideFileSuffixes[0]
-            journal = final + Self.sideFileSuffixes[1]
-            progress = final + Self.sideFileSuffixes[2]
+            part = final + Self.partSuffix
+            journal = final + Self.journalSuffix
+            progress = final + Self.progressSuffix
         }
 
-        /// The endings of the side files (part, journal, progress); a final name with one of them
-        /// is refused (see `Download.refuseSideFileName`).
-        static let sideFileSuffixes = [".segget-part", ".segget-journal", ".segget-progress"]
+        static let partSuffix = ".segget-part"
+        static let journalSuffix = ".segget-journal"
+        static let progressSuffix = ".segget-progress"
+        /// The endings of the side files; a final name with one of them is refused (see
+        /// `Download.refuseSideFileName`).
+        static let sideFileSuffixes = [partSuffix, journalSuffix, progressSuffix]
     }
 
     let paths: Paths
