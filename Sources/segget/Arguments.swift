@@ -26,6 +26,13 @@ extension ConnectionCount: ExpressibleByArgument {
 /// Transforms for `@Option(transform:)`: parse, check the range the option allows, and explain a
 /// refusal. ArgumentParser puts "The value 'X' is invalid for '--option <size>': " before the reason.
 enum ArgumentValue {
+    /// Refuses a TCP port outside 1...65535, naming the option that gave it.
+    static func checkPort(_ port: Int, option: String) throws {
+        guard (1...65535).contains(port) else {
+            throw ValidationError("\(option) takes a port from 1 to 65535 (got \(port)).")
+        }
+    }
+
     static func size(in range: ClosedRange<ByteSize>) -> @Sendable (String) throws -> ByteSize {
         { text in try explained { () throws(ArgumentValueError) in try ByteSize(parsing: text).checked(in: range) } }
     }

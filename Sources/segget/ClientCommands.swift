@@ -5,7 +5,7 @@ import SeggetRPC
 
 /// Where the daemon listens, shared by the client verbs.
 struct DaemonAddress: ParsableArguments {
-    @Option(name: .customLong("rpc-port"), help: "The daemon's JSON-RPC port (default 6800, or $SEGGET_RPC_PORT).")
+    @Option(name: .customLong("rpc-port"), parsing: .unconditional, help: "The daemon's JSON-RPC port (default 6800, or $SEGGET_RPC_PORT).")
     var port: Int?
 
     @Option(
@@ -21,6 +21,10 @@ struct DaemonAddress: ParsableArguments {
 
     @Option(name: .customLong("rpc-host"), help: "The daemon's host.")
     var host: String = "127.0.0.1"
+
+    func validate() throws {
+        if let port { try ArgumentValue.checkPort(port, option: "--rpc-port") }
+    }
 
     var resolvedPort: Int {
         port ?? getenv("SEGGET_RPC_PORT").flatMap { Int(String(cString: $0)) } ?? 6800

@@ -26,7 +26,7 @@ struct Daemon: ParsableCommand {
     )
 
     @Option(
-        name: .customLong("rpc-listen-port"), help: "The TCP port for JSON-RPC (default 6800).",
+        name: .customLong("rpc-listen-port"), parsing: .unconditional, help: "The TCP port for JSON-RPC (default 6800).",
         transform: ArgumentValue.wholeNumber)
     var port: Int = 6800
 
@@ -67,29 +67,29 @@ struct Daemon: ParsableCommand {
     var allowAnyDirectory = false
 
     @Option(
-        name: .customLong("max-concurrent-downloads"), help: "Downloads running at once (default 5).",
+        name: .customLong("max-concurrent-downloads"), parsing: .unconditional, help: "Downloads running at once (default 5).",
         transform: ArgumentValue.wholeNumber)
     var maxConcurrent: Int = 5
 
     @Option(
-        name: .customLong("total-connections"), help: "Connections across all running downloads (default 16).",
+        name: .customLong("total-connections"), parsing: .unconditional, help: "Connections across all running downloads (default 16).",
         transform: ArgumentValue.wholeNumber)
     var totalConnections: Int = 16
 
     @Option(
-        name: .customLong("max-connections-per-host"),
+        name: .customLong("max-connections-per-host"), parsing: .unconditional,
         help: "Requests at once to one host (scheme, name and port) across all downloads, 1 to 16: aria2's max-connection-per-server (default 16).",
         transform: ArgumentValue.wholeNumber)
     var maxConnectionsPerHost: Int = 16
 
     @Option(
-        name: .customLong("max-overall-download-limit"),
+        name: .customLong("max-overall-download-limit"), parsing: .unconditional,
         help: "Cap the download rate of all downloads together, e.g. 20M (default: no cap).",
         transform: ArgumentValue.rate(atLeast: ByteRate(bytesPerSecond: 0)))
     var maxOverall: ByteRate?
 
     @Option(
-        name: .customLong("link-renewal-wait"),
+        name: .customLong("link-renewal-wait"), parsing: .unconditional,
         help: "Seconds a task whose link expired waits for a new URI (segget.onLinkExpired, answered with aria2.changeUri) before it fails (default 120).",
         transform: ArgumentValue.seconds)
     var linkRenewalWait: Double = 120
@@ -108,9 +108,7 @@ struct Daemon: ParsableCommand {
     var database: String?
 
     func validate() throws {
-        guard (1...65535).contains(port) else {
-            throw ValidationError("--rpc-listen-port takes a port from 1 to 65535 (got \(port)).")
-        }
+        try ArgumentValue.checkPort(port, option: "--rpc-listen-port")
         guard linkRenewalWait > 0 && linkRenewalWait <= 86400 else {
             throw ValidationError("--link-renewal-wait takes seconds from 0 to 86400 (got \(linkRenewalWait)).")
         }

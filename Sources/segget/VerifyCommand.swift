@@ -35,7 +35,7 @@ struct Verify: ParsableCommand {
     var repair = false
 
     @Option(
-        name: [.customShort("n"), .customLong("connections")],
+        name: [.customShort("n"), .customLong("connections")], parsing: .unconditional,
         help: ArgumentHelp("With --repair: connections, 1 to 128 (default 8).", valueName: "n"),
         transform: ArgumentValue.wholeNumber)
     var connections: Int = 8

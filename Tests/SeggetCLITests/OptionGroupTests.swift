@@ -301,6 +301,30 @@ func parseFailure(_ arguments: [String]) -> String? {
 }
 
 @Suite struct DaemonArgumentsTests {
+    /// A negative number is judged as the option's value, here as in `get` (not "Missing value"),
+    /// and a client verb's port is checked as the daemon's is.
+    @Test func negativeNumbersAreValuesThatGetTheirRange() {
+        for (arguments, message) in [
+            (["--max-concurrent-downloads", "-1"], "--max-concurrent-downloads takes a number from 1 to 64 (got -1)."),
+            (["--rpc-listen-port", "-5"], "--rpc-listen-port takes a port from 1 to 65535 (got -5)."),
+        ] {
+            do {
+                _ = try Daemon.parse(arguments)
+                Issue.record("\(arguments) accepted")
+            } catch {
+                #expect(Daemon.message(for: error) == message)
+            }
+        }
+        for port in ["-1", "0", "70000"] {
+            do {
+                _ = try Add.parse(["--rpc-port", port, "http://x/f"])
+                Issue.record("--rpc-port \(port) accepted")
+            } catch {
+                #expect(Add.message(for: error) == "--rpc-port takes a port from 1 to 65535 (got \(port)).")
+            }
+        }
+    }
+
     @Test func overallLimitIsARate() throws {
         #expect(try Daemon.parse(["--max-overall-download-limit", "20M"]).maxOverall == ByteRate(bytesPerSecond: 20 << 20))
         #expect(try Daemon.parse([]).maxOverall == nil)
