@@ -47,42 +47,6 @@ extension Batch {
         reporter.summary(outcomes, seconds: Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9)
         return (outcomes, run.loopCount, run.largeDownloadsPeak)
     }
-
-    /// How many loops the run may have: one for fewer than `filesPerLoop` files per loop at once,
-    /// with `--fsync` (whose steps wait for the disk on a thread of their own), on one CPU, or where
-    /// the batch multiplexes (its files are in flight from the start, on the first loop's
-    /// connections: a second loop would open more and get no file); else `batchLoops`.
-    func loopLimit(cpus: Int) -> Int {
-        guard !base.syncBeforeRename, cpus > 1, !multiplexes else { return 1 }
-        return max(1, min(Self.batchLoops, parallelFiles / Self.filesPerLoop))
-    }
-
-    /// The fewest files in flight per loop: a second loop opens connections of its own (the first
-    /// keeps its), which a short `-j` pays for with nothing to gain (the gain was measured at
-    /// `-j 16`); from `-j 8` a batch may take two.
-    static let filesPerLoop = 4
-
-    /// Whether a CPU is free for one more loop now: fewer threads of the whole system running or
-    /// ready to run, the caller's among them, than `cpus`, or as many. Two loops that hand each
-    /// other files wait for each other; beside a program that keeps every CPU busy (one `yes` per
-    /// CPU, the benchmark's batch-busy) each waited a scheduler's slice for the other, and 500 files
-    /// of 64 KiB took 1.11 times as long as on one loop (15 alternated runs), where on an idle
-    /// machine they took 0.90 times as long.
-    static func cpuFree(cpus: Int) -> Bool {
-        guard let runnable = SystemThread.runnableNow else { return false }
-        return runnable <= cpus
-    }
-
-    /// How busy the first loop must be (`DownloadLoop.busyFraction`) for a second to be added:
-    /// one that waits for its sockets half of the time or more has room for more files, and the
-    /// second loop's files would dial connections of their own (`LoopLoad`).
-    static let secondLoopBusy = 0.5
-
-    /// The loops of a batch of small files. 500 files of 64 KiB, 16 at a time, 2 CPUs: 0.89-0.97
-    /// times the time of one loop with the saves on the writer threads (per-repetition medians of
-    /// six runs of 11-21 alternated repetitions, `scripts/bench --scenarios batch-small`); three
-    /// loops were 1.06 times two.
-    static let batchLoops = 2
 }
 
 /// The state of one batch run on its loops, shared by them: every field below `lock` is read and
@@ -144,8 +108,12 @@ final class LoopRun: @unchecked Sendable {
     private var guessedNames = OutputNames()
     private var outcomes: [Outcome?]
     private var directories: Set<String> = []
-    /// Files waiting for an earlier file to report the name it wants (see `OrderedNames`).
+    /// Files whose probe ended, waiting for an earlier file to report the name it wants (see
+    /// `OrderedNames`).
     private var waiting: [Int: Probed] = [:]
+    /// Files that reported the name they want: at the head of their probe's answer (see
+    /// `answered`), else when the probe ended.
+    private var wished: [Bool]
     private let finished = Atomic<Bool>(false)
 
     /// A file after its probe: its options and what the probe brought.
@@ -182,6 +150,7 @@ final class LoopRun: @unchecked Sendable {
         startingNames = batch.entries.count > 1 ? StartingNames(files: batch.entries.count) : nil
         names = OrderedNames(count: batch.entries.count)
         outcomes = Array(repeating: nil, count: batch.entries.count)
+        wished = Array(repeating: false, count: batch.entries.count)
         loopOf = Array(repeating: -1, count: batch.entries.count)
         loops = [loop]
         filesOn = [0]
@@ -279,7 +248,8 @@ final class LoopRun: @unchecked Sendable {
         let probe = { @Sendable [self] in
             Download(url: batch.entries[k].url, options: opts).prepare(
                 on: fileLoop, interrupt: interrupt, slot: b.slot, slotNowIfFree: loopCount > 1,
-                onSlot: { [self] in passTurn(k, here: here) }
+                onSlot: { [self] in passTurn(k, here: here) },
+                onFileName: { [self] name in answered(k, serverName: name, options: opts) }
             ) { [self] result in
                 passTurn(k, here: here)
                 let failure: SeggetError? = if case .failure(let e) = result { e } else { nil }
@@ -326,17 +296,41 @@ final class LoopRun: @unchecked Sendable {
     }
 
     /// Paths are decided in list order, so a rerun picks the same names: whichever report completes
-    /// the list's prefix decides it, and the files it decided go on, each on its own loop.
+    /// the list's prefix decides it, and the files it decided whose probes ended go on, each on its
+    /// own loop. A file reports when its probe ends, unless the head of the probe's answer reported
+    /// already (`answered`); a file whose path was decided then goes on now.
     private func probed(_ k: Int, _ p: Probed, here: Int) {
         if p.prepared?.broughtWhole == true { addLoop() }
         let decided = lock.withLock { () -> [(file: Int, probed: Probed, loop: Int)] in
             if probing.remove(k) != nil { busyOn[here] -= 1 }
             learnProtocol(p.prepared?.info, whole: p.prepared?.broughtWhole == true, url: batch.entries[k].url)
-            let decidedNow = names.wish(batch.wish(k, options: p.options, info: p.prepared?.info), for: k)
             waiting[k] = p
-            return decidedNow.sorted().compactMap { i in waiting.removeValue(forKey: i).map { (i, $0, loopOf[i]) } }
+            var files: [Int]
+            if wished[k] {
+                files = k < names.decided ? [k] : []
+            } else {
+                wished[k] = true
+                files = Array(names.wish(batch.wish(k, options: p.options, serverName: p.prepared?.info.suggestedFileName), for: k))
+            }
+            return files.compactMap { i in waiting.removeValue(forKey: i).map { (i, $0, loopOf[i]) } }
         }
         for (i, w, l) in decided { send(l, here: here) { [self] in named(i, w, here: l) } }
+    }
+
+    /// The head of file `k`'s probe's answer gave the name the server wants for it, before the body
+    /// came (on its loop's thread, in a pass): the file reports it now, so that its path and those
+    /// of the files after it are decided while the bodies come, and each file goes on as soon as
+    /// its probe ends. Reported only when the probe ended, 300 files of a batch over HTTP/2 (every
+    /// body coming at once) waited for the slowest file before them, and then went on all at once.
+    private func answered(_ k: Int, serverName: String, options: DownloadOptions) {
+        let decided = lock.withLock { () -> [(file: Int, probed: Probed, loop: Int)] in
+            guard !wished[k] else { return [] }
+            wished[k] = true
+            let decidedNow = names.wish(batch.wish(k, options: options, serverName: serverName), for: k)
+            return decidedNow.compactMap { i in waiting.removeValue(forKey: i).map { (i, $0, loopOf[i]) } }
+        }
+        // Posted to the files' loops (this one's included: not from inside its pass).
+        for (i, w, l) in decided { send(l, here: -1) { [self] in named(i, w, here: l) } }
     }
 
     /// Whether file `k`, named, downloads now: where the batch multiplexes, a large file takes one

@@ -219,7 +219,7 @@ struct Batch: Sendable {
         // (A file of another directory in the list does not need this directory's claims.)
         if opts.outputPath == nil, opts.startingNames?.heldNothing(opts.directory) == true { return false }
         let path: String
-        switch wish(k, options: opts, info: nil) {
+        switch wish(k, options: opts, serverName: nil) {
         case .path(let p?): path = p
         case .path(nil): return false
         case .name(let name, let directory): path = guesses.claim(name: name, directory: directory)
@@ -227,12 +227,13 @@ struct Batch: Sendable {
         return isFinishedEarlier(path: path, url: entries[k].url, options: opts)
     }
 
-    /// What file `k` asks of `OrderedNames`, knowing what its probe learnt (`info`).
-    func wish(_ k: Int, options opts: DownloadOptions, info: RemoteFileInfo?) -> OrderedNames.Wish {
+    /// What file `k` asks of `OrderedNames`, knowing the name its probe's answer gave
+    /// (`RemoteFileInfo.suggestedFileName`; nil: no answer of the file's).
+    func wish(_ k: Int, options opts: DownloadOptions, serverName: String?) -> OrderedNames.Wish {
         let entry = entries[k]
         if let o = opts.outputPath { return .path(o) }
         if planPaths {
-            return .name(entry.options.outputName ?? info?.suggestedFileName ?? FileName.fromURLPath(entry.url), directory: opts.directory)
+            return .name(entry.options.outputName ?? serverName ?? FileName.fromURLPath(entry.url), directory: opts.directory)
         }
         return .path(nil)
     }

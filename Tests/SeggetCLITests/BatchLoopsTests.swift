@@ -170,6 +170,50 @@ import Testing
         for name in expected { #expect(Self.contents(dir + "/" + name) == body) }
     }
 
+    /// Records the order of a batch's start and finish messages; safe from every loop.
+    final class Ordering: Reporter {
+        private let seen = Mutex([String]())
+        var events: [String] { seen.withLock { $0 } }
+        var wantsProgress: Bool { false }
+        func started(_ job: JobStart) { seen.withLock { $0.append("start \(job.id)") } }
+        func progress(id: Int, _ p: DownloadProgress) {}
+        func event(id: Int, _ e: DownloadEvent) {}
+        func finished(id: Int, url: String, _ r: DownloadResult) { seen.withLock { $0.append("finish \(id)") } }
+        func skipped(id: Int, url: String, path: String, reason: SkipReason) {}
+        func failed(id: Int, url: String, path: String?, _ e: SeggetError) { seen.withLock { $0.append("fail \(id)") } }
+        func summary(_ outcomes: [Outcome], seconds: Double) {}
+    }
+
+    /// The first file's answer comes at once but its body trickles (a byte a second, until its probe
+    /// is cut after `Prober.prefixSeconds`); the second file is small and quick. Paths are decided in
+    /// list order, from the name each answer's head gives (`LoopRun.answered`): the second file is
+    /// saved under its name while the first's probe still trickles, before the first file's
+    /// download even starts. Its path once waited for the end of the first file's probe, and over
+    /// HTTP/2, where every body of a batch comes at once, 300 finished files waited for the slowest
+    /// file before them.
+    @Test func aTricklingFileDoesNotHoldUpTheFilesAfterIt() throws {
+        let server = try TestServer()
+        try server.start()
+        defer { server.stop() }
+        let first = Self.bytes(64 * 1024, seed: 91)
+        let second = Self.bytes(64 * 1024, seed: 92)
+        server.addResource(name: "first", bytes: first)
+        server.addResource(name: "second", bytes: second)
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let urls = [server.url("first", query: "slowfirst=1&slowrate=1"), server.url("second")]
+        let reporter = Ordering()
+        let run = try Self.batch(urls, into: dir, jobs: 2).runOnLoops(reporter: reporter, interrupt: InterruptFlag(), cpus: 2)
+        #expect(Batch.exitCode(run.outcomes) == 0)
+        #expect(run.outcomes.map(\.path) == [dir + "/first", dir + "/second"])
+        #expect(Self.contents(dir + "/first") == first)
+        #expect(Self.contents(dir + "/second") == second)
+        let events = reporter.events
+        let secondDone = try #require(events.firstIndex(of: "finish 2"), "\(events)")
+        let firstStarted = try #require(events.firstIndex(of: "start 1"), "\(events)")
+        #expect(secondDone < firstStarted, "\(events)")
+    }
+
     /// Small files from a host that serves 3 requests at once per client and refuses the rest with
     /// 429, on two loops: the slots the two loops' probes take are one budget, what a refusal teaches
     /// holds for both, and every file arrives whole, with about the first burst refused and not a

@@ -346,12 +346,14 @@ public final class DownloadLoop: @unchecked Sendable {
     /// host's budget, then calls `onSlot`; a refusal that the budget takes for the host's limit (with
     /// `retrying`) waits for a slot again instead of counting as a failure. `after`: the failure of
     /// a first probe made for this download already (a batch's, see `Download.prepare`), counted as
-    /// this probe's first attempt (see `LoopProbe.priorFailure`).
+    /// this probe's first attempt (see `LoopProbe.priorFailure`). `onFileName`: see
+    /// `LoopProbe.onFileName`.
     func probe(
         _ download: Download, url: String? = nil, firstBytes: Int, deadline: Deadline?, retrying: Bool,
         events: (@Sendable (DownloadEvent) -> Void)?, interrupt: InterruptFlag, hostShare: HostShare? = nil,
         slotHeld: Bool = false, warmUp: ConnectionWarmUp? = nil, after priorFailure: SeggetError? = nil,
-        onSlot: (() -> Void)? = nil, done: @escaping (Result<ProbeResult, SeggetError>) -> Void
+        onSlot: (() -> Void)? = nil, onFileName: ((String) -> Void)? = nil,
+        done: @escaping (Result<ProbeResult, SeggetError>) -> Void
     ) {
         var prober = download.prober(firstBytes: firstBytes, multi: driver.multi, deadline: deadline)
         // The small first answer over TLS is for a download whose connections are its own.
@@ -360,6 +362,7 @@ public final class DownloadLoop: @unchecked Sendable {
             loop: self, download: download, url: url ?? download.url, prober: prober,
             retrying: retrying, events: events, interrupt: interrupt, hostShare: hostShare, slotHeld: slotHeld)
         p.onSlot = onSlot
+        p.onFileName = onFileName
         p.warmUp = warmUp
         if retrying { p.priorFailure = priorFailure }
         let id = ObjectIdentifier(p)

@@ -28,6 +28,9 @@ final class LoopProbe: TransferClient {
     private var retryAt: Double?
     /// Called once, with the result or the error.
     var done: ((Result<ProbeResult, SeggetError>) -> Void)?
+    /// Called at most once, on a tick, when an answer's head gives the file's name (see
+    /// `ProbeWalk.fileName(answeredIn:)`) before its body is in; not once the probe has ended.
+    var onFileName: ((String) -> Void)?
     /// The connections to warm beside the request while its answer is slow (see `ConnectionWarmUp`),
     /// once per probe; `warmUps` once they went out, handed on with the result.
     var warmUp: ConnectionWarmUp?
@@ -207,6 +210,7 @@ final class LoopProbe: TransferClient {
 
     private func finish(_ result: Result<ProbeResult, SeggetError>) {
         waitingForSlot = false
+        onFileName = nil
         let d = done
         done = nil
         d?(result)
@@ -252,6 +256,10 @@ final class LoopProbe: TransferClient {
             return
         }
         guard let r = request else { return }
+        if let report = onFileName, r.context.head.isComplete, let name = walk?.fileName(answeredIn: r.context) {
+            onFileName = nil
+            report(name)
+        }
         if let w = warmUp, let walk,
             w.due(waited: now - r.context.sentAt, answered: r.context.head.isComplete,
                   probeReused: (try? r.easy.newConnections()) == 0,

@@ -19,9 +19,15 @@ extension Download {
     /// `onSlot` is not called. With `slotNowIfFree`, a slot free at once is taken before `prepare`
     /// returns, and `onSlot` is called then, on the calling thread (a batch on two loops: the next
     /// file's probe, maybe on the other loop, need not wait for a pass of this one; see `LoopRun`).
+    ///
+    /// `onFileName` hears, on the loop thread and at most once, the file name the server's answer
+    /// gives (`RemoteFileInfo.suggestedFileName`) as soon as the answer's head is in, before its
+    /// body: a batch decides its paths from it while the bodies still come (see `LoopRun`). Not
+    /// called for an answer that is not the file's (an error, a redirect), nor after `completion`.
     public func prepare(
         on loop: DownloadLoop, interrupt: InterruptFlag = InterruptFlag(), slot: ProbeSlot? = nil,
         slotNowIfFree: Bool = false, onSlot: (@Sendable () -> Void)? = nil,
+        onFileName: (@Sendable (String) -> Void)? = nil,
         completion: @escaping @Sendable (Result<PreparedDownload, SeggetError>) -> Void
     ) {
         let deadline = options.timeout.map { Deadline(limit: $0, from: monotonicSeconds()) }
@@ -36,7 +42,7 @@ extension Download {
         loop.post { [self] in
             loop.probe(
                 self, firstBytes: ask.bytes, deadline: deadline, retrying: false, events: nil, interrupt: interrupt,
-                hostShare: share, slotHeld: held, warmUp: warmUp, onSlot: onLoopSlot
+                hostShare: share, slotHeld: held, warmUp: warmUp, onSlot: onLoopSlot, onFileName: onFileName
             ) { result in
                 let result = result.mapError { e in
                     var e = e

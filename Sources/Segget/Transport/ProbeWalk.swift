@@ -1,0 +1,138 @@
+import SeggetCurl
+import SeggetSystem
+
+/// The requests of one probe, a step at a time: the URL to ask next, and what each answer means
+/// (a redirect to follow under segget's policy, or the probe's result). A probe on a thread of its
+/// own (`Prober.probe`) and one run by the `DownloadLoop` walk the same steps.
+struct ProbeWalk {
+    let prober: Prober
+    private let first: URLParts
+    /// The URL the next request goes to.
+    private(set) var current: String
+    private var currentParts: URLParts
+    private var visited: Set<String>
+    /// The first answer's `Link` and digest fields (see `ProbeResult.links`).
+    private var firstLinks: String?
+    private var firstDigest: String?
+    private var firstReprDigest: String?
+    /// The options of the next request (credentials dropped after a redirect to another host).
+    private(set) var options: TransferOptions
+    private var hops = 0
+
+    init(prober: Prober, url: String) throws(SeggetError) {
+        guard let first = URLParts(url) else {
+            throw SeggetError(.usage, "'\(URLParts.redactingCredentials(url))' is not an absolute URL; give one such as https://example.com/file.iso.")
+        }
+        guard first.isHTTPFamily else {
+            throw SeggetError(.usage, "the scheme '\(first.scheme)' is not supported; segget downloads http:// and https:// URLs.")
+        }
+        self.prober = prober
+        self.first = first
+        current = url
+        currentParts = first
+        visited = [url]
+        options = prober.options
+    }
+
+    /// Throws when `--timeout` ran out before the next request.
+    func checkDeadline() throws(SeggetError) {
+        if let deadline = prober.deadline, deadline.remaining(now: monotonicSeconds()) <= 0 {
+            throw deadline.expired("the first request to \(URLParts.shown(current))")
+        }
+    }
+
+    /// What the answer to the request for `current` means: the result, or nil when it redirected
+    /// (then `current` is the next URL to ask). `held` is the transfer, when it was held.
+    mutating func answered(_ ctx: ProbeContext, code: CurlCode, held: HeldTransfer?) throws(SeggetError) -> ProbeResult? {
+        let head = ctx.head
+        if head.status == 200 || head.status == 206, !(head.status == 206 && head.contentEncoding != nil),
+            let problem = head.framingProblem
+        {
+            // Checked before libcurl's verdict: it rejects some of these itself, as a "weird reply".
+            throw Prober.framingError(problem, url: current)
+        }
+        if code != .ok && !(code == .writeError && head.isComplete) {
+            if let deadline = prober.deadline, code == .operationTimedOut, deadline.remaining(now: monotonicSeconds()) < 0.1 {
+                throw deadline.expired("the first request to \(URLParts.shown(current))")
+            }
+            throw Prober.networkError(code, url: current, head: head)
+        }
+        if hops == 0 {
+            firstLinks = head.unsafeRawJoinedValue("link")
+            firstDigest = head.unsafeRawJoinedValue("digest")
+            firstReprDigest = head.unsafeRawJoinedValue("repr-digest")
+        }
+        if (300...399).contains(head.status), head.status != 304 {
+            try follow(head)
+            return nil
+        }
+        var result = try prober.interpret(head, finalURL: current, redirects: hops, options: options)
+        result.links = firstLinks.map(LinkHeader.init)
+        if result.digest == nil && result.reprDigest == nil {
+            // A redirector's digest covers the file its mirrors serve (RFC 6249 section 6).
+            result.digest = firstDigest
+            result.reprDigest = firstReprDigest
+        }
+        result.credentialsDropped = currentParts.host != first.host
+        if ctx.bodyStartedAt > 0 {
+            result.firstAnswerSeconds = max(0, ctx.bodyStartedAt - ctx.sentAt)
+        } else if ctx.headAt > 0 {
+            result.firstAnswerSeconds = max(0, ctx.headAt - ctx.sentAt)
+        }
+        if result.acceptsRanges, let last = head.contentRange?.last, ctx.bodyCount <= last + 1 {
+            // Whatever arrived (all of it, or what came before the cut) is the file's beginning.
+            result.prefix = ctx.body
+        }
+        // Handed on only when the answer runs to the file's end, or to the end of the range a probe
+        // held at its head asked for: the fetch continues it as a request for what follows the prefix.
+        if let held, result.acceptsRanges, held.bringsTheRest, held.offset == Int64(result.prefix.count) {
+            result.held = held
+        }
+        return result
+    }
+
+    /// The file name the answer to the request for `current` gives (what `answered` would give
+    /// as the result's `suggestedFileName`, sanitised as `RemoteFileInfo` has it), as soon as its
+    /// head is complete: nil before, and for a head that is not a file's (a redirect, an error, a
+    /// framing the answer fails for).
+    func fileName(answeredIn ctx: ProbeContext) -> String? {
+        let head = ctx.head
+        guard head.isComplete, head.status == 200 || head.status == 206,
+            head.framingProblem == nil || (head.status == 206 && head.contentEncoding != nil),
+            let result = try? prober.interpret(head, finalURL: current, redirects: hops, options: options)
+        else { return nil }
+        return FileName.sanitize(result.suggestedFileName)
+    }
+
+    /// Takes the redirect in `head` (followed as it came; shown only as `ServerText`).
+    private mutating func follow(_ head: ResponseHead) throws(SeggetError) {
+        guard let location = head.value("location") else {
+            throw SeggetError(.protocolViolation, "the server answered \(head.status) without a Location header; there is nothing to follow.", httpStatus: head.status, retryAdvice: .never)
+        }
+        guard !location.isEmpty else {
+            throw SeggetError(.protocolViolation, "the server answered \(head.status) with an empty Location header; there is nothing to follow.", httpStatus: head.status, retryAdvice: .never)
+        }
+        guard let next = resolveURL(location.unsafeRawValue, against: current) else {
+            throw SeggetError(.protocolViolation, "the server redirected (\(head.status)) to '\(URLParts.shown(location))', which is not a valid URL; there is nothing to follow.", httpStatus: head.status, retryAdvice: .never)
+        }
+        hops += 1
+        if hops > prober.options.maxRedirects {
+            throw SeggetError(.network, "more than \(prober.options.maxRedirects) redirects; the server may be misconfigured.", retryAdvice: .never)
+        }
+        if visited.contains(next) {
+            throw SeggetError(.network, "redirect loop: \(URLParts.shown(next)) was already visited.", retryAdvice: .never)
+        }
+        guard let nextParts = URLParts(next), nextParts.isHTTPFamily else {
+            throw SeggetError(.protocolViolation, "refusing a redirect to '\(URLParts.shown(next))': only http and https are allowed.", retryAdvice: .never)
+        }
+        if currentParts.scheme == "https" && nextParts.scheme == "http" && !prober.options.allowInsecureRedirect {
+            throw SeggetError(.protocolViolation, "refusing a redirect from https to plain http (\(URLParts.shown(next))); pass --allow-insecure-redirect to follow it.", retryAdvice: .never)
+        }
+        if nextParts.host != currentParts.host {
+            options = options.withoutCredentials()
+        }
+        visited.insert(next)
+        current = next
+        currentParts = nextParts
+    }
+}
