@@ -305,14 +305,8 @@ final class LoopRun: @unchecked Sendable {
             if probing.remove(k) != nil { busyOn[here] -= 1 }
             learnProtocol(p.prepared?.info, whole: p.prepared?.broughtWhole == true, url: batch.entries[k].url)
             waiting[k] = p
-            var files: [Int]
-            if wished[k] {
-                files = k < names.decided ? [k] : []
-            } else {
-                wished[k] = true
-                files = Array(names.wish(batch.wish(k, options: p.options, serverName: p.prepared?.info.suggestedFileName), for: k))
-            }
-            return files.compactMap { i in waiting.removeValue(forKey: i).map { (i, $0, loopOf[i]) } }
+            if wished[k] { return takeWaiting(k < names.decided ? [k] : []) }
+            return wish(k, options: p.options, serverName: p.prepared?.info.suggestedFileName)
         }
         for (i, w, l) in decided { send(l, here: here) { [self] in named(i, w, here: l) } }
     }
@@ -325,12 +319,22 @@ final class LoopRun: @unchecked Sendable {
     private func answered(_ k: Int, serverName: String, options: DownloadOptions) {
         let decided = lock.withLock { () -> [(file: Int, probed: Probed, loop: Int)] in
             guard !wished[k] else { return [] }
-            wished[k] = true
-            let decidedNow = names.wish(batch.wish(k, options: options, serverName: serverName), for: k)
-            return decidedNow.compactMap { i in waiting.removeValue(forKey: i).map { (i, $0, loopOf[i]) } }
+            return wish(k, options: options, serverName: serverName)
         }
         // Posted to the files' loops (this one's included: not from inside its pass).
         for (i, w, l) in decided { send(l, here: -1) { [self] in named(i, w, here: l) } }
+    }
+
+    /// Under the lock: file `k` reports the name it wants, once; the files this decides whose probes
+    /// ended, taken from `waiting`.
+    private func wish(_ k: Int, options: DownloadOptions, serverName: String?) -> [(file: Int, probed: Probed, loop: Int)] {
+        wished[k] = true
+        return takeWaiting(names.wish(batch.wish(k, options: options, serverName: serverName), for: k))
+    }
+
+    /// Under the lock: those of `files` whose probes ended, taken from `waiting`, with their loops.
+    private func takeWaiting(_ files: some Sequence<Int>) -> [(file: Int, probed: Probed, loop: Int)] {
+        files.compactMap { i in waiting.removeValue(forKey: i).map { (i, $0, loopOf[i]) } }
     }
 
     /// Whether file `k`, named, downloads now: where the batch multiplexes, a large file takes one

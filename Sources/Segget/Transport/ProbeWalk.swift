@@ -45,9 +45,7 @@ struct ProbeWalk {
     /// (then `current` is the next URL to ask). `held` is the transfer, when it was held.
     mutating func answered(_ ctx: ProbeContext, code: CurlCode, held: HeldTransfer?) throws(SeggetError) -> ProbeResult? {
         let head = ctx.head
-        if head.status == 200 || head.status == 206, !(head.status == 206 && head.contentEncoding != nil),
-            let problem = head.framingProblem
-        {
+        if let problem = Self.refusedFraming(head) {
             // Checked before libcurl's verdict: it rejects some of these itself, as a "weird reply".
             throw Prober.framingError(problem, url: current)
         }
@@ -97,11 +95,17 @@ struct ProbeWalk {
     /// framing the answer fails for).
     func fileName(answeredIn ctx: ProbeContext) -> String? {
         let head = ctx.head
-        guard head.isComplete, head.status == 200 || head.status == 206,
-            head.framingProblem == nil || (head.status == 206 && head.contentEncoding != nil),
+        guard head.isComplete, head.status == 200 || head.status == 206, Self.refusedFraming(head) == nil,
             let result = try? prober.interpret(head, finalURL: current, redirects: hops, options: options)
         else { return nil }
         return FileName.sanitize(result.suggestedFileName)
+    }
+
+    /// The framing fault for which a file's answer (a 200 or a 206, but a 206 with a content coding,
+    /// which is refused for that) is refused, if it has one.
+    private static func refusedFraming(_ head: ResponseHead) -> FramingProblem? {
+        guard head.status == 200 || head.status == 206, !(head.status == 206 && head.contentEncoding != nil) else { return nil }
+        return head.framingProblem
     }
 
     /// Takes the redirect in `head` (followed as it came; shown only as `ServerText`).
