@@ -24,13 +24,13 @@ extension DownloadQueue {
         }
     }
 
-    /// Off the lock: creates the directory, fixes the output path (probing for the server's file
-    /// name the first time: a request on the loop), then starts the download and watches it.
+    /// Off the lock: creates the directory, fixes the output path (the first time from the answer
+    /// to the download's own probe, a request on the loop), then starts the download and watches it.
     private func prepareAndStart(_ id: TaskID) {
         guard
-            let (record, policy) = core.withLock({ c -> (TaskRecord, DirectoryPolicy)? in
+            let (record, policy, live) = core.withLock({ c -> (TaskRecord, DirectoryPolicy, Live)? in
                 guard let r = c.records[id], let l = c.live[id], !l.stopRequested else { return nil }
-                return (r, c.policy)
+                return (r, c.policy, l)
             })
         else {
             ended(id, .interrupted)
@@ -48,20 +48,29 @@ extension DownloadQueue {
             return
         }
         guard record.path == nil else { return start(id, directory: directory, suggested: nil) }
-        let probing = Download(url: record.urls[0], options: downloadOptions(record, grant: nil))
         guard let loop = Self.loop else {
-            let info = try? probing.probe()
+            let info = try? Download(url: record.urls[0], options: downloadOptions(record, grant: nil)).probe()
             return start(id, directory: directory, suggested: info?.suggestedFileName ?? FileName.fromURLPath(record.urls[0]))
         }
-        probing.probe(on: loop) { result in
-            let name = (try? result.get())?.suggestedFileName ?? FileName.fromURLPath(record.urls[0])
-            self.start(id, directory: directory, suggested: name)
+        // The download's own probe, made before its path is known: its answer names the file, and
+        // the download goes on from it. A probe of its own for the name cost every new task one
+        // request and one round trip more (a 1-byte request, then the download's).
+        Download(url: record.urls[0], options: downloadOptions(record, grant: live.grant)).prepare(
+            on: loop, interrupt: live.probeInterrupt
+        ) { result in
+            let prepared = try? result.get()
+            let failure: SeggetError? = if case .failure(let e) = result { e } else { nil }
+            let name = prepared?.info.suggestedFileName ?? FileName.fromURLPath(record.urls[0])
+            self.start(id, directory: directory, suggested: name, prepared: prepared, probeFailed: failure)
         }
     }
 
     /// Gives a task without a path its own (from the server's `suggested` name), then starts its
-    /// download and watches it.
-    private func start(_ id: TaskID, directory: String, suggested: String?) {
+    /// download and watches it, from its probe when it made one (`prepared`, or its failure).
+    private func start(
+        _ id: TaskID, directory: String, suggested: String?, prepared: PreparedDownload? = nil,
+        probeFailed: SeggetError? = nil
+    ) {
         var alreadyDone: (path: String, bytes: Int64)?
         let started: DownloadTask? = core.withLock { c in
             guard var r = c.records[id], c.live[id] != nil, c.live[id]?.stopRequested == false,
@@ -89,7 +98,7 @@ extension DownloadQueue {
             var options = downloadOptions(r, grant: grant)
             options.pieces = c.records[id]?.pieces
             let download = Download(url: r.urls[0], options: options)
-            let task = Self.loop.map { download.start(on: $0) } ?? download.start()
+            let task = Self.loop.map { download.start(on: $0, prepared: prepared, probeFailed: probeFailed) } ?? download.start()
             c.live[id]?.task = task
             return task
         }

@@ -32,6 +32,9 @@ public final class DownloadQueue: Sendable {
         var task: DownloadTask?
         /// Set when a stop was asked for before the download existed (during its probe).
         var stopRequested = false
+        /// Set with `stopRequested`: ends the probe that names the file (it may wait for a slot of
+        /// its host's budget).
+        let probeInterrupt = InterruptFlag()
         var progress: DownloadProgress?
         var lastSaved = 0.0
     }
@@ -394,7 +397,12 @@ public final class DownloadQueue: Sendable {
                 c.live[id] = Live(grant: grant)
                 launches.append(id)
             case .stop(let id):
-                if let task = c.live[id]?.task { task.cancel() } else { c.live[id]?.stopRequested = true }
+                if let task = c.live[id]?.task {
+                    task.cancel()
+                } else {
+                    c.live[id]?.stopRequested = true
+                    c.live[id]?.probeInterrupt.set()
+                }
             case .status(let id, let status):
                 guard var r = c.records[id] else { continue }
                 r.status = status

@@ -48,10 +48,14 @@ public final class DownloadTask: Sendable {
         }
     }
 
-    /// The download on `loop`, beside the other downloads there, without a thread of its own.
-    convenience init(download: Download, loop: DownloadLoop) {
+    /// The download on `loop`, beside the other downloads there, without a thread of its own,
+    /// continuing from `prepared` (its probe, made with `Download.prepare`) or counting
+    /// `probeFailed` as its probe's first attempt.
+    convenience init(download: Download, loop: DownloadLoop, prepared: PreparedDownload? = nil, probeFailed: SeggetError? = nil) {
         self.init { progress, events, interrupt, done in
-            download.run(on: loop, progress: progress, events: events, interrupt: interrupt, completion: done)
+            download.run(
+                on: loop, progress: progress, events: events, interrupt: interrupt, prepared: prepared,
+                probeFailed: probeFailed, completion: done)
         }
     }
 
@@ -123,6 +127,15 @@ extension Download {
     /// Starts the download on `loop` (see ``DownloadLoop``) and returns a handle to observe, await or
     /// cancel it: any number of downloads started so share the loop's thread and connections.
     public func start(on loop: DownloadLoop) -> DownloadTask { DownloadTask(download: self, loop: loop) }
+
+    /// Starts the download on `loop` as ``start(on:)`` does, continuing from its probe made earlier
+    /// with ``prepare(on:interrupt:slot:slotNowIfFree:onSlot:onFileName:completion:)`` (`prepared`),
+    /// or, where that probe failed, counting its failure (`probeFailed`) as the probe's first
+    /// attempt: a caller that needed the probe's answer first (for the file's name) pays no second
+    /// request for it.
+    public func start(on loop: DownloadLoop, prepared: PreparedDownload?, probeFailed: SeggetError?) -> DownloadTask {
+        DownloadTask(download: self, loop: loop, prepared: prepared, probeFailed: probeFailed)
+    }
 
     /// Downloads the file and returns when it is in place, without blocking a cooperative thread.
     ///
