@@ -343,6 +343,26 @@ import Testing
         #expect(Coordinator.worthStealing(rate: .infinity, notStartedChunks: 1, chunkSize: mib))
     }
 
+    /// A victim still in TCP's slow start on a long path halves its remaining time with one more
+    /// round trip: a thief that must dial first is not worth sending, whatever its size. The rate
+    /// rule alone says otherwise: at its rate so far (1 MiB/s) the victim's 2.5 MiB take 2.5 s.
+    @Test func aVictimInSlowStartIsNotRobbedByAThiefThatDials() {
+        let mib = Double(Self.MiB)
+        let ss = Coordinator.SlowStart(brought: 0.5 * mib, roundTrip: 0.08)
+        #expect(Coordinator.worthStealing(rate: mib, notStartedChunks: 2, chunkSize: mib, inFlightSeconds: 0.5,
+                                          thiefChunkSeconds: 0.3, firstByteWait: 0.25))
+        #expect(!Coordinator.worthStealing(inSlowStart: ss, leftBytes: 0.5 * mib, notStartedChunks: 2, chunkSize: mib,
+                                           thiefChunkSeconds: 0.3, firstByteWait: 0.25, price: Coordinator.minStealGainSeconds))
+        // 60 chunks of a large file: still under 0.8 s for the victim, far more for any thief.
+        #expect(!Coordinator.worthStealing(inSlowStart: ss, leftBytes: 0.5 * mib, notStartedChunks: 60, chunkSize: mib,
+                                           thiefChunkSeconds: 0.05, firstByteWait: 0.25, price: Coordinator.minStealGainSeconds))
+        #expect(ss.seconds(60.5 * mib) < 0.6)
+        // A thief whose first byte comes at once and whose rate is far above the victim's: worth it.
+        #expect(Coordinator.worthStealing(inSlowStart: Coordinator.SlowStart(brought: 16_384, roundTrip: 0.08), leftBytes: mib,
+                                          notStartedChunks: 8, chunkSize: mib, thiefChunkSeconds: 0.01, firstByteWait: 0.0,
+                                          price: Coordinator.minStealGainSeconds))
+    }
+
     /// Issue 23: a thief with no open connection in libcurl's pool dials one, and its first byte waits
     /// for the TCP handshake (and TLS's), then slow start: on a WAN that is worth more than a chunk
     /// of a victim only a little slower than typical, which is then left to finish its own.

@@ -129,13 +129,46 @@ extension Coordinator {
         return gain >= price
     }
 
+    /// `worthStealing` for a victim whose window still doubles every round trip (`SlowStart`): its
+    /// time for `bytes` more is `SlowStart.seconds`, so half its work takes one round trip less
+    /// than all of it, while a thief that dials starts from TCP's first window behind it. On WAN link
+    /// a, 4 daemon tasks of 4 MiB at 2 connections each: every task's idle connection dialled at
+    /// once to take half of its connection 0's chunks, 0.3 s in at 0.9-1.7 MiB/s (its slow start's
+    /// rate so far), and brought them 0.1-0.5 s after connection 0 had its own half.
+    static func worthStealing(
+        inSlowStart s: SlowStart, leftBytes: Double, notStartedChunks n: Int, chunkSize: Double,
+        thiefChunkSeconds: Double, firstByteWait: Double, price: Double
+    ) -> Bool {
+        guard n > 0 else { return false }
+        let alone = s.seconds(leftBytes + Double(n) * chunkSize)
+        var gain = 0.0
+        for k in 1...n {
+            let victimDone = s.seconds(leftBytes + Double(n - k) * chunkSize)
+            gain = max(gain, alone - max(victimDone, firstByteWait + Double(k) * thiefChunkSeconds))
+        }
+        return gain >= price
+    }
+
+    /// A transfer in TCP's slow start on a long path: `brought` bytes since its first byte, a round
+    /// trip of `roundTrip` (see `slowStartSeconds`).
+    struct SlowStart: Equatable, Sendable {
+        var brought: Double
+        var roundTrip: Double
+        /// Seconds for `bytes` more while the window doubles each round trip.
+        func seconds(_ bytes: Double) -> Double { roundTrip * log2(1 + bytes / max(brought, 1)) }
+    }
+
     /// What steal decisions read about every connection at `now` (see `worthStealing`).
     struct StealEstimates {
         /// Seconds each connection needs for its chunk in flight (`remainingSeconds`).
         let remaining: [Double]
         /// Each connection is in TCP's slow start on a long path (`slowStartSeconds`): no racer, which
         /// would start from TCP's first window behind it, finishes its chunk sooner.
-        var inSlowStart: [Bool] = []
+        var inSlowStart: [Bool] { slowStart.map { $0 != nil } }
+        /// Each transferring connection's slow start, where it is in one (`slowStartState`).
+        var slowStart: [SlowStart?] = []
+        /// Bytes each connection has left of its chunk in flight.
+        var leftBytes: [Double] = []
         /// Each connection's rate as a victim: infinite when it has nothing in flight, negative while
         /// unknown.
         let rates: [Double]
@@ -172,9 +205,16 @@ extension Coordinator {
                 let alone = Double(n) * chunkSize / rates[victim] + min(remaining[victim], chunkSize / rates[victim])
                 guard alone / 2 > splitPrice else { return false }
             }
+            let price = rates[victim].isFinite ? price : priceUncut
+            guard
+                Coordinator.worthStealing(
+                    rate: rates[victim], notStartedChunks: n, chunkSize: chunkSize, inFlightSeconds: remaining[victim],
+                    thiefChunkSeconds: chunkSeconds, firstByteWait: firstByteWait, price: price)
+            else { return false }
+            guard slowStart.indices.contains(victim), let s = slowStart[victim] else { return true }
             return Coordinator.worthStealing(
-                rate: rates[victim], notStartedChunks: n, chunkSize: chunkSize, inFlightSeconds: remaining[victim],
-                thiefChunkSeconds: chunkSeconds, firstByteWait: firstByteWait, price: rates[victim].isFinite ? price : priceUncut)
+                inSlowStart: s, leftBytes: leftBytes[victim], notStartedChunks: n, chunkSize: chunkSize,
+                thiefChunkSeconds: chunkSeconds ?? chunkSize / max(rates[victim], 1), firstByteWait: firstByteWait, price: price)
         }
     }
 
@@ -208,9 +248,8 @@ extension Coordinator {
             },
             chunkSeconds: typical.map { Double(plan.chunkSize) / $0 }, chunkSize: Double(plan.chunkSize),
             firstByteWait: wait + (thiefDials ? dialSeconds(typical: typical) : 0))
-        e.inSlowStart = connections.map { c in
-            c.machine.isTransferring && slowStartSeconds(c, bytes: Double(max(0, c.chunkEnd - c.pos)), now: now) != nil
-        }
+        e.slowStart = connections.map { c in c.machine.isTransferring ? slowStartState(c, now: now) : nil }
+        e.leftBytes = connections.map { c in Double(max(0, c.chunkEnd - c.pos)) }
         e.price = stealPrice(thiefDials: thiefDials, cuts: true, now: now)
         e.priceUncut = stealPrice(thiefDials: thiefDials, cuts: false, now: now)
         if !cost.servesSideBySide {
@@ -333,13 +372,18 @@ extension Coordinator {
     /// `-n 8` looked 0.5-0.9 s from the end of their chunks a quarter second in, and every idle one
     /// raced them; each had its chunk 0.3 s later, and the races fetched 0.4-1.1 MiB twice.
     func slowStartSeconds(_ c: Connection, bytes: Double, now: Double) -> Double? {
+        slowStartState(c, now: now)?.seconds(bytes)
+    }
+
+    /// Connection `c`'s slow start, where its transfer is in one on a long path (see `slowStartSeconds`).
+    func slowStartState(_ c: Connection, now: Double) -> SlowStart? {
         guard let rtt = cost.roundTrip, rtt >= ConnectionWarmUp.minRoundTrip, !config.speedCapped,
             let first = c.firstByteAt, c.held(at: now) <= c.heldAtFirstByte, c.transferBytes > 0
         else { return nil }
         let rounds = min(30, (now - first) / rtt)
         let brought = Double(c.transferBytes)
         guard brought >= 0.5 * Self.initialWindowBytes * (pow(2, rounds) - 1) else { return nil }
-        return rtt * log2(1 + bytes / brought)
+        return SlowStart(brought: brought, roundTrip: rtt)
     }
 
     /// How long `provenRate` looks back.
