@@ -162,10 +162,9 @@ extension Coordinator {
     struct StealEstimates {
         /// Seconds each connection needs for its chunk in flight (`remainingSeconds`).
         let remaining: [Double]
-        /// Each connection is in TCP's slow start on a long path (`slowStartSeconds`): no racer, which
-        /// would start from TCP's first window behind it, finishes its chunk sooner.
-        var inSlowStart: [Bool] { slowStart.map { $0 != nil } }
-        /// Each transferring connection's slow start, where it is in one (`slowStartState`).
+        /// Each transferring connection's slow start on a long path, where it is in one
+        /// (`slowStartState`): no racer, which would start from TCP's first window behind it,
+        /// finishes its chunk sooner, and a thief must beat its doubling.
         var slowStart: [SlowStart?] = []
         /// Bytes each connection has left of its chunk in flight.
         var leftBytes: [Double] = []

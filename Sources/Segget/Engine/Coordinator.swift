@@ -329,7 +329,7 @@ struct Coordinator: Coordinating {
                 for: id, allowDuplicates: config.endGame && !capBinds(now: now), remainingSeconds: { estimates.remaining[$0] },
                 minRemainingSeconds: minRace, maxRacers: Self.maxRacers, thieves: max(1, min(idle.count - i, (room ?? Int.max) - i)),
                 chunkSeconds: estimates.chunkSeconds, runSeconds: { runTimes[$0] },
-                mayRace: { !estimates.inSlowStart[$0] },
+                mayRace: { estimates.slowStart[$0] == nil },
                 racerSeconds: { k in estimates.racerSeconds(chunkBytes: Int64(chunkPlan.byteRange(ofChunk: k).count), ownRate: racerRate) },
                 worthStealing: { config.stealing && estimates.worthStealing($0, notStartedChunks: $1) })
             else { continue }
