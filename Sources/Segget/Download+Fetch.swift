@@ -156,6 +156,7 @@ extension Download {
             held.release()
         }
         engine.continueChecksums(of: partial.partial)
+        engine.recordKeptPartials(partial.partial)
         // Every chunk kept from an earlier run is read back and checked behind the download.
         if let voucher = partial.voucher(plan: plan) { engine.vouch(with: voucher) }
         // Each piece is hashed once its bytes are in the file; a bad one is fetched again elsewhere.
@@ -188,7 +189,8 @@ extension Download {
             // The written bitmap is already exact; make it durable too, so that even a reboot keeps it.
             stage.partial.checkpoint()
             if e.kind == .interrupted {
-                let done = engine.finishedBytesForReport
+                // What the rerun keeps, read back as it will read it (whole chunks and progress slots).
+                let done = stage.ranged ? stage.partial.bytesKeptForRerun(plan: plan) ?? engine.finishedBytesForReport : engine.finishedBytesForReport
                 throw SeggetError(.interrupted, "interrupted with \(Format.bytes(done)) of \(Format.bytes(plan.totalLength)) saved; run the same command to resume.")
             }
             if stage.ranged, stage.partial.journal != nil, let status = LinkExpiry.status(of: e) {

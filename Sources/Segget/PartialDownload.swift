@@ -166,6 +166,16 @@ final class PartialDownload {
         return kept + plan.bytes(ofChunksWhere: { trusted[$0] })
     }
 
+    /// Bytes a rerun in this boot keeps, as this run leaves them: the chunks the journal records and
+    /// the parts of the others the progress slots vouch for. Nil without a journal.
+    func bytesKeptForRerun(plan: ChunkPlan) -> Int64? {
+        guard let journal else { return nil }
+        let written = journal.written
+        let partials = ProgressSlots.read(path: paths.progress, journal: journal.header, plan: plan)
+            .filter { !written[$0.key] }
+        return plan.bytes(ofChunksWhere: { written[$0] }) + plan.bytes(upTo: partials.mapValues(\.upTo))
+    }
+
     /// Writes the first bytes the probe brought into a new data file and counts the chunks they
     /// cover as finished (journal bits after the write, like any chunk); a partly covered chunk is
     /// continued from where they end.

@@ -93,4 +93,63 @@ import Testing
         #expect(server.bodyBytesSent < unfinished, "sent \(server.bodyBytesSent), chunk-level resume needs \(unfinished): \(server.requests.map { "\($0.headers["range"] ?? "") \($0.bodyBytesSent)" })")
         #expect(!TestFiles.exists(dir.path("out.bin.segget-progress")))
     }
+
+    /// An interruption reports as saved what the rerun keeps, partly written chunks included. A
+    /// rerun with fewer connections than the run before, interrupted before it continued every
+    /// partly written chunk, keeps the ones it did not continue (the slots are by connection, and
+    /// the progress file is new each run).
+    @Test func savedIsWhatTheRerunKeepsAndFewerConnectionsLoseNothing() throws {
+        let body = TestFiles.pattern(8 << 20, seed: 78)
+        let server = try TestServer()
+        try server.start()
+        defer { server.stop() }
+        server.addResource(name: "f", bytes: body)
+        let dir = try TempDir()
+        var o = DownloadOptions()
+        o.connections = 4
+        o.chunkSize = 1 << 20
+        o.outputPath = dir.path("out.bin")
+        let url = server.url("f", query: "rate=1m")
+
+        /// Runs until `stopAt(first progress, this progress)` says so; the interruption's message
+        /// and the bytes in the file at the first progress report (what the run started from).
+        func interrupted(_ o: DownloadOptions, stopAt: @escaping @Sendable (Int64, Int64) -> Bool) -> (message: String, startedFrom: Int64)? {
+            let stop = InterruptFlag()
+            let first = Mutex<Int64?>(nil)
+            let run = Result { () throws(SeggetError) -> DownloadResult in
+                try Download(url: url, options: o).run(progress: { p in
+                    let from = first.withLock { f in
+                        if f == nil { f = p.completedBytes }
+                        return f!
+                    }
+                    if stopAt(from, p.completedBytes) { stop.set() }
+                }, interrupt: stop)
+            }
+            guard case .failure(let e) = run, e.kind == .interrupted else {
+                Issue.record("the run was not interrupted: \(run)")
+                return nil
+            }
+            return (e.message, first.withLock { $0 } ?? -1)
+        }
+        func saved(_ message: String) -> Substring? {
+            guard let a = message.range(of: "interrupted with "), let b = message.range(of: " of 8.0 MiB saved") else { return nil }
+            return message[a.upperBound..<b.lowerBound]
+        }
+
+        // Four connections, stopped a quarter in: each is inside a chunk of 1 MiB.
+        guard let one = interrupted(o, stopAt: { _, done in done > 2 << 20 }) else { return }
+        // One connection, stopped at its first progress report: it continues at most one of them.
+        o.connections = 1
+        guard let two = interrupted(o, stopAt: { _, _ in true }) else { return }
+        #expect(saved(one.message) == Substring(Format.bytes(two.startedFrom)), "\(one.message) / the next run started from \(two.startedFrom)")
+        #expect(two.startedFrom > 2 << 20, "\(two.startedFrom)")
+
+        o.connections = 4
+        server.resetCounters()
+        let result = try Download(url: url, options: o).run()
+        #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
+        #expect(result.resumedBytes >= two.startedFrom, "resumed \(result.resumedBytes), the run before started from \(two.startedFrom)")
+        #expect(saved(two.message) == Substring(Format.bytes(result.resumedBytes)), "\(two.message) / resumed \(result.resumedBytes)")
+        #expect(server.bodyBytesSent <= Int64(body.count) - two.startedFrom + (1 << 16), "sent \(server.bodyBytesSent)")
+    }
 }

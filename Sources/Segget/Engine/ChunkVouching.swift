@@ -239,4 +239,18 @@ extension FetchEngine {
     func continueChecksums(of partials: [Int: PartialChunk]) {
         for (chunk, p) in partials { chunkCRCs.seed(chunk: chunk, upTo: p.upTo, crc: p.crc) }
     }
+
+    /// The partial chunks go into the last progress slots, which a connection writes only when a
+    /// download grows to that many (slots are by connection), so that an interruption keeps them even
+    /// where no connection continued them (a rerun with fewer connections than the run before). A
+    /// connection that continues one records its own slot further on; the reader keeps the furthest
+    /// record of a chunk.
+    func recordKeptPartials(_ partials: [Int: PartialChunk]) {
+        guard let slots = progressSlots, target.ranged else { return }
+        var slot = ProgressSlots.slotCount - 1
+        for (chunk, p) in partials.sorted(by: { $0.key < $1.key }) where slot >= core.connections.count {
+            try? slots.record(slot: slot, chunk: chunk, upTo: p.upTo, crc: p.crc)
+            slot -= 1
+        }
+    }
 }
