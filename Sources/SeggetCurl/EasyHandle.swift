@@ -340,6 +340,13 @@ package final class EasyHandle {
         try check(segget_easy_getinfo_off(raw, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &v), "CURLINFO_CONTENT_LENGTH_DOWNLOAD_T")
         return v < 0 ? nil : Int64(v)
     }
+    /// Whether the last transfer's connection was made: TCP's handshake and, with `tls`, TLS's too
+    /// (libcurl's connect and app-connect times stay 0 until then: `CURLINFO_CONNECT_TIME_T`,
+    /// `CURLINFO_APPCONNECT_TIME_T`).
+    package func handshakeDone(tls: Bool) -> Bool {
+        var v: curl_off_t = 0
+        return segget_easy_getinfo_off(raw, tls ? CURLINFO_APPCONNECT_TIME_T : CURLINFO_CONNECT_TIME_T, &v) == CURLE_OK && v > 0
+    }
     /// Body bytes received by the last transfer (`CURLINFO_SIZE_DOWNLOAD_T`).
     package func bytesReceived() throws(CurlError) -> Int64 {
         var v: curl_off_t = 0

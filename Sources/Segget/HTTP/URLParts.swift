@@ -57,6 +57,9 @@ public struct URLParts: Equatable, Sendable {
 
     public var isHTTPFamily: Bool { scheme == "http" || scheme == "https" }
 
+    /// Whether `url` is fetched over TLS (an `https` URL).
+    static func isTLS(_ url: String) -> Bool { URLParts(url)?.scheme == "https" }
+
     /// A URL for a message: credentials removed, and escaped where it is shown, since after a
     /// redirect it is the server's text (a `Location`).
     public static func shown(_ url: String) -> ServerText { ServerText(redactingCredentials(url)) }

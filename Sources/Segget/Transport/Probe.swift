@@ -76,6 +76,9 @@ final class ProbeContext: TransferDelegate {
     var isHeld = false
     /// When the request was sent (monotonic seconds).
     var sentAt = 0.0
+    /// Whether the connection was made (TCP and TLS), read where a transfer timed out: libcurl's one
+    /// code for a timeout means `--connect-timeout` only when this is false.
+    var connected = true
     /// Whether the body is worth keeping, decided once at its first bytes (the head is complete by
     /// then) rather than read from the header fields again for every piece of the body.
     private var keepsBody: Bool?
@@ -232,6 +235,7 @@ struct Prober {
             guard let multi else { return r.easy.perform() }
             return try multi.performAlone(r.easy, hold: r.holdDue, cut: r.cutDue)
         }
+        if code == .operationTimedOut { r.context.connected = r.easy.handshakeDone(tls: URLParts.isTLS(url)) }
         // Held: the head is complete and the transfer waits in `multi` (see `probe(url:)`).
         guard code == nil, let multi else { return (r.context, code ?? .writeError, nil) }
         return (r.context, .writeError, HeldTransfer(easy: r.easy, multi: multi, context: r.context))
@@ -341,7 +345,9 @@ struct Prober {
         }
     }
 
-    static func networkError(_ code: CurlCode, url: String, head: ResponseHead = ResponseHead()) -> SeggetError {
+    /// `connected`: whether the connection was made (see `ProbeContext.connected`); a timeout before
+    /// it is `connectTimeout`'s.
+    static func networkError(_ code: CurlCode, url: String, head: ResponseHead = ResponseHead(), connected: Bool = true, connectTimeout: Double? = nil) -> SeggetError {
         let u = URLParts.shown(url)
         if headersTooLarge(code, head: head) {
             return SeggetError(.protocolViolation, "the server's response headers are too large to accept (more than libcurl allows) for \(u); the server is misbehaving.", retryAdvice: .never)
@@ -360,6 +366,9 @@ struct Prober {
             return SeggetError(.protocolViolation, "the answer from \(u) is not valid HTTP (\(code)); the server, or a proxy in between, is broken.", retryAdvice: .never)
         case .couldNotConnect:
             return SeggetError(.network, "could not connect to \(u); check that the server is up and reachable.")
+        case .operationTimedOut where !connected && head.byteCount == 0:
+            let within = connectTimeout.map { " within \(Format.seconds($0))" } ?? ""
+            return SeggetError(.network, "could not connect to \(u)\(within) (--connect-timeout); check that the server is up and reachable, or allow longer with --connect-timeout.")
         case .operationTimedOut:
             return SeggetError(.network, "\(u) timed out; the network or server is too slow or unreachable.")
         default:

@@ -53,7 +53,7 @@ struct ProbeWalk {
             if let deadline = prober.deadline, code == .operationTimedOut, deadline.remaining(now: monotonicSeconds()) < 0.1 {
                 throw deadline.expired("the first request to \(URLParts.shown(current))")
             }
-            throw Prober.networkError(code, url: current, head: head)
+            throw Prober.networkError(code, url: current, head: head, connected: ctx.connected, connectTimeout: options.connectTimeout)
         }
         if hops == 0 {
             firstLinks = head.unsafeRawJoinedValue("link")

@@ -1,0 +1,102 @@
+import Glibc
+import SeggetJournal
+import SeggetTestServer
+import Testing
+
+@testable import Segget
+
+/// A loopback port where a connection is never made: a listener that never accepts, its queue
+/// filled, so the kernel drops every new SYN and a client waits in `SYN_SENT` until it gives up.
+private final class UnansweredPort {
+    private let listener: Int32
+    private var fillers: [Int32] = []
+    let port: Int
+
+    init() throws {
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        self.listener = listener
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &addr) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, len) == 0 && getsockname(listener, $0, &len) == 0 }
+        }
+        guard bound, listen(listener, 0) == 0 else {
+            close(listener)
+            throw TestSupportError("could not listen: errno \(errno)")
+        }
+        port = Int(UInt16(bigEndian: addr.sin_port))
+        // A queue of length 0 still takes one connection; the next SYNs are dropped.
+        for _ in 0..<2 {
+            let s = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+            _ = withUnsafePointer(to: &addr) { p in
+                p.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(s, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            fillers.append(s)
+        }
+        usleep(100_000)
+    }
+
+    deinit {
+        for s in fillers { close(s) }
+        close(listener)
+    }
+}
+
+/// libcurl says "Timeout was reached" for every timeout; a connection that was never made is named
+/// as such, with the option that sets its limit.
+@Suite(.serialized) struct ConnectTimeoutTests {
+    @Test func aServerThatNeverAcceptsIsNamedWithTheConnectTimeout() throws {
+        let silent = try UnansweredPort()
+        let dir = try TempDir(prefix: "segget-connect-timeout")
+        let url = "http://127.0.0.1:\(silent.port)/f.bin"
+        let r = try runSegget(args: ["--connect-timeout", "0.5", "--retries", "0", "-o", dir.path("f.bin"), url], timeout: 30)
+        #expect(r.exitCode == 3, "\(r.stderr)")
+        #expect(r.stderr.contains("could not connect to \(url) within 0.5 s (--connect-timeout)"), "\(r.stderr)")
+        #expect(!TestFiles.exists(dir.path("f.bin")))
+    }
+
+    /// A mirror is probed first: dropped with the probe's message, the download goes on without it.
+    @Test func aMirrorThatNeverAcceptsIsDroppedWithTheReason() throws {
+        let silent = try UnansweredPort()
+        let server = try TestServer()
+        try server.start()
+        defer { server.stop() }
+        let body = TestFiles.pattern(3 << 20, seed: 5)
+        server.addResource(name: "m.bin", bytes: body)
+        let dir = try TempDir(prefix: "segget-connect-timeout")
+        let mirror = "http://127.0.0.1:\(silent.port)/m.bin"
+        let r = try runSegget(args: [
+            "-n", "4", "--chunk-size", "256k", "--connect-timeout", "0.5", "--retries", "1", "--retry-wait", "0.05",
+            "--mirror", mirror, "-o", dir.path("m.bin"), server.url("m.bin"),
+        ], timeout: 60)
+        #expect(r.exitCode == 0, "\(r.stderr)")
+        #expect(TestFiles.fileDifference(dir.path("m.bin"), body) == nil)
+        #expect(r.stderr.contains("could not connect to \(mirror) within 0.5 s (--connect-timeout)"), "\(r.stderr)")
+    }
+
+    /// A range's connection that is never made: the retries' last reason names the connection
+    /// timeout, not libcurl's "Timeout was reached".
+    @Test func aRangeWhoseConnectionIsNeverMadeSaysSo() throws {
+        let silent = try UnansweredPort()
+        let dir = try TempDir(prefix: "segget-connect-timeout")
+        let size: Int64 = 1 << 20
+        let file = try PosixFile.open(path: dir.path("out.bin"), mode: .createExclusive(permissions: 0o600))
+        defer { file.close() }
+        try file.truncate(to: size)
+        var settings = FetchSettings()
+        settings.connections = 1
+        settings.writePath = .pageCache
+        settings.retries = 1
+        settings.retryWait = 0.05
+        settings.transfer.connectTimeout = 0.5
+        let plan = ChunkPlan(totalLength: size, chunkSize: 1 << 20)
+        let target = FetchTarget(url: "http://127.0.0.1:\(silent.port)/f", totalLength: size, ranged: true)
+        let loop = DownloadLoop()
+        let engine = FetchEngine(target: target, settings: settings, data: file, journal: nil, plan: plan, isFinished: { _ in false }, interrupt: InterruptFlag(), driver: loop.driver)
+        let error = loop.run([engine])[0]
+        let message = (error as? SeggetError)?.message ?? "\(String(describing: error))"
+        #expect(message.contains("(last: could not connect within 0.5 s (--connect-timeout))"), "\(message)")
+    }
+}
