@@ -137,13 +137,17 @@ package enum CurlGlobal {
 }
 
 /// Header bytes are Latin-1 on the wire (RFC 9110 §5.5); decode them as such so nothing is lost.
-package func decodingLatin1(_ bytes: UnsafeRawBufferPointer) -> String {
+package func decodingLatin1(_ bytes: UnsafeRawBufferPointer) -> String { decodedHeaderLine(bytes).text }
+
+/// `decodingLatin1`, and whether the line was read as Latin-1 (its bytes are not UTF-8): then each
+/// character of it stands for one byte, which a redirect's `Location` must be followed with.
+package func decodedHeaderLine(_ bytes: UnsafeRawBufferPointer) -> (text: String, latin1: Bool) {
     // ASCII (nearly every header line) reads the same in both; `String(validating:)` took about
     // 1,000 instructions a line.
     let units = bytes.assumingMemoryBound(to: UInt8.self)
-    if !units.contains(where: { $0 >= 0x80 }) { return String(decoding: units, as: UTF8.self) }
-    if let s = String(validating: bytes, as: UTF8.self) { return s }
-    return String(String.UnicodeScalarView(bytes.map { Unicode.Scalar($0) }))
+    if !units.contains(where: { $0 >= 0x80 }) { return (String(decoding: units, as: UTF8.self), false) }
+    if let s = String(validating: bytes, as: UTF8.self) { return (s, false) }
+    return (String(String.UnicodeScalarView(bytes.map { Unicode.Scalar($0) })), true)
 }
 
 /// Resolves a `Location` value (absolute or relative) against the URL it came from, with libcurl's
@@ -151,11 +155,22 @@ package func decodingLatin1(_ bytes: UnsafeRawBufferPointer) -> String {
 ///
 /// The corresponding C functions are `curl_url_set` and `curl_url_get`.
 package func resolveURL(_ reference: String, against base: String) -> String? {
-    guard let h = curl_url() else { return nil }
+    resolveURL(bytes: Array(reference.utf8), against: base)
+}
+
+/// `resolveURL` for a reference given as the bytes the server sent: bytes from 0x80 up and spaces
+/// are percent-encoded as they are (`%E9` for a Latin-1 `é`, `%C3%A9` for a UTF-8 one), as curl
+/// follows a redirect. Nil for a reference with a NUL byte.
+package func resolveURL(bytes reference: [UInt8], against base: String) -> String? {
+    guard !reference.contains(0), let h = curl_url() else { return nil }
     defer { curl_url_cleanup(h) }
     guard curl_url_set(h, CURLUPART_URL, base, 0) == CURLUE_OK else { return nil }
     // Allow any scheme here so that the redirect policy can name and refuse it.
-    guard curl_url_set(h, CURLUPART_URL, reference, UInt32(CURLU_NON_SUPPORT_SCHEME)) == CURLUE_OK else { return nil }
+    let flags = UInt32(CURLU_NON_SUPPORT_SCHEME) | UInt32(CURLU_URLENCODE) | UInt32(CURLU_ALLOW_SPACE)
+    let set = (reference + [0]).withUnsafeBufferPointer { p in
+        p.withMemoryRebound(to: CChar.self) { curl_url_set(h, CURLUPART_URL, $0.baseAddress, flags) }
+    }
+    guard set == CURLUE_OK else { return nil }
     var out: UnsafeMutablePointer<CChar>?
     guard curl_url_get(h, CURLUPART_URL, &out, 0) == CURLUE_OK, let out else { return nil }
     defer { curl_free(out) }

@@ -19,6 +19,15 @@ package protocol TransferDelegate: AnyObject {
     func transfer(_ handle: EasyHandle, received body: UnsafeRawBufferPointer) -> WriteDecision
     /// One response header line as sent (CRLF included; a blank line ends the head), Latin-1 decoded.
     func transfer(_ handle: EasyHandle, receivedHeaderLine line: String)
+    /// The same, with whether the line was read as Latin-1 (see `decodedHeaderLine`); by default
+    /// the call above.
+    func transfer(_ handle: EasyHandle, receivedHeaderLine line: String, latin1: Bool)
+}
+
+extension TransferDelegate {
+    package func transfer(_ handle: EasyHandle, receivedHeaderLine line: String, latin1: Bool) {
+        transfer(handle, receivedHeaderLine: line)
+    }
 }
 
 /// Which HTTP versions a request may use.
@@ -383,7 +392,8 @@ private func headerTrampoline(
     let count = size * n
     guard let ptr, let ud else { return count }
     let handle = Unmanaged<EasyHandle>.fromOpaque(ud).takeUnretainedValue()
-    handle.delegate?.transfer(handle, receivedHeaderLine: decodingLatin1(UnsafeRawBufferPointer(start: ptr, count: count)))
+    let line = decodedHeaderLine(UnsafeRawBufferPointer(start: ptr, count: count))
+    handle.delegate?.transfer(handle, receivedHeaderLine: line.text, latin1: line.latin1)
     return count
 }
 

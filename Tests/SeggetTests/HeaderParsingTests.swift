@@ -52,6 +52,23 @@ import Testing
 }
 
 @Suite struct ResponseHeadTests {
+    /// A value's bytes as sent: a Latin-1 line one byte a character (a folded continuation too),
+    /// any other line its UTF-8, whatever characters the two show.
+    @Test func valuesKeepTheBytesTheServerSent() {
+        var h = ResponseHead()
+        h.append(line: "HTTP/1.1 302 Found\r\n", latin1: false)
+        h.append(line: "Location: /caf\u{E9}\r\n", latin1: true)
+        h.append(line: "Link: </caf\u{E9}>\r\n", latin1: false)
+        h.append(line: "X-A: a\r\n", latin1: false)
+        h.append(line: " \u{FF}\r\n", latin1: true)
+        #expect(h.unsafeRawBytes("location") == Array("/caf".utf8) + [0xE9])
+        #expect(h.unsafeRawBytes("Link") == Array("</caf".utf8) + [0xC3, 0xA9, UInt8(ascii: ">")])
+        #expect(h.unsafeRawBytes("x-a") == [UInt8(ascii: "a"), UInt8(ascii: " "), 0xFF])
+        #expect(h.unsafeRawBytes("etag") == nil)
+        // What a message shows is the same either way.
+        #expect(h.value("location")?.unsafeRawValue == "/caf\u{E9}")
+    }
+
     func head(_ lines: [String]) -> ResponseHead {
         var h = ResponseHead()
         for l in lines { h.append(line: Substring(l)) }

@@ -20,13 +20,22 @@ public struct ResponseHead: Sendable, Equatable {
     public private(set) var foldedNames: [String] = []
     /// Fields with whitespace between the name and the colon (RFC 9112 §5.1), lowercased.
     public private(set) var spacedNames: [String] = []
+    /// Fields with a line that was not UTF-8, read as Latin-1 (`decodedHeaderLine`), lowercased:
+    /// each character of their values from U+0080 to U+00FF stands for one byte.
+    private(set) var latin1Names: Set<String> = []
 
     public init() {}
 
     public static func == (a: ResponseHead, b: ResponseHead) -> Bool {
         a.status == b.status && a.httpVersion == b.httpVersion && a.isComplete == b.isComplete
             && a.rawFields.elementsEqual(b.rawFields, by: { $0.name == $1.name && $0.value == $1.value })
-            && a.foldedNames == b.foldedNames && a.spacedNames == b.spacedNames
+            && a.foldedNames == b.foldedNames && a.spacedNames == b.spacedNames && a.latin1Names == b.latin1Names
+    }
+
+    /// `append(line:)` for a line read as Latin-1 or not (see `latin1Names`).
+    mutating func append(line raw: Substring, latin1: Bool) {
+        append(line: raw)
+        if latin1, let last = rawFields.last { latin1Names.insert(last.name) }
     }
 
     /// Feeds one raw header line (with or without its CRLF).
@@ -128,6 +137,14 @@ public struct ResponseHead: Sendable, Equatable {
     func unsafeRawValue(_ name: String) -> String? {
         let n = Self.fieldName(name)
         return rawFields.first(where: { $0.name == n })?.value
+    }
+
+    /// The bytes of `value(_:)` as the server sent them: a value read as Latin-1 one byte a
+    /// character, any other its UTF-8 (for a redirect's `Location`).
+    func unsafeRawBytes(_ name: String) -> [UInt8]? {
+        guard let value = unsafeRawValue(name) else { return nil }
+        guard latin1Names.contains(Self.fieldName(name)) else { return Array(value.utf8) }
+        return value.unicodeScalars.map { UInt8(truncatingIfNeeded: $0.value) }
     }
 
     /// `name` lowercased; the names asked for are lowercase ASCII, which `lowercased()` would copy.

@@ -51,7 +51,7 @@ struct DocumentFetch {
             }
             if code != .ok { throw Prober.networkError(code, url: current, head: head) }
             if (300...399).contains(head.status), head.status != 304 {
-                guard let location = head.unsafeRawValue("location"), let next = resolveURL(location, against: current),
+                guard let location = head.unsafeRawBytes("location"), let next = resolveURL(bytes: location, against: current),
                     let nextParts = URLParts(next), nextParts.isHTTPFamily, !visited.contains(next)
                 else {
                     throw SeggetError(.protocolViolation, "\(URLParts.shown(current)) redirected (\(head.status)) to a URL segget does not follow.", retryAdvice: .never)
@@ -81,6 +81,7 @@ private final class DocumentCollector: TransferDelegate {
     init(limit: Int) { self.limit = limit }
 
     func transfer(_ handle: EasyHandle, receivedHeaderLine line: String) { head.append(line: Substring(line)) }
+    func transfer(_ handle: EasyHandle, receivedHeaderLine line: String, latin1: Bool) { head.append(line: Substring(line), latin1: latin1) }
 
     func transfer(_ handle: EasyHandle, received bytes: UnsafeRawBufferPointer) -> WriteDecision {
         guard (200..<300).contains(head.status) else { return .proceed }

@@ -93,7 +93,11 @@ final class ProbeContext: TransferDelegate {
     }
 
     func transfer(_ handle: EasyHandle, receivedHeaderLine line: String) {
-        head.append(line: Substring(line))
+        transfer(handle, receivedHeaderLine: line, latin1: false)
+    }
+
+    func transfer(_ handle: EasyHandle, receivedHeaderLine line: String, latin1: Bool) {
+        head.append(line: Substring(line), latin1: latin1)
         if head.isComplete, headAt == 0 { headAt = monotonicSeconds() }
     }
 

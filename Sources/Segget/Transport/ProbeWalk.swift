@@ -116,7 +116,7 @@ struct ProbeWalk {
         guard !location.isEmpty else {
             throw SeggetError(.protocolViolation, "the server answered \(head.status) with an empty Location header; there is nothing to follow.", httpStatus: head.status, retryAdvice: .never)
         }
-        guard let next = resolveURL(location.unsafeRawValue, against: current) else {
+        guard let next = head.unsafeRawBytes("location").flatMap({ resolveURL(bytes: $0, against: current) }) else {
             throw SeggetError(.protocolViolation, "the server redirected (\(head.status)) to '\(URLParts.shown(location))', which is not a valid URL; there is nothing to follow.", httpStatus: head.status, retryAdvice: .never)
         }
         hops += 1
