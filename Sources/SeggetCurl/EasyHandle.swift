@@ -349,12 +349,17 @@ package final class EasyHandle {
         try check(segget_easy_getinfo_off(raw, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &v), "CURLINFO_CONTENT_LENGTH_DOWNLOAD_T")
         return v < 0 ? nil : Int64(v)
     }
-    /// Whether the last transfer's connection was made: TCP's handshake and, with `tls`, TLS's too
-    /// (libcurl's connect and app-connect times stay 0 until then: `CURLINFO_CONNECT_TIME_T`,
-    /// `CURLINFO_APPCONNECT_TIME_T`).
+    /// Whether the last transfer had its connection: a new one whose handshakes ended (TCP's and,
+    /// with `tls`, TLS's: libcurl's connect and app-connect times stay 0 until then), or a reused one
+    /// (those times are 0 there too, but no new connection was made and the local port is known;
+    /// after a connect timeout both are 0).
     package func handshakeDone(tls: Bool) -> Bool {
         var v: curl_off_t = 0
-        return segget_easy_getinfo_off(raw, tls ? CURLINFO_APPCONNECT_TIME_T : CURLINFO_CONNECT_TIME_T, &v) == CURLE_OK && v > 0
+        if segget_easy_getinfo_off(raw, tls ? CURLINFO_APPCONNECT_TIME_T : CURLINFO_CONNECT_TIME_T, &v) == CURLE_OK, v > 0 { return true }
+        var port = 0
+        var made = 0
+        return segget_easy_getinfo_long(raw, CURLINFO_LOCAL_PORT, &port) == CURLE_OK && port != 0
+            && segget_easy_getinfo_long(raw, CURLINFO_NUM_CONNECTS, &made) == CURLE_OK && made == 0
     }
     /// Body bytes received by the last transfer (`CURLINFO_SIZE_DOWNLOAD_T`).
     package func bytesReceived() throws(CurlError) -> Int64 {

@@ -57,6 +57,27 @@ private final class UnansweredPort {
         #expect(!TestFiles.exists(dir.path("f.bin")))
     }
 
+    /// A silent answer on a kept-alive connection is not a connection never made (libcurl's connect
+    /// time is 0 on a reused connection too): the second file of a list, asked on the first one's
+    /// connection from a server that never answers it, times out as before.
+    @Test func aSilentAnswerOnAReusedConnectionIsNotAConnectTimeout() throws {
+        let server = try TestServer()
+        try server.start()
+        defer { server.stop() }
+        server.addResource(name: "a.bin", bytes: TestFiles.pattern(1000, seed: 1))
+        server.addResource(name: "b.bin", bytes: TestFiles.pattern(1000, seed: 2))
+        let dir = try TempDir(prefix: "segget-connect-timeout")
+        let r = try runSegget(args: [
+            "-j", "1", "--stall-timeout", "1", "--retries", "0", "-d", dir.path,
+            server.url("a.bin"), server.url("b.bin", mode: .silent),
+        ], timeout: 60)
+        #expect(r.exitCode == 3, "\(r.stderr)")
+        #expect(TestFiles.exists(dir.path("a.bin")))
+        #expect(r.stderr.contains("timed out"), "\(r.stderr)")
+        #expect(!r.stderr.contains("could not connect"), "\(r.stderr)")
+        #expect(server.connectionsAccepted == 1, "\(server.connectionsAccepted) connections")
+    }
+
     /// A mirror is probed first: dropped with the probe's message, the download goes on without it.
     @Test func aMirrorThatNeverAcceptsIsDroppedWithTheReason() throws {
         let silent = try UnansweredPort()
