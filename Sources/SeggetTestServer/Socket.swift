@@ -19,11 +19,18 @@ public struct SocketError: Error, CustomStringConvertible, Sendable {
     }
 }
 
+/// A listening TCP socket on 127.0.0.1 at a port the kernel picks, for a test that answers (or
+/// never answers) its connections itself: the descriptor, which the caller closes, and the port.
+public func loopbackListener(backlog: Int32 = 128) throws -> (fd: Int32, port: Int) {
+    try Sock.listen(host: "127.0.0.1", port: 0, backlog: backlog)
+}
+
 /// The only place that names the socket calls; everything else goes through these helpers.
 enum Sock {
     /// Creates a listening TCP socket bound to `host` (an IPv4 or IPv6 literal) and `port` (0 picks one).
     /// Returns the descriptor and the port actually bound.
-    static func listen(host: String, port: Int) throws -> (fd: Int32, port: Int) {
+    /// `backlog`: the accept queue's length (`listen(2)`).
+    static func listen(host: String, port: Int, backlog: Int32 = 128) throws -> (fd: Int32, port: Int) {
         let host = host == "localhost" ? "127.0.0.1" : host
         var v4 = sockaddr_in()
         var v6 = sockaddr_in6()
@@ -63,7 +70,7 @@ enum Sock {
             close(fd)
             throw err
         }
-        guard Glibc.listen(fd, 128) == 0 else {
+        guard Glibc.listen(fd, backlog) == 0 else {
             let err = SocketError("listen")
             close(fd)
             throw err

@@ -13,20 +13,11 @@ private final class UnansweredPort {
     let port: Int
 
     init() throws {
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        self.listener = listener
+        (listener, port) = try loopbackListener(backlog: 0)
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
         addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &addr) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, len) == 0 && getsockname(listener, $0, &len) == 0 }
-        }
-        guard bound, listen(listener, 0) == 0 else {
-            close(listener)
-            throw TestSupportError("could not listen: errno \(errno)")
-        }
-        port = Int(UInt16(bigEndian: addr.sin_port))
+        addr.sin_port = in_port_t(UInt16(port).bigEndian)
         // A queue of length 0 still takes one connection; the next SYNs are dropped.
         for _ in 0..<2 {
             let s = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)

@@ -40,18 +40,22 @@ import Testing
         #expect(ProgressSlots.read(path: dir.path("missing"), journal: header(total: plan.totalLength), plan: plan).isEmpty)
     }
 
-    @Test func rerunContinuesInsidePartlyWrittenChunks() throws {
-        // Big chunks and a slow server, so that connections are well inside a chunk when stopped.
-        let body = TestFiles.pattern(8 << 20, seed: 77)
-        let server = try TestServer()
-        try server.start()
-        defer { server.stop() }
-        server.addResource(name: "f", bytes: body)
-        let dir = try TempDir()
+    /// 4 connections and chunks of 1 MiB into `dir/out.bin`: with a server that sends 1 MiB/s a
+    /// connection, connections are well inside a chunk when stopped.
+    static func bigChunks(into dir: TempDir) -> DownloadOptions {
         var o = DownloadOptions()
         o.connections = 4
         o.chunkSize = 1 << 20
         o.outputPath = dir.path("out.bin")
+        return o
+    }
+
+    @Test func rerunContinuesInsidePartlyWrittenChunks() throws {
+        let body = TestFiles.pattern(8 << 20, seed: 77)
+        let server = try TestServer.serving(body)
+        defer { server.stop() }
+        let dir = try TempDir()
+        let o = Self.bigChunks(into: dir)
         let url = server.url("f", query: "rate=1m")
         let stop = InterruptFlag()
         let first = Result { () throws(SeggetError) -> DownloadResult in
@@ -100,15 +104,10 @@ import Testing
     /// the progress file is new each run).
     @Test func savedIsWhatTheRerunKeepsAndFewerConnectionsLoseNothing() throws {
         let body = TestFiles.pattern(8 << 20, seed: 78)
-        let server = try TestServer()
-        try server.start()
+        let server = try TestServer.serving(body)
         defer { server.stop() }
-        server.addResource(name: "f", bytes: body)
         let dir = try TempDir()
-        var o = DownloadOptions()
-        o.connections = 4
-        o.chunkSize = 1 << 20
-        o.outputPath = dir.path("out.bin")
+        var o = Self.bigChunks(into: dir)
         let url = server.url("f", query: "rate=1m")
 
         /// Runs until `stopAt(first progress, this progress)` says so; the interruption's message

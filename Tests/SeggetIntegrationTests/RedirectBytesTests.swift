@@ -15,20 +15,7 @@ private final class ByteResponder: @unchecked Sendable {
 
     init(first: [UInt8]) throws {
         self.first = first
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        self.listener = listener
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &addr) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, len) == 0 && getsockname(listener, $0, &len) == 0 }
-        }
-        guard bound, listen(listener, 8) == 0 else {
-            close(listener)
-            throw TestSupportError("could not listen: errno \(errno)")
-        }
-        port = Int(UInt16(bigEndian: addr.sin_port))
+        (listener, port) = try loopbackListener(backlog: 8)
         let box = Unmanaged.passRetained(self).toOpaque()
         var t = pthread_t()
         pthread_create(&t, nil, { ud in
