@@ -21,7 +21,7 @@ extension FetchEngine {
             end = .ok
         } else if code == .partialFile {
             end = .partial
-        } else if code == .operationTimedOut, c.head.byteCount == 0, !c.easy.handshakeDone(tls: URLParts.isTLS(target.sources[conn.source % target.sources.count].url)) {
+        } else if code == .operationTimedOut, c.head.byteCount == 0, !c.easy.handshakeDone(tls: URLParts.isTLS(target.source(conn.source).url)) {
             // libcurl's one code for every timeout; in a fetch only the connection's has one.
             end = .transient("could not connect within \(Format.seconds(settings.transfer.connectTimeout)) (--connect-timeout)")
         } else if code.isTransient && !Prober.headersTooLarge(code, head: c.head) || code == .writeError {

@@ -325,7 +325,7 @@ final class FetchEngine {
     private func configureRequest(_ c: ConnectionIO, bytes: Range<Int64>, fresh: Bool, newPath: Bool) throws(CurlError) {
         let e = c.easy
         var extra: [String] = []
-        let src = target.sources[core.connections[c.id].source % target.sources.count]
+        let src = target.source(core.connections[c.id].source)
         if target.ranged, let v = src.ifRange { extra.append("If-Range: \(v)") }
         try e.configure(url: src.url, options: src.withoutCredentials ? strippedTransfer : settings.transfer, extraHeaders: extra,
             lowSpeedBackstop: false)

@@ -26,8 +26,17 @@ struct FetchTarget {
     /// Send no credentials to the main URL (a redirect moved it to another host).
     var mainWithoutCredentials = false
 
-    var sources: [FetchSource] {
-        [FetchSource(url: url, etag: etag, lastModified: lastModified, ifRange: ifRange, withoutCredentials: mainWithoutCredentials)] + mirrors
+    var sources: [FetchSource] { [main] + mirrors }
+
+    /// The main URL as a source.
+    var main: FetchSource {
+        FetchSource(url: url, etag: etag, lastModified: lastModified, ifRange: ifRange, withoutCredentials: mainWithoutCredentials)
+    }
+
+    /// The source a connection whose source index is `i` uses (`sources[i mod count]`).
+    func source(_ i: Int) -> FetchSource {
+        let k = i % (mirrors.count + 1)
+        return k == 0 ? main : mirrors[k - 1]
     }
 }
 
