@@ -195,9 +195,11 @@ extension Download {
             }
             if stage.ranged, stage.partial.journal != nil, let status = LinkExpiry.status(of: e) {
                 let probe = stage.probe
-                // The link that served the first requests stopped working: renew it (see `renew`).
+                // The link that served the first requests stopped working: renew it (see `renew`). What
+                // is done is what the next attempt keeps: whole chunks and the progress slots' parts.
                 return .restart(.linkExpired(LinkExpired(
-                    url: probe.finalURL, status: status, bytesDone: engine.finishedBytesForReport,
+                    url: probe.finalURL, status: status,
+                    bytesDone: stage.partial.bytesKeptForRerun(plan: plan) ?? engine.finishedBytesForReport,
                     identity: ObjectIdentity(probe), outputPath: stage.partial.paths.final,
                     receivedBytes: engine.receivedBytes)))
             }

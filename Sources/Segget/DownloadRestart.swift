@@ -20,7 +20,8 @@ struct LinkExpired: Equatable, Sendable {
     /// The URL that expired (the attempt's, before redirects).
     var url: String
     var status: Int
-    /// Bytes in the file, recorded by the journal.
+    /// Bytes in the file that the next attempt keeps: the chunks the journal records and the parts of
+    /// others the progress slots vouch for.
     var bytesDone: Int64
     /// What the expired link served: the renewed one must serve the same.
     var identity: ObjectIdentity

@@ -144,8 +144,9 @@ final class PartialDownload {
         return size
     }
 
-    /// What the journal at `paths` says about the file it belongs to, and how many of its bytes are
-    /// in the data file: nil when there is no readable journal or no data file. Read without locking
+    /// What the journal at `paths` says about the file it belongs to, and how many of its bytes a
+    /// rerun keeps (the chunks it marks and the parts of others the progress slots vouch for): nil
+    /// when there is no readable journal or no data file. Read without locking
     /// or changing anything (a rerun whose link expired before it started; see `Download.renewedLink`).
     static func kept(paths: Paths) -> (identity: ObjectIdentity, bytesDone: Int64)? {
         guard PosixFile.fileSize(path: paths.part) != nil,
@@ -154,7 +155,12 @@ final class PartialDownload {
         defer { journal.close() }
         let h = journal.header
         let plan = ChunkPlan(totalLength: h.totalLength, chunkSize: h.chunkSize)
-        let done = plan.bytes(ofChunksWhere: { trusted[$0] })
+        var done = plan.bytes(ofChunksWhere: { trusted[$0] })
+        // The parts of chunks the progress slots vouch for, as `open` keeps them (same boot only).
+        if journal.openedInSameBoot {
+            let partials = ProgressSlots.read(path: paths.progress, journal: h, plan: plan).filter { !trusted[$0.key] }
+            done += plan.bytes(upTo: partials.mapValues(\.upTo))
+        }
         return (ObjectIdentity(length: h.totalLength, etag: h.etag, lastModified: h.lastModified), done)
     }
 

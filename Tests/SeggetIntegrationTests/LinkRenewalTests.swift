@@ -166,14 +166,49 @@ private final class ExpiringFixture: @unchecked Sendable {
         }
         let partly = try LeftBehind.partlyWrittenBytes(
             journal: f.journal, progress: f.output + ".segget-progress", total: Int64(f.bytes.count), chunkSize: 256 << 10)
-        let (j, trusted) = try Journal.open(path: f.journal, currentBootID: Journal.currentBootID())
-        j.close()
-        let marked = (0..<trusted.count).reduce(Int64(0)) { $0 + (trusted[$1] ? Int64(min(256 << 10, f.bytes.count - $1 * (256 << 10))) : 0) }
+        let marked = try LeftBehind.markedBytes(journal: f.journal, total: Int64(f.bytes.count), chunkSize: 256 << 10)
         let log = EventLog()
-        let result = try await f.run(url, renewer: LinkRenewer { _ in f.freshURL() }, log: log).get()
+        let told = Mutex<[Int64]>([])
+        let renewer = LinkRenewer { request in
+            told.withLock { $0.append(request.bytesDone) }
+            return f.freshURL()
+        }
+        let result = try await f.run(url, renewer: renewer, log: log).get()
         #expect(TestFiles.fileDifference(f.output, f.bytes) == nil)
         #expect(partly > 0, "no chunk was partly written when the link expired")
         #expect(result.resumedBytes == marked + partly, "\(log.notices)")
+        // The renewer was told the same (before, the journal's chunks alone).
+        #expect(told.withLock { $0.first } == marked + partly)
+    }
+
+    /// What the renewer is told is done, and what a stop while it waits says was saved, is what the
+    /// file keeps for the next attempt: the chunks the journal marks and the parts of others in the
+    /// progress slots (before, the whole chunks alone).
+    @Test func theRenewerAndTheStopWhileRenewingCountWhatTheFileKeeps() async throws {
+        let f = try ExpiringFixture()
+        let total = Int64(f.bytes.count)
+        let seen = Mutex<(told: Int64, marked: Int64, partly: Int64)?>(nil)
+        let renewer = LinkRenewer { request in
+            let marked = (try? LeftBehind.markedBytes(journal: f.journal, total: total, chunkSize: 256 << 10)) ?? -1
+            let partly = (try? LeftBehind.partlyWrittenBytes(
+                journal: f.journal, progress: f.output + ".segget-progress", total: total, chunkSize: 256 << 10)) ?? -1
+            seen.withLock { $0 = (request.bytesDone, marked, partly) }
+            throw SeggetError(.interrupted, "stopped while asking for a new link")
+        }
+        guard case .failure(let error) = try await f.run(f.freshURL(), renewer: renewer, log: EventLog()) else {
+            Issue.record("the download finished although its link expired")
+            return
+        }
+        let s = try #require(seen.withLock { $0 })
+        #expect(s.partly > 0, "no chunk was partly written when the link expired")
+        #expect(s.marked >= 0)
+        #expect(s.told == s.marked + s.partly, "told \(s.told); the journal marks \(s.marked), the slots \(s.partly)")
+        #expect(error.kind == .interrupted && error.exitCode == 130, "\(error)")
+        #expect(error.message.contains("interrupted while renewing the link, with \(Format.bytes(s.marked + s.partly)) of"), "\(error.message)")
+        // The rerun keeps exactly that.
+        let result = try await f.run(f.freshURL(), renewer: LinkRenewer { _ in f.freshURL() }, log: EventLog()).get()
+        #expect(result.resumedBytes == s.marked + s.partly)
+        #expect(TestFiles.fileDifference(f.output, f.bytes) == nil)
     }
 
     @Test func aPartialDownloadOfAnotherFileUnderTheSameNameStartsOver() async throws {

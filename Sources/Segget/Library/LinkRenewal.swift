@@ -5,7 +5,8 @@ public struct LinkRenewalRequest: Sendable, Equatable {
     public let url: String
     /// The HTTP status that ended it: 401, 403 or 410 (see ``LinkExpiry``).
     public let status: Int
-    /// Bytes already in the file, kept by the journal; the renewed link continues after them.
+    /// Bytes already in the file that the download keeps (whole chunks in the journal, parts of
+    /// others in the progress file); the renewed link fetches the rest.
     public let bytesDone: Int64
     public let totalLength: Int64
     /// 1 for the first renewal of this download, 2 for the second, …

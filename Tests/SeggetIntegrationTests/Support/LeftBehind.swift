@@ -14,4 +14,11 @@ enum LeftBehind {
         return ProgressSlots.read(path: progress, journal: j.header, plan: plan).filter { !trusted[$0.key] }
             .reduce(Int64(0)) { $0 + $1.value.upTo - plan.byteRange(ofChunk: $1.key).lowerBound }
     }
+
+    /// Bytes of the chunks the journal marks as written.
+    static func markedBytes(journal: String, total: Int64, chunkSize: Int64) throws -> Int64 {
+        let (j, trusted) = try Journal.open(path: journal, currentBootID: Journal.currentBootID())
+        j.close()
+        return ChunkPlan(totalLength: total, chunkSize: chunkSize).bytes(ofChunksWhere: { trusted[$0] })
+    }
 }
