@@ -17,17 +17,9 @@ package enum WriteDecision: Equatable, Sendable {
 package protocol TransferDelegate: AnyObject {
     /// Some body bytes; valid only during the call.
     func transfer(_ handle: EasyHandle, received body: UnsafeRawBufferPointer) -> WriteDecision
-    /// One response header line as sent (CRLF included; a blank line ends the head), Latin-1 decoded.
-    func transfer(_ handle: EasyHandle, receivedHeaderLine line: String)
-    /// The same, with whether the line was read as Latin-1 (see `decodedHeaderLine`); by default
-    /// the call above.
+    /// One response header line as sent (CRLF included; a blank line ends the head), and whether it
+    /// was read as Latin-1 because it is not UTF-8 (see `decodedHeaderLine`).
     func transfer(_ handle: EasyHandle, receivedHeaderLine line: String, latin1: Bool)
-}
-
-extension TransferDelegate {
-    package func transfer(_ handle: EasyHandle, receivedHeaderLine line: String, latin1: Bool) {
-        transfer(handle, receivedHeaderLine: line)
-    }
 }
 
 /// Which HTTP versions a request may use.

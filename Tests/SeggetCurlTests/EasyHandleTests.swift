@@ -161,7 +161,7 @@ final class Sink: TransferDelegate {
         return .proceed
     }
 
-    func transfer(_ handle: EasyHandle, receivedHeaderLine line: String) { headerLines.append(line) }
+    func transfer(_ handle: EasyHandle, receivedHeaderLine line: String, latin1: Bool) { headerLines.append(line) }
 }
 
 /// A client that records its completions and ticks.

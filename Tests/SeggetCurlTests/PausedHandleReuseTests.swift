@@ -36,7 +36,7 @@ struct PausedHandleReuseTests {
             return .proceed
         }
 
-        func transfer(_ handle: EasyHandle, receivedHeaderLine line: String) {}
+        func transfer(_ handle: EasyHandle, receivedHeaderLine line: String, latin1: Bool) {}
     }
 
     static func configure(_ e: EasyHandle, _ url: String, range: String, _ r: Receiver) throws {

@@ -114,5 +114,5 @@ private final class Counter: TransferDelegate {
         bytes += body.count
         return .proceed
     }
-    func transfer(_ handle: EasyHandle, receivedHeaderLine line: String) {}
+    func transfer(_ handle: EasyHandle, receivedHeaderLine line: String, latin1: Bool) {}
 }

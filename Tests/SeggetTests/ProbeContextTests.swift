@@ -13,7 +13,7 @@ import Testing
             "HTTP/1.1 206 Partial Content\r\n", "Content-Length: \(brings)\r\n",
             "Content-Range: bytes 0-\(brings - 1)/\(total)\r\n", "\r\n",
         ] {
-            ctx.transfer(easy, receivedHeaderLine: line)
+            ctx.transfer(easy, receivedHeaderLine: line, latin1: false)
         }
         var offset = 0
         for n in pieces {

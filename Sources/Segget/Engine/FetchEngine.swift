@@ -40,7 +40,9 @@ extension ConnectionIO: TransferDelegate {
         guard let ptr = body.baseAddress else { return .proceed }
         return engine.receive(self, ptr, body.count)
     }
-    func transfer(_ handle: EasyHandle, receivedHeaderLine line: String) { head.append(line: Substring(line)) }
+    func transfer(_ handle: EasyHandle, receivedHeaderLine line: String, latin1: Bool) {
+        head.append(line: Substring(line), latin1: latin1)
+    }
 }
 
 /// The fetch loop: the I/O shell around a `Coordinator` (or a `SingleStream`). A `TransferDriver`

@@ -80,7 +80,6 @@ private final class DocumentCollector: TransferDelegate {
 
     init(limit: Int) { self.limit = limit }
 
-    func transfer(_ handle: EasyHandle, receivedHeaderLine line: String) { head.append(line: Substring(line)) }
     func transfer(_ handle: EasyHandle, receivedHeaderLine line: String, latin1: Bool) { head.append(line: Substring(line), latin1: latin1) }
 
     func transfer(_ handle: EasyHandle, received bytes: UnsafeRawBufferPointer) -> WriteDecision {

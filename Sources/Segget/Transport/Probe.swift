@@ -92,10 +92,6 @@ final class ProbeContext: TransferDelegate {
         self.holdsAtLimit = holdsAtLimit
     }
 
-    func transfer(_ handle: EasyHandle, receivedHeaderLine line: String) {
-        transfer(handle, receivedHeaderLine: line, latin1: false)
-    }
-
     func transfer(_ handle: EasyHandle, receivedHeaderLine line: String, latin1: Bool) {
         head.append(line: Substring(line), latin1: latin1)
         if head.isComplete, headAt == 0 { headAt = monotonicSeconds() }
