@@ -6,15 +6,15 @@ import Testing
     @Test func startsWithABurstAndRefillsAtTheRate() {
         var b = RateBudget(bytesPerSecond: 10 << 20, now: 100)
         #expect(b.burst == Double(1 << 20))  // a tenth of a second
-        #expect(b.allowsReceiving)
+        #expect(b.allows(1))
         b.spend(3 << 20)  // a large delivery runs into debt
-        #expect(!b.allowsReceiving)
-        #expect(abs(b.secondsUntilAllowed - 0.2) < 1e-3)
+        #expect(!b.allows(1))
+        #expect(abs(b.secondsUntil(allowing: 1) - 0.2) < 1e-3)
         b.refill(now: 100.1)
-        #expect(!b.allowsReceiving)
+        #expect(!b.allows(1))
         b.refill(now: 100.2 + 1e-3)
-        #expect(b.allowsReceiving)
-        #expect(b.secondsUntilAllowed == 0)
+        #expect(b.allows(1))
+        #expect(b.secondsUntil(allowing: 1) == 0)
         // Idle time saves up at most the burst.
         b.refill(now: 200)
         #expect(b.tokens == b.burst)
@@ -30,7 +30,7 @@ import Testing
         var b = RateBudget(bytesPerSecond: 1024, now: 0)
         b.spend(64 * 1024)
         b.refill(now: 0.01)
-        #expect(b.allowsReceiving && !b.allows(16 * 1024))
+        #expect(b.allows(1) && !b.allows(16 * 1024))
         #expect(abs(b.secondsUntil(allowing: 16 * 1024) - (16 * 1024 - 10.24) / 1024) < 1e-3)
         b.refill(now: 16.01)
         #expect(b.allows(16 * 1024) && b.secondsUntil(allowing: 16 * 1024) == 0)
@@ -65,8 +65,8 @@ import Testing
     }
 
     /// Over any long run, what was spent is at most the burst plus rate × time, whatever the
-    /// pattern of deliveries, because a delivery is only accepted while the balance is positive
-    /// and one delivery is at most `maxDelivery`.
+    /// pattern of deliveries, because a delivery is only accepted when the bucket holds it (or a
+    /// full burst, for one larger than that) and one delivery is at most `maxDelivery`.
     @Test func spendingNeverOutrunsTheRate() {
         var rng = FuzzRandom(seed: 99)
         for _ in 0..<50 {
@@ -78,8 +78,8 @@ import Testing
             for _ in 0..<2000 {
                 now += Double.random(in: 0...0.01, using: &rng)
                 b.refill(now: now)
-                if b.allowsReceiving {
-                    let n = Int.random(in: 1...maxDelivery, using: &rng)
+                let n = Int.random(in: 1...maxDelivery, using: &rng)
+                if b.allows(n) {
                     b.spend(n)
                     spent += Double(n)
                 }

@@ -29,9 +29,6 @@ public struct RateBudget: Sendable, Equatable {
         updatedAt = now
     }
 
-    /// True when bytes may be received now (the bucket is not empty or in debt).
-    public var allowsReceiving: Bool { tokens > 0 }
-
     /// True when a callback of `bytes` may be taken now: the bucket holds them (or a full burst,
     /// for a callback larger than that). Taking one whenever the bucket held anything let each
     /// callback's bytes past the cap, which at `--max-speed 1k` brought the 34 KB left of a
@@ -46,7 +43,4 @@ public struct RateBudget: Sendable, Equatable {
 
     /// Pays for `bytes` received; the balance may go negative (debt), which later receivers wait off.
     public mutating func spend(_ bytes: Int) { tokens -= Double(bytes) }
-
-    /// Seconds until receiving is allowed again (0 if it is now).
-    public var secondsUntilAllowed: Double { tokens > 0 ? 0 : (-tokens / bytesPerSecond) + 1e-6 }
 }
