@@ -1,3 +1,4 @@
+import Glibc
 import Testing
 @testable import Segget
 
@@ -361,6 +362,62 @@ import Testing
         #expect(Coordinator.worthStealing(inSlowStart: Coordinator.SlowStart(brought: 16_384, roundTrip: 0.08), leftBytes: mib,
                                           notStartedChunks: 8, chunkSize: mib, thiefChunkSeconds: 0.01, firstByteWait: 0.0,
                                           price: Coordinator.minStealGainSeconds))
+    }
+
+    /// A victim whose window still grows, though slower than a slow start alone on an 80 ms path
+    /// (a link other transfers share: by 1.3 a round trip), is judged by that growth, not by its
+    /// rate so far: a thief that dials does not rob it. One whose rate has settled is robbed as
+    /// before, and so is one whose window grows on a short path (judged by its rate there).
+    @Test func aVictimWhoseWindowStillGrowsIsNotRobbedByAThiefThatDials() {
+        let mib = Double(Self.MiB)
+        /// Connection 0 receiving `rate(t)` since its first byte at 0, the whole 4 MiB file its run,
+        /// sampled every 50 ms to `now`.
+        func coordinator(roundTrip: Double = 0.08, now: Double = 0.48, rate: (Double) -> Double) -> Coordinator {
+            var config = Coordinator.Config()
+            config.url = "http://example.com/f"
+            var c = Coordinator(plan: ChunkPlan(totalLength: 4 * Int64(Self.MiB), chunkSize: Int64(Self.MiB)), connections: 2, config: config)
+            c.cost.measured(roundTrip: roundTrip)
+            c.firstByteWaits = [2 * roundTrip, roundTrip]
+            var conn = c.connections[0]
+            conn.machine.start()
+            _ = conn.machine.headArrived(refusal: nil)
+            _ = conn.machine.bytesArrived(budgetAllows: true, now: 0)
+            conn.requestStart = 0
+            conn.requestEnd = 4 * Int64(Self.MiB)
+            conn.firstByteAt = 0
+            var bytes = 0.0
+            var t = 0.0
+            conn.sample(now: t)
+            while t < now - 1e-9 {
+                bytes += rate(t) * 0.05
+                t += 0.05
+                conn.transferBytes = Int64(bytes)
+                conn.sample(now: t)
+            }
+            conn.pos = conn.transferBytes
+            conn.chunkEnd = Int64(Self.MiB)
+            c.connections[0] = conn
+            return c
+        }
+        let growing = coordinator { t in 150_000 * pow(1.3, t / 0.08) }
+        let victim = growing.connections[0]
+        // Off the curve of a doubling from TCP's first window, so judged by growth only.
+        #expect(Double(victim.transferBytes) < 0.5 * Coordinator.initialWindowBytes * (pow(2, 0.48 / 0.08) - 1))
+        let state = growing.slowStartState(victim, now: 0.48)
+        #expect(state.map { $0.growth > 1.2 && $0.growth < 1.45 } == true, "\(String(describing: state))")
+        let estimates = growing.stealEstimates(now: 0.48, thiefDials: true)
+        #expect(!estimates.worthStealing(0, notStartedChunks: 2))
+        #expect(!estimates.worthStealing(0, notStartedChunks: 3))
+        // Its rest at its growth takes under a second; at its rate so far, seconds.
+        #expect(growing.remainingSeconds(victim, now: 0.48) < 0.5)
+        #expect(state!.seconds(4 * mib - Double(victim.pos)) < 1.2)
+        // Settled at about the same rate: robbed.
+        let settled = coordinator { _ in 0.6 * mib }
+        #expect(settled.slowStartState(settled.connections[0], now: 0.48) == nil)
+        #expect(settled.stealEstimates(now: 0.48, thiefDials: true).worthStealing(0, notStartedChunks: 2))
+        // The same growth on a 10 ms path: its rate decides there.
+        let short = coordinator(roundTrip: 0.01) { t in 150_000 * pow(1.3, t / 0.08) }
+        #expect(short.slowStartState(short.connections[0], now: 0.48) == nil)
     }
 
     /// Issue 23: a thief with no open connection in libcurl's pool dials one, and its first byte waits

@@ -73,6 +73,15 @@ struct Connection {
         sampledRate(samples, endingAt: now, window: window + interval, minSpan: window * 0.75)
     }
 
+    /// The rate over the newest `window` seconds of the samples, and over the `window` before that;
+    /// nil where the samples do not reach that far back.
+    func windowRates(window: Double) -> (recent: Double, before: Double)? {
+        guard let last = samples.last, let middle = samples.last(where: { last.0 - $0.0 >= window - 1e-9 }),
+            let start = samples.last(where: { middle.0 - $0.0 >= window - 1e-9 }), middle.0 > start.0
+        else { return nil }
+        return (Double(last.1 - middle.1) / (last.0 - middle.0), Double(middle.1 - start.1) / (middle.0 - start.0))
+    }
+
     /// Bytes, seconds and held seconds over the same samples `rate(now:window:interval:)` uses.
     func recent(now: Double, window: Double, interval: Double) -> (bytes: Int64, seconds: Double, held: Double)? {
         let reach = window + interval

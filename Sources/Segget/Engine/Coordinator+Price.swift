@@ -146,7 +146,7 @@ extension Coordinator {
         let waiting = splitCandidates.filter { connections[$0].machine.isWaiting }
         let n = waiting.count + 1
         let (recent, before) = splitRates(window: max(0.005, 2 * (cost.roundTrip ?? 0)))
-        let settled = recent.map { r in before.map { r <= 1.25 * $0 } ?? false } ?? false
+        let settled = recent.map { r in before.map { r <= Self.growingRatio * $0 } ?? false } ?? false
         let growing = recent != nil && before != nil && !settled
         let k = recent.map { splitCount(of: n, rate: $0, growing: growing) }
         let capped = now >= due + splitEvidenceCap || !c.machine.isTransferring
