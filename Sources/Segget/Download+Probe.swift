@@ -199,15 +199,13 @@ extension Download {
             return o
         }
         let dir = options.directory ?? "."
-        if !FileSystem.isDirectory(dir) {
-            if PosixFile.fileSize(path: dir) != nil {
-                throw SeggetError(.fileSystem, "\(dir) is not a directory.")
-            }
-            do {
-                try FileSystem.makeDirectory(dir, permissions: 0o755)
-            } catch {
-                throw SeggetError(.fileSystem, "could not create the directory \(dir): \(error).")
-            }
+        do {
+            // Every missing level, as for a batch's directories.
+            try FileSystem.makeDirectories(dir)
+        } catch where error.error == .notDirectory {
+            throw SeggetError(.fileSystem, "\(error.path) is not a directory.")
+        } catch {
+            throw SeggetError(.fileSystem, "could not create the directory \(error.path): \(error.error).")
         }
         return OutputNames.join(dir, FileName.sanitize(probe.suggestedFileName))
     }

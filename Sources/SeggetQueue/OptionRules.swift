@@ -133,15 +133,12 @@ struct DirectoryPolicy: Sendable {
 
     /// mkdir -p.
     static func makeDirectories(_ path: String) throws(QueueError) {
-        var current = path.hasPrefix("/") ? "" : "."
-        for part in path.split(separator: "/", omittingEmptySubsequences: true) {
-            current += "/" + part
-            do {
-                try FileSystem.makeDirectory(current, permissions: 0o755)
-            } catch where error != .fileExists {
-                throw QueueError(.storage, "Could not create the directory \(current): \(error).")
-            } catch {}
+        do {
+            try FileSystem.makeDirectories(path)
+        } catch where error.error == .notDirectory {
+            throw QueueError(.storage, "\(error.path) exists but is not a directory.")
+        } catch {
+            throw QueueError(.storage, "Could not create the directory \(error.path): \(error.error).")
         }
-        guard isDirectory(path) else { throw QueueError(.storage, "\(path) exists but is not a directory.") }
     }
 }

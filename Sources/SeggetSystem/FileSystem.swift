@@ -23,6 +23,36 @@ public enum FileSystem {
         _ = try valueOrErrno { system_mkdir(path, permissions) }.get()
     }
 
+    /// Creates the directory `path` and every missing one above it, like `mkdir -p`, the new ones with
+    /// `permissions`; those that exist are left as they are. Throws the level that could not be made
+    /// with its error: ``Errno/notDirectory`` where something other than a directory is there.
+    public static func makeDirectories(_ path: String, permissions: UInt32 = 0o755) throws(DirectoryFailure) {
+        if path.isEmpty || path == "." || path == "/" { return }
+        if let s = status(path) {
+            guard s.kind == .directory else { throw DirectoryFailure(path: path, error: .notDirectory) }
+            return
+        }
+        try makeDirectories(directoryName(of: path), permissions: permissions)
+        do {
+            try makeDirectory(path, permissions: permissions)
+        } catch where error == .fileExists {
+            // Made in between by someone else: fine if it is a directory.
+            guard isDirectory(path) else { throw DirectoryFailure(path: path, error: .notDirectory) }
+        } catch {
+            throw DirectoryFailure(path: path, error: error)
+        }
+    }
+
+    /// The level of a path `makeDirectories` could not make, and why.
+    public struct DirectoryFailure: Error, Equatable, Sendable {
+        public let path: String
+        public let error: Errno
+        public init(path: String, error: Errno) {
+            self.path = path
+            self.error = error
+        }
+    }
+
     /// Makes the creations, renames and removals in directory `path` durable: opens it and `fsync`s it.
     public static func syncDirectory(_ path: String) throws(Errno) {
         let directory = try FileDescriptor.open(path, .readOnly, options: [.directory, .closeOnExec])

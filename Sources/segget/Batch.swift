@@ -326,15 +326,12 @@ func fileExists(_ path: String) -> Bool {
 
 /// `mkdir -p`; returns a sentence on failure.
 func makeDirectories(_ dir: String) -> String? {
-    if dir == "." || dir == "/" || dir.isEmpty { return nil }
-    if let status = FileSystem.status(dir) {
-        return status.kind == .directory ? nil : "\(dir) exists and is not a directory."
-    }
-    if let problem = makeDirectories(FileSystem.directoryName(of: dir)) { return problem }
     do {
-        try FileSystem.makeDirectory(dir, permissions: 0o755)
-    } catch where error != .fileExists {
-        return "could not create the directory \(dir): \(error)."
-    } catch {}
+        try FileSystem.makeDirectories(dir)
+    } catch where error.error == .notDirectory {
+        return "\(error.path) exists and is not a directory."
+    } catch {
+        return "could not create the directory \(error.path): \(error.error)."
+    }
     return nil
 }

@@ -149,12 +149,7 @@ struct Daemon: ParsableCommand {
 
     /// Creates a directory and its parents (mode 0700 for state, which may hold header secrets).
     static func makeDirectories(_ path: String, mode: mode_t) {
-        var prefix = ""
-        for part in path.split(separator: "/") {
-            prefix += "/" + part
-            try? FileSystem.makeDirectory(
-                path.hasPrefix("/") ? prefix : String(prefix.dropFirst()), permissions: UInt32(mode))
-        }
+        try? FileSystem.makeDirectories(path, permissions: UInt32(mode))
     }
 
     func run() throws {

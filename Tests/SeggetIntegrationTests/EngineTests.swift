@@ -349,6 +349,29 @@ import Testing
         #expect(TestFiles.fileDifference(dir.path("target.iso"), body) == nil)
     }
 
+    /// `-d` with levels that do not exist makes every one of them, as a batch's directories are made
+    /// (before, a single download refused a directory whose parent was missing).
+    @Test func theOutputDirectoryIsMadeWithEveryMissingLevel() throws {
+        let body = TestFiles.pattern(3 * Self.chunk, seed: 5)
+        let server = try TestServer.serving(body, as: "nested.bin")
+        defer { server.stop() }
+        let dir = try TempDir()
+        var o = Self.options(2, dir: dir)
+        o.outputPath = nil
+        o.directory = dir.path("a/b/c")
+        let r = try Download(url: server.baseURL + "/nested.bin", options: o).run()
+        #expect(r.path == dir.path("a/b/c/nested.bin"))
+        #expect(TestFiles.fileDifference(dir.path("a/b/c/nested.bin"), body) == nil)
+        // A file where a level should be is named.
+        o.directory = dir.path("a/b/c/nested.bin/d")
+        #expect(throws: SeggetError.self) { try Download(url: server.baseURL + "/nested.bin", options: o).run() }
+        do {
+            _ = try Download(url: server.baseURL + "/nested.bin", options: o).run()
+        } catch {
+            #expect(error.kind == .fileSystem && error.message == "\(dir.path("a/b/c/nested.bin")) is not a directory.", "\(error)")
+        }
+    }
+
     /// Redirects within one host keep their connection: each redirect's text is read to its end and
     /// the next hop goes out on the same connection (cut at its head, each hop dialled anew: 3
     /// connections for 2 redirects at `-n 1`).

@@ -1,3 +1,4 @@
+import Glibc
 import Testing
 
 @testable import SeggetSystem
@@ -19,5 +20,28 @@ import Testing
         }
         #expect(FileSystem.directoryName(of: "dl/x.bin") == "dl" && FileSystem.directoryName(of: "/x") == "/")
         #expect(FileSystem.directoryName(of: "x") == "." && FileSystem.directoryName(of: "d/\u{301}x") == ".")
+    }
+}
+
+@Suite struct MakeDirectoriesTests {
+    /// Every missing level is made, an existing one is left alone, and a file in the way is named.
+    @Test func makesEveryLevelAndNamesTheOneInTheWay() throws {
+        let root = "/tmp/segget-mkdirs-\(getpid())"
+        defer { _ = system("rm -rf '\(root)'") }
+        try FileSystem.makeDirectories(root + "/a/b/c")
+        #expect(FileSystem.isDirectory(root + "/a/b/c"))
+        // Again, and with a trailing slash: nothing to do.
+        try FileSystem.makeDirectories(root + "/a/b/c")
+        try FileSystem.makeDirectories(root + "/a/b/")
+        for trivial in ["", ".", "/"] { try FileSystem.makeDirectories(trivial) }
+        // A file where a level should be: that level, ENOTDIR.
+        let file = try PosixFile.open(path: root + "/a/f", mode: .createExclusive(permissions: 0o600))
+        file.close()
+        #expect(throws: FileSystem.DirectoryFailure(path: root + "/a/f", error: .notDirectory)) {
+            try FileSystem.makeDirectories(root + "/a/f/g/h")
+        }
+        #expect(throws: FileSystem.DirectoryFailure(path: root + "/a/f", error: .notDirectory)) {
+            try FileSystem.makeDirectories(root + "/a/f")
+        }
     }
 }
