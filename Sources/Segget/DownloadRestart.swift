@@ -49,6 +49,17 @@ struct AttemptPlan: Equatable, Sendable {
     var outputPath: String?
     /// Continue the partial download or fail; never start over (the attempt after a renewal).
     var mustResume = false
+    /// A Metalink's URLs that failed, in the order they did: the next attempt asks the next of its
+    /// URLs (`url`), and no attempt uses these as mirrors (see `Download.nextSource`).
+    var failedSources: [String] = []
+
+    /// The plan for the attempt after the source `failed` failed: the same file from `next`.
+    func trying(_ next: String, after failed: String) -> AttemptPlan {
+        var plan = self
+        plan.url = next
+        plan.failedSources.append(failed)
+        return plan
+    }
 
     /// The plan for the attempt after a renewal: the new link, the same file, resumed from the journal.
     func renewed(url: String, outputPath: String) -> AttemptPlan {

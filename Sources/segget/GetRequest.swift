@@ -65,7 +65,8 @@ struct GetRequest: Equatable {
             entries: entries, base: options, jobs: jobs,
             totalConnections: totalConnections, maxConnectionsPerHost: maxConnectionsPerHost,
             listMode: inputFile != nil || entries.count > 1,
-            planPaths: inputFile != nil || entries.count > 1 || json || skipExisting,
+            // A name given with the URL (a Metalink's) is the file's name with or without --json.
+            planPaths: inputFile != nil || entries.count > 1 || json || skipExisting || entries.contains { $0.options.outputName != nil },
             skipExisting: skipExisting,
             checksumFile: checksumFile.flatMap { path in checksums.map { (path, $0) } })
         let reporter: Reporter

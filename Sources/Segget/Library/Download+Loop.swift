@@ -128,6 +128,12 @@ extension Download {
         attempt(plan, prepared: prepared, probeFailed: probeFailed, on: loop, context) { [self] plan, outcome in
             switch outcome {
             case .failure(let e):
+                let failed = plan.url ?? url
+                if let next = nextSource(after: plan, failed: failed, error: e) {
+                    let why = e.message.hasSuffix(".") ? String(e.message.dropLast()) : e.message
+                    context.events?(.notice("the Metalink's URL \(URLParts.shown(failed)) failed (\(why)); trying its next URL, \(URLParts.shown(next))."))
+                    return attempts(plan.trying(next, after: failed), prepared: nil, on: loop, context, renewals, completion: completion)
+                }
                 completion(.failure(e))
             case .success(.finished(var result)):
                 if let resumedAtStart = renewals.resumedAtStart {
@@ -242,7 +248,7 @@ extension Download {
             // What the first answer's Link fields add (Metalink/HTTP), then the mirrors, probed all at
             // once on the loop, before the steps that set up the fetch.
             metalinkHTTP(probe: probe, on: loop, deadline: deadline, events: context.events) { [self] found in
-                let urls = sourceURLs(main: probe, adding: found.mirrors)
+                let urls = sourceURLs(main: probe, adding: found.mirrors, failed: plan.failedSources)
                 guard !urls.isEmpty else { return setUp(probe, [], found.facts, whole: firstWhole) }
                 let verifiable = options.pieces != nil || found.facts.pieces != nil
                 loop.post { [self] in
@@ -261,9 +267,11 @@ extension Download {
         // The URL of this attempt: a renewed link once the first one expired.
         let url = plan.url ?? self.url
         let warmUp = warmUp(probeBytes: ask.bytes, url: url)
+        // A Metalink's other URLs come before retries of this one.
+        let retrying = untriedSource(after: plan, failed: url) == nil
         loop.post { [self] in
             loop.probe(
-                self, url: url, firstBytes: ask.bytes, deadline: deadline, retrying: true, events: context.events,
+                self, url: url, firstBytes: ask.bytes, deadline: deadline, retrying: retrying, events: context.events,
                 interrupt: context.interrupt, hostShare: context.hostShare, warmUp: warmUp, after: probeFailed
             ) { result in
                 loop.steps.async { [self] in

@@ -21,8 +21,31 @@ extension Download {
 
     /// The mirror URLs to probe: the options', then `found`, without the main URL and repeats, at
     /// most `maxSources - 1`.
-    func sourceURLs(main: ProbeResult, adding found: [String]) -> [String] {
-        var seen: Set<String> = [url, main.finalURL]
+    /// The URL to try after `failed` (the attempt's URL) failed with `error`, for a download of a
+    /// Metalink (one whose length the document gives): its URLs, the download's own and then its
+    /// mirrors, are in the document's order, and one that does not answer, answers an error, or
+    /// serves another length must not sink the others. The first of them that has not failed; nil
+    /// where none is left, the error is not the source's (an interrupt, a local file, a digest over
+    /// the whole file), or the download is not a Metalink's: a `--mirror` is checked against the
+    /// main URL, which decides what the file is.
+    func nextSource(after plan: AttemptPlan, failed: String, error: SeggetError) -> String? {
+        switch error.kind {
+        case .network, .httpStatus, .protocolViolation: return untriedSource(after: plan, failed: failed)
+        case .usage, .fileSystem, .verification, .interrupted, .internalError: return nil
+        }
+    }
+
+    /// The first of a Metalink's URLs that neither `failed` nor those before it failed (see
+    /// `nextSource`); nil where none is left or the download is not a Metalink's. While there is one,
+    /// the probe of the attempt's URL is not retried: the next URL is tried instead.
+    func untriedSource(after plan: AttemptPlan, failed: String) -> String? {
+        guard options.expectedLength != nil, !options.mirrors.isEmpty else { return nil }
+        let tried = Set(plan.failedSources + [failed])
+        return ([url] + options.mirrors).first { !tried.contains($0) }
+    }
+
+    func sourceURLs(main: ProbeResult, adding found: [String], failed: [String] = []) -> [String] {
+        var seen = Set([url, main.finalURL] + failed)
         var out: [String] = []
         for u in options.mirrors + found where !seen.contains(u) {
             seen.insert(u)
