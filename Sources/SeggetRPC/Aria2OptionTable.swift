@@ -49,7 +49,7 @@ public enum Aria2OptionTable {
     /// Why a fixed option has the value it has.
     public enum Reason: String, Sendable {
         case bitTorrent = "segget has no BitTorrent or DHT; aria2's default is reported."
-        case metalink = "segget reads no Metalink; aria2's default is reported."
+        case metalink = "segget's Metalink support has no such setting (it reads documents given to it, by aria2.addMetalink or the command line); aria2's default is reported."
         case ftp = "segget downloads HTTP and HTTPS only; aria2's default is reported."
         case console = "the daemon has no console readout; it logs one line per event to stderr."
         case aria2Files = "segget reads no aria2 configuration file; its settings are its flags."

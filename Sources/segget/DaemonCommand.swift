@@ -110,7 +110,7 @@ struct Daemon: ParsableCommand {
     func validate() throws {
         try ArgumentValue.checkPort(port, option: "--rpc-listen-port")
         guard linkRenewalWait > 0 && linkRenewalWait <= 86400 else {
-            throw ValidationError("--link-renewal-wait takes seconds from 0 to 86400 (got \(linkRenewalWait)).")
+            throw ValidationError("--link-renewal-wait takes more than 0 and at most 86400 seconds (got \(linkRenewalWait)).")
         }
         if noSecret && listenAll {
             throw ValidationError(

@@ -234,7 +234,7 @@ struct RetryOptions: ParsableArguments {
             throw ValidationError("--max-retry-wait must be between 0 and 86400 seconds.")
         }
         guard refreshTimeout > 0 && refreshTimeout <= 3600 else {
-            throw ValidationError("--refresh-timeout must be between 0 and 3600 seconds.")
+            throw ValidationError("--refresh-timeout must be more than 0 and at most 3600 seconds.")
         }
         if let c = refreshCommand, c.allSatisfy({ $0 == " " || $0 == "\t" }) {
             throw ValidationError("--refresh-command is empty.")
