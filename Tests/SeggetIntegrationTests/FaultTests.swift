@@ -119,6 +119,30 @@ import Testing
         #expect(sent >= Int64(size) && sent <= Int64(size) + Int64(size) / 4, "server sent \(sent) bytes for a \(size)-byte file")
     }
 
+    /// Every answer is cut 300,000 bytes in, within the probe's first chunk (1 MiB): what the probe
+    /// brought is kept and the download goes on from it, every cut range from the byte it reached.
+    /// Before, the probe was asked again from byte 0, cut again, until its retries ran out (exit 3).
+    @Test func aFirstAnswerCutWithinItsFirstChunkIsContinued() async throws {
+        let size = 3 * 1024 * 1024 + 5
+        let body = TestFiles.pattern(size, seed: 16)
+        let server = try Self.server(body)
+        defer { server.stop() }
+        let dir = try TempDir()
+        var o = Self.options(2, dir: dir)
+        o.chunkSize = 1 << 20
+        o.retries = 5
+        o.endGame = false
+        o.redialSlowConnections = false
+        let outcome = await faultDownload(server.url("f", mode: .drop, query: "after=300000"), o)
+        #expect(outcome.error == nil, "\(outcome.error?.message ?? "")")
+        #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
+        let fromZero = server.requests.filter { rangeStart($0.headers["range"]) == 0 }
+        #expect(fromZero.count == 1, "byte 0 asked again: \(server.requests.map { $0.headers["range"] ?? "-" })")
+        #expect(server.requests.contains { rangeStart($0.headers["range"]) == 300_000 })
+        let sent = server.bodyBytesSent
+        #expect(sent >= Int64(size) && sent <= Int64(size) + Int64(size) / 4, "server sent \(sent) bytes for a \(size)-byte file")
+    }
+
     /// Every request drops before its first body byte: a network error (exit 3), no final file.
     @Test func alwaysDroppedIsANetworkError() async throws {
         let server = try Self.server(TestFiles.pattern(Int(4 * Self.chunk), seed: 15))

@@ -53,7 +53,13 @@ struct ProbeWalk {
             if let deadline = prober.deadline, code == .operationTimedOut, deadline.remaining(now: monotonicSeconds()) < 0.1 {
                 throw deadline.expired("the first request to \(URLParts.shown(current))")
             }
-            throw Prober.networkError(code, url: current, head: head, connected: ctx.connected, connectTimeout: options.connectTimeout)
+            // A range's answer cut in its body (the connection closed or reset, a stall) told what a
+            // probe asks: the file's length and that ranges work. The fetch goes on from the bytes
+            // that came, as for any cut range; retried as a probe, every answer cut within the
+            // first MiB was fetched again from byte 0 until the retries ran out.
+            if !(head.isComplete && head.status == 206 && head.contentRange?.completeLength != nil) {
+                throw Prober.networkError(code, url: current, head: head, connected: ctx.connected, connectTimeout: options.connectTimeout)
+            }
         }
         if hops == 0 {
             firstLinks = head.unsafeRawJoinedValue("link")
