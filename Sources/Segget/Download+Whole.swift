@@ -19,10 +19,11 @@ extension Download {
     /// is, and `--force` replaces a file), a mirror to probe, or a file system without `O_TMPFILE`.
     /// The final name is not looked at before: the link refuses a taken name, atomically.
     func wholeSave(
-        probe: ProbeResult, ranged: Bool, paths: PartialDownload.Paths, expected: [ExpectedDigest],
+        probe: ProbeResult, paths: PartialDownload.Paths, expected: [ExpectedDigest],
         deadline: Deadline?, _ context: AttemptContext
     ) throws(SeggetError) -> WholeSave? {
-        guard ranged, let total = probe.totalLength, total > 0, Int64(probe.prefix.count) == total,
+        // Ranged or not (a server that ignores ranges answered the probe with the whole file).
+        guard let total = probe.totalLength, total > 0, Int64(probe.prefix.count) == total,
             options.mirrors.isEmpty, !context.interrupt.isSet, deadline.map({ monotonicSeconds() < $0.at }) ?? true,
             probe.absent.journal == paths.journal || PosixFile.fileSize(path: paths.journal) == nil
         else { return nil }
@@ -44,10 +45,10 @@ extension Download {
 
     /// `wholeSave` and its `save()` at once: the file saved, or nil where the usual path must run.
     func publishWhole(
-        probe: ProbeResult, ranged: Bool, paths: PartialDownload.Paths, expected: [ExpectedDigest],
+        probe: ProbeResult, paths: PartialDownload.Paths, expected: [ExpectedDigest],
         deadline: Deadline?, _ context: AttemptContext
     ) throws(SeggetError) -> DownloadResult? {
-        guard let save = try wholeSave(probe: probe, ranged: ranged, paths: paths, expected: expected, deadline: deadline, context),
+        guard let save = try wholeSave(probe: probe, paths: paths, expected: expected, deadline: deadline, context),
             let result = try save.save()
         else { return nil }
         reportProbeBroughtEverything(total: save.total, connections: options.connections, context)

@@ -91,7 +91,7 @@ public final class Download: @unchecked Sendable {
             throw SeggetError(.protocolViolation, "\(URLParts.shown(probe.finalURL)) serves \(total) bytes, but the Metalink says the file has \(size); it is not the file the Metalink describes. Try another of its URLs.", retryAdvice: .never)
         }
         let pieces = ranged ? (options.pieces ?? metalink.pieces).flatMap { p in probe.totalLength.flatMap { p.fits(size: $0) ? p : nil } } : nil
-        if whole != .never, metalink.pieces == nil, let save = try wholeSave(probe: probe, ranged: ranged, paths: paths, expected: expected, deadline: deadline, context) {
+        if whole != .never, metalink.pieces == nil, let save = try wholeSave(probe: probe, paths: paths, expected: expected, deadline: deadline, context) {
             if whole == .elsewhere { return .saveWhole(save) }
             if let result = try save.save() {
                 reportProbeBroughtEverything(total: save.total, connections: options.connections, context)

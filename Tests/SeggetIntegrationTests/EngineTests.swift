@@ -320,6 +320,22 @@ import Testing
         #expect(log.notices.contains { $0.contains("one connection") }, "\(log.notices)")
     }
 
+    /// A server that ignores ranges answers the probe with the whole file; one that fits in what
+    /// the probe reads (and says its length) is saved from that answer: one request, where there
+    /// were two (found against Python's `http.server`, which logged every small file twice).
+    @Test(arguments: ["noranges", "range200"])
+    func aSmallFileFromAServerWithoutRangesTakesOneRequest(_ mode: String) throws {
+        let body = TestFiles.pattern(50_000, seed: 33)  // within the probe's first chunk (64 KiB here)
+        let server = try TestServer.serving(body)
+        defer { server.stop() }
+        let dir = try TempDir()
+        let result = try Download(url: server.baseURL + "/\(mode)/f", options: Self.options(8, dir: dir)).run()
+        #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
+        #expect(result.bytes == Int64(body.count))
+        #expect(server.requests.count == 1, "\(server.requests.map { "\($0.status) \($0.headers["range"] ?? "-")" })")
+        #expect(server.bodyBytesSent == Int64(body.count))
+    }
+
     @Test func emptyResourceOverEveryMode() throws {
         let server = try TestServer()
         try server.start()

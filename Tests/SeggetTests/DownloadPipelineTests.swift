@@ -178,7 +178,7 @@ import Testing
         let paths = PartialDownload.Paths(final: dir + "/file")
         let download = Download(url: "http://example.com/file")
         let result = try download.publishWhole(
-            probe: p, ranged: true, paths: paths, expected: [], deadline: nil, wholeContext())
+            probe: p, paths: paths, expected: [], deadline: nil, wholeContext())
         #expect(result?.bytes == Int64(bytes.count))
         #expect(result?.path == paths.final)
         let back = try PosixFile.open(path: paths.final, mode: .readOnly)
@@ -192,17 +192,17 @@ import Testing
         try taken.write([42], at: 0)
         taken.close()
         #expect(try download.publishWhole(
-            probe: p, ranged: true, paths: other, expected: [], deadline: nil, wholeContext()) == nil)
+            probe: p, paths: other, expected: [], deadline: nil, wholeContext()) == nil)
         #expect(PosixFile.fileSize(path: other.final) == 1)
         try PosixFile.remove(path: other.final)
         #expect(try download.publishWhole(
-            probe: probe(total: 50_000, prefix: bytes), ranged: true, paths: other, expected: [],
+            probe: probe(total: 50_000, prefix: bytes), paths: other, expected: [],
             deadline: nil, wholeContext()) == nil)
         for side in [other.part, other.journal] {
             let f = try PosixFile.open(path: side, mode: .createExclusive(permissions: 0o644))
             f.close()
             #expect(try download.publishWhole(
-                probe: p, ranged: true, paths: other, expected: [], deadline: nil, wholeContext()) == nil)
+                probe: p, paths: other, expected: [], deadline: nil, wholeContext()) == nil)
             try PosixFile.remove(path: side)
         }
         #expect(PosixFile.fileSize(path: other.final) == nil)
@@ -219,13 +219,13 @@ import Testing
         let good = try ExpectedDigest(parsing: "sha256=\(sha)")
         let paths = PartialDownload.Paths(final: dir + "/good")
         let result = try download.publishWhole(
-            probe: p, ranged: true, paths: paths, expected: [good], deadline: nil, wholeContext())
+            probe: p, paths: paths, expected: [good], deadline: nil, wholeContext())
         #expect(result?.verified == ["SHA-256=\(sha)"])
         let bad = try ExpectedDigest(parsing: "sha256=" + String(repeating: "0", count: 64))
         let badPaths = PartialDownload.Paths(final: dir + "/bad")
         do {
             _ = try download.publishWhole(
-                probe: p, ranged: true, paths: badPaths, expected: [bad], deadline: nil, wholeContext())
+                probe: p, paths: badPaths, expected: [bad], deadline: nil, wholeContext())
             Issue.record("a mismatching file was saved")
         } catch {
             #expect(error.kind == .verification)

@@ -102,9 +102,13 @@ final class ProbeContext: TransferDelegate {
     var headAt = 0.0
 
     func transfer(_ handle: EasyHandle, received bytes: UnsafeRawBufferPointer) -> WriteDecision {
-        // Only a 206 has a body worth keeping (at most what was asked). Anything else would be the whole
-        // file: stop now, the fetch phase will ask again properly.
-        let keeps = keepsBody ?? (head.status == 206 && head.contentEncoding == nil)
+        // A 206 has a body worth keeping (at most what was asked), and so has a 200 that says it
+        // brings no more than that: the whole file from a server that ignores ranges, which then
+        // needs no second request. Any other 200 would be the whole file: stop now, the fetch phase
+        // will ask again properly.
+        let keeps = keepsBody
+            ?? (head.contentEncoding == nil
+                && (head.status == 206 || (head.status == 200 && !head.isChunked && head.contentLength.map { $0 <= Int64(limit) } == true)))
         keepsBody = keeps
         guard keeps else {
             // A redirect's few bytes of text are read to their end and dropped: its connection then

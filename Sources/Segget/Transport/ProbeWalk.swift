@@ -86,6 +86,10 @@ struct ProbeWalk {
         if result.acceptsRanges, let last = head.contentRange?.last, ctx.bodyCount <= last + 1 {
             // Whatever arrived (all of it, or what came before the cut) is the file's beginning.
             result.prefix = ctx.body
+        } else if code == .ok, head.status == 200, let length = result.totalLength, Int64(ctx.bodyCount) == length {
+            // A server that ignores ranges sent the whole file, and all of it came: nothing is left
+            // to ask for (`Download.wholeSave`).
+            result.prefix = ctx.body
         }
         // Handed on only when the answer runs to the file's end, or to the end of the range a probe
         // held at its head asked for: the fetch continues it as a request for what follows the prefix.
