@@ -13,6 +13,7 @@ extension PartialDownload {
         paths: Paths, url: String, probe: ProbeResult, ranged: Bool, fresh: Bool, chunkSize: Int64,
         mustResume: Bool = false, events: (@Sendable (DownloadEvent) -> Void)?
     ) throws(SeggetError) -> PartialDownload {
+        try paths.checkSideFileNames()
         guard ranged, let total = probe.totalLength else {
             if mustResume {
                 throw SeggetError(.protocolViolation, "the renewed link does not serve byte ranges, so the download cannot continue from \(paths.part); it is kept as it was.")

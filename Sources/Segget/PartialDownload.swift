@@ -33,6 +33,22 @@ final class PartialDownload {
         /// The endings of the side files; a final name with one of them is refused (see
         /// `Download.refuseSideFileName`).
         static let sideFileSuffixes = [partSuffix, journalSuffix, progressSuffix]
+
+        /// The longest name a file system takes for one entry (Linux's `NAME_MAX`, in bytes).
+        static let nameLimit = 255
+
+        /// Throws where a side file's name would be longer than a directory entry may be: a final
+        /// name within the limit but less than 16 bytes under it. Its part file could not be made,
+        /// and the failure read as a journal that "could not be read". (A file the probe brings
+        /// whole has no side files and is saved under such a name.)
+        func checkSideFileNames() throws(SeggetError) {
+            let name = final.split(separator: "/", omittingEmptySubsequences: false).last.map(String.init) ?? final
+            let longest = Self.sideFileSuffixes.map(\.utf8.count).max() ?? 0
+            guard name.utf8.count + longest > Self.nameLimit else { return }
+            throw SeggetError(
+                .fileSystem,
+                "the name \(ServerText(name)) is \(name.utf8.count) bytes long: segget keeps an unfinished download beside it as NAME\(Self.progressSuffix) and two other side files, which cannot be longer than \(Self.nameLimit) bytes. Choose a name of at most \(Self.nameLimit - longest) bytes with -o (or out= in an input file).")
+        }
     }
 
     let paths: Paths

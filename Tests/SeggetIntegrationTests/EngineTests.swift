@@ -336,6 +336,31 @@ import Testing
         #expect(server.bodyBytesSent == Int64(body.count))
     }
 
+    /// A name so long that its side files' names would not fit in a directory entry (255 bytes) is
+    /// refused before anything is written, saying so; before, the part file could not be made and
+    /// the message spoke of a journal that "could not be read". A file the probe brings whole has no
+    /// side files and is saved under it.
+    @Test func aNameTooLongForItsSideFilesIsRefusedClearly() throws {
+        let body = TestFiles.pattern(6 * Self.chunk, seed: 34)
+        let server = try TestServer.serving(body)
+        defer { server.stop() }
+        let dir = try TempDir()
+        var o = Self.options(4, dir: dir)
+        let name = String(repeating: "a", count: 245)
+        o.outputPath = dir.path(name)
+        do {
+            _ = try Download(url: server.baseURL + "/f", options: o).run()
+            Issue.record("a name whose side files cannot be made was accepted")
+        } catch {
+            #expect(error.kind == .fileSystem && error.exitCode == 5, "\(error)")
+            #expect(error.message.contains("245 bytes long") && error.message.contains("at most 239 bytes"), "\(error.message)")
+        }
+        #expect(!TestFiles.exists(dir.path(name)))
+        o.chunkSize = 1 << 20  // the probe brings the file whole
+        _ = try Download(url: server.baseURL + "/f", options: o).run()
+        #expect(TestFiles.fileDifference(dir.path(name), body) == nil)
+    }
+
     @Test func emptyResourceOverEveryMode() throws {
         let server = try TestServer()
         try server.start()
