@@ -202,10 +202,8 @@ extension Download {
         do {
             // Every missing level, as for a batch's directories.
             try FileSystem.makeDirectories(dir)
-        } catch where error.error == .notDirectory {
-            throw SeggetError(.fileSystem, "\(error.path) is not a directory.")
         } catch {
-            throw SeggetError(.fileSystem, "could not create the directory \(error.path): \(error.error).")
+            throw SeggetError(.fileSystem, "\(error).")
         }
         return OutputNames.join(dir, FileName.sanitize(probe.suggestedFileName))
     }

@@ -44,12 +44,17 @@ public enum FileSystem {
     }
 
     /// The level of a path `makeDirectories` could not make, and why.
-    public struct DirectoryFailure: Error, Equatable, Sendable {
+    public struct DirectoryFailure: Error, Equatable, Sendable, CustomStringConvertible {
         public let path: String
         public let error: Errno
         public init(path: String, error: Errno) {
             self.path = path
             self.error = error
+        }
+
+        /// "PATH exists and is not a directory", or "could not create the directory PATH: ERROR".
+        public var description: String {
+            error == .notDirectory ? "\(path) exists and is not a directory" : "could not create the directory \(path): \(error)"
         }
     }
 

@@ -328,10 +328,8 @@ func fileExists(_ path: String) -> Bool {
 func makeDirectories(_ dir: String) -> String? {
     do {
         try FileSystem.makeDirectories(dir)
-    } catch where error.error == .notDirectory {
-        return "\(error.path) exists and is not a directory."
     } catch {
-        return "could not create the directory \(error.path): \(error.error)."
+        return "\(error)."
     }
     return nil
 }

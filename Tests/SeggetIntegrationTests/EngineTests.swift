@@ -409,7 +409,7 @@ import Testing
         do {
             _ = try Download(url: server.baseURL + "/nested.bin", options: o).run()
         } catch {
-            #expect(error.kind == .fileSystem && error.message == "\(dir.path("a/b/c/nested.bin")) is not a directory.", "\(error)")
+            #expect(error.kind == .fileSystem && error.message == "\(dir.path("a/b/c/nested.bin")) exists and is not a directory.", "\(error)")
         }
     }
 
