@@ -24,6 +24,8 @@ import Testing
             ["-n", "4", url], ["-n", "8", "-q", "-o", "out.bin", url], ["--connections", "128", url], [url, "-n", "1"],
             ["-i", "list.txt"], ["-q", "-i", "urls.txt", "-j", "16", "-d", "out"], ["--input-file", "l", "--jobs", "32", url],
             ["-j", "1", url, url], ["-i", "l", "-n", "1", "-f"],
+            ["-k", url], ["--insecure", "-q", url], ["--http2", url], ["--json", url], [url, "--json", "-k", "--http2"],
+            ["-k", "--json", "-i", "list.txt", "-j", "16", "-d", "out", "--http2"], ["--json", "-q", "-o", "x", url],
         ]
         for args in cases {
             let quick = try #require(GetRequest(quickParsing: args), "\(args)")
@@ -33,7 +35,8 @@ import Testing
 
     @Test func everythingElseIsLeftToArgumentParser() {
         let cases: [[String]] = [
-            [], ["-q"], ["--json", url], ["-qf", url], ["-q", "-q", url], ["-q", "--quiet", url], ["-f", "--force", url],
+            [], ["-q"], ["--json"], ["-k"], ["-qf", url], ["-kq", url], ["-k", "-k", url], ["-k", "--insecure", url],
+            ["--http2", "--http2", url], ["--json", "--json", url], ["--json=1", url], ["--http2", "-i", "-"], ["-q", "-q", url], ["-q", "--quiet", url], ["-f", "--force", url],
             ["-o", url], ["-o", "-q", url], ["-o", "", url], ["-o", "a", "-o", "b", url], ["-o", "a", url, url],
             ["-o", "a", "-d", "d", url], ["-d", "a", "-d", "b", url], [url, "-d"], ["--", url], ["--output=a", url],
             ["ftp://x/y"], ["get", url], ["verify", "f"], ["--help"], ["-h", url], ["--version"], ["-n", "auto", url], ["-n", "0", url], ["-n", "129", url],

@@ -142,3 +142,20 @@ import SeggetVerify
         }
     }
 }
+
+@Suite struct MetalinkFormTests {
+    /// A Metalink is named by its path's `.meta4` (any case) or a `meta4` query item; the query is
+    /// what follows the first "?" and stops at "#".
+    @Test func aMetalinkIsKnownByItsPathOrItsQuery() {
+        let metalinks = [
+            "http://h/f.meta4", "https://h/d/F.META4", "http://h/get?meta4", "http://h/get?a=1&meta4=x",
+            "http://h/x?meta4#frag", "http://h/x?a=?&meta4", "docs/list.meta4", "http://h/é?meta4",
+        ]
+        let others = [
+            "http://h/f.bin", "http://h/get?a#meta4", "http://h/f.bin?x=meta4", "http://h/f?meta4x",
+            "http://h/f.meta4.bin", "x?meta4", "http://h/?", "http://h/a?\u{301}meta4",
+        ]
+        for s in metalinks { #expect(MetalinkSource.looksLikeMetalink(s), "\(s)") }
+        for s in others { #expect(!MetalinkSource.looksLikeMetalink(s), "\(s)") }
+    }
+}

@@ -14,8 +14,10 @@ public enum MetalinkSource {
         let isURL = InputFile.urlProblem(source) == nil
         let name = isURL ? FileName.fromURLPath(source) : source
         if name.lowercased().hasSuffix(".meta4") { return true }
-        guard isURL, let q = source.firstIndex(of: "?") else { return false }
-        let query = source[source.index(after: q)...].split(separator: "#").first ?? ""
+        // The query starts at the first "?" byte (found on UTF-8: a Character search costs more than
+        // the rest of a batch's list reading, and a URL's delimiters are bytes).
+        guard isURL, let q = source.utf8.firstIndex(of: UInt8(ascii: "?")) else { return false }
+        let query = source[source.utf8.index(after: q)...].split(separator: "#").first ?? ""
         return query.split(separator: "&").contains { $0 == "meta4" || $0.hasPrefix("meta4=") }
     }
 
