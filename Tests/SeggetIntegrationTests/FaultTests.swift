@@ -143,6 +143,31 @@ import Testing
         #expect(sent >= Int64(size) && sent <= Int64(size) + Int64(size) / 4, "server sent \(sent) bytes for a \(size)-byte file")
     }
 
+    /// A server that closes every answer after 500,000 bytes: each cut range is continued at once
+    /// from the byte it reached (no backoff: it brought bytes), and a racer cut in the end game
+    /// does not race again at once. Before: waits of 1-3 s after every cut (32 MiB took 11 s), and
+    /// racers asked for the same chunk again and again (840 requests, 416 MB sent for 32 MiB).
+    @Test func answersCutAfterProgressAreContinuedAtOnce() async throws {
+        let size = 8 * 1024 * 1024 + 5
+        let body = TestFiles.pattern(size, seed: 17)
+        let server = try Self.server(body)
+        defer { server.stop() }
+        let dir = try TempDir()
+        var o = Self.options(8, dir: dir)
+        o.chunkSize = 1 << 20
+        o.retries = 2
+        let trace = FaultTrace()
+        let outcome = await faultDownload(server.url("f", mode: .drop, query: "after=500000"), o, trace: trace)
+        #expect(outcome.error == nil, "\(outcome.error?.message ?? "")")
+        #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
+        #expect(trace.retries > 0 && trace.retryDelays.allSatisfy { $0 == 0 }, "\(trace.retryDelays)")
+        // At least one request per 500,000 bytes; races may add a few.
+        let fewest = (size + 499_999) / 500_000
+        #expect(server.requests.count <= fewest * 3 / 2 + 8, "\(server.requests.count) requests")
+        let sent = server.bodyBytesSent
+        #expect(sent <= Int64(size) + Int64(size) / 2, "server sent \(sent) bytes for a \(size)-byte file")
+    }
+
     /// Every request drops before its first body byte: a network error (exit 3), no final file.
     @Test func alwaysDroppedIsANetworkError() async throws {
         let server = try Self.server(TestFiles.pattern(Int(4 * Self.chunk), seed: 15))
@@ -716,6 +741,8 @@ final class FaultTrace: @unchecked Sendable {
 
     var notices: [String] { locked { events.compactMap { if case .notice(let t) = $0 { t } else { nil } } } }
     var retries: Int { locked { events.filter { if case .retry = $0 { true } else { false } }.count } }
+    /// The wait each retry announced, in order.
+    var retryDelays: [Double] { locked { events.compactMap { if case .retry(_, _, let d, _) = $0 { d } else { nil } } } }
     var firstRetryAt: Double? { locked { firstRetry } }
 }
 

@@ -655,6 +655,48 @@ import Testing
         #expect(slow.c.isComplete && slowRaced)
     }
 
+    /// Where a chunk takes less than a ramp step, the first connection is free before the others
+    /// have sent their requests: it takes a waiting connection's run instead of racing its first
+    /// chunk (which the owner would then fetch too), and no byte is fetched twice.
+    @Test func aConnectionStillOnTheRampIsRelievedOfItsRunNotRaced() {
+        var s = Script(size: 8 * Self.MiB, connections: 8)
+        // A chunk in 17 ms; the eighth connection's ramp step comes at 87 ms.
+        s.defaultRate = 60 * Double(Self.MiB)
+        s.begin()
+        var racedAStarter = false
+        while !s.c.isComplete && s.now < 5 {
+            s.run(until: s.now + 0.01)
+            for id in s.c.connections.indices {
+                if let k = s.c.scheduler.duplicates[id], let owner = s.c.scheduler.runs.first(where: { $0.value.lowerBound == k })?.key,
+                    s.c.connections[owner].machine.isStarting
+                {
+                    racedAStarter = true
+                }
+            }
+        }
+        #expect(s.c.isComplete && !racedAStarter)
+        #expect(s.c.receivedBytes == Int64(8 * Self.MiB))
+    }
+
+    /// A racer whose transfer fails waits a backoff of its own before it takes work again: at once,
+    /// it raced the same chunk request after request.
+    @Test func aFailedRacerWaitsBeforeItRacesAgain() {
+        var s = Script(size: 2 * Self.MiB, connections: 2) { $0.redialSlow = false }
+        s.rates[1] = 64 * 1024
+        s.begin()
+        while !s.c.isRacing(0) && s.now < 5 { s.run(until: s.now + 0.01) }
+        #expect(s.c.isRacing(0))
+        s.run(until: s.now + 0.02)
+        let failedAt = s.now
+        let startsBefore = s.starts(of: 0).count
+        s.end(0, .transient("reset"))
+        #expect(!s.c.isRacing(0) && s.c.connections[0].machine.isWaiting)
+        s.run(until: failedAt + 0.9)
+        #expect(s.starts(of: 0).count == startsBefore)
+        s.run(until: failedAt + 1.2)
+        #expect(s.starts(of: 0).count == startsBefore + 1 || s.c.isComplete)
+    }
+
     /// While a speed cap sets the rate (`EngineCore.Event.capHeld`), an end-game race only splits the
     /// same allowance and pays for the chunk twice: none starts. A second after the cap last held
     /// bytes back, the slow last chunk is raced again.
@@ -804,6 +846,51 @@ import Testing
         #expect(s.c.receivedBytes > 0)
         #expect(now.reduce(0, +) == 8 * MiB - s.c.receivedBytes)
         #expect(now.allSatisfy { $0 <= 2 * MiB })
+    }
+
+    /// A connection cut short after enough bytes is continued at once from the byte it
+    /// reached, and the cuts do not add up to a failure: a server that closes every answer after
+    /// 3 MiB serves a 16 MiB file to one connection with `--retries 1`. (Before: each cut counted,
+    /// with its backoff, and the second ended the download.)
+    @Test func aCutAfterProgressIsContinuedAtOnceAndCountsNoFailure() {
+        let MiB = Int64(Self.MiB)
+        var s = Script(size: 16 * Self.MiB, connections: 1) { $0.retries = 1 }
+        s.begin()
+        var cutAt: [Int64] = []
+        var brought: [Int64] = []
+        while !s.c.isComplete && s.now < 10 {
+            s.run(until: s.now + 0.01)
+            let conn = s.c.connections[0]
+            if conn.machine.isTransferring && conn.transferBytes >= 3 * MiB {
+                cutAt.append(conn.pos)
+                brought.append(conn.transferBytes)
+                s.end(0, .partial)
+            }
+        }
+        #expect(s.c.isComplete && s.c.stop == nil && cutAt.count == 5)
+        let retries = s.events.compactMap { if case .retry(_, let a, let d, let r) = $0 { (a, d, r) } else { nil } }
+        #expect(retries.count == 5 && retries.allSatisfy { $0.0 == 1 && $0.1 == 0 })
+        #expect(retries.map(\.2) == zip(cutAt, brought).map { "the connection ended \(16 * MiB - $0) bytes early, after \($1) bytes" })
+        // Each request continued from the byte the one before reached.
+        #expect(Array(s.starts(of: 0).map(\.bytes.lowerBound).dropFirst()) == cutAt)
+        #expect(s.c.receivedBytes == 16 * MiB)
+    }
+
+    /// A cut before enough bytes (fewer than `CutContinuation.minimumBytes`) is a failure
+    /// with its backoff, and the retries run out as for a transfer that brought nothing.
+    @Test func aCutBeforeProgressWaitsItsBackoffAndCounts() {
+        var s = Script(size: 4 * Self.MiB, connections: 1) { $0.retries = 1 }
+        s.rates[0] = 1_000_000
+        s.begin()
+        s.run(until: 0.05)
+        #expect(s.c.connections[0].transferBytes < CutContinuation.minimumBytes)
+        s.end(0, .partial)
+        guard case .retry(0, 1, let delay, _) = s.events.last else { Issue.record("no retry: \(s.events)"); return }
+        #expect(delay == 1)
+        s.run(until: s.now + 1.05)
+        #expect(s.c.connections[0].machine.isTransferring)
+        s.end(0, .partial)
+        #expect((s.c.stop as? SeggetError)?.kind == .network)
     }
 
     @Test func aShorterAnswerIsContinuedWithoutAFailure() {

@@ -309,6 +309,17 @@ import Testing
         #expect(s.nextAssignment(for: 3) == .run(1..<6))
     }
 
+    @Test func handOverMovesAWholeRunAndDropsTheTakersDuplicate() {
+        var s = Scheduler(plan: plan(8), connections: 2)
+        #expect(s.run(of: 0) == 0..<4 && s.run(of: 1) == 4..<8)
+        _ = s.chunkFinished(0, by: 0); _ = s.chunkFinished(1, by: 0); _ = s.chunkFinished(2, by: 0); _ = s.chunkFinished(3, by: 0)
+        #expect(s.handOver(from: 1, to: 1) == nil)
+        #expect(s.handOver(from: 1, to: 0) == 4..<8)
+        #expect(s.run(of: 1) == nil && s.run(of: 0) == 4..<8 && s.duplicates.isEmpty)
+        #expect(s.handOver(from: 1, to: 0) == nil)
+        checkInvariants(s)
+    }
+
     @Test func resumeStartsOnlyUnfinished() {
         let s = Scheduler(plan: plan(8), connections: 4, isFinished: { $0 < 4 })
         #expect(s.finishedCount == 4)
@@ -334,7 +345,12 @@ import Testing
                     _ = s.nextAssignment(for: w, remainingSeconds: { Double($0) })
                     continue
                 }
-                switch rng.next() % 10 {
+                switch rng.next() % 11 {
+                case 10:
+                    // An idle connection relieves `w` of its run.
+                    if let idle = (0..<workers).first(where: { s.run(of: $0) == nil && s.duplicates[$0] == nil }) {
+                        _ = s.handOver(from: w, to: idle)
+                    }
                 case 0:
                     s.releaseNotStarted(of: w)
                 case 1:

@@ -86,4 +86,16 @@ import Testing
         #expect(line == "could not connect to http://h/f; check that the server is up and reachable. Retry 1 in 0.5 s.")
         #expect(Format.retry(reason: "HTTP 503", attempt: 2, delay: 3) == "HTTP 503. Retry 2 in 3.0 s.")
     }
+
+    @Test func aContinuationAtOnceSaysSo() {
+        #expect(Format.retry(reason: "the connection ended 5 bytes early, after 70000 bytes", attempt: 1, delay: 0)
+            == "the connection ended 5 bytes early, after 70000 bytes. Continuing at once.")
+    }
+
+    /// A cut transfer is continued at once when it brought at least `minimumBytes`; otherwise it is
+    /// a failure with a backoff.
+    @Test(arguments: [(Int64(65_536), true), (65_535, false), (0, false), (500_000, true), (1 << 40, true)])
+    func aCutContinuesAtOnceAfterEnoughBytes(_ bytes: Int64, _ atOnce: Bool) {
+        #expect(CutContinuation.continuesAtOnce(bytes: bytes) == atOnce)
+    }
 }

@@ -246,12 +246,16 @@ extension Coordinating {
 
     /// The common end of a transfer that ended by itself short of its work: a retry for a transfer
     /// cut short or a transient error, the end of the download for any other error.
-    mutating func retryOrFail(_ id: Int, _ end: Coordinator.TransferEnd, missing: Int64, now: Double) -> [Command] {
+    ///
+    /// `progressed`: the transfer brought enough bytes before it was cut (`CutContinuation`), and the next one
+    /// continues from them (`CutContinuation`): it goes out at once and starts a new count of failures.
+    mutating func retryOrFail(_ id: Int, _ end: Coordinator.TransferEnd, missing: Int64, now: Double, progressed: Bool = false) -> [Command] {
+        let after = progressed ? ", after \(connections[id].transferBytes) bytes" : ""
         switch end {
         case .ok, .partial:
-            return scheduleRetry(id, reason: "the connection ended \(missing) byte\(missing == 1 ? "" : "s") early", after: nil, kind: .network, now: now)
+            return scheduleRetry(id, reason: "the connection ended \(missing) byte\(missing == 1 ? "" : "s") early\(after)", after: nil, kind: .network, now: now, atOnce: progressed)
         case .transient(let why):
-            return scheduleRetry(id, reason: why, after: nil, kind: .network, now: now)
+            return scheduleRetry(id, reason: why + after, after: nil, kind: .network, now: now, atOnce: progressed)
         case .failed(let e):
             failure = e
             return []
@@ -260,12 +264,19 @@ extension Coordinating {
 
     /// Counts a failure of connection `id` and schedules its retry, or ends the download when the
     /// retries or the time are used up.
-    mutating func scheduleRetry(_ id: Int, reason: String, after: Double?, kind: FailureKind, now: Double) -> [Command] {
+    /// `atOnce`: the transfer made progress before it was cut (see `retryOrFail`): no backoff, and
+    /// the count of failures starts again.
+    mutating func scheduleRetry(_ id: Int, reason: String, after: Double?, kind: FailureKind, now: Double, atOnce: Bool = false) -> [Command] {
         if isRacing(id) {
-            // A failed racer just stops; the owner is still on it.
+            // A failed racer stops; the owner is still on it. It takes no work before a backoff of
+            // its own: at once, it raced the same chunk again from the owner's position, request
+            // after request while the owner waited out its backoff (a server that closed every
+            // answer after 500,000 bytes was asked 840 times for a 32 MiB file).
             abandonRace(id)
+            connections[id].machine.wait(until: now + config.retryWait * config.jitter(), .retry)
             return []
         }
+        if atOnce { connections[id].attempts = 0 }
         connections[id].attempts += 1
         let attempts = connections[id].attempts
         if attempts > config.retries {
@@ -273,6 +284,10 @@ extension Coordinating {
             let hint = kind == .protocolViolation ? "the server's answers are unusable; try -n 1 or another server" : "run the same command to resume later, or raise --retries"
             failure = SeggetError(kind, "bytes \(connections[id].pos)-\(end(of: id) - 1) failed \(attempts) time\(attempts == 1 ? "" : "s") (last: \(reason)); \(hint).")
             return []
+        }
+        if atOnce {
+            connections[id].machine.wait(until: now, .retry)
+            return [.event(.retry(connection: id, attempt: attempts, delay: 0, reason: reason))]
         }
         switch RetryPolicy.decide(
             attempt: attempts, reason: reason, base: config.retryWait, retryAfter: after, maxWait: config.maxRetryWait,

@@ -325,7 +325,7 @@ struct Coordinator: Coordinating {
             // Estimates are read before the scheduler is asked (it cannot be read while it decides).
             let estimates = stealEstimates(now: now, thiefDials: openLinks == 0, proven: longDial && config.provenRates)
             let runTimes = connections.map { runSeconds($0, now: now) }
-            guard let a = scheduler.nextAssignment(
+            guard let assignment = scheduler.nextAssignment(
                 for: id, allowDuplicates: config.endGame && !capBinds(now: now), remainingSeconds: { estimates.remaining[$0] },
                 minRemainingSeconds: minRace, maxRacers: Self.maxRacers, thieves: max(1, min(idle.count - i, (room ?? Int.max) - i)),
                 chunkSeconds: estimates.chunkSeconds, runSeconds: { runTimes[$0] },
@@ -333,6 +333,16 @@ struct Coordinator: Coordinating {
                 racerSeconds: { k in estimates.racerSeconds(chunkBytes: Int64(chunkPlan.byteRange(ofChunk: k).count), ownRate: racerRate) },
                 worthStealing: { config.stealing && estimates.worthStealing($0, notStartedChunks: $1) })
             else { continue }
+            var a = assignment
+            // A race for the chunk of an owner whose request has not gone out (its ramp step is to
+            // come) would have the chunk fetched twice: the idle connection takes its run instead,
+            // and the owner, when its time comes, gets work as an idle connection. On loopback,
+            // where a chunk takes milliseconds, every connection on the ramp was raced so.
+            if case .duplicate(_, let owner) = a, connections[owner].machine.isStarting,
+                let r = scheduler.handOver(from: owner, to: id)
+            {
+                a = .run(r)
+            }
             openLinks = max(0, openLinks - 1)
             if tracing { commands.append(.trace("connection \(id) gets \(a)")) }
             switch a {
@@ -442,7 +452,11 @@ struct Coordinator: Coordinating {
             if tracing { commands.append(.trace("connection \(id) continues at \(c.pos) after a shorter answer")) }
             return commands + [start(id, bytes: c.pos..<stop, continuing: true, now: now)]
         }
-        return retryOrFail(id, end, missing: stop - c.pos, now: now)
+        // A cut after enough bytes (`CutContinuation`): the next request continues from them at once.
+        var failed = false
+        if case .failed = end { failed = true }
+        let progressed = !failed && CutContinuation.continuesAtOnce(bytes: c.transferBytes)
+        return retryOrFail(id, end, missing: stop - c.pos, now: now, progressed: progressed)
     }
 
     mutating func recordFinished(_ id: Int, now: Double) {

@@ -342,6 +342,18 @@ public struct Scheduler: Sendable {
         addFree(k..<(k + 1))
     }
 
+    /// Connection `w`, idle or holding only a duplicate (dropped), takes over the whole run of `owner`,
+    /// whose request has not gone out yet (a staggered start to come): rather than race its first
+    /// chunk, which the owner would then fetch too. Returns the run, nil when `owner` holds none or
+    /// `w` holds one.
+    public mutating func handOver(from owner: Int, to w: Int) -> Range<Int>? {
+        guard owner != w, let r = runs[owner], runs[w] == nil else { return nil }
+        duplicates[w] = nil
+        runs[owner] = nil
+        runs[w] = r
+        return r
+    }
+
     /// Connection `w` stops for good (failed, or cancelled): everything it held returns to the pool.
     public mutating func abandon(_ w: Int) {
         if let r = runs[w] {
