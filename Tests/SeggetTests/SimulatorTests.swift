@@ -22,6 +22,18 @@ import Testing
         #expect(row.hangs == 0 && row.failures == 0)
     }
 
+    /// Every answer closed after 1 MiB: a request per cut and a few more, nothing fetched twice,
+    /// and the download goes on at once (before: a backoff of 1-3 s after each cut).
+    @Test func answersCutAfterAMegabyteCostARequestEachAndNoWait() {
+        var s = SimulatedScenario(fileSize: 32 * Self.MiB, connections: 8, rtt: 0.002, bottleneck: 400e6)
+        s.slow = .init(which: .everyKth(1), behaviour: .cut(after: 1 << 20))
+        s.probe = true
+        let ideal = SimulationIdeal.seconds(s)
+        let o = SimulatedDownload.run(s, timeLimit: 60)
+        #expect(o.finished && o.seconds < 3 * ideal, "\(EngineSimulation.summary(o, ideal: ideal))")
+        #expect(o.requests <= 32 + 8 + 2 && o.bytesTwice == 0, "\(EngineSimulation.summary(o, ideal: ideal))")
+    }
+
     /// Issue 23's second finding: a fast server, a small file, every third answer at one byte a second.
     /// It hung at 23 of 24 MiB; the static split still does, which shows the simulator can tell.
     @Test func aFastServerWithASmallFileThatTricklesEveryThirdAnswerFinishes() {

@@ -320,8 +320,14 @@ struct SimulatedDownload {
         case .trickle(let rate, let after): return sent >= after ? rate : .infinity
         case .silent(let after): return sent >= after ? 0 : .infinity
         case .slowdown(let seconds, let rate): return now - (t.firstByteAt ?? now) >= seconds ? rate : .infinity
-        case .firstByteDelay: return .infinity
+        case .firstByteDelay, .cut: return .infinity
         }
+    }
+
+    /// Where a cut answer ends (`SlowShape.Behaviour.cut`), as a byte of the file; nil for any other.
+    private func cutEnd(_ t: Transfer) -> Int64? {
+        guard t.slow, case .cut(let after) = scenario.slow.behaviour else { return nil }
+        return t.bytes.lowerBound + after
     }
 
     /// One step of the network: every transfer past its head gets its share of the bottleneck.
@@ -348,7 +354,7 @@ struct SimulatedDownload {
             transfers[id].carry += rate * dt
             var n = Int64(transfers[id].carry)
             transfers[id].carry -= Double(n)
-            n = min(n, transfers[id].bytes.upperBound - transfers[id].pos)
+            n = min(n, (cutEnd(transfers[id]).map { min($0, transfers[id].bytes.upperBound) } ?? transfers[id].bytes.upperBound) - transfers[id].pos)
             let tcp = transfers[id].tcp
             tcps[tcp].advance(dt: dt, bytes: Double(n), now: now, rtt: s.rtt, loss: s.loss, full: full, random: &random)
             if n > 0 { deliver(id, Int(n)) }
@@ -375,6 +381,10 @@ struct SimulatedDownload {
             // libcurl hands over the next bytes, which the callback refuses.
             endTransfer(id)
             handle(.ended(id, .transient("the write callback refused the bytes"), head: transfers[id].head))
+        } else if let cut = cutEnd(transfers[id]), transfers[id].pos >= cut {
+            // The server closes the connection short of the answer's end.
+            endTransfer(id)
+            handle(.ended(id, .partial, head: transfers[id].head))
         }
     }
 

@@ -64,6 +64,9 @@ struct SimulatedScenario: Sendable, CustomStringConvertible {
             case slowdown(seconds: Double, rate: Double)
             /// The response head comes `seconds` late; the body is normal.
             case firstByteDelay(seconds: Double)
+            /// Full speed for `after` bytes, then the server closes the connection (a cap on what one
+            /// answer or connection may carry): the transfer ends short.
+            case cut(after: Int64)
         }
         var which: Which?
         var behaviour: Behaviour = .trickle(rate: 1, after: 0)

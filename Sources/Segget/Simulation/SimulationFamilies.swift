@@ -74,7 +74,16 @@ enum SimulationIdeal {
         }
         let n = Double(min(s.connections, s.connectionLimit ?? s.connections, s.workers ?? s.connections))
         let rate = min(s.bottleneck, n * perConnection)
-        return setup + Double(s.fileSize) / rate
+        return setup + cutSeconds(s, connections: n) + Double(s.fileSize) / rate
+    }
+
+    /// Answers the server closes after `after` bytes (`cut-answers`): each cut costs a new request on
+    /// a new connection, its dial's and its request's round trips, in a row on each of the `n`
+    /// connections. A lower bound: the new connection's slow start is not counted.
+    static func cutSeconds(_ s: SimulatedScenario, connections n: Double) -> Double {
+        guard case .cut(let after) = s.slow.behaviour, case .everyKth(let k) = s.slow.which, k > 0, after > 0 else { return 0 }
+        let cuts = Double(s.fileSize) / Double(after) / Double(k) / n
+        return cuts * s.rtt * (s.tls ? 3 : 2)
     }
 }
 
@@ -84,7 +93,7 @@ extension SimulationFamily {
     /// Every family, in report order.
     static let all: [SimulationFamily] = [
         healthyLAN, capped, wanLoss, trickleEveryKth, trickleFraction, slowdown, silence, firstByteDelay,
-        connectionLimit, manyConnections, firstByteWorkers, oneWorker, connectionClose, refusalRetryAfter,
+        connectionLimit, manyConnections, firstByteWorkers, oneWorker, connectionClose, refusalRetryAfter, cutAnswers,
     ]
 
     static func named(_ name: String) -> SimulationFamily? { all.first { $0.name == name } }
@@ -235,6 +244,29 @@ extension SimulationFamily {
             perRequestCap: 8 * Double(MiB))
         s.connectionLimit = r.pick([3, 3, 2, 4])
         s.rejection = r.pick([.tooManyRequests(retryAfter: 1), .rateLimitFields])
+        s.probe = true
+        return s
+    }
+
+    /// A server (or a proxy before it) that closes every answer, or every third, after 0.5-4 MiB:
+    /// each cut range is continued by a new request on a new connection, which pays its handshakes
+    /// and slow start again; the download must go on at once from the byte each reached, with a
+    /// request per cut and not more (before `CutContinuation`: a backoff of 1-3 s after each cut, and
+    /// racers asked for the same chunk again and again). The ideal counts the cuts' new
+    /// requests' round trips (`SimulationIdeal.cutSeconds`), only their slow starts are beyond it.
+    static let cutAnswers = SimulationFamily(
+        name: "cut-answers", summary: "every answer (or every 3rd) closed after 0.5-4 MiB, 0.5-40 ms, TLS or not", bound: 8,
+        requestBound: { s in
+            // Every family's allowance, and a request per cut and a quarter more.
+            let base = 4 * s.connections + Int(s.fileSize >> 20) / 2
+            guard case .cut(let after) = s.slow.behaviour, case .everyKth(let k) = s.slow.which, k > 0 else { return base }
+            return base + Int(s.fileSize / after) / k * 5 / 4
+        }
+    ) { r, _ in
+        var s = SimulatedScenario(
+            fileSize: r.pick([16, 64, 128]) * MiB, connections: r.pick([4, 8, 16]), rtt: r.logBetween(0.0005, 0.04),
+            bottleneck: r.logBetween(50e6, 1e9), perRequestCap: r.pick([.infinity, 16 * Double(MiB)]), tls: r.unit() < 0.5)
+        s.slow = .init(which: .everyKth(r.pick([1, 1, 3])), behaviour: .cut(after: r.pick([512 << 10, 1 << 20, 2 << 20, 4 << 20])))
         s.probe = true
         return s
     }
