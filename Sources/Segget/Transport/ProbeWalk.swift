@@ -130,11 +130,13 @@ struct ProbeWalk {
             throw SeggetError(.protocolViolation, "the server redirected (\(head.status)) to '\(URLParts.shown(location))', which is not a valid URL; there is nothing to follow.", httpStatus: head.status, retryAdvice: .never)
         }
         hops += 1
+        // The server's answers, not the network: a protocol failure (exit 7), as every other redirect
+        // refused here (it was exit 3, "network", before).
         if hops > prober.options.maxRedirects {
-            throw SeggetError(.network, "more than \(prober.options.maxRedirects) redirects; the server may be misconfigured.", retryAdvice: .never)
+            throw SeggetError(.protocolViolation, "more than \(prober.options.maxRedirects) redirects; the server may be misconfigured.", retryAdvice: .never)
         }
         if visited.contains(next) {
-            throw SeggetError(.network, "redirect loop: \(URLParts.shown(next)) was already visited.", retryAdvice: .never)
+            throw SeggetError(.protocolViolation, "redirect loop: \(URLParts.shown(next)) was already visited.", retryAdvice: .never)
         }
         guard let nextParts = URLParts(next), nextParts.isHTTPFamily else {
             throw SeggetError(.protocolViolation, "refusing a redirect to '\(URLParts.shown(next))': only http and https are allowed.", retryAdvice: .never)
