@@ -81,6 +81,17 @@ public struct SeggetError: Error, CustomStringConvertible, Sendable, Equatable {
     /// failed attempt (see `LoopProbe.priorFailure`).
     var takenForHostLimit = false
 
+    /// A redirect loop, or more redirects than allowed: what aria2 reports as "too many redirects"
+    /// (its error 23, which the daemon's tasks give).
+    public internal(set) var tooManyRedirects = false
+
+    /// The failure of a walk of redirects that looped or ran past `limit` (exit 7).
+    public static func redirects(_ message: String) -> SeggetError {
+        var e = SeggetError(.protocolViolation, message, retryAdvice: .never)
+        e.tooManyRedirects = true
+        return e
+    }
+
     init(_ kind: FailureKind, _ message: String, httpStatus: Int? = nil, retryAfter: Double? = nil, retryAdvice: RetryAdvice) {
         self.init(kind, message, httpStatus: httpStatus, retryAfter: retryAfter)
         self.retryAdvice = retryAdvice

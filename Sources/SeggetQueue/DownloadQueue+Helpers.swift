@@ -120,7 +120,8 @@ extension DownloadQueue {
             if m.contains("space") || m.contains("disk is full") { return 9 }
             return 16
         case .verification: return 32
-        case .protocolViolation: return 22
+        // aria2's "too many redirects" for a loop or a chain past the limit, as aria2 reports both.
+        case .protocolViolation: return e.tooManyRedirects ? 23 : 22
         case .usage: return 28
         case .interrupted: return 7
         case .internalError: return 1

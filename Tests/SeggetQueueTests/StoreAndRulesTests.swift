@@ -241,5 +241,7 @@ import Testing
         #expect(DownloadQueue.aria2ErrorCode(SeggetError(.verification, "x")) == 32)
         #expect(DownloadQueue.aria2ErrorCode(SeggetError(.network, "x")) == 6)
         #expect(DownloadQueue.aria2ErrorCode(SeggetError(.fileSystem, "/a already exists; pass")) == 13)
+        #expect(DownloadQueue.aria2ErrorCode(SeggetError(.protocolViolation, "redirect loop: x")) == 22)
+        #expect(DownloadQueue.aria2ErrorCode(SeggetError.redirects("redirect loop: x")) == 23)
     }
 }

@@ -850,11 +850,11 @@ import Testing
 
     /// A connection cut short after enough bytes is continued at once from the byte it
     /// reached, and the cuts do not add up to a failure: a server that closes every answer after
-    /// 3 MiB serves a 16 MiB file to one connection with `--retries 1`. (Before: each cut counted,
-    /// with its backoff, and the second ended the download.)
-    @Test func aCutAfterProgressIsContinuedAtOnceAndCountsNoFailure() {
+    /// 3 MiB serves a 16 MiB file to one connection with `--retries 1`, and with `--retries 0`.
+    /// (Before: each cut counted, with its backoff, and the second ended the download.)
+    @Test(arguments: [1, 0]) func aCutAfterProgressIsContinuedAtOnceAndCountsNoFailure(retries: Int) {
         let MiB = Int64(Self.MiB)
-        var s = Script(size: 16 * Self.MiB, connections: 1) { $0.retries = 1 }
+        var s = Script(size: 16 * Self.MiB, connections: 1) { $0.retries = retries }
         s.begin()
         var cutAt: [Int64] = []
         var brought: [Int64] = []

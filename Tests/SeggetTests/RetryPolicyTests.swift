@@ -89,7 +89,7 @@ import Testing
 
     @Test func aContinuationAtOnceSaysSo() {
         #expect(Format.retry(reason: "the connection ended 5 bytes early, after 70000 bytes", attempt: 1, delay: 0)
-            == "the connection ended 5 bytes early, after 70000 bytes. Continuing at once.")
+            == "the connection ended 5 bytes early, after 70000 bytes. Retry 1 at once.")
     }
 
     /// A cut transfer is continued at once when it brought at least `minimumBytes`; otherwise it is

@@ -250,7 +250,7 @@ extension Coordinating {
     /// `progressed`: the transfer brought enough bytes before it was cut (`CutContinuation`), and the next one
     /// continues from them (`CutContinuation`): it goes out at once and starts a new count of failures.
     mutating func retryOrFail(_ id: Int, _ end: Coordinator.TransferEnd, missing: Int64, now: Double, progressed: Bool = false) -> [Command] {
-        let after = progressed ? ", after \(connections[id].transferBytes) bytes" : ""
+        let after = progressed ? ", after \(connections[id].pos - connections[id].requestStart) bytes" : ""
         switch end {
         case .ok, .partial:
             return scheduleRetry(id, reason: "the connection ended \(missing) byte\(missing == 1 ? "" : "s") early\(after)", after: nil, kind: .network, now: now, atOnce: progressed)
@@ -273,13 +273,15 @@ extension Coordinating {
             // after request while the owner waited out its backoff (a server that closed every
             // answer after 500,000 bytes was asked 840 times for a 32 MiB file).
             abandonRace(id)
-            connections[id].machine.wait(until: now + config.retryWait * config.jitter(), .retry)
+            let wait = min(RetryPolicy.maxBackoff, config.maxRetryWait, config.retryWait) * config.jitter()
+            connections[id].machine.wait(until: now + wait, .retry)
             return []
         }
         if atOnce { connections[id].attempts = 0 }
         connections[id].attempts += 1
         let attempts = connections[id].attempts
-        if attempts > config.retries {
+        // A continuation counts no failure, whatever `--retries` allows (0 included).
+        if attempts > config.retries && !atOnce {
             if let dropped = sourceFailed(of: id, why: reason, now: now) { return dropped }
             let hint = kind == .protocolViolation ? "the server's answers are unusable; try -n 1 or another server" : "run the same command to resume later, or raise --retries"
             failure = SeggetError(kind, "bytes \(connections[id].pos)-\(end(of: id) - 1) failed \(attempts) time\(attempts == 1 ? "" : "s") (last: \(reason)); \(hint).")

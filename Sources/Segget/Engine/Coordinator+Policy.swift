@@ -250,15 +250,6 @@ extension Coordinator {
                 {
                     return 0
                 }
-                // One whose retry is due (continuing at once after a cut, see `CutContinuation`) sends
-                // its request in this pass: the rest of its chunk at the rate it had, after a first
-                // byte's wait; not the never of an idle connection, which every idle one raced (8 MiB
-                // from a server that closes every answer after 500,000 bytes: 61 requests, 17.6 MiB
-                // fetched twice).
-                if !c.machine.isTransferring, !c.machine.isStarting, let until = c.machine.waitingUntil, until <= now {
-                    guard let r = lastTransferRate(c) else { return 0 }
-                    return wait + Double(max(0, c.chunkEnd - c.pos)) / max(r, 1)
-                }
                 // A request after a shorter answer waits for its head like a thief's: only the rest of it.
                 guard let r = continuationRate(c) else { return remainingSeconds(c, now: now, proven: proven) }
                 return max(0, wait - (now - c.requestStartedAt)) + Double(max(0, c.chunkEnd - c.pos)) / max(r, 1)
@@ -477,12 +468,14 @@ extension Coordinator {
     }
 
     /// Borrowed connections are the highest-numbered; those at the top that sit idle with nothing
-    /// held are given back (one in the middle waits until those above it are idle too).
+    /// held are given back (one in the middle waits until those above it are idle too). One that
+    /// waits out a failed race's backoff holds nothing either: its wait ends with it.
     mutating func returnIdleLoans() -> Int {
         var back = 0
         while connectionLimit > ownConnections {
             let c = connections[connectionLimit - 1]
-            guard c.machine.isIdle, scheduler.run(of: c.id) == nil, scheduler.duplicates[c.id] == nil else { break }
+            guard c.machine.isIdle || c.machine.isWaiting, scheduler.run(of: c.id) == nil, scheduler.duplicates[c.id] == nil else { break }
+            if c.machine.isWaiting { connections[c.id].machine.cancel(now: 0) }
             connectionLimit -= 1
             back += 1
         }

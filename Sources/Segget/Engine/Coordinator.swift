@@ -455,7 +455,8 @@ struct Coordinator: Coordinating {
         // A cut after enough bytes (`CutContinuation`): the next request continues from them at once.
         var failed = false
         if case .failed = end { failed = true }
-        let progressed = !failed && CutContinuation.continuesAtOnce(bytes: c.transferBytes)
+        // This request's bytes (a request after a shorter answer continues its transfer's count).
+        let progressed = !failed && CutContinuation.continuesAtOnce(bytes: c.pos - c.requestStart)
         return retryOrFail(id, end, missing: stop - c.pos, now: now, progressed: progressed)
     }
 

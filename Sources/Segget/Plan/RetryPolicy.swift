@@ -85,7 +85,7 @@ extension Format {
     /// A retry announcement as a sentence: "could not connect to …. Retry 2 in 1.5 s."
     public static func retry(reason: String, attempt: Int, delay: Double) -> String {
         delay == 0
-            ? "\(RetryPolicy.sentence(reason)) Continuing at once."
+            ? "\(RetryPolicy.sentence(reason)) Retry \(attempt) at once."
             : "\(RetryPolicy.sentence(reason)) Retry \(attempt) in \(seconds(delay))."
     }
 }

@@ -67,7 +67,7 @@ struct DocumentFetch {
             guard head.status == 200 else { throw Prober.statusError(head.status, url: current) }
             return Answer(finalURL: current, head: head, body: collector.body)
         }
-        throw SeggetError(.network, "more than \(options.maxRedirects) redirects; the server may be misconfigured.", retryAdvice: .never)
+        throw SeggetError.redirects("more than \(options.maxRedirects) redirects; the server may be misconfigured.")
     }
 }
 

@@ -133,10 +133,10 @@ struct ProbeWalk {
         // The server's answers, not the network: a protocol failure (exit 7), as every other redirect
         // refused here (it was exit 3, "network", before).
         if hops > prober.options.maxRedirects {
-            throw SeggetError(.protocolViolation, "more than \(prober.options.maxRedirects) redirects; the server may be misconfigured.", retryAdvice: .never)
+            throw SeggetError.redirects("more than \(prober.options.maxRedirects) redirects; the server may be misconfigured.")
         }
         if visited.contains(next) {
-            throw SeggetError(.protocolViolation, "redirect loop: \(URLParts.shown(next)) was already visited.", retryAdvice: .never)
+            throw SeggetError.redirects("redirect loop: \(URLParts.shown(next)) was already visited.")
         }
         guard let nextParts = URLParts(next), nextParts.isHTTPFamily else {
             throw SeggetError(.protocolViolation, "refusing a redirect to '\(URLParts.shown(next))': only http and https are allowed.", retryAdvice: .never)
