@@ -122,6 +122,12 @@ extension GetRequest {
             else { return nil }
             return n
         }
+        /// Sets a flag; false when it came before (ArgumentParser then reports or reads the repeat).
+        func set(_ flag: inout Bool) -> Bool {
+            guard !flag else { return false }
+            flag = true
+            return true
+        }
         /// Reads an option's value into `slot`; false when the option came before or the value is
         /// not one to read here.
         func once<T>(_ slot: inout T?, _ read: () -> T?) -> Bool {
@@ -133,20 +139,15 @@ extension GetRequest {
             let a = arguments[i]
             switch a {
             case "-q", "--quiet":
-                guard !quiet else { return nil }
-                quiet = true
+                guard set(&quiet) else { return nil }
             case "-f", "--force":
-                guard !force else { return nil }
-                force = true
+                guard set(&force) else { return nil }
             case "-k", "--insecure":
-                guard !insecure else { return nil }
-                insecure = true
+                guard set(&insecure) else { return nil }
             case "--http2":
-                guard !http2 else { return nil }
-                http2 = true
+                guard set(&http2) else { return nil }
             case "--json":
-                guard !json else { return nil }
-                json = true
+                guard set(&json) else { return nil }
             case "-o", "--output":
                 guard once(&output, value) else { return nil }
             case "-d", "--dir":

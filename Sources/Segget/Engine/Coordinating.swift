@@ -247,8 +247,8 @@ extension Coordinating {
     /// The common end of a transfer that ended by itself short of its work: a retry for a transfer
     /// cut short or a transient error, the end of the download for any other error.
     ///
-    /// `progressed`: the transfer brought enough bytes before it was cut (`CutContinuation`), and the next one
-    /// continues from them (`CutContinuation`): it goes out at once and starts a new count of failures.
+    /// `progressed`: the transfer brought enough bytes before it was cut (`CutContinuation`), and the
+    /// next one continues from them: it goes out at once and starts a new count of failures.
     mutating func retryOrFail(_ id: Int, _ end: Coordinator.TransferEnd, missing: Int64, now: Double, progressed: Bool = false) -> [Command] {
         let after = progressed ? ", after \(connections[id].pos - connections[id].requestStart) bytes" : ""
         switch end {
@@ -273,23 +273,29 @@ extension Coordinating {
             // after request while the owner waited out its backoff (a server that closed every
             // answer after 500,000 bytes was asked 840 times for a 32 MiB file).
             abandonRace(id)
-            let wait = min(RetryPolicy.maxBackoff, config.maxRetryWait, config.retryWait) * config.jitter()
-            connections[id].machine.wait(until: now + wait, .retry)
+            // The first backoff, as `RetryPolicy` caps it; no deadline (the racer holds no work).
+            if case .wait(let delay, _) = RetryPolicy.decide(
+                attempt: 1, reason: reason, base: config.retryWait, retryAfter: nil, maxWait: config.maxRetryWait,
+                deadline: nil, now: now, jitter: config.jitter())
+            {
+                connections[id].machine.wait(until: now + delay, .retry)
+            }
             return []
         }
-        if atOnce { connections[id].attempts = 0 }
+        if atOnce {
+            // A continuation counts no failure, whatever `--retries` allows (0 included): the count
+            // starts again at this retry.
+            connections[id].attempts = 1
+            connections[id].machine.wait(until: now, .retry)
+            return [.event(.retry(connection: id, attempt: 1, delay: 0, reason: reason))]
+        }
         connections[id].attempts += 1
         let attempts = connections[id].attempts
-        // A continuation counts no failure, whatever `--retries` allows (0 included).
-        if attempts > config.retries && !atOnce {
+        if attempts > config.retries {
             if let dropped = sourceFailed(of: id, why: reason, now: now) { return dropped }
             let hint = kind == .protocolViolation ? "the server's answers are unusable; try -n 1 or another server" : "run the same command to resume later, or raise --retries"
             failure = SeggetError(kind, "bytes \(connections[id].pos)-\(end(of: id) - 1) failed \(attempts) time\(attempts == 1 ? "" : "s") (last: \(reason)); \(hint).")
             return []
-        }
-        if atOnce {
-            connections[id].machine.wait(until: now, .retry)
-            return [.event(.retry(connection: id, attempt: attempts, delay: 0, reason: reason))]
         }
         switch RetryPolicy.decide(
             attempt: attempts, reason: reason, base: config.retryWait, retryAfter: after, maxWait: config.maxRetryWait,

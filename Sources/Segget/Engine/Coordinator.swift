@@ -453,10 +453,9 @@ struct Coordinator: Coordinating {
             return commands + [start(id, bytes: c.pos..<stop, continuing: true, now: now)]
         }
         // A cut after enough bytes (`CutContinuation`): the next request continues from them at once.
-        var failed = false
-        if case .failed = end { failed = true }
-        // This request's bytes (a request after a shorter answer continues its transfer's count).
-        let progressed = !failed && CutContinuation.continuesAtOnce(bytes: c.pos - c.requestStart)
+        // This request's bytes (a request after a shorter answer continues its transfer's count);
+        // `retryOrFail` ends the download on a `.failed` end whatever they are.
+        let progressed = CutContinuation.continuesAtOnce(bytes: c.pos - c.requestStart)
         return retryOrFail(id, end, missing: stop - c.pos, now: now, progressed: progressed)
     }
 
