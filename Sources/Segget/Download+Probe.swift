@@ -120,15 +120,17 @@ extension Download {
     }
 
     /// Probes every mirror at once on `loop`, as requests of its driver beside the other downloads'
-    /// (never a thread of their own), and hands `done` those that agree with the main URL on length
-    /// and validators, in the order given. Loop thread only; `done` hears on the loop thread.
+    /// (never a thread of their own). `each` hears each mirror that agrees with the main URL on length
+    /// and validators as soon as its probe does; `done` hears all of them, in the order given, once
+    /// every probe has ended. Loop thread only; both hear on the loop thread.
     func probeMirrors(
         _ mirrors: [String]? = nil, on loop: DownloadLoop, main: ProbeResult, verifiable: Bool = false, deadline: Deadline?,
-        events: (@Sendable (DownloadEvent) -> Void)?, interrupt: InterruptFlag, done: @escaping ([FetchSource]) -> Void
+        events: (@Sendable (DownloadEvent) -> Void)?, interrupt: InterruptFlag, each: ((FetchSource) -> Void)? = nil,
+        done: @escaping ([FetchSource]) -> Void
     ) {
         let mirrors = mirrors ?? options.mirrors
         guard !mirrors.isEmpty else { return done([]) }
-        var results = [Result<ProbeResult, SeggetError>?](repeating: nil, count: mirrors.count)
+        var kept = [FetchSource?](repeating: nil, count: mirrors.count)
         var left = mirrors.count
         let mainHost = URLParts(url)?.host
         for (i, m) in mirrors.enumerated() {
@@ -144,12 +146,10 @@ extension Download {
                 events: nil, interrupt: interrupt
             ) { [self] result in
                 if case .success(let p) = result { p.held?.release() }
-                results[i] = result
+                kept[i] = keptMirrors(main: main, probed: [(m, result)], verifiable: verifiable, events: events).first
+                if let source = kept[i] { each?(source) }
                 left -= 1
-                if left == 0 {
-                    let probed = zip(mirrors, results).compactMap { m, r in r.map { (m, $0) } }
-                    done(keptMirrors(main: main, probed: probed, verifiable: verifiable, events: events))
-                }
+                if left == 0 { done(kept.compactMap { $0 }) }
             }
         }
     }
@@ -186,7 +186,9 @@ extension Download {
             }
             // Credentials given for the main URL go to a mirror only on the same host.
             let sameHost = URLParts(p.finalURL)?.host == URLParts(url)?.host
-            kept.append(FetchSource(url: p.finalURL, etag: p.etag, lastModified: p.lastModified, ifRange: p.ifRangeValidator, withoutCredentials: !sameHost))
+            kept.append(FetchSource(
+                url: p.finalURL, etag: p.etag, lastModified: p.lastModified, ifRange: p.ifRangeValidator, withoutCredentials: !sameHost,
+                firstAnswer: p.firstAnswerSeconds))
         }
         return kept
     }

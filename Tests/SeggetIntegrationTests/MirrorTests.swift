@@ -31,11 +31,12 @@ private final class FirstAnswers: Sendable {
 @Suite(.serialized) struct MirrorTests {
     static let size = 4 << 20
 
-    /// Three mirrors that each take 1.5 s to answer are probed at once: their first answers end
-    /// within a fraction of that of one another (one after another they would end 1.5 s apart).
-    /// The one serving another length is dropped with a notice; the download is identical.
+    /// Three mirrors whose probes each take 1.5 s to answer are probed at once, while the fetch runs
+    /// from the main URL (paced, so that it lasts beyond the probes): their first answers end within a
+    /// fraction of that of one another (one after another they would end 1.5 s apart). The one serving
+    /// another length is dropped with a notice; the two others join the fetch and serve ranges.
     @Test func mirrorsAreProbedAtOnceAndOnlyAgreeingOnesAreKept() async throws {
-        let body = TestFiles.pattern(Self.size, seed: 41)
+        let body = TestFiles.pattern(2 * Self.size, seed: 41)
         let main = try server(["f.bin": body])
         let good1 = try server(["f.bin": body])
         let good2 = try server(["f.bin": body])
@@ -48,9 +49,11 @@ private final class FirstAnswers: Sendable {
         o.connections = 4
         o.chunkSize = 256 << 10
         o.outputPath = dir.path("f.bin")
-        o.mirrors = [good1, good2, other].map { $0.url("f.bin", query: "firstbyte=1.5") }
+        // Only the first request to each mirror (its probe) is slow.
+        o.mirrors = [good1, good2, other].map { $0.url("f.bin", query: "slowfirst=1&slowfirstbyte=1.5") }
         let log = EventLog()
-        let download = Download(url: main.url("f.bin"), options: o)
+        // 8 MiB at 512 KiB/s per answer over 4 connections: 4 s from the main URL alone.
+        let download = Download(url: main.url("f.bin", query: "rate=512k"), options: o)
         _ = try await blocking { try download.run(events: { log.append($0) }) }
 
         #expect(fileBytes(dir.path("f.bin")) == body)
@@ -60,9 +63,36 @@ private final class FirstAnswers: Sendable {
         // Below one delay, with room for a loaded machine: one probe after another would be 3 s.
         #expect(spread < 1.2, "the mirrors' probes ended \(spread) s apart: probed one after another")
         #expect(log.notices.filter { $0.contains("dropping mirror") }.count == 1, "\(log.notices)")
-        #expect(log.hasNotice(containing: "its length \(Self.size - 1) differs from \(Self.size)"))
-        // The kept mirrors were asked for ranges of the file, beyond their probes.
-        #expect(good1.requests.count + good2.requests.count > 2)
+        #expect(log.hasNotice(containing: "its length \(2 * Self.size - 1) differs from \(2 * Self.size)"))
+        // The kept mirrors joined the running fetch and were asked for ranges, beyond their probes.
+        #expect(good1.requests.count > 1 && good2.requests.count > 1, "\(good1.requests.count) and \(good2.requests.count) requests")
+        #expect(other.requests.count == 1)
+    }
+
+    /// A mirror that does not answer holds nothing up: the fetch runs from the main URL while the
+    /// mirror's probe waits, and the download ends when the file is in, not when the probe gives up
+    /// (it took the probe's 20 s before; the main URL serves the file in a fraction of a second). The
+    /// probe still out is let go, with no notice after the download.
+    @Test func aMirrorThatDoesNotAnswerHoldsNothingUp() async throws {
+        let body = TestFiles.pattern(Self.size, seed: 44)
+        let main = try server(["f.bin": body])
+        let silent = try server(["f.bin": body])
+        defer { [main, silent].forEach { $0.stop() } }
+        let dir = try TempDir(prefix: "segget-mirrors")
+        var o = DownloadOptions()
+        o.connections = 4
+        o.chunkSize = 256 << 10
+        o.outputPath = dir.path("f.bin")
+        o.mirrors = [silent.url("f.bin", query: "firstbyte=30")]
+        let log = EventLog()
+        let began = DispatchTime.now().uptimeNanoseconds
+        let download = Download(url: main.url("f.bin"), options: o)
+        _ = try await blocking { try download.run(events: { log.append($0) }) }
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - began) / 1e9
+        #expect(fileBytes(dir.path("f.bin")) == body)
+        #expect(seconds < 10, "the download took \(seconds) s: it waited for the mirror's probe")
+        #expect(!log.hasNotice(containing: "dropping mirror"), "\(log.notices)")
+        #expect(silent.requests.count <= 1)
     }
 
     /// A mirror that cannot be reached is dropped with the reason, and the download goes on.
@@ -80,7 +110,8 @@ private final class FirstAnswers: Sendable {
         o.outputPath = dir.path("f.bin")
         o.mirrors = [goneURL]
         let log = EventLog()
-        let download = Download(url: main.url("f.bin"), options: o)
+        // Paced, so that the download outlasts the refused probe (a notice after the end is not shown).
+        let download = Download(url: main.url("f.bin", query: "rate=4m"), options: o)
         _ = try await blocking { try download.run(events: { log.append($0) }) }
         #expect(fileBytes(dir.path("f.bin")) == body)
         #expect(log.hasNotice(containing: "dropping mirror"), "\(log.notices)")
@@ -100,7 +131,8 @@ private final class FirstAnswers: Sendable {
         o.outputPath = dir.path("f.bin")
         o.transfer.headers = ["Authorization: Bearer mirror-secret"]
         o.mirrors = [sameHost.url("f.bin"), otherHost.url("f.bin")]
-        let download = Download(url: main.url("f.bin"), options: o)
+        // Paced, so that both mirrors join before the file is in.
+        let download = Download(url: main.url("f.bin", query: "rate=4m"), options: o)
         _ = try await blocking { try download.run() }
         #expect(fileBytes(dir.path("f.bin")) == body)
         #expect(!otherHost.requests.isEmpty)

@@ -79,6 +79,8 @@ protocol Coordinating {
     mutating func dropSource(_ s: Int, now: Double) -> [Command]?
     /// Connection `id`'s source failed for good: its commands when other sources go on, else nil.
     mutating func sourceFailed(of id: Int, why: String, now: Double) -> [Command]?
+    /// A mirror joins the sources (see `Coordinator+Sources.swift`).
+    mutating func addSource(_ source: FetchSource, now: Double) -> [Command]
 }
 
 extension Coordinating {

@@ -3,9 +3,10 @@ import Glibc
 /// The coordinator's periodic decisions, built on its rate estimates (`Coordinator+Policy`): the
 /// re-dial of slow connections and `-n auto`'s growth.
 extension Coordinator {
-    /// A progress tick's own decision: auto growth.
+    /// A progress tick's own decisions: auto growth, the connections owed to a mirror that joined,
+    /// and moves away from slow sources.
     mutating func periodicDecisions(now: Double) -> [Command] {
-        (config.autoConnections ? growConnections(now: now) : []) + moveFromSlowSources(now: now)
+        (config.autoConnections ? growConnections(now: now) : []) + takeOwedConnections(now: now) + moveFromSlowSources(now: now)
     }
 
     /// A connection far slower than its peers (see `SlowConnectionRule`), owner or end-game racer,
@@ -47,7 +48,10 @@ extension Coordinator {
             if !c.machine.headJudged {
                 // In a queue its own wait starts when its turn came: when the answer before it ended.
                 let since = queueing ? max(c.requestStartedAt, cost.lastEndedAt) : c.requestStartedAt
-                let waited = now - since - (c.held(at: now) - c.heldAtRequest)
+                // A mirror whose probe's answer took long is not counted that long against (a mirror
+                // whose first byte takes 1.5 s was re-dialled every 0.125 s, up to its bound).
+                let expected = config.sources[c.source].firstAnswer ?? 0
+                let waited = max(0, now - since - (c.held(at: now) - c.heldAtRequest) - expected)
                 observations.append(.init(id: c.id, bytes: 0, seconds: 0, waitingForFirstByte: waited, remainingBytes: left, consecutiveRedials: c.redials))
             } else if now - c.transferStartedAt >= window, let m = c.recent(now: now, window: window, interval: Self.slowJudgeInterval) {
                 var o = SlowConnectionRule.Observation(id: c.id, bytes: m.bytes, seconds: m.seconds, heldSeconds: m.held, remainingBytes: left, consecutiveRedials: c.redials)

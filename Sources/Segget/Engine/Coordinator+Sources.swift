@@ -24,6 +24,90 @@ extension Coordinator {
         return commands
     }
 
+    /// A transferring connection moves to a joining source only when the rest of its run takes at
+    /// least this many times a new connection's price at its rate, and `joinWorthSeconds`.
+    static let joinPriceFactor = 4.0
+    static let joinWorthSeconds = 1.0
+
+    /// A mirror whose probe agreed after the fetch began joins (the fetch starts from the main URL
+    /// as soon as its probe answers, and a mirror slow to answer, or never answering, holds nothing
+    /// up). It is owed its share of the connections, `connections / sources`, and takes them now and
+    /// on later ticks (`takeOwedConnections`), as they can be moved.
+    /// Connections not in use yet (above `connectionLimit`: `-n auto`'s growth, a batch's loans) are
+    /// spread over the sources in turn, as at the start, for when they are.
+    mutating func addSource(_ source: FetchSource, now: Double) -> [Command] {
+        config.sources.append(source)
+        let s = config.sources.count - 1
+        for id in connections.indices where id >= connectionLimit && !connections[id].machine.isTransferring {
+            connections[id].source = id % config.sources.count
+        }
+        let share = connectionLimit / config.sources.count
+        guard share > 0 else { return [] }
+        owedConnections[s] = share
+        return takeOwedConnections(now: now)
+    }
+
+    /// Gives each joined source what it is still owed (`addSource`), each connection from the source
+    /// holding the most while that one holds more than the share:
+    /// - first connections holding no transfer: their next request goes to it, at no cost;
+    /// - then transferring ones whose rest takes at least `joinPriceFactor` times a new
+    ///   connection's price and `joinWorthSeconds` at their rate, the most left first; each
+    ///   continues at once from where it got, on the mirror, as `dropSource` moves connections.
+    ///   One still waiting for its first bytes waits for a rate (on a long path every connection's
+    ///   request is out before a mirror's probe is back).
+    /// Connection 0 (it may continue the probe's transfer), racers and connections waiting for a
+    /// warm-up stay. What a source is owed only goes down, and a mirror that loses a connection to a
+    /// faster source (`moveFromSlowSources`, `redialElsewhere`) is owed nothing more, so that no
+    /// connection goes back and forth. Nothing moves once every chunk is in or the download is ending.
+    mutating func takeOwedConnections(now: Double) -> [Command] {
+        guard !owedConnections.isEmpty else { return [] }
+        guard !isComplete, stop == nil else {
+            owedConnections = [:]
+            return []
+        }
+        // Of the connections in use (those above `connectionLimit` were spread by `addSource`).
+        let inUse = Array(connections.prefix(connectionLimit))
+        let share = inUse.count / config.sources.count
+        let price = dialSeconds(typical: typicalRate(now: now)) + priceBeyondNetwork(.redial, now: now)
+        let racing = scheduler.duplicates, warming = awaitingWarmUp
+        let movable = { (c: Connection) in c.id != 0 && racing[c.id] == nil && !warming.contains(c.id) }
+        // Free ones from the highest id down (the lowest are the first to start), then busy ones.
+        var candidates = inUse.reversed().filter { movable($0) && !$0.machine.isTransferring }.map(\.id)
+        candidates += inUse.compactMap { c -> (id: Int, left: Int64)? in
+            guard movable(c), c.machine.isTransferring, c.machine.headJudged, let r = joinRate(c, now: now), r > 0 else { return nil }
+            let left = max(0, end(of: c.id) - c.pos)
+            return Double(left) / r >= max(Self.joinPriceFactor * price, Self.joinWorthSeconds) ? (c.id, left) : nil
+        }.sorted { $0.left > $1.left }.map(\.id)
+        var commands: [Command] = []
+        for s in owedConnections.keys.sorted() {
+            while owedConnections[s, default: 0] > 0, !demotedSources.contains(s) {
+                var held: [Int: Int] = [:]
+                for c in connections.prefix(connectionLimit) { held[c.source, default: 0] += 1 }
+                guard held[s, default: 0] < share else { break }
+                let pick = candidates.filter { connections[$0].source != s && held[connections[$0].source, default: 0] > share }
+                    .max { held[connections[$0].source, default: 0] < held[connections[$1].source, default: 0] }
+                guard let id = pick else { break }
+                candidates.removeAll { $0 == id }
+                owedConnections[s, default: 0] -= 1
+                let from = connections[id].source
+                connections[id].source = s
+                if connections[id].machine.isTransferring { commands.append(restartOnItsSource(id, now: now)) }
+                if tracing { commands.append(.trace("connection \(id) moves from source \(from) to source \(s), which joined")) }
+            }
+            if owedConnections[s, default: 0] <= 0 || demotedSources.contains(s) { owedConnections[s] = nil }
+        }
+        return commands
+    }
+
+    /// Connection `c`'s rate for `addSource`: as sources are compared (`sourceRate`), or for a request
+    /// younger than that measures, its average from its first byte once it is 0.1 s old.
+    func joinRate(_ c: Connection, now: Double) -> Double? {
+        if let r = sourceRate(c, now: now) { return r }
+        guard let first = c.firstByteAt else { return nil }
+        let seconds = now - first - (c.held(at: now) - c.heldAtFirstByte)
+        return seconds >= 0.1 ? Double(c.transferBytes - c.bytesAtFirstByte) / seconds : nil
+    }
+
     /// Ends connection `id`'s transfer, whose source was just changed, so that it continues at once
     /// from its position on the new source, as a retry does, with no attempt counted; a racer gives
     /// up its race instead. Returns the command that removes the transfer.
@@ -78,6 +162,8 @@ extension Coordinator {
         guard let best else { return [] }
         let from = connections[best.id].source
         connections[best.id].source = best.move.to
+        // A joined mirror found slow is owed nothing more (`takeOwedConnections`).
+        owedConnections[from] = nil
         var commands = [restartOnItsSource(best.id, now: now)]
         if tracing {
             commands.append(.trace("connection \(best.id) moves from source \(from) to \(best.move.to) (\(Format.fixed(best.move.gain, 2)) x faster per connection, \(best.left) bytes left)"))
@@ -106,6 +192,7 @@ extension Coordinator {
             let move = SourceChoice.move(from: from, among: measuredSources(now: now, extra: (from, rate)))
         else { return [] }
         connections[id].source = move.to
+        owedConnections[from] = nil
         return tracing ? [.trace("connection \(id) re-dials to source \(move.to), not \(from) (\(Format.fixed(move.gain, 2)) x faster per connection)")] : []
     }
 

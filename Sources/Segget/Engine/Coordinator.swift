@@ -94,7 +94,9 @@ struct Coordinator: Coordinating {
 
     var scheduler: Scheduler
     var connections: [Connection]
-    let config: Config
+    /// Fixed once made, but for its sources: a mirror whose probe answers after the fetch began
+    /// joins them (`addSource`).
+    var config: Config
     var tracing = false
     var plan: ChunkPlan { scheduler.plan }
     /// When a speed cap last held bytes back (see `capBinds`).
@@ -141,6 +143,9 @@ struct Coordinator: Coordinating {
     /// Sources that get no more work; each source's rate per connection (`Coordinator+Sources.swift`).
     var demotedSources: Set<Int> = []
     var sourceRates: [Int: Double] = [:]
+    /// How many more connections each source that joined after the fetch began may still take
+    /// (`Coordinator.addSource`).
+    var owedConnections: [Int: Int] = [:]
     var changed: String?, ignored: String?
     /// What a request to the host costs (see `RequestCostModel`, `RequestPrice`).
     var cost: RequestCostModel

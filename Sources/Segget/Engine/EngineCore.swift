@@ -60,6 +60,8 @@ struct EngineCore {
         case connected(Int, roundTrip: Double?, newConnection: Bool?)
         /// Source `s` served pieces that failed their hashes: it gets no more work.
         case sourceFailed(Int)
+        /// A mirror joined the sources (its probe agreed after the fetch began).
+        case sourceAdded(FetchSource)
     }
 
     typealias TransferEnd = Coordinator.TransferEnd
@@ -192,6 +194,8 @@ struct EngineCore {
             return []
         case .sourceFailed(let s):
             return actions(c.dropSource(s, now: now) ?? [])
+        case .sourceAdded(let source):
+            return actions(c.addSource(source, now: now))
         }
     }
 

@@ -52,7 +52,9 @@ extension ConnectionIO: TransferDelegate {
 /// `StagedWriter`; what may happen only once they are in the file (journal bits, progress slots,
 /// the hasher's prefix) waits in the ledger of `FetchEngine+Writes.swift`.
 final class FetchEngine {
-    let target: FetchTarget
+    /// Fixed once made, but for its mirrors: one whose probe agrees after the fetch began joins
+    /// them (`addSource`).
+    private(set) var target: FetchTarget
     let settings: FetchSettings
     let data: BlockStorage
     /// Where received bytes go: per-connection buffers written with `O_DIRECT` when possible.
@@ -230,6 +232,19 @@ final class FetchEngine {
     }
 
     // MARK: Carrying out the core's actions
+
+    /// A mirror whose probe agreed after the fetch began: it joins the sources, and connections
+    /// move to it as the coordinator decides (`Coordinator.addSource`). A ranged fetch without piece
+    /// hashes only: with them, every mirror is there from the start (see `Download.attempt`), and the
+    /// piece ledger counts its sources once.
+    func addSource(_ source: FetchSource) {
+        assert(pieceChecks == nil, "mirrors join only a fetch without piece hashes")
+        guard target.ranged, pieceChecks == nil else { return }
+        target.mirrors.append(source)
+        apply(.sourceAdded(source))
+        // A connection moved off its transfer starts again on the loop's next pass, not its next visit.
+        hadActivity = true
+    }
 
     /// Hands `event` to the core at `now` and carries out what it decides.
     func apply(_ event: EngineCore.Event, now: Double = monotonicSeconds()) {

@@ -7,6 +7,10 @@ struct FetchSource {
     var ifRange: String?
     /// Send no credentials here (another host than the one they were given for).
     var withoutCredentials = false
+    /// How long its probe's first answer took: a request here waits that long for its first byte
+    /// before the slow rule counts the wait against it. Nil for the main URL (its first answers are
+    /// the download's usual ones).
+    var firstAnswer: Double?
 }
 
 /// How a fetch validates what the server sends.

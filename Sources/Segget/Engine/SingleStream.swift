@@ -76,6 +76,7 @@ struct SingleStream: Coordinating {
     mutating func judgeSlowConnections(now: Double) -> [Command] { [] }
     mutating func dropSource(_ s: Int, now: Double) -> [Command]? { nil }
     mutating func sourceFailed(of id: Int, why: String, now: Double) -> [Command]? { nil }
+    mutating func addSource(_ source: FetchSource, now: Double) -> [Command] { [] }
     mutating func reopen(_ k: Int) {}
     mutating func accepted(_ id: Int) {}
     /// One stream has nobody to leave its work to: a refusal is retried.

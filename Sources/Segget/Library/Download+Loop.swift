@@ -201,7 +201,13 @@ extension Download {
         // downloads (a batch, the daemon): the others go on meanwhile. For a download of one, on its
         // steps, at once.
         let firstWhole: WholeSaving = loop.wholeSavesOnWriters ? .elsewhere : .here
-        @Sendable func setUp(_ probe: ProbeResult, _ mirrors: [FetchSource], _ metalink: MetalinkFacts, whole: WholeSaving) {
+        // The mirrors join the fetch as their probes agree (`MirrorJoin`); `join` is nil without mirrors.
+        @Sendable func setUp(_ probe: ProbeResult, _ mirrors: [FetchSource], _ metalink: MetalinkFacts, whole: WholeSaving, join: MirrorJoin?) {
+            // However the attempt ends, the mirrors still probing are let go, and what they answer is not heard.
+            let done: @Sendable (AttemptPlan, Result<AttemptOutcome, SeggetError>) -> Void = { plan, result in
+                if let join { loop.post { join.end() } }
+                done(plan, result)
+            }
             do throws(SeggetError) {
                 switch try beginFetch(
                     plan, probe: probe, mirrors: mirrors, deadline: deadline, driver: loop.driver, whole: whole, metalink: metalink, context)
@@ -220,7 +226,7 @@ extension Download {
                                 // The usual path looks at what is there; the probe's transfer was let go.
                                 var probe = probe
                                 probe.held = nil
-                                setUp(probe, mirrors, metalink, whole: .never)
+                                setUp(probe, mirrors, metalink, whole: .never, join: join)
                             case .failure(let error):
                                 done(plan, .failure(error))
                             }
@@ -232,9 +238,13 @@ extension Download {
                     }
                     loop.post {
                         loop.join(engine) { error in
+                            // At once, on the loop: a mirror's probe answering while the file is checked
+                            // and published must not reach the engine that ended.
+                            join?.end()
                             let failure = error.map(SendableError.init)
                             loop.steps.async { [self] in done(plan, end(stage, failure: failure?.error, context)) }
                         }
+                        join?.attach(engine)
                     }
                 }
             } catch {
@@ -243,20 +253,33 @@ extension Download {
         }
         let fetchWith: @Sendable (ProbeResult) -> Void = { [self] probe in
             guard probe.acceptsRanges, probe.totalLength != nil, !plan.stream else {
-                return setUp(probe, [], MetalinkFacts(), whole: firstWhole)
+                return setUp(probe, [], MetalinkFacts(), whole: firstWhole, join: nil)
             }
             // What the first answer's Link fields add (Metalink/HTTP), then the mirrors, probed all at
-            // once on the loop, before the steps that set up the fetch.
+            // once on the loop while the fetch starts from the main URL: each joins it once its probe
+            // agrees. A mirror slow to answer held the whole download up for its answer (20 s for one
+            // that never answered, for a file the main URL served in 0.1 s).
+            //
+            // Not with piece hashes: there the fetch waits for the probes, as before. The probe's
+            // first bytes are hashed as the fetch starts, and a main URL serving bad ones would be
+            // the only source when its piece fails, which ends the download ("every server of the
+            // file served bytes that failed their piece hashes") before a good mirror could join.
             metalinkHTTP(probe: probe, on: loop, deadline: deadline, events: context.events) { [self] found in
                 let urls = sourceURLs(main: probe, adding: found.mirrors, failed: plan.failedSources)
-                guard !urls.isEmpty else { return setUp(probe, [], found.facts, whole: firstWhole) }
+                guard !urls.isEmpty else { return setUp(probe, [], found.facts, whole: firstWhole, join: nil) }
                 let verifiable = options.pieces != nil || found.facts.pieces != nil
+                let join = MirrorJoin(following: context.interrupt)
+                let events = context.events.map { events in { @Sendable (e: DownloadEvent) in if !join.isOver { events(e) } } }
                 loop.post { [self] in
                     probeMirrors(
-                        urls, on: loop, main: probe, verifiable: verifiable, deadline: deadline, events: context.events,
-                        interrupt: context.interrupt
-                    ) { mirrors in loop.steps.async { setUp(probe, mirrors, found.facts, whole: firstWhole) } }
+                        urls, on: loop, main: probe, verifiable: verifiable, deadline: deadline, events: events,
+                        interrupt: join.interrupt, each: verifiable ? nil : { join.add($0) }
+                    ) { kept in
+                        // With piece hashes every mirror is there from the start, spread over the connections.
+                        if verifiable { loop.steps.async { setUp(probe, kept, found.facts, whole: firstWhole, join: nil) } }
+                    }
                 }
+                if !verifiable { setUp(probe, [], found.facts, whole: firstWhole, join: join) }
             }
         }
         if let prepared {
