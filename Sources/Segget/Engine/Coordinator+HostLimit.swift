@@ -16,6 +16,13 @@ extension Coordinator {
         }
     }
 
+    /// Whether the host asked for no request before a time still ahead (a refusal's `Retry-After`
+    /// or `RateLimit` reset), for this download or, in a batch, any of the host's.
+    func isHostQuiet(now: Double) -> Bool {
+        if let share = config.hostShare { return now < share.quietUntil }
+        return host.isQuiet(now: now)
+    }
+
     /// Whether the host accepts one more request now (see `HostLimit`).
     mutating func allowsAnotherRequest(now: Double) -> Bool {
         // A connection waiting for a warm-up still out holds its place: the warm-up is in flight.
