@@ -14,26 +14,6 @@ private func server(host: String = "127.0.0.1", _ files: [String: [UInt8]]) thro
     return s
 }
 
-/// The URL of a server that was started and stopped: nothing listens there any more.
-private func goneURL() throws -> String {
-    let gone = try server(["f.bin": []])
-    let url = gone.url("f.bin")
-    gone.stop()
-    return url
-}
-
-/// How a mirror download of `dir`'s f.bin is set up in these tests: 4 connections of 256 KiB chunks.
-private func mirrorOptions(_ dir: TempDir, mirrors: [String], retries: Int = 5) -> DownloadOptions {
-    var o = DownloadOptions()
-    o.connections = 4
-    o.chunkSize = 256 << 10
-    o.retries = retries
-    o.retryWait = 0.05
-    o.outputPath = dir.path("f.bin")
-    o.mirrors = mirrors
-    return o
-}
-
 /// When each server's first request ended (seconds on the monotonic clock).
 private final class FirstAnswers: Sendable {
     private let times = Mutex<[Int: Double]>([:])
@@ -65,8 +45,12 @@ private final class FirstAnswers: Sendable {
         let answers = FirstAnswers()
         for (k, s) in [good1, good2, other].enumerated() { answers.watch(s, as: k) }
         let dir = try TempDir(prefix: "segget-mirrors")
+        var o = DownloadOptions()
+        o.connections = 4
+        o.chunkSize = 256 << 10
+        o.outputPath = dir.path("f.bin")
         // Only the first request to each mirror (its probe) is slow.
-        let o = mirrorOptions(dir, mirrors: [good1, good2, other].map { $0.url("f.bin", query: "slowfirst=1&slowfirstbyte=1.5") })
+        o.mirrors = [good1, good2, other].map { $0.url("f.bin", query: "slowfirst=1&slowfirstbyte=1.5") }
         let log = EventLog()
         // 8 MiB at 512 KiB/s per answer over 4 connections: 4 s from the main URL alone.
         let download = Download(url: main.url("f.bin", query: "rate=512k"), options: o)
@@ -95,7 +79,11 @@ private final class FirstAnswers: Sendable {
         let silent = try server(["f.bin": body])
         defer { [main, silent].forEach { $0.stop() } }
         let dir = try TempDir(prefix: "segget-mirrors")
-        let o = mirrorOptions(dir, mirrors: [silent.url("f.bin", query: "firstbyte=30")])
+        var o = DownloadOptions()
+        o.connections = 4
+        o.chunkSize = 256 << 10
+        o.outputPath = dir.path("f.bin")
+        o.mirrors = [silent.url("f.bin", query: "firstbyte=30")]
         let log = EventLog()
         let began = DispatchTime.now().uptimeNanoseconds
         let download = Download(url: main.url("f.bin"), options: o)
@@ -107,43 +95,20 @@ private final class FirstAnswers: Sendable {
         #expect(silent.requests.count <= 1)
     }
 
-    /// The main URL cannot be reached (after its probe's retries) and nothing of the file is kept:
-    /// the mirror stands in for it, with a notice that says so, and the file is its. Before, the
-    /// download failed with exit 3 and the mirror was never asked.
-    @Test func aMirrorStandsInForAMainURLThatCannotBeReached() async throws {
-        let body = TestFiles.pattern(2 << 20, seed: 45)
-        let mirror = try server(["f.bin": body])
-        defer { mirror.stop() }
-        let dir = try TempDir(prefix: "segget-mirrors")
-        let log = EventLog()
-        let download = Download(url: try goneURL(), options: mirrorOptions(dir, mirrors: [mirror.url("f.bin")], retries: 1))
-        _ = try await blocking { try download.run(events: { log.append($0) }) }
-        #expect(fileBytes(dir.path("f.bin")) == body)
-        #expect(log.hasNotice(containing: "the mirror \(mirror.url("f.bin")) stands in for it"), "\(log.notices)")
-    }
-
-    /// Where a journal of an earlier run is kept, the main URL decides what the file is: it holds the
-    /// main URL's validators, and a mirror with others would restart the download from zero. The
-    /// main URL's failure is the download's, and the mirror is not asked.
-    @Test func noMirrorStandsInWhereAnEarlierRunIsKept() async throws {
-        let body = TestFiles.pattern(1 << 20, seed: 46)
-        let mirror = try server(["f.bin": body])
-        defer { mirror.stop() }
-        let dir = try TempDir(prefix: "segget-mirrors")
-        try TestFiles.write(dir.path("f.bin.segget-journal"), Array("kept".utf8))
-        let download = Download(url: try goneURL(), options: mirrorOptions(dir, mirrors: [mirror.url("f.bin")], retries: 1))
-        await #expect(throws: SeggetError.self) { _ = try await blocking { try download.run() } }
-        #expect(mirror.requests.isEmpty)
-        #expect(fileBytes(dir.path("f.bin")) == nil)
-    }
-
     /// A mirror that cannot be reached is dropped with the reason, and the download goes on.
     @Test func anUnreachableMirrorIsDropped() async throws {
         let body = TestFiles.pattern(1 << 20, seed: 42)
         let main = try server(["f.bin": body])
+        let gone = try server(["f.bin": body])
+        let goneURL = gone.url("f.bin")
+        gone.stop()
         defer { main.stop() }
         let dir = try TempDir(prefix: "segget-mirrors")
-        let o = mirrorOptions(dir, mirrors: [try goneURL()])
+        var o = DownloadOptions()
+        o.connections = 2
+        o.chunkSize = 128 << 10
+        o.outputPath = dir.path("f.bin")
+        o.mirrors = [goneURL]
         let log = EventLog()
         // Paced, so that the download outlasts the refused probe (a notice after the end is not shown).
         let download = Download(url: main.url("f.bin", query: "rate=4m"), options: o)

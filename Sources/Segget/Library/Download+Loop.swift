@@ -131,11 +131,7 @@ extension Download {
                 let failed = plan.url ?? url
                 if let next = nextSource(after: plan, failed: failed, error: e) {
                     let why = e.message.hasSuffix(".") ? String(e.message.dropLast()) : e.message
-                    if options.expectedLength == nil {
-                        context.events?(.notice("\(why); nothing of the file is kept, so the mirror \(URLParts.shown(next)) stands in for it and decides what the file is."))
-                    } else {
-                        context.events?(.notice("the Metalink's URL \(URLParts.shown(failed)) failed (\(why)); trying its next URL, \(URLParts.shown(next))."))
-                    }
+                    context.events?(.notice("the Metalink's URL \(URLParts.shown(failed)) failed (\(why)); trying its next URL, \(URLParts.shown(next))."))
                     return attempts(plan.trying(next, after: failed), prepared: nil, on: loop, context, renewals, completion: completion)
                 }
                 completion(.failure(e))

@@ -1,7 +1,6 @@
 import Dispatch
 import SeggetCurl
 import SeggetMetalink
-import SeggetSystem
 import SeggetVerify
 
 /// Metalink/HTTP (RFC 6249): the first answer of a download (a redirector's, before it redirects)
@@ -29,30 +28,11 @@ extension Download {
     /// where none is left, the error is not the source's (an interrupt, a local file, a digest over
     /// the whole file), or the download is not a Metalink's: a `--mirror` is checked against the
     /// main URL, which decides what the file is.
-    ///
-    /// A `--mirror` stands in for the main URL only where the main URL never answered (a network
-    /// failure, after its probe's retries) and nothing of the file is kept (`standInMirror`).
     func nextSource(after plan: AttemptPlan, failed: String, error: SeggetError) -> String? {
         switch error.kind {
-        case .network: return untriedSource(after: plan, failed: failed) ?? standInMirror(after: plan, failed: failed)
-        case .httpStatus, .protocolViolation: return untriedSource(after: plan, failed: failed)
+        case .network, .httpStatus, .protocolViolation: return untriedSource(after: plan, failed: failed)
         case .usage, .fileSystem, .verification, .interrupted, .internalError: return nil
         }
-    }
-
-    /// For a `--mirror` download whose URL (`failed`: the main URL, or a mirror standing in for it)
-    /// could not be reached: the first mirror not tried yet, which then decides what the file is (its
-    /// length and validators), as the main URL would have. Only where nothing of the file is kept
-    /// under the name the main URL gives it (no file, part file or journal): a journal holds the main
-    /// URL's validators, and a mirror with others (two servers rarely share an `ETag`) would restart
-    /// the download from zero. Nil for a Metalink's download (`untriedSource` orders its URLs).
-    func standInMirror(after plan: AttemptPlan, failed: String) -> String? {
-        guard options.expectedLength == nil, !options.mirrors.isEmpty else { return nil }
-        let name = options.outputPath ?? OutputNames.join(options.directory, FileName.sanitize(FileName.fromURLPath(url)))
-        let paths = PartialDownload.Paths(final: name)
-        guard ![paths.final, paths.part, paths.journal].contains(where: { FileSystem.exists($0) }) else { return nil }
-        let tried = Set(plan.failedSources + [failed, url])
-        return options.mirrors.first { !tried.contains($0) }
     }
 
     /// The first of a Metalink's URLs that neither `failed` nor those before it failed (see
