@@ -78,11 +78,11 @@ extension Coordinator {
             let left = max(0, end(of: c.id) - c.pos)
             return Double(left) / r >= max(Self.joinPriceFactor * price, Self.joinWorthSeconds) ? (c.id, left) : nil
         }.sorted { $0.left > $1.left }.map(\.id)
+        var held: [Int: Int] = [:]
+        for c in inUse { held[c.source, default: 0] += 1 }
         var commands: [Command] = []
         for s in owedConnections.keys.sorted() {
             while owedConnections[s, default: 0] > 0, !demotedSources.contains(s) {
-                var held: [Int: Int] = [:]
-                for c in connections.prefix(connectionLimit) { held[c.source, default: 0] += 1 }
                 guard held[s, default: 0] < share else { break }
                 let pick = candidates.filter { connections[$0].source != s && held[connections[$0].source, default: 0] > share }
                     .max { held[connections[$0].source, default: 0] < held[connections[$1].source, default: 0] }
@@ -91,6 +91,8 @@ extension Coordinator {
                 owedConnections[s, default: 0] -= 1
                 let from = connections[id].source
                 connections[id].source = s
+                held[from, default: 0] -= 1
+                held[s, default: 0] += 1
                 if connections[id].machine.isTransferring { commands.append(restartOnItsSource(id, now: now)) }
                 if tracing { commands.append(.trace("connection \(id) moves from source \(from) to source \(s), which joined")) }
             }
