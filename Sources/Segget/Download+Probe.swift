@@ -155,7 +155,9 @@ extension Download {
     }
 
     /// The mirrors whose probes agree with the main URL's on length and validators, in the order
-    /// given; each one dropped is named in a notice, with why. With piece hashes (`verifiable`), the
+    /// given; each one dropped is named in a notice, with why. Validators agree where neither answer
+    /// names another `ETag` or `Last-Modified` than the other, or where the `ETag`s differ and both
+    /// carry the same `Last-Modified` (`sameModificationTime`). With piece hashes (`verifiable`), the
     /// length must agree and validators need not: mirrors of a file often differ in their `ETag`
     /// (Apache's holds the inode) or `Last-Modified`, and each piece is checked wherever it came from.
     func keptMirrors(
@@ -176,8 +178,8 @@ extension Download {
                 events?(.notice("dropping mirror \(shown): \(p.acceptsRanges ? "its length \(p.totalLength ?? -1) differs from \(main.totalLength ?? -1)" : "it does not serve byte ranges")."))
                 continue
             }
-            if !verifiable, let a = main.etag, let b = p.etag, a != b {
-                events?(.notice("dropping mirror \(shown): its ETag \(ServerText(b)) differs from \(ServerText(a)), so nothing shows it holds the same bytes (mirrors on different servers mix safely through a Metalink with piece hashes)."))
+            if !verifiable, let a = main.etag, let b = p.etag, a != b, !Self.sameModificationTime(main, p) {
+                events?(.notice("dropping mirror \(shown): its ETag \(ServerText(b)) differs from \(ServerText(a)) and no Last-Modified of both shows the same version, so nothing shows it holds the same bytes (mirrors on different servers mix safely through a Metalink with piece hashes)."))
                 continue
             }
             if !verifiable, let a = main.lastModified, let b = p.lastModified, a != b {
@@ -191,6 +193,16 @@ extension Download {
                 firstAnswer: p.firstAnswerSeconds))
         }
         return kept
+    }
+
+    /// Whether two answers carry the same `Last-Modified`, both of them. Where they do, and the length
+    /// agrees, a differing `ETag` does not drop a mirror: every server program words its own (nginx and
+    /// h2o `"mtime-size"`, Apache `"size-mtime"` in microseconds, Caddy base 36), most from the
+    /// modification time and the size alone, so two servers holding one copied file rarely share one
+    /// while the time and length they send agree.
+    static func sameModificationTime(_ a: ProbeResult, _ b: ProbeResult) -> Bool {
+        guard let x = a.lastModified, let y = b.lastModified else { return false }
+        return x == y
     }
 
     /// The final path: `-o` as given, or the server's name for the file in `-d` (created if missing).

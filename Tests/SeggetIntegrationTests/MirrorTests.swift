@@ -161,4 +161,36 @@ private final class FirstAnswers: Sendable {
         #expect(log.hasNotice(containing: "its length \(Self.size - 7) differs from \(Self.size)"), "\(log.notices)")
         #expect(!good.requests.isEmpty)
     }
+
+    /// Servers word their `ETag`s each their own way (nginx `"mtime-size"`, Apache `"size-mtime"`,
+    /// Caddy base 36), so a copied file's mirror on another server program rarely shares one. A mirror
+    /// whose `ETag` differs but whose `Last-Modified` and length agree joins and serves ranges; one whose
+    /// `Last-Modified` differs as well is dropped, named with why.
+    @Test func aMirrorWithItsOwnETagJoinsWhereLastModifiedAgrees() async throws {
+        let body = TestFiles.pattern(Self.size, seed: 45)
+        let main = try TestServer()
+        let otherWording = try TestServer()
+        let otherVersion = try TestServer()
+        defer { [main, otherWording, otherVersion].forEach { $0.stop() } }
+        let modified = "Tue, 01 Dec 2026 10:00:00 GMT"
+        main.addResource(name: "f.bin", bytes: body, etag: "\"6b0fb1d2-400000\"", lastModified: modified)
+        otherWording.addResource(name: "f.bin", bytes: body, etag: "\"400000-661a03b20a53e\"", lastModified: modified)
+        otherVersion.addResource(name: "f.bin", bytes: body, etag: "\"tpelle9zlds\"", lastModified: "Tue, 01 Dec 2026 10:00:01 GMT")
+        for s in [main, otherWording, otherVersion] { try s.start() }
+        let dir = try TempDir(prefix: "segget-mirrors")
+        var o = DownloadOptions()
+        o.connections = 4
+        o.chunkSize = 256 << 10
+        o.outputPath = dir.path("f.bin")
+        o.mirrors = [otherWording.url("f.bin"), otherVersion.url("f.bin")]
+        let log = EventLog()
+        // 4 MiB at 256 KiB/s per answer over 4 connections: 4 s from the main URL alone.
+        let download = Download(url: main.url("f.bin", query: "rate=256k"), options: o)
+        _ = try await blocking { try download.run(events: { log.append($0) }) }
+        #expect(fileBytes(dir.path("f.bin")) == body)
+        #expect(otherWording.requests.count > 1, "\(otherWording.requests.count) requests: the mirror did not join")
+        #expect(otherVersion.requests.count == 1)
+        #expect(log.notices.filter { $0.contains("dropping mirror") }.count == 1, "\(log.notices)")
+        #expect(log.hasNotice(containing: "its ETag \"tpelle9zlds\" differs"), "\(log.notices)")
+    }
 }
