@@ -16,6 +16,8 @@ import Testing
         var log: [EngineCore.Action] = []
         /// Bytes per second per connection (missing: `defaultRate`).
         var rates: [Int: Double] = [:]
+        /// Bytes per second per connection of a source (by its index), where `rates` names none.
+        var sourceRates: [Int: Double] = [:]
         var defaultRate = 8.0 * Double(1 << 20)
         var carry: [Double]
         /// Connections a batch's lender has spare for this download (nil: no lender); one is offered
@@ -78,7 +80,7 @@ import Testing
 
         func rate(of id: Int) -> Double {
             if slowRequest[id] == true && (requestBytes[id] ?? 0) >= slowAfter { return slowRate }
-            return rates[id] ?? defaultRate
+            return rates[id] ?? sourceRates[c.connections[id].source] ?? defaultRate
         }
 
         /// Runs the clock to `t`.
