@@ -156,8 +156,8 @@ extension Download {
 
     /// The mirrors whose probes agree with the main URL's on length and validators, in the order
     /// given; each one dropped is named in a notice, with why. Validators agree where neither answer
-    /// names another `ETag` or `Last-Modified` than the other, or where the `ETag`s differ and both
-    /// carry the same `Last-Modified` (`sameModificationTime`). With piece hashes (`verifiable`), the
+    /// names another `ETag` or `Last-Modified` than the other, or where the `ETag`s differ only in
+    /// their servers' wording of the same time and size (`sameVersionInOtherWords`). With piece hashes (`verifiable`), the
     /// length must agree and validators need not: mirrors of a file often differ in their `ETag`
     /// (Apache's holds the inode) or `Last-Modified`, and each piece is checked wherever it came from.
     func keptMirrors(
@@ -178,8 +178,8 @@ extension Download {
                 events?(.notice("dropping mirror \(shown): \(p.acceptsRanges ? "its length \(p.totalLength ?? -1) differs from \(main.totalLength ?? -1)" : "it does not serve byte ranges")."))
                 continue
             }
-            if !verifiable, let a = main.etag, let b = p.etag, a != b, !Self.sameModificationTime(main, p) {
-                events?(.notice("dropping mirror \(shown): its ETag \(ServerText(b)) differs from \(ServerText(a)) and no Last-Modified of both shows the same version, so nothing shows it holds the same bytes (mirrors on different servers mix safely through a Metalink with piece hashes)."))
+            if !verifiable, let a = main.etag, let b = p.etag, a != b, !Self.sameVersionInOtherWords(main, p) {
+                events?(.notice("dropping mirror \(shown): its ETag \(ServerText(b)) differs from \(ServerText(a)), so nothing shows it holds the same bytes (mirrors on different servers mix safely through a Metalink with piece hashes)."))
                 continue
             }
             if !verifiable, let a = main.lastModified, let b = p.lastModified, a != b {
@@ -195,14 +195,17 @@ extension Download {
         return kept
     }
 
-    /// Whether two answers carry the same `Last-Modified`, both of them. Where they do, and the length
-    /// agrees, a differing `ETag` does not drop a mirror: every server program words its own (nginx and
-    /// h2o `"mtime-size"`, Apache `"size-mtime"` in microseconds, Caddy base 36), most from the
-    /// modification time and the size alone, so two servers holding one copied file rarely share one
-    /// while the time and length they send agree.
-    static func sameModificationTime(_ a: ProbeResult, _ b: ProbeResult) -> Bool {
-        guard let x = a.lastModified, let y = b.lastModified else { return false }
-        return x == y
+    /// Whether two answers with differing `ETag`s show one version of the file in other words: both
+    /// carry the same `Last-Modified` and a length, and their `ETag`s are of two different wordings
+    /// that servers derive from the modification time and size alone (`DerivedETag`: nginx and h2o,
+    /// Apache, Caddy), each decoding to that length and time. Two `ETag`s of one wording that differ
+    /// (two nginx, or two Apache whose microseconds differ within the second) show two versions.
+    static func sameVersionInOtherWords(_ a: ProbeResult, _ b: ProbeResult) -> Bool {
+        guard let ea = a.etag, let eb = b.etag, let la = a.lastModified, la == b.lastModified,
+            let length = a.totalLength, length == b.totalLength, let modified = parseIMFFixdate(Substring(la)),
+            let wa = DerivedETag(ea, length: length, modified: modified), let wb = DerivedETag(eb, length: length, modified: modified)
+        else { return false }
+        return wa != wb
     }
 
     /// The final path: `-o` as given, or the server's name for the file in `-d` (created if missing).

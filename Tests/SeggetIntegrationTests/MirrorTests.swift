@@ -162,35 +162,44 @@ private final class FirstAnswers: Sendable {
         #expect(!good.requests.isEmpty)
     }
 
-    /// Servers word their `ETag`s each their own way (nginx `"mtime-size"`, Apache `"size-mtime"`,
-    /// Caddy base 36), so a copied file's mirror on another server program rarely shares one. A mirror
-    /// whose `ETag` differs but whose `Last-Modified` and length agree joins and serves ranges; one whose
-    /// `Last-Modified` differs as well is dropped, named with why.
-    @Test func aMirrorWithItsOwnETagJoinsWhereLastModifiedAgrees() async throws {
+    /// Servers word their `ETag`s each their own way from a file's time and size (Apache
+    /// `"size-microseconds"`, nginx `"mtime-size"`, Caddy base 36), so a copied file's mirror on
+    /// another server program never shares one. Mirrors whose `ETag`s are such other wordings of the
+    /// main URL's length and `Last-Modified` join and serve ranges; an `ETag` of the main URL's own
+    /// wording that differs (the file rewritten within the second) and a content hash are dropped,
+    /// each named with why, though their length and `Last-Modified` agree.
+    @Test func aMirrorWhoseETagWordsTheSameTimeAndSizeJoins() async throws {
         let body = TestFiles.pattern(Self.size, seed: 45)
+        let modified = "Tue, 01 Dec 2026 10:00:00 GMT"  // 1796119200 = 0x6b0e9aa0; 4 MiB = 0x400000
         let main = try TestServer()
-        let otherWording = try TestServer()
-        let otherVersion = try TestServer()
-        defer { [main, otherWording, otherVersion].forEach { $0.stop() } }
-        let modified = "Tue, 01 Dec 2026 10:00:00 GMT"
-        main.addResource(name: "f.bin", bytes: body, etag: "\"6b0fb1d2-400000\"", lastModified: modified)
-        otherWording.addResource(name: "f.bin", bytes: body, etag: "\"400000-661a03b20a53e\"", lastModified: modified)
-        otherVersion.addResource(name: "f.bin", bytes: body, etag: "\"tpelle9zlds\"", lastModified: "Tue, 01 Dec 2026 10:00:01 GMT")
-        for s in [main, otherWording, otherVersion] { try s.start() }
+        let nginx = try TestServer()
+        let caddy = try TestServer()
+        let rewritten = try TestServer()
+        let hashed = try TestServer()
+        let all = [main, nginx, caddy, rewritten, hashed]
+        defer { all.forEach { $0.stop() } }
+        main.addResource(name: "f.bin", bytes: body, etag: "\"400000-6618f96e5ca40\"", lastModified: modified)
+        nginx.addResource(name: "f.bin", bytes: body, etag: "\"6b0e9aa0-400000\"", lastModified: modified)
+        caddy.addResource(name: "f.bin", bytes: body, etag: "\"tpd2g02hwcg\"", lastModified: modified)
+        rewritten.addResource(name: "f.bin", bytes: body, etag: "\"400000-6618f96ede3f1\"", lastModified: modified)
+        hashed.addResource(name: "f.bin", bytes: body, etag: "\"7320ef4f18aa47976b083e749d3af305\"", lastModified: modified)
+        for s in all { try s.start() }
         let dir = try TempDir(prefix: "segget-mirrors")
         var o = DownloadOptions()
-        o.connections = 4
+        o.connections = 6
         o.chunkSize = 256 << 10
         o.outputPath = dir.path("f.bin")
-        o.mirrors = [otherWording.url("f.bin"), otherVersion.url("f.bin")]
+        o.mirrors = [nginx, caddy, rewritten, hashed].map { $0.url("f.bin") }
         let log = EventLog()
-        // 4 MiB at 256 KiB/s per answer over 4 connections: 4 s from the main URL alone.
+        // 4 MiB at 256 KiB/s per answer over 6 connections: 2.7 s from the main URL alone.
         let download = Download(url: main.url("f.bin", query: "rate=256k"), options: o)
         _ = try await blocking { try download.run(events: { log.append($0) }) }
         #expect(fileBytes(dir.path("f.bin")) == body)
-        #expect(otherWording.requests.count > 1, "\(otherWording.requests.count) requests: the mirror did not join")
-        #expect(otherVersion.requests.count == 1)
-        #expect(log.notices.filter { $0.contains("dropping mirror") }.count == 1, "\(log.notices)")
-        #expect(log.hasNotice(containing: "its ETag \"tpelle9zlds\" differs"), "\(log.notices)")
+        #expect(nginx.requests.count > 1, "\(nginx.requests.count) requests: the nginx-worded mirror did not join")
+        #expect(caddy.requests.count > 1, "\(caddy.requests.count) requests: the Caddy-worded mirror did not join")
+        #expect(rewritten.requests.count == 1 && hashed.requests.count == 1)
+        #expect(log.notices.filter { $0.contains("dropping mirror") }.count == 2, "\(log.notices)")
+        #expect(log.hasNotice(containing: "its ETag \"400000-6618f96ede3f1\" differs"), "\(log.notices)")
+        #expect(log.hasNotice(containing: "its ETag \"7320ef4f18aa47976b083e749d3af305\" differs"), "\(log.notices)")
     }
 }
