@@ -206,22 +206,28 @@ extension Coordinator {
 
     /// Connection `c`'s request ended: its rate from its first byte to its last (held time left out)
     /// joins its source's (`sourceRates`, each new one weighing half), when it carried at least
-    /// 256 KiB over 0.1 s, or 1 MiB however quick (as the slow rule counts a quick request's
-    /// evidence). A request of 1 MiB whose bytes all came within 10 ms (on loopback, often within one
-    /// pass of the loop, which reads one clock) is timed from its request instead, its first byte's
-    /// wait included, a rate no higher than the truth. A mirror on a fast path whose runs were each
-    /// over that quickly was never measured, so no connection left a source 100 times slower for it
-    /// (nginx at 256 KiB/s per answer with h2o as the mirror on loopback, 16 MiB at `-n 8`: 4.0 s,
-    /// the main URL's connections re-dialling it every 0.1 s; 0.6 s now). Racers are left out: a lost
-    /// race's end is not the source's.
+    /// 256 KiB over 0.1 s. A connection still racing is left out (a race's losers are removed, not
+    /// ended, and record nothing; a winner's request counts).
+    ///
+    /// A source with no rate yet also takes one from a request of 1 MiB or more that was quicker: its
+    /// bytes over the whole time from the request to its last byte, its first byte's wait and any
+    /// held time included, so never more than the request showed (a request of its own only, not one
+    /// continuing a shorter answer or the probe's). A mirror on a fast path whose runs were each over
+    /// within 0.1 s was never measured, so no connection left a source 100 times slower for it (nginx
+    /// at 256 KiB/s per answer with h2o as the mirror on loopback, 16 MiB at `-n 8`: 4.0 s in half the
+    /// runs, the main URL's connections re-dialling the main URL every 0.1 s; 0.6 s now).
     mutating func noteSourceRate(_ c: Connection, now: Double) {
         guard !isRacing(c.id), let first = c.firstByteAt else { return }
-        let bytes = c.transferBytes - c.bytesAtFirstByte
+        var bytes = c.transferBytes - c.bytesAtFirstByte
         var seconds = c.lastByteAt - first - (c.held(at: now) - c.heldAtFirstByte)
-        if bytes >= 1 << 20 && seconds < 0.01 {
-            seconds = max(seconds, c.lastByteAt - c.requestStartedAt - (c.held(at: now) - c.heldAtRequest))
+        if seconds < 0.1, sourceRates[c.source] == nil, c.transferBytes >= 1 << 20, !c.continuesProbe,
+            c.transferBytes == c.pos - c.requestStart, c.lastByteAt > c.requestStartedAt
+        {
+            bytes = c.transferBytes
+            seconds = c.lastByteAt - c.requestStartedAt
+        } else {
+            guard bytes >= 256 << 10, seconds >= 0.1 else { return }
         }
-        guard bytes >= 256 << 10, seconds >= 0.1 || (bytes >= 1 << 20 && seconds > 0.0005) else { return }
         let r = Double(bytes) / seconds
         sourceRates[c.source] = sourceRates[c.source].map { ($0 + r) / 2 } ?? r
     }
