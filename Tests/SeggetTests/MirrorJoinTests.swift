@@ -84,17 +84,30 @@ import Testing
         #expect(s.c.connections.dropFirst(inUse).map(\.source) == s.c.connections.dropFirst(inUse).map { $0.id % 2 })
     }
 
-    /// With less than a second of work left per connection, a move is not worth its request: the
-    /// mirror joins and nothing moves.
-    @Test func nothingBusyMovesNearTheEnd() {
+    /// With less than a second of work left per connection, a move is not worth its request, except
+    /// for the mirror's first connection (`scoutWorthSeconds`): until one of its requests runs,
+    /// nothing shows its speed. One moves, not the mirror's share of two.
+    @Test func nearTheEndOnlyTheMirrorsFirstConnectionMoves() {
         var s = Script(size: 32 * Self.MiB, connections: 4)
         s.begin()
         s.run(until: 0.6)
         #expect(s.c.connections.allSatisfy { $0.machine.isTransferring })
         let actions = s.handle(.sourceAdded(Self.mirror))
+        #expect(Self.removed(actions).count == 1)
+        #expect(s.c.connections.filter { $0.source == 1 }.count == 1)
+        #expect(s.c.config.sources.count == 2)
+    }
+
+    /// With less than a tenth of a second left per connection, not even the first moves.
+    @Test func nothingBusyMovesAtTheVeryEnd() {
+        var s = Script(size: 32 * Self.MiB, connections: 4)
+        s.begin()
+        // Until every connection has under half a MiB left: 0.06 s at its 8 MiB/s.
+        while s.c.connections.contains(where: { s.c.end(of: $0.id) - $0.pos >= Int64(Self.MiB / 2) }) { s.run(until: s.now + 0.01) }
+        #expect(s.c.connections.allSatisfy { $0.machine.isTransferring })
+        let actions = s.handle(.sourceAdded(Self.mirror))
         #expect(Self.removed(actions).isEmpty)
         #expect(s.c.connections.allSatisfy { $0.source == 0 })
-        #expect(s.c.config.sources.count == 2)
     }
 
     /// Once every chunk is in, a join changes nothing.

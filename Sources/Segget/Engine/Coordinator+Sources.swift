@@ -28,6 +28,10 @@ extension Coordinator {
     /// least this many times a new connection's price at its rate, and `joinWorthSeconds`.
     static let joinPriceFactor = 4.0
     static let joinWorthSeconds = 1.0
+    /// For a source's first connection, `joinWorthSeconds` is this instead: on loopback, a main URL
+    /// capped at 1 MiB/s per answer, 16 MiB at `-n 16`, every run of 1 MiB took under a second, and an
+    /// uncapped mirror that joined at once took nothing (simulator, mirrors seed 477: 1.10 s).
+    static let scoutWorthSeconds = 0.1
 
     /// A mirror whose probe agreed after the fetch began joins (the fetch starts from the main URL
     /// as soon as its probe answers, and a mirror slow to answer, or never answering, holds nothing
@@ -71,23 +75,28 @@ extension Coordinator {
         let price = dialSeconds(typical: typicalRate(now: now)) + priceBeyondNetwork(.redial, now: now)
         let racing = scheduler.duplicates, warming = awaitingWarmUp
         let movable = { (c: Connection) in c.id != 0 && racing[c.id] == nil && !warming.contains(c.id) }
-        // Free ones from the highest id down (the lowest are the first to start), then busy ones.
-        var candidates = inUse.reversed().filter { movable($0) && !$0.machine.isTransferring }.map(\.id)
-        candidates += inUse.compactMap { c -> (id: Int, left: Int64)? in
+        // Free ones from the highest id down (the lowest are the first to start), then busy ones,
+        // each with how long the rest of its run takes at its rate.
+        var candidates: [(id: Int, seconds: Double)] = inUse.reversed().filter { movable($0) && !$0.machine.isTransferring }.map { ($0.id, .infinity) }
+        candidates += inUse.compactMap { c -> (id: Int, left: Int64, seconds: Double)? in
             guard movable(c), c.machine.isTransferring, c.machine.headJudged, let r = joinRate(c, now: now), r > 0 else { return nil }
             let left = max(0, end(of: c.id) - c.pos)
-            return Double(left) / r >= max(Self.joinPriceFactor * price, Self.joinWorthSeconds) ? (c.id, left) : nil
-        }.sorted { $0.left > $1.left }.map(\.id)
+            let seconds = Double(left) / r
+            return seconds >= max(Self.joinPriceFactor * price, Self.scoutWorthSeconds) ? (c.id, left, seconds) : nil
+        }.sorted { $0.left > $1.left }.map { ($0.id, $0.seconds) }
         var held: [Int: Int] = [:]
         for c in inUse { held[c.source, default: 0] += 1 }
         var commands: [Command] = []
         for s in owedConnections.keys.sorted() {
             while owedConnections[s, default: 0] > 0, !demotedSources.contains(s) {
                 guard held[s, default: 0] < share else { break }
-                let pick = candidates.filter { connections[$0].source != s && held[connections[$0].source, default: 0] > share }
-                    .max { held[connections[$0].source, default: 0] < held[connections[$1].source, default: 0] }
+                // A source that holds no connection yet takes its first with less work left: until
+                // one of its requests runs, nothing shows its speed, and nothing moves to it later.
+                let worth = held[s, default: 0] == 0 ? 0 : Self.joinWorthSeconds
+                let pick = candidates.filter { $0.seconds >= worth && connections[$0.id].source != s && held[connections[$0.id].source, default: 0] > share }
+                    .max { held[connections[$0.id].source, default: 0] < held[connections[$1.id].source, default: 0] }?.id
                 guard let id = pick else { break }
-                candidates.removeAll { $0 == id }
+                candidates.removeAll { $0.id == id }
                 owedConnections[s, default: 0] -= 1
                 let from = connections[id].source
                 connections[id].source = s
@@ -151,7 +160,7 @@ extension Coordinator {
         let sources = measuredSources(now: now)
         let price = dialSeconds(typical: typicalRate(now: now)) + priceBeyondNetwork(.redial, now: now)
         var best: (id: Int, move: SourceChoice.Move, left: Int64)?
-        for c in connections where c.machine.isTransferring && !isRacing(c.id) {
+        for c in connections where c.machine.isTransferring && !isRacing(c.id) && !inSlowStart(c, now: now) {
             guard let move = SourceChoice.move(from: c.source, among: sources),
                 let r = sourceRate(c, now: now) ?? sourceRates[c.source]
             else { continue }
@@ -173,12 +182,45 @@ extension Coordinator {
         return commands
     }
 
+    /// Whether connection `c`'s rate still shows TCP's slow start on its source's path rather than what
+    /// the source gives: its first byte came less than 4 round trips ago, or its rate over the newest
+    /// two round trips still grows (`growingWindow`). A mirror 77 ms away, its connection 0.35 s past
+    /// its first byte and still growing at 270 KiB/s, was judged 3.7 times slower than a mirror capped
+    /// at 1 MiB/s per answer, and its connection moved there for good (simulator, mirrors seed 5857:
+    /// 16.4 s for 64 MiB at `-n 4` where the uncapped mirror alone took under a second).
+    func inSlowStart(_ c: Connection, now: Double) -> Bool {
+        guard let rtt = pathRoundTrip(ofSource: c.source), rtt > 0, let first = c.firstByteAt else { return false }
+        if now - first < 4 * rtt { return true }
+        return growingWindow(c, roundTrip: rtt) != nil
+    }
+
+    /// Idle connection `id` is about to send a request for `bytes` (a run, a share, a race): it sends it
+    /// to a source far faster per connection than its own where there is one (`SourceChoice.move`)
+    /// and the bytes save more there than the dial it may cost (none where its own link is not open:
+    /// it dials either way). Work handed to an idle connection of a slow source went to that source,
+    /// the end game's races too: a main URL capped at 1 MiB/s per answer raced its own last chunks
+    /// while an uncapped mirror's connections, 40 times faster, had none left to race (simulator,
+    /// mirrors seed 477: 1.17 s for 16 MiB at `-n 16`).
+    mutating func sendToFasterSource(_ id: Int, bytes: Int64, now: Double) -> Command? {
+        let from = connections[id].source
+        guard goodSources.count > 1 else { return nil }
+        let sources = measuredSources(now: now)
+        guard let move = SourceChoice.move(from: from, among: sources),
+            let rate = sources.first(where: { $0.index == from })?.perConnection
+        else { return nil }
+        let price = connections[id].leftLinkOpen ? dialSeconds(typical: typicalRate(now: now)) : 0
+        guard price == 0 || SourceChoice.worth(bytesLeft: bytes, rate: rate, gain: move.gain, priceSeconds: price) else { return nil }
+        connections[id].source = move.to
+        owedConnections[from] = nil
+        return .trace("connection \(id) sends its request to source \(move.to), not \(from) (\(Format.fixed(move.gain, 2)) x faster per connection)")
+    }
+
     /// The good sources with what is known of their rates per connection: the connections receiving
     /// now, and what finished requests showed (requests cut short by steals are often too young to
     /// measure); `extra` adds one connection's rate to its source.
     func measuredSources(now: Double, extra: (source: Int, rate: Double)? = nil) -> [SourceChoice.Source] {
         var rates: [Int: [Double]] = [:]
-        for c in connections where c.machine.isTransferring && !isRacing(c.id) {
+        for c in connections where c.machine.isTransferring && !isRacing(c.id) && !inSlowStart(c, now: now) {
             if let r = sourceRate(c, now: now) { rates[c.source, default: []].append(r) }
         }
         if let extra { rates[extra.source, default: []].append(extra.rate) }
@@ -220,7 +262,7 @@ extension Coordinator {
         guard !isRacing(c.id), let first = c.firstByteAt else { return }
         var bytes = c.transferBytes - c.bytesAtFirstByte
         var seconds = c.lastByteAt - first - (c.held(at: now) - c.heldAtFirstByte)
-        if seconds < 0.1, sourceRates[c.source] == nil, c.transferBytes >= 1 << 20, !c.continuesProbe,
+        if seconds < 0.1, sourceRates[c.source] == nil, c.transferBytes >= 256 << 10, !c.continuesProbe,
             c.transferBytes == c.pos - c.requestStart, c.lastByteAt > c.requestStartedAt
         {
             bytes = c.transferBytes

@@ -122,6 +122,8 @@ struct Coordinator: Coordinating {
     var rateSamples: [(Double, Int64)] = []
     /// How long recent first body bytes took after their request (held time left out), newest last.
     var firstByteWaits: [Double] = []
+    /// Each mirror's recent first-byte waits (by source index), as `firstByteWaits` for the main URL.
+    var mirrorFirstByteWaits: [Int: [Double]] = [:]
     /// Decides which connections are too slow to keep their work (see `judgeSlowConnections`).
     var slowRule: SlowConnectionRule
     var auto = AutoGrowth()
@@ -353,10 +355,17 @@ struct Coordinator: Coordinating {
             switch a {
             case .run(let r), .stolen(let r, _, _):
                 // A victim's run now ends at the cut (`end(of:)` reads it from the scheduler).
-                commands.append(start(id, bytes: runBytes(r), now: now))
+                let bytes = runBytes(r)
+                if config.sources.count > 1, let moved = sendToFasterSource(id, bytes: Int64(bytes.count), now: now), tracing {
+                    commands.append(moved)
+                }
+                commands.append(start(id, bytes: bytes, now: now))
             case .duplicate(let chunk, let owner):
                 let chunkRange = plan.byteRange(ofChunk: chunk)
                 let from = max(chunkRange.lowerBound, min(connections[owner].pos, chunkRange.upperBound - 1))
+                if config.sources.count > 1, let moved = sendToFasterSource(id, bytes: chunkRange.upperBound - from, now: now), tracing {
+                    commands.append(moved)
+                }
                 // The racer fetches only from `from` on; what the owner received before it must reach
                 // the file whoever wins (a losing owner's staged bytes are discarded), and before the
                 // winner's journal bit, which is queued behind a later ticket.

@@ -8,6 +8,8 @@ struct SingleStream: Coordinating {
     var receivedBytes: Int64 = 0
     var rateSamples: [(Double, Int64)] = []
     var firstByteWaits: [Double] = []
+    /// A stream has one source.
+    mutating func noteMirrorFirstByteWait(_ wait: Double, source: Int) {}
     var failure: SeggetError?
     var changed: String?
     var ignored: String?

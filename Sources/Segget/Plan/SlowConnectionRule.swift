@@ -77,6 +77,8 @@ public struct SlowConnectionRule: Sendable {
         public var provenRate = 0.0
         /// Seconds since its request's first byte (nil: `seconds`), for the slow start it may still be in.
         public var age: Double?
+        /// The round trip of its own path, where it is not the one `judge` is given (a mirror's).
+        public var roundTrip: Double?
 
         public init(id: Int, bytes: Int64, seconds: Double, heldSeconds: Double = 0, waitingForFirstByte: Double? = nil,
                     remainingBytes: Int64, consecutiveRedials: Int = 0) {
@@ -258,6 +260,7 @@ public struct SlowConnectionRule: Sendable {
         let youngLimit = max(minJudgeSeconds, firstByteFactor * (usualFirstByteWait ?? 0))
         var verdicts: [Verdict] = []
         for o in observations {
+            let pathRTT = o.roundTrip ?? rtt
             let rate: Double
             var young = true
             var expected = typical
@@ -273,7 +276,7 @@ public struct SlowConnectionRule: Sendable {
                 // Young or not, a request may still be in slow start on a long path (see above): at
                 // 150 ms a request judged on its average since its first byte after 0.3 s was
                 // re-dialled at 167 KiB/s against 626 KiB/s typical (WAN link b).
-                expected = Self.expectedRate(typical: typical, seconds: o.age ?? o.freeSeconds, rtt: rtt)
+                expected = Self.expectedRate(typical: typical, seconds: o.age ?? o.freeSeconds, rtt: pathRTT)
             }
             // On a path where a new connection's slow start to the typical rate takes a while
             // (`lossRecoveryRampSeconds`), every connection is judged as one that had the typical rate:
@@ -296,13 +299,13 @@ public struct SlowConnectionRule: Sendable {
             // and is the path's own since the first requests go over warm connections (0.081 s;
             // `ConnectionWarmUp`), which without it made link a a short path again (0.39-0.48 s) and
             // drew re-dials there (10 in 5 runs over HTTP against none).
-            let longPath = handshakeSeconds + (rtt ?? 0) + Self.rampSeconds(rate: typical, rtt: rtt) >= lossRecoveryRampSeconds
+            let longPath = handshakeSeconds + (pathRTT ?? 0) + Self.rampSeconds(rate: typical, rtt: pathRTT) >= lossRecoveryRampSeconds
             let fraction = o.provenRate >= typical * slowFraction || longPath ? provenFraction : slowFraction
             guard rate < expected * fraction else { continue }
             // Only worth it when the rest would take a while at this rate, and longer than a fresh
             // request needs, its own slow start included (see above).
             let keeping = Double(o.remainingBytes) / max(min(rate, o.currentRate ?? rate), 1)
-            let fresh = max(usualFirstByteWait ?? 0, requestPrice + (rtt ?? 0)) + Double(o.remainingBytes) / typical + Self.rampSeconds(rate: typical, rtt: rtt)
+            let fresh = max(usualFirstByteWait ?? 0, requestPrice + (pathRTT ?? 0)) + Double(o.remainingBytes) / typical + Self.rampSeconds(rate: typical, rtt: pathRTT)
             guard keeping > (young ? worthFactor * fresh : fresh + window) else { continue }
             // A re-dial that did not pay: the new connection is slow again, and far slower than the
             // one it replaced (`unpaidFactor`). A slow server draws a fast answer on a fresh request
@@ -320,7 +323,7 @@ public struct SlowConnectionRule: Sendable {
             // (simulator, silence seed 202: a re-dial drew a second answer that went silent after
             // 128 KiB; held off, the download took 10.7 x its ideal).
             if o.consecutiveRedials > 0, unpaidAt[o.id] == nil, rate * unpaidFactor < (redialRate[o.id] ?? -1),
-                Self.rampSeconds(rate: typical, rtt: rtt) >= minUnpaidRampSeconds {
+                Self.rampSeconds(rate: typical, rtt: pathRTT) >= minUnpaidRampSeconds {
                 unpaidAt[o.id] = o.consecutiveRedials
                 unpaidRedials += 1
                 let count = (late[o.id]?.count ?? 0) + 1
