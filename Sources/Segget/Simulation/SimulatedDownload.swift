@@ -71,6 +71,9 @@ struct SimulatedDownload {
         /// It opened a new connection.
         var dialled = false
         var firstByteAt: Double?
+        /// The source it went to (0: the main URL, 1...: the mirrors), with that path's round trip.
+        var source = 0
+        var rtt = 0.0
         var slow = false
         var rejected = false
         var carry = 0.0
@@ -81,8 +84,8 @@ struct SimulatedDownload {
     private var core: EngineCore
     private var random: SimRandom
     private var tcps: [SimulatedTCP] = []
-    /// Kept-alive connections no transfer uses (libcurl's connection cache).
-    private var idleTCP: [Int] = []
+    /// Kept-alive connections no transfer uses (libcurl's connection cache), with their sources.
+    private var idleTCP: [(tcp: Int, source: Int)] = []
     private var transfers: [Transfer]
     private var now = 0.0
     private var outcome = Outcome(seconds: 0, finished: false)
@@ -97,6 +100,10 @@ struct SimulatedDownload {
     private var begun = false
     /// Until when the host asked that no request reach it (its last refusal's wait, at the server).
     private var quietUntil = -Double.infinity
+    /// When the download began, and the scenario's mirrors that have joined it, in the order they
+    /// did: the engine's source `k` (1...) is mirror `joined[k - 1]`.
+    private var beganAt = 0.0
+    private var joined: [Int] = []
 
     /// Prints the engine's trace lines and the network's events (`segget-sim --describe … --trace`).
     private let tracing: Bool
@@ -145,6 +152,12 @@ struct SimulatedDownload {
                 if transfers[0].headAt <= now { begin() }
                 continue
             }
+            for (m, mirror) in scenario.mirrors.enumerated() where !joined.contains(m) && beganAt + mirror.joinsAt <= now {
+                joined.append(m)
+                // Its probe's first answer took its dial, TLS and request round trips (`MirrorJoin`).
+                let probe = mirror.rtt * (scenario.tls ? 3 : 2)
+                handle(.sourceAdded(FetchSource(url: "\(scenario.tls ? "https" : "http")://mirror\(m + 1).simulated/file", firstAnswer: probe)))
+            }
             handle(.pass(offered: nil))
             transmit()
             for id in losers where core.connections[id].machine.isTransferring {
@@ -169,6 +182,7 @@ struct SimulatedDownload {
 
     private mutating func begin() {
         begun = true
+        beganAt = now
         if scenario.probe { handle(.connected(0, roundTrip: scenario.rtt, newConnection: nil)) }
         handle(.begin)
     }
@@ -206,23 +220,36 @@ struct SimulatedDownload {
             return
         }
         outcome.requests += 1
-        serverRequests += 1
         let s = scenario
+        let source = core.connections[id].source == 0 ? 0 : joined[core.connections[id].source - 1] + 1
+        let rtt = s.rtt(ofSource: source)
         var t = Transfer(active: true, bytes: bytes, pos: bytes.lowerBound)
-        if !fresh, let reuse = idleTCP.popLast() {
+        t.source = source
+        t.rtt = rtt
+        if !fresh, let i = idleTCP.lastIndex(where: { $0.source == source }) {
+            let reuse = idleTCP.remove(at: i).tcp
             t.tcp = reuse
-            t.arrivesAt = max(now, tcps[reuse].readyAt) + s.rtt / 2
+            t.arrivesAt = max(now, tcps[reuse].readyAt) + rtt / 2
         } else {
             outcome.connectionsOpened += 1
-            let handshake = s.rtt * (s.tls ? 2 : 1)
+            let handshake = rtt * (s.tls ? 2 : 1)
             tcps.append(SimulatedTCP(readyAt: now + handshake))
             t.tcp = tcps.count - 1
             t.dialled = true
-            t.arrivesAt = now + handshake + s.rtt / 2
+            t.arrivesAt = now + handshake + rtt / 2
         }
+        guard source == 0 else {
+            // A mirror: healthy, every request answered after its round trip.
+            t.headAt = t.arrivesAt + rtt / 2
+            t.head = Self.partialContent(bytes, of: s.fileSize, closing: false)
+            transfers[id] = t
+            if tracing { print("[\(Format.fixed(now, 2))] request to mirror \(source) on connection \(id) for \(bytes)\(fresh ? " (fresh)" : "")") }
+            return
+        }
+        serverRequests += 1
         if t.arrivesAt < quietUntil { outcome.earlyRequests += 1 }
         t.headAt = t.arrivesAt + s.firstByteDelay + s.rtt / 2
-        let inFlight = transfers.filter { $0.active && !$0.rejected }.count
+        let inFlight = transfers.filter { $0.active && !$0.rejected && $0.source == 0 }.count
         if let limit = s.connectionLimit, inFlight >= limit {
             t.rejected = true
             outcome.rejected += 1
@@ -236,13 +263,7 @@ struct SimulatedDownload {
                 }
             }
             if t.slow, case .firstByteDelay(let d) = s.slow.behaviour { t.headAt += d }
-            var h = ResponseHead()
-            h.append(line: "HTTP/1.1 206 Partial Content\r\n")
-            h.append(line: Substring("Content-Range: bytes \(bytes.lowerBound)-\(bytes.upperBound - 1)/\(s.fileSize)\r\n"))
-            h.append(line: Substring("Content-Length: \(bytes.count)\r\n"))
-            if s.closesConnections { h.append(line: "Connection: close\r\n") }
-            h.append(line: "\r\n")
-            t.head = h
+            t.head = Self.partialContent(bytes, of: s.fileSize, closing: s.closesConnections)
             if s.workers != nil {
                 // Its head waits for a worker (`serve`).
                 t.headAt = .infinity
@@ -281,6 +302,16 @@ struct SimulatedDownload {
         if case .firstByteDelay(let d) = scenario.slow.behaviour { d } else { 0 }
     }
 
+    private static func partialContent(_ bytes: Range<Int64>, of size: Int64, closing: Bool) -> ResponseHead {
+        var h = ResponseHead()
+        h.append(line: "HTTP/1.1 206 Partial Content\r\n")
+        h.append(line: Substring("Content-Range: bytes \(bytes.lowerBound)-\(bytes.upperBound - 1)/\(size)\r\n"))
+        h.append(line: Substring("Content-Length: \(bytes.count)\r\n"))
+        if closing { h.append(line: "Connection: close\r\n") }
+        h.append(line: "\r\n")
+        return h
+    }
+
     private static func rejection(_ r: SimulatedScenario.Rejection, limit: Int) -> ResponseHead {
         var h = ResponseHead()
         switch r {
@@ -307,14 +338,16 @@ struct SimulatedDownload {
         transfers[id].active = false
         transfers[id].served = false
         if let i = queue.firstIndex(where: { $0.id == id }) { queue[i].id = -1 }
-        if keepAlive && !scenario.closesConnections { idleTCP.append(transfers[id].tcp) }
+        if keepAlive && (transfers[id].source > 0 || !scenario.closesConnections) {
+            idleTCP.append((transfers[id].tcp, transfers[id].source))
+        }
     }
 
     // MARK: The network
 
     /// What the slow behaviour lets transfer `t` send now, bytes per second.
     private func slowRate(_ t: Transfer) -> Double {
-        guard t.slow else { return .infinity }
+        guard t.slow, t.source == 0 else { return .infinity }
         let sent = t.pos - t.bytes.lowerBound
         switch scenario.slow.behaviour {
         case .trickle(let rate, let after): return sent >= after ? rate : .infinity
@@ -326,7 +359,7 @@ struct SimulatedDownload {
 
     /// Where a cut answer ends (`SlowShape.Behaviour.cut`), as a byte of the file; nil for any other.
     private func cutEnd(_ t: Transfer) -> Int64? {
-        guard t.slow, case .cut(let after) = scenario.slow.behaviour else { return nil }
+        guard t.slow, t.source == 0, case .cut(let after) = scenario.slow.behaviour else { return nil }
         return t.bytes.lowerBound + after
     }
 
@@ -339,7 +372,7 @@ struct SimulatedDownload {
         for id in transfers.indices where transfers[id].active && !transfers[id].rejected && !transfers[id].held && now >= transfers[id].headAt {
             let t = transfers[id]
             guard tcps[t.tcp].readyAt <= now else { continue }
-            want[id] = min(tcps[t.tcp].offered(rtt: s.rtt), s.perRequestCap, slowRate(t))
+            want[id] = min(tcps[t.tcp].offered(rtt: t.rtt), s.perRequestCap(ofSource: t.source), slowRate(t))
             total += want[id]
         }
         let full = total > s.bottleneck
@@ -356,7 +389,7 @@ struct SimulatedDownload {
             transfers[id].carry -= Double(n)
             n = min(n, (cutEnd(transfers[id]).map { min($0, transfers[id].bytes.upperBound) } ?? transfers[id].bytes.upperBound) - transfers[id].pos)
             let tcp = transfers[id].tcp
-            tcps[tcp].advance(dt: dt, bytes: Double(n), now: now, rtt: s.rtt, loss: s.loss, full: full, random: &random)
+            tcps[tcp].advance(dt: dt, bytes: Double(n), now: now, rtt: transfers[id].rtt, loss: s.loss, full: full, random: &random)
             if n > 0 { deliver(id, Int(n)) }
         }
     }
@@ -365,7 +398,7 @@ struct SimulatedDownload {
     private mutating func deliver(_ id: Int, _ n: Int) {
         if transfers[id].firstByteAt == nil {
             transfers[id].firstByteAt = now
-            handle(.connected(id, roundTrip: scenario.rtt, newConnection: transfers[id].dialled))
+            handle(.connected(id, roundTrip: transfers[id].rtt, newConnection: transfers[id].dialled))
         }
         transfers[id].pos += Int64(n)
         let actions = core.handle(.body(id, count: n, head: transfers[id].head, budgetAllows: true), now: now)

@@ -46,7 +46,23 @@ struct SimulatedScenario: Sendable, CustomStringConvertible {
     /// The download starts as segget's does: a probe for the whole file (`bytes=0-`) held at its
     /// head, which connection 0 then continues; the other connections start only once the head is in. Off: every connection starts at time 0 (the families before issue 37).
     var probe = false
+    /// Mirrors of the file (the `mirrors` family), each a server of its own on a path of its own,
+    /// healthy and always keeping connections alive. The main URL's server is the scenario's.
+    var mirrors: [Mirror] = []
     var seed: UInt64 = 1
+
+    /// A mirror: its round trip, its cap per response, and when it joins the download: seconds after
+    /// the download begins (the main URL's probe answered), when its own probe has agreed, as
+    /// `MirrorJoin` adds it to the running fetch.
+    struct Mirror: Sendable, Equatable {
+        var rtt: Double
+        var perRequestCap: Double = .infinity
+        var joinsAt: Double
+    }
+
+    /// Source `s`'s round trip and cap per response: 0 is the main URL, 1... the mirrors.
+    func rtt(ofSource s: Int) -> Double { s == 0 ? rtt : mirrors[s - 1].rtt }
+    func perRequestCap(ofSource s: Int) -> Double { s == 0 ? perRequestCap : mirrors[s - 1].perRequestCap }
 
     /// Which requests are slow (the probe was request 1) and what a slow one does.
     struct SlowShape: Sendable, Equatable {
@@ -94,6 +110,9 @@ struct SimulatedScenario: Sendable, CustomStringConvertible {
         if let w = workers { parts.append("\(w) worker\(w == 1 ? "" : "s")") }
         if closesConnections { parts.append("Connection: close") }
         if probe { parts.append("probe") }
+        for m in mirrors {
+            parts.append("mirror rtt \(Int(m.rtt * 1000)) ms\(m.perRequestCap.isFinite ? " cap \(Format.rate(m.perRequestCap))" : "") joins +\(Format.fixed(m.joinsAt, 2)) s")
+        }
         parts.append("seed \(seed)")
         return parts.joined(separator: ", ")
     }

@@ -63,18 +63,45 @@ enum SimulationIdeal {
     /// of a few milliseconds is measured on the clock of its decisions, not on a ratio of milliseconds.
     static func seconds(_ s: SimulatedScenario) -> Double {
         let setup = s.rtt * (s.tls ? 3 : 2) + s.firstByteDelay + decisionRound
-        var perConnection = s.perRequestCap
+        let n = Double(min(s.connections, s.connectionLimit ?? s.connections, s.workers ?? s.connections))
+        guard s.mirrors.isEmpty else { return setup + mirrorsSeconds(s, connections: n) }
+        let rate = min(s.bottleneck, n * perConnection(s, source: 0))
+        return setup + cutSeconds(s, connections: n) + Double(s.fileSize) / rate
+    }
+
+    /// The best steady rate of one healthy connection to source `source` (0: the main URL).
+    static func perConnection(_ s: SimulatedScenario, source: Int) -> Double {
+        let rtt = s.rtt(ofSource: source)
+        var perConnection = s.perRequestCap(ofSource: source)
         if s.loss > 0 {
             let beta = 0.7
             let peak = (2 / ((1 - beta * beta) * s.loss)).squareRoot()
             let window = min((1 + beta) / 2 * peak, SimulatedTCP.maxWindow)
-            perConnection = min(perConnection, window * SimulatedTCP.segment / s.rtt)
+            perConnection = min(perConnection, window * SimulatedTCP.segment / rtt)
         } else {
-            perConnection = min(perConnection, SimulatedTCP.maxWindow * SimulatedTCP.segment / s.rtt)
+            perConnection = min(perConnection, SimulatedTCP.maxWindow * SimulatedTCP.segment / rtt)
         }
-        let n = Double(min(s.connections, s.connectionLimit ?? s.connections, s.workers ?? s.connections))
-        let rate = min(s.bottleneck, n * perConnection)
-        return setup + cutSeconds(s, connections: n) + Double(s.fileSize) / rate
+        return perConnection
+    }
+
+    /// With mirrors (`mirrors`): from the main URL's first byte, the file at the best rate the sources
+    /// that have joined allow, every connection on the fastest of them per connection, together at
+    /// most the bottleneck. A mirror serves from its join plus one round trip of its path (a request's;
+    /// the dial that a connection moved to it pays is left out). No policy does better.
+    static func mirrorsSeconds(_ s: SimulatedScenario, connections n: Double) -> Double {
+        var joins: [(at: Double, perConnection: Double)] = [(0, perConnection(s, source: 0))]
+        for (k, m) in s.mirrors.enumerated() { joins.append((m.joinsAt + m.rtt, perConnection(s, source: k + 1))) }
+        joins.sort { $0.at < $1.at }
+        var left = Double(s.fileSize)
+        var best = 0.0
+        for (i, j) in joins.enumerated() {
+            best = max(best, j.perConnection)
+            let rate = min(s.bottleneck, n * best)
+            let until = i + 1 < joins.count ? joins[i + 1].at : Double.infinity
+            if left <= rate * (until - j.at) { return j.at + left / rate }
+            left -= rate * (until - j.at)
+        }
+        return .infinity
     }
 
     /// Answers the server closes after `after` bytes (`cut-answers`): each cut costs a new request on
@@ -94,6 +121,7 @@ extension SimulationFamily {
     static let all: [SimulationFamily] = [
         healthyLAN, capped, wanLoss, trickleEveryKth, trickleFraction, slowdown, silence, firstByteDelay,
         connectionLimit, manyConnections, firstByteWorkers, oneWorker, connectionClose, refusalRetryAfter, cutAnswers,
+        mirrors,
     ]
 
     static func named(_ name: String) -> SimulationFamily? { all.first { $0.name == name } }
@@ -268,6 +296,31 @@ extension SimulationFamily {
             bottleneck: r.logBetween(50e6, 1e9), perRequestCap: r.pick([.infinity, 16 * Double(MiB)]), tls: r.unit() < 0.5)
         s.slow = .init(which: .everyKth(r.pick([1, 1, 3])), behaviour: .cut(after: r.pick([512 << 10, 1 << 20, 2 << 20, 4 << 20])))
         s.probe = true
+        return s
+    }
+
+    // MARK: Mirrors
+
+    /// The main URL and 1-3 mirrors, each on its own path (0.5-80 ms) and capped per answer (256 KiB/s
+    /// to 16 MiB/s) or not, joining the running download as their probes agree: after their probe's
+    /// round trips, some 0.2 or 1 s later (a slow server), one in five never (a probe that never
+    /// answers). The main URL may be the slowest source or the fastest; the ideal
+    /// (`SimulationIdeal.mirrorsSeconds`) puts every connection on the fastest source joined so far.
+    static let mirrors = SimulationFamily(
+        name: "mirrors", summary: "1-3 mirrors joining after 0-1 s (or never), 0.5-80 ms, 256 KiB/s-16 MiB/s per answer or not", bound: 8,
+        requestBound: { 4 * $0.connections + Int($0.fileSize >> 20) / 2 + 2 * $0.connections * $0.mirrors.count }
+    ) { r, _ in
+        let caps: [Double] = [.infinity, .infinity, 256 * 1024, Double(MiB), 4 * Double(MiB), 16 * Double(MiB)]
+        var s = SimulatedScenario(
+            fileSize: r.pick([16, 64, 256]) * MiB, connections: r.pick([4, 8, 16]), rtt: r.logBetween(0.0005, 0.08),
+            bottleneck: r.logBetween(30e6, 1e9), perRequestCap: r.pick(caps), tls: r.unit() < 0.5)
+        s.probe = true
+        let tls = s.tls
+        s.mirrors = (0..<r.pick([1, 1, 2, 3])).map { _ in
+            let rtt = r.logBetween(0.0005, 0.08)
+            let late = r.unit() < 0.2 ? 1e9 : r.pick([0, 0, 0.2, 1.0])
+            return SimulatedScenario.Mirror(rtt: rtt, perRequestCap: r.pick(caps), joinsAt: rtt * (tls ? 3 : 2) + late)
+        }
         return s
     }
 }
