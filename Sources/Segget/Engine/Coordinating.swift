@@ -11,10 +11,10 @@ protocol Coordinating {
     var receivedBytes: Int64 { get set }
     /// (time, receivedBytes) every progress tick, newest last.
     var rateSamples: [(Double, Int64)] { get set }
-    /// How long recent first body bytes from the main URL took after their request (held time left
-    /// out), newest last. A mirror's go to `noteMirrorFirstByteWait`: its path is its own.
+    /// How long recent first body bytes took after their request (held time left out), newest last.
     var firstByteWaits: [Double] { get set }
-    mutating func noteMirrorFirstByteWait(_ wait: Double, source: Int)
+    /// The same wait, kept by source too where there are several (see `Coordinator.sourceFirstByteWaits`).
+    mutating func noteFirstByteWait(_ wait: Double, source: Int)
     /// What ends the download, in this order of precedence: a failure, a changed resource, ranges
     /// that turned out unusable.
     var failure: SeggetError? { get set }
@@ -141,12 +141,9 @@ extension Coordinating {
         connections[id].startClockAtFirstByte(now: now)
         let c = connections[id]
         let wait = max(0, now - c.requestStartedAt - (c.held(at: now) - c.heldAtRequest))
-        if c.source == 0 {
-            firstByteWaits.append(wait)
-            if firstByteWaits.count > 16 { firstByteWaits.removeFirst() }
-        } else {
-            noteMirrorFirstByteWait(wait, source: c.source)
-        }
+        firstByteWaits.append(wait)
+        if firstByteWaits.count > 16 { firstByteWaits.removeFirst() }
+        noteFirstByteWait(wait, source: c.source)
         if c.source == 0 {
             let closes = head.closesConnection
             if c.continuesProbe {

@@ -313,17 +313,6 @@ extension Coordinator {
     /// connection waits one round trip; on a new one, the handshake's too): nil before the first.
     var pathRoundTrip: Double? { firstByteWaits.min() }
 
-    /// Source `s`'s path round trip, as `pathRoundTrip` is the main URL's: a mirror's from its own
-    /// first-byte waits (the main URL's until it has one).
-    func pathRoundTrip(ofSource s: Int) -> Double? {
-        s == 0 ? pathRoundTrip : mirrorFirstByteWaits[s]?.min() ?? pathRoundTrip
-    }
-
-    mutating func noteMirrorFirstByteWait(_ wait: Double, source: Int) {
-        mirrorFirstByteWaits[source, default: []].append(wait)
-        if mirrorFirstByteWaits[source, default: []].count > 16 { mirrorFirstByteWaits[source]?.removeFirst() }
-    }
-
     /// The current request's average rate, once it had `minEvidenceSeconds` free to receive (and, if
     /// no byte came yet, far longer than first bytes usually take, or than its place behind the
     /// host's other requests makes it wait); nil before.

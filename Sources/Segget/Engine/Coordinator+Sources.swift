@@ -25,7 +25,8 @@ extension Coordinator {
     }
 
     /// A transferring connection moves to a joining source only when the rest of its run takes at
-    /// least this many times a new connection's price at its rate, and `joinWorthSeconds`.
+    /// least this many times a new connection's price at its rate, and `joinWorthSeconds`
+    /// (`scoutWorthSeconds` for a source that holds no connection yet).
     static let joinPriceFactor = 4.0
     static let joinWorthSeconds = 1.0
     /// For a source's first connection, `joinWorthSeconds` is this instead: on loopback, a main URL
@@ -211,6 +212,8 @@ extension Coordinator {
         let price = connections[id].leftLinkOpen ? dialSeconds(typical: typicalRate(now: now)) : 0
         guard price == 0 || SourceChoice.worth(bytesLeft: bytes, rate: rate, gain: move.gain, priceSeconds: price) else { return nil }
         connections[id].source = move.to
+        // Its open link is to the old source: the request dials.
+        connections[id].leftLinkOpen = false
         owedConnections[from] = nil
         return .trace("connection \(id) sends its request to source \(move.to), not \(from) (\(Format.fixed(move.gain, 2)) x faster per connection)")
     }
@@ -240,6 +243,25 @@ extension Coordinator {
         return tracing ? [.trace("connection \(id) re-dials to source \(move.to), not \(from) (\(Format.fixed(move.gain, 2)) x faster per connection)")] : []
     }
 
+    /// With mirrors, source `s`'s own path round trip, as `pathRoundTrip` is the download's: from its
+    /// own first-byte waits (the download's until it has one).
+    func pathRoundTrip(ofSource s: Int) -> Double? {
+        sourceFirstByteWaits[s]?.min() ?? pathRoundTrip
+    }
+
+    /// With mirrors, how long source `s`'s first bytes usually take: the median of its own waits; before
+    /// it has one, its probe's first answer (the main URL's, or the mirror's as it joined).
+    func usualFirstByteWait(ofSource s: Int) -> Double? {
+        if let w = sourceFirstByteWaits[s], !w.isEmpty { return w.sorted()[w.count / 2] }
+        return s == 0 ? config.probeFirstAnswer : config.sources[s].firstAnswer
+    }
+
+    mutating func noteFirstByteWait(_ wait: Double, source: Int) {
+        guard config.sources.count > 1 else { return }
+        sourceFirstByteWaits[source, default: []].append(wait)
+        if sourceFirstByteWaits[source, default: []].count > 16 { sourceFirstByteWaits[source]?.removeFirst() }
+    }
+
     /// A connection's rate for comparing sources: its last second, or for a younger request (runs cut
     /// by steals are often shorter than a second) its average so far (`averageRate`).
     func sourceRate(_ c: Connection, now: Double) -> Double? {
@@ -251,13 +273,15 @@ extension Coordinator {
     /// 256 KiB over 0.1 s. A connection still racing is left out (a race's losers are removed, not
     /// ended, and record nothing; a winner's request counts).
     ///
-    /// A source with no rate yet also takes one from a request of 1 MiB or more that was quicker: its
-    /// bytes over the whole time from the request to its last byte, its first byte's wait and any
-    /// held time included, so never more than the request showed (a request of its own only, not one
-    /// continuing a shorter answer or the probe's). A mirror on a fast path whose runs were each over
-    /// within 0.1 s was never measured, so no connection left a source 100 times slower for it (nginx
-    /// at 256 KiB/s per answer with h2o as the mirror on loopback, 16 MiB at `-n 8`: 4.0 s in half the
-    /// runs, the main URL's connections re-dialling the main URL every 0.1 s; 0.6 s now).
+    /// A source with no rate yet also takes one from a request of 256 KiB or more (the slow rule's
+    /// evidence) that was quicker: its bytes over the time from its first byte to its last, held time
+    /// not taken out, plus one round trip of the source's path (what a request on an open connection
+    /// waits for its first byte; its own wait may hold a dial and handshakes). A request of its own
+    /// only, not one continuing a shorter answer or the probe's. A mirror on a fast path whose runs
+    /// were each over within 0.1 s was never measured, so no connection left a source 100 times
+    /// slower for it (nginx at 256 KiB/s per answer with h2o as the mirror on loopback, 16 MiB at
+    /// `-n 8`: 4.0 s in half the runs, the main URL's connections re-dialling the main URL every
+    /// 0.1 s; 0.6 s now).
     mutating func noteSourceRate(_ c: Connection, now: Double) {
         guard !isRacing(c.id), let first = c.firstByteAt else { return }
         var bytes = c.transferBytes - c.bytesAtFirstByte
@@ -266,7 +290,9 @@ extension Coordinator {
             c.transferBytes == c.pos - c.requestStart, c.lastByteAt > c.requestStartedAt
         {
             bytes = c.transferBytes
-            seconds = c.lastByteAt - c.requestStartedAt
+            let wait = min(c.lastByteAt - c.requestStartedAt, pathRoundTrip(ofSource: c.source) ?? .infinity)
+            seconds = max(0, c.lastByteAt - first) + wait
+            guard seconds > 0 else { return }
         } else {
             guard bytes >= 256 << 10, seconds >= 0.1 else { return }
         }

@@ -122,8 +122,9 @@ struct Coordinator: Coordinating {
     var rateSamples: [(Double, Int64)] = []
     /// How long recent first body bytes took after their request (held time left out), newest last.
     var firstByteWaits: [Double] = []
-    /// Each mirror's recent first-byte waits (by source index), as `firstByteWaits` for the main URL.
-    var mirrorFirstByteWaits: [Int: [Double]] = [:]
+    /// With mirrors, each source's recent first-byte waits (by source index), as `firstByteWaits`
+    /// keeps every source's: each path's own round trip and usual wait (`pathRoundTrip(ofSource:)`).
+    var sourceFirstByteWaits: [Int: [Double]] = [:]
     /// Decides which connections are too slow to keep their work (see `judgeSlowConnections`).
     var slowRule: SlowConnectionRule
     var auto = AutoGrowth()

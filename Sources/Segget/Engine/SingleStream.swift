@@ -9,7 +9,7 @@ struct SingleStream: Coordinating {
     var rateSamples: [(Double, Int64)] = []
     var firstByteWaits: [Double] = []
     /// A stream has one source.
-    mutating func noteMirrorFirstByteWait(_ wait: Double, source: Int) {}
+    mutating func noteFirstByteWait(_ wait: Double, source: Int) {}
     var failure: SeggetError?
     var changed: String?
     var ignored: String?

@@ -77,8 +77,18 @@ public struct SlowConnectionRule: Sendable {
         public var provenRate = 0.0
         /// Seconds since its request's first byte (nil: `seconds`), for the slow start it may still be in.
         public var age: Double?
-        /// The round trip of its own path, where it is not the one `judge` is given (a mirror's).
-        public var roundTrip: Double?
+        /// Its own path's round trip and usual first-byte wait, where they are not the ones `judge` is
+        /// given (a download with mirrors: each source's).
+        public var path: Path?
+
+        public struct Path: Sendable, Equatable {
+            public var roundTrip: Double?
+            public var usualFirstByteWait: Double?
+            public init(roundTrip: Double?, usualFirstByteWait: Double?) {
+                self.roundTrip = roundTrip
+                self.usualFirstByteWait = usualFirstByteWait
+            }
+        }
 
         public init(id: Int, bytes: Int64, seconds: Double, heldSeconds: Double = 0, waitingForFirstByte: Double? = nil,
                     remainingBytes: Int64, consecutiveRedials: Int = 0) {
@@ -256,11 +266,12 @@ public struct SlowConnectionRule: Sendable {
             typical = rates[Int(Double(rates.count - 1) * 0.75 + 0.5)]
         }
         guard let typical, typical > minTypicalRate else { return explore(observations, now: now, rtt: rtt) }
-        let firstByteLimit = max(minFirstByteWait ?? minJudgeSeconds, firstByteFactor * (usualFirstByteWait ?? 0))
-        let youngLimit = max(minJudgeSeconds, firstByteFactor * (usualFirstByteWait ?? 0))
         var verdicts: [Verdict] = []
         for o in observations {
-            let pathRTT = o.roundTrip ?? rtt
+            let pathRTT = o.path.map(\.roundTrip) ?? rtt
+            let usualFirstByteWait = o.path.map(\.usualFirstByteWait) ?? usualFirstByteWait
+            let firstByteLimit = max(minFirstByteWait ?? minJudgeSeconds, firstByteFactor * (usualFirstByteWait ?? 0))
+            let youngLimit = max(minJudgeSeconds, firstByteFactor * (usualFirstByteWait ?? 0))
             let rate: Double
             var young = true
             var expected = typical
