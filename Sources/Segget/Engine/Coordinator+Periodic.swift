@@ -40,8 +40,9 @@ extension Coordinator {
         let queueing = cost.servedAtOnce(pending: pendingAnswers(now: now)) != nil
         for c in connections where c.machine.isTransferring {
             let left = max(0, end(of: c.id) - c.pos)
-            // A mirror's connection is judged on its own path's round trip: on the main URL's
-            // (shorter or longer), one still in slow start looked slow, or a slow one young.
+            // With mirrors, a connection is judged on its own source's round trip and usual first-byte
+            // wait: on another source's (shorter or longer), one still in slow start looked slow, or a
+            // slow one young.
             let several = config.sources.count > 1
             let ownRTT = several ? pathRoundTrip(ofSource: c.source) : rtt
             let window = several ? slowRule.window(rtt: ownRTT) : window
