@@ -46,6 +46,7 @@ extension Coordinator {
             let several = config.sources.count > 1
             let ownRTT = several ? pathRoundTrip(ofSource: c.source) : rtt
             let window = several ? slowRule.window(rtt: ownRTT) : window
+            let path = several ? SlowConnectionRule.Observation.Path(roundTrip: ownRTT, usualFirstByteWait: usualFirstByteWait(ofSource: c.source)) : nil
             if !c.machine.headJudged, queueing,
                 connections.contains(where: { $0.machine.isTransferring && $0.id != c.id && $0.requestNumber < c.requestNumber })
             {
@@ -59,20 +60,20 @@ extension Coordinator {
                 let expected = config.sources[c.source].firstAnswer ?? 0
                 let waited = max(0, now - since - (c.held(at: now) - c.heldAtRequest) - expected)
                 var o = SlowConnectionRule.Observation(id: c.id, bytes: 0, seconds: 0, waitingForFirstByte: waited, remainingBytes: left, consecutiveRedials: c.redials)
-                if several { o.path = .init(roundTrip: ownRTT, usualFirstByteWait: usualFirstByteWait(ofSource: c.source)) }
+                o.path = path
                 observations.append(o)
             } else if now - c.transferStartedAt >= window, let m = c.recent(now: now, window: window, interval: Self.slowJudgeInterval) {
                 var o = SlowConnectionRule.Observation(id: c.id, bytes: m.bytes, seconds: m.seconds, heldSeconds: m.held, remainingBytes: left, consecutiveRedials: c.redials)
                 o.provenRate = c.bestWindowRate
                 o.age = c.firstByteAt.map { now - $0 - (c.held(at: now) - c.heldAtFirstByte) }
-                if several { o.path = .init(roundTrip: ownRTT, usualFirstByteWait: usualFirstByteWait(ofSource: c.source)) }
+                o.path = path
                 if o.freeSeconds > 0 { connections[c.id].bestWindowRate = max(c.bestWindowRate, Double(m.bytes) / o.freeSeconds) }
                 observations.append(o)
             } else if let first = c.firstByteAt, now - first > 0 {
                 var o = SlowConnectionRule.Observation(id: c.id, bytes: c.transferBytes - c.bytesAtFirstByte, seconds: now - first,
                     heldSeconds: c.held(at: now) - c.heldAtFirstByte, remainingBytes: left, consecutiveRedials: c.redials)
                 o.age = o.freeSeconds
-                if several { o.path = .init(roundTrip: ownRTT, usualFirstByteWait: usualFirstByteWait(ofSource: c.source)) }
+                o.path = path
                 // Its rate over the newest round trips (at least 0.1 s), held time left out.
                 if let m = c.recent(now: now, window: max(0.1, 2 * (ownRTT ?? 0)), interval: Self.slowJudgeInterval), m.seconds - m.held > 0.05 {
                     o.currentRate = Double(m.bytes) / (m.seconds - m.held)
