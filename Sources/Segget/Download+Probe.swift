@@ -201,8 +201,15 @@ extension Download {
     /// Apache, Caddy), each decoding to that length and time. Two `ETag`s of one wording that differ
     /// (two nginx, or two Apache whose microseconds differ within the second) show two versions.
     static func sameVersionInOtherWords(_ a: ProbeResult, _ b: ProbeResult) -> Bool {
-        guard let ea = a.etag, let eb = b.etag, let la = a.lastModified, la == b.lastModified,
-            let length = a.totalLength, length == b.totalLength, let modified = parseIMFFixdate(Substring(la)),
+        guard let length = a.totalLength, length == b.totalLength else { return false }
+        return sameVersionInOtherWords(a.etag, a.lastModified, b.etag, b.lastModified, length: length)
+    }
+
+    /// The same, for two answers' validators and their common length (a journal's against an answer's).
+    static func sameVersionInOtherWords(
+        _ etagA: String?, _ modifiedA: String?, _ etagB: String?, _ modifiedB: String?, length: Int64
+    ) -> Bool {
+        guard let ea = etagA, let eb = etagB, let la = modifiedA, la == modifiedB, let modified = parseIMFFixdate(Substring(la)),
             let wa = DerivedETag(ea, length: length, modified: modified), let wb = DerivedETag(eb, length: length, modified: modified)
         else { return false }
         return wa != wb
@@ -210,6 +217,18 @@ extension Download {
 
     /// The final path: `-o` as given, or the server's name for the file in `-d` (created if missing).
     /// What is at the path is looked at later (`checkOutputPath`), where it matters.
+    /// `probe`, the answer of a `--mirror` standing in for the main URL that failed, with the name
+    /// the main URL's path gives (where it gives one): the file is named the same whichever of its
+    /// servers answered, so that a rerun with the main URL back finds it.
+    func standInNamed(_ probe: ProbeResult, _ plan: AttemptPlan) -> ProbeResult {
+        guard options.expectedLength == nil, plan.failedSources.contains(url) else { return probe }
+        let name = FileName.fromURLPath(url)
+        guard name != FileName.fallback else { return probe }
+        var named = probe
+        named.suggestedFileName = name
+        return named
+    }
+
     func outputPath(probe: ProbeResult) throws(SeggetError) -> String {
         if let o = options.outputPath {
             guard !o.isEmpty else { throw SeggetError(.usage, "the output path is empty.") }

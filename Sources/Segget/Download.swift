@@ -81,7 +81,7 @@ public final class Download: @unchecked Sendable {
             }
         }
         let final: String
-        if let pinned = plan.outputPath { final = pinned } else { final = try outputPath(probe: probe) }
+        if let pinned = plan.outputPath { final = pinned } else { final = try outputPath(probe: standInNamed(probe, plan)) }
         let paths = PartialDownload.Paths(final: final)
         try refuseSpecialFile(at: final)
         try refuseSideFileName(final)

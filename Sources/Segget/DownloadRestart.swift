@@ -49,8 +49,9 @@ struct AttemptPlan: Equatable, Sendable {
     var outputPath: String?
     /// Continue the partial download or fail; never start over (the attempt after a renewal).
     var mustResume = false
-    /// A Metalink's URLs that failed, in the order they did: the next attempt asks the next of its
-    /// URLs (`url`), and no attempt uses these as mirrors (see `Download.nextSource`).
+    /// The download's URLs that failed (a Metalink's, or the main URL and `--mirror`s), in the
+    /// order they did: the next attempt asks the next of its URLs (`url`), and no attempt uses
+    /// these as mirrors (see `Download.nextSource`).
     var failedSources: [String] = []
 
     /// The plan for the attempt after the source `failed` failed: the same file from `next`.

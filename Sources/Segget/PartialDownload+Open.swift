@@ -91,7 +91,10 @@ extension PartialDownload {
         if probe.etag == nil && probe.lastModified == nil {
             return restart("the server sends neither ETag nor Last-Modified, so it cannot prove the file is unchanged")
         }
-        if h.etag != probe.etag || h.lastModified != probe.lastModified {
+        // A mirror that stood in for the main URL may have worded the same version's ETag its way.
+        if h.lastModified != probe.lastModified
+            || (h.etag != probe.etag && !Download.sameVersionInOtherWords(h.etag, h.lastModified, probe.etag, probe.lastModified, length: total))
+        {
             return restart("the file changed on the server since the last run (ETag/Last-Modified differ)")
         }
         if h.url != URLParts.redactingCredentials(url) && !renewed {

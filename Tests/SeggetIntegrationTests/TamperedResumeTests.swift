@@ -61,21 +61,8 @@ private final class TamperFixture: @unchecked Sendable {
 
     /// Stops the download once `fraction` of it is done; returns the chunks its journal then claims.
     func interruptedRun(at fraction: Double = 0.4) async throws -> [Int] {
-        let flag = InterruptFlag()
         let total = Int64(bytes.count)
-        let download = Download(url: url, options: options())
-        let outcome = try await blocking { () -> SeggetError? in
-            do {
-                _ = try download.run(
-                    progress: { p in if p.completedBytes >= Int64(Double(total) * fraction) { flag.set() } },
-                    interrupt: flag)
-                return nil
-            } catch let e as SeggetError {
-                return e
-            } catch {
-                return SeggetError(.internalError, "\(error)")
-            }
-        }
+        let outcome = try await interrupted(Download(url: url, options: options()), atCompleted: Int64(Double(total) * fraction))
         #expect(outcome?.kind == .interrupted, "\(String(describing: outcome))")
         #expect(TestFiles.size(part) == total)
         try await Task.sleep(for: .milliseconds(150))

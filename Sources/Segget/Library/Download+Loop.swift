@@ -131,7 +131,9 @@ extension Download {
                 let failed = plan.url ?? url
                 if let next = nextSource(after: plan, failed: failed, error: e) {
                     let why = e.message.hasSuffix(".") ? String(e.message.dropLast()) : e.message
-                    context.events?(.notice("the Metalink's URL \(URLParts.shown(failed)) failed (\(why)); trying its next URL, \(URLParts.shown(next))."))
+                    let whose = options.expectedLength != nil ? "the Metalink's URL" : failed == url ? "the URL" : "the mirror"
+                    let then = options.expectedLength != nil ? "trying its next URL," : "trying the mirror"
+                    context.events?(.notice("\(whose) \(URLParts.shown(failed)) failed (\(why)); \(then) \(URLParts.shown(next))."))
                     return attempts(plan.trying(next, after: failed), prepared: nil, on: loop, context, renewals, completion: completion)
                 }
                 completion(.failure(e))

@@ -19,15 +19,13 @@ extension Download {
         var facts = MetalinkFacts()
     }
 
-    /// The mirror URLs to probe: the options', then `found`, without the main URL and repeats, at
-    /// most `maxSources - 1`.
-    /// The URL to try after `failed` (the attempt's URL) failed with `error`, for a download of a
-    /// Metalink (one whose length the document gives): its URLs, the download's own and then its
-    /// mirrors, are in the document's order, and one that does not answer, answers an error, or
-    /// serves another length must not sink the others. The first of them that has not failed; nil
-    /// where none is left, the error is not the source's (an interrupt, a local file, a digest over
-    /// the whole file), or the download is not a Metalink's: a `--mirror` is checked against the
-    /// main URL, which decides what the file is.
+    /// The URL to try after `failed` (the attempt's URL) failed with `error`, for a download with
+    /// other URLs of its file (a Metalink's, in the document's order, or `--mirror`s after the main
+    /// URL): one that does not answer, answers an error, or serves another length than a Metalink
+    /// gives must not sink the others. The first of them that has not failed; nil where none is
+    /// left, or the error is not the source's (an interrupt, a local file, a digest over the whole
+    /// file). The URL that answers first stands in for those before it: its answer decides what the
+    /// file is, and the mirrors after it are checked against it.
     func nextSource(after plan: AttemptPlan, failed: String, error: SeggetError) -> String? {
         switch error.kind {
         case .network, .httpStatus, .protocolViolation: return untriedSource(after: plan, failed: failed)
@@ -35,15 +33,17 @@ extension Download {
         }
     }
 
-    /// The first of a Metalink's URLs that neither `failed` nor those before it failed (see
-    /// `nextSource`); nil where none is left or the download is not a Metalink's. While there is one,
-    /// the probe of the attempt's URL is not retried: the next URL is tried instead.
+    /// The first of the download's URLs (its own, then its mirrors) that neither `failed` nor
+    /// those before it failed (see `nextSource`); nil where none is left. While there is one, the
+    /// probe of the attempt's URL is not retried: the next URL is tried instead.
     func untriedSource(after plan: AttemptPlan, failed: String) -> String? {
-        guard options.expectedLength != nil, !options.mirrors.isEmpty else { return nil }
+        guard !options.mirrors.isEmpty else { return nil }
         let tried = Set(plan.failedSources + [failed])
         return ([url] + options.mirrors).first { !tried.contains($0) }
     }
 
+    /// The mirror URLs to probe: the options', then `found`, without the main URL, failed URLs and
+    /// repeats, at most `maxSources - 1`.
     func sourceURLs(main: ProbeResult, adding found: [String], failed: [String] = []) -> [String] {
         var seen = Set([url, main.finalURL] + failed)
         var out: [String] = []

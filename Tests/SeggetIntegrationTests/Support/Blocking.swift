@@ -1,3 +1,4 @@
+import Segget
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -31,4 +32,20 @@ func blocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async thr
 private final class BlockingJob: @unchecked Sendable {
     let body: () -> Void
     init(_ body: @escaping () -> Void) { self.body = body }
+}
+
+/// Runs `download` off the test's thread until `bytes` of it are complete, then interrupts it (as
+/// Ctrl-C does); the error it ended with, nil where it finished first.
+func interrupted(_ download: Download, atCompleted bytes: Int64) async throws -> SeggetError? {
+    let flag = InterruptFlag()
+    return try await blocking { () -> SeggetError? in
+        do {
+            _ = try download.run(progress: { p in if p.completedBytes >= bytes { flag.set() } }, interrupt: flag)
+            return nil
+        } catch let e as SeggetError {
+            return e
+        } catch {
+            return SeggetError(.internalError, "\(error)")
+        }
+    }
 }

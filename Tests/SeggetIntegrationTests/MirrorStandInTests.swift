@@ -1,0 +1,95 @@
+import Foundation
+import Segget
+import SeggetTestServer
+import Testing
+
+// `--mirror`s when the main URL fails: the first mirror that answers stands in for it (its answer
+// decides what the file is, and the mirrors after it are checked against it). Before, the main
+// URL's failure was the download's: exit 3 after its retries with every mirror up.
+
+private func serving(_ files: [String: [UInt8]], port: Int = 0, etag: String? = nil, lastModified: String? = nil) throws -> TestServer {
+    let s = try TestServer(port: port)
+    for (name, bytes) in files { s.addResource(name: name, bytes: bytes, etag: etag ?? "\"v1-\(bytes.count)\"", lastModified: lastModified) }
+    try s.start()
+    return s
+}
+
+/// A loopback port nothing listens at (taken and let go).
+private func deadPort() throws -> Int {
+    let (fd, port) = try loopbackListener()
+    close(fd)
+    return port
+}
+
+@Suite(.serialized) struct MirrorStandInTests {
+    /// The main URL refuses connections and the first mirror answers 404: each is named in a notice,
+    /// neither is retried, and the second mirror serves the file, saved under the name the main URL's
+    /// path gives (not the mirror's), identical. The main URL is not asked again as a mirror.
+    @Test func theFirstMirrorThatAnswersStandsInForAMainURLThatFails() throws {
+        let body = cliTestBytes(3 << 20, seed: 71)
+        let mirrors = try serving(["pub/other-name.bin": body])
+        defer { mirrors.stop() }
+        let main = "http://127.0.0.1:\(try deadPort())/files/f.bin"
+        let missing = mirrors.url("nothing.bin")
+        let dir = try CLITempDir()
+        let began = Date()
+        let run = try SeggetCLI.run(["-n", "4", "-d", dir.path("out"), "--mirror", missing, "--mirror", mirrors.url("pub/other-name.bin"), main])
+        #expect(run.exitCode == 0, "\(run.stderr)")
+        #expect(fileBytes(dir.path("out/f.bin")) == body)
+        #expect(!FileManager.default.fileExists(atPath: dir.path("out/other-name.bin")))
+        #expect(run.stderr.contains("the URL \(main) failed ("), "\(run.stderr)")
+        #expect(run.stderr.contains("trying the mirror \(missing)"), "\(run.stderr)")
+        #expect(run.stderr.contains("the mirror \(missing) failed (") && run.stderr.contains("404"), "\(run.stderr)")
+        #expect(Date().timeIntervalSince(began) < 15, "a failed URL's probe was retried: \(run.stderr)")
+        #expect(mirrors.requests.filter { $0.path == "/nothing.bin" }.count == 1, "\(mirrors.requests)")
+    }
+
+    /// Every URL failing: the last one's error is the download's (404: exit 4), after a notice for
+    /// each before it. Without mirrors nothing changes: the main URL's own error, no notice.
+    @Test func whenEveryURLFailsTheLastOnesErrorIsTheDownloads() throws {
+        let s = try serving([:])
+        defer { s.stop() }
+        let dir = try CLITempDir()
+        let main = "http://127.0.0.1:\(try deadPort())/f.bin"
+        let run = try SeggetCLI.run(["-d", dir.path("out"), "--mirror", s.url("gone.bin"), main])
+        #expect(run.exitCode == 4, "\(run.stderr)")
+        #expect(run.stderr.contains("the URL \(main) failed ("), "\(run.stderr)")
+        let alone = try SeggetCLI.run(["-d", dir.path("out"), s.url("gone.bin")])
+        #expect(alone.exitCode == 4, "\(alone.stderr)")
+        #expect(!alone.stderr.contains("trying the mirror"), "\(alone.stderr)")
+    }
+
+    /// A download a mirror stood in for, interrupted, is resumed by the same command once the main
+    /// URL is back: under the same name, from the journal (the main URL sends what was missing, not
+    /// the whole file), identical. The two servers word the same version's `ETag` their own ways
+    /// (the mirror as nginx does, the main URL as Apache does), as servers of copied files do.
+    @Test func aStandInsPartialDownloadResumesFromTheMainURL() async throws {
+        let body = cliTestBytes(8 << 20, seed: 72)
+        let modified = "Tue, 01 Dec 2026 10:00:00 GMT"  // 1796119200 = 0x6b0e9aa0; 8 MiB = 0x800000
+        let mirror = try serving(["f.bin": body], etag: "\"6b0e9aa0-800000\"", lastModified: modified)
+        defer { mirror.stop() }
+        let port = try deadPort()
+        let dir = try TempDir(prefix: "segget-standin")
+        var o = DownloadOptions()
+        o.connections = 4
+        o.chunkSize = 256 << 10
+        o.directory = dir.path("out")
+        o.retryWait = 0.05
+        o.mirrors = [mirror.url("f.bin", query: "rate=2m")]
+        let mainURL = "http://127.0.0.1:\(port)/f.bin"
+        let outcome = try await interrupted(Download(url: mainURL, options: o), atCompleted: 3 << 20)
+        #expect(outcome?.kind == .interrupted, "\(String(describing: outcome))")
+        #expect(!TestFiles.exists(dir.path("out/f.bin")))
+        let main = try serving(["f.bin": body], port: port, etag: "\"800000-6618f96e5ca40\"", lastModified: modified)
+        defer { main.stop() }
+        mirror.resetCounters()
+        let log = EventLog()
+        let second = Download(url: mainURL, options: o)
+        _ = try await blocking { try second.run(events: { log.append($0) }) }
+        #expect(fileBytes(dir.path("out/f.bin")) == body)
+        let fetched = main.bodyBytesSent + mirror.bodyBytesSent
+        #expect(main.bodyBytesSent > 0)
+        #expect(!log.hasNotice(containing: "starting over"), "\(log.notices)")
+        #expect(fetched < Int64(body.count) - (1 << 20), "the resume fetched \(fetched) bytes of \(body.count)")
+    }
+}
