@@ -124,7 +124,7 @@ public final class Download: @unchecked Sendable {
         let chunkSize = pieces.map { PiecePlan.chunkSize(pieceLength: $0.length, requested: options.chunkSize) } ?? options.chunkSize
         let partial = try PartialDownload.open(
             paths: paths, url: url, probe: probe, ranged: ranged, fresh: plan.fresh, chunkSize: chunkSize,
-            mustResume: plan.mustResume, events: events)
+            mustResume: plan.mustResume, standIn: isStandIn(plan), events: events)
         var hasher: PrefixHasher?
         defer {
             if !handedOn {

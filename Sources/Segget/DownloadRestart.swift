@@ -53,12 +53,16 @@ struct AttemptPlan: Equatable, Sendable {
     /// order they did: the next attempt asks the next of its URLs (`url`), and no attempt uses
     /// these as mirrors (see `Download.nextSource`).
     var failedSources: [String] = []
+    /// Set on the plan an attempt hands back when its probe failed, before anything was fetched or
+    /// opened: only then does a `--mirror` stand in for the main URL (see `Download.nextSource`).
+    var probeFailed = false
 
     /// The plan for the attempt after the source `failed` failed: the same file from `next`.
     func trying(_ next: String, after failed: String) -> AttemptPlan {
         var plan = self
         plan.url = next
         plan.failedSources.append(failed)
+        plan.probeFailed = false
         return plan
     }
 

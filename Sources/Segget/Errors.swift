@@ -81,6 +81,11 @@ public struct SeggetError: Error, CustomStringConvertible, Sendable, Equatable {
     /// failed attempt (see `LoopProbe.priorFailure`).
     var takenForHostLimit = false
 
+    /// A server whose TLS certificate could not be verified: no `--mirror` stands in for it (see
+    /// `Download.nextSource`), so that a broken or intercepted TLS link never hands the file to
+    /// another server, which may be plain HTTP.
+    var untrustedCertificate = false
+
     /// A redirect loop, or more redirects than allowed: what aria2 reports as "too many redirects"
     /// (its error 23, which the daemon's tasks give).
     public internal(set) var tooManyRedirects = false

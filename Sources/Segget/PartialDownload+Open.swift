@@ -8,10 +8,13 @@ extension PartialDownload {
     /// probe brought).
     ///
     /// With `mustResume` (the link was renewed mid-download) nothing is started over: a partial
-    /// download that cannot be resumed is an error, and its files are left as they are.
+    /// download that cannot be resumed is an error, and its files are left as they are. With
+    /// `standIn` (a `--mirror` answering for the main URL, which failed), a partial download of
+    /// another length or other validators than the mirror's is left as it is, and an error: it may be
+    /// the main URL's version, which nothing shows has changed.
     static func open(
         paths: Paths, url: String, probe: ProbeResult, ranged: Bool, fresh: Bool, chunkSize: Int64,
-        mustResume: Bool = false, events: (@Sendable (DownloadEvent) -> Void)?
+        mustResume: Bool = false, standIn: Bool = false, events: (@Sendable (DownloadEvent) -> Void)?
     ) throws(SeggetError) -> PartialDownload {
         try paths.checkSideFileNames()
         guard ranged, let total = probe.totalLength else {
@@ -26,7 +29,7 @@ extension PartialDownload {
                 withJournal: false)
         }
         let opened: PartialDownload
-        if !fresh, let resumed = try resume(paths: paths, url: url, probe: probe, total: total, renewed: mustResume, events: events) {
+        if !fresh, let resumed = try resume(paths: paths, url: url, probe: probe, total: total, renewed: mustResume, standIn: standIn, events: events) {
             opened = resumed
         } else if mustResume {
             throw SeggetError(.protocolViolation, "after renewing the link, the partial download \(paths.part) could not be resumed (see the notice above); it is kept as it was.")
@@ -58,7 +61,7 @@ extension PartialDownload {
     /// The partial download an earlier run left, if its journal describes this URL and this version
     /// of the file and its data file is whole; nil (with a notice saying why) to start over.
     private static func resume(
-        paths: Paths, url: String, probe: ProbeResult, total: Int64, renewed: Bool,
+        paths: Paths, url: String, probe: ProbeResult, total: Int64, renewed: Bool, standIn: Bool,
         events: (@Sendable (DownloadEvent) -> Void)?
     ) throws(SeggetError) -> PartialDownload? {
         let opened: (journal: Journal, trusted: ChunkBitmap)
@@ -85,17 +88,26 @@ extension PartialDownload {
             events?(.notice("\(why); starting over."))
             return nil
         }
+        // A stand-in's answer shows what the mirror holds, not that the main URL's file changed.
+        func otherVersion(_ why: String, _ standInWhy: String) throws(SeggetError) -> PartialDownload? {
+            guard standIn else { return restart(why) }
+            opened.journal.close()
+            throw SeggetError(.protocolViolation, "the mirror standing in for the main URL (\(URLParts.shown(url))) cannot continue the partial download \(paths.part): \(standInWhy). It is kept as it was: run the same command when the main URL answers again, or pass --no-continue to download the file from the mirror.", retryAdvice: .never)
+        }
         if h.totalLength != total {
-            return restart("the file on the server changed size (\(h.totalLength) → \(total) bytes)")
+            return try otherVersion("the file on the server changed size (\(h.totalLength) → \(total) bytes)",
+                                    "it serves \(total) bytes where the partial download has \(h.totalLength)")
         }
         if probe.etag == nil && probe.lastModified == nil {
-            return restart("the server sends neither ETag nor Last-Modified, so it cannot prove the file is unchanged")
+            return try otherVersion("the server sends neither ETag nor Last-Modified, so it cannot prove the file is unchanged",
+                                    "it sends neither ETag nor Last-Modified, so it cannot show that it holds the same version")
         }
         // A mirror that stood in for the main URL may have worded the same version's ETag its way.
         if h.lastModified != probe.lastModified
             || (h.etag != probe.etag && !Download.sameVersionInOtherWords(h.etag, h.lastModified, probe.etag, probe.lastModified, length: total))
         {
-            return restart("the file changed on the server since the last run (ETag/Last-Modified differ)")
+            return try otherVersion("the file changed on the server since the last run (ETag/Last-Modified differ)",
+                                    "its ETag or Last-Modified differs from the partial download's")
         }
         if h.url != URLParts.redactingCredentials(url) && !renewed {
             // Signed links change every time they are made: the same length and validators (checked

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Segget
 import SeggetTestServer
 import Testing
@@ -12,6 +13,16 @@ private func serving(_ files: [String: [UInt8]], port: Int = 0, etag: String? = 
     for (name, bytes) in files { s.addResource(name: name, bytes: bytes, etag: etag ?? "\"v1-\(bytes.count)\"", lastModified: lastModified) }
     try s.start()
     return s
+}
+
+/// 4 connections, chunks of 256 KiB, quick retries.
+private func options(mirrors: [String]) -> DownloadOptions {
+    var o = DownloadOptions()
+    o.connections = 4
+    o.chunkSize = 256 << 10
+    o.retryWait = 0.05
+    o.mirrors = mirrors
+    return o
 }
 
 /// A loopback port nothing listens at (taken and let go).
@@ -70,11 +81,8 @@ private func deadPort() throws -> Int {
         defer { mirror.stop() }
         let port = try deadPort()
         let dir = try TempDir(prefix: "segget-standin")
-        var o = DownloadOptions()
-        o.connections = 4
-        o.chunkSize = 256 << 10
+        var o = options(mirrors: [])
         o.directory = dir.path("out")
-        o.retryWait = 0.05
         o.mirrors = [mirror.url("f.bin", query: "rate=2m")]
         let mainURL = "http://127.0.0.1:\(port)/f.bin"
         let outcome = try await interrupted(Download(url: mainURL, options: o), atCompleted: 3 << 20)
@@ -91,5 +99,78 @@ private func deadPort() throws -> Int {
         #expect(main.bodyBytesSent > 0)
         #expect(!log.hasNotice(containing: "starting over"), "\(log.notices)")
         #expect(fetched < Int64(body.count) - (1 << 20), "the resume fetched \(fetched) bytes of \(body.count)")
+    }
+
+    /// A partial download of the main URL's version is never given up for a mirror's: with the main
+    /// URL down and the mirror's `Last-Modified` another, the download ends (exit 7) saying what to
+    /// do, the partial download kept as it was; with the main URL back it resumes from there.
+    @Test func aPartialDownloadOfTheMainURLsVersionIsKept() async throws {
+        let body = cliTestBytes(8 << 20, seed: 73)
+        let port = try deadPort()
+        let mainURL = "http://127.0.0.1:\(port)/f.bin"
+        let dir = try TempDir(prefix: "segget-standin")
+        var o = options(mirrors: [])
+        o.outputPath = dir.path("f.bin")
+        let mirror = try serving(["f.bin": body], etag: "\"m1\"", lastModified: "Wed, 02 Dec 2026 08:00:00 GMT")
+        defer { mirror.stop() }
+        o.mirrors = [mirror.url("f.bin")]
+        let modified = "Tue, 01 Dec 2026 10:00:00 GMT"
+        do {
+            let main = try serving(["f.bin": body], port: port, etag: "\"m1\"", lastModified: modified)
+            defer { main.stop() }
+            var first = o
+            first.mirrors = []
+            let ended = try await interrupted(Download(url: mainURL + "?rate=2m", options: first), atCompleted: 3 << 20)
+            #expect(ended?.kind == .interrupted, "\(String(describing: ended))")
+        }
+        let part = try #require(TestFiles.size(dir.path("f.bin.segget-part")))
+        let journal = try #require(TestFiles.size(dir.path("f.bin.segget-journal")))
+        let second = Download(url: mainURL + "?rate=2m", options: o)
+        let refused = try await blocking { () -> SeggetError? in
+            do { _ = try second.run(); return nil } catch let e as SeggetError { return e } catch { return SeggetError(.internalError, "\(error)") }
+        }
+        #expect(refused?.kind == .protocolViolation, "\(String(describing: refused))")
+        #expect(refused?.message.contains("cannot continue the partial download") == true, "\(String(describing: refused))")
+        #expect(refused?.message.contains("Last-Modified") == true, "\(String(describing: refused))")
+        #expect(TestFiles.size(dir.path("f.bin.segget-part")) == part && TestFiles.size(dir.path("f.bin.segget-journal")) == journal)
+        #expect(!TestFiles.exists(dir.path("f.bin")))
+        let main = try serving(["f.bin": body], port: port, etag: "\"m1\"", lastModified: modified)
+        defer { main.stop() }
+        let third = Download(url: mainURL + "?rate=2m", options: o)
+        _ = try await blocking { try third.run() }
+        #expect(fileBytes(dir.path("f.bin")) == body)
+        #expect(main.bodyBytesSent < Int64(body.count) - (1 << 20), "the resume fetched \(main.bodyBytesSent) bytes")
+    }
+
+    /// A fetch that fails on the way (the main URL gone after 2 MiB, the mirror dropped as another
+    /// version) is the download's failure, its journal kept for a rerun: no mirror stands in for it.
+    @Test func aFetchThatFailsOnTheWayIsNotHandedToAMirror() async throws {
+        let body = cliTestBytes(8 << 20, seed: 74)
+        let main = try serving(["f.bin": body], etag: "\"a\"")
+        let mirror = try serving(["f.bin": body], etag: "\"b\"")
+        defer { main.stop(); mirror.stop() }
+        let dir = try TempDir(prefix: "segget-standin")
+        var o = options(mirrors: [mirror.url("f.bin")])
+        o.outputPath = dir.path("f.bin")
+        o.retries = 1
+        let stopped = Mutex(false)
+        let log = EventLog()
+        let download = Download(url: main.url("f.bin", query: "rate=2m"), options: o)
+        let outcome = try await blocking { () -> SeggetError? in
+            do {
+                _ = try download.run(progress: { p in
+                    guard p.completedBytes >= 2 << 20, !stopped.withLock({ let was = $0; $0 = true; return was }) else { return }
+                    DispatchQueue.global().async { main.stop() }
+                }, events: { log.append($0) })
+                return nil
+            } catch let e as SeggetError {
+                return e
+            } catch {
+                return SeggetError(.internalError, "\(error)")
+            }
+        }
+        #expect(outcome?.kind == .network, "\(String(describing: outcome))")
+        #expect(!log.hasNotice(containing: "trying the mirror"), "\(log.notices)")
+        #expect(TestFiles.exists(dir.path("f.bin.segget-journal")) && !TestFiles.exists(dir.path("f.bin")))
     }
 }

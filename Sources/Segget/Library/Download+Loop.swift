@@ -309,7 +309,9 @@ extension Download {
                         if let expired = expiredBeforeStart(e, plan: plan, url: url) {
                             return done(plan, .success(.restart(.linkExpired(expired))))
                         }
-                        done(plan, .failure(e))
+                        var failed = plan
+                        failed.probeFailed = true
+                        done(failed, .failure(e))
                     }
                 }
             }

@@ -26,11 +26,21 @@ extension Download {
     /// left, or the error is not the source's (an interrupt, a local file, a digest over the whole
     /// file). The URL that answers first stands in for those before it: its answer decides what the
     /// file is, and the mirrors after it are checked against it.
+    ///
+    /// A `--mirror` (no Metalink's size and digests to check it against) stands in only for a URL
+    /// whose probe failed (a fetch that failed on the way keeps its journal for a rerun), and never
+    /// for one whose TLS certificate failed (`untrustedCertificate`).
     func nextSource(after plan: AttemptPlan, failed: String, error: SeggetError) -> String? {
+        if options.expectedLength == nil && (!plan.probeFailed || error.untrustedCertificate) { return nil }
         switch error.kind {
         case .network, .httpStatus, .protocolViolation: return untriedSource(after: plan, failed: failed)
         case .usage, .fileSystem, .verification, .interrupted, .internalError: return nil
         }
+    }
+
+    /// Whether `plan`'s URL is a `--mirror` standing in for the main URL, which failed.
+    func isStandIn(_ plan: AttemptPlan) -> Bool {
+        options.expectedLength == nil && plan.failedSources.contains(url)
     }
 
     /// The first of the download's URLs (its own, then its mirrors) that neither `failed` nor

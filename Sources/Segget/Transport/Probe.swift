@@ -362,7 +362,9 @@ struct Prober {
         case .unsupportedProtocol:
             return SeggetError(.usage, "'\(u)' uses a scheme segget does not download; use http:// or https://.")
         case .peerFailedVerification, .caCertBadFile:
-            return SeggetError(.network, "the TLS certificate of \(u) could not be verified (\(code)); pass -k/--insecure only if you trust this server.", retryAdvice: .never)
+            var e = SeggetError(.network, "the TLS certificate of \(u) could not be verified (\(code)); pass -k/--insecure only if you trust this server.", retryAdvice: .never)
+            e.untrustedCertificate = true
+            return e
         case .couldNotResolveHost:
             return SeggetError(.network, "could not resolve the host of \(u); check the URL and your network.", retryAdvice: .once)
         case .weirdServerReply:
