@@ -141,8 +141,9 @@ private final class FirstAnswers: Sendable {
         #expect(sameHost.requests.allSatisfy { $0.headers["authorization"] == "Bearer mirror-secret" })
     }
 
-    /// A stream (`-o -`) probes its mirrors the same way, on its loop of one, and drops the one that
-    /// serves another length; the stream is the file.
+    /// A stream (`-o -`) probes its mirrors the same way, on its loop of one beside the stream (paced
+    /// here, so that it outlasts the probes), and drops the one that serves another length; the
+    /// stream is the file.
     @Test func aStreamKeepsOnlyAgreeingMirrors() async throws {
         let body = TestFiles.pattern(Self.size, seed: 44)
         let main = try server(["f.bin": body])
@@ -153,13 +154,36 @@ private final class FirstAnswers: Sendable {
         o.mirrors = [good.url("f.bin"), other.url("f.bin")]
         let out = StreamTests.Collector()
         let log = EventLog()
-        let download = Download(url: main.url("f.bin"), options: o)
+        let download = Download(url: main.url("f.bin", query: "rate=2m"), options: o)
         _ = try await blocking {
             try download.stream(to: out.take, settings: StreamSettings(window: StreamTests.window), events: { log.append($0) })
         }
         #expect(out.bytes == body)
         #expect(log.hasNotice(containing: "its length \(Self.size - 7) differs from \(Self.size)"), "\(log.notices)")
-        #expect(!good.requests.isEmpty)
+        #expect(good.requests.count > 1, "the agreeing mirror served no range: \(good.requests.count) requests")
+    }
+
+    /// A mirror that does not answer holds a stream up no more than a download: the stream starts
+    /// from the main URL at once and ends when the file is through (it waited for the mirror's probe
+    /// to time out before, 20 s).
+    @Test func aStreamIsNotHeldUpByAMirrorThatDoesNotAnswer() async throws {
+        let body = TestFiles.pattern(Self.size, seed: 46)
+        let main = try server(["f.bin": body])
+        let silent = try server(["f.bin": body])
+        defer { [main, silent].forEach { $0.stop() } }
+        var o = StreamTests.options(4)
+        o.mirrors = [silent.url("f.bin", query: "firstbyte=30")]
+        let out = StreamTests.Collector()
+        let log = EventLog()
+        let began = DispatchTime.now().uptimeNanoseconds
+        let download = Download(url: main.url("f.bin"), options: o)
+        _ = try await blocking {
+            try download.stream(to: out.take, settings: StreamSettings(window: StreamTests.window), events: { log.append($0) })
+        }
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - began) / 1e9
+        #expect(out.bytes == body)
+        #expect(seconds < 10, "the stream took \(seconds) s: it waited for the mirror's probe")
+        #expect(!log.hasNotice(containing: "dropping mirror"), "\(log.notices)")
     }
 
     /// Servers word their `ETag`s each their own way from a file's time and size (Apache
