@@ -1,3 +1,4 @@
+import Dispatch
 import SeggetCurl
 import SeggetJournal
 import SeggetSystem
@@ -125,11 +126,17 @@ extension Download {
     /// every probe has ended. Loop thread only; both hear on the loop thread.
     func probeMirrors(
         _ mirrors: [String]? = nil, on loop: DownloadLoop, main: ProbeResult, verifiable: Bool = false, deadline: Deadline?,
-        events: (@Sendable (DownloadEvent) -> Void)?, interrupt: InterruptFlag, each: ((FetchSource) -> Void)? = nil,
-        done: @escaping ([FetchSource]) -> Void
+        events: (@Sendable (DownloadEvent) -> Void)?, interrupt: InterruptFlag, patience: Double? = nil,
+        each: ((FetchSource) -> Void)? = nil, done: @escaping ([FetchSource]) -> Void
     ) {
         let mirrors = mirrors ?? options.mirrors
         guard !mirrors.isEmpty else { return done([]) }
+        // With `patience`, the probes still out after that long are let go (see `mirrorPatience`).
+        let patient = patience.map { seconds in
+            let flag = InterruptFlag(following: interrupt)
+            DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { flag.set() }
+            return flag
+        }
         var kept = [FetchSource?](repeating: nil, count: mirrors.count)
         var left = mirrors.count
         let mainHost = URLParts(url)?.host
@@ -143,15 +150,28 @@ extension Download {
             mirrorOptions.metalinkHTTP = false
             loop.probe(
                 Download(url: m, options: mirrorOptions), firstBytes: 1, deadline: deadline, retrying: false,
-                events: nil, interrupt: interrupt
+                events: nil, interrupt: patient ?? interrupt
             ) { [self] result in
                 if case .success(let p) = result { p.held?.release() }
-                kept[i] = keptMirrors(main: main, probed: [(m, result)], verifiable: verifiable, events: events).first
+                if case .failure(let e) = result, e.kind == .interrupted, let patience, !interrupt.isSet {
+                    events?(.notice("not waiting for mirror \(URLParts.shown(m)): it did not answer within \(Format.seconds(patience)); the download goes on without it."))
+                    kept[i] = nil
+                } else {
+                    kept[i] = keptMirrors(main: main, probed: [(m, result)], verifiable: verifiable, events: events).first
+                }
                 if let source = kept[i] { each?(source) }
                 left -= 1
                 if left == 0 { done(kept.compactMap { $0 }) }
             }
         }
+    }
+
+    /// How long a download with piece hashes waits for its mirrors' probes before it starts without
+    /// those still out: four times what the main URL's probe took, and at least 2 s. (Without piece
+    /// hashes nothing waits: mirrors join as their probes agree.) A dead mirror in a Metalink held
+    /// the download up for its probe's timeout, 20 s, for a file the main URL served in 0.1 s.
+    static func mirrorPatience(mainProbeSeconds: Double?) -> Double {
+        max(2, 4 * (mainProbeSeconds ?? 0))
     }
 
     /// The mirrors whose probes agree with the main URL's on length and validators, in the order

@@ -67,6 +67,26 @@ private func started(_ files: [String: [UInt8]]) throws -> TestServer {
         #expect(none.exitCode == 4, "\(none.stderr)")
     }
 
+    /// A Metalink's mirror that never answers holds the download up for `mirrorPatience` (2 s here),
+    /// not for its probe's timeout (20 s before): the file comes from the others, identical, and a
+    /// notice names the mirror not waited for.
+    @Test func aMeta4WithADeadMirrorIsNotHeldUpByIt() throws {
+        let body = cliTestBytes(3 << 20, seed: 45)
+        let good = try started(["f.bin": body])
+        defer { good.stop() }
+        let silent = good.url("f.bin", query: "firstbyte=30")
+        let dir = try CLITempDir()
+        let doc = metalinkDocument(name: "f.bin", size: body.count, urls: [good.url("f.bin"), silent], pieces: pieceHashes(body, length: 1 << 20), hash: sha256(body))
+        try doc.write(toFile: dir.path("f.meta4"), atomically: true, encoding: .utf8)
+        let began = Date()
+        let run = try SeggetCLI.run(["-d", dir.path("out"), dir.path("f.meta4")])
+        let seconds = Date().timeIntervalSince(began)
+        #expect(run.exitCode == 0, "\(run.stderr)")
+        #expect(fileBytes(dir.path("out/f.bin")) == body)
+        #expect(seconds < 10, "the download took \(seconds) s: it waited for the dead mirror's probe")
+        #expect(run.stderr.contains("not waiting for mirror \(silent): it did not answer within"), "\(run.stderr)")
+    }
+
     /// `--metalink URL` fetches the document; its two files are one batch.
     @Test func aFetchedMetalinkOfTwoFilesIsABatch() throws {
         let a = cliTestBytes(3 << 20, seed: 41)

@@ -262,10 +262,11 @@ extension Download {
             // agrees. A mirror slow to answer held the whole download up for its answer (20 s for one
             // that never answered, for a file the main URL served in 0.1 s).
             //
-            // Not with piece hashes: there the fetch waits for the probes, as before. The probe's
-            // first bytes are hashed as the fetch starts, and a main URL serving bad ones would be
-            // the only source when its piece fails, which ends the download ("every server of the
-            // file served bytes that failed their piece hashes") before a good mirror could join.
+            // Not with piece hashes: there the fetch waits for the probes, as before, but not for long
+            // (`mirrorPatience`). The probe's first bytes are hashed as the fetch starts, and a main
+            // URL serving bad ones would be the only source when its piece fails, which ends the
+            // download ("every server of the file served bytes that failed their piece hashes")
+            // before a good mirror could join.
             metalinkHTTP(probe: probe, on: loop, deadline: deadline, events: context.events) { [self] found in
                 let urls = sourceURLs(main: probe, adding: found.mirrors, failed: plan.failedSources)
                 guard !urls.isEmpty else { return setUp(probe, [], found.facts, whole: firstWhole, join: nil) }
@@ -275,7 +276,9 @@ extension Download {
                 loop.post { [self] in
                     probeMirrors(
                         urls, on: loop, main: probe, verifiable: verifiable, deadline: deadline, events: events,
-                        interrupt: join.interrupt, each: verifiable ? nil : { join.add($0) }
+                        interrupt: join.interrupt,
+                        patience: verifiable ? Self.mirrorPatience(mainProbeSeconds: probe.firstAnswerSeconds) : nil,
+                        each: verifiable ? nil : { join.add($0) }
                     ) { kept in
                         // With piece hashes every mirror is there from the start, spread over the connections.
                         if verifiable { loop.steps.async { setUp(probe, kept, found.facts, whole: firstWhole, join: nil) } }
