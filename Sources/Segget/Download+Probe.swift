@@ -269,11 +269,15 @@ extension Download {
     /// whose `FinishedMark` vouches for the file (not with `--no-continue`). A marked file that the
     /// server now sends at another length is an older version of it: refused, saying what to do.
     func finishedByAnEarlierRun(
-        paths: PartialDownload.Paths, url: String, probe: ProbeResult, expected: [ExpectedDigest]
+        paths: PartialDownload.Paths, url: String, probe: ProbeResult, expected: [ExpectedDigest], standIn: String? = nil
     ) throws(SeggetError) -> Int64? {
         if let size = PartialDownload.finishedEarlier(paths: paths, url: url) { return size }
         guard options.resume, let size = FinishedMark.vouchedSize(at: paths.final, url: self.url, expected: expected) else {
             return nil
+        }
+        if let total = probe.totalLength, total != size, let standIn {
+            // The mirror's other length shows nothing about the main URL's file: --force would replace it.
+            throw SeggetError.standInCannot(standIn, "serves \(total) bytes where the file \(paths.final) an earlier run downloaded from the main URL has \(size)", continuing: "it")
         }
         if let total = probe.totalLength, total != size {
             throw SeggetError(.fileSystem, "\(paths.final) was downloaded from this URL by an earlier run, but the server now sends \(total) bytes where that file has \(size): it has changed there. Pass --force to download it again, or choose another name.")

@@ -68,8 +68,10 @@ public final class Download: @unchecked Sendable {
     ) throws(SeggetError) -> AttemptStart {
         var probe = probe
         let events = context.events
-        // The URL of this attempt: a renewed link once the first one expired.
-        let url = plan.url ?? self.url
+        // The URL the journal records: this attempt's, a renewed link once the first one expired; for
+        // a mirror standing in, the main URL (the download is the main URL's, and a rerun with it back
+        // finds it finished or continues it).
+        let url = isStandIn(plan) ? self.url : plan.url ?? self.url
         // A probe transfer held for the fetch ends with the attempt unless the fetch continued it.
         let held = probe.held
         var handedOn = false
@@ -99,7 +101,7 @@ public final class Download: @unchecked Sendable {
             }
         }
         let finalExists = try checkOutputPath(paths.final)
-        if !options.force, finalExists, let size = try finishedByAnEarlierRun(paths: paths, url: url, probe: probe, expected: expected) {
+        if !options.force, finalExists, let size = try finishedByAnEarlierRun(paths: paths, url: url, probe: probe, expected: expected, standIn: isStandIn(plan) ? plan.url : nil) {
             events?(.notice("\(paths.final) was already completed by an earlier run."))
             var result = DownloadResult(
                 path: paths.final, bytes: size, resumedBytes: size, receivedBytes: 0, seconds: 0,
@@ -124,7 +126,7 @@ public final class Download: @unchecked Sendable {
         let chunkSize = pieces.map { PiecePlan.chunkSize(pieceLength: $0.length, requested: options.chunkSize) } ?? options.chunkSize
         let partial = try PartialDownload.open(
             paths: paths, url: url, probe: probe, ranged: ranged, fresh: plan.fresh, chunkSize: chunkSize,
-            mustResume: plan.mustResume, standIn: isStandIn(plan), events: events)
+            mustResume: plan.mustResume, standIn: isStandIn(plan) ? plan.url : nil, events: events)
         var hasher: PrefixHasher?
         defer {
             if !handedOn {

@@ -86,6 +86,18 @@ public struct SeggetError: Error, CustomStringConvertible, Sendable, Equatable {
     /// another server, which may be plain HTTP.
     var untrustedCertificate = false
 
+    /// A `--mirror` standing in for the main URL could not continue the partial download (or the
+    /// finished file) an earlier run left, which is kept as it was: the next of the download's URLs may
+    /// (see `Download.nextSource`).
+    var keptForAnotherSource = false
+
+    /// That failure, for the mirror `mirror`: `why` it cannot continue `what`.
+    static func standInCannot(_ mirror: String, _ why: String, continuing what: String) -> SeggetError {
+        var e = SeggetError(.protocolViolation, "the mirror \(URLParts.shown(mirror)), standing in for the main URL, \(why), so it cannot continue \(what). It is kept as it was: run the same command when the main URL answers again, or pass --no-continue to download the file from the mirror.", retryAdvice: .never)
+        e.keptForAnotherSource = true
+        return e
+    }
+
     /// A redirect loop, or more redirects than allowed: what aria2 reports as "too many redirects"
     /// (its error 23, which the daemon's tasks give).
     public internal(set) var tooManyRedirects = false

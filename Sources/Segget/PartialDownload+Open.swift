@@ -9,17 +9,21 @@ extension PartialDownload {
     ///
     /// With `mustResume` (the link was renewed mid-download) nothing is started over: a partial
     /// download that cannot be resumed is an error, and its files are left as they are. With
-    /// `standIn` (a `--mirror` answering for the main URL, which failed), a partial download of
-    /// another length or other validators than the mirror's is left as it is, and an error: it may be
-    /// the main URL's version, which nothing shows has changed.
+    /// `standIn` (the URL of a `--mirror` answering for the main URL, which failed), a partial
+    /// download of another length or other validators than the mirror's, or one the mirror cannot
+    /// continue without ranges, is left as it is, and an error: it may be the main URL's version,
+    /// which nothing shows has changed.
     static func open(
         paths: Paths, url: String, probe: ProbeResult, ranged: Bool, fresh: Bool, chunkSize: Int64,
-        mustResume: Bool = false, standIn: Bool = false, events: (@Sendable (DownloadEvent) -> Void)?
+        mustResume: Bool = false, standIn: String? = nil, events: (@Sendable (DownloadEvent) -> Void)?
     ) throws(SeggetError) -> PartialDownload {
         try paths.checkSideFileNames()
         guard ranged, let total = probe.totalLength else {
             if mustResume {
                 throw SeggetError(.protocolViolation, "the renewed link does not serve byte ranges, so the download cannot continue from \(paths.part); it is kept as it was.")
+            }
+            if let mirror = standIn, !fresh, PosixFile.fileSize(path: paths.journal) != nil {
+                throw SeggetError.standInCannot(mirror, "does not serve byte ranges", continuing: "the partial download \(paths.part)")
             }
             if !fresh, PosixFile.fileSize(path: paths.journal) != nil {
                 events?(.notice("the server cannot resume a partial download; starting over."))
@@ -61,7 +65,7 @@ extension PartialDownload {
     /// The partial download an earlier run left, if its journal describes this URL and this version
     /// of the file and its data file is whole; nil (with a notice saying why) to start over.
     private static func resume(
-        paths: Paths, url: String, probe: ProbeResult, total: Int64, renewed: Bool, standIn: Bool,
+        paths: Paths, url: String, probe: ProbeResult, total: Int64, renewed: Bool, standIn: String?,
         events: (@Sendable (DownloadEvent) -> Void)?
     ) throws(SeggetError) -> PartialDownload? {
         let opened: (journal: Journal, trusted: ChunkBitmap)
@@ -90,29 +94,29 @@ extension PartialDownload {
         }
         // A stand-in's answer shows what the mirror holds, not that the main URL's file changed.
         func otherVersion(_ why: String, _ standInWhy: String) throws(SeggetError) -> PartialDownload? {
-            guard standIn else { return restart(why) }
+            guard let mirror = standIn else { return restart(why) }
             opened.journal.close()
-            throw SeggetError(.protocolViolation, "the mirror standing in for the main URL (\(URLParts.shown(url))) cannot continue the partial download \(paths.part): \(standInWhy). It is kept as it was: run the same command when the main URL answers again, or pass --no-continue to download the file from the mirror.", retryAdvice: .never)
+            throw SeggetError.standInCannot(mirror, standInWhy, continuing: "the partial download \(paths.part)")
         }
         if h.totalLength != total {
             return try otherVersion("the file on the server changed size (\(h.totalLength) → \(total) bytes)",
-                                    "it serves \(total) bytes where the partial download has \(h.totalLength)")
+                                    "serves \(total) bytes where the partial download has \(h.totalLength)")
         }
         if probe.etag == nil && probe.lastModified == nil {
             return try otherVersion("the server sends neither ETag nor Last-Modified, so it cannot prove the file is unchanged",
-                                    "it sends neither ETag nor Last-Modified, so it cannot show that it holds the same version")
+                                    "sends neither ETag nor Last-Modified, so nothing shows that it holds the same version")
         }
         // A mirror that stood in for the main URL may have worded the same version's ETag its way.
         if h.lastModified != probe.lastModified
             || (h.etag != probe.etag && !Download.sameVersionInOtherWords(h.etag, h.lastModified, probe.etag, probe.lastModified, length: total))
         {
             return try otherVersion("the file changed on the server since the last run (ETag/Last-Modified differ)",
-                                    "its ETag or Last-Modified differs from the partial download's")
+                                    "sends another ETag or Last-Modified than the partial download's")
         }
         if h.url != URLParts.redactingCredentials(url) && !renewed {
             // Signed links change every time they are made: the same length and validators (checked
             // above) say that it is the same file, so a fresh link resumes the partial download.
-            events?(.notice("the partial download came from another URL (\(URLParts.shown(h.url))); this one serves the same file (same length, \(probe.etag != nil ? "ETag" : "Last-Modified")), so it continues from there."))
+            events?(.notice("the partial download came from another URL (\(URLParts.shown(h.url))); this one serves the same file (same length, \(probe.etag == nil ? "Last-Modified" : h.etag == probe.etag ? "ETag" : "Last-Modified, and an ETag its server words otherwise")), so it continues from there."))
         }
         guard let size = PosixFile.fileSize(path: paths.part) else {
             return restart("the partial data file \(paths.part) is missing")

@@ -55,16 +55,18 @@ private func deadPort() throws -> Int {
         #expect(mirrors.requests.filter { $0.path == "/nothing.bin" }.count == 1, "\(mirrors.requests)")
     }
 
-    /// Every URL failing: the last one's error is the download's (404: exit 4), after a notice for
-    /// each before it. Without mirrors nothing changes: the main URL's own error, no notice.
-    @Test func whenEveryURLFailsTheLastOnesErrorIsTheDownloads() throws {
+    /// Every mirror failing, the main URL is asked once more with its retries (its first probe had
+    /// none), and its failure is the download's (no connection: exit 3), after a notice for each URL.
+    /// Without mirrors nothing changes: the main URL's own error, no notice.
+    @Test func whenEveryMirrorFailsTheMainURLIsAskedAgain() throws {
         let s = try serving([:])
         defer { s.stop() }
         let dir = try CLITempDir()
         let main = "http://127.0.0.1:\(try deadPort())/f.bin"
-        let run = try SeggetCLI.run(["-d", dir.path("out"), "--mirror", s.url("gone.bin"), main])
-        #expect(run.exitCode == 4, "\(run.stderr)")
+        let run = try SeggetCLI.run(["-d", dir.path("out"), "--retries", "1", "--mirror", s.url("gone.bin"), main])
+        #expect(run.exitCode == 3, "\(run.stderr)")
         #expect(run.stderr.contains("the URL \(main) failed ("), "\(run.stderr)")
+        #expect(run.stderr.contains("the mirror \(s.url("gone.bin")) failed (") && run.stderr.contains("trying the main URL again, with its retries, \(main)."), "\(run.stderr)")
         let alone = try SeggetCLI.run(["-d", dir.path("out"), s.url("gone.bin")])
         #expect(alone.exitCode == 4, "\(alone.stderr)")
         #expect(!alone.stderr.contains("trying the mirror"), "\(alone.stderr)")
@@ -111,6 +113,7 @@ private func deadPort() throws -> Int {
         let dir = try TempDir(prefix: "segget-standin")
         var o = options(mirrors: [])
         o.outputPath = dir.path("f.bin")
+        o.retries = 1
         let mirror = try serving(["f.bin": body], etag: "\"m1\"", lastModified: "Wed, 02 Dec 2026 08:00:00 GMT")
         defer { mirror.stop() }
         o.mirrors = [mirror.url("f.bin")]
@@ -123,16 +126,17 @@ private func deadPort() throws -> Int {
             let ended = try await interrupted(Download(url: mainURL + "?rate=2m", options: first), atCompleted: 3 << 20)
             #expect(ended?.kind == .interrupted, "\(String(describing: ended))")
         }
-        let part = try #require(TestFiles.size(dir.path("f.bin.segget-part")))
-        let journal = try #require(TestFiles.size(dir.path("f.bin.segget-journal")))
+        let part = try #require(fileBytes(dir.path("f.bin.segget-part")))
+        let journal = try #require(fileBytes(dir.path("f.bin.segget-journal")))
         let second = Download(url: mainURL + "?rate=2m", options: o)
+        let log = EventLog()
         let refused = try await blocking { () -> SeggetError? in
-            do { _ = try second.run(); return nil } catch let e as SeggetError { return e } catch { return SeggetError(.internalError, "\(error)") }
+            do { _ = try second.run(events: { log.append($0) }); return nil } catch let e as SeggetError { return e } catch { return SeggetError(.internalError, "\(error)") }
         }
-        #expect(refused?.kind == .protocolViolation, "\(String(describing: refused))")
-        #expect(refused?.message.contains("cannot continue the partial download") == true, "\(String(describing: refused))")
-        #expect(refused?.message.contains("Last-Modified") == true, "\(String(describing: refused))")
-        #expect(TestFiles.size(dir.path("f.bin.segget-part")) == part && TestFiles.size(dir.path("f.bin.segget-journal")) == journal)
+        // The mirror could not continue it; the main URL, asked once more, is still down: its error.
+        #expect(refused?.kind == .network, "\(String(describing: refused))")
+        #expect(log.hasNotice(containing: "standing in for the main URL, sends another ETag or Last-Modified than the partial download's, so it cannot continue the partial download"), "\(log.notices)")
+        #expect(fileBytes(dir.path("f.bin.segget-part")) == part && fileBytes(dir.path("f.bin.segget-journal")) == journal)
         #expect(!TestFiles.exists(dir.path("f.bin")))
         let main = try serving(["f.bin": body], port: port, etag: "\"m1\"", lastModified: modified)
         defer { main.stop() }
@@ -172,5 +176,34 @@ private func deadPort() throws -> Int {
         #expect(outcome?.kind == .network, "\(String(describing: outcome))")
         #expect(!log.hasNotice(containing: "trying the mirror"), "\(log.notices)")
         #expect(TestFiles.exists(dir.path("f.bin.segget-journal")) && !TestFiles.exists(dir.path("f.bin")))
+    }
+
+    /// A stand-in that does not serve ranges cannot continue the main URL's partial download: it is
+    /// kept (before this was mended, it was deleted and the file fetched whole from that mirror), and
+    /// the next mirror, serving the same version, continues it.
+    @Test func aStandInWithoutRangesLeavesThePartialDownloadToTheNextMirror() async throws {
+        let body = cliTestBytes(8 << 20, seed: 75)
+        let port = try deadPort()
+        let mainURL = "http://127.0.0.1:\(port)/f.bin"
+        let dir = try TempDir(prefix: "segget-standin")
+        var o = options(mirrors: [])
+        o.outputPath = dir.path("f.bin")
+        o.retries = 1
+        do {
+            let main = try serving(["f.bin": body], port: port)
+            defer { main.stop() }
+            let ended = try await interrupted(Download(url: mainURL + "?rate=2m", options: o), atCompleted: 3 << 20)
+            #expect(ended?.kind == .interrupted, "\(String(describing: ended))")
+        }
+        let mirrors = try serving(["f.bin": body])
+        defer { mirrors.stop() }
+        o.mirrors = [mirrors.url("f.bin", mode: .noranges), mirrors.url("f.bin")]
+        let log = EventLog()
+        let second = Download(url: mainURL, options: o)
+        _ = try await blocking { try second.run(events: { log.append($0) }) }
+        #expect(fileBytes(dir.path("f.bin")) == body)
+        #expect(log.hasNotice(containing: "does not serve byte ranges, so it cannot continue the partial download"), "\(log.notices)")
+        #expect(!log.hasNotice(containing: "starting over"), "\(log.notices)")
+        #expect(mirrors.bodyBytesSent < Int64(body.count) - (1 << 20), "\(mirrors.bodyBytesSent) bytes fetched again")
     }
 }

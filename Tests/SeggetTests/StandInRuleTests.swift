@@ -1,18 +1,21 @@
+import SeggetVerify
 import Testing
 @testable import Segget
 
 /// Which failures let another of a download's URLs take the failed one's place (`nextSource`): for
-/// `--mirror`s only a failed probe, never a certificate; for a Metalink's URLs (its size given) any
-/// failure of the source.
+/// `--mirror`s only a failed probe (or a partial download a stand-in could not continue), never a
+/// certificate, never a renewed link, and the main URL once more when every mirror failed; for a
+/// Metalink's URLs (its size given) any failure of the source.
 @Suite struct StandInRuleTests {
-    let main = "https://main.example/f.bin"
+    let main = "http://main.example/f.bin"
     let mirrors = ["http://m1.example/f.bin", "http://m2.example/f.bin"]
 
-    func download(metalink: Bool = false) -> Download {
+    func download(metalink: Bool = false, main: String? = nil, mirrors: [String]? = nil, checksum: Bool = false) -> Download {
         var o = DownloadOptions()
-        o.mirrors = mirrors
+        o.mirrors = mirrors ?? self.mirrors
         if metalink { o.expectedLength = 1000 }
-        return Download(url: main, options: o)
+        if checksum { o.checksums = [ExpectedDigest(algorithm: .sha256, bytes: Array(repeating: 7, count: 32))!] }
+        return Download(url: main ?? self.main, options: o)
     }
 
     func plan(probeFailed: Bool) -> AttemptPlan {
@@ -32,9 +35,36 @@ import Testing
         var failedAgain = second
         failedAgain.probeFailed = true
         #expect(download().nextSource(after: failedAgain, failed: mirrors[0], error: error) == mirrors[1])
+        // Every mirror failed: the main URL once more, with its retries; then nothing.
         var last = failedAgain.trying(mirrors[1], after: mirrors[0])
         last.probeFailed = true
-        #expect(download().nextSource(after: last, failed: mirrors[1], error: error) == nil)
+        #expect(download().nextSource(after: last, failed: mirrors[1], error: error) == main)
+        var again = last.trying(main, after: mirrors[1])
+        again.probeFailed = true
+        #expect(download().nextSource(after: again, failed: main, error: error) == nil)
+        #expect(!download().isStandIn(again))
+    }
+
+    @Test func aPartialDownloadAStandInCouldNotContinueGoesToTheNextMirror() {
+        let standIn = plan(probeFailed: false).trying(mirrors[0], after: main)
+        let refused = SeggetError.standInCannot(mirrors[0], "serves 5 bytes where the partial download has 6", continuing: "it")
+        #expect(refused.keptForAnotherSource && refused.exitCode == 7)
+        #expect(download().nextSource(after: standIn, failed: mirrors[0], error: refused) == mirrors[1])
+    }
+
+    @Test func aRenewedLinkIsNotStoodInFor() {
+        var renewed = plan(probeFailed: false).renewed(url: "http://main.example/f.bin?sig=new", outputPath: "f.bin")
+        renewed.probeFailed = true
+        #expect(download().nextSource(after: renewed, failed: "http://main.example/f.bin?sig=new", error: SeggetError(.network, "reset")) == nil)
+    }
+
+    @Test func aPlainHTTPMirrorStandsInForAnHTTPSMainURLOnlyWithAChecksum() {
+        let secure = "https://main.example/f.bin"
+        let both = ["http://m1.example/f.bin", "https://m2.example/f.bin"]
+        let e = SeggetError(.network, "could not connect")
+        #expect(download(main: secure, mirrors: both).nextSource(after: plan(probeFailed: true), failed: secure, error: e) == both[1])
+        #expect(download(main: secure, mirrors: both, checksum: true).nextSource(after: plan(probeFailed: true), failed: secure, error: e) == both[0])
+        #expect(download(main: secure, mirrors: [both[0]]).nextSource(after: plan(probeFailed: true), failed: secure, error: e) == nil)
     }
 
     @Test func aFetchThatFailedOnTheWayKeepsItsJournalForARerun() {

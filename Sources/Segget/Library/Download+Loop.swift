@@ -132,7 +132,7 @@ extension Download {
                 if let next = nextSource(after: plan, failed: failed, error: e) {
                     let why = e.message.hasSuffix(".") ? String(e.message.dropLast()) : e.message
                     let whose = options.expectedLength != nil ? "the Metalink's URL" : failed == url ? "the URL" : "the mirror"
-                    let then = options.expectedLength != nil ? "trying its next URL," : "trying the mirror"
+                    let then = options.expectedLength != nil ? "trying its next URL," : next == url ? "trying the main URL again, with its retries," : "trying the mirror"
                     context.events?(.notice("\(whose) \(URLParts.shown(failed)) failed (\(why)); \(then) \(URLParts.shown(next))."))
                     return attempts(plan.trying(next, after: failed), prepared: nil, on: loop, context, renewals, completion: completion)
                 }
@@ -145,6 +145,20 @@ extension Download {
                     result.seconds = monotonicSeconds() - context.started
                 }
                 completion(.success(result))
+            case .success(.restart(let restart)) where isStandIn(plan):
+                // Starting over would drop what the main URL's runs fetched: kept for a rerun.
+                let why: String
+                switch restart {
+                case .rangesIgnored(let reason): why = "stopped honouring byte ranges (\(reason))"
+                case .resourceChanged(let reason): why = "changed its file during the download (\(reason))"
+                case .linkExpired: why = "answered as an expired link does"
+                }
+                let e = SeggetError.standInCannot(plan.url ?? url, why, continuing: "the partial download")
+                if let next = nextSource(after: plan, failed: plan.url ?? url, error: e) {
+                    context.events?(.notice("\(e.message) Trying \(next == url ? "the main URL again" : "the mirror \(URLParts.shown(next))")."))
+                    return attempts(plan.trying(next, after: plan.url ?? url), prepared: nil, on: loop, context, renewals, completion: completion)
+                }
+                completion(.failure(e))
             case .success(.restart(.linkExpired(var expired))):
                 // A new link of the same file, proven before the next attempt resumes from the journal.
                 // The renewer may wait (a command, a daemon client): off the loop and its steps queue.
@@ -268,7 +282,8 @@ extension Download {
             // download ("every server of the file served bytes that failed their piece hashes")
             // before a good mirror could join.
             metalinkHTTP(probe: probe, on: loop, deadline: deadline, events: context.events) { [self] found in
-                let urls = sourceURLs(main: probe, adding: found.mirrors, failed: plan.failedSources)
+                // A stand-in that redirected is not its own mirror.
+                let urls = sourceURLs(main: probe, adding: found.mirrors, failed: plan.failedSources + [plan.url].compactMap { $0 })
                 guard !urls.isEmpty else { return setUp(probe, [], found.facts, whole: firstWhole, join: nil) }
                 let verifiable = options.pieces != nil || found.facts.pieces != nil
                 let join = MirrorJoin(following: context.interrupt)
@@ -309,7 +324,7 @@ extension Download {
                         fetchWith(probe)
                     case .failure(let e):
                         // A rerun of a download whose link expired: renew it as if it had expired now.
-                        if let expired = expiredBeforeStart(e, plan: plan, url: url) {
+                        if !isStandIn(plan), let expired = expiredBeforeStart(e, plan: plan, url: url) {
                             return done(plan, .success(.restart(.linkExpired(expired))))
                         }
                         var failed = plan

@@ -28,28 +28,40 @@ extension Download {
     /// file is, and the mirrors after it are checked against it.
     ///
     /// A `--mirror` (no Metalink's size and digests to check it against) stands in only for a URL
-    /// whose probe failed (a fetch that failed on the way keeps its journal for a rerun), and never
-    /// for one whose TLS certificate failed (`untrustedCertificate`).
+    /// whose probe failed, or that could not continue what an earlier run left
+    /// (`keptForAnotherSource`): a fetch that failed on the way keeps its journal for a rerun. Never
+    /// for a TLS certificate that failed (`untrustedCertificate`), nor after a renewed link (the
+    /// attempt's URL neither the main URL nor a mirror). Once every mirror failed, the main URL is
+    /// asked once more, with its retries (its first probe had none while a mirror was left).
     func nextSource(after plan: AttemptPlan, failed: String, error: SeggetError) -> String? {
-        if options.expectedLength == nil && (!plan.probeFailed || error.untrustedCertificate) { return nil }
         switch error.kind {
-        case .network, .httpStatus, .protocolViolation: return untriedSource(after: plan, failed: failed)
+        case .network, .httpStatus, .protocolViolation: break
         case .usage, .fileSystem, .verification, .interrupted, .internalError: return nil
         }
+        guard options.expectedLength == nil else { return untriedSource(after: plan, failed: failed) }
+        guard plan.probeFailed || error.keptForAnotherSource, !error.untrustedCertificate,
+            plan.url.map({ $0 == url || options.mirrors.contains($0) }) ?? true
+        else { return nil }
+        if let next = untriedSource(after: plan, failed: failed) { return next }
+        return failed != url && plan.failedSources.contains(url) ? url : nil
     }
 
     /// Whether `plan`'s URL is a `--mirror` standing in for the main URL, which failed.
     func isStandIn(_ plan: AttemptPlan) -> Bool {
-        options.expectedLength == nil && plan.failedSources.contains(url)
+        guard options.expectedLength == nil, let standing = plan.url, standing != url else { return false }
+        return plan.failedSources.contains(url) && options.mirrors.contains(standing)
     }
 
     /// The first of the download's URLs (its own, then its mirrors) that neither `failed` nor
     /// those before it failed (see `nextSource`); nil where none is left. While there is one, the
     /// probe of the attempt's URL is not retried: the next URL is tried instead.
+    /// A plain-HTTP `--mirror` does not stand in for an HTTPS main URL unless a checksum will check
+    /// what it serves: nothing else would show that an answer nobody could read on the way is the file.
     func untriedSource(after plan: AttemptPlan, failed: String) -> String? {
         guard !options.mirrors.isEmpty else { return nil }
         let tried = Set(plan.failedSources + [failed])
-        return ([url] + options.mirrors).first { !tried.contains($0) }
+        let guarded = options.expectedLength == nil && options.checksums.isEmpty && URLParts(url)?.scheme == "https"
+        return ([url] + options.mirrors).first { !tried.contains($0) && (!guarded || URLParts($0)?.scheme != "http") }
     }
 
     /// The mirror URLs to probe: the options', then `found`, without the main URL, failed URLs and
