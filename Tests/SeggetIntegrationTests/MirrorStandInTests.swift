@@ -25,6 +25,22 @@ private func options(mirrors: [String]) -> DownloadOptions {
     return o
 }
 
+/// A dead port for the main URL, a directory, and the main URL (`f.bin` there).
+private func partialFromMain(_ body: [UInt8]) throws -> (Int, TempDir, String) {
+    let port = try deadPort()
+    return (port, try TempDir(prefix: "segget-standin"), "http://127.0.0.1:\(port)/f.bin")
+}
+
+/// Serves `body` at `mainURL` (on `port`) for a run into `dir`/f.bin stopped at 3 MiB, and stops.
+private func leavePartial(of body: [UInt8], from mainURL: String, port: Int, lastModified: String?, in dir: TempDir) async throws {
+    let main = try serving(["f.bin": body], port: port, etag: "\"m1\"", lastModified: lastModified)
+    defer { main.stop() }
+    var o = options(mirrors: [])
+    o.outputPath = dir.path("f.bin")
+    let ended = try await interrupted(Download(url: mainURL + "?rate=2m", options: o), atCompleted: 3 << 20)
+    #expect(ended?.kind == .interrupted, "\(String(describing: ended))")
+}
+
 /// A loopback port nothing listens at (taken and let go).
 private func deadPort() throws -> Int {
     let (fd, port) = try loopbackListener()
@@ -108,24 +124,15 @@ private func deadPort() throws -> Int {
     /// do, the partial download kept as it was; with the main URL back it resumes from there.
     @Test func aPartialDownloadOfTheMainURLsVersionIsKept() async throws {
         let body = cliTestBytes(8 << 20, seed: 73)
-        let port = try deadPort()
-        let mainURL = "http://127.0.0.1:\(port)/f.bin"
-        let dir = try TempDir(prefix: "segget-standin")
+        let (port, dir, mainURL) = try partialFromMain(body)
+        let modified = "Tue, 01 Dec 2026 10:00:00 GMT"
+        try await leavePartial(of: body, from: mainURL, port: port, lastModified: modified, in: dir)
         var o = options(mirrors: [])
         o.outputPath = dir.path("f.bin")
         o.retries = 1
         let mirror = try serving(["f.bin": body], etag: "\"m1\"", lastModified: "Wed, 02 Dec 2026 08:00:00 GMT")
         defer { mirror.stop() }
         o.mirrors = [mirror.url("f.bin")]
-        let modified = "Tue, 01 Dec 2026 10:00:00 GMT"
-        do {
-            let main = try serving(["f.bin": body], port: port, etag: "\"m1\"", lastModified: modified)
-            defer { main.stop() }
-            var first = o
-            first.mirrors = []
-            let ended = try await interrupted(Download(url: mainURL + "?rate=2m", options: first), atCompleted: 3 << 20)
-            #expect(ended?.kind == .interrupted, "\(String(describing: ended))")
-        }
         let part = try #require(fileBytes(dir.path("f.bin.segget-part")))
         let journal = try #require(fileBytes(dir.path("f.bin.segget-journal")))
         let second = Download(url: mainURL + "?rate=2m", options: o)
@@ -183,19 +190,12 @@ private func deadPort() throws -> Int {
     /// the next mirror, serving the same version, continues it.
     @Test func aStandInWithoutRangesLeavesThePartialDownloadToTheNextMirror() async throws {
         let body = cliTestBytes(8 << 20, seed: 75)
-        let port = try deadPort()
-        let mainURL = "http://127.0.0.1:\(port)/f.bin"
-        let dir = try TempDir(prefix: "segget-standin")
+        let (port, dir, mainURL) = try partialFromMain(body)
+        try await leavePartial(of: body, from: mainURL, port: port, lastModified: nil, in: dir)
         var o = options(mirrors: [])
         o.outputPath = dir.path("f.bin")
         o.retries = 1
-        do {
-            let main = try serving(["f.bin": body], port: port)
-            defer { main.stop() }
-            let ended = try await interrupted(Download(url: mainURL + "?rate=2m", options: o), atCompleted: 3 << 20)
-            #expect(ended?.kind == .interrupted, "\(String(describing: ended))")
-        }
-        let mirrors = try serving(["f.bin": body])
+        let mirrors = try serving(["f.bin": body], etag: "\"m1\"")
         defer { mirrors.stop() }
         o.mirrors = [mirrors.url("f.bin", mode: .noranges), mirrors.url("f.bin")]
         let log = EventLog()
