@@ -241,7 +241,7 @@ extension Download {
     /// the main URL's path gives (where it gives one): the file is named the same whichever of its
     /// servers answered, so that a rerun with the main URL back finds it.
     func standInNamed(_ probe: ProbeResult, _ plan: AttemptPlan) -> ProbeResult {
-        guard options.expectedLength == nil, plan.failedSources.contains(url) else { return probe }
+        guard isStandIn(plan) else { return probe }
         let name = FileName.fromURLPath(url)
         guard name != FileName.fallback else { return probe }
         var named = probe
@@ -277,7 +277,7 @@ extension Download {
         }
         if let total = probe.totalLength, total != size, let standIn {
             // The mirror's other length shows nothing about the main URL's file: --force would replace it.
-            throw SeggetError.standInCannot(standIn, "serves \(total) bytes where the file \(paths.final) an earlier run downloaded from the main URL has \(size)", continuing: "it")
+            throw SeggetError.standInCannot(standIn, "serves \(total) bytes where the file \(paths.final) an earlier run downloaded from the main URL has \(size)", continuing: "it", orElse: "pass --force to replace it with the mirror's")
         }
         if let total = probe.totalLength, total != size {
             throw SeggetError(.fileSystem, "\(paths.final) was downloaded from this URL by an earlier run, but the server now sends \(total) bytes where that file has \(size): it has changed there. Pass --force to download it again, or choose another name.")

@@ -91,9 +91,11 @@ public struct SeggetError: Error, CustomStringConvertible, Sendable, Equatable {
     /// (see `Download.nextSource`).
     var keptForAnotherSource = false
 
-    /// That failure, for the mirror `mirror`: `why` it cannot continue `what`.
-    static func standInCannot(_ mirror: String, _ why: String, continuing what: String) -> SeggetError {
-        var e = SeggetError(.protocolViolation, "the mirror \(URLParts.shown(mirror)), standing in for the main URL, \(why), so it cannot continue \(what). It is kept as it was: run the same command when the main URL answers again, or pass --no-continue to download the file from the mirror.", retryAdvice: .never)
+    /// That failure, for the mirror `mirror`: `why` it cannot continue `what`, and what else to do.
+    static func standInCannot(
+        _ mirror: String, _ why: String, continuing what: String, orElse: String = "pass --no-continue to download the file from the mirror"
+    ) -> SeggetError {
+        var e = SeggetError(.protocolViolation, "the mirror \(URLParts.shown(mirror)), standing in for the main URL, \(why), so it cannot continue \(what). It is kept as it was: run the same command when the main URL answers again, or \(orElse).", retryAdvice: .never)
         e.keptForAnotherSource = true
         return e
     }

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Segget
+import SeggetJournal
 import SeggetTestServer
 import Testing
 
@@ -106,6 +107,10 @@ private func deadPort() throws -> Int {
         let outcome = try await interrupted(Download(url: mainURL, options: o), atCompleted: 3 << 20)
         #expect(outcome?.kind == .interrupted, "\(String(describing: outcome))")
         #expect(!TestFiles.exists(dir.path("out/f.bin")))
+        // The download is the main URL's: its journal says so, whichever server stood in.
+        let (journal, _) = try Journal.open(path: dir.path("out/f.bin.segget-journal"), currentBootID: Journal.currentBootID())
+        #expect(journal.header.url == mainURL)
+        journal.close()
         let main = try serving(["f.bin": body], port: port, etag: "\"800000-6618f96e5ca40\"", lastModified: modified)
         defer { main.stop() }
         mirror.resetCounters()
@@ -195,9 +200,10 @@ private func deadPort() throws -> Int {
         var o = options(mirrors: [])
         o.outputPath = dir.path("f.bin")
         o.retries = 1
+        let noRanges = try serving(["f.bin": body], etag: "\"m1\"")
         let mirrors = try serving(["f.bin": body], etag: "\"m1\"")
-        defer { mirrors.stop() }
-        o.mirrors = [mirrors.url("f.bin", mode: .noranges), mirrors.url("f.bin")]
+        defer { noRanges.stop(); mirrors.stop() }
+        o.mirrors = [noRanges.url("f.bin", mode: .noranges), mirrors.url("f.bin")]
         let log = EventLog()
         let second = Download(url: mainURL, options: o)
         _ = try await blocking { try second.run(events: { log.append($0) }) }
@@ -205,5 +211,28 @@ private func deadPort() throws -> Int {
         #expect(log.hasNotice(containing: "does not serve byte ranges, so it cannot continue the partial download"), "\(log.notices)")
         #expect(!log.hasNotice(containing: "starting over"), "\(log.notices)")
         #expect(mirrors.bodyBytesSent < Int64(body.count) - (1 << 20), "\(mirrors.bodyBytesSent) bytes fetched again")
+    }
+
+    /// A mirror standing in on another host gets none of the main URL's credentials, neither in its
+    /// probe nor in its ranges (as a mirror does); one on the main URL's host gets them.
+    @Test func aStandInOnAnotherHostGetsNoCredentials() async throws {
+        let body = cliTestBytes(2 << 20, seed: 76)
+        let other = try TestServer(host: "127.0.0.2")
+        other.addResource(name: "f.bin", bytes: body, etag: "\"v1\"")
+        try other.start()
+        let same = try serving(["f.bin": body])
+        defer { other.stop(); same.stop() }
+        let mainURL = "http://127.0.0.1:\(try deadPort())/f.bin"
+        for (mirror, expected) in [(other, nil), (same, "Bearer stand-in-secret")] as [(TestServer, String?)] {
+            let dir = try TempDir(prefix: "segget-standin")
+            var o = options(mirrors: [mirror.url("f.bin")])
+            o.outputPath = dir.path("f.bin")
+            o.transfer.headers = ["Authorization: Bearer stand-in-secret"]
+            let download = Download(url: mainURL, options: o)
+            _ = try await blocking { try download.run() }
+            #expect(fileBytes(dir.path("f.bin")) == body)
+            #expect(mirror.requests.count > 1, "\(mirror.requests)")
+            #expect(mirror.requests.allSatisfy { $0.headers["authorization"] == expected }, "\(mirror.requests.map { $0.headers["authorization"] ?? "-" })")
+        }
     }
 }

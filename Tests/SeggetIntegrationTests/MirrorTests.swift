@@ -154,7 +154,7 @@ private final class FirstAnswers: Sendable {
         o.mirrors = [good.url("f.bin"), other.url("f.bin")]
         let out = StreamTests.Collector()
         let log = EventLog()
-        let download = Download(url: main.url("f.bin", query: "rate=2m"), options: o)
+        let download = Download(url: main.url("f.bin", query: "rate=512k"), options: o)
         _ = try await blocking {
             try download.stream(to: out.take, settings: StreamSettings(window: StreamTests.window), events: { log.append($0) })
         }

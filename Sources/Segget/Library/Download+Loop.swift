@@ -312,15 +312,22 @@ extension Download {
         let warmUp = warmUp(probeBytes: ask.bytes, url: url)
         // A Metalink's other URLs come before retries of this one.
         let retrying = untriedSource(after: plan, failed: url) == nil
+        // A mirror standing in on another host gets none of the main URL's credentials, as a mirror
+        // does (`probeMirrors`), nor do the fetch's requests to it.
+        let withoutCredentials = isStandIn(plan) && URLParts(url)?.host != URLParts(self.url)?.host
+        var bare = options
+        bare.transfer = options.transfer.withoutCredentials()
+        let prober = withoutCredentials ? Download(url: self.url, options: bare) : self
         loop.post { [self] in
             loop.probe(
-                self, url: url, firstBytes: ask.bytes, deadline: deadline, retrying: retrying, events: context.events,
+                prober, url: url, firstBytes: ask.bytes, deadline: deadline, retrying: retrying, events: context.events,
                 interrupt: context.interrupt, hostShare: context.hostShare, warmUp: warmUp, after: probeFailed
             ) { result in
                 loop.steps.async { [self] in
                     switch result {
                     case .success(var probe):
                         probe.absent = ask.absent
+                        if withoutCredentials { probe.credentialsDropped = true }
                         fetchWith(probe)
                     case .failure(let e):
                         // A rerun of a download whose link expired: renew it as if it had expired now.

@@ -30,7 +30,7 @@ extension Download {
     /// A `--mirror` (no Metalink's size and digests to check it against) stands in only for a URL
     /// whose probe failed, or that could not continue what an earlier run left
     /// (`keptForAnotherSource`): a fetch that failed on the way keeps its journal for a rerun. Never
-    /// for a TLS certificate that failed (`untrustedCertificate`), nor after a renewed link (the
+    /// for a main URL whose TLS certificate failed (`untrustedCertificate`), nor after a renewed link (the
     /// attempt's URL neither the main URL nor a mirror). Once every mirror failed, the main URL is
     /// asked once more, with its retries (its first probe had none while a mirror was left).
     func nextSource(after plan: AttemptPlan, failed: String, error: SeggetError) -> String? {
@@ -39,7 +39,7 @@ extension Download {
         case .usage, .fileSystem, .verification, .interrupted, .internalError: return nil
         }
         guard options.expectedLength == nil else { return untriedSource(after: plan, failed: failed) }
-        guard plan.probeFailed || error.keptForAnotherSource, !error.untrustedCertificate,
+        guard plan.probeFailed || error.keptForAnotherSource, !(error.untrustedCertificate && failed == url),
             plan.url.map({ $0 == url || options.mirrors.contains($0) }) ?? true
         else { return nil }
         if let next = untriedSource(after: plan, failed: failed) { return next }
