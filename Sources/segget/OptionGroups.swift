@@ -39,7 +39,7 @@ struct ConnectionOptions: ParsableArguments {
 
     @Option(
         name: .customLong("mirror"),
-        help: "Another URL of the same file; ranges are spread over all of them (repeatable).")
+        help: "Another URL of the same file; ranges are spread over all of them, and where the URL fails at once, one stands in for it (repeatable).")
     var mirrors: [String] = []
 
     /// The journal's unit: below 16k the journal grows large; above 1G one chunk is most of a file.

@@ -32,7 +32,8 @@ public struct DownloadOptions: Sendable, Equatable {
     /// overall limit; see `SharedRateLimit`), on top of `maxSpeed`.
     public var sharedSpeedLimit: SharedRateLimit?
     /// Other URLs of the same file; ranges are spread over all of them. A mirror whose length or
-    /// validators disagree with the main URL is dropped with a notice.
+    /// validators disagree with the main URL is dropped with a notice. Where the main URL's first
+    /// request fails, the first mirror that answers stands in for it (`Download.nextSource`).
     public var mirrors: [String] = []
     /// The piece hashes of a Metalink: each piece is hashed as soon as its bytes are in the file, one
     /// that fails is fetched again from another source and the source that served it gets no more
