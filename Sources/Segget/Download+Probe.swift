@@ -235,8 +235,6 @@ extension Download {
         return wa != wb
     }
 
-    /// The final path: `-o` as given, or the server's name for the file in `-d` (created if missing).
-    /// What is at the path is looked at later (`checkOutputPath`), where it matters.
     /// `probe`, the answer of a `--mirror` standing in for the main URL that failed, with the name
     /// the main URL's path gives (where it gives one): the file is named the same whichever of its
     /// servers answered, so that a rerun with the main URL back finds it.
@@ -249,6 +247,8 @@ extension Download {
         return named
     }
 
+    /// The final path: `-o` as given, or the server's name for the file in `-d` (created if missing).
+    /// What is at the path is looked at later (`checkOutputPath`), where it matters.
     func outputPath(probe: ProbeResult) throws(SeggetError) -> String {
         if let o = options.outputPath {
             guard !o.isEmpty else { throw SeggetError(.usage, "the output path is empty.") }
