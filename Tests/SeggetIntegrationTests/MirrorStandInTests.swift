@@ -142,9 +142,7 @@ private func deadPort() throws -> Int {
         let journal = try #require(fileBytes(dir.path("f.bin.segget-journal")))
         let second = Download(url: mainURL + "?rate=2m", options: o)
         let log = EventLog()
-        let refused = try await blocking { () -> SeggetError? in
-            do { _ = try second.run(events: { log.append($0) }); return nil } catch let e as SeggetError { return e } catch { return SeggetError(.internalError, "\(error)") }
-        }
+        let refused = try await failure(of: second, events: { log.append($0) })
         // The mirror could not continue it; the main URL, asked once more, is still down: its error.
         #expect(refused?.kind == .network, "\(String(describing: refused))")
         #expect(log.hasNotice(containing: "standing in for the main URL, sends another ETag or Last-Modified than the partial download's, so it cannot continue the partial download"), "\(log.notices)")
@@ -172,19 +170,10 @@ private func deadPort() throws -> Int {
         let stopped = Mutex(false)
         let log = EventLog()
         let download = Download(url: main.url("f.bin", query: "rate=2m"), options: o)
-        let outcome = try await blocking { () -> SeggetError? in
-            do {
-                _ = try download.run(progress: { p in
-                    guard p.completedBytes >= 2 << 20, !stopped.withLock({ let was = $0; $0 = true; return was }) else { return }
-                    DispatchQueue.global().async { main.stop() }
-                }, events: { log.append($0) })
-                return nil
-            } catch let e as SeggetError {
-                return e
-            } catch {
-                return SeggetError(.internalError, "\(error)")
-            }
-        }
+        let outcome = try await failure(of: download, progress: { p in
+            guard p.completedBytes >= 2 << 20, !stopped.withLock({ let was = $0; $0 = true; return was }) else { return }
+            DispatchQueue.global().async { main.stop() }
+        }, events: { log.append($0) })
         #expect(outcome?.kind == .network, "\(String(describing: outcome))")
         #expect(!log.hasNotice(containing: "trying the mirror"), "\(log.notices)")
         #expect(TestFiles.exists(dir.path("f.bin.segget-journal")) && !TestFiles.exists(dir.path("f.bin")))
@@ -234,5 +223,52 @@ private func deadPort() throws -> Int {
             #expect(mirror.requests.count > 1, "\(mirror.requests)")
             #expect(mirror.requests.allSatisfy { $0.headers["authorization"] == expected }, "\(mirror.requests.map { $0.headers["authorization"] ?? "-" })")
         }
+    }
+
+    /// A file the main URL's run finished is not offered to a stand-in of another length (before,
+    /// "pass --force" would have replaced it with the mirror's): the refusal names the mirror, the
+    /// main URL is asked once more (still down: exit 3), and the file is untouched.
+    @Test func aFinishedFileIsNotOfferedToAStandInOfAnotherLength() throws {
+        let body = cliTestBytes(1 << 20, seed: 77)
+        let port = try deadPort()
+        let mainURL = "http://127.0.0.1:\(port)/f.bin"
+        let dir = try CLITempDir()
+        let out = dir.path("f.bin")
+        do {
+            let main = try serving(["f.bin": body], port: port)
+            defer { main.stop() }
+            let first = try SeggetCLI.run(["-q", "-o", out, mainURL])
+            #expect(first.exitCode == 0, "\(first.stderr)")
+        }
+        let mirror = try serving(["f.bin": Array(body.dropLast(5))])
+        defer { mirror.stop() }
+        let run = try SeggetCLI.run(["--retries", "1", "-o", out, "--mirror", mirror.url("f.bin"), mainURL])
+        #expect(run.exitCode == 3, "\(run.stderr)")
+        #expect(run.stderr.contains("standing in for the main URL, serves \(body.count - 5) bytes where the file"), "\(run.stderr)")
+        #expect(run.stderr.contains("pass --force to replace it with the mirror's"), "\(run.stderr)")
+        #expect(fileBytes(out) == body)
+    }
+
+    /// A stand-in whose file changes on the way would start over: the partial download, the main
+    /// URL's bytes in it, is kept instead, and the main URL asked once more (still down: its error).
+    @Test func aStandInWhoseFileChangesOnTheWayKeepsThePartialDownload() async throws {
+        let body = cliTestBytes(8 << 20, seed: 78)
+        let (port, dir, mainURL) = try partialFromMain(body)
+        try await leavePartial(of: body, from: mainURL, port: port, lastModified: nil, in: dir)
+        // From its second request on it serves a second version (other bytes and ETag): the probe
+        // agrees, the ranges after it do not.
+        let mirror = try serving(["f.bin": body], etag: "\"m1\"")
+        defer { mirror.stop() }
+        var o = options(mirrors: [mirror.url("f.bin", mode: .changing, query: "after=2")])
+        o.outputPath = dir.path("f.bin")
+        o.retries = 1
+        let log = EventLog()
+        let download = Download(url: mainURL, options: o)
+        let outcome = try await failure(of: download, events: { log.append($0) })
+        #expect(outcome?.kind == .network, "\(String(describing: outcome))")
+        // Seen as a changed file, or (its `If-Range` no longer matching) as ranges no longer honoured.
+        #expect(log.hasNotice(containing: "standing in for the main URL, changed its file during the download")
+            || log.hasNotice(containing: "standing in for the main URL, stopped honouring byte ranges"), "\(log.notices)")
+        #expect(TestFiles.exists(dir.path("f.bin.segget-journal")) && !TestFiles.exists(dir.path("f.bin")))
     }
 }

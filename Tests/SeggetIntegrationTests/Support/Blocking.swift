@@ -38,9 +38,17 @@ private final class BlockingJob: @unchecked Sendable {
 /// Ctrl-C does); the error it ended with, nil where it finished first.
 func interrupted(_ download: Download, atCompleted bytes: Int64) async throws -> SeggetError? {
     let flag = InterruptFlag()
-    return try await blocking { () -> SeggetError? in
+    return try await failure(of: download, progress: { p in if p.completedBytes >= bytes { flag.set() } }, interrupt: flag)
+}
+
+/// Runs `download` off the test's thread: the error it ended with, nil where it finished.
+func failure(
+    of download: Download, progress: (@Sendable (DownloadProgress) -> Void)? = nil,
+    events: (@Sendable (DownloadEvent) -> Void)? = nil, interrupt: InterruptFlag = InterruptFlag()
+) async throws -> SeggetError? {
+    try await blocking { () -> SeggetError? in
         do {
-            _ = try download.run(progress: { p in if p.completedBytes >= bytes { flag.set() } }, interrupt: flag)
+            _ = try download.run(progress: progress, events: events, interrupt: interrupt)
             return nil
         } catch let e as SeggetError {
             return e
