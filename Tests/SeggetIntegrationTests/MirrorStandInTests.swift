@@ -271,4 +271,20 @@ private func deadPort() throws -> Int {
             || log.hasNotice(containing: "standing in for the main URL, stopped honouring byte ranges"), "\(log.notices)")
         #expect(TestFiles.exists(dir.path("f.bin.segget-journal")) && !TestFiles.exists(dir.path("f.bin")))
     }
+
+    /// A stand-in that redirects (a mirror's redirector) is not probed again as a mirror of itself: its
+    /// URL is asked once, by its probe, and the ranges go where it led.
+    @Test func aStandInThatRedirectsIsNotItsOwnMirror() async throws {
+        let body = cliTestBytes(2 << 20, seed: 79)
+        let mirror = try serving(["f.bin": body])
+        defer { mirror.stop() }
+        let dir = try TempDir(prefix: "segget-standin")
+        var o = options(mirrors: [mirror.url("f.bin", mode: .redirect)])
+        o.outputPath = dir.path("f.bin")
+        let download = Download(url: "http://127.0.0.1:\(try deadPort())/f.bin", options: o)
+        _ = try await blocking { try download.run() }
+        #expect(fileBytes(dir.path("f.bin")) == body)
+        let asked = mirror.requests.filter { $0.path.hasPrefix("/redirect/") }
+        #expect(asked.count == 1, "\(mirror.requests)")
+    }
 }
