@@ -139,12 +139,11 @@ extension Download {
         }
         var kept = [FetchSource?](repeating: nil, count: mirrors.count)
         var left = mirrors.count
-        let mainHost = URLParts(url)?.host
         for (i, m) in mirrors.enumerated() {
             // Credentials given for the main URL go to a mirror only on the same host; one byte, no
             // retries and no transfer held, as the mirror's answer only vouches for it.
             var mirrorOptions = options
-            if URLParts(m)?.host != mainHost { mirrorOptions.transfer = options.transfer.withoutCredentials() }
+            mirrorOptions.transfer = transfer(toward: m)
             mirrorOptions.connections = 1
             mirrorOptions.mirrors = []
             mirrorOptions.metalinkHTTP = false
@@ -164,6 +163,12 @@ extension Download {
                 if left == 0 { done(kept.compactMap { $0 }) }
             }
         }
+    }
+
+    /// The transfer options for a request to `other`, another URL of the file (a mirror, or one
+    /// standing in): the main URL's credentials go only to the main URL's host.
+    func transfer(toward other: String) -> TransferOptions {
+        URLParts(other)?.host == URLParts(url)?.host ? options.transfer : options.transfer.withoutCredentials()
     }
 
     /// How long a download with piece hashes waits for its mirrors' probes before it starts without

@@ -316,7 +316,7 @@ extension Download {
         // does (`probeMirrors`), nor do the fetch's requests to it.
         let withoutCredentials = isStandIn(plan) && URLParts(url)?.host != URLParts(self.url)?.host
         var bare = options
-        bare.transfer = options.transfer.withoutCredentials()
+        bare.transfer = transfer(toward: url)
         let prober = withoutCredentials ? Download(url: self.url, options: bare) : self
         loop.post { [self] in
             loop.probe(
