@@ -139,14 +139,18 @@ public final class Download: @unchecked Sendable {
         if resumedBytes > 0 {
             events?(.notice("resuming: \(Format.bytes(resumedBytes)) of \(Format.bytes(chunks.totalLength)) already downloaded."))
         }
+        // Without ranges, the probe's answer is the whole file's: where it was held, the fetch's
+        // stream continues it after the bytes it brought (see `FetchEngine.continueProbe`).
+        let streamContinues = !ranged && partial.isNew && probe.held?.isSettled == false
         if ranged { try partial.placeProbePrefix(probe.prefix, plan: chunks) }
+        if streamContinues { try partial.placeStreamPrefix(probe.prefix) }
         hasher = try makeHasher(for: expected, partial: partial)
         // With piece hashes the whole-file hash takes only bytes whose piece matched, read back
         // from the file: bytes from memory may be a bad mirror's, fetched again later.
-        if let hasher, partial.isNew, ranged, !probe.prefix.isEmpty, pieces == nil {
+        if let hasher, partial.isNew, ranged || streamContinues, !probe.prefix.isEmpty, pieces == nil {
             hasher.offer(probe.prefix, at: 0)
         }
-        let probeBytes = ranged ? Int64(probe.prefix.count) : 0
+        let probeBytes = ranged || streamContinues ? Int64(probe.prefix.count) : 0
         let probeReceived = probe.prefix.count
         probe.prefix = []  // in the file now, and the hasher's until it hashed them
 

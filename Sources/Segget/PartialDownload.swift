@@ -206,6 +206,17 @@ final class PartialDownload {
         try prefix.withUnsafeBytes { (raw) throws(SeggetError) in try place(raw, plan: plan) }
     }
 
+    /// Writes the first bytes of a new download without ranges, which its one stream continues
+    /// after (no journal: such a download starts over from byte 0 when it is run again).
+    func placeStreamPrefix(_ prefix: ProbeBytes) throws(SeggetError) {
+        guard isNew, !prefix.isEmpty else { return }
+        do {
+            try prefix.withUnsafeBytes { (raw) throws(Errno) in try data.write(raw, at: 0) }
+        } catch {
+            throw FetchEngine.writeError(error)
+        }
+    }
+
     private func place(_ prefix: UnsafeRawBufferPointer, plan: ChunkPlan) throws(SeggetError) {
         do {
             try data.write(prefix, at: 0)

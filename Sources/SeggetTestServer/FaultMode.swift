@@ -66,7 +66,7 @@
 /// | encoding | 206 responses from request number `after` on carry `Content-Encoding: gzip`; `shrink` declares and sends that many bytes less, as a compressed body would | after (1), shrink (0) |
 /// | always416 | every ranged GET gets 416 | |
 /// | stall | sends `after` body bytes then nothing, connection held until stop() | after (0) |
-/// | drop | closes after `after` body bytes, for the first `times` requests | after (0), times (all) |
+/// | drop | closes after `after` body bytes, for the first `times` requests; `noranges=1` ignores ranges (200, no `Accept-Ranges`) | after (0), times (all), noranges |
 /// | digest | `Repr-Digest: sha-256=:…:` of the full representation | wrong=1 (flips a bit), md5=1 (`Content-MD5` instead), legacy=1 (`Digest: SHA-256=`) |
 /// | disposition | `Content-Disposition` set to the percent-decoded `cd` (CR/LF removed) | cd (attachment) |
 /// | silent | accepts and reads requests from number `after` on, never answers, holds the connection | after (1) |

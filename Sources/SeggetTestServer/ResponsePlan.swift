@@ -141,6 +141,10 @@ struct ResponsePlanner {
             advertiseRanges = false
         case .range200:
             decision = .full
+        case .drop where p.flag("noranges"):
+            // A server without ranges whose answers are cut.
+            decision = .full
+            advertiseRanges = false
         case .zeroonly:
             if case .partial(let first, _) = decision, first != 0 { decision = .full }
         case .always416:

@@ -259,6 +259,15 @@ struct EngineCore {
     /// The ranged coordinator, if this is a ranged download (tests read its scheduler).
     var ranged: Coordinator? { if case .ranged(let c) = mode { c } else { nil } }
 
+    /// Before `begin`: a stream without ranges starts at `offset`, where the probe's answer, which
+    /// it continues, got to (its bytes before are in the file). A retry still starts from byte 0.
+    mutating func streamContinues(from offset: Int64) {
+        guard case .stream(var s) = mode else { return }
+        mode = .vacant
+        s.startsAt = offset
+        mode = .stream(s)
+    }
+
     var connections: [Connection] {
         switch mode {
         case .ranged(let c): c.connections

@@ -25,6 +25,17 @@ extension FetchEngine {
         if let held = adoptable, let rtt = driver.multi.roundTrip(of: held.easy) {
             apply(.connected(0, roundTrip: rtt, newConnection: nil), now: startedAt)
         }
+        if !target.ranged, let held = adoptable {
+            // One stream without ranges continues the probe's answer after the bytes it brought
+            // (in the file already), or, where it cannot, starts over from byte 0.
+            if canContinue(held, on: 0) {
+                core.streamContinues(from: held.offset)
+            } else {
+                adoptable = nil
+                if !held.isSettled { settings.hostShare?.cancelled(1) }
+                held.release()
+            }
+        }
         apply(.begin, now: startedAt)
     }
 

@@ -257,14 +257,21 @@ final class FetchEngine {
             case .start(let id, let bytes, let fresh, let newPath):
                 if let held = adoptable {
                     adoptable = nil
-                    if !fresh, !newPath, bytes.lowerBound == held.offset, bytes.upperBound <= held.total, held.bringsMore,
-                        continueProbe(io[id], held)
+                    if !fresh, !newPath, bytes.lowerBound == held.offset, bytes.upperBound <= (target.ranged ? held.total : held.answerEnd),
+                        held.bringsMore, continueProbe(io[id], held)
                     {
                         continue
                     }
                     // Ended mid-answer: the server counts it a moment longer.
                     if !held.isSettled { settings.hostShare?.cancelled(1) }
                     held.release()
+                }
+                if !target.ranged, bytes.lowerBound != 0 {
+                    // A request without a range brings the file from byte 0: only the probe's
+                    // answer continues after it (`begin` checked that it can).
+                    apply(.removed(id))
+                    apply(.failed(SeggetError(.internalError, "the stream could not continue the first answer after byte \(bytes.lowerBound).")))
+                    continue
                 }
                 startRequest(io[id], bytes: bytes, fresh: fresh, newPath: newPath)
             case .settle(let id):
@@ -317,13 +324,13 @@ final class FetchEngine {
     /// past the answer (a server's honest shorter answer), the connection asks for the rest on the
     /// same connection once it ends.
     private func continueProbe(_ c: ConnectionIO, _ held: HeldTransfer) -> Bool {
-        guard target.ranged, core.connections[c.id].source == 0, held.multi === driver.multi, held.multi.contains(held.easy) else {
-            return false
-        }
+        guard canContinue(held, on: c.id) else { return false }
         if c.staging == nil { c.staging = writer.makeStaging() }
         settle(c)
         c.easy = held.easy
-        c.head = held.head.continuing(from: held.offset, to: held.answerEnd, total: held.total)
+        // Without ranges the answer is judged as it came, a 200 for the whole file (what the
+        // stream's own request would get).
+        c.head = target.ranged ? held.head.continuing(from: held.offset, to: held.answerEnd, total: held.total) : held.head
         c.reportedConnection = false
         c.slotPos = held.offset
         held.easy.delegate = c
@@ -334,6 +341,14 @@ final class FetchEngine {
         apply(.continued(c.id, sentAt: held.sentAt, requestEnd: held.answerEnd))
         adoptedToUnpause = c
         return true
+    }
+
+    /// Whether connection `id` can continue the probe's held transfer: its answer is of the kind
+    /// the fetch asks for (a range of the file; a 200 where there are no ranges), from the main
+    /// URL, still on this engine's multi handle.
+    func canContinue(_ held: HeldTransfer, on id: Int) -> Bool {
+        (target.ranged ? held.head.status == 206 : held.head.status == 200) && core.connections[id].source == 0
+            && held.multi === driver.multi && held.multi.contains(held.easy) && !held.isSettled
     }
 
     /// The request `startRequest` sends: `bytes` of `c`'s source, reusing a kept-alive connection

@@ -35,8 +35,15 @@ struct SingleStream: Coordinating {
     mutating func addLoans(_ count: Int) {}
     mutating func returnIdleLoans() -> Int { 0 }
 
+    /// Where the first request starts: 0, or where the probe's answer that it continues got to
+    /// (`EngineCore.streamContinues`).
+    var startsAt: Int64 = 0
+
     mutating func begin(now: Double) -> [Command] {
-        [start(0, bytes: 0..<connections[0].streamEnd, chunkEnd: connections[0].streamEnd, now: now)]
+        let end = connections[0].streamEnd
+        // The probe's bytes before `startsAt` are the file's: progress, as a resumed range's are.
+        connections[0].pos = min(startsAt, end)
+        return [start(0, bytes: min(startsAt, end)..<end, chunkEnd: end, now: now)]
     }
 
     mutating func startDue(now: Double) -> [Command] {

@@ -16,7 +16,8 @@ final class HeldTransfer: @unchecked Sendable, Equatable {
     let head: ResponseHead
     /// Bytes the probe kept; the held transfer continues from here.
     let offset: Int64
-    /// The file's length, from the answer's `Content-Range` (0 when it has none).
+    /// The file's length, from the answer's `Content-Range`, or a 200's `Content-Length` (0 when
+    /// the answer does not say).
     let total: Int64
     /// Where the answer ends (exclusive): the file's end for `bytes=0-`, or where a server's honest
     /// shorter answer ends.
@@ -37,8 +38,14 @@ final class HeldTransfer: @unchecked Sendable, Equatable {
         self.releasing = releasing
         head = context.head
         offset = Int64(context.bodyCount)
-        total = context.head.contentRange?.completeLength ?? 0
-        answerEnd = context.head.contentRange?.last.map { $0 + 1 } ?? total
+        if let range = context.head.contentRange {
+            total = range.completeLength ?? 0
+            answerEnd = range.last.map { $0 + 1 } ?? total
+        } else {
+            // A 200: the whole file, to its announced length, or to wherever the server ends it.
+            total = context.head.contentLength ?? 0
+            answerEnd = context.head.contentLength ?? Int64.max
+        }
         sentAt = context.sentAt
     }
 

@@ -64,6 +64,11 @@ final class ProbeContext: TransferDelegate {
     let limit: Int
     /// Asked for the whole file: pause once `limit` bytes are kept, instead of taking more.
     let holdsAtLimit: Bool
+    /// The fetch can continue this transfer: a 200 (a server that ignored the range, or sends
+    /// the file in chunks) is kept up to `limit` and paused there like a held 206, rather than cut,
+    /// for the fetch's one stream to continue (`FetchEngine.continueProbe`). Cut, it cost a second
+    /// request for the whole file, and the bytes the first answer had sent on the way were lost.
+    let holdsWholeAnswer: Bool
     /// The bytes kept: in `filled` where the answer brings the whole file (at least
     /// `FilledBuffer.hugeFrom` of it), else in `kept`.
     var body: ProbeBytes { filled.map(ProbeBytes.init) ?? ProbeBytes(kept) }
@@ -87,9 +92,10 @@ final class ProbeContext: TransferDelegate {
     /// The most of a redirect's body read to keep its connection open; a longer one is cut.
     static let redirectBodyLimit = 64 << 10
 
-    init(limit: Int, holdsAtLimit: Bool = false) {
+    init(limit: Int, holdsAtLimit: Bool = false, holdsWholeAnswer: Bool = false) {
         self.limit = limit
         self.holdsAtLimit = holdsAtLimit
+        self.holdsWholeAnswer = holdsWholeAnswer
     }
 
     func transfer(_ handle: EasyHandle, receivedHeaderLine line: String, latin1: Bool) {
@@ -104,11 +110,13 @@ final class ProbeContext: TransferDelegate {
     func transfer(_ handle: EasyHandle, received bytes: UnsafeRawBufferPointer) -> WriteDecision {
         // A 206 has a body worth keeping (at most what was asked), and so has a 200 that says it
         // brings no more than that: the whole file from a server that ignores ranges, which then
-        // needs no second request. Any other 200 would be the whole file: stop now, the fetch phase
-        // will ask again properly.
+        // needs no second request. Any other 200 is the whole file too: where the fetch can continue
+        // it (`holdsWholeAnswer`) its first bytes are kept and it is held at the limit; otherwise it
+        // stops now, and the fetch asks again.
         let keeps = keepsBody
             ?? (head.contentEncoding == nil
-                && (head.status == 206 || (head.status == 200 && !head.isChunked && head.contentLength.map { $0 <= Int64(limit) } == true)))
+                && (head.status == 206
+                    || (head.status == 200 && (holdsWholeAnswer || (!head.isChunked && head.contentLength.map { $0 <= Int64(limit) } == true)))))
         keepsBody = keeps
         guard keeps else {
             // A redirect's few bytes of text are read to their end and dropped: its connection then
@@ -123,7 +131,7 @@ final class ProbeContext: TransferDelegate {
         }
         if bodyCount + bytes.count > limit {
             // Held: libcurl keeps these bytes and hands them to whoever continues the transfer.
-            guard holdsAtLimit else { return .abort }
+            guard holdsAtLimit || (holdsWholeAnswer && head.status == 200) else { return .abort }
             isHeld = true
             return .pause
         }
@@ -246,11 +254,14 @@ struct Prober {
     }
 
     /// The request for `url`, set up and not started (see `ProbeRequest`).
-    func makeRequest(_ url: String, options: TransferOptions, holding: Bool) throws(CurlError) -> ProbeRequest {
+    func makeRequest(_ url: String, options: TransferOptions, holding fetchContinues: Bool) throws(CurlError) -> ProbeRequest {
         // Held at the head, except over TLS, where a small whole answer comes sooner.
-        let tlsSmall = holding && holdsAtHead && !holdsAtHead(url: url)
-        let holding = holding && !tlsSmall
-        let ctx = ProbeContext(limit: tlsSmall ? min(max(1, firstBytes), Self.tlsFirstAnswerBytes) : max(1, firstBytes), holdsAtLimit: holding)
+        let tlsSmall = fetchContinues && holdsAtHead && !holdsAtHead(url: url)
+        let holding = fetchContinues && !tlsSmall
+        // Whatever the range asked, a 200 is the whole file: held for the fetch wherever it can be.
+        let ctx = ProbeContext(
+            limit: tlsSmall ? min(max(1, firstBytes), Self.tlsFirstAnswerBytes) : max(1, firstBytes), holdsAtLimit: holding,
+            holdsWholeAnswer: fetchContinues)
         let e = EasyHandle()
         try e.configure(url: url, options: options)
         try e.setRange(!holding ? "0-\(ctx.limit - 1)" : "0-")

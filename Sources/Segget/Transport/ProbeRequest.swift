@@ -46,8 +46,9 @@ final class ProbeRequest {
             context.isHeld = true
             return true
         }
-        guard holding, context.head.status == 206, context.head.contentEncoding == nil, cutDue(),
-            (try? easy.pause()) != nil
+        // A slow 200 too, where the fetch can continue it (`ProbeContext.holdsWholeAnswer`).
+        guard (holding && head.status == 206) || (context.holdsWholeAnswer && head.status == 200),
+            head.contentEncoding == nil, cutDue(), (try? easy.pause()) != nil
         else { return false }
         context.isHeld = true
         return true

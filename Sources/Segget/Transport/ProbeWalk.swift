@@ -95,6 +95,13 @@ struct ProbeWalk {
         // held at its head asked for: the fetch continues it as a request for what follows the prefix.
         if let held, result.acceptsRanges, held.bringsTheRest, held.offset == Int64(result.prefix.count) {
             result.held = held
+        } else if let held, !result.acceptsRanges, head.status == 200, head.contentEncoding == nil,
+            held.offset == Int64(ctx.bodyCount), held.bringsMore
+        {
+            // The whole file's answer (ranges ignored, or not offered), held after its first bytes:
+            // the fetch's one stream continues it from there (`FetchEngine.continueProbe`).
+            result.prefix = ctx.body
+            result.held = held
         }
         return result
     }
