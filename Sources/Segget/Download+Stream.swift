@@ -73,14 +73,18 @@ extension Download {
         let loop = DownloadLoop(stepsOnLoop: true)
         let probed = LoopOutcome<ProbeResult>()
         loop.post { [self] in
-            loop.probe(self, firstBytes: 1, deadline: deadline, retrying: true, events: events, interrupt: interrupt) {
+            loop.probe(self, firstBytes: 1, deadline: deadline, retrying: true, events: events, interrupt: interrupt, holdsWholeAnswer: true) {
                 probed.set($0)
             }
         }
         loop.run(until: { probed.isSet })
         let probe = try probed.get()
-        probe.held?.release()
         let ranged = probe.acceptsRanges && probe.totalLength != nil
+        // A server without ranges answered with the whole file: the stream continues that answer
+        // after its first byte, one request for the file (see `FetchEngine.continueProbe`).
+        let continued = !ranged && settings.from == 0 && probe.held?.isSettled == false ? probe.held : nil
+        if continued == nil { probe.held?.release() }
+        defer { continued?.release() }
         if settings.from > 0 {
             guard ranged, let total = probe.totalLength else {
                 throw SeggetError(.protocolViolation, "the server does not honour byte ranges, so the stream cannot start at byte \(settings.from); stream it from the start.")
@@ -139,6 +143,16 @@ extension Download {
             isFinished: { plan.byteRange(ofChunk: $0).upperBound <= from }, interrupt: interrupt,
             partialChunks: partialChunks, driver: loop.driver)
         engine.streamGate = sink
+        var probeBytes = 0
+        if let continued {
+            do {
+                try probe.prefix.withUnsafeBytes { (raw) throws(Errno) in try sink.write(raw, at: 0) }
+                engine.adoptable = continued
+                probeBytes = probe.prefix.count
+            } catch {
+                continued.release()
+            }
+        }
         engine.onProgress = progress.map { p in { p($0) } }
         engine.onEvent = events.map { e in { e($0) } }
         let ended = LoopResults(count: 1)
@@ -168,7 +182,7 @@ extension Download {
             sink.digests(), expected: expected, name: "the stream",
             afterMismatch: "Every byte was already handed on: discard what was made of them.")
         return StreamResult(
-            bytes: length - from, from: from, receivedBytes: engine.receivedBytes,
+            bytes: length - from, from: from, receivedBytes: engine.receivedBytes + Int64(probeBytes),
             seconds: monotonicSeconds() - started, connections: engine.connectionsUsed, verified: verified,
             usedRanges: ranged, peakWindowBytes: sink.peakHeld)
     }

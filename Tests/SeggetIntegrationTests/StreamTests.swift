@@ -160,7 +160,9 @@ import Testing
         #expect(TestFiles.byteDifference(out.bytes, Array(body[Int(from)...])) == nil)
     }
 
-    @Test(arguments: [FaultMode.noranges, .chunked])
+    /// The probe's answer is the whole file, and the stream continues it: one request, every byte
+    /// sent once (before: the probe cut it, and the stream asked again).
+    @Test(arguments: [FaultMode.noranges, .chunked, .closeDelimited])
     func serverWithoutRangesStreamsOverOneConnection(_ mode: FaultMode) throws {
         let body = TestFiles.pattern(9 << 20 + 3, seed: 12)
         let server = try TestServer.serving(body)
@@ -171,5 +173,22 @@ import Testing
         #expect(!r.usedRanges)
         #expect(TestFiles.byteDifference(out.bytes, body) == nil)
         #expect(r.peakWindowBytes <= Self.window)
+        #expect(server.requests.count == 1, "\(server.requests)")
+        #expect(server.bodyBytesSent == Int64(body.count))
+        #expect(r.receivedBytes == Int64(body.count))
+    }
+
+    /// That answer cut on the way: the stream starts over from byte 0 and hands on only what it had
+    /// not, so the reader gets the file once, whole.
+    @Test func aCutAnswerWithoutRangesStartsTheStreamOver() throws {
+        let body = TestFiles.pattern(6 << 20 + 5, seed: 13)
+        let server = try TestServer.serving(body)
+        defer { server.stop() }
+        let out = Collector()
+        let r = try Download(url: server.url("f", mode: .drop, query: "noranges=1&after=3000000&times=1&rate=64m"), options: Self.options(1))
+            .stream(to: out.take, settings: StreamSettings(window: Self.window))
+        #expect(!r.usedRanges)
+        #expect(TestFiles.byteDifference(out.bytes, body) == nil)
+        #expect(server.requests.count == 2, "\(server.requests)")
     }
 }

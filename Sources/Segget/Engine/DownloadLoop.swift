@@ -352,10 +352,11 @@ public final class DownloadLoop: @unchecked Sendable {
         _ download: Download, url: String? = nil, firstBytes: Int, deadline: Deadline?, retrying: Bool,
         events: (@Sendable (DownloadEvent) -> Void)?, interrupt: InterruptFlag, hostShare: HostShare? = nil,
         slotHeld: Bool = false, warmUp: ConnectionWarmUp? = nil, after priorFailure: SeggetError? = nil,
-        onSlot: (() -> Void)? = nil, onFileName: ((String) -> Void)? = nil,
+        onSlot: (() -> Void)? = nil, onFileName: ((String) -> Void)? = nil, holdsWholeAnswer: Bool = false,
         done: @escaping (Result<ProbeResult, SeggetError>) -> Void
     ) {
         var prober = download.prober(firstBytes: firstBytes, multi: driver.multi, deadline: deadline)
+        prober.holdsWholeAnswer = holdsWholeAnswer
         // The small first answer over TLS is for a download whose connections are its own.
         if let warmUp { prober.smallFirstAnswerOverTLS = warmUp.count > 0 }
         let p = LoopProbe(

@@ -188,6 +188,10 @@ struct Prober {
     /// For a download of several connections: the others start one round trip after the first
     /// answer, while the first keeps its warm connection, rather than after a cut that closes it.
     var holdsAtHead = false
+    /// Hold a 200 (the whole file) after its first bytes even where `holdsTransfer` is off: for a
+    /// stream (`-o -`), whose probe asks for one byte and whose one stream without ranges continues
+    /// the answer (see `ProbeContext.holdsWholeAnswer`). Needs `multi`.
+    var holdsWholeAnswer = false
     // The probe of several connections asks for the whole file (`bytes=0-`), as one connection's does.
     // It asked for the first 16 MiB from 4eef4b5 to issue 37: the first connection's range then ended
     // inside that answer or continued on the same warm connection, never cut (on WAN link b a cut
@@ -261,7 +265,7 @@ struct Prober {
         // Whatever the range asked, a 200 is the whole file: held for the fetch wherever it can be.
         let ctx = ProbeContext(
             limit: tlsSmall ? min(max(1, firstBytes), Self.tlsFirstAnswerBytes) : max(1, firstBytes), holdsAtLimit: holding,
-            holdsWholeAnswer: fetchContinues)
+            holdsWholeAnswer: fetchContinues || (holdsWholeAnswer && multi != nil))
         let e = EasyHandle()
         try e.configure(url: url, options: options)
         try e.setRange(!holding ? "0-\(ctx.limit - 1)" : "0-")
