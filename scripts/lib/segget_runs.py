@@ -63,7 +63,7 @@ def last_completed(path):
     return completed
 
 
-def check_json(path, size, connections, ranged, fresh, resumed_at_least, notice, opened_at_least=None):
+def check_json(path, size, connections, ranged, fresh, resumed_at_least, notice, opened_at_least=None, requests=None):
     with open(path, encoding="utf-8") as f:
         lines = [line for line in f.read().split("\n") if line]
     if not lines:
@@ -117,6 +117,8 @@ def check_json(path, size, connections, ranged, fresh, resumed_at_least, notice,
     opened = fin.get("connectionsOpened")
     if opened_at_least is not None and (not isinstance(opened, int) or opened < opened_at_least):
         return f"finish connectionsOpened {opened!r}, expected at least {opened_at_least} (a connection per range)"
+    if requests is not None and summary.get("requests") != requests:
+        return f"summary requests {summary.get('requests')!r}, expected {requests}"
     print(f"resumed={resumed} received={received} refetched={refetched} seconds={fin.get('seconds')} opened={opened}")
     return None
 
@@ -156,9 +158,10 @@ def main():
     parser.add_argument("--resumed-at-least", type=int)
     parser.add_argument("--notice")
     parser.add_argument("--opened-at-least", type=int)
+    parser.add_argument("--requests", type=int, help="the summary's requests, exactly")
     a = parser.parse_args()
     problem = check_json(a.file, a.size, a.connections, a.ranged == "yes", a.fresh, a.resumed_at_least, a.notice,
-                         a.opened_at_least)
+                         a.opened_at_least, a.requests)
     if problem:
         print(problem)
         return 1
