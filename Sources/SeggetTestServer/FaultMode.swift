@@ -50,7 +50,7 @@
 /// |---|---|---|
 /// | normal | ranges, If-Range, keep-alive; a range on an empty resource is 416 `bytes */0` | |
 /// | noranges | ignores Range: 200 full, no Accept-Ranges | |
-/// | range200 | advertises Accept-Ranges but answers 200 full to ranges | |
+/// | range200 | advertises Accept-Ranges but answers 200 full to ranges; `echo=N` adds `Content-Range: bytes 0-(N-1)/LENGTH` to the 200, as a proxy that echoes a probe's small range would | echo |
 /// | chunked | ignores Range, `Transfer-Encoding: chunked` | |
 /// | chunked206 | honours ranges, but every answer with a body (206 included) is `Transfer-Encoding: chunked` with no `Content-Length`, as some application servers send; `ext=1` adds a chunk extension to every chunk size line | ext |
 /// | close-delimited | ignores Range, no length, body ends at close | |

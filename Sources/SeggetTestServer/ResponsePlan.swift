@@ -174,6 +174,11 @@ struct ResponsePlanner {
         let bodyCount = plan.body.count
 
         switch route.mode {
+        case .range200 where plan.status == 200 && p.int("echo") != nil:
+            // A 200 with a Content-Range beside the whole file, as a proxy that echoes a probe's
+            // small range (`bytes=0-8191` over TLS) would send.
+            let n = max(1, min(p.int("echo") ?? 1, representation.length))
+            plan.headers.append(("Content-Range", "bytes 0-\(n - 1)/\(representation.length)"))
         case .chunked:
             plan.framing = .chunked
         case .chunked206 where hasBody:

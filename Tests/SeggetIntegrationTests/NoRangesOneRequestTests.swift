@@ -21,19 +21,51 @@ import Testing
         "\(server.requests.map { "\($0.status) \($0.headers["range"] ?? "-") \($0.bodyBytesSent)" })"
     }
 
-    @Test(arguments: ["noranges", "range200", "chunked", "close-delimited"], [1, 8])
+    /// `range200?echo=2000000` also sends `Content-Range: bytes 0-1999999/…` on its 200, as a proxy that
+    /// echoes a probe's small range would: the answer is still the whole file (a version of this
+    /// change ended such a download with an internal error). `rate=400k`: a slow answer, held by the probe's time limit rather than
+    /// at its byte limit.
+    @Test(arguments: ["noranges", "range200", "range200?echo=2000000&", "chunked", "noranges?rate=400k&"], [1, 8])
     func aLargeFileFromAServerWithoutRangesTakesOneRequest(_ mode: String, connections: Int) throws {
-        let server = try TestServer.serving(Self.body)
+        let body = mode.contains("400k") ? Array(Self.body[..<700_000]) : Self.body
+        let server = try TestServer.serving(body)
         defer { server.stop() }
         let dir = try TempDir()
         // Paced, so that the probe holds the answer after its first bytes rather than at their end.
-        let result = try Download(url: server.baseURL + "/\(mode)/f?rate=64m", options: Self.options(connections, dir: dir)).run()
-        #expect(TestFiles.fileDifference(dir.path("out.bin"), Self.body) == nil)
+        let path = mode.contains("?") ? mode.replacingOccurrences(of: "?", with: "/f?") : "\(mode)/f?"
+        let result = try Download(url: server.baseURL + "/\(path)rate=64m", options: Self.options(connections, dir: dir)).run()
+        #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
         #expect(!result.usedRanges)
         #expect(server.requests.count == 1, "\(Self.requests(server))")
-        #expect(server.bodyBytesSent == Int64(Self.body.count), "\(Self.requests(server))")
-        #expect(result.receivedBytes == Int64(Self.body.count))
+        #expect(server.bodyBytesSent == Int64(body.count), "\(Self.requests(server))")
+        #expect(result.receivedBytes == Int64(body.count))
         #expect(result.tally.requests == 1, "\(result.tally)")
+    }
+
+    /// A body that ends where its connection closes (no length, not chunked) is not held: a server
+    /// that closed the connection while the answer waited (a batch's file waits for its name) would
+    /// end it as cleanly as the file's end. The probe cuts it, and the stream asks again.
+    @Test func aCloseDelimitedAnswerIsNotHeld() throws {
+        let server = try TestServer.serving(Self.body)
+        defer { server.stop() }
+        let dir = try TempDir()
+        let result = try Download(url: server.baseURL + "/close-delimited/f?rate=64m", options: Self.options(1, dir: dir)).run()
+        #expect(TestFiles.fileDifference(dir.path("out.bin"), Self.body) == nil)
+        #expect(server.requests.count == 2, "\(Self.requests(server))")
+        #expect(server.requests[0].bodyBytesSent < Int64(Self.body.count), "\(Self.requests(server))")
+    }
+
+    /// A small chunked answer that the probe read to its last chunk is the file: saved from it.
+    @Test func aSmallChunkedAnswerIsTheFile() throws {
+        let body = Array(Self.body[..<50_000])
+        let server = try TestServer.serving(body)
+        defer { server.stop() }
+        let dir = try TempDir()
+        let result = try Download(url: server.baseURL + "/chunked/f", options: Self.options(8, dir: dir)).run()
+        #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
+        #expect(result.bytes == Int64(body.count))
+        #expect(server.requests.count == 1, "\(Self.requests(server))")
+        #expect(server.bodyBytesSent == Int64(body.count))
     }
 
     /// The whole-file hash takes the probe's bytes too (from memory), then the stream's.
@@ -76,6 +108,9 @@ import Testing
         #expect(TestFiles.fileDifference(dir.path("out.bin"), Self.body) == nil)
         #expect(server.requests.count == 2, "\(Self.requests(server))")
         #expect(server.requests.allSatisfy { $0.status == 200 }, "\(Self.requests(server))")
+        // The first answer, continued, was the one cut (before, the probe cut it first itself).
+        #expect(server.requests.first?.bodyBytesSent == 2_000_000, "\(Self.requests(server))")
+        #expect(result.receivedBytes == 2_000_000 + Int64(Self.body.count))
         #expect(result.bytes == Int64(Self.body.count))
         #expect(log.notices.contains { $0.contains("one connection") }, "\(log.notices)")
     }

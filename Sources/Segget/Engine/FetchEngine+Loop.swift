@@ -28,7 +28,8 @@ extension FetchEngine {
         if !target.ranged, let held = adoptable {
             // One stream without ranges continues the probe's answer after the bytes it brought
             // (in the file already), or, where it cannot, starts over from byte 0.
-            if canContinue(held, on: 0) {
+            // The conditions `execute` checks again when the stream's first request goes out.
+            if canContinue(held, on: 0), held.bringsMore, (target.totalLength ?? Int64.max) <= held.answerEnd {
                 core.streamContinues(from: held.offset)
             } else {
                 adoptable = nil

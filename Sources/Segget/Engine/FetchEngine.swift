@@ -268,7 +268,7 @@ final class FetchEngine {
                 }
                 if !target.ranged, bytes.lowerBound != 0 {
                     // A request without a range brings the file from byte 0: only the probe's
-                    // answer continues after it (`begin` checked that it can).
+                    // answer continues after it (`begin` checked that it can, so this is not reached).
                     apply(.removed(id))
                     apply(.failed(SeggetError(.internalError, "the stream could not continue the first answer after byte \(bytes.lowerBound).")))
                     continue

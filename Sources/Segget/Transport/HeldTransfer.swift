@@ -38,11 +38,12 @@ final class HeldTransfer: @unchecked Sendable, Equatable {
         self.releasing = releasing
         head = context.head
         offset = Int64(context.bodyCount)
-        if let range = context.head.contentRange {
+        if context.head.status != 200, let range = context.head.contentRange {
             total = range.completeLength ?? 0
             answerEnd = range.last.map { $0 + 1 } ?? total
         } else {
-            // A 200: the whole file, to its announced length, or to wherever the server ends it.
+            // A 200: the whole file, to its announced length, or to the end of its chunks (a
+            // `Content-Range` beside it, which some proxies echo, says nothing about its body).
             total = context.head.contentLength ?? 0
             answerEnd = context.head.contentLength ?? Int64.max
         }

@@ -68,7 +68,18 @@ final class ProbeContext: TransferDelegate {
     /// the file in chunks) is kept up to `limit` and paused there like a held 206, rather than cut,
     /// for the fetch's one stream to continue (`FetchEngine.continueProbe`). Cut, it cost a second
     /// request for the whole file, and the bytes the first answer had sent on the way were lost.
+    /// Not a body that ends where the connection closes (no length, not chunked): a held transfer
+    /// may wait (a batch's file waits for its name), and a server that gave up meanwhile and closed
+    /// the connection would end it as cleanly as the file's end, the file cut short unseen.
     let holdsWholeAnswer: Bool
+
+    /// Whether a 200 with this head is kept and held for the fetch (see `holdsWholeAnswer`).
+    private func holdsWhole(_ head: ResponseHead) -> Bool {
+        holdsWholeAnswer && head.status == 200 && (head.isChunked || head.contentLength != nil)
+    }
+
+    /// Whether the transfer is worth holding for the fetch once slow (`ProbeRequest.holdDue`).
+    var holdsWhenSlow: Bool { holdsWhole(head) }
     /// The bytes kept: in `filled` where the answer brings the whole file (at least
     /// `FilledBuffer.hugeFrom` of it), else in `kept`.
     var body: ProbeBytes { filled.map(ProbeBytes.init) ?? ProbeBytes(kept) }
@@ -116,7 +127,7 @@ final class ProbeContext: TransferDelegate {
         let keeps = keepsBody
             ?? (head.contentEncoding == nil
                 && (head.status == 206
-                    || (head.status == 200 && (holdsWholeAnswer || (!head.isChunked && head.contentLength.map { $0 <= Int64(limit) } == true)))))
+                    || (head.status == 200 && (holdsWhole(head) || (!head.isChunked && head.contentLength.map { $0 <= Int64(limit) } == true)))))
         keepsBody = keeps
         guard keeps else {
             // A redirect's few bytes of text are read to their end and dropped: its connection then
@@ -131,7 +142,7 @@ final class ProbeContext: TransferDelegate {
         }
         if bodyCount + bytes.count > limit {
             // Held: libcurl keeps these bytes and hands them to whoever continues the transfer.
-            guard holdsAtLimit || (holdsWholeAnswer && head.status == 200) else { return .abort }
+            guard holdsAtLimit || holdsWhole(head) else { return .abort }
             isHeld = true
             return .pause
         }

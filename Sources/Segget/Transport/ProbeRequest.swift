@@ -47,7 +47,7 @@ final class ProbeRequest {
             return true
         }
         // A slow 200 too, where the fetch can continue it (`ProbeContext.holdsWholeAnswer`).
-        guard (holding && head.status == 206) || (context.holdsWholeAnswer && head.status == 200),
+        guard (holding && head.status == 206) || context.holdsWhenSlow,
             head.contentEncoding == nil, cutDue(), (try? easy.pause()) != nil
         else { return false }
         context.isHeld = true

@@ -90,6 +90,12 @@ struct ProbeWalk {
             // A server that ignores ranges sent the whole file, and all of it came: nothing is left
             // to ask for (`Download.wholeSave`).
             result.prefix = ctx.body
+        } else if code == .ok, head.status == 200, head.isChunked, head.contentEncoding == nil, ctx.bodyCount > 0 {
+            // A whole chunked answer, to its last chunk: the file, of the length it turned out to
+            // have. Only a probe that keeps such a body gets here complete (`ProbeContext.holdsWholeAnswer`;
+            // any other cuts it at its first bytes).
+            result.totalLength = Int64(ctx.bodyCount)
+            result.prefix = ctx.body
         }
         // Handed on only when the answer runs to the file's end, or to the end of the range a probe
         // held at its head asked for: the fetch continues it as a request for what follows the prefix.
