@@ -321,9 +321,10 @@ import Testing
     }
 
     /// A server that ignores ranges answers the probe with the whole file; one that fits in what
-    /// the probe reads (and says its length) is saved from that answer: one request, where there
-    /// were two (found against Python's `http.server`, which logged every small file twice).
-    @Test(arguments: ["noranges", "range200"])
+    /// the probe reads (and says its length, or ends its chunks) is saved from that answer: one
+    /// request, where there were two (found against Python's `http.server`, which logged every
+    /// small file twice).
+    @Test(arguments: ["noranges", "range200", "chunked"])
     func aSmallFileFromAServerWithoutRangesTakesOneRequest(_ mode: String) throws {
         let body = TestFiles.pattern(50_000, seed: 33)  // within the probe's first chunk (64 KiB here)
         let server = try TestServer.serving(body)

@@ -55,19 +55,6 @@ import Testing
         #expect(server.requests[0].bodyBytesSent < Int64(Self.body.count), "\(Self.requests(server))")
     }
 
-    /// A small chunked answer that the probe read to its last chunk is the file: saved from it.
-    @Test func aSmallChunkedAnswerIsTheFile() throws {
-        let body = Array(Self.body[..<50_000])
-        let server = try TestServer.serving(body)
-        defer { server.stop() }
-        let dir = try TempDir()
-        let result = try Download(url: server.baseURL + "/chunked/f", options: Self.options(8, dir: dir)).run()
-        #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
-        #expect(result.bytes == Int64(body.count))
-        #expect(server.requests.count == 1, "\(Self.requests(server))")
-        #expect(server.bodyBytesSent == Int64(body.count))
-    }
-
     /// The whole-file hash takes the probe's bytes too (from memory), then the stream's.
     @Test(arguments: [1, 8])
     func theContinuedAnswerIsVerified(connections: Int) throws {
