@@ -53,6 +53,7 @@ import Testing
         #expect(TestFiles.fileDifference(dir.path("out.bin"), Self.body) == nil)
         #expect(server.requests.count == 2, "\(Self.requests(server))")
         #expect(server.requests[0].bodyBytesSent < Int64(Self.body.count), "\(Self.requests(server))")
+        #expect(result.tally.requests == 2, "\(result.tally)")
     }
 
     /// The whole-file hash takes the probe's bytes too (from memory), then the stream's.
