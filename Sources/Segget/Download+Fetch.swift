@@ -95,8 +95,7 @@ final class FetchStage: @unchecked Sendable {
         hasher?.cancel()
         partial.close()
         // Ended mid-answer unless the fetch continued it: the server counts it a moment longer.
-        if probe.held?.isSettled == false { hostShare?.cancelled(1) }
-        probe.held?.release()
+        probe.held?.release(counting: hostShare)
     }
 }
 
@@ -150,10 +149,9 @@ extension Download {
         // The probe's transfer, held open, becomes the first request of a new download.
         if partial.isNew {
             engine.adoptable = probe.held
-        } else if let held = probe.held, !held.isSettled {
+        } else {
             // Not continued: ended now, not after the download, which would hold it uncounted.
-            context.hostShare?.cancelled(1)
-            held.release()
+            probe.held?.release(counting: context.hostShare)
         }
         engine.continueChecksums(of: partial.partial)
         engine.recordKeptPartials(partial.partial)

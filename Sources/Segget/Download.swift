@@ -78,8 +78,7 @@ public final class Download: @unchecked Sendable {
         defer {
             if !handedOn {
                 // Ended mid-answer unless the fetch continued it: the server counts it a moment longer.
-                if held?.isSettled == false { context.hostShare?.cancelled(1) }
-                held?.release()
+                held?.release(counting: context.hostShare)
             }
         }
         let final: String

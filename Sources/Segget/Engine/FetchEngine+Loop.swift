@@ -33,8 +33,7 @@ extension FetchEngine {
                 core.streamContinues(from: held.offset)
             } else {
                 adoptable = nil
-                if !held.isSettled { settings.hostShare?.cancelled(1) }
-                held.release()
+                held.release(counting: settings.hostShare)
             }
         }
         apply(.begin, now: startedAt)

@@ -262,9 +262,7 @@ final class FetchEngine {
                     {
                         continue
                     }
-                    // Ended mid-answer: the server counts it a moment longer.
-                    if !held.isSettled { settings.hostShare?.cancelled(1) }
-                    held.release()
+                    held.release(counting: settings.hostShare)
                 }
                 if !target.ranged, bytes.lowerBound != 0 {
                     // A request without a range brings the file from byte 0: only the probe's

@@ -71,6 +71,13 @@ final class HeldTransfer: @unchecked Sendable, Equatable {
         if let releasing { releasing(easy) } else { multi.remove(easy) }
     }
 
+    /// `release()`, counting a transfer still open as cancelled in its host's budget (`share`):
+    /// ended mid-answer, the server counts it a moment longer.
+    func release(counting share: HostShare?) {
+        if !isSettled { share?.cancelled(1) }
+        release()
+    }
+
     deinit { release() }
 
     static func == (a: HeldTransfer, b: HeldTransfer) -> Bool { a === b }
