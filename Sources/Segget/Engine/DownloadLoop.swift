@@ -344,12 +344,13 @@ public final class DownloadLoop: @unchecked Sendable {
     /// Starts probing for `download` (see `LoopProbe`); `done` hears on the loop thread. Loop thread only.
     /// With `hostShare`, the probe first waits (on the loop, without blocking it) for a slot in its
     /// host's budget, then calls `onSlot`; a refusal that the budget takes for the host's limit (with
-    /// `retrying`) waits for a slot again instead of counting as a failure. `after`: the failure of
+    /// `retrying` or `waitsOutHostLimit`) waits for a slot again instead of counting as a failure. `after`: the failure of
     /// a first probe made for this download already (a batch's, see `Download.prepare`), counted as
     /// this probe's first attempt (see `LoopProbe.priorFailure`). `onFileName`: see
     /// `LoopProbe.onFileName`.
     func probe(
         _ download: Download, url: String? = nil, firstBytes: Int, deadline: Deadline?, retrying: Bool,
+        waitsOutHostLimit: Bool = false,
         events: (@Sendable (DownloadEvent) -> Void)?, interrupt: InterruptFlag, hostShare: HostShare? = nil,
         slotHeld: Bool = false, warmUp: ConnectionWarmUp? = nil, after priorFailure: SeggetError? = nil,
         onSlot: (() -> Void)? = nil, onFileName: ((String) -> Void)? = nil, holdsWholeAnswer: Bool = false,
@@ -361,11 +362,12 @@ public final class DownloadLoop: @unchecked Sendable {
         if let warmUp { prober.smallFirstAnswerOverTLS = warmUp.count > 0 }
         let p = LoopProbe(
             loop: self, download: download, url: url ?? download.url, prober: prober,
-            retrying: retrying, events: events, interrupt: interrupt, hostShare: hostShare, slotHeld: slotHeld)
+            retrying: retrying, waitsOutHostLimit: waitsOutHostLimit, events: events, interrupt: interrupt,
+            hostShare: hostShare, slotHeld: slotHeld)
         p.onSlot = onSlot
         p.onFileName = onFileName
         p.warmUp = warmUp
-        if retrying { p.priorFailure = priorFailure }
+        p.priorFailure = priorFailure
         let id = ObjectIdentifier(p)
         probes[id] = p
         // Not unregistered: a held transfer stays on the driver for the fetch, and the driver lets

@@ -4,14 +4,18 @@ import SeggetSystem
 /// One download's probe run by a `DownloadLoop`: the requests of a `ProbeWalk`, each started on
 /// the loop's driver and looked at after every pass (held for the fetch or cut, as
 /// `ProbeRequest` says). When `retrying`, a failure worth another try (`Download.probeRetryDelay`)
-/// is tried again after its wait, timed by the loop, and a refusal that the host budget takes for
-/// the host's connection limit waits for a slot. Every probe of a download runs here: the first,
-/// its mirrors' and a renewed link's.
+/// is tried again after its wait, timed by the loop. A refusal that the host budget takes for the
+/// host's connection limit waits for a slot when `retrying`, and also when the probe
+/// `waitsOutHostLimit` (a download's own probe with another URL left to try: the host said "not
+/// now", which is no failure of the URL). Every probe of a download runs here: the first, its
+/// mirrors' and a renewed link's.
 final class LoopProbe: TransferClient {
     private unowned let loop: DownloadLoop
     private let download: Download
     private let prober: Prober
     private let retrying: Bool
+    /// A refusal taken for the host's limit waits for a slot even where the probe is not `retrying`.
+    private let waitsOutHostLimit: Bool
     private let events: (@Sendable (DownloadEvent) -> Void)?
     private let interrupt: InterruptFlag
     private let url: String
@@ -39,20 +43,24 @@ final class LoopProbe: TransferClient {
     /// host sends them again there (see `answered`).
     private var warmedUp: (rule: ConnectionWarmUp, host: String)?
     private var probeResent = false
-    /// The failure of a probe made for this download before (a batch's first look at its files,
-    /// `Download.prepare`, one attempt without retries): this probe's first attempt. What cannot
-    /// change (a 404) ends it without a request, and a retry waits what the failure asks (a 503's
-    /// `Retry-After`) before the request goes out, as after a failure of its own. A batch once sent
-    /// a second request at once for every such failure: a 404 asked twice, a 503's `Retry-After: 2`
-    /// answered two milliseconds later.
+    /// The failure of a probe made for this download before (a batch's or the daemon's first look
+    /// at its files, `Download.prepare`, one attempt without retries): this probe's first attempt.
+    /// What cannot change (a 404) ends it without a request, and a retry waits what the failure
+    /// asks (a 503's `Retry-After`) before the request goes out, as after a failure of its own;
+    /// a probe that is not `retrying` (another URL is left to try) ends with it at once. A refusal
+    /// the host's budget took for its limit is none of these: the probe waits for a slot. A batch
+    /// once sent a second request at once for every such failure: a 404 asked twice, a 503's
+    /// `Retry-After: 2` answered two milliseconds later; and a daemon task whose first look was
+    /// refused for the host's limit asked again at once, was refused again, and let a mirror stand
+    /// in for a main URL that only said "not now".
     var priorFailure: SeggetError?
     /// Not before this time does the first request go out (see `priorFailure`).
     private var notBefore: Double?
 
     init(
         loop: DownloadLoop, download: Download, url: String, prober: Prober, retrying: Bool,
-        events: (@Sendable (DownloadEvent) -> Void)?, interrupt: InterruptFlag, hostShare: HostShare?,
-        slotHeld: Bool = false
+        waitsOutHostLimit: Bool = false, events: (@Sendable (DownloadEvent) -> Void)?, interrupt: InterruptFlag,
+        hostShare: HostShare?, slotHeld: Bool = false
     ) {
         self.url = url
         self.hostShare = hostShare
@@ -61,6 +69,7 @@ final class LoopProbe: TransferClient {
         self.download = download
         self.prober = prober
         self.retrying = retrying
+        self.waitsOutHostLimit = retrying || waitsOutHostLimit
         self.events = events
         self.interrupt = interrupt
     }
@@ -71,10 +80,11 @@ final class LoopProbe: TransferClient {
 
     /// Starts once the host's budget gives the probe a slot (at once without a budget).
     func begin() {
-        if let e = priorFailure, !e.takenForHostLimit {
+        if let e = priorFailure, !e.takenForHostLimit || !waitsOutHostLimit {
             // Counted as this probe's first attempt (see `priorFailure`). A refusal the host's
             // budget took for its limit is not: the probe waits for a slot below, as that limit says.
             priorFailure = nil
+            guard retrying else { return finish(.failure(e)) }
             guard let delay = retryDelay(after: e) else { return }
             notBefore = monotonicSeconds() + delay
         }
@@ -179,15 +189,15 @@ final class LoopProbe: TransferClient {
     }
 
     private func failed(_ error: SeggetError) {
-        guard retrying else { return finish(.failure(error)) }
         // Refused while other downloads' requests to the host are out: the host's connection limit,
         // learnt for all of them; the probe waits for a slot and is not counted a failure.
-        if Download.refusedByHost(error, share: hostShare) {
+        if waitsOutHostLimit, Download.refusedByHost(error, share: hostShare) {
             hostShare?.sync(inFlight: 0)
             waitingForSlot = true
             if let share = hostShare { loop.waitForSlot(self, key: share.key) }
             return
         }
+        guard retrying else { return finish(.failure(error)) }
         if let delay = retryDelay(after: error) { retryAt = monotonicSeconds() + delay }
     }
 

@@ -320,8 +320,8 @@ extension Download {
         let prober = withoutCredentials ? Download(url: self.url, options: bare) : self
         loop.post { [self] in
             loop.probe(
-                prober, url: url, firstBytes: ask.bytes, deadline: deadline, retrying: retrying, events: context.events,
-                interrupt: context.interrupt, hostShare: context.hostShare, warmUp: warmUp, after: probeFailed
+                prober, url: url, firstBytes: ask.bytes, deadline: deadline, retrying: retrying, waitsOutHostLimit: true,
+                events: context.events, interrupt: context.interrupt, hostShare: context.hostShare, warmUp: warmUp, after: probeFailed
             ) { result in
                 loop.steps.async { [self] in
                     switch result {

@@ -1,0 +1,57 @@
+import Segget
+import SeggetTestServer
+import Testing
+
+@testable import SeggetQueue
+
+/// A daemon task's main URL refused for the host's connection limit ("not now", while the host's
+/// other tasks hold its slots) is waited for, not given up for a mirror standing in. The mirror here
+/// holds another version of the file (same length, other validators), so a task that let it stand
+/// in saved the mirror's bytes, where a mirror joining the main URL's fetch is dropped for its
+/// validators. Before, 4 of 6 tasks saved the mirror's file: the first look at the file was refused,
+/// the task's own probe asked again at once without waiting for a slot, was refused again, and the
+/// mirror stood in.
+@Suite(.serialized) struct HostLimitStandInTests {
+    @Test func aRefusalForTheHostsLimitWaitsForASlotAndNoMirrorStandsIn() async throws {
+        let dir = try QueueTempDir()
+        let size = 1 << 20
+        let mainBytes = QueueTestFiles.randomBytes(size, seed: 71)
+        let mirrorBytes = QueueTestFiles.randomBytes(size, seed: 72)
+        let main = try TestServer()
+        main.addResource(name: "f.bin", bytes: mainBytes, etag: "\"main-1\"", lastModified: "Mon, 02 Nov 2026 10:00:00 GMT")
+        try main.start()
+        defer { main.stop() }
+        let mirror = try TestServer()
+        mirror.addResource(name: "f.bin", bytes: mirrorBytes, etag: "\"other-7\"", lastModified: "Wed, 01 Jan 2020 00:00:00 GMT")
+        try mirror.start()
+        defer { mirror.stop() }
+
+        var settings = QueueSettings(downloadRoot: dir.path("root"))
+        settings.maxActive = 6
+        settings.connectionBudget = 32
+        settings.defaultConnections = 2
+        let queue = try DownloadQueue(databasePath: dir.path("q.sqlite"), settings: settings)
+        var ids: [TaskID] = []
+        for i in 0..<6 {
+            // At most 2 requests of this client at once, whatever the target (`scope=client`).
+            let url = main.url("f.bin", query: "maxconc=2&scope=client&retryafter=1&rate=4m&t=\(i)")
+            ids.append(try queue.add(urls: [url, mirror.url("f.bin")], options: TaskOptions(outputName: "t\(i).bin")))
+        }
+        queue.start()
+        let done = await eventually(timeout: 60) {
+            ids.allSatisfy { [.complete, .error].contains(queue.snapshot($0)?.status) }
+        }
+        #expect(done)
+        for (i, id) in ids.enumerated() {
+            let snapshot = queue.snapshot(id)
+            #expect(snapshot?.status == .complete, "task \(i): \(String(describing: snapshot?.status))")
+            let saved = snapshot?.path.flatMap(QueueTestFiles.read)
+            let fromMain = saved == mainBytes
+            #expect(fromMain, "task \(i) saved \(saved == mirrorBytes ? "the mirror's other version" : "other bytes")")
+        }
+        // The host was pushed past its limit by the first looks, not by a request sent again at once
+        // after each refusal.
+        #expect(main.concurrency.rejected <= 5, "\(main.concurrency)")
+        await queue.shutdown()
+    }
+}
