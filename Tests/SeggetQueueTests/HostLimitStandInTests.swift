@@ -12,7 +12,9 @@ import Testing
 /// the task's own probe asked again at once without waiting for a slot, was refused again, and the
 /// mirror stood in.
 @Suite(.serialized) struct HostLimitStandInTests {
-    @Test func aRefusalForTheHostsLimitWaitsForASlotAndNoMirrorStandsIn() async throws {
+    /// `named`: each task has its `out`, so its download's own probe is its first request; without,
+    /// a first look (`Download.prepare`) names the file, and its refusal is handed on to the probe.
+    @Test(arguments: [true, false]) func aRefusalForTheHostsLimitWaitsForASlotAndNoMirrorStandsIn(named: Bool) async throws {
         let dir = try QueueTempDir()
         let size = 1 << 20
         let mainBytes = QueueTestFiles.randomBytes(size, seed: 71)
@@ -35,7 +37,8 @@ import Testing
         for i in 0..<6 {
             // At most 2 requests of this client at once, whatever the target (`scope=client`).
             let url = main.url("f.bin", query: "maxconc=2&scope=client&retryafter=1&rate=4m&t=\(i)")
-            ids.append(try queue.add(urls: [url, mirror.url("f.bin")], options: TaskOptions(outputName: "t\(i).bin")))
+            let options = named ? TaskOptions(outputName: "t\(i).bin") : TaskOptions()
+            ids.append(try queue.add(urls: [url, mirror.url("f.bin")], options: options))
         }
         queue.start()
         let done = await eventually(timeout: 60) {
@@ -44,14 +47,44 @@ import Testing
         #expect(done)
         for (i, id) in ids.enumerated() {
             let snapshot = queue.snapshot(id)
-            #expect(snapshot?.status == .complete, "task \(i): \(String(describing: snapshot?.status))")
+            #expect(snapshot?.status == .complete, "task \(i) (named \(named)): \(String(describing: snapshot?.status))")
             let saved = snapshot?.path.flatMap(QueueTestFiles.read)
             let fromMain = saved == mainBytes
-            #expect(fromMain, "task \(i) saved \(saved == mirrorBytes ? "the mirror's other version" : "other bytes")")
+            #expect(fromMain, "task \(i) (named \(named)) saved \(saved == mirrorBytes ? "the mirror's other version" : "other bytes")")
         }
         // The host was pushed past its limit by the first looks, not by a request sent again at once
         // after each refusal.
         #expect(main.concurrency.rejected <= 5, "\(main.concurrency)")
+        await queue.shutdown()
+    }
+
+    /// A first look that failed (a 503) is the task's probe's first attempt: with a mirror left to
+    /// try, the mirror stands in at once, as on the command line, and the main URL is not asked
+    /// again straight away (it was, once, with no wait: a second request the rule of no retries
+    /// while another URL is left did not allow, sent whatever `Retry-After` said).
+    @Test func aFailedFirstLookWithAMirrorLeftGoesToTheMirrorWithoutAskingAgain() async throws {
+        let dir = try QueueTempDir()
+        let bytes = QueueTestFiles.randomBytes(1 << 20, seed: 73)
+        let main = try TestServer()
+        main.addResource(name: "f.bin", bytes: bytes, etag: "\"f-1\"")
+        try main.start()
+        defer { main.stop() }
+        let mirror = try TestServer()
+        mirror.addResource(name: "f.bin", bytes: bytes, etag: "\"f-1\"")
+        try mirror.start()
+        defer { mirror.stop() }
+        let queue = try DownloadQueue(databasePath: dir.path("q.sqlite"), settings: QueueSettings(downloadRoot: dir.path("root")))
+        let url = main.url("f.bin", mode: .status, query: "code=503&times=1&retryafter=30")
+        // No `out`: the task's first look at the file (`Download.prepare`) names it.
+        let id = try queue.add(urls: [url, mirror.url("f.bin")], options: TaskOptions())
+        queue.start()
+        let done = await eventually(timeout: 20) { [.complete, .error].contains(queue.snapshot(id)?.status) }
+        #expect(done)
+        #expect(queue.snapshot(id)?.status == .complete)
+        let saved = queue.snapshot(id)?.path.flatMap(QueueTestFiles.read)
+        let same = saved == bytes
+        #expect(same)
+        #expect(main.requests.count == 1, "the main URL was asked \(main.requests.map(\.description))")
         await queue.shutdown()
     }
 }
