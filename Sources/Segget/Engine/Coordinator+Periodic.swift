@@ -95,7 +95,7 @@ extension Coordinator {
             case .redial:
                 // The host asked for no request before a time still ahead (`Retry-After`): the slow
                 // connection keeps its request until then, and is judged again after.
-                if isHostQuiet(now: now) { continue }
+                if isHostQuiet(now: now, source: c.source) { continue }
                 connections[c.id].redials += 1
                 if tracing {
                     commands.append(.trace("connection \(c.id) redial at \(Format.rate(v.rate)) vs typical \(Format.rate(v.typical)) (first bytes take \(Format.fixed(usualFirstByteWait ?? -1, 3)) s, path round trip \(Format.fixed(rtt ?? -1, 3)) s, request \(Format.fixed(now - c.requestStartedAt, 2)) s old)\(isRacing(c.id) ? " (racer)" : "")"))

@@ -211,6 +211,8 @@ extension Coordinator {
         else { return nil }
         let price = connections[id].leftLinkOpen ? dialSeconds(typical: typicalRate(now: now)) : 0
         guard price == 0 || SourceChoice.worth(bytesLeft: bytes, rate: rate, gain: move.gain, priceSeconds: price) else { return nil }
+        // Its request was let go within its own source's host limit; another host's must allow it too.
+        guard hostKey(ofSource: from) == hostKey(ofSource: move.to) || allowsAnotherRequest(now: now, source: move.to) else { return nil }
         connections[id].source = move.to
         // Its open link is to the old source: the request dials.
         connections[id].leftLinkOpen = false

@@ -130,6 +130,9 @@ struct Coordinator: Coordinating {
     var auto = AutoGrowth()
     /// How many requests at once the host accepts, as its refusals taught (see `HostLimit`).
     var host = HostLimit()
+    /// The limits of the mirrors' hosts other than the main URL's, by `HostBudget.key`, each learnt
+    /// from its own refusals (see `Coordinator+HostLimit.swift`).
+    var mirrorHosts: [String: HostLimit] = [:]
     /// The connections warmed beside the probe as last heard, the most requests `begin` sends at once
     /// when refused warm-ups taught a limit, and the connections waiting for a warm-up still out
     /// (see `Coordinator+WarmUp.swift`).
@@ -277,7 +280,7 @@ struct Coordinator: Coordinating {
             // Robbed of everything meanwhile: it is idle and gets work like any idle connection.
             guard isRacing(id) || scheduler.run(of: id) != nil else { continue }
             // Beyond what the host accepts: its work goes to the others.
-            guard allowsAnotherRequest(now: now) else {
+            guard allowsAnotherRequest(now: now, source: connections[id].source) else {
                 scheduler.abandon(id)
                 continue
             }
@@ -307,8 +310,7 @@ struct Coordinator: Coordinating {
         // connections behind a limit of 3 took runs of one chunk each; 6 files of 64 MiB at `-j 4
         // -n 4` under `--max-connections-per-host 2`, each file's one connection taking a third of
         // a run at a time for the 3 that could not start, made 156 requests).
-        let left = if let share = config.hostShare { share.room(inFlight: inFlight) } else { host.limit.map { $0 - inFlight } }
-        let room = left.map { max(1, $0) }
+        let room = requestRoom.map { max(1, $0) }
         for id in idle { peakTransferRate = max(peakTransferRate, lastTransferRate(connections[id]) ?? 0) }
         let chunkPlan = plan
         // What a new copy may get: the best rate a transfer of the download had (a server that
@@ -317,8 +319,10 @@ struct Coordinator: Coordinating {
         let bestRate = max(peakTransferRate, connections.map(\.bestWindowRate).max() ?? 0)
         let racerRate = bestRate > 0 ? bestRate : nil
         for (i, id) in idle.enumerated() {
-            // No more than the host accepts (see `HostLimit`).
-            guard allowsAnotherRequest(now: now) else { break }
+            // No more than its host accepts (see `HostLimit`); a connection to another host may still go.
+            guard allowsAnotherRequest(now: now, source: connections[id].source) || movedToHostWithRoom(id, now: now) else {
+                if config.sources.count > 1 { continue } else { break }
+            }
             // A racer that must dial first races only a chunk that keeps its owner busy for its
             // handshakes and slow start too, on a path where those take a while (as long as
             // `SlowConnectionRule.lossRecoveryRampSeconds`: WAN links a and b). On a fast short path

@@ -6,6 +6,14 @@ import SeggetSystem
 extension FetchEngine {
     // MARK: Completion
 
+    /// The budget share that counts connection `id`'s requests: the main URL's host's
+    /// (`settings.hostShare`), none for a connection to a mirror on another host (see
+    /// `Coordinator+HostLimit.swift`).
+    func hostShare(of id: Int) -> HostShare? {
+        guard let share = settings.hostShare, let c = core.ranged, c.connections.indices.contains(id) else { return settings.hostShare }
+        return c.onMainHost(c.connections[id].source) ? share : nil
+    }
+
     /// Connection `c`'s transfer ended (the driver has removed it already).
     func finish(_ c: ConnectionIO, code: CurlCode) {
         settle(c)
@@ -13,7 +21,7 @@ extension FetchEngine {
         // Our own cut (a range's end reached mid-answer): the server counts the request until it
         // sees the close, so its slot in the host's budget cools a moment before it is reused. A
         // refusal (429, 503) or any other answer refused at its head is over for the server already.
-        if code == .writeError, (200..<300).contains(c.head.status) { settings.hostShare?.cancelled(1) }
+        if code == .writeError, (200..<300).contains(c.head.status) { hostShare(of: c.id)?.cancelled(1) }
         let conn = core.connections[c.id]
         trace("connection \(c.id) done code=\(code.rawValue) pos=\(conn.pos) port=\((try? c.easy.localPort()).map(String.init) ?? "?") rate=\(Format.rate(Double(conn.transferBytes) / max(0.001, monotonicSeconds() - conn.transferStartedAt)))")
         let end: Coordinator.TransferEnd
@@ -39,8 +47,8 @@ extension FetchEngine {
             if core.connections[id].machine.isTransferring {
                 countEnded(c)
                 driver.cancel(c.easy)
+                hostShare(of: id)?.cancelled(1)
                 apply(.removed(id))
-                settings.hostShare?.cancelled(1)
             }
             if let s = c.staging { writer.discard(s) }
         }

@@ -64,7 +64,7 @@ extension FetchEngine {
         var offered: Int?
         if let lender = settings.lender { offered = lender.spare > 0 ? lender.borrow(upTo: 1) : 0 }
         // Slots of the host's budget beyond the requests in flight go back for other downloads.
-        if let share = settings.hostShare, let c = core.ranged { share.sync(inFlight: c.inFlight) }
+        if let share = settings.hostShare, let c = core.ranged { share.sync(inFlight: c.inFlightToMainHost) }
         if let w = settings.warmUps?.take() { apply(.warmedUp(w), now: now) }
         apply(.pass(offered: offered), now: now)
         return false
@@ -105,8 +105,8 @@ extension FetchEngine {
             countEnded(c)
             driver.cancel(c.easy)
             settle(c)
+            hostShare(of: c.id)?.cancelled(1)
             apply(.removed(c.id))
-            settings.hostShare?.cancelled(1)
         }
         runAfterWrites(waiting: true)
         settings.lender?.lend(core.loans)

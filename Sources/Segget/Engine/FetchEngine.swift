@@ -278,7 +278,7 @@ final class FetchEngine {
                 countEnded(io[id])
                 driver.cancel(io[id].easy)
                 settle(io[id])
-                settings.hostShare?.cancelled(1)
+                hostShare(of: id)?.cancelled(1)
             case .event(let e):
                 onEvent?(e)
             case .trace(let line):
