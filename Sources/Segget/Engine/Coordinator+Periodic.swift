@@ -112,6 +112,12 @@ extension Coordinator {
                 _ = connections[c.id].machine.transferEnded(now: now)
                 commands += redialElsewhere(c.id, rate: v.rate, now: now)
                 commands.append(start(c.id, bytes: c.pos..<end(of: c.id), fresh: true, newPath: true, now: now))
+                // A re-dial is no failure, but it does not restart the silence the stall timeout
+                // counts: the connection's last byte is still its last byte. A server that took
+                // requests and never answered them again was re-dialled every few seconds for ever
+                // (a re-dial's new request had reset the clock), where the stall timeout and the
+                // retries it spends end such a download.
+                connections[c.id].lastByteAt = c.lastByteAt
             }
         }
         return commands
