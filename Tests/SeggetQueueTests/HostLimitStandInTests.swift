@@ -87,4 +87,43 @@ import Testing
         #expect(main.requests.count == 1, "the main URL was asked \(main.requests.map(\.description))")
         await queue.shutdown()
     }
+
+    /// A mirror standing in on another host counts in that host's budget, not in the main URL's:
+    /// under `max-connection-per-server=2`, with another task holding one of the main host's two
+    /// slots, the stand-in still gets its two connections on its own host. Before, it took the main
+    /// host's one free slot and ran on one connection.
+    @Test func aStandInOnAnotherHostUsesThatHostsBudget() async throws {
+        let dir = try QueueTempDir()
+        let slow = QueueTestFiles.randomBytes(2 << 20, seed: 74)
+        let gone = QueueTestFiles.randomBytes(2 << 20, seed: 75)
+        let main = try TestServer()
+        main.addResource(name: "slow.bin", bytes: slow, etag: "\"slow-1\"")
+        try main.start()
+        defer { main.stop() }
+        let mirror = try TestServer()
+        mirror.addResource(name: "gone.bin", bytes: gone, etag: "\"gone-1\"")
+        try mirror.start()
+        defer { mirror.stop() }
+        var settings = QueueSettings(downloadRoot: dir.path("root"))
+        settings.maxActive = 2
+        settings.maxConnectionsPerServer = 2
+        let queue = try DownloadQueue(databasePath: dir.path("q.sqlite"), settings: settings)
+        var one = TaskOptions(outputName: "slow.bin")
+        one.connections = 1
+        let a = try queue.add(urls: [main.url("slow.bin", query: "rate=256k")], options: one)
+        queue.start()
+        #expect(await eventually(timeout: 10) { (queue.snapshot(a)?.completedLength ?? 0) > 0 })
+        // Not on the main host (404): the mirror stands in.
+        var two = TaskOptions(outputName: "gone.bin")
+        two.connections = 2
+        let b = try queue.add(urls: [main.url("gone.bin"), mirror.url("gone.bin", query: "rate=1m")], options: two)
+        #expect(await eventually(timeout: 30) { [.complete, .error].contains(queue.snapshot(b)?.status) })
+        #expect(queue.snapshot(b)?.status == .complete)
+        let saved = queue.snapshot(b)?.path.flatMap(QueueTestFiles.read)
+        let same = saved == gone
+        #expect(same)
+        #expect(mirror.peakConnections >= 2, "the stand-in had \(mirror.peakConnections) connection(s) at once")
+        #expect(queue.snapshot(a)?.status == .active, "the slow task is still running: the two ran side by side")
+        await queue.shutdown()
+    }
 }

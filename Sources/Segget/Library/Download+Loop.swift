@@ -210,8 +210,25 @@ extension Download {
     /// publish (steps queue). `done` is called on the steps queue with the plan it ran.
     private func attempt(
         _ plan: AttemptPlan, prepared: PreparedDownload?, probeFailed: SeggetError? = nil, on loop: DownloadLoop,
-        _ context: AttemptContext, done: @escaping @Sendable (AttemptPlan, Result<AttemptOutcome, SeggetError>) -> Void
+        _ context: AttemptContext, done attemptDone: @escaping @Sendable (AttemptPlan, Result<AttemptOutcome, SeggetError>) -> Void
     ) {
+        // A mirror standing in on another host: its requests count in that host's budget, not the
+        // main URL's (the run's share stays with the main URL for the attempts after).
+        let standInShare: HostShare? =
+            if isStandIn(plan), let standing = plan.url, HostBudget.key(for: standing) != HostBudget.key(for: url) {
+                options.hostBudget?.share(for: standing)
+            } else {
+                nil
+            }
+        let context = standInShare.map { share in
+            var c = context
+            c.hostShare = share
+            return c
+        } ?? context
+        let done: @Sendable (AttemptPlan, Result<AttemptOutcome, SeggetError>) -> Void = { [standInShare] plan, result in
+            standInShare?.sync(inFlight: 0)
+            attemptDone(plan, result)
+        }
         let deadline = options.timeout.map { Deadline(limit: $0, from: context.started) }
         // A file the probe brought whole is saved on a writer thread where the loop serves many
         // downloads (a batch, the daemon): the others go on meanwhile. For a download of one, on its
