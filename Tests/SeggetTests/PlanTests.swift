@@ -638,4 +638,25 @@ import Testing
         legacy.append(line: "\r\n")
         #expect(legacy.rateLimitReset == 4)
     }
+
+    /// Only a request sent with the probe or after it shows the probe accepted: an in-limit request
+    /// sent before it and answered meanwhile does not, so a probe refused again doubles the hold-off.
+    @Test func aRequestSentBeforeTheProbeDoesNotAcceptIt() {
+        var h = HostLimit()
+        h.refused(inFlight: 2, wait: nil, now: 0)
+        let probe = h.allowsAnother(inFlight: 2, wanted: true, now: 2.5)
+        #expect(probe && h.limit == 3)
+        h.accepted(sentAt: 1.0)
+        // The probe is refused: the hold-off doubles to 4 s.
+        h.refused(inFlight: 2, wait: nil, now: 2.6)
+        let early = h.allowsAnother(inFlight: 2, wanted: true, now: 5.0)
+        #expect(!early)
+        let next = h.allowsAnother(inFlight: 2, wanted: true, now: 6.7)
+        #expect(next)
+        // This probe's own answer accepts it: the next refusal is no probe's, the hold-off stays 4 s.
+        h.accepted(sentAt: 6.7)
+        h.refused(inFlight: 3, wait: nil, now: 7.0)
+        let after = h.allowsAnother(inFlight: 3, wanted: true, now: 11.1)
+        #expect(after)
+    }
 }

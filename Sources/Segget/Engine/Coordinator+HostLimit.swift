@@ -108,12 +108,13 @@ extension Coordinator {
 
     mutating func accepted(_ id: Int) {
         let s = connections[id].source
+        let sentAt = connections[id].requestStartedAt
         guard onMainHost(s) else {
-            mirrorHosts[hostKey(ofSource: s)]?.accepted()
+            mirrorHosts[hostKey(ofSource: s)]?.accepted(sentAt: sentAt)
             return
         }
-        host.accepted()
-        config.hostShare?.accepted()
+        host.accepted(sentAt: sentAt)
+        config.hostShare?.accepted(sentAt: sentAt)
     }
 
     /// A 429 or 503 while other requests are out is the host's connection limit, not a failure of

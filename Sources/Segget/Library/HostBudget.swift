@@ -158,7 +158,7 @@ final class HostShare: @unchecked Sendable {
         budget.withHost(key) { h, _ in h.refused(id, inFlight: inFlight, wait: wait, now: now) }
     }
 
-    func accepted() { budget.withHost(key) { h, _ in h.accepted() } }
+    func accepted(sentAt: Double = .infinity) { budget.withHost(key) { h, _ in h.accepted(sentAt: sentAt) } }
 
     /// The host asked for no request for `wait` seconds (see `HostLimit.asked`).
     func asked(wait: Double?, now: Double) { budget.withHost(key) { h, _ in h.asked(wait: wait, now: now) } }

@@ -82,7 +82,7 @@ struct HostAllowance: Equatable, Sendable {
     }
 
     /// A request was accepted: a probe out succeeded.
-    mutating func accepted() { learnt.accepted() }
+    mutating func accepted(sentAt: Double = .infinity) { learnt.accepted(sentAt: sentAt) }
 
     /// The host asked for no request for `wait` seconds (see `HostLimit.asked`).
     mutating func asked(wait: Double?, now: Double) { learnt.asked(wait: wait, now: now) }

@@ -23,6 +23,8 @@ struct HostLimit: Equatable, Sendable {
     private var holdOff = HostLimit.initialHoldOff
     /// A probe is out: its refusal doubles the hold-off.
     private var probing = false
+    /// When the probe went out: only a request sent then or later shows it was accepted.
+    private var probeSentAt = -Double.infinity
     /// No request may go out before this: the end of the wait the host's last refusal named.
     private(set) var quietUntil = -Double.infinity
     /// The lowest limit said to the user (see `announce`).
@@ -85,12 +87,19 @@ struct HostLimit: Equatable, Sendable {
         limit = l + 1
         probes += 1
         probing = true
+        probeSentAt = now
         probeAt = now + holdOff
         return true
     }
 
-    /// A request was accepted: a probe out succeeded.
-    mutating func accepted() { probing = false }
+    /// A request sent at `sentAt` was accepted: when it went out with the probe or after it, the probe
+    /// succeeded. The in-limit requests sent before the probe and answered after it say nothing of
+    /// it: taking their answers for its own, a probe refused again never doubled its hold-off (a
+    /// host allowing 2, `Retry-After: 3`: probes exactly 3 s apart for 6 rounds, found by
+    /// exploratory testing).
+    mutating func accepted(sentAt: Double = .infinity) {
+        if sentAt >= probeSentAt { probing = false }
+    }
 
     /// The limit to tell the user, once per new low (a refused probe only returns to a limit said).
     mutating func announce() -> Int? {
