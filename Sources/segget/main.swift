@@ -19,6 +19,12 @@ func failUsage(_ message: String) -> Never {
     exit(FailureKind.usage.exitCode)
 }
 
+// A reader of standard output or standard error that goes away (`segget --json URL | head -1`)
+// shows as EPIPE from write(2), which the event and progress writers let pass: the download goes on
+// and ends with its own exit code. SIGPIPE's default ended the process at once, exit 141 and not a
+// word, the download unfinished. (`-o -` reports its reader gone with exit 5, see StreamCommand.)
+signal(SIGPIPE, SIG_IGN)
+
 // Parse and run by hand so that every failure maps to segget's documented exit codes
 // (ArgumentParser alone would use 64 for usage errors).
 // The commonest command lines (`segget [-q] [-f] [-o FILE | -d DIR] URL...`) are read without
