@@ -174,6 +174,25 @@ struct Daemon: ParsableCommand {
         settings.maxOverallSpeed = maxOverall.flatMap { $0.bytesPerSecond > 0 ? $0.bytesPerSecond : nil }
         settings.allowAnyDirectory = allowAnyDirectory
         settings.linkRenewalWait = linkRenewalWait
+        // One daemon per queue: a second one on the same database started with no complaint, took
+        // the first one's running tasks for its own, failed them ("another segget is already
+        // downloading into ...") while the first went on, and the two then disagreed on the queue.
+        // The lock is held until the process ends.
+        let lockPath = dbPath + ".lock"
+        let lock: FileDescriptor
+        do throws(Errno) {
+            lock = try FileDescriptor.open(lockPath, .readWrite, options: [.create, .closeOnExec], permissions: 0o600)
+        } catch {
+            throw SeggetError(.fileSystem, "cannot open the queue's lock file \(lockPath): \(error). Check the directory's permissions, or give --database.")
+        }
+        do throws(Errno) {
+            try lock.tryLock(.exclusive)
+        } catch {
+            lock.close()
+            throw SeggetError(
+                .fileSystem,
+                "another segget daemon is using the queue \(dbPath) (it holds \(lockPath)). Stop it first (aria2.shutdown, or SIGTERM), or give --database to run a second daemon with a queue of its own.")
+        }
         let queue: DownloadQueue
         do {
             queue = try DownloadQueue(databasePath: dbPath, settings: settings)

@@ -151,6 +151,23 @@ def main():
           f"{'running' if daemon.poll() is None else f'exited {daemon.returncode}'}")
     if not alive:
         failures.append("daemon survived")
+    if checked:
+        # A second daemon on the same queue database is refused (exit 5, one sentence naming the
+        # queue); before, it started, failed the first one's running tasks and then disagreed with it.
+        second = subprocess.Popen([a.bin, "daemon", "--rpc-listen-port", str(free_port()), "--rpc-secret", SECRET,
+                                   "--dir", root, "--database", os.path.join(a.work, "q.sqlite")],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            _, err = second.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            second.terminate()
+            _, err = second.communicate(timeout=15)
+            err = "still running after 15 s; " + err
+        refused = second.returncode == 5 and "another segget daemon is using the queue" in err
+        print(f"{'ok   ' if refused else 'FAIL '}{'a second daemon on the same queue':<44} -> exit {second.returncode}, "
+              f"{err.strip()[:160]!r}")
+        if not refused:
+            failures.append("second daemon on the same queue")
     daemon.terminate()
     daemon.wait(10)
     escaped = os.listdir(outside)
