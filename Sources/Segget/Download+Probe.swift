@@ -127,7 +127,7 @@ extension Download {
     func probeMirrors(
         _ mirrors: [String]? = nil, on loop: DownloadLoop, main: ProbeResult, verifiable: Bool = false, deadline: Deadline?,
         events: (@Sendable (DownloadEvent) -> Void)?, interrupt: InterruptFlag, patience: Double? = nil,
-        each: ((FetchSource) -> Void)? = nil, done: @escaping ([FetchSource]) -> Void
+        each: ((FetchSource) -> Void)? = nil, spent: ((RequestTally) -> Void)? = nil, done: @escaping ([FetchSource]) -> Void
     ) {
         let mirrors = mirrors ?? options.mirrors
         guard !mirrors.isEmpty else { return done([]) }
@@ -152,6 +152,11 @@ extension Download {
                 events: nil, interrupt: patient ?? interrupt
             ) { [self] result in
                 if case .success(let p) = result { p.held?.release() }
+                // Its requests are the download's too, kept or not.
+                switch result {
+                case .success(let p): spent?(p.spent)
+                case .failure(let e): spent?(e.probeSpent ?? RequestTally())
+                }
                 if case .failure(let e) = result, e.kind == .interrupted, let patience, !interrupt.isSet {
                     events?(.notice("not waiting for mirror \(URLParts.shown(m)): it did not answer within \(Format.seconds(patience)); the download goes on without it."))
                     kept[i] = nil

@@ -91,6 +91,12 @@ public struct SeggetError: Error, CustomStringConvertible, Sendable, Equatable {
     /// (see `Download.nextSource`).
     var keptForAnotherSource = false
 
+    /// The failure of a probe made for a download before it ran (a batch's or the daemon's first
+    /// look, handed on as `LoopProbe.priorFailure`): what its requests cost and when it began, so that
+    /// the download's counts and time include them (a failed first look was left out of both).
+    var probeSpent: RequestTally?
+    var probeStartedAt: Double?
+
     /// That failure, for the mirror `mirror`: `why` it cannot continue `what`, and what else to do.
     static func standInCannot(
         _ mirror: String, _ why: String, continuing what: String, orElse: String = "pass --no-continue to download the file from the mirror"

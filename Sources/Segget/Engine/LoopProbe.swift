@@ -43,6 +43,8 @@ final class LoopProbe: TransferClient {
     /// host sends them again there (see `answered`).
     private var warmedUp: (rule: ConnectionWarmUp, host: String)?
     private var probeResent = false
+    /// When the probe began (or the probe before it whose failure is `priorFailure`).
+    private var startedAt = monotonicSeconds()
     /// The failure of a probe made for this download before (a batch's or the daemon's first look
     /// at its files, `Download.prepare`, one attempt without retries): this probe's first attempt.
     /// What cannot change (a 404) ends it without a request, and a retry waits what the failure
@@ -80,6 +82,11 @@ final class LoopProbe: TransferClient {
 
     /// Starts once the host's budget gives the probe a slot (at once without a budget).
     func begin() {
+        if let e = priorFailure {
+            // The earlier probe's requests and time are this download's too.
+            if let spent = e.probeSpent { tally = tally + spent }
+            if let at = e.probeStartedAt { startedAt = min(startedAt, at) }
+        }
         if let e = priorFailure, !e.takenForHostLimit || !waitsOutHostLimit {
             // Counted as this probe's first attempt (see `priorFailure`). A refusal the host's
             // budget took for its limit is not: the probe waits for a slot below, as that limit says.
@@ -223,7 +230,12 @@ final class LoopProbe: TransferClient {
         onFileName = nil
         let d = done
         done = nil
-        d?(result)
+        d?(result.mapError { e in
+            var e = e
+            e.probeSpent = tally
+            e.probeStartedAt = startedAt
+            return e
+        })
     }
 
     /// The driver failed as a whole: the probe ends with its error.

@@ -7,6 +7,8 @@ final class MirrorJoin: @unchecked Sendable {
     let interrupt: InterruptFlag
     private var engine: FetchEngine?
     private var waiting: [FetchSource] = []
+    /// What the mirrors' probes cost before the engine was there to count it.
+    private var unreported = RequestTally()
     private let over = InterruptFlag()
 
     init(following downloadInterrupt: InterruptFlag) {
@@ -22,12 +24,26 @@ final class MirrorJoin: @unchecked Sendable {
         if let engine { engine.addSource(source) } else { waiting.append(source) }
     }
 
+    /// A mirror's probe ended: what it cost is the download's (`FetchEngine.tally`), kept or not.
+    func count(_ spent: RequestTally) {
+        guard !isOver else { return }
+        if let engine { engine.tally = engine.tally + spent } else { unreported = unreported + spent }
+    }
+
+    /// What the mirrors' probes cost and no engine counted yet, handed over once.
+    func takeUnreported() -> RequestTally {
+        defer { unreported = RequestTally() }
+        return unreported
+    }
+
     /// The engine joined the loop (after `DownloadLoop.join`, which begins it).
     func attach(_ engine: FetchEngine) {
         guard !isOver else { return }
         self.engine = engine
         for s in waiting { engine.addSource(s) }
         waiting = []
+        engine.tally = engine.tally + unreported
+        unreported = RequestTally()
     }
 
     func end() {

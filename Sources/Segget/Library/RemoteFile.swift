@@ -46,9 +46,12 @@ public final class PreparedDownload: @unchecked Sendable {
     let probe: ProbeResult
     /// The probe's slot in its host's budget, held until the download continues its transfer.
     let hostShare: HostShare?
+    /// When the probe began: the download's time counts from then.
+    let startedAt: Double?
 
-    init(url: String, probe: ProbeResult, hostShare: HostShare? = nil) {
+    init(url: String, probe: ProbeResult, hostShare: HostShare? = nil, startedAt: Double? = nil) {
         self.hostShare = hostShare
+        self.startedAt = startedAt
         self.url = url
         self.probe = probe
         info = RemoteFileInfo(probe)

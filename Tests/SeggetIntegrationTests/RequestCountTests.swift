@@ -1,0 +1,53 @@
+import Foundation
+import Segget
+import SeggetTestServer
+import Testing
+
+/// What segget says it asked (`requests`, `seconds` in `--json`) is what the servers saw and what the
+/// run took, also for requests made before the download proper: the first look of a batch at its file
+/// when it failed and was retried, and the probes of mirrors, kept or dropped. Before, both were left
+/// out (7 reported for 8 served; 8 for 9 with a mirror), and `seconds` was the fetch's alone ("saved
+/// in 0.0 s" after 4 s of `Retry-After`).
+@Suite(.serialized) struct RequestCountTests {
+    static func finish(_ stdout: String) throws -> [String: Any] {
+        let line = try #require(stdout.split(separator: "\n").first { $0.contains("\"type\":\"finish\"") })
+        return try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+    }
+
+    @Test func aFailedFirstLookIsCountedWithItsWait() throws {
+        let body = TestFiles.pattern(4 << 20, seed: 95)
+        let server = try TestServer()
+        server.addResource(name: "f.bin", bytes: body)
+        try server.start()
+        defer { server.stop() }
+        let dir = try TempDir()
+        let url = server.url("f.bin", mode: .status, query: "code=503&times=2&retryafter=1")
+        let r = try runSegget(args: ["--json", "-n", "4", url, "-o", dir.path("f.bin")])
+        #expect(r.exitCode == 0, "\(r.stderr)")
+        #expect(fileBytes(dir.path("f.bin")) == body)
+        let finish = try Self.finish(r.stdout)
+        #expect(finish["requests"] as? Int == server.requests.count, "\(finish) against \(server.requests.map(\.description))")
+        // Two waits of the 1 s the host asked for.
+        #expect((finish["seconds"] as? Double ?? 0) >= 1.9, "\(finish)")
+    }
+
+    @Test(arguments: [true, false]) func aMirrorsProbeIsCounted(agrees: Bool) throws {
+        let body = TestFiles.pattern(8 << 20, seed: 96)
+        let main = try TestServer()
+        main.addResource(name: "f.bin", bytes: body, etag: "\"f-1\"")
+        try main.start()
+        defer { main.stop() }
+        let mirror = try TestServer()
+        mirror.addResource(name: "f.bin", bytes: body, etag: "\"f-1\"")
+        try mirror.start()
+        defer { mirror.stop() }
+        let dir = try TempDir()
+        let mirrorURL = agrees ? mirror.url("f.bin") : mirror.url("f.bin", mode: .status, query: "code=404")
+        let r = try runSegget(args: ["--json", "-n", "4", "--mirror", mirrorURL, main.url("f.bin", query: "rate=8m"), "-o", dir.path("f.bin")])
+        #expect(r.exitCode == 0, "\(r.stderr)")
+        #expect(fileBytes(dir.path("f.bin")) == body)
+        let finish = try Self.finish(r.stdout)
+        let served = main.requests.count + mirror.requests.count
+        #expect(finish["requests"] as? Int == served, "\(finish) against \(main.requests.count) + \(mirror.requests.count)")
+    }
+}
