@@ -245,7 +245,7 @@ extension Download {
             settings.lender = lender
         }
         settings.hostShare = hostShare
-        settings.sharedSpeed = options.sharedSpeedLimit
+        settings.speedLimits = [options.sharedSpeedLimit, options.ownSpeedLimit].compactMap { $0 }
         settings.retries = options.retries
         settings.retryWait = options.retryWait
         settings.deadline = deadline

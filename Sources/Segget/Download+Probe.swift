@@ -43,7 +43,8 @@ extension Download {
     /// rate, so its 1 MiB came in over a 400 KiB/s cap at once, and the budget then charges it to
     /// the fetch (see `FetchSettings.probePrefixBytes`).
     var probeBytesUnderCap: Int64? {
-        let caps = [options.maxSpeed, options.sharedSpeedLimit?.bytesPerSecond].compactMap { $0 }.filter { $0 > 0 }
+        let caps = [options.maxSpeed, options.sharedSpeedLimit?.bytesPerSecond, options.ownSpeedLimit?.bytesPerSecond]
+            .compactMap { $0 }.filter { $0 > 0 }
         return caps.min().map { RateBudget.burst(bytesPerSecond: $0) }
     }
 

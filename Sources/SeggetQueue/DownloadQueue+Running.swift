@@ -55,7 +55,7 @@ extension DownloadQueue {
         // The download's own probe, made before its path is known: its answer names the file, and
         // the download goes on from it. A probe of its own for the name cost every new task one
         // request and one round trip more (a 1-byte request, then the download's).
-        Download(url: record.urls[0], options: downloadOptions(record, grant: live.grant)).prepare(
+        Download(url: record.urls[0], options: downloadOptions(record, grant: live.grant, ownSpeed: live.ownSpeed)).prepare(
             on: loop, interrupt: live.probeInterrupt
         ) { result in
             let prepared = try? result.get()
@@ -95,7 +95,7 @@ extension DownloadQueue {
                 store(&c) { s throws(SQLiteError) in try s.update(saved) }
                 c.storageError = nil
             }
-            var options = downloadOptions(r, grant: grant)
+            var options = downloadOptions(r, grant: grant, ownSpeed: c.live[id]?.ownSpeed)
             options.pieces = c.records[id]?.pieces
             let download = Download(url: r.urls[0], options: options)
             let task = Self.loop.map { download.start(on: $0, prepared: prepared, probeFailed: probeFailed) } ?? download.start()
@@ -214,7 +214,9 @@ extension DownloadQueue {
         launch(launches)
     }
 
-    private func downloadOptions(_ r: TaskRecord, grant: QueueState.Grant?) -> DownloadOptions {
+    /// `ownSpeed`: the live task's own cap, set to the grant's speed and read by the download while
+    /// it runs (without it, the grant's speed is a fixed `maxSpeed`).
+    private func downloadOptions(_ r: TaskRecord, grant: QueueState.Grant?, ownSpeed: SharedRateLimit? = nil) -> DownloadOptions {
         var o = DownloadOptions()
         o.ofDaemon = true
         o.mirrors = Array(r.urls.dropFirst())
@@ -222,7 +224,12 @@ extension DownloadQueue {
         o.directory = r.path == nil ? r.directory : nil
         if let g = grant {
             o.connections = g.connections
-            o.maxSpeed = g.speed
+            if let own = ownSpeed {
+                own.bytesPerSecond = g.speed
+                o.ownSpeedLimit = own
+            } else {
+                o.maxSpeed = g.speed
+            }
         }
         o.linkRenewer = linkRenewer(r.id)
         o.hostBudget = hostBudget

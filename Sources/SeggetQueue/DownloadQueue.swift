@@ -37,6 +37,9 @@ public final class DownloadQueue: Sendable {
         let probeInterrupt = InterruptFlag()
         var progress: DownloadProgress?
         var lastSaved = 0.0
+        /// The task's own speed cap, which its download reads while it runs: `changeOption`'s
+        /// `max-download-limit` takes effect at once, as in aria2 (it waited for the next start).
+        let ownSpeed = SharedRateLimit()
     }
 
     struct Core {
@@ -267,6 +270,11 @@ public final class DownloadQueue: Sendable {
             }
             r.options = options
             try c.state.setWant(id, Self.want(options))
+            if let speed = c.live[id]?.ownSpeed {
+                let cap = Self.want(options).maxSpeed
+                speed.bytesPerSecond = cap
+                c.live[id]?.grant.speed = cap
+            }
             do { try c.store?.update(r) } catch {
                 throw QueueError(.storage, "The options could not be saved: \(error).")
             }

@@ -184,7 +184,7 @@ final class FetchEngine {
             // The probe's bytes came first, from the same allowance.
             budget!.spend(settings.probePrefixBytes)
         }
-        settings.sharedSpeed?.spend(settings.probePrefixBytes)
+        for limit in settings.speedLimits { limit.spend(settings.probePrefixBytes) }
         inFile = core.finishedChunks
         prefixChunks = inFile.prefix(while: { $0 }).count
         if target.ranged && journal != nil {
@@ -219,10 +219,11 @@ final class FetchEngine {
     func pollTimeout(now: Double) -> Int32 {
         var ms = 100.0
         for c in core.connections { if let t = c.machine.waitingUntil { ms = min(ms, max(0, (t - now) * 1000)) } }
-        if budget != nil || settings.sharedSpeed != nil {
+        if budget != nil || !settings.speedLimits.isEmpty {
             // The cap's allowance for the soonest of the paused callbacks.
             for c in io where core.connections[c.id].machine.isPaused {
-                let wait = max(budget?.secondsUntil(allowing: c.pausedBytes) ?? 0, settings.sharedSpeed?.secondsUntil(allowing: c.pausedBytes) ?? 0)
+                let live = settings.speedLimits.map { $0.secondsUntil(allowing: c.pausedBytes) }.max() ?? 0
+                let wait = max(budget?.secondsUntil(allowing: c.pausedBytes) ?? 0, live)
                 ms = min(ms, max(1, (wait * 1000).rounded(.up)))
             }
         }
@@ -385,9 +386,10 @@ final class FetchEngine {
             budget!.refill(now: now)
             allows = budget!.allows(n)
         }
-        if let shared = settings.sharedSpeed {
+        if !settings.speedLimits.isEmpty {
             if budget == nil { now = monotonicSeconds() }
-            allows = shared.allowsReceiving(now: now, bytes: n) && allows
+            let at = now
+            allows = settings.speedLimits.allSatisfy { $0.allowsReceiving(now: at, bytes: n) } && allows
         }
         if !allows {
             c.pausedBytes = n
@@ -411,7 +413,7 @@ final class FetchEngine {
                 if flushed { moveSlot(c, atLeast: Self.slotStep) }
                 if budget != nil && from == 0 { budget!.spend(n) }
                 pieceChecks?.ledger.wrote(chunk: plan.chunk(containing: at), source: core.connections[c.id].source)
-                if from == 0 { settings.sharedSpeed?.spend(n) }
+                if from == 0 { for limit in settings.speedLimits { limit.spend(n) } }
                 flushed = writer.append(c.staging, ptr + from, count: count, at: at)
             case .crossed(_, let crossing):
                 flushed = false
@@ -455,7 +457,7 @@ final class FetchEngine {
     /// first last time, so that every connection gets its turn. Resuming can hand over the held bytes
     /// at once (`receive` runs inside `unpause()`) and pause the transfer again.
     func resumePausedTransfers() throws(SeggetError) {
-        guard budget != nil || settings.sharedSpeed != nil || streamGate != nil, core.connections.contains(where: { $0.machine.isPaused })
+        guard budget != nil || !settings.speedLimits.isEmpty || streamGate != nil, core.connections.contains(where: { $0.machine.isPaused })
         else { return }
         let now = monotonicSeconds()
         budget?.refill(now: now)
@@ -464,7 +466,7 @@ final class FetchEngine {
             let c = io[(resumeCursor + i) % n]
             guard core.connections[c.id].machine.isPaused else { continue }
             // In turn: the next in line waits for its allowance rather than be passed by a smaller one.
-            guard budget?.allows(c.pausedBytes) ?? true, settings.sharedSpeed?.allowsReceiving(now: now, bytes: c.pausedBytes) ?? true else { break }
+            guard budget?.allows(c.pausedBytes) ?? true, settings.speedLimits.allSatisfy({ $0.allowsReceiving(now: now, bytes: c.pausedBytes) }) else { break }
             if let gate = streamGate, core.connections[c.id].pos + Self.streamResumeRoom > gate.receiveLimit { continue }
             apply(.resumed(c.id))
             resumeCursor = (c.id + 1) % n

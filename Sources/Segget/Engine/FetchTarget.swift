@@ -56,8 +56,10 @@ struct FetchSettings {
     var lender: ConnectionLender?
     /// This download's slots in its host's budget (see `HostBudget`).
     var hostShare: HostShare?
-    /// A cap shared with other downloads and changeable while they run (see `SharedRateLimit`).
-    var sharedSpeed: SharedRateLimit?
+    /// Caps changeable while the download runs (see `SharedRateLimit`): one shared with other
+    /// downloads (the daemon's overall limit), and one of this download's own (a daemon task's
+    /// `max-download-limit`). Every one must allow a byte before it is received.
+    var speedLimits: [SharedRateLimit] = []
     var retries = 5
     var retryWait = 1.0
     /// `--timeout`: the loop ends there, and a retry that would wait past it fails at once.
@@ -119,6 +121,6 @@ extension Coordinator.Config {
         progressInterval = settings.progressInterval
         probeFirstAnswer = settings.probeFirstAnswer
         contendedHost = settings.contendedHost
-        speedCapped = settings.maxSpeed != nil || settings.sharedSpeed?.bytesPerSecond != nil
+        speedCapped = settings.maxSpeed != nil || settings.speedLimits.contains { $0.bytesPerSecond != nil }
     }
 }

@@ -31,6 +31,9 @@ public struct DownloadOptions: Sendable, Equatable {
     /// A receive rate cap shared with other downloads and changeable while they run (a daemon's
     /// overall limit; see `SharedRateLimit`), on top of `maxSpeed`.
     public var sharedSpeedLimit: SharedRateLimit?
+    /// A receive rate cap of this download's own that may change while it runs (a daemon task's
+    /// `max-download-limit`, changed by `changeOption`), on top of `maxSpeed`.
+    public var ownSpeedLimit: SharedRateLimit?
     /// Other URLs of the same file; ranges are spread over all of them. A mirror whose length or
     /// validators disagree with the main URL is dropped with a notice. Where the main URL's first
     /// request fails, the first mirror that answers stands in for it (`Download.nextSource`).
