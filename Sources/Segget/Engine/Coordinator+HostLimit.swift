@@ -12,7 +12,7 @@ extension Coordinator {
     var inFlight: Int { connections.reduce(0) { $0 + ($1.machine.isTransferring ? 1 : 0) } }
 
     /// The host of source `s` (`HostBudget.key`: scheme, name and port).
-    func hostKey(ofSource s: Int) -> String { HostBudget.key(for: config.sources[s].url) }
+    func hostKey(ofSource s: Int) -> String { config.sources[s].hostKey }
 
     /// Whether source `s` is on the main URL's host, the one `host` and `config.hostShare` limit.
     func onMainHost(_ s: Int) -> Bool {

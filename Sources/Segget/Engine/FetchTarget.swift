@@ -1,6 +1,9 @@
 /// One server that holds the file (the main URL or a mirror), with its validators.
 struct FetchSource {
-    var url: String
+    let url: String
+    /// `url`'s host (`HostBudget.key`: scheme, name and port), whose limit its requests count in
+    /// (see `Coordinator+HostLimit.swift`); worked out once here, not on every pass of the loop.
+    let hostKey: String
     var etag: String?
     var lastModified: String?
     /// Sent as `If-Range` so that a changed file yields a 200 instead of mixed bytes.
@@ -11,6 +14,19 @@ struct FetchSource {
     /// before the slow rule counts the wait against it. Nil for the main URL (its first answers are
     /// the download's usual ones).
     var firstAnswer: Double?
+
+    init(
+        url: String, etag: String? = nil, lastModified: String? = nil, ifRange: String? = nil, withoutCredentials: Bool = false,
+        firstAnswer: Double? = nil
+    ) {
+        self.url = url
+        hostKey = HostBudget.key(for: url)
+        self.etag = etag
+        self.lastModified = lastModified
+        self.ifRange = ifRange
+        self.withoutCredentials = withoutCredentials
+        self.firstAnswer = firstAnswer
+    }
 }
 
 /// How a fetch validates what the server sends.

@@ -42,8 +42,7 @@ final class MirrorJoin: @unchecked Sendable {
         self.engine = engine
         for s in waiting { engine.addSource(s) }
         waiting = []
-        engine.tally = engine.tally + unreported
-        unreported = RequestTally()
+        engine.tally = engine.tally + takeUnreported()
     }
 
     func end() {
