@@ -65,13 +65,10 @@ import Testing
     @Test func aFailedFirstLookWithAMirrorLeftGoesToTheMirrorWithoutAskingAgain() async throws {
         let dir = try QueueTempDir()
         let bytes = QueueTestFiles.randomBytes(1 << 20, seed: 73)
-        let main = try TestServer()
-        main.addResource(name: "f.bin", bytes: bytes, etag: "\"f-1\"")
-        try main.start()
+        // The same file and validators on both.
+        let main = try QueueIntegrationTests.server(["f.bin": bytes])
         defer { main.stop() }
-        let mirror = try TestServer()
-        mirror.addResource(name: "f.bin", bytes: bytes, etag: "\"f-1\"")
-        try mirror.start()
+        let mirror = try QueueIntegrationTests.server(["f.bin": bytes])
         defer { mirror.stop() }
         let queue = try DownloadQueue(databasePath: dir.path("q.sqlite"), settings: QueueSettings(downloadRoot: dir.path("root")))
         let url = main.url("f.bin", mode: .status, query: "code=503&times=1&retryafter=30")
@@ -96,13 +93,9 @@ import Testing
         let dir = try QueueTempDir()
         let slow = QueueTestFiles.randomBytes(2 << 20, seed: 74)
         let gone = QueueTestFiles.randomBytes(2 << 20, seed: 75)
-        let main = try TestServer()
-        main.addResource(name: "slow.bin", bytes: slow, etag: "\"slow-1\"")
-        try main.start()
+        let main = try QueueIntegrationTests.server(["slow.bin": slow])
         defer { main.stop() }
-        let mirror = try TestServer()
-        mirror.addResource(name: "gone.bin", bytes: gone, etag: "\"gone-1\"")
-        try mirror.start()
+        let mirror = try QueueIntegrationTests.server(["gone.bin": gone])
         defer { mirror.stop() }
         var settings = QueueSettings(downloadRoot: dir.path("root"))
         settings.maxActive = 2

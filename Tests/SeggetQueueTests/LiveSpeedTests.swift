@@ -13,9 +13,7 @@ import Testing
     @Test func aRunningTasksSpeedCapChangesAtOnce() async throws {
         let dir = try QueueTempDir()
         let bytes = QueueTestFiles.randomBytes(48 << 20, seed: 97)
-        let server = try TestServer()
-        server.addResource(name: "big.bin", bytes: bytes, etag: "\"big-1\"")
-        try server.start()
+        let server = try QueueIntegrationTests.server(["big.bin": bytes])
         defer { server.stop() }
         let queue = try DownloadQueue(databasePath: dir.path("q.sqlite"), settings: QueueSettings(downloadRoot: dir.path("root")))
         var options = TaskOptions(outputName: "big.bin")
