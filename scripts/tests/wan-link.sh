@@ -3,8 +3,9 @@
 #   1. 40 ms RTT, no loss: ping's RTT is 40 ms (min 39.5-45, average under 60), and a 4 MiB download
 #      over HTTP through the link arrives byte-identical; then segget -n 8 of the same file from
 #      segget-testserver: identical, and no connection races another still in TCP's slow start or
-#      waiting for a warm-up: at most 12 requests and 8 connections, at most 256 KiB fetched twice
-#      (the build before raced the 4 chunks' owners: 15 requests, 11 connections, 2-2.8 MiB twice);
+#      waiting for a warm-up: medians of 3 runs at most 12 requests and 8 connections, at most 256 KiB
+#      fetched twice (the build before raced the 4 chunks' owners: 15 requests, 11 connections,
+#      2-2.8 MiB twice, in every run);
 #   2. a 40 Mbit/s bottleneck: the same download takes at least 90 % of 4 MiB / 40 Mbit/s;
 #   3. 10 % loss each way: about 19 % of pings are lost (between 8 and 32 % of 400), and wanlink
 #      counts its losses at about 10 % each way.
@@ -84,16 +85,34 @@ ip netns exec "$NAME-srv" "$SEGGET_TESTSERVER_BIN" --host 198.18.0.2 --port 8000
 SERVER_PID=$!
 BASE="$(testserver_url "$WORK/testserver.out" "$SERVER_PID")"
 [ -n "$BASE" ] || fail "segget-testserver did not start in the server namespace"
-in_client "$SEGGET_BIN" -n 8 --json -o "$WORK/seg.bin" "$BASE/f.bin" >"$WORK/seg.json" 2>"$WORK/seg.err" \
-    || fail "segget -n 8 through the link failed: $(tail -c 400 "$WORK/seg.err")"
-cmp -s "$WORK/www/f.bin" "$WORK/seg.bin" || fail "segget's download through the link differs from the source"
-read -r requests opened twice < <(python3 -c '
+# Three downloads, judged by their medians: one hiccup of the emulated link (a retransmission timeout
+# while wanlink's thread waits for a CPU) can make a stalled connection's range worth splitting, which
+# is the right answer then; a build that races connections in slow start does it every time.
+runs=""
+for run in 1 2 3; do
+    rm -f "$WORK/seg.bin"
+    SEGGET_DEBUG=1 in_client "$SEGGET_BIN" -n 8 --json -o "$WORK/seg.bin" "$BASE/f.bin" >"$WORK/seg.json" 2>"$WORK/seg.$run.err" \
+        || fail "segget -n 8 through the link failed: $(tail -c 400 "$WORK/seg.$run.err")"
+    cmp -s "$WORK/www/f.bin" "$WORK/seg.bin" || fail "segget's download through the link differs from the source"
+    read -r requests opened twice < <(python3 -c '
 import json, sys
 f = [o for o in map(json.loads, open(sys.argv[1])) if o["type"] == "finish"][-1]
 print(f["requests"], f["connectionsOpened"], f["refetched"])' "$WORK/seg.json")
-echo "  segget -n 8, 4 MiB: byte-identical, $requests requests, $opened connections, $twice bytes fetched twice"
+    echo "  segget -n 8, 4 MiB, run $run: byte-identical, $requests requests, $opened connections, $twice bytes fetched twice"
+    if ! { [ "$requests" -le 12 ] && [ "$opened" -le 8 ] && [ "$twice" -le $((256 << 10)) ]; }; then
+        echo "  run $run is outside the bounds; its decisions, and the link's counters:"
+        sed 's/^/    /' "$WORK/seg.$run.err"
+        "$LINK" stats --name "$NAME" 2>/dev/null | sed 's/^/    /' || true
+    fi
+    runs+="$requests $opened $twice"$'\n'
+done
+read -r requests opened twice < <(printf '%s' "$runs" | python3 -c '
+import sys, statistics
+rows = [list(map(int, line.split())) for line in sys.stdin if line.strip()]
+print(*(int(statistics.median(column)) for column in zip(*rows)))')
+echo "  medians of 3: $requests requests, $opened connections, $twice bytes fetched twice"
 [ "$requests" -le 12 ] && [ "$opened" -le 8 ] && [ "$twice" -le $((256 << 10)) ] \
-    || fail "segget raced connections in slow start: $requests requests, $opened connections, $twice bytes twice"
+    || fail "segget raced connections in slow start: medians of 3 runs $requests requests, $opened connections, $twice bytes twice"
 stop_server
 
 log "wan-link: 2 ms RTT, 40 Mbit/s bottleneck"
