@@ -88,9 +88,10 @@ extension Download {
 
     /// Whether `error` is a 429 or 503 that `share`'s host budget takes for the host's connection
     /// limit (other requests to the host were out); it then records it.
-    static func refusedByHost(_ error: SeggetError, share: HostShare?) -> Bool {
+    func refusedByHost(_ error: SeggetError, share: HostShare?) -> Bool {
         guard let share, error.kind == .httpStatus, error.httpStatus == 429 || error.httpStatus == 503 else { return false }
-        return share.refused(inFlight: 0, wait: error.retryAfter, now: monotonicSeconds()) != nil
+        let wait = RetryPolicy.hostWait(asked: error.retryAfter, maxWait: options.maxRetryWait)
+        return share.refused(inFlight: 0, wait: wait, now: monotonicSeconds()) != nil
     }
 
     /// After the probe's `attempt`-th failure, `error`: throws when it is not worth another try, else

@@ -316,6 +316,43 @@ import Testing
         #expect(bad.exitCode == 2, "\(bad.stderr)")
     }
 
+    /// A `Retry-After` of 2^63 - 1 seconds, or of more digits than an Int64 holds, waits the cap and
+    /// says the ask was more than 31 years. Before, the first crashed segget (converting it to Int
+    /// for the retry line: exit 132) and the second was read as no `Retry-After` (a 1 s backoff).
+    @Test(arguments: ["9223372036854775807", "99999999999999999999"])
+    func hugeRetryAfterWaitsTheCap(_ retryAfter: String) async throws {
+        let body = TestFiles.pattern(Int(2 * Self.chunk), seed: 15)
+        let server = try Self.server(body)
+        defer { server.stop() }
+        let dir = try TempDir()
+        let url = server.url("f", mode: .status, query: "code=503&times=1&retryafter=\(retryAfter)")
+        let r = try await runSeggetAsync(args: ["-n", "2", "--max-retry-wait", "1.5", "-o", dir.path("out.bin"), url], timeout: 60)
+        #expect(r.exitCode == 0, "\(r.stderr)")
+        #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
+        let line = r.stderr.split(separator: "\n").first { $0.contains("Retry 1 in") }.map(String.init) ?? ""
+        #expect(line.contains("more than 31 years") && line.contains("--max-retry-wait") && line.contains("Retry 1 in 1.5 s"), "\(r.stderr)")
+    }
+
+    /// A host that serves 3 requests at once refuses the rest with `Retry-After: 86400`: no new
+    /// request goes to it for `--max-retry-wait` (1 s here), not for the day it asked, and the notice
+    /// says so. Before, the cap held only for a retry's wait: the refusal kept every new request
+    /// from the host for a day, and the download hung once its three admitted ranges were done.
+    @Test func aHostsLongQuietIsCappedByMaxRetryWait() async throws {
+        let body = TestFiles.pattern(Int(256 * Self.chunk), seed: 16)
+        let server = try Self.server(body)
+        defer { server.stop() }
+        let dir = try TempDir()
+        let url = server.url("f", query: "maxconc=3&retryafter=86400&rate=2m")
+        let started = nowSeconds()
+        let r = try await runSeggetAsync(args: ["-n", "8", "--max-retry-wait", "1", "-o", dir.path("out.bin"), url], timeout: 45)
+        let seconds = nowSeconds() - started
+        #expect(r.exitCode == 0, "\(r.stderr)")
+        #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
+        #expect(server.concurrency.maxInFlight <= 3)
+        #expect(seconds < 40, "took \(seconds) s")
+        #expect(r.stderr.contains("no new request for 1.0 s, the --max-retry-wait cap of the 24h00m it asked"), "\(r.stderr)")
+    }
+
     /// `segget --timeout 3` against a silent server: exit 3 in well under 9 s (the process's start
     /// and exit included, on a loaded machine; before, about two minutes), and it says why.
     @Test func timeoutBoundsTheCommand() async throws {

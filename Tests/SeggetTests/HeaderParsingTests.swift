@@ -221,6 +221,25 @@ import Testing
         #expect(parseRetryAfter("soon") == nil)
         #expect(parseRetryAfter("-3") == nil)
     }
+
+    /// Delay-seconds past what an Int64 holds are a very long wait, not a missing field (read as
+    /// none, segget retried after a second); at most `longestDelay`, which every message can show
+    /// (2^63 - 1 seconds trapped converting to Int when the retry line named it).
+    @Test func hugeDelaysAreLongWaits() {
+        for v in ["9223372036854775807", "9223372036854775808", "99999999999999999999", String(repeating: "9", count: 400)] {
+            #expect(parseRetryAfter(v) == longestDelay, "\(v)")
+            #expect(Format.seconds(parseRetryAfter(v) ?? 0) == "more than 31 years", "\(v)")
+        }
+        #expect(parseRetryAfter("999999999") == 999_999_999)
+        #expect(parseRetryAfter("1e9") == nil && parseRetryAfter("12 3") == nil && parseRetryAfter("+5") == nil)
+        for v in [1e9, 9.3e18, 1e300, Double.greatestFiniteMagnitude] { #expect(Format.seconds(v) == "more than 31 years") }
+        #expect(Format.seconds(999_999_999) == "277777h46m")
+        for field in ["RateLimit: \"conc\";r=0;t=99999999999999999999", "RateLimit-Reset: 18446744073709551616"] {
+            var head = ResponseHead()
+            for line in ["HTTP/1.1 429 Too Many Requests", field, ""] { head.append(line: line + "\r\n") }
+            #expect(head.rateLimitReset == longestDelay, "\(field)")
+        }
+    }
 }
 
 @Suite struct ByteSizeTests {

@@ -43,6 +43,20 @@ import Testing
         }
     }
 
+    /// A refusing host's quiet is what it asked, at most `--max-retry-wait`, as a retry's wait is.
+    @Test func aHostsQuietIsCappedAsARetrysWaitIs() {
+        #expect(RetryPolicy.hostWait(asked: nil, maxWait: 300) == nil)
+        #expect(RetryPolicy.hostWait(asked: 5, maxWait: 300) == 5)
+        #expect(RetryPolicy.hostWait(asked: 86400, maxWait: 300) == 300)
+        #expect(RetryPolicy.hostWait(asked: longestDelay, maxWait: 0) == 0)
+        for asked in [0.0, 1, 299, 300, 301, 1e9] {
+            let retry = RetryPolicy.decide(
+                attempt: 1, reason: "r", base: 1, retryAfter: asked, maxWait: 300, deadline: nil, now: 0, jitter: 1)
+            guard case .wait(let w, _) = retry else { Issue.record("\(retry)"); continue }
+            #expect(RetryPolicy.hostWait(asked: asked, maxWait: 300) == w, "\(asked)")
+        }
+    }
+
     @Test func waitBeyondTheDeadlineGivesUpAtOnce() {
         let deadline = Deadline(limit: 15, from: 90)  // 5 s left at now = 100
         guard case .giveUp(let m) = decide(retryAfter: 86400, deadline: deadline) else {

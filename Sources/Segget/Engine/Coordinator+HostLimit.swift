@@ -122,9 +122,10 @@ extension Coordinator {
     /// serves, nothing is counted against the retries, and the limit learnt is said once. The limit is
     /// the requests out ahead of the refused one (sent before it): those sent after it in the same
     /// burst were not counted by the host when it refused, and many of them are refused in turn. The
-    /// wait the host named holds every request to it, limit or not.
+    /// wait the host named holds every request to it, limit or not, up to `--max-retry-wait`.
     mutating func refusedByHost(_ id: Int, head: ResponseHead, after: Double?, now: Double) -> [Command]? {
-        let wait = after ?? head.rateLimitReset
+        let asked = after ?? head.rateLimitReset
+        let wait = RetryPolicy.hostWait(asked: asked, maxWait: config.maxRetryWait)
         let source = connections[id].source
         let main = onMainHost(source)
         let key = main ? nil : hostKey(ofSource: source)
@@ -163,7 +164,14 @@ extension Coordinator {
         }
         if let l = limit {
             let who = main ? "the server" : "the mirror \(URLParts.shown(config.sources[source].url))"
-            commands.append(.event(.notice("\(who) refuses more than \(l) request\(l == 1 ? "" : "s") at once (HTTP \(head.status)); continuing with \(l) connection\(l == 1 ? "" : "s")\(main ? "" : " to it").")))
+            // A long wait is said, so that the connections' idling is never a silent mystery.
+            let quiet = wait.flatMap { w in
+                let capped = asked.map { $0 > w } == true
+                guard capped || w >= RetryPolicy.announcedRetryAfter else { return nil }
+                let why = capped ? ", the --max-retry-wait cap of the \(Format.seconds(asked ?? w)) it asked" : " as it asked"
+                return ", and no new request for \(Format.seconds(w))\(why)"
+            } ?? ""
+            commands.append(.event(.notice("\(who) refuses more than \(l) request\(l == 1 ? "" : "s") at once (HTTP \(head.status)); continuing with \(l) connection\(l == 1 ? "" : "s")\(main ? "" : " to it")\(quiet).")))
         }
         return commands
     }

@@ -198,7 +198,7 @@ final class LoopProbe: TransferClient {
     private func failed(_ error: SeggetError) {
         // Refused while other downloads' requests to the host are out: the host's connection limit,
         // learnt for all of them; the probe waits for a slot and is not counted a failure.
-        if waitsOutHostLimit, Download.refusedByHost(error, share: hostShare) {
+        if waitsOutHostLimit, download.refusedByHost(error, share: hostShare) {
             hostShare?.sync(inFlight: 0)
             waitingForSlot = true
             if let share = hostShare { loop.waitForSlot(self, key: share.key) }

@@ -210,10 +210,10 @@ extension ResponseHead {
         if let v = unsafeRawValue("ratelimit") {
             for param in v.split(separator: ";") {
                 let p = Substring(param).trimmingASCIIWhitespace()
-                if p.hasPrefix("t="), let n = parseDecimal(p.dropFirst(2)) { return Double(n) }
+                if p.hasPrefix("t="), let n = parseDelaySeconds(p.dropFirst(2)) { return n }
             }
         }
-        if let v = unsafeRawValue("ratelimit-reset"), let n = parseDecimal(Substring(v).trimmingASCIIWhitespace()) { return Double(n) }
+        if let v = unsafeRawValue("ratelimit-reset"), let n = parseDelaySeconds(Substring(v).trimmingASCIIWhitespace()) { return n }
         return nil
     }
 }

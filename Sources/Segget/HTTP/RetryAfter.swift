@@ -4,10 +4,23 @@ import Glibc
 /// turned into seconds from `now` (Unix time). Nil when malformed; never negative.
 func parseRetryAfter(_ value: String, now: Int64 = Int64(time(nil))) -> Double? {
     let v = Substring(value).trimmingASCIIWhitespace()
-    if let n = parseDecimal(v) { return Double(n) }
+    if let n = parseDelaySeconds(v) { return n }
     guard let t = parseIMFFixdate(v) else { return nil }
     return Double(max(0, t - now))
 }
+
+/// Delay-seconds (a non-empty run of ASCII digits) of any length. A number past what an Int64 holds
+/// is still a wait the server asked for, a very long one, not a missing field: read as none, it
+/// made segget retry after a second's backoff instead of waiting out its `--max-retry-wait` cap.
+/// At most `longestDelay`, so that every sum and conversion made with it stays finite.
+func parseDelaySeconds(_ s: Substring) -> Double? {
+    guard !s.isEmpty, s.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return nil }
+    if let n = parseDecimal(s) { return min(Double(n), longestDelay) }
+    return longestDelay
+}
+
+/// The longest wait a server's field is taken to ask for: about 31.7 years, far past any cap.
+let longestDelay = 1e9
 
 /// Unix time of an IMF-fixdate, or nil.
 func parseIMFFixdate(_ s: Substring) -> Int64? {

@@ -47,7 +47,7 @@ extension Download {
             ) { result in
                 let result = result.mapError { e in
                     var e = e
-                    e.takenForHostLimit = Self.refusedByHost(e, share: share)
+                    e.takenForHostLimit = self.refusedByHost(e, share: share)
                     return e
                 }
                 let prepared = result.map { p in

@@ -73,6 +73,14 @@ enum RetryPolicy {
         return .wait(wait, note: note)
     }
 
+    /// How long a host that refused a request (429 or 503 with a limit to learn) is left alone: what
+    /// it asked (`Retry-After`, the `RateLimit` reset), at most `maxWait`, the cap a retry's wait has.
+    /// Uncapped, a `Retry-After: 86400` held every new request to the host for a day while the
+    /// retry of a plain failure with the same field waited 300 s.
+    static func hostWait(asked: Double?, maxWait: Double) -> Double? {
+        asked.map { min($0, maxWait) }
+    }
+
     /// `reason` as a sentence: a capitalised start is left alone, and it ends with exactly one period.
     static func sentence(_ reason: String) -> String {
         var r = Substring(reason).trimmingASCIIWhitespace()
