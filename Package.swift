@@ -108,6 +108,7 @@ let package = Package(
                 "Segget",
                 "SeggetQueue",
                 "SeggetSystem",
+                "SeggetVerify",
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -32,6 +32,14 @@ public struct RPCError: Error, Equatable, Sendable, CustomStringConvertible {
 public struct RPCReply: Sendable {
     public var json: JSON
     public var unauthorized: Int
+
+    /// The HTTP status aria2 1.36 sends this reply with (POST and GET alike): 200 for a result or a
+    /// batch (whatever its calls answered), 400 for one call's error, 500 when the request was not
+    /// JSON. Front-ends written for aria2 tell a failed call by it (jQuery's error callback, say).
+    public var httpStatus: Int {
+        guard case .object = json, let error = json["error"] else { return 200 }
+        return error["code"] == .int(Int64(RPCError.parse.code)) ? 500 : 400
+    }
 }
 
 /// One call: what it asks for and the parameters after the token.

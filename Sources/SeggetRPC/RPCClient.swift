@@ -80,6 +80,9 @@ public struct RPCClient: Sendable {
         let statusLine = head.split(separator: "\r\n", maxSplits: 1).first.map(String.init) ?? ""
         let status = statusLine.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
         let body = Array(response[(split + 4)...])
+        // A failed call comes with 400 (500 for a request that was not JSON), as aria2 sends it: its
+        // JSON-RPC error is the answer.
+        if status == 400 || status == 500, let json = try? JSON.parse(body), json["error"] != nil { return json }
         guard status == 200 else {
             let text = String(decoding: body, as: UTF8.self).trimmingTrailingNewlines
             throw .badResponse("The daemon answered HTTP \(status): \(text)")

@@ -177,14 +177,14 @@ public final class RPCServer: Sendable {
 
     /// Runs the calls of one request body; an answer that refused wrong tokens waits as long as the
     /// guard says for `client` before it is returned.
-    func process(_ body: [UInt8], client: String) async -> [UInt8] {
+    func process(_ body: [UInt8], client: String) async -> RPCReply {
         let processor = self.processor
         let reply = await withCheckedContinuation { continuation in
             work.async { continuation.resume(returning: processor.reply(to: body)) }
         }
         let delay = self.rpcGuard.delay(forFailures: reply.unauthorized, client: client)
         if delay > .zero { try? await Task.sleep(for: delay) }
-        return reply.json.serializedBytes
+        return reply
     }
 
     /// The peer's address for the throttle and the log.
@@ -255,17 +255,20 @@ public final class RPCServer: Sendable {
                 name: "Access-Control-Allow-Headers",
                 value: head.headers.first(name: "access-control-request-headers") ?? "Content-Type")
             headers.add(name: "Access-Control-Max-Age", value: "1728000")
+        } else if head.method == .GET {
+            (status, text) = await respond(toGet: head.uri, client: client, headers: &headers)
         } else if head.method != .POST {
             status = .methodNotAllowed
-            headers.add(name: "Allow", value: "POST, OPTIONS")
-            text = Array("Send JSON-RPC requests with POST, or open a WebSocket.\n".utf8)
+            headers.add(name: "Allow", value: "POST, GET, OPTIONS")
+            text = Array("Send JSON-RPC requests with POST or GET, or open a WebSocket.\n".utf8)
         } else if tooLarge {
             status = .payloadTooLarge
             text = Array("The request is larger than \(maxRequestBytes) bytes.\n".utf8)
             keepAlive = false
         } else {
-            status = .ok
-            text = await process(body, client: client)
+            let reply = await process(body, client: client)
+            status = HTTPResponseStatus(statusCode: reply.httpStatus)
+            text = reply.json.serializedBytes
             headers.add(name: "Content-Type", value: "application/json-rpc")
         }
         if text.isEmpty == false && headers.first(name: "content-type") == nil {
@@ -279,6 +282,27 @@ public final class RPCServer: Sendable {
             .end(nil),
         ])
         return keepAlive
+    }
+
+    /// A JSON-RPC call by GET (`RPCGetRequest`): its status and body, its headers added.
+    func respond(toGet uri: String, client: String, headers: inout HTTPHeaders) async -> (HTTPResponseStatus, [UInt8]) {
+        let query = uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).dropFirst().first ?? ""
+        // A reply to a GET is the state of the moment: no cache, the browser's or a proxy's, keeps it.
+        headers.add(name: "Cache-Control", value: "no-cache")
+        let reply: RPCReply
+        let callback: String?
+        switch RPCGetRequest.parse(query: query) {
+        case .success(let request):
+            reply = await process(request.body, client: client)
+            callback = request.callback
+        case .failure(.reply(let error, let name)):
+            reply = RPCReply(json: RPCProcessor.errorReply(id: .null, error), unauthorized: 0)
+            callback = name
+        case .failure(.badCallback):
+            return (.badRequest, Array("jsoncallback must be a JavaScript name (letters, digits, _, $ and ., at most \(RPCGetRequest.longestCallback)).\n".utf8))
+        }
+        headers.add(name: "Content-Type", value: callback == nil ? "application/json-rpc" : "text/javascript")
+        return (HTTPResponseStatus(statusCode: reply.httpStatus), RPCGetRequest.wrap(reply.json.serializedBytes, callback: callback))
     }
 
     // MARK: WebSocket
@@ -302,7 +326,7 @@ public final class RPCServer: Sendable {
                         case .text, .binary:
                             var data = frame.unmaskedData
                             let bytes = data.readBytes(length: data.readableBytes) ?? []
-                            mailbox.yield(await self.process(bytes, client: client))
+                            mailbox.yield(await self.process(bytes, client: client).json.serializedBytes)
                         case .ping:
                             try await outbound.write(WebSocketFrame(fin: true, opcode: .pong, data: frame.unmaskedData))
                         case .connectionClose:

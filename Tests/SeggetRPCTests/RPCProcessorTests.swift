@@ -44,6 +44,21 @@ struct EchoHandler: RPCMethodHandler {
         #expect(error?["code"] == .int(-32600))
     }
 
+    /// The HTTP status of each reply, as aria2 1.36 sends it (measured against aria2c by
+    /// scripts/tests/daemon-aria2-fields.sh): a result or any batch 200, one call's error 400, a
+    /// body that is not JSON 500.
+    @Test(arguments: [
+        (#"{"id":1,"method":"echo"}"#, 200), (#"{"id":1,"method":"fail"}"#, 400), (#"{"id":1,"method":"nope"}"#, 400),
+        (#"{"id":1}"#, 400), ("[]", 400), ("5", 400), ("{nope", 500), ("", 500),
+        (#"[{"id":1,"method":"fail"},{"id":2,"method":"echo"}]"#, 200), (#"[{"id":1,"method":"fail"}]"#, 200),
+    ])
+    func httpStatusIsAria2s(_ text: String, _ status: Int) {
+        #expect(open.reply(to: Array(text.utf8)).httpStatus == status, "\(text)")
+        if status == 200, !text.hasPrefix("[") {
+            #expect(locked.reply(to: Array(text.utf8)).httpStatus == 400, "unauthorized: \(text)")
+        }
+    }
+
     @Test func paramsMustBeAnArray() {
         #expect(reply(open, #"{"id":1,"method":"echo","params":{"a":1}}"#)["error"]?["code"] == .int(-32602))
     }

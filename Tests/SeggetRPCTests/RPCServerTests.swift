@@ -121,11 +121,48 @@ struct RunningServer {
             try s.raw("POST /other HTTP/1.1\r\nHost: \(s.host)\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
                 .hasPrefix(
                     "HTTP/1.1 404"))
-        #expect(
-            try s.raw("GET /jsonrpc HTTP/1.1\r\nHost: \(s.host)\r\nConnection: close\r\n\r\n").hasPrefix("HTTP/1.1 405")
-        )
+        let put = try s.raw("PUT /jsonrpc HTTP/1.1\r\nHost: \(s.host)\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        #expect(put.hasPrefix("HTTP/1.1 405") && put.lowercased().contains("allow: post, get, options"), "\(put)")
         // Still serving after all that.
         #expect(try RPCClient(port: s.port, secret: "k").call("echo") == .array([]))
+        await s.stop()
+    }
+
+    /// aria2's GET form through the real server: a call, JSONP, a batch, Invalid Request, a wrong
+    /// token (which the throttle counts as a POST's would be), and a callback that is not a name.
+    @Test func callsByGet() async throws {
+        let s = try await RunningServer()
+        func get(_ query: String) throws -> (head: String, body: String) {
+            let answer = try s.raw("GET /jsonrpc?\(query) HTTP/1.1\r\nHost: \(s.host)\r\nConnection: close\r\n\r\n")
+            guard let gap = answer.firstRange(of: "\r\n\r\n") else { return (answer.lowercased(), "") }
+            return (answer[..<gap.lowerBound].lowercased(), String(answer[gap.upperBound...]))
+        }
+        let params = "WyJ0b2tlbjprIiwxXQ%3D%3D"  // ["token:k",1]
+        let call = try get("method=echo&id=abc&params=\(params)")
+        #expect(call.head.hasPrefix("http/1.1 200") && call.head.contains("content-type: application/json-rpc"), "\(call.head)")
+        #expect(call.head.contains("cache-control: no-cache"))
+        #expect(call.body == #"{"id":"abc","jsonrpc":"2.0","result":[1]}"#, "\(call.body)")
+        let jsonp = try get("method=echo&id=7&params=\(params)&jsoncallback=ui.cb_1")
+        #expect(jsonp.head.contains("content-type: text/javascript"), "\(jsonp.head)")
+        #expect(jsonp.body == #"ui.cb_1({"id":"7","jsonrpc":"2.0","result":[1]})"#, "\(jsonp.body)")
+        // [{"method":"echo","id":1,"params":["token:k"]},{"method":"echo","id":2,"params":["token:k",2]}]
+        let batch = "W3sibWV0aG9kIjoiZWNobyIsImlkIjoxLCJwYXJhbXMiOlsidG9rZW46ayJdfSx7Im1ldGhvZCI6ImVjaG8iLCJpZCI6MiwicGFyYW1zIjpbInRva2VuOmsiLDJdfV0="
+        #expect(try get("params=\(batch)").body == #"[{"id":1,"jsonrpc":"2.0","result":[]},{"id":2,"jsonrpc":"2.0","result":[2]}]"#)
+        let invalid = #"{"id":null,"jsonrpc":"2.0","error":{"code":-32600,"message":"Invalid Request."}}"#
+        // An error is sent with 400, as aria2 sends it (a batch with 200, whatever its calls answered).
+        for query in ["", "method=echo&params=\(params)", "method=echo&id=1&params=@@"] {
+            let answer = try get(query)
+            #expect(answer.body == invalid && answer.head.hasPrefix("http/1.1 400"), "\(query): \(answer)")
+        }
+        #expect(try get("jsoncallback=f").body == "f(\(invalid))")
+        let refused = try get("method=echo&id=1")
+        #expect(refused.body == #"{"id":"1","jsonrpc":"2.0","error":{"code":1,"message":"Unauthorized"}}"#)
+        #expect(refused.head.hasPrefix("http/1.1 400"))
+        #expect(try get("params=W3sibWV0aG9kIjoiZWNobyIsImlkIjoxfV0=").head.hasPrefix("http/1.1 200"))  // [{"method":"echo","id":1}]
+        #expect(try get("method=echo&id=1&params=YQ").head.hasPrefix("http/1.1 500"))  // "a": not JSON
+        let bad = try get("method=echo&id=1&params=\(params)&jsoncallback=a%3Balert(1)")
+        #expect(bad.head.hasPrefix("http/1.1 400") && bad.body.contains("jsoncallback"), "\(bad)")
+        #expect(!bad.body.contains("alert"))
         await s.stop()
     }
 

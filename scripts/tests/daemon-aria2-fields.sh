@@ -3,6 +3,7 @@
 # downloads from a real nginx driven through paused, active, paused, removed, error and complete on
 # each; tellStatus must have aria2c's keys and value types in every state, getGlobalOption and
 # getOption aria2c's key sets with booleans and numbers where aria2c has them.
+# JSON-RPC over GET (a call, JSONP, a batch, malformed queries) answered as aria2c answers it.
 # Needs SEGGET_BIN (default .build/debug/segget), aria2c, nginx and python3 (no packages from PyPI).
 source "$(dirname "$0")/../lib/common.sh"
 

@@ -4,12 +4,15 @@ answers compared. For every state: the same keys in tellStatus (numSeeders and s
 present once the length is known, errorCode and errorMessage only once stopped), every value of the
 same JSON type, the same first URI status and errorCode. getGlobalOption and getOption: the same key
 sets, "true"/"false" wherever aria2 answers a boolean, a number wherever aria2 answers a number.
+JSON-RPC over GET (a call, JSONP, a batch, and four malformed queries): the same HTTP status, content
+type and reply, results compared by the JSON types of their values.
 
 Usage: daemon_aria2_fields.py --segget BIN --url BASE --work DIR
 (BASE serves big.bin, small.bin and no missing.bin.)
 """
 
 import argparse
+import base64
 import json
 import os
 import signal
@@ -17,6 +20,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 
 from checks import check, free_port, summary
@@ -102,6 +106,44 @@ def states(d, base):
     return out
 
 
+def get_answers(d):
+    """aria2's JSON-RPC over GET: each query's HTTP status, content type and body, with a result's
+    values reduced to their JSON types (the daemons' versions and features differ)."""
+    def b64(obj):
+        return urllib.parse.quote(base64.b64encode(json.dumps(obj).encode()).decode(), safe="")
+    token = [f"token:{d.token}"]
+    queries = {
+        "a call": f"method=aria2.tellActive&id=abc&params={b64(token)}",
+        "JSONP": f"method=aria2.getGlobalStat&id=7&params={b64(token)}&jsoncallback=cb",
+        "a batch": "params=" + b64([{"jsonrpc": "2.0", "method": "aria2.tellActive", "id": "q", "params": token},
+                                    {"method": "aria2.tellStopped", "id": 2, "params": token + [0, 1, ["gid"]]}]),
+        "no token": "method=aria2.tellActive&id=1",
+        "no id": f"method=aria2.tellActive&params={b64(token)}",
+        "params not base64": "method=aria2.tellActive&id=1&params=%40%40",
+        "nothing": "",
+    }
+    def shape(v):
+        if isinstance(v, dict):
+            return {k: shape(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [shape(x) for x in v]
+        return kind(v)
+    out = {}
+    for name, query in queries.items():
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{d.port}/jsonrpc?{query}", timeout=10) as r:
+                status, ctype, body = r.status, r.headers.get("Content-Type"), r.read().decode()
+        except urllib.error.HTTPError as e:
+            status, ctype, body = e.code, e.headers.get("Content-Type"), e.read().decode()
+        callback = body.startswith("cb(") and body.endswith(")")
+        reply = json.loads(body[3:-1] if callback else body)
+        for one in (reply if isinstance(reply, list) else [reply]):
+            if "result" in one:
+                one["result"] = shape(one["result"])
+        out[name] = (status, ctype, callback, reply)
+    return out
+
+
 def kind(value):
     if isinstance(value, str):
         if value in ("true", "false"):
@@ -172,6 +214,7 @@ def main():
         d = Daemon(name, argv, port, token, a.work)
         try:
             answers[name] = states(d, a.url)
+            answers[name]["GET"] = get_answers(d)
         finally:
             d.stop()
     A, S = answers["aria2c"], answers["segget"]
@@ -181,6 +224,9 @@ def main():
           and A["removed"].get("errorMessage") == S["removed"].get("errorMessage"))
     compare_options("getGlobalOption", A["getGlobalOption"], S["getGlobalOption"])
     compare_options("getOption", A["getOption"], S["getOption"])
+    for query, answer in A["GET"].items():
+        check(f"GET, {query}: segget answers as aria2c does", S["GET"][query] == answer,
+              f"aria2c {answer}, segget {S['GET'][query]}")
     check("segget's user-agent is its own", S["getGlobalOption"].get("user-agent", "").startswith("segget/"))
     return summary("daemon-aria2-fields")
 

@@ -28,6 +28,7 @@ import signal
 import socket
 import stat
 import subprocess
+import urllib.parse
 import sys
 import time
 
@@ -189,8 +190,21 @@ def main():
         # 2. HTTP from any origin: no token, a wrong token -> Unauthorized; addUri queues nothing.
         for origin in ("http://evil.example", "null", "http://127.0.0.1:8080"):
             status, _, body = http(port, rpc("aria2.getGlobalStat", []), origin=origin)
+            # HTTP 400 with the error, as aria2 answers a failed call.
             check(f"HTTP without token from Origin {origin}: code 1 Unauthorized",
-                  status == 200 and error_of(body) == (1, "Unauthorized"), f"{status} {body[:120]}")
+                  status == 400 and error_of(body) == (1, "Unauthorized"), f"{status} {body[:120]}")
+        # The same by GET (aria2's JSON-RPC over GET, also JSONP): refused the same way, nothing queued.
+        evil = base64.b64encode(json.dumps([["http://127.0.0.1:9/evil.bin"]]).encode()).decode()
+        for cb in ("", "&jsoncallback=cb"):
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
+                c.sendall(f"GET /jsonrpc?method=aria2.addUri&id=1&params={urllib.parse.quote(evil, safe='')}{cb} HTTP/1.1\r\n"
+                          f"Host: 127.0.0.1:{port}\r\nOrigin: http://evil.example\r\nConnection: close\r\n\r\n".encode())
+                answer = b""
+                while chunk := c.recv(65536):
+                    answer += chunk
+            text = answer.decode(errors="replace")
+            check(f"GET addUri without token{cb and ' (JSONP)'} refused", text.startswith("HTTP/1.1 400")
+                  and '"code":1,"message":"Unauthorized"' in text, text[:300])
         status, _, body = http(port, rpc("aria2.addUri", [["http://127.0.0.1:9/evil.bin"]]))
         check("HTTP addUri without token refused", error_of(body) == (1, "Unauthorized"), body[:120])
         status, _, body = http(port, rpc("aria2.addUri", [["http://127.0.0.1:9/evil.bin"]], token="0" * 32))
