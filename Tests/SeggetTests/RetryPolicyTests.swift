@@ -57,6 +57,15 @@ import Testing
         }
     }
 
+    /// The notice of a learnt limit names a wait of 10 s or more, and any wait the cap shortened.
+    @Test func aHostsWaitIsNamedWhenLongOrCapped() {
+        #expect(RetryPolicy.hostWaitNote(asked: nil, wait: nil) == nil)
+        #expect(RetryPolicy.hostWaitNote(asked: 2, wait: 2) == nil)
+        #expect(RetryPolicy.hostWaitNote(asked: 30, wait: 30) == "no new request for 30 s as it asked")
+        #expect(RetryPolicy.hostWaitNote(asked: 86400, wait: 1) == "no new request for 1.0 s, the --max-retry-wait cap of the 24h00m it asked")
+        #expect(RetryPolicy.hostWaitNote(asked: longestDelay, wait: 300) == "no new request for 5m00s, the --max-retry-wait cap of the more than 31 years it asked")
+    }
+
     @Test func waitBeyondTheDeadlineGivesUpAtOnce() {
         let deadline = Deadline(limit: 15, from: 90)  // 5 s left at now = 100
         guard case .giveUp(let m) = decide(retryAfter: 86400, deadline: deadline) else {

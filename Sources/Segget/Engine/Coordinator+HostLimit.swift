@@ -164,13 +164,7 @@ extension Coordinator {
         }
         if let l = limit {
             let who = main ? "the server" : "the mirror \(URLParts.shown(config.sources[source].url))"
-            // A long wait is said, so that the connections' idling is never a silent mystery.
-            let quiet = wait.flatMap { w in
-                let capped = asked.map { $0 > w } == true
-                guard capped || w >= RetryPolicy.announcedRetryAfter else { return nil }
-                let why = capped ? ", the --max-retry-wait cap of the \(Format.seconds(asked ?? w)) it asked" : " as it asked"
-                return ", and no new request for \(Format.seconds(w))\(why)"
-            } ?? ""
+            let quiet = RetryPolicy.hostWaitNote(asked: asked, wait: wait).map { ", and \($0)" } ?? ""
             commands.append(.event(.notice("\(who) refuses more than \(l) request\(l == 1 ? "" : "s") at once (HTTP \(head.status)); continuing with \(l) connection\(l == 1 ? "" : "s")\(main ? "" : " to it")\(quiet).")))
         }
         return commands

@@ -81,6 +81,16 @@ enum RetryPolicy {
         asked.map { min($0, maxWait) }
     }
 
+    /// What the notice of a learnt host limit says of the host's wait (`asked`, capped to `wait`):
+    /// a long or capped one is said, so that the connections' idling is never a silent mystery.
+    static func hostWaitNote(asked: Double?, wait: Double?) -> String? {
+        guard let wait else { return nil }
+        let capped = (asked ?? wait) > wait
+        guard capped || wait >= announcedRetryAfter else { return nil }
+        let why = capped ? ", the --max-retry-wait cap of the \(Format.seconds(asked ?? wait)) it asked" : " as it asked"
+        return "no new request for \(Format.seconds(wait))\(why)"
+    }
+
     /// `reason` as a sentence: a capitalised start is left alone, and it ends with exactly one period.
     static func sentence(_ reason: String) -> String {
         var r = Substring(reason).trimmingASCIIWhitespace()
