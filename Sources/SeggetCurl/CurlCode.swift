@@ -46,6 +46,22 @@ package struct CurlCode: Error, Hashable, CustomStringConvertible, Sendable {
 
     package var description: String { String(cString: curl_easy_strerror(CURLcode(rawValue: rawValue))) }
 
+    /// What happened, in a user's words, for the failures a download meets on the way (libcurl's own
+    /// texts, "Transferred a partial file", "Failure when receiving data from the peer", say what
+    /// libcurl saw rather than what the network or the server did); nil for the rest.
+    package var plainWords: String? {
+        switch CURLcode(rawValue: rawValue) {
+        case CURLE_PARTIAL_FILE: "the connection closed before the end of the answer"
+        case CURLE_RECV_ERROR: "the connection broke while receiving (reset, or closed by the server)"
+        case CURLE_SEND_ERROR: "the connection broke while sending the request"
+        case CURLE_GOT_NOTHING: "the server closed the connection without answering"
+        case CURLE_HTTP2_STREAM: "the server reset the HTTP/2 stream"
+        case CURLE_HTTP2: "the HTTP/2 connection failed (a framing or protocol error)"
+        case CURLE_SSL_CONNECT_ERROR: "the TLS handshake failed"
+        default: nil
+        }
+    }
+
     /// True for failures a retry on a new connection may cure (as opposed to bad input).
     package var isTransient: Bool {
         switch CURLcode(rawValue: rawValue) {

@@ -45,6 +45,17 @@ import Testing
         #expect(!CurlCode.urlMalformed.isTransient)
     }
 
+    /// The failures met on the way are said in a user's words, not libcurl's.
+    @Test func commonFailuresHavePlainWords() {
+        #expect(CurlCode.partialFile.plainWords == "the connection closed before the end of the answer")
+        #expect(CurlCode.receiveError.plainWords?.hasPrefix("the connection broke while receiving") == true)
+        for code in [CurlCode.partialFile, .receiveError, CurlCode(rawValue: 52), CurlCode(rawValue: 55), CurlCode(rawValue: 92)] {
+            let words = code.plainWords ?? ""
+            #expect(!words.isEmpty && words != code.description, "\(code.rawValue)")
+        }
+        #expect(CurlCode.writeError.plainWords == nil && CurlCode.ok.plainWords == nil)
+    }
+
     @Test func locationsResolveAgainstTheirBase() {
         #expect(resolveURL("/b?q=1", against: "http://h/a/x") == "http://h/b?q=1")
         #expect(resolveURL("c", against: "http://h/a/x") == "http://h/a/c")

@@ -282,6 +282,19 @@ import Testing
 
     // MARK: The command line
 
+    /// A server that hangs up without answering: the error says so in a user's words, and what to do
+    /// (before, libcurl's "Server returned nothing (no headers, no data)."), exit 3.
+    @Test func aHangUpIsSaidInPlainWords() async throws {
+        let server = try ByteResponder(first: [])
+        defer { server.stop() }
+        let dir = try TempDir()
+        let r = try await runSeggetAsync(
+            args: ["--retries", "0", "-o", dir.path("out.bin"), "http://127.0.0.1:\(server.port)/f.bin"], timeout: 60)
+        #expect(r.exitCode == 3, "\(r.stderr)")
+        #expect(r.stderr.contains("failed: the server closed the connection without answering; check the network, or try again later."), "\(r.stderr)")
+        #expect(!r.stderr.contains("returned nothing"), "\(r.stderr)")
+    }
+
     /// Retry lines are clean sentences: no ".;" where a reason that ends a sentence meets the count.
     @Test func retryLinesReadAsSentences() async throws {
         let server = try Self.server(TestFiles.pattern(Int(4 * Self.chunk), seed: 12))
@@ -294,6 +307,8 @@ import Testing
         #expect(!lines.isEmpty, "no retry line: \(r.stderr)")
         for line in lines {
             #expect(!line.contains(".;") && !line.contains("..") && line.hasSuffix("."), "\(line)")
+            // In a user's words, not libcurl's ("Transferred a partial file", "Server returned nothing").
+            #expect(!line.contains("Transferred a") && !line.contains("returned nothing") && !line.contains("Failure when"), "\(line)")
         }
     }
 

@@ -6,7 +6,7 @@ import Testing
 /// A loopback HTTP/1.1 server that answers its first request with `first` (bytes as given, so a
 /// header may carry bytes that are not UTF-8) and every later one with a 404, one connection at a
 /// time, and records each request line's bytes.
-private final class ByteResponder: @unchecked Sendable {
+final class ByteResponder: @unchecked Sendable {
     private let listener: Int32
     let port: Int
     private let lines = Mutex<[[UInt8]]>([])

@@ -33,7 +33,7 @@ extension FetchEngine {
             // libcurl's one code for every timeout; in a fetch only the connection's has one.
             end = .transient("could not connect within \(Format.seconds(settings.transfer.connectTimeout)) (--connect-timeout)")
         } else if code.isTransient && !Prober.headersTooLarge(code, head: c.head) || code == .writeError {
-            end = .transient(code.description)
+            end = .transient(code.plainWords ?? code.description)
         } else {
             end = .failed(Prober.networkError(code, url: target.url, head: c.head))
         }

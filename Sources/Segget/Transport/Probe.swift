@@ -404,7 +404,8 @@ struct Prober {
         case .operationTimedOut:
             return SeggetError(.network, "\(u) timed out; the network or server is too slow or unreachable.")
         default:
-            return SeggetError(.network, "the request to \(u) failed: \(code).", retryAdvice: code.isTransient ? .mayChange : .never)
+            let advice = code.isTransient ? "; check the network, or try again later" : ""
+            return SeggetError(.network, "the request to \(u) failed: \(code.plainWords ?? code.description)\(advice).", retryAdvice: code.isTransient ? .mayChange : .never)
         }
     }
 }
