@@ -67,3 +67,18 @@ def recv_all(s):
     except OSError:
         pass
     return data
+
+
+def rpc_reply(request, timeout):
+    """The JSON of a JSON-RPC reply over HTTP, a failed call's too: segget's daemon, as aria2c,
+    sends a failed call with HTTP 400 (500 for a body that is not JSON), which urlopen raises."""
+    import json
+    import urllib.error
+    import urllib.request
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as r:
+            return json.load(r)
+    except urllib.error.HTTPError as e:
+        if e.code in (400, 500):
+            return json.load(e)
+        raise

@@ -35,7 +35,7 @@ for _ in $(seq 600); do grep -q "serving" "$WORK/daemon.err" 2>/dev/null && brea
 grep -q "serving" "$WORK/daemon.err" || fail "the daemon did not start: $(cat "$WORK/daemon.err")"
 
 python3 - "$SEGGET_RPC_PORT" "$SEGGET_RPC_SECRET" "$BASE" <<'PY' || fail "see above"
-import json, sys, time, urllib.parse, urllib.request
+import json, sys, time, urllib.error, urllib.parse, urllib.request
 port, secret, base = sys.argv[1], sys.argv[2], sys.argv[3]
 ESC, BEL = "\x1b", "\x07"
 osc52 = ESC + "]52;c;aGVsbG8=" + BEL + ESC + "[2J"
@@ -44,8 +44,11 @@ q = lambda s: urllib.parse.quote(s, safe="")
 def call(method, *params):
     body = json.dumps({"jsonrpc": "2.0", "id": "1", "method": method, "params": ["token:" + secret, *params]}).encode()
     req = urllib.request.Request(f"http://127.0.0.1:{port}/jsonrpc", body, {"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=10) as r:
-        answer = json.load(r)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            answer = json.load(r)
+    except urllib.error.HTTPError as e:  # a failed call comes with 400, as from aria2c
+        answer = json.load(e)
     if "error" in answer:
         raise SystemExit(f"{method}: {answer['error']}")
     return answer["result"]

@@ -18,7 +18,7 @@ import sys
 import time
 import urllib.request
 
-from checks import check, free_port, summary
+from checks import check, free_port, rpc_reply, summary
 
 SIZE = 4 << 20
 TASKS = 8
@@ -31,8 +31,7 @@ class RPC:
     def __call__(self, method, *params):
         body = json.dumps({"jsonrpc": "2.0", "id": "h", "method": method, "params": ["token:hb", *params]})
         req = urllib.request.Request(self.url, body.encode(), {"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=10) as r:
-            reply = json.load(r)
+        reply = rpc_reply(req, 10)
         if "error" in reply:
             raise RuntimeError(f"{method}: {reply['error']}")
         return reply["result"]

@@ -26,7 +26,7 @@ import sys
 import time
 import urllib.request
 
-from checks import free_port
+from checks import free_port, rpc_reply
 
 SIZE = 64 << 20          # per file; large enough that the chunks in flight at a kill stay under 1 %
 HISTORY_SIZE = 1 << 20   # two small files finished before the kill: the history to keep
@@ -43,8 +43,7 @@ class RPC:
     def __call__(self, method, *params):
         body = json.dumps({"jsonrpc": "2.0", "id": "k", "method": method, "params": ["token:kill9", *params]})
         req = urllib.request.Request(self.url, body.encode(), {"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=10) as r:
-            reply = json.load(r)
+        reply = rpc_reply(req, 10)
         if "error" in reply:
             raise RuntimeError(f"{method}: {reply['error']}")
         return reply["result"]

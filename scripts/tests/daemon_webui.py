@@ -34,7 +34,7 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
-from checks import check, free_port, summary
+from checks import check, free_port, rpc_reply, summary
 
 
 def wait_for(predicate, timeout, step=0.2):
@@ -58,8 +58,7 @@ def call(port, token, method, params):
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": [f"token:{token}"] + params}).encode()
     req = urllib.request.Request(f"http://127.0.0.1:{port}/jsonrpc", data=body,
                                  headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=10) as r:
-        reply = json.load(r)
+    reply = rpc_reply(req, 10)
     if "error" in reply:
         raise RuntimeError(reply["error"])
     return reply["result"]

@@ -30,7 +30,7 @@ import threading
 import time
 import urllib.request
 
-from checks import check, free_port, summary
+from checks import check, free_port, rpc_reply, summary
 
 SIZE = 64 << 20
 QUERY = "rate=2m&max=1m"
@@ -129,8 +129,7 @@ class RPC:
                            "params": [f"token:{self.secret}"] + list(params)}).encode()
         req = urllib.request.Request(f"http://127.0.0.1:{self.port}/jsonrpc", data=body,
                                      headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=15) as r:
-            reply = json.loads(r.read())
+        reply = rpc_reply(req, 15)
         if "error" in reply:
             raise RuntimeError(reply["error"])
         return reply["result"]
