@@ -98,6 +98,12 @@ extension Download {
         }
         let expected = settings.from > 0 ? [] : expectedDigests(probe)
         let plan = ChunkPlan(totalLength: probe.totalLength ?? 0, chunkSize: options.chunkSize)
+        // A file download meets a length past the disk's first (exit 5); a stream has no disk, and its
+        // schedule is a flag per chunk: a server that announced 2^48 bytes held it in a loop past
+        // --timeout, one of 2^62 bytes made it abort allocating 4 TB.
+        if ranged, plan.chunkCount > Self.maximumStreamChunks {
+            throw SeggetError(.protocolViolation, "the server announces \(plan.totalLength) bytes (\(Format.bytes(plan.totalLength))), more than a stream plans in \(Self.maximumStreamChunks) chunks of \(Format.bytes(plan.chunkSize)); if the length is real, give a larger --chunk-size.")
+        }
         let sink = StreamSink(
             capacity: Self.reorderCapacity(window: settings.window, connections: ranged ? options.connections : 1),
             start: settings.from,
@@ -196,6 +202,10 @@ extension Download {
         let ring = max(StreamSettings.minimumWindow, window - staging)
         return ring / StreamSink.blockSize * StreamSink.blockSize
     }
+
+    /// The most chunks a stream's schedule holds: 16 TiB at the default 1 MiB chunk, a few
+    /// megabytes of flags and milliseconds of planning.
+    static let maximumStreamChunks = 1 << 24
 
     /// Chunks per run of work: every connection's run together in half the window, at least one chunk.
     static func streamRunChunks(window: Int64, connections: Int, chunkSize: Int64) -> Int {

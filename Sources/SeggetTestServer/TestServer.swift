@@ -71,6 +71,7 @@ public final class TestServer: @unchecked Sendable {
     private var resources: [String: Representation] = [:]
     /// Answers given as they are, whatever the request (see `addFixedAnswer`).
     private var fixedAnswers: [String: ResponsePlan] = [:]
+    private var fixedRates: [String: Int64] = [:]
     private var changedVersions: [String: (base: Representation, changed: Representation)] = [:]
     private var requestCountByTarget: [String: Int] = [:]
     private var records: [RecordedRequest] = []
@@ -170,8 +171,12 @@ public final class TestServer: @unchecked Sendable {
 
     /// Answers every request for `path` with `status`, `headers` and `body` as given, whatever its
     /// range: a redirector's 302 with `Link` fields, a Metalink document.
-    public func addFixedAnswer(path: String, status: Int, headers: [(String, String)], body: [UInt8] = []) {
-        lock.withLock { fixedAnswers[path] = ResponsePlan(status: status, headers: headers, body: .text(body)) }
+    /// `rate`: the body's bytes a second (nil: at once), for a document that trickles.
+    public func addFixedAnswer(path: String, status: Int, headers: [(String, String)], body: [UInt8] = [], rate: Int64? = nil) {
+        lock.withLock {
+            fixedAnswers[path] = ResponsePlan(status: status, headers: headers, body: .text(body))
+            fixedRates[path] = rate
+        }
     }
 
     public func removeResource(name: String) {
@@ -302,11 +307,12 @@ public final class TestServer: @unchecked Sendable {
     func prepare(_ request: HTTPRequest, remoteAddress: String, remotePort: Int) -> Prepared {
         if request.path == "/_stats" { return statsResponse(request, remotePort: remotePort) }
         if request.path.hasPrefix("/_sign/") { return signResponse(request, remotePort: remotePort) }
-        if let fixed = lock.withLock({ fixedAnswers[request.path] }) {
+        if let found = lock.withLock({ fixedAnswers[request.path].map { ($0, fixedRates[request.path]) } }) {
+            let (fixed, rate) = found
             let record = RecordedRequest(
                 method: request.method, path: request.path, query: request.query, headers: request.headers,
                 remotePort: remotePort, status: fixed.status, bodyBytesSent: 0)
-            return Prepared(plan: fixed, record: record, handle: append(record), pacing: Pacing())
+            return Prepared(plan: fixed, record: record, handle: append(record), pacing: Pacing(rate: rate))
         }
         var key = "\(remoteAddress) \(request.target)"
         let (route, current, number, admission): (Route?, Representation?, Int, Admission) = lock.withLock {

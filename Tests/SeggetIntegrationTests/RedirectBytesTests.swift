@@ -3,18 +3,20 @@ import Synchronization
 import SeggetTestServer
 import Testing
 
-/// A loopback HTTP/1.1 server that answers its first request with `first` (bytes as given, so a
-/// header may carry bytes that are not UTF-8) and every later one with a 404, one connection at a
-/// time, and records each request line's bytes.
+/// A loopback HTTP/1.1 server that answers its first requests with `answers` in turn (bytes as
+/// given, so a header may carry bytes that are not UTF-8, and closes the connection after each) and
+/// every later one with a 404, one connection at a time, and records each request line's bytes.
 final class ByteResponder: @unchecked Sendable {
     private let listener: Int32
     let port: Int
     private let lines = Mutex<[[UInt8]]>([])
-    private let first: [UInt8]
+    private let answers: [[UInt8]]
     private var thread: pthread_t?
 
-    init(first: [UInt8]) throws {
-        self.first = first
+    convenience init(first: [UInt8]) throws { try self.init(answers: [first]) }
+
+    init(answers: [[UInt8]]) throws {
+        self.answers = answers
         (listener, port) = try loopbackListener(backlog: 8)
         let box = Unmanaged.passRetained(self).toOpaque()
         var t = pthread_t()
@@ -52,7 +54,7 @@ final class ByteResponder: @unchecked Sendable {
                     l.append(Array(head[..<end]))
                     return l.count
                 }
-                let answer = count == 1 ? first : Array("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".utf8)
+                let answer = count <= answers.count ? answers[count - 1] : Array("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".utf8)
                 _ = answer.withUnsafeBytes { write(c, $0.baseAddress, $0.count) }
             }
             close(c)

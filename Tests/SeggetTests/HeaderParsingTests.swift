@@ -38,9 +38,18 @@ import Testing
         "", "bytes", "bytes ", "items 0-1/2", "bytes 0-99", "bytes 99-0/1000", "bytes 0-1000/1000",
         "bytes -1-5/10", "bytes 0--5/10", "bytes a-b/c", "bytes 0-1/-5", "bytes */*", "bytes 0-1/99999999999999999999",
         "bytes 0 - 1/2", "bytes 0-1/2/3",
+        // A last byte of 2^63 - 1: its count of bytes is past Int64 (with `*` nothing else bounds it).
+        "bytes 0-9223372036854775807/*", "bytes 9223372036854775807-9223372036854775807/*",
     ])
     func rejectsMalformed(_ value: String) {
         #expect(ContentRange(parsing: value) == nil)
+        #expect(ContentRange(referenceParsing: value) == nil)
+    }
+
+    @Test func theLargestRangeHasACount() {
+        let r = ContentRange(parsing: "bytes 0-9223372036854775806/*")
+        #expect(r?.byteCount == Int64.max)
+        #expect(ContentRange(parsing: "bytes 9223372036854775806-9223372036854775806/9223372036854775807")?.byteCount == 1)
     }
 
     @Test func decimalParsingRejectsOverflowAndSigns() {

@@ -13,6 +13,9 @@ import Testing
         #expect(ChunkPlan(totalLength: 0, chunkSize: 1024).chunkCount == 0)
         #expect(ChunkPlan(totalLength: 1024, chunkSize: 1024).chunkCount == 1)
         #expect(ChunkPlan(totalLength: 1023, chunkSize: 1024).chunkCount == 1)
+        // A server's length near Int64.max: counted without overflow (it trapped).
+        #expect(ChunkPlan(totalLength: Int64.max, chunkSize: 1 << 20).chunkCount == 1 << 43)
+        #expect(ChunkPlan(totalLength: Int64.max - 1, chunkSize: 16 << 10).chunkCount == 1 << 49)
         // Bytes of chosen chunks (the short last one counts its own length), and of written parts.
         #expect(p.bytes(ofChunksWhere: { $0 == 0 || $0 == 10 }) == 1025)
         #expect(p.bytes(ofChunksWhere: { _ in true }) == p.totalLength)

@@ -258,7 +258,10 @@ extension Coordinating {
         let after = progressed ? ", after \(connections[id].pos - connections[id].requestStart) bytes" : ""
         switch end {
         case .ok, .partial:
-            return scheduleRetry(id, reason: "the connection ended \(missing) byte\(missing == 1 ? "" : "s") early\(after)", after: nil, kind: .network, now: now, atOnce: progressed)
+            // A body of unknown length (its end `Int64.max` until the server ends it) misses an
+            // unknown number of bytes: "9223372036852678650 bytes early" said nothing true.
+            let short = missing >= Int64.max / 2 ? "before the end of its answer" : "\(missing) byte\(missing == 1 ? "" : "s") early"
+            return scheduleRetry(id, reason: "the connection ended \(short)\(after)", after: nil, kind: .network, now: now, atOnce: progressed)
         case .transient(let why):
             return scheduleRetry(id, reason: why + after, after: nil, kind: .network, now: now, atOnce: progressed)
         case .failed(let e):

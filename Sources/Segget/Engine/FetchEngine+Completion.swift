@@ -25,7 +25,11 @@ extension FetchEngine {
         let conn = core.connections[c.id]
         trace("connection \(c.id) done code=\(code.rawValue) pos=\(conn.pos) port=\((try? c.easy.localPort()).map(String.init) ?? "?") rate=\(Format.rate(Double(conn.transferBytes) / max(0.001, monotonicSeconds() - conn.transferStartedAt)))")
         let end: Coordinator.TransferEnd
-        if code == .ok {
+        if code == .ok, !c.head.isComplete {
+            // libcurl's success for a connection closed in the middle of the head (see
+            // `ProbeWalk.answered`): a cut answer, retried; taken for the end, it ended the file.
+            end = .transient(CurlCode.partialFile.plainWords ?? "the connection closed before the end of the answer")
+        } else if code == .ok {
             end = .ok
         } else if code == .partialFile {
             end = .partial

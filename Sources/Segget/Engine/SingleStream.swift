@@ -46,9 +46,14 @@ struct SingleStream: Coordinating {
         return [start(0, bytes: min(startsAt, end)..<end, chunkEnd: end, now: now)]
     }
 
+    /// The furthest an earlier answer got (bytes written from byte 0): a retry's answer, which starts
+    /// over, must reach at least as far, or the two were not the same file.
+    var furthest: Int64 = 0
+
     mutating func startDue(now: Double) -> [Command] {
         guard case .startRequest = connections[0].machine.tick(now: now) else { return [] }
         // Without ranges a retry can only start over from byte 0.
+        furthest = max(furthest, connections[0].pos)
         let end = connections[0].streamEnd
         return [start(0, bytes: 0..<end, chunkEnd: end, fresh: true, now: now)]
     }
@@ -71,7 +76,17 @@ struct SingleStream: Coordinating {
     mutating func endedByItself(_ id: Int, _ end: Coordinator.TransferEnd, now: Double) -> [Command] {
         if config.totalLength == nil && end == .ok {
             // A chunked or close-delimited body ends when the server says so.
-            connections[id].streamEnd = connections[id].pos
+            let pos = connections[id].pos
+            if pos < furthest {
+                // An earlier answer, cut, brought more than this whole one: they are not the same
+                // bytes, and what is past `pos` (already in the part file, or handed to a reader)
+                // belongs to neither. Before, the file kept the earlier answer's tail, exit 0.
+                if failure == nil {
+                    failure = SeggetError(.protocolViolation, "the server's answers disagree: an earlier one brought \(furthest) bytes before it was cut, the last one ended complete at \(pos); the file on the server may have changed. Run the command again.")
+                }
+                return []
+            }
+            connections[id].streamEnd = pos
         }
         let c = connections[id]
         guard c.pos < c.streamEnd else { return [] }

@@ -34,7 +34,7 @@ extension ContentRange {
         guard let dash = ASCIIBytes.firstIndex(of: UInt8(ascii: "-"), in: b, rangePart),
             let first = ASCIIBytes.decimal(b, rangePart.lowerBound..<dash),
             let last = ASCIIBytes.decimal(b, dash + 1..<rangePart.upperBound),
-            first <= last
+            first <= last, last < Int64.max
         else { return .invalid }
         if let length, last >= length { return .invalid }
         return .parsed(ContentRange(first: first, last: last, completeLength: length))

@@ -19,8 +19,9 @@ public struct ContentRange: Equatable, Sendable {
         return last - first + 1
     }
 
-    /// Parses the header value; nil when it is malformed, inconsistent (last < first, last ≥ length)
-    /// or uses a unit other than bytes.
+    /// Parses the header value; nil when it is malformed, inconsistent (last < first, last ≥ length,
+    /// or a last byte of 2^63 - 1, whose count of bytes no Int64 holds: with a length of `*` nothing
+    /// else bounds it, and `byteCount` trapped) or uses a unit other than bytes.
     public init?(parsing value: some StringProtocol) {
         switch value.utf8.withContiguousStorageIfAvailable({ Self.scanASCII($0) }) {
         case .parsed(let range)?: self = range
@@ -53,7 +54,7 @@ public struct ContentRange: Equatable, Sendable {
         guard let dash = rangePart.firstIndex(of: "-"),
             let a = parseDecimal(rangePart[..<dash]),
             let b = parseDecimal(rangePart[rangePart.index(after: dash)...]),
-            a <= b
+            a <= b, b < Int64.max
         else { return nil }
         if let length, b >= length { return nil }
         self.init(first: a, last: b, completeLength: length)

@@ -96,9 +96,12 @@ extension Download {
             return done(found)
         }
         let sameHost = URLParts(described)?.host == URLParts(url)?.host
+        // The download waits for the document (its piece hashes decide how pieces are checked), so
+        // the fetch has a bound of its own: one that trickled a byte every half second held the
+        // download with no request sent, for as long as the low-speed limit allowed each byte.
         let fetch = DocumentFetch(
             options: sameHost ? options.transfer : options.transfer.withoutCredentials(), limit: MetalinkLimits().documentBytes,
-            deadline: deadline)
+            deadline: deadline, longest: Self.metalinkFetchSeconds)
         let name = probe.suggestedFileName
         let location = options.metalinkLocation
         let duplicates = found
@@ -121,6 +124,10 @@ extension Download {
             }
         }
     }
+
+    /// The longest the Metalink a server points to may take to arrive (each request of its
+    /// redirects): past it the download goes on without the document, as when it cannot be used.
+    static let metalinkFetchSeconds = 20.0
 
     /// What a Metalink says of one file, as a download uses it.
     struct DescribedFile: Sendable {

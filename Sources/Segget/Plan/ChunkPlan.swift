@@ -12,7 +12,9 @@ public struct ChunkPlan: Equatable, Sendable {
         self.chunkSize = chunkSize
     }
 
-    public var chunkCount: Int { Int((totalLength + chunkSize - 1) / chunkSize) }
+    /// Written without `totalLength + chunkSize - 1`, which traps for a length near `Int64.max` (a
+    /// server's `Content-Range` total).
+    public var chunkCount: Int { Int(totalLength / chunkSize + (totalLength % chunkSize == 0 ? 0 : 1)) }
 
     /// Byte offsets of chunk `k`, half-open.
     public func byteRange(ofChunk k: Int) -> Range<Int64> {

@@ -10,6 +10,8 @@ struct DocumentFetch {
     /// The most body bytes taken; a longer answer is refused.
     var limit: Int
     var deadline: Deadline?
+    /// The longest one request may take, whatever `deadline` leaves (nil: no bound of its own).
+    var longest: Double? = nil
 
     /// What came back: the URL that answered, its head (status 200) and body.
     struct Answer {
@@ -36,9 +38,9 @@ struct DocumentFetch {
             let e = EasyHandle()
             do throws(CurlError) {
                 try e.configure(url: current, options: options)
-                if let deadline {
-                    let ms = max(1, Int((deadline.remaining(now: monotonicSeconds()) * 1000).rounded(.up)))
-                    try e.setTimeout(milliseconds: ms)
+                let left = [deadline?.remaining(now: monotonicSeconds()), longest].compactMap { $0 }.min()
+                if let left {
+                    try e.setTimeout(milliseconds: max(1, Int((left * 1000).rounded(.up))))
                 }
             } catch {
                 throw SeggetError(error)

@@ -385,6 +385,11 @@ struct Prober {
         switch code {
         case .urlMalformed:
             return SeggetError(.usage, "'\(u)' is not a valid URL.")
+        case .unsupportedProtocol where ["http://", "https://"].contains(where: { url.lowercased().hasPrefix($0) }):
+            // libcurl's code for an answer that does not start with an HTTP status line (it will not
+            // read HTTP/0.9): the server's fault, or a stray byte an earlier answer left on the
+            // connection, not the user's URL (before: exit 2, "uses a scheme segget does not download").
+            return SeggetError(.protocolViolation, "the answer from \(u) does not start as HTTP does; the server, or a proxy in between, is broken.", retryAdvice: .once)
         case .unsupportedProtocol:
             return SeggetError(.usage, "'\(u)' uses a scheme segget does not download; use http:// or https://.")
         case .peerFailedVerification, .caCertBadFile:

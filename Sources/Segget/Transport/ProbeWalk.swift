@@ -43,8 +43,12 @@ struct ProbeWalk {
 
     /// What the answer to the request for `current` means: the result, or nil when it redirected
     /// (then `current` is the next URL to ask). `held` is the transfer, when it was held.
-    mutating func answered(_ ctx: ProbeContext, code: CurlCode, held: HeldTransfer?) throws(SeggetError) -> ProbeResult? {
+    mutating func answered(_ ctx: ProbeContext, code given: CurlCode, held: HeldTransfer?) throws(SeggetError) -> ProbeResult? {
         let head = ctx.head
+        // libcurl ends a transfer whose connection closed in the middle of the head as a success
+        // (`HTTP/1.1 200 OK` and nothing more): no answer, a cut one. Taken as a success, it made an
+        // empty file under the final name, exit 0.
+        let code = given == .ok && !head.isComplete ? CurlCode.partialFile : given
         if let problem = Self.refusedFraming(head) {
             // Checked before libcurl's verdict: it rejects some of these itself, as a "weird reply".
             throw Prober.framingError(problem, url: current)
