@@ -45,8 +45,12 @@ import Testing
     /// The ranged requests of connections 1-3 go over the connections that the warm-ups (requests
     /// for the first byte) opened: each warm connection carries a ranged request after its warm-up.
     /// (A later one may still dial: a steal's victim, cut at its new end, closes its connection.)
+    /// Each answer is paced at 16 MiB/s, so that the ranges are worth their connections. That a warm
+    /// connection's range brings bytes is not asked: on a loaded machine (a fresh clone's CI, once;
+    /// 2 of 37 runs beside two busy loops) connection 0 may take a range whose answer's head, 0.2 s
+    /// after its request, has not come yet, and that request, on the warm connection, is cut empty.
     @Test func theRangedRequestsReuseTheWarmConnections() async throws {
-        let f = try await Self.fetch(seed: 7101, query: "firstbyte=0.2", connections: 4)
+        let f = try await Self.fetch(seed: 7101, query: "firstbyte=0.2&rate=16m", connections: 4)
         defer { f.server.stop() }
         let (server, body, dir, run) = (f.server, f.body, f.dir, f.run)
         let requests = server.requests
@@ -59,7 +63,7 @@ import Testing
         let ranged = requests.filter { $0.headers["range"] != "bytes=0-0" }
         #expect(Set(warmUps.map(\.remotePort)).count == 3, "\(context)")
         for w in warmUps {
-            #expect(ranged.contains { $0.remotePort == w.remotePort && $0.bodyBytesSent > 1 << 20 }, "port \(w.remotePort): \(context)")
+            #expect(ranged.contains { $0.remotePort == w.remotePort }, "port \(w.remotePort): \(context)")
         }
     }
 
@@ -109,7 +113,7 @@ import Testing
         #expect(warmUps.count == 3, "\(context)")
         let ranged = second.filter { $0.headers["range"] != "bytes=0-0" }
         for w in warmUps {
-            #expect(ranged.contains { $0.remotePort == w.remotePort && $0.bodyBytesSent > 1 << 20 }, "port \(w.remotePort): \(context)")
+            #expect(ranged.contains { $0.remotePort == w.remotePort }, "port \(w.remotePort): \(context)")
         }
         #expect(run.result?.tally.requests == first.count + second.count, "\(context)")
     }
