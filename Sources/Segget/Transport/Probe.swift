@@ -385,7 +385,7 @@ struct Prober {
         switch code {
         case .urlMalformed:
             return SeggetError(.usage, "'\(u)' is not a valid URL.")
-        case .unsupportedProtocol where ["http://", "https://"].contains(where: { url.lowercased().hasPrefix($0) }):
+        case .unsupportedProtocol where URLParts(url)?.isHTTPFamily == true:
             // libcurl's code for an answer that does not start with an HTTP status line (it will not
             // read HTTP/0.9): the server's fault, or a stray byte an earlier answer left on the
             // connection, not the user's URL (before: exit 2, "uses a scheme segget does not download").
