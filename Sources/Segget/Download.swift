@@ -86,6 +86,11 @@ public final class Download: @unchecked Sendable {
         let paths = PartialDownload.Paths(final: final)
         try refuseSpecialFile(at: final)
         try refuseSideFileName(final)
+        if let old = adoptRenamedPartial(paths: paths, url: url, probe: probe, plan: plan) {
+            // The probe looked for side files under the new name only; there are some now.
+            probe.absent = AbsentSideFiles()
+            events?(.notice("an earlier run of this URL saved its partial download as \(old); the server now names the file \(paths.final), so it continues under that name."))
+        }
         let expected = expectedDigests(probe) + metalink.digests.filter { d in !options.checksums.contains { $0.algorithm == d.algorithm } }
         let ranged = probe.acceptsRanges && probe.totalLength != nil && !plan.stream
         if let size = options.expectedLength, let total = probe.totalLength, total != size {

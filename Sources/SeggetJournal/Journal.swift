@@ -240,6 +240,20 @@ public final class Journal: @unchecked Sendable {
 
     /// Reads and decodes the whole journal, reading the header first so that a huge or foreign file
     /// is rejected before it is read.
+    /// The header of the journal at `path`, read without locking or writing anything (its boot ID
+    /// reads as `unknownBootID`); nil when there is no file there or it is not a journal this build
+    /// reads. Only the header is checked (its checksum): `open` checks the rest before trusting it.
+    public static func header(at path: String) -> JournalHeader? {
+        guard let file = try? PosixFile.open(path: path, mode: .readOnly) else { return nil }
+        defer { file.close() }
+        guard let prefix = try? file.read(count: JournalCodec.fixedPrefixLength, at: 0),
+            let (length, _) = try? JournalCodec.declaredHeaderLengthAndVersion(prefix),
+            let bytes = try? file.read(count: length, at: 0), bytes.count == length,
+            let (header, _) = try? JournalCodec.decodeHeader(bytes)
+        else { return nil }
+        return header
+    }
+
     private static func readImage(
         _ storage: BlockStorage
     ) throws(JournalOpenError) -> (

@@ -68,7 +68,7 @@
 /// | stall | sends `after` body bytes then nothing, connection held until stop() | after (0) |
 /// | drop | closes after `after` body bytes, for the first `times` requests; `noranges=1` ignores ranges (200, no `Accept-Ranges`) | after (0), times (all), noranges |
 /// | digest | `Repr-Digest: sha-256=:…:` of the full representation | wrong=1 (flips a bit), md5=1 (`Content-MD5` instead), legacy=1 (`Digest: SHA-256=`) |
-/// | disposition | `Content-Disposition` set to the percent-decoded `cd` (CR/LF removed) | cd (attachment) |
+/// | disposition | `Content-Disposition` set to the percent-decoded `cd` (CR/LF removed), each `{n}` in it replaced by the request's number | cd (attachment) |
 /// | silent | accepts and reads requests from number `after` on, never answers, holds the connection | after (1) |
 /// | dupheader | 206 with a second `Content-Range` shifted by `shift` (the body is the shifted range), or with `field=length` a second, larger `Content-Length` | field (range), shift (1) |
 /// | badlength | 206 whose `Content-Length` is the raw `value` (e.g. `-1`, `+5`, `1x`) | value (-1) |

@@ -224,7 +224,9 @@ struct ResponsePlanner {
             }
         case .disposition:
             // CR and LF would split the header; everything else goes out raw on purpose.
+            // `{n}` becomes the request's number: a name that changes with every answer.
             let value = (p.params["cd"] ?? "attachment").filter { $0 != "\r" && $0 != "\n" && $0 != "\r\n" }
+                .replacing("{n}", with: String(n))
             plan.headers.append(("Content-Disposition", value))
         case .dupheader, .badlength, .smuggle, .multipart, .bigheaders:
             misframe(&plan, route: route, representation: representation, requestNumber: n)

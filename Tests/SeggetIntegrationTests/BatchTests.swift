@@ -331,6 +331,36 @@ import Glibc
         #expect(try FileManager.default.contentsOfDirectory(atPath: out).sorted() == (["big.bin"] + (0..<6).map { "s\($0).bin" }).sorted())
     }
 
+    /// A list whose server names each file otherwise in every answer (`{n}`: the request's number),
+    /// killed part-way: the rerun continues the partial download under the server's new name, from
+    /// the directory's one reading, and leaves no side file of the old name.
+    @Test func aListKilledPartWayContinuesUnderTheServersNewName() throws {
+        let big = cliTestBytes(4_000_000, seed: 71)
+        let small = cliTestBytes(50_000, seed: 72)
+        let server = try startCLITestServer(["big.bin": big, "small.bin": small])
+        defer { server.stop() }
+        let dir = try CLITempDir()
+        let out = dir.path("out")
+        let cd = "cd=attachment%3B%20filename%3Dbuild-%7Bn%7D.bin"
+        let urls = [server.url("small.bin"), server.url("big.bin", mode: .disposition, query: "\(cd)&rate=512k")]
+        let list = try Self.writeList(dir, urls)
+        let args = ["-q", "-n", "2", "--chunk-size", "256k", "-i", list, "-d", out]
+        let run = try Self.interrupted(args, signal: SIGKILL) {
+            FileManager.default.fileExists(atPath: out + "/build-1.bin.segget-journal") && server.bodyBytesSent >= 1_500_000
+        }
+        #expect(run.wasReady, "the list did not get going: \(server.bodyBytesSent) bytes sent")
+        let again = try SeggetCLI.run(["--json"] + args)
+        #expect(again.exitCode == 0, "\(again.stderr)")
+        let lines = try Self.jsonLines(again.stdout)
+        let finish = lines.first { $0["type"] as? String == "finish" && ($0["path"] as? String)?.contains("/build-") == true }
+        let path = finish?["path"] as? String ?? ""
+        #expect(!path.hasSuffix("/build-1.bin"), "\(again.stdout)")
+        #expect(fileMatches(path, big))
+        #expect(finish?["resumed"] as? Int ?? 0 > 0, "\(again.stdout)")
+        let names = try FileManager.default.contentsOfDirectory(atPath: out).sorted()
+        #expect(names == [String(path.split(separator: "/").last ?? ""), "small.bin"].sorted(), "\(names)")
+    }
+
     /// Ctrl-C while the probe waits for an answer that never comes (a server that accepts and reads
     /// the request and stays silent) ends the run at once with 130, for one file and for a list:
     /// before, the probe went on until its own timeout (20 s here), and a single file exited 3

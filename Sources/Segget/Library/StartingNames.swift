@@ -64,6 +64,12 @@ public final class StartingNames: Sendable, Equatable {
         return state.withLock { s in Self.listing(of: key, in: &s, limit: entryLimit)?.isEmpty == true }
     }
 
+    /// Every name in the directory of `path` when it was first read (reading it now if it was
+    /// not); nil where it cannot be read or holds too many entries.
+    func names(besides path: String) -> [String]? {
+        state.withLock { s in Self.listing(of: FileSystem.directoryName(of: path), in: &s, limit: entryLimit).map(Array.init) }
+    }
+
     /// The names in `directory` when it was first read (every name: the side files, and the finished
     /// files an earlier run left), reading it now if it was not; nil where it cannot be read or
     /// holds more than `limit` entries.

@@ -13,6 +13,9 @@ public struct ProbeResult: Sendable, Equatable {
     public var lastModified: String?
     /// A sanitised file name from `Content-Disposition`, else from the final URL's path.
     public var suggestedFileName: String
+    /// True when `suggestedFileName` is the server's, from `Content-Disposition`: a name that may
+    /// differ from one answer to the next (see `PartialDownload.adoptRenamed`).
+    public var nameFromDisposition = false
     /// Raw digest headers, for the verifier.
     public var reprDigest: String?
     public var digest: String?
@@ -301,6 +304,7 @@ struct Prober {
         result.overHTTP2 = head.httpVersion == "HTTP/2"
         if let cd = head.unsafeRawValue("content-disposition"), let name = ContentDisposition.fileName(from: cd) {
             result.suggestedFileName = FileName.sanitize(name)
+            result.nameFromDisposition = true
         }
         switch head.status {
         case 206 where head.isMultipartByteRanges:

@@ -23,6 +23,9 @@ final class TempDir: @unchecked Sendable {
 
     /// `PATH/name`.
     func path(_ name: String) -> String { path + "/" + name }
+
+    /// The names in the directory, sorted.
+    func names() -> [String] { directoryNames(path).sorted() }
 }
 
 /// A failure inside a test helper, with a readable message.
@@ -36,19 +39,23 @@ func removeTree(_ path: String) {
     var st = stat()
     guard lstat(path, &st) == 0 else { return }
     if (st.st_mode & S_IFMT) == S_IFDIR {
-        if let dir = opendir(path) {
-            var names: [String] = []
-            while let entry = readdir(dir) {
-                let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                    String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-                }
-                if name != "." && name != ".." { names.append(name) }
-            }
-            closedir(dir)
-            for n in names { removeTree(path + "/" + n) }
-        }
+        for n in directoryNames(path) { removeTree(path + "/" + n) }
         rmdir(path)
     } else {
         unlink(path)
     }
+}
+
+/// Every name in directory `path` but `.` and `..`; none where it cannot be read.
+func directoryNames(_ path: String) -> [String] {
+    guard let dir = opendir(path) else { return [] }
+    defer { closedir(dir) }
+    var names: [String] = []
+    while let entry = readdir(dir) {
+        let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+            String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+        }
+        if name != "." && name != ".." { names.append(name) }
+    }
+    return names
 }
