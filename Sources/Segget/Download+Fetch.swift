@@ -12,6 +12,8 @@ struct Fetched {
     /// Bytes kept from an earlier run that failed their check and were fetched again.
     let rejectedBytes: Int64
     let connections: Int
+    /// The most answers served at once (see `DownloadResult.servedAtOnce`).
+    var servedAtOnce: Int? = nil
     /// When the fetch began (monotonic seconds), for the result's duration.
     let started: Double
     /// What the probe and the fetch cost the servers.
@@ -211,7 +213,8 @@ extension Download {
         }
         return .fetched(Fetched(
             length: length, receivedBytes: engine.receivedBytes, rejectedBytes: engine.rejectedBytes,
-            connections: engine.connectionsUsed, started: started, tally: engine.spent))
+            connections: engine.connectionsUsed, servedAtOnce: engine.core.mostServedAtOnce, started: started,
+            tally: engine.spent))
     }
 
     /// Whether the probe brought the whole file, so that the fetch has nothing left to do: a new

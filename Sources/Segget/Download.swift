@@ -198,11 +198,13 @@ public final class Download: @unchecked Sendable {
         // not needed. So `receivedBytes - refetchedBytes == bytes - resumedBytes` holds in every case.
         var tally = fetched.tally
         if !partial.isNew { tally.refetchedBytes += stage.probeBytes }
-        return .finished(DownloadResult(
+        var result = DownloadResult(
             path: stage.paths.final, bytes: fetched.length, resumedBytes: stage.resumedBytes - fetched.rejectedBytes,
             receivedBytes: fetched.receivedBytes + stage.probeBytes, seconds: monotonicSeconds() - fetched.started,
             connections: fetched.connections, verified: verified, usedRanges: stage.ranged, tally: tally,
-            hashing: hashing, pieces: stage.engine?.pieceChecks?.report))
+            hashing: hashing, pieces: stage.engine?.pieceChecks?.report)
+        result.servedAtOnce = fetched.servedAtOnce
+        return .finished(result)
     }
 
     /// What a Metalink adds to an attempt that the download's options do not have: the piece hashes

@@ -50,8 +50,13 @@ final class TerminalUI: @unchecked Sendable {
         // An earlier run finished it (its notice said so): nothing was saved now.
         if r.finishedEarlier { return }
         let rate = r.seconds > 0 ? Double(r.bytes - r.resumedBytes) / r.seconds : 0
-        // Connections asked for, or fewer where fewer requests went out (an origin worth one request).
-        let used = r.tally.requests > 0 ? min(r.connections, r.tally.requests) : r.connections
+        // Connections asked for, or fewer: the most answers that came at once (a host that refused
+        // the rest), else the requests that went out (an origin worth one request).
+        let used = if let served = r.servedAtOnce, served > 0 {
+            min(r.connections, served)
+        } else {
+            r.tally.requests > 0 ? min(r.connections, r.tally.requests) : r.connections
+        }
         var text = "segget: saved \(r.path) (\(Format.bytes(r.bytes))) in \(Format.seconds(r.seconds)), \(Format.rate(rate)) average, \(used) connection\(used == 1 ? "" : "s")"
         if used < r.connections { text += " of \(r.connections)" }
         if r.resumedBytes > 0 { text += ", \(Format.bytes(r.resumedBytes)) resumed" }

@@ -98,4 +98,22 @@ import Testing
         #expect(human.exitCode == 0, "\(human.stderr)")
         #expect(human.stderr.contains("average, 1 connection of 8"), "\(human.stderr)")
     }
+
+    /// A host that serves 3 requests at once and refuses the rest: the human finish line names the
+    /// connections it served at once, not the 8 asked for nor the requests that went out over time
+    /// (it said "10 connections of 16" of such a host).
+    @Test func theFinishLineCountsTheConnectionsAHostServedAtOnce() throws {
+        let body = TestFiles.pattern(12 << 20, seed: 3704)
+        let server = try TestServer.serving(body)
+        defer { server.stop() }
+        let dir = try CLITempDir()
+        let out = dir.path("out.bin")
+        let r = try SeggetCLI.run(["-n", "8", "-o", out, server.url("f", query: "maxconc=3&retryafter=1&rate=4m")])
+        #expect(r.exitCode == 0, "\(r.stderr)")
+        #expect(TestFiles.fileDifference(out, body) == nil)
+        let line = r.stderr.split(separator: "\n").first { $0.contains("segget: saved") }.map(String.init) ?? ""
+        let used = line.firstMatch(of: /average, (\d+) connections? of 8/).flatMap { Int($0.1) }
+        #expect(used.map { (1...3).contains($0) } == true, "\(line)")
+        #expect(server.concurrency.maxInFlight <= 3)
+    }
 }

@@ -80,6 +80,13 @@ struct ConnectionMachine: Equatable {
         case .awaitingHead, .receiving, .paused, .stopping: true
         }
     }
+    /// Its answer was accepted and is still coming (or held by `--max-speed`).
+    var isServed: Bool {
+        switch state {
+        case .receiving, .paused: true
+        default: false
+        }
+    }
     var isPaused: Bool { if case .paused = state { true } else { false } }
     var isWaiting: Bool { if case .waiting = state { true } else { false } }
     /// Waiting for its first request (`.ramp`: staggered, or for a warm-up's connection).

@@ -104,6 +104,9 @@ struct EngineCore {
     /// When progress was last ticked and the slow rule last judged.
     private var lastTick = -Double.infinity
     private var lastJudged = -Double.infinity
+    /// The most transfers whose answer was accepted and still running at one time: the connections
+    /// the server actually served at once (fewer than asked for where a host refused the rest).
+    private(set) var mostServedAtOnce = 0
 
     init(ranged coordinator: Coordinator) { mode = .ranged(coordinator) }
     init(stream: SingleStream) { mode = .stream(stream) }
@@ -114,18 +117,18 @@ struct EngineCore {
         case .ranged(var c):
             mode = .vacant
             defer { mode = .ranged(c) }
-            return Self.apply(event, to: &c, now: now, lastTick: &lastTick, lastJudged: &lastJudged)
+            return Self.apply(event, to: &c, now: now, lastTick: &lastTick, lastJudged: &lastJudged, mostServed: &mostServedAtOnce)
         case .stream(var s):
             mode = .vacant
             defer { mode = .stream(s) }
-            return Self.apply(event, to: &s, now: now, lastTick: &lastTick, lastJudged: &lastJudged)
+            return Self.apply(event, to: &s, now: now, lastTick: &lastTick, lastJudged: &lastJudged, mostServed: &mostServedAtOnce)
         case .vacant:
             preconditionFailure("an event arrived while another was applied")
         }
     }
 
     private static func apply<C: Coordinating>(_ event: Event, to c: inout C, now: Double, lastTick: inout Double,
-                                               lastJudged: inout Double) -> [Action] {
+                                               lastJudged: inout Double, mostServed: inout Int) -> [Action] {
         switch event {
         case .begin:
             return actions(c.begin(now: now))
@@ -160,7 +163,7 @@ struct EngineCore {
         case .tick:
             return actions(c.tick(now: now)) + [.progressTick]
         case .body(let id, let count, let head, let budgetAllows):
-            return body(id, count: count, head: head, budgetAllows: budgetAllows, c: &c, now: now)
+            return body(id, count: count, head: head, budgetAllows: budgetAllows, c: &c, now: now, mostServed: &mostServed)
         case .capHeld:
             c.noteCapHeld(now: now)
             return []
@@ -202,9 +205,10 @@ struct EngineCore {
     /// The body callback's decisions: the head judged with the first bytes, the budget, then the
     /// bytes cut at chunk ends (each piece written, then its crossing recorded).
     private static func body<C: Coordinating>(_ id: Int, count n: Int, head: ResponseHead, budgetAllows: Bool,
-                                              c: inout C, now: Double) -> [Action] {
+                                              c: inout C, now: Double, mostServed: inout Int) -> [Action] {
         if !c.connections[id].machine.headJudged {
             guard c.headArrived(id, head: head, now: now) else { return [.body(.abort)] }
+            mostServed = max(mostServed, c.connections.reduce(0) { $0 + ($1.machine.isServed ? 1 : 0) })
         }
         switch c.bytesArrived(id, budgetAllows: budgetAllows, now: now) {
         case .write: break

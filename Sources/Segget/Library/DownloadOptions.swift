@@ -182,4 +182,7 @@ public struct DownloadResult: Sendable, Equatable {
     public var pieces: PieceReport?
     /// An earlier run finished the file (its mark vouched for it): nothing was saved now.
     public var finishedEarlier = false
+    /// The most answers the servers sent at one time (a host that refused the rest served fewer
+    /// than `connections`); nil where the fetch did not count them (a file the probe brought).
+    public var servedAtOnce: Int? = nil
 }
