@@ -293,7 +293,7 @@ extension Download {
     /// Finishes hashing and compares every expected digest; a mismatch discards the partial download.
     /// Returns the checks that passed, as "ALGORITHM=hex".
     func verify(
-        hasher: PrefixHasher?, expected: [ExpectedDigest], length: Int64, partial: PartialDownload
+        hasher: PrefixHasher?, expected: [ExpectedDigest], length: Int64, partial: PartialDownload, probe: ProbeResult
     ) throws(SeggetError) -> [String] {
         guard let hasher else { return [] }
         hasher.advance(to: length)
@@ -306,7 +306,7 @@ extension Download {
         do {
             return try Self.checkDigests(
                 digests, expected: expected, name: partial.paths.final,
-                afterMismatch: "The download was discarded; the next run fetches it afresh.")
+                afterMismatch: "The download was discarded; the next run fetches it afresh.", origin: digestOrigin(probe))
         } catch {
             partial.discard()
             throw error
@@ -326,14 +326,20 @@ extension Download {
 
     /// Compares the computed `digests` with every expected one; returns the checks that passed, as
     /// "ALGORITHM=hex", or throws for the first mismatch, its message ending with `afterMismatch`.
+    ///
+    /// `origin` names where an expected digest came from (see `DigestOrigin`), said in the message.
     static func checkDigests(
-        _ digests: [DigestAlgorithm: [UInt8]], expected: [ExpectedDigest], name: String, afterMismatch: String
+        _ digests: [DigestAlgorithm: [UInt8]], expected: [ExpectedDigest], name: String, afterMismatch: String,
+        origin: DigestOrigin? = nil
     ) throws(SeggetError) -> [String] {
         var verified: [String] = []
         for e in expected {
             let got = digests[e.algorithm] ?? []
             guard got == e.bytes else {
-                throw SeggetError(.verification, "\(e.algorithm.displayName) mismatch for \(name): expected \(e.hex), got \(hexString(got)). \(afterMismatch)")
+                let from = origin?.of(e)
+                let source = from.map { " (\($0.phrase))" } ?? ""
+                let advice = from?.field.map { " Where the server's \($0) field is what is wrong, --no-verify downloads without checking it." } ?? ""
+                throw SeggetError(.verification, "\(e.algorithm.displayName) mismatch for \(name): expected \(e.hex)\(source), got \(hexString(got)). \(afterMismatch)\(advice)")
             }
             verified.append("\(e.algorithm.displayName)=\(e.hex)")
         }

@@ -186,7 +186,7 @@ extension Download {
         }
         let verified = try Self.checkDigests(
             sink.digests(), expected: expected, name: "the stream",
-            afterMismatch: "Every byte was already handed on: discard what was made of them.")
+            afterMismatch: "Every byte was already handed on: discard what was made of them.", origin: digestOrigin(probe))
         return StreamResult(
             bytes: length - from, from: from, receivedBytes: engine.receivedBytes + Int64(probeBytes),
             seconds: monotonicSeconds() - started, connections: engine.connectionsUsed, verified: verified,

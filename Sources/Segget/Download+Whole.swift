@@ -30,7 +30,7 @@ extension Download {
         let started = monotonicSeconds()
         let verified: [String]
         do {
-            verified = try Self.verifyInMemory(probe.prefix, expected: expected, name: paths.final)
+            verified = try Self.verifyInMemory(probe.prefix, expected: expected, name: paths.final, origin: digestOrigin(probe))
             if let pieces = options.pieces { try Self.checkPiecesInMemory(probe.prefix, pieces: pieces, name: paths.final) }
         } catch {
             // A name already taken is reported first, as the usual path does.
@@ -57,7 +57,9 @@ extension Download {
 
     /// Checks `bytes`, the whole file, against every expected digest; returns the checks that passed
     /// as "ALGORITHM=hex". Nothing was saved, so a mismatch leaves nothing to discard.
-    static func verifyInMemory(_ bytes: ProbeBytes, expected: [ExpectedDigest], name: String) throws(SeggetError) -> [String] {
+    static func verifyInMemory(
+        _ bytes: ProbeBytes, expected: [ExpectedDigest], name: String, origin: DigestOrigin? = nil
+    ) throws(SeggetError) -> [String] {
         var digests: [DigestAlgorithm: [UInt8]] = [:]
         for algorithm in Set(expected.map(\.algorithm)) {
             let digester = Digester(algorithm)
@@ -65,7 +67,7 @@ extension Download {
             digests[algorithm] = digester.finalize()
         }
         return try checkDigests(
-            digests, expected: expected, name: name, afterMismatch: "Nothing was saved; the next run fetches it afresh.")
+            digests, expected: expected, name: name, afterMismatch: "Nothing was saved; the next run fetches it afresh.", origin: origin)
     }
 
     /// Checks each piece of a file the probe brought whole (a Metalink's piece hashes) in memory.

@@ -188,7 +188,7 @@ public final class Download: @unchecked Sendable {
         // disk while the hash tail uses the CPU.
         let earlySync = stage.hasher != nil && options.syncBeforeRename ? partial.syncInBackground() : nil
         defer { earlySync?.wait() }
-        let verified = try verify(hasher: stage.hasher, expected: stage.expected, length: fetched.length, partial: partial)
+        let verified = try verify(hasher: stage.hasher, expected: stage.expected, length: fetched.length, partial: partial, probe: stage.probe)
         let hashing = stage.hasher?.statistics
         if let hashing { traceHashing(hashing, length: fetched.length) }
 
@@ -216,6 +216,11 @@ public final class Download: @unchecked Sendable {
 
     /// The digests to check: those the user gave, then those the server announced for algorithms the
     /// user did not name (with `verifyServerDigests`).
+    /// Where each of `expectedDigests(probe)` (and a Metalink's) came from, for a mismatch's message.
+    func digestOrigin(_ probe: ProbeResult) -> DigestOrigin {
+        DigestOrigin(given: options.checksums, reprDigest: probe.reprDigest, digest: probe.digest, contentMD5: probe.contentMD5)
+    }
+
     func expectedDigests(_ probe: ProbeResult) -> [ExpectedDigest] {
         var expected = options.checksums
         if options.verifyServerDigests {

@@ -286,6 +286,9 @@ struct VerifyTests {
         #expect(r.stderr.contains(f.wrongSHA256), "stderr must name the expected digest: \(r.stderr)")
         #expect(r.stderr.contains(f.sha256), "stderr must name the actual digest: \(r.stderr)")
         #expect(r.stderr.contains("mismatch"), "\(r.stderr)")
+        // Whom to doubt: the digest the user gave, not the server.
+        #expect(r.stderr.contains("\(f.wrongSHA256) (the digest segget was given)"), "\(r.stderr)")
+        #expect(!r.stderr.contains("--no-verify"), "\(r.stderr)")
 
         // Wrong MD5 likewise names MD5.
         let r2 = try VT.segget(["-q", "-o", out, "--checksum", "md5=\(String(repeating: "a", count: 32))", f.url()], in: f.scratch.path)
@@ -339,6 +342,9 @@ struct VerifyTests {
         let r2 = try VT.segget(["-q", "-o", bad, f.url("digest", query: "wrong=1")], in: f.scratch.path)
         #expect(r2.status == 6, "\(r2)")
         #expect(r2.stderr.contains("SHA-256") && r2.stderr.contains(f.sha256), "\(r2.stderr)")
+        // Whom to doubt: the server's field, and what to do where it is wrong.
+        #expect(r2.stderr.contains("(from the server's Repr-Digest field)"), "\(r2.stderr)")
+        #expect(r2.stderr.contains("Where the server's Repr-Digest field is what is wrong, --no-verify"), "\(r2.stderr)")
         f.expectNothingLeft(bad)
 
         let r3 = try VT.segget(["-q", "--no-verify", "-o", bad, f.url("digest", query: "wrong=1")], in: f.scratch.path)
@@ -357,6 +363,7 @@ struct VerifyTests {
         let b = f.out("b.bin")
         let r2 = try VT.segget(["-q", "-o", b, f.url("digest", query: "legacy=1&wrong=1")], in: f.scratch.path)
         #expect(r2.status == 6, "\(r2)")
+        #expect(r2.stderr.contains("(from the server's Digest field)"), "\(r2.stderr)")
         f.expectNothingLeft(b)
 
         // Content-MD5 describes the body of the response it comes with: on the probe's 206 that is one
