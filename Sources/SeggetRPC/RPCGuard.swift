@@ -125,6 +125,25 @@ final class HostGate: ChannelInboundHandler, RemovableChannelHandler {
         }
     }
 
+    /// A head the HTTP decoder could not read (larger than NIO's limit, as a GET's query of 100 KB,
+    /// or malformed): NIO's error handler before this one has answered 400 with `Connection:
+    /// close`, and the connection ends here, as that answer says (it stayed open until the idle
+    /// timeout, two minutes by default). Its sending side first, so that the client reads the 400
+    /// and then the end: a full close with the rest of a large head unread would reset the
+    /// connection, and the reset can destroy the 400 before the client reads it. Whatever the
+    /// client does, the connection is gone `lingering` later.
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if error is HTTPParserError {
+            let channel = context.channel
+            channel.close(mode: .output, promise: nil)
+            channel.eventLoop.scheduleTask(in: Self.lingering) { channel.close(promise: nil) }
+        }
+        context.fireErrorCaught(error)
+    }
+
+    /// How long a connection whose head could not be read stays after its 400.
+    static let lingering = TimeAmount.seconds(2)
+
     /// The body of a 421: which names the daemon answers to.
     static func refusal(_ policy: HostPolicy) -> String {
         guard case .loopback(let port) = policy else { return "This request is not for this server.\n" }

@@ -89,6 +89,25 @@ struct RunningServer {
         await s.stop()
     }
 
+    /// A head NIO's decoder cannot read (a GET's query past its limit, a malformed line) gets 400 and
+    /// the end of the connection at once, as the 400's `Connection: close` says: it stayed open until
+    /// the idle timeout (30 s here).
+    @Test func anUnreadableHeadIsAnsweredAndTheConnectionEnds() async throws {
+        let s = try await RunningServer(idleTimeout: .seconds(30))
+        for request in [
+            "GET /jsonrpc?params=\(String(repeating: "x", count: 200_000)) HTTP/1.1\r\nHost: \(s.host)\r\n\r\n",
+            "GET /jsonrpc HTTP/1.1\r\nHost: \(s.host)\r\nno colon here\r\n\r\n",
+        ] {
+            let started = ContinuousClock.now
+            let answer = try s.raw(request)
+            #expect(answer.hasPrefix("HTTP/1.1 400"), "\(answer.prefix(200))")
+            #expect(ContinuousClock.now - started < .seconds(10))
+        }
+        // The server goes on answering.
+        #expect(try RPCClient(port: s.port, secret: "k").call("echo", [.int(2)]) == .array([.int(2)]))
+        await s.stop()
+    }
+
     @Test func corsPreflightAndHeaders() async throws {
         let s = try await RunningServer()
         let pre = try s.raw(
