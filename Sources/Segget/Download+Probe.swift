@@ -314,13 +314,14 @@ extension Download {
         throw SeggetError(.fileSystem, "\(path) ends in \(suffix), the name segget gives an unfinished download's side file; choose another name with -o (or out= in an input file).")
     }
 
-    /// Where the server names the file (`Content-Disposition`) and named it otherwise when an earlier
-    /// run began, that run's partial download of this URL moved under the name `paths` now has (see
-    /// `PartialDownload.adoptRenamed`); returns the old name. Only for a ranged download that may
-    /// resume (not `--no-continue`, a stand-in or a renewed link's attempt), under the server's name
-    /// as it came (a batch may have had to choose another), with nothing under the final name.
+    /// Where the server names the file (`Content-Disposition`, or the path a redirect leads to) and
+    /// named it otherwise when an earlier run began, that run's partial download of this URL moved
+    /// under the name `paths` now has (see `PartialDownload.adoptRenamed`); returns the old name.
+    /// Only for a ranged download that may resume (not `--no-continue`, a stand-in or a renewed
+    /// link's attempt), under the server's name as it came (a batch may have had to choose another),
+    /// with nothing under the final name.
     func adoptRenamedPartial(paths: PartialDownload.Paths, url: String, probe: ProbeResult, plan: AttemptPlan) -> String? {
-        guard probe.nameFromDisposition, probe.acceptsRanges, probe.totalLength != nil, !plan.stream, !plan.fresh,
+        guard probe.nameFromDisposition || probe.redirects > 0, probe.acceptsRanges, probe.totalLength != nil, !plan.stream, !plan.fresh,
             !plan.mustResume, !isStandIn(plan),
             paths.final.split(separator: "/", omittingEmptySubsequences: false).last.map(String.init) == probe.suggestedFileName,
             options.force || !FileSystem.exists(paths.final)

@@ -214,13 +214,13 @@ public final class Download: @unchecked Sendable {
         var digests: [ExpectedDigest] = []
     }
 
-    /// The digests to check: those the user gave, then those the server announced for algorithms the
-    /// user did not name (with `verifyServerDigests`).
     /// Where each of `expectedDigests(probe)` (and a Metalink's) came from, for a mismatch's message.
     func digestOrigin(_ probe: ProbeResult) -> DigestOrigin {
         DigestOrigin(given: options.checksums, reprDigest: probe.reprDigest, digest: probe.digest, contentMD5: probe.contentMD5)
     }
 
+    /// The digests to check: those the user gave, then those the server announced for algorithms the
+    /// user did not name (with `verifyServerDigests`).
     func expectedDigests(_ probe: ProbeResult) -> [ExpectedDigest] {
         var expected = options.checksums
         if options.verifyServerDigests {

@@ -107,7 +107,7 @@ struct ResponsePlanner {
 
         switch route.mode {
         case .redirect:
-            return redirect(request: request, route: route)
+            return redirect(request: request, route: route, number: n)
         case .silent where n >= (p.int("after") ?? 1):
             var plan = ResponsePlan(status: 0)
             plan.silent = true
@@ -258,11 +258,12 @@ struct ResponsePlanner {
         }
     }
 
-    private func redirect(request: HTTPRequest, route: Route) -> ResponsePlan {
+    private func redirect(request: HTTPRequest, route: Route, number: Int64) -> ResponsePlan {
         let code = Int(route.int("code") ?? 302)
         let location: String
         if let to = route.params["to"] {
-            location = to
+            // `{n}` becomes the request's number: a target that changes with every answer.
+            location = to.replacing("{n}", with: String(number))
         } else if route.flag("loop") {
             location = baseURL + request.target
         } else {

@@ -127,6 +127,27 @@ struct RenamedPartialTests {
         #expect(TestFiles.fileDifference(again.path, f.bytes) == nil)
     }
 
+    @Test("a redirect to another name: continued under it")
+    func aRedirectToAnotherNameContinues() async throws {
+        let f = try RenamingFixture()
+        // One file under many names (a "latest" link that leads to a versioned name); the redirect's
+        // request number picks the name, and only the probe passes the redirect.
+        for name in ["latest"] + (1...9).map({ "copy-\($0).bin" }) {
+            f.server.addResource(name: name, bytes: f.bytes, etag: "\"v1\"")
+        }
+        let url = f.server.url("latest", mode: .redirect, query: "to=/copy-%7Bn%7D.bin%3Frate%3D768k")
+        let left = try await f.interrupted(url)
+        #expect(left.contains("copy-1.bin.segget-journal"), "\(left)")
+
+        let (result, log, sent) = try await f.complete(url)
+        #expect(result.path.hasSuffix("/copy-2.bin"), "\(result.path)")
+        #expect(TestFiles.fileDifference(result.path, f.bytes) == nil)
+        #expect(result.resumedBytes >= Int64(RenamingFixture.size) / 4, "resumed \(result.resumedBytes)")
+        #expect(sent < Int64(RenamingFixture.size) * 4 / 5, "the server sent \(sent) bytes again")
+        #expect(log.hasNotice(containing: "copy-1.bin; the server now names the file"), "\(log.notices)")
+        #expect(f.names() == ["copy-2.bin"], "\(f.names())")
+    }
+
     @Test("with -o the name is the user's: nothing is moved")
     func aNameOfTheUsersMovesNothing() async throws {
         let f = try RenamingFixture()
