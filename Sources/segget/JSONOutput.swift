@@ -168,6 +168,7 @@ final class JSONReporter: Reporter {
         o.add("received", r.receivedBytes)
         o.add("seconds", r.seconds)
         o.add("connections", r.connections)
+        o.add("servedAtOnce", r.servedAtOnce)
         o.add("ranged", r.usedRanges)
         o.add("requests", r.tally.requests)
         o.add("connectionsOpened", r.tally.connections)

@@ -114,6 +114,11 @@ import Testing
         let line = r.stderr.split(separator: "\n").first { $0.contains("segget: saved") }.map(String.init) ?? ""
         let used = line.firstMatch(of: /average, (\d+) connections? of 8/).flatMap { Int($0.1) }
         #expect(used.map { (1...3).contains($0) } == true, "\(line)")
+        // And --json's finish event, the same number.
+        let json = try SeggetCLI.run(["--json", "--force", "-n", "8", "-o", out, server.url("f", query: "maxconc=3&retryafter=1&rate=4m")])
+        let finish = json.stdout.split(separator: "\n").first { $0.contains("\"type\":\"finish\"") }.map(String.init) ?? ""
+        let served = finish.firstMatch(of: /"servedAtOnce":(\d+)/).flatMap { Int($0.1) }
+        #expect(served.map { (1...3).contains($0) } == true, "\(finish)")
         #expect(server.concurrency.maxInFlight <= 3)
     }
 }
