@@ -213,7 +213,8 @@ extension Download {
         }
         return .fetched(Fetched(
             length: length, receivedBytes: engine.receivedBytes, rejectedBytes: engine.rejectedBytes,
-            connections: engine.connectionsUsed, servedAtOnce: engine.core.mostServedAtOnce, started: started,
+            connections: engine.connectionsUsed,
+            servedAtOnce: engine.core.mostServedAtOnce > 0 ? engine.core.mostServedAtOnce : nil, started: started,
             tally: engine.spent))
     }
 
