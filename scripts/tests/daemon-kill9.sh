@@ -12,5 +12,5 @@ for b in "$SEGGET_BIN" "$SEGGET_TESTSERVER_BIN"; do
     [ -x "$b" ] || { echo "daemon-kill9: $b is missing; build first (swift build)" >&2; exit 1; }
 done
 WORK="$(mktemp -d /tmp/segget-daemon-kill9.XXXXXX)"
-trap 'rm -rf "$WORK"' EXIT
+trap '[ -n "${KEEP_WORK:-}" ] || rm -rf "$WORK"' EXIT
 python3 "$ROOT/scripts/tests/daemon_kill9.py" --segget "$SEGGET_BIN" --testserver "$SEGGET_TESTSERVER_BIN" --work "$WORK"

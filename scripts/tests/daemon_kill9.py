@@ -9,6 +9,17 @@ connections' partly written chunks at a kill (its 1 MiB staging buffers filled o
 its progress slots never moved inside a chunk): 0.6-0.8 % fetched twice, up to 1.1 % and once 3.9 % on a busy
 machine; now 0.2-0.4 %.
 
+The server's log counts what it wrote, and a loaded machine can leave megabytes of that in the kernel's
+socket queues at the kill, never read by the daemon (a fresh clone's CI failed once at 1.01 %: the same
+run without those queues would have passed). So the daemon is stopped (SIGSTOP) just before the kill,
+the queues of the server's connections are read with `ss`, and the check is on what is left: the bytes
+the daemon read and lost, or asked for twice. Both numbers are printed, with the excess per file.
+
+What remains is not all the kill's doing: each file's first request is open-ended (`bytes=0-`) and is
+cut where the next range starts, and whatever the server had queued past that point is sent twice: 64
+KiB on an idle machine, 3-8 MiB for a file now and then beside two busy loops on 2 cores, where this
+check then fails (a load the CI machine does not carry).
+
 Usage: daemon_kill9.py --segget BIN --testserver BIN --work DIR [--aria2c BIN] [--kill-after S]
                        [--restart-after S] [--connections N]
 With --aria2c the same scenario runs against aria2c instead (for comparison; it saves its session
@@ -74,6 +85,26 @@ def start_daemon(args, port, download_dir, db, tag):
     sys.exit("daemon did not listen within 20 s")
 
 
+def kernel_queued(server_port):
+    """Bytes in flight on loopback between the test server and its clients, by `ss`: the clients' receive
+    queues (delivered, not yet read) and the server's send queues (written, not yet delivered)."""
+    try:
+        out = subprocess.run(["ss", "-tnH"], capture_output=True, text=True, timeout=5).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    total = 0
+    for line in out.splitlines():
+        fields = line.split()
+        if len(fields) < 5 or not fields[1].isdigit() or not fields[2].isdigit():
+            continue
+        local, peer = fields[3].rsplit(":", 1)[-1], fields[4].rsplit(":", 1)[-1]
+        if peer == str(server_port):
+            total += int(fields[1])
+        elif local == str(server_port):
+            total += int(fields[2])
+    return total
+
+
 def wait_for(predicate, timeout, step=0.05):
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -112,6 +143,7 @@ def main():
     daemon = start_daemon(args, port, download_dir, db, "1")
     rpc = RPC(port)
     failures = []
+    queued = 0
     try:
         # The history: two small downloads that finish before the kill.
         done_before = [rpc("aria2.addUri", [f"{base}/{h}"]) for h in history]
@@ -126,6 +158,11 @@ def main():
         active = rpc("aria2.tellActive", ["gid", "completedLength", "totalLength"])
         waiting = rpc("aria2.tellWaiting", 0, 100, ["gid"])
         time.sleep(max(0.0, added + args.kill_after - time.time()))
+        # Stopped first, so that the bytes the kernel holds for its connections can be read: those the
+        # server wrote that the daemon never read (its receive queues, the server's send queues) are lost at
+        # any kill -9, by any client, and are counted apart from what the daemon itself read and lost.
+        daemon.send_signal(signal.SIGSTOP)
+        queued = kernel_queued(int(base.rsplit(":", 1)[1]))
         daemon.send_signal(signal.SIGKILL)
         daemon.wait()
         done_list = ", ".join(f"{int(a['completedLength']) / 1048576:.1f}" for a in active)
@@ -175,8 +212,18 @@ def main():
         server.terminate()
         server.wait(10)
 
+    per_file, requests = {}, {}
     with open(server_log) as f:
-        sent = sum(int(line.split()[3]) for line in f if len(line.split()) >= 4 and line.split()[3].isdigit())
+        for line in f:
+            fields = line.split()
+            if len(fields) >= 4 and fields[3].isdigit():
+                name = fields[1].split("?")[0].rsplit("/", 1)[-1]
+                per_file[name] = per_file.get(name, 0) + int(fields[3])
+                requests[name] = requests.get(name, 0) + 1
+    sent = sum(per_file.values())
+    twice = {n: b - (HISTORY_SIZE if n in history else SIZE) for n, b in per_file.items()}
+    print("fetched twice per file, KiB (requests): "
+          + ", ".join(f"{n} {twice[n] / 1024:.0f} ({requests[n]})" for n in sorted(twice) if n not in history))
     wanted = 8 * SIZE + 2 * HISTORY_SIZE
     extra = sent - wanted
     share = 100.0 * extra / (8 * SIZE)
@@ -184,8 +231,11 @@ def main():
           f"{extra / 1048576:.2f} MiB fetched twice ({share:.2f} % of the 8 files)")
     if extra < 0:
         failures.append("the server sent less than the files' bytes")
-    if share > 1.0:
-        failures.append(f"{share:.2f} % fetched twice exceeds 1 %")
+    lost_by_daemon = 100.0 * (extra - queued) / (8 * SIZE)
+    print(f"of those, {queued / 1048576:.2f} MiB were in the kernel's socket queues at the kill (written by the "
+          f"server, never read by the daemon); {lost_by_daemon:.2f} % the daemon read and lost or asked for twice")
+    if lost_by_daemon > 1.0:
+        failures.append(f"{lost_by_daemon:.2f} % fetched twice, past what sat in the socket queues, exceeds 1 %")
     for f in failures:
         print("FAIL " + f)
     print("daemon-kill9: " + ("OK" if not failures else "FAILED"))
