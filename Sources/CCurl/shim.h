@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdlib.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -155,6 +156,16 @@ static inline long segget_sockets_round_trip_us(struct segget_sockets *s, long p
     socklen_t n = sizeof info;
     if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &n) != 0 || info.tcpi_state != TCP_ESTABLISHED) return -1;
     return (long)info.tcpi_rtt;
+}
+// Bytes the kernel received on the socket on local `port` that no read has taken yet (FIONREAD),
+// or -1 when the book has no such socket. Many of them on a connection that reads slowly say that the
+// reader, not the network, is behind.
+static inline long segget_sockets_unread(struct segget_sockets *s, long port) {
+    int fd = segget_sockets_find(s, port);
+    if (fd < 0) return -1;
+    int n = 0;
+    if (ioctl(fd, FIONREAD, &n) != 0) return -1;
+    return (long)n;
 }
 static int segget_sockopt_tracked(void *clientp, curl_socket_t fd, curlsocktype purpose) {
     segget_sockopt_cloexec(NULL, fd, purpose);

@@ -22,6 +22,15 @@ package final class MultiHandle {
         return us < 0 ? nil : Double(us) / 1e6
     }
 
+    /// Bytes the kernel holds, received and not yet read, on the connection `easy`'s transfer runs on;
+    /// nil while it is not connected or not one of this handle's. (Over HTTP/2 the connection's, which
+    /// its streams share.)
+    package func unreadBytes(of easy: EasyHandle) -> Int? {
+        guard let port = try? easy.localPort(), port > 0 else { return nil }
+        let n = segget_sockets_unread(sockets, port)
+        return n < 0 ? nil : n
+    }
+
     /// How many sockets this handle's transfers opened and have not closed.
     package var trackedSockets: Int { Int(sockets.pointee.count) }
     /// Whether `perform()` has held acknowledgements sent at once (on by default; off only to

@@ -34,7 +34,7 @@ import Testing
         let multi = MultiHandle()
         multi.promptAcknowledging = promptly
         let handle = EasyHandle()
-        let sink = Counter()
+        let sink = ByteCounter()
         for _ in 0..<answers {
             handle.reset()
             handle.delegate = sink
@@ -108,7 +108,8 @@ import Testing
     }
 }
 
-private final class Counter: TransferDelegate {
+/// Counts a transfer's bytes and keeps none (UnreadBytesTests too).
+final class ByteCounter: TransferDelegate {
     var bytes = 0
     func transfer(_ handle: EasyHandle, received body: UnsafeRawBufferPointer) -> WriteDecision {
         bytes += body.count

@@ -25,6 +25,10 @@ struct Connection {
     var attempts = 0
     /// Re-dials since this connection last finished a chunk (see `SlowConnectionRule`).
     var redials = 0
+    /// Bytes of its answer the kernel had received and segget had not read, as the shell last told
+    /// before a round of the slow rule (`EngineCore.Event.unread`; 0 where it never tells, as in the
+    /// simulator).
+    var unread = 0
     var transferStartedAt = 0.0
     var transferBytes: Int64 = 0
     /// When the last byte arrived (or the transfer started), for the stall timeout.

@@ -45,6 +45,9 @@ protocol Coordinating {
     mutating func assignIdle(now: Double) -> [Coordinator.Command]
     /// A speed cap held bytes back at `now` (see `EngineCore.Event.capHeld`).
     mutating func noteCapHeld(now: Double)
+    /// The kernel held `bytes` of connection `id`'s answer received and not yet read, just before a
+    /// round of the slow rule (see `EngineCore.Event.unread`).
+    mutating func noteUnread(_ id: Int, bytes: Int)
     /// How many bytes connection `id` may write now; nil when it must write no more (the reason is
     /// decided).
     mutating func room(_ id: Int, now: Double) -> Int64?

@@ -38,7 +38,13 @@ extension Coordinator {
         // On a host that queues requests, a head awaited behind others still out comes after theirs;
         // a re-dial would only send it to the back of the line.
         let queueing = cost.servedAtOnce(pending: pendingAnswers(now: now)) != nil
+        var notJudged: [String] = []
         for c in connections where c.machine.isTransferring {
+            // The kernel holds much of its answer unread: the server delivered, segget fell behind.
+            if c.unread >= Self.unreadBehind {
+                if tracing { notJudged.append("\(c.id) (\(c.unread >> 10) KiB)") }
+                continue
+            }
             let left = max(0, end(of: c.id) - c.pos)
             // With mirrors, a connection is judged on its own source's round trip and usual first-byte
             // wait: on another source's (shorter or longer), one still in slow start looked slow, or a
@@ -84,6 +90,7 @@ extension Coordinator {
         let verdicts = slowRule.judge(observations, now: now, usualFirstByteWait: usualFirstByteWait, rtt: rtt,
                                       handshakeSeconds: handshakeSeconds, requestPrice: priceBeyondNetwork(.redial, now: now))
         var commands: [Command] = []
+        if !notJudged.isEmpty { commands.append(.trace("not judged, their answers unread in the kernel: connections \(notJudged.joined(separator: ", "))")) }
         for v in verdicts {
             let c = connections[v.id]
             switch v.action {

@@ -99,6 +99,17 @@ extension Coordinator {
 
     mutating func noteCapHeld(now: Double) { capHeldAt = max(capHeldAt, now) }
 
+    mutating func noteUnread(_ id: Int, bytes: Int) {
+        guard connections.indices.contains(id) else { return }
+        connections[id].unread = max(0, bytes)
+    }
+
+    /// Unread bytes in the kernel from which a connection is not judged slow: the server delivered
+    /// them and segget did not read them (a loop starved of CPU by other work on the machine), so its
+    /// rate measures segget, and a re-dial would throw them away and pay a request for nothing. A
+    /// loop that keeps up leaves a few segments at most after it performed.
+    static let unreadBehind = 64 << 10
+
     // MARK: Rates
 
     /// A victim waiting to retry has nothing in flight and may always be robbed (`rate` infinite).

@@ -41,6 +41,10 @@ struct EngineCore {
         case removed(Int)
         /// `--max-speed` allows connection `id` to receive again.
         case resumed(Int)
+        /// Just before a pass whose `performed` runs the slow rule (`judgesSlow(passStartedAt:)`): the
+        /// kernel holds `bytes` of connection `id`'s answer received and not yet read. A connection with
+        /// many is not judged slow in that round (`Coordinator.unreadBehind`).
+        case unread(Int, bytes: Int)
         /// A speed cap (`--max-speed`, or a limit shared with other downloads) held bytes back: it,
         /// not the connections, sets the download's rate now (see `Coordinator.capBinds`).
         case capHeld
@@ -178,6 +182,9 @@ struct EngineCore {
         case .writerWaited(let seconds):
             c.heldByWriter(seconds)
             return []
+        case .unread(let id, let bytes):
+            c.noteUnread(id, bytes: bytes)
+            return []
         case .failed(let error):
             c.fail(error)
             return []
@@ -259,6 +266,13 @@ struct EngineCore {
     }
 
     // MARK: Reading
+
+    /// Whether `performed(passStartedAt:)` of a pass that began then runs a round of the slow rule
+    /// (the shell tells the connections' unread bytes before it: `Event.unread`).
+    func judgesSlow(passStartedAt: Double) -> Bool {
+        guard case .ranged = mode else { return false }
+        return passStartedAt - lastJudged >= Coordinator.slowJudgeInterval
+    }
 
     /// The ranged coordinator, if this is a ranged download (tests read its scheduler).
     var ranged: Coordinator? { if case .ranged(let c) = mode { c } else { nil } }

@@ -82,6 +82,12 @@ extension FetchEngine {
         collectVouched()
         collectPieces()
         try throwIfStopped()
+        if core.judgesSlow(passStartedAt: now) {
+            let connections = core.connections
+            for c in io where connections[c.id].machine.isTransferring {
+                apply(.unread(c.id, bytes: driver.multi.unreadBytes(of: c.easy) ?? 0), now: now)
+            }
+        }
         apply(.performed(passStartedAt: now))
         return isDone
     }
