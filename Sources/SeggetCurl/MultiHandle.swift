@@ -17,18 +17,24 @@ package final class MultiHandle {
     /// The kernel's round-trip estimate of the connection `easy`'s transfer runs on, seconds; nil
     /// while it is not connected (libcurl names no local port yet) or not one of this handle's.
     package func roundTrip(of easy: EasyHandle) -> Double? {
-        guard let port = try? easy.localPort(), port > 0 else { return nil }
-        let us = segget_sockets_round_trip_us(sockets, port)
-        return us < 0 ? nil : Double(us) / 1e6
+        ask(socketOf: easy, segget_sockets_round_trip_us).map { Double($0) / 1e6 }
     }
 
     /// Bytes the kernel holds, received and not yet read, on the connection `easy`'s transfer runs on;
     /// nil while it is not connected or not one of this handle's. (Over HTTP/2 the connection's, which
     /// its streams share.)
     package func unreadBytes(of easy: EasyHandle) -> Int? {
+        ask(socketOf: easy, segget_sockets_unread)
+    }
+
+    /// What `question` (a `segget_sockets_*` reader: the book and a local port, -1 for none) answers
+    /// of the socket `easy`'s transfer runs on; nil while libcurl names no local port for it, or when
+    /// the book has no such socket.
+    private func ask(socketOf easy: EasyHandle,
+                     _ question: (UnsafeMutablePointer<segget_sockets>, Int) -> Int) -> Int? {
         guard let port = try? easy.localPort(), port > 0 else { return nil }
-        let n = segget_sockets_unread(sockets, port)
-        return n < 0 ? nil : n
+        let answer = question(sockets, port)
+        return answer < 0 ? nil : answer
     }
 
     /// How many sockets this handle's transfers opened and have not closed.

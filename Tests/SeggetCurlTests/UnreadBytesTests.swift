@@ -20,6 +20,7 @@ import Testing
         try handle.setURL(server.url("f"))
         try handle.setNoSignal(true)
         #expect(multi.unreadBytes(of: handle) == nil, "not connected yet")
+        #expect(multi.roundTrip(of: handle) == nil, "not connected yet")
         try multi.add(handle)
         defer { multi.remove(handle) }
         let deadline = Date().addingTimeInterval(10)
@@ -33,6 +34,7 @@ import Testing
         Thread.sleep(forTimeInterval: 0.3)
         let held = multi.unreadBytes(of: handle) ?? 0
         #expect(held >= 64 << 10, "the kernel held \(held) bytes after 0.3 s unread")
+        #expect(multi.roundTrip(of: handle) != nil, "the same socket's round trip, asked the same way")
         while multi.completed().isEmpty, Date() < deadline {
             try multi.perform()
             try multi.poll(timeoutMs: 20)

@@ -528,37 +528,10 @@ import Testing
     /// on a short path is re-dialled as before.
     @Test func aRedialOnALongPathPaysItsHandshakes() {
         let mib = Double(Self.MiB)
-        /// Connections 0-2 at 2.5 MiB/s and connection 3 at `slowRate`, all asked at 0 with a first
-        /// byte at 0.35 s (on the LAN at 0.01 s), sampled every 50 ms to `now`.
+        /// `FourConnectionsOneSlow` with a first byte at 0.35 s (on the LAN at 0.01 s).
         func redialled(url: String, waits: [Double], slowRate: Double, now: Double = 1.1) -> Bool {
-            var config = Coordinator.Config()
-            config.url = url
-            var c = Coordinator(plan: ChunkPlan(totalLength: 256 * Int64(Self.MiB), chunkSize: Int64(Self.MiB)), connections: 4, config: config)
-            c.firstByteWaits = waits
-            let first = waits.max()!
-            for id in 0..<4 {
-                if c.scheduler.run(of: id) == nil { _ = c.scheduler.nextAssignment(for: id) }
-                guard let run = c.scheduler.run(of: id) else { Issue.record("no run for \(id)"); return false }
-                var conn = c.connections[id]
-                conn.machine.start()
-                _ = conn.machine.headArrived(refusal: nil)
-                _ = conn.machine.bytesArrived(budgetAllows: true, now: first)
-                conn.firstByteAt = first
-                conn.requestStart = c.plan.byteRange(ofChunk: run.lowerBound).lowerBound
-                conn.requestEnd = c.plan.byteRange(ofChunk: run.upperBound - 1).upperBound
-                conn.chunkEnd = conn.requestStart + Int64(Self.MiB)
-                conn.pos = conn.requestStart
-                var t = first
-                conn.sample(now: t)
-                while t < now - 1e-9 {
-                    t += 0.05
-                    conn.transferBytes = Int64((t - first) * (id == 3 ? slowRate : 2.5 * mib))
-                    conn.pos = conn.requestStart + conn.transferBytes
-                    conn.sample(now: t)
-                }
-                c.connections[id] = conn
-            }
-            return c.judgeSlowConnections(now: now).contains { if case .remove(3) = $0 { return true } else { return false } }
+            guard var c = FourConnectionsOneSlow.coordinator(url: url, waits: waits, slowRate: slowRate, now: now) else { return false }
+            return FourConnectionsOneSlow.redialsTheSlowOne(&c, now: now)
         }
         let wan = [0.106, 0.33, 0.33, 0.35]
         #expect(!redialled(url: "https://198.18.0.2/f", waits: wan, slowRate: 0.6 * mib), "0.45 s of slow start and 0.21 s of handshakes")

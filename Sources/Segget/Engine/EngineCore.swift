@@ -158,7 +158,7 @@ struct EngineCore {
                 out += actions(c.tick(now: now))
                 out.append(.progressTick)
             }
-            if passStartedAt - lastJudged >= Coordinator.slowJudgeInterval {
+            if judges(passStartedAt: passStartedAt, lastJudged: lastJudged) {
                 lastJudged = passStartedAt
                 out += actions(c.judgeSaturation(now: now))
                 out += actions(c.judgeSlowConnections(now: now))
@@ -271,7 +271,13 @@ struct EngineCore {
     /// (the shell tells the connections' unread bytes before it: `Event.unread`).
     func judgesSlow(passStartedAt: Double) -> Bool {
         guard case .ranged = mode else { return false }
-        return passStartedAt - lastJudged >= Coordinator.slowJudgeInterval
+        return Self.judges(passStartedAt: passStartedAt, lastJudged: lastJudged)
+    }
+
+    /// The cadence of the slow rule and the saturation check: a pass judges once
+    /// `Coordinator.slowJudgeInterval` went by since the last that did.
+    private static func judges(passStartedAt: Double, lastJudged: Double) -> Bool {
+        passStartedAt - lastJudged >= Coordinator.slowJudgeInterval
     }
 
     /// The ranged coordinator, if this is a ranged download (tests read its scheduler).
