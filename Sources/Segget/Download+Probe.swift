@@ -305,6 +305,21 @@ extension Download {
         throw SeggetError(.fileSystem, "\(path) is a device, FIFO or socket, which segget does not replace (even with --force); to discard the download, stream it: -o - > \(path); to keep it, choose another name with -o.")
     }
 
+    /// Refuses a final path that is a directory (or a link to one) before anything is fetched: no
+    /// download can be saved there, `--force` included (the name the URL or the server gives used to
+    /// be found only after the whole file had come, its part file left to fail again on every rerun).
+    func refuseDirectory(at path: String) throws(SeggetError) {
+        let there = FileSystem.status(path, followingLinks: false)
+        guard there?.kind == .directory || (there?.kind == .symbolicLink && FileSystem.isDirectory(path)) else { return }
+        if options.outputPath != nil {
+            throw SeggetError(.fileSystem, "\(path) is a directory; use -d \(path) to save into it, or give a file name with -o.")
+        }
+        let advice = options.ofDaemon
+            ? "give the task another name (the out option)."
+            : options.ofList ? "give the file another name (out= in an input file)." : "give the file a name with -o, or save it into that directory with -d \(path)."
+        throw SeggetError(.fileSystem, "\(path), the name the file would be saved under, is a directory, which segget does not replace (even with --force); \(advice)")
+    }
+
     /// Refuses a final name that is a side file's of another (`X.segget-part`, `-journal`,
     /// `-progress`): a download of X would take such a file for its own unfinished one and start
     /// over on it, and a download saved under it would be that file (one saved as
@@ -334,9 +349,6 @@ extension Download {
     func checkOutputPath(_ path: String) throws(SeggetError) -> Bool {
         let there = FileSystem.status(path, followingLinks: false)
         guard options.outputPath != nil else { return there != nil }
-        if there?.kind == .directory || (there?.kind == .symbolicLink && FileSystem.isDirectory(path)) {
-            throw SeggetError(.fileSystem, "\(path) is a directory; use -d \(path) to save into it, or give a file name with -o.")
-        }
         // Something at the path itself shows that its directory exists.
         let dir = FileSystem.directoryName(of: path)
         guard there != nil || FileSystem.isDirectory(dir) else {

@@ -85,6 +85,7 @@ public final class Download: @unchecked Sendable {
         if let pinned = plan.outputPath { final = pinned } else { final = try outputPath(probe: standInNamed(probe, plan)) }
         let paths = PartialDownload.Paths(final: final)
         try refuseSpecialFile(at: final)
+        try refuseDirectory(at: final)
         try refuseSideFileName(final)
         if let old = adoptRenamedPartial(paths: paths, url: url, probe: probe, plan: plan) {
             // The probe looked for side files under the new name only; there are some now.

@@ -169,7 +169,7 @@ extension PartialDownload {
         }
         let directory = FileSystem.directoryName(of: paths.part)
         if total > 0, let free = try? PosixFile.freeSpace(directoryOf: paths.part), free < total {
-            throw SeggetError(.fileSystem, "not enough space: the file needs \(Format.bytes(total)) but only \(Format.bytes(free)) is free in \(directory). Free some space and run the command again.")
+            throw SeggetError(.fileSystem, "not enough space: the file needs \(Format.bytes(total)) but only \(Format.bytes(free)) is free in \(directory); free some space and run the command again.")
         }
         let data: PosixFile
         do {

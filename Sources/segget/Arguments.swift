@@ -56,12 +56,19 @@ enum ArgumentValue {
     /// A number of seconds, fractions allowed (what `Double(argument:)` reads). Given as a transform
     /// so that help shows the default once, as the option's sentence words it ("(default 15)"),
     /// not a second time as ArgumentParser's "(default: 15.0)".
+    /// Infinity, NaN and more than ``mostSeconds`` are refused here: libcurl and the clocks take
+    /// whole milliseconds, and a larger number does not fit (it stopped the program with SIGILL).
     static let seconds: @Sendable (String) throws -> Double = { text in
-        guard let v = Double(text) else {
+        guard let v = Double(text), v.isFinite else {
             throw ValidationError("not a number of seconds; give a number such as 5 or 0.5.")
+        }
+        guard v <= mostSeconds else {
+            throw ValidationError("too long; give at most \(Int(mostSeconds)) seconds (about 31 years).")
         }
         return v
     }
+    /// The longest wait any option takes: about 31 years.
+    static let mostSeconds = 1e9
 
     /// A whole number, as a transform for the same reason as ``seconds``.
     static let wholeNumber: @Sendable (String) throws -> Int = { text in

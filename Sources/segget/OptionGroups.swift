@@ -193,15 +193,15 @@ struct RetryOptions: ParsableArguments {
     var connectTimeout: Double = 15
 
     @Option(
-        name: .customLong("stall-timeout"), parsing: .unconditional, help: "Drop and retry a connection silent for this many seconds (default 20).",
+        name: .customLong("stall-timeout"), parsing: .unconditional, help: "Drop and retry a connection silent for this many seconds (default 20; 0: never).",
         transform: ArgumentValue.seconds)
     var stallTimeout: Double = 20
 
     @Option(
         parsing: .unconditional,
         help:
-            "Give up on a file after this many seconds in all: probe, redirects, retry waits and transfer (the partial download is kept)."
-    )
+            "Give up on a file after this many seconds in all: probe, redirects, retry waits and transfer (the partial download is kept).",
+        transform: ArgumentValue.seconds)
     var timeout: Double?
 
     @Option(

@@ -24,17 +24,23 @@ struct RefreshCommand: Sendable {
         ]
     }
 
-    /// The URL in CMD's standard output: its one non-empty line; an error for none or several.
+    /// The URL in CMD's standard output: its one non-empty line, blanks at its ends dropped; an
+    /// error (exit 4, as for every renewer that fails) for none, several, or a line that is not an
+    /// absolute http(s) URL. (Blanks inside the line were once dropped too, which fetched another
+    /// path than the one printed.)
     static func url(fromOutput output: [UInt8]) throws(SeggetError) -> String {
         let lines = String(decoding: output, as: UTF8.self).split(whereSeparator: { $0 == "\n" || $0 == "\r\n" || $0 == "\r" })
-            .map { $0.filter { $0 != " " && $0 != "\t" } }
+            .map { line in String(line.drop(while: { $0 == " " || $0 == "\t" }).reversed().drop(while: { $0 == " " || $0 == "\t" }).reversed()) }
             .filter { !$0.isEmpty }
         guard lines.count == 1 else {
             throw SeggetError(.httpStatus, lines.isEmpty
                 ? "the refresh command printed no URL on its standard output"
                 : "the refresh command printed \(lines.count) lines; it must print one URL")
         }
-        return String(lines[0])
+        if let problem = InputFile.urlProblem(lines[0]) {
+            throw SeggetError(.httpStatus, "the refresh command printed no usable URL: \(problem)")
+        }
+        return lines[0]
     }
 
     var renewer: LinkRenewer {

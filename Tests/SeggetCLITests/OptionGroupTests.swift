@@ -227,6 +227,12 @@ func parseFailure(_ arguments: [String]) -> String? {
         (["-j", "-3"], "-j takes a number from 1 to 32 (got -3)."),
         (["--max-speed", "-5"], "The value '-5' is invalid for '--max-speed <max-speed>': not a rate; give bytes per second with an optional unit k, M or G (powers of 1024), such as 512k, 20M or 1.5G. 0 means no cap."),
         (["--retry-wait", "-2"], "--retry-wait must be between 0 and 3600 seconds."),
+        // Numbers that do not fit libcurl's milliseconds once stopped the program (SIGILL).
+        (["--timeout", "inf"], "The value 'inf' is invalid for '--timeout <timeout>': not a number of seconds; give a number such as 5 or 0.5."),
+        (["--timeout", "nan"], "The value 'nan' is invalid for '--timeout <timeout>': not a number of seconds; give a number such as 5 or 0.5."),
+        (["--timeout", "1e20"], "The value '1e20' is invalid for '--timeout <timeout>': too long; give at most 1000000000 seconds (about 31 years)."),
+        (["--stall-timeout", "inf"], "The value 'inf' is invalid for '--stall-timeout <stall-timeout>': not a number of seconds; give a number such as 5 or 0.5."),
+        (["--connect-timeout", "1e20"], "The value '1e20' is invalid for '--connect-timeout <connect-timeout>': too long; give at most 1000000000 seconds (about 31 years)."),
     ] as [([String], String)])
     func badValueSaysWhatIsWrongAndWhatIsAccepted(_ arguments: [String], _ message: String) {
         #expect(parseFailure(arguments + [url]) == message)
@@ -242,6 +248,8 @@ func parseFailure(_ arguments: [String]) -> String? {
         (["--connect-timeout", "0"], "timeouts and --sync-interval must be positive numbers of seconds."),
         (["--fsync", "--no-fsync"], "give either --fsync or --no-fsync, not both."),
         (["-H", "nocolon"], "The value 'nocolon' is invalid for '-H <header>': The header 'nocolon' is not of the form 'Name: value'."),
+        (["-H", "Range: bytes=5-"], "The value 'Range: bytes=5-' is invalid for '-H <header>': segget sends Range itself: it asks each connection for its own bytes and resumes only the same file; drop that header."),
+        (["-H", "if-range: \"x\""], "The value 'if-range: \"x\"' is invalid for '-H <header>': segget sends if-range itself: it asks each connection for its own bytes and resumes only the same file; drop that header."),
         (["--no-verify", "--checksum-file", "f"], "--no-verify cannot be combined with --checksum or --checksum-file."),
         (["--timeout", "0"], "--timeout must be a positive number of seconds."),
         (["--mirror", "http://m/", "http://127.0.0.1:9/y"], "--mirror applies to one file; with several URLs put mirrors on the URL's line in an input file, separated by tabs."),

@@ -31,6 +31,16 @@ import Testing
         #expect(try RefreshCommand.url(fromOutput: Array("\n  https://a.example/f?x=1 \r\n\n".utf8)) == "https://a.example/f?x=1")
         #expect(throws: SeggetError.self) { try RefreshCommand.url(fromOutput: []) }
         #expect(throws: SeggetError.self) { try RefreshCommand.url(fromOutput: Array("a\nb\n".utf8)) }
+        // Not a URL, another scheme, a blank inside (once dropped, fetching another path): exit 4
+        // with the reason, as for every renewer that fails, not 2 (a usage error).
+        for printed in ["hello\n", "ftp://a.example/f\n", "http://\n", "http://a.example/f 64\n", "see https://a.example/f\n", "http://a.example/\u{1B}[31m\n"] {
+            #expect {
+                try RefreshCommand.url(fromOutput: Array(printed.utf8))
+            } throws: { error in
+                guard let e = error as? SeggetError else { return false }
+                return e.exitCode == 4 && e.message.contains("printed no usable URL")
+            }
+        }
     }
 
     @Test func theCommandRunsAndItsURLComesBack() throws {

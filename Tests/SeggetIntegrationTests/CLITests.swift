@@ -198,6 +198,29 @@ func startCLITestServer(_ resources: [String: [UInt8]]) throws -> TestServer {
         #expect(!FileManager.default.fileExists(atPath: fifo + ".segget-part"))
     }
 
+    /// A directory under the name the URL gives the file is refused before the fetch, `--force` or
+    /// not (it was found only after the whole file had come: exit 5 at the rename, the finished part
+    /// file left to fail the same way on every rerun).
+    @Test func aDirectoryUnderTheURLsNameIsRefusedBeforeTheFetch() throws {
+        let small = cliTestBytes(100_000, seed: 5)
+        let large = cliTestBytes(3_000_000, seed: 6)
+        let server = try startCLITestServer(["s.bin": small, "l.bin": large])
+        defer { server.stop() }
+        let dir = try CLITempDir()
+        for name in ["s.bin", "l.bin"] {
+            #expect(mkdir(dir.path(name), 0o755) == 0)
+            for force in [false, true] {
+                let r = try SeggetCLI.run(["-q", "-n", "4", "-d", dir.root] + (force ? ["--force"] : []) + [server.url(name)])
+                #expect(r.exitCode == 5, "\(name) \(force): \(r.stderr)")
+                #expect(r.stderr.contains("is a directory, which segget does not replace (even with --force)"), "\(r.stderr)")
+                #expect(r.stderr.contains("-d "), "\(r.stderr)")
+                #expect(!FileManager.default.fileExists(atPath: dir.path(name) + ".segget-part"), "\(name) \(force)")
+            }
+            var isDirectory: ObjCBool = false
+            #expect(FileManager.default.fileExists(atPath: dir.path(name), isDirectory: &isDirectory) && isDirectory.boolValue)
+        }
+    }
+
     /// An empty file run again says only that an earlier run finished it (it once also said
     /// "saved … (0 B) … 0 connections").
     @Test func anEmptyFileRunAgainSaysOnlyThatItWasDone() throws {

@@ -36,6 +36,19 @@ import SeggetVerify
         #expect(file.entries[2].line == 11)
     }
 
+    /// A list saved by a Windows editor starts with a byte order mark; its first URL was refused as
+    /// "not an absolute URL" with the invisible mark inside the quotes. Only a mark at the very start
+    /// is dropped, and the lines keep their numbers.
+    @Test func aByteOrderMarkAtTheStartIsNotPartOfTheFirstURL() throws {
+        for text in ["\u{FEFF}http://a.example/x\r\n  out=y\r\nhttp://a.example/z\r\n", "\u{FEFF}# list\nhttp://a.example/x\n  out=y\nhttp://a.example/z\n"] {
+            let file = try InputFile(parsing: text)
+            #expect(file.entries.map(\.url) == ["http://a.example/x", "http://a.example/z"])
+            #expect(file.entries[0].options.outputName == "y")
+            #expect(file.entries[1].line == (text.contains("#") ? 4 : 3))
+        }
+        #expect(throws: InputFileError.self) { try InputFile(parsing: "http://a.example/x\n\u{FEFF}http://a.example/z\n") }
+    }
+
     @Test func crlfAndEmptyInput() throws {
         let file = try InputFile(parsing: "http://a.example/x\r\n  out=y\r\n\r\n")
         #expect(file.entries.count == 1)

@@ -48,8 +48,10 @@ public struct InputFile: Sendable, Equatable {
     /// The option names an indented line may use.
     public static var optionNames: [String] { OptionSchema.inputFileKeys }
 
-    /// Parses the text of an input file (UTF-8; LF or CRLF line ends).
-    public init(parsing text: String) throws(InputFileError) {
+    /// Parses the text of an input file (UTF-8; LF or CRLF line ends; a byte order mark at its start,
+    /// as Windows editors write one, is not part of the first line).
+    public init(parsing given: String) throws(InputFileError) {
+        let text = given.unicodeScalars.first == "\u{FEFF}" ? String(given.unicodeScalars.dropFirst()) : given
         var copy = text
         guard let lines = copy.withUTF8({ Self.asciiLines($0) }) else {
             try self.init(referenceParsing: text)

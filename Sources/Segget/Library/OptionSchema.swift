@@ -201,6 +201,10 @@ public enum OptionSchema {
         values: { $0.checksums.map { "\($0.algorithm.textualName)=" + $0.hex } },
         clear: { $0.checksums = [] })
 
+    /// Request headers segget writes on every request itself: one given with `-H` replaced them (a
+    /// `Range` of the user's made every connection ask for the same bytes).
+    static let ownHeaders: Set<String> = ["range", "if-range"]
+
     public static let header = OptionSpec(
         key: "header", long: "header", short: "H", valueName: "header",
         help: "Extra request header 'Name: value' (repeatable).", repeatable: true, absent: [:],
@@ -210,6 +214,12 @@ public enum OptionSchema {
                 !v[..<colon].contains(where: { $0 == " " || $0 == "\t" })
             else {
                 throw OptionError(key: "header", message: "The header '\(shown(v))' is not of the form 'Name: value'.")
+            }
+            let name = v[..<colon].lowercased()
+            if ownHeaders.contains(name) {
+                throw OptionError(
+                    key: "header",
+                    message: "segget sends \(shown(String(v[..<colon]))) itself: it asks each connection for its own bytes and resumes only the same file; drop that header.")
             }
             o.headers.append(v)
         }, values: { $0.headers }, clear: { $0.headers = [] })
