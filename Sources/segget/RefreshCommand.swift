@@ -30,7 +30,7 @@ struct RefreshCommand: Sendable {
     /// path than the one printed.)
     static func url(fromOutput output: [UInt8]) throws(SeggetError) -> String {
         let lines = String(decoding: output, as: UTF8.self).split(whereSeparator: { $0 == "\n" || $0 == "\r\n" || $0 == "\r" })
-            .map { line in String(line.drop(while: { $0 == " " || $0 == "\t" }).reversed().drop(while: { $0 == " " || $0 == "\t" }).reversed()) }
+            .map { String($0.trimmingSpacesAndTabs()) }
             .filter { !$0.isEmpty }
         guard lines.count == 1 else {
             throw SeggetError(.httpStatus, lines.isEmpty

@@ -182,7 +182,8 @@ public struct InputFileError: Error, CustomStringConvertible, Sendable, Equatabl
 }
 
 extension StringProtocol {
-    func trimmingSpacesAndTabs() -> Substring {
+    /// The text without the spaces and tabs at its ends (those inside are kept).
+    public func trimmingSpacesAndTabs() -> Substring {
         var s = Substring(self)
         while let f = s.first, f == " " || f == "\t" { s.removeFirst() }
         while let l = s.last, l == " " || l == "\t" { s.removeLast() }
