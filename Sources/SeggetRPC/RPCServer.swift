@@ -38,11 +38,6 @@ public final class NotificationHub: Sendable {
         for c in clients.withLockedValue({ Array($0.values) }) { c.yield(message) }
     }
 
-    public func closeAll() {
-        for c in clients.withLockedValue({ d in
-            defer { d.removeAll() }; return Array(d.values)
-        }) { c.finish() }
-    }
 }
 
 /// aria2's JSON-RPC endpoint: POST /jsonrpc over HTTP/1.1 and WebSocket at the same path, with CORS.
@@ -62,8 +57,11 @@ public final class RPCServer: Sendable {
     /// All calls run here, one at a time: queue commands see one order, and the event loops never block.
     private let work = DispatchQueue(label: "segget.rpc")
     private let serverChannel = NIOLockedValueBox<Channel?>(nil)
-    /// Open client connections, closed by `close()` so that a keep-alive client cannot hold shutdown up.
-    private let connections = NIOLockedValueBox<[ObjectIdentifier: Channel]>([:])
+    /// Open client connections and their calls in flight: `close()` closes the idle ones, so that a
+    /// keep-alive client cannot hold shutdown up, and the busy ones close after writing their answer.
+    private let connections = NIOLockedValueBox(ConnectionBook<ObjectIdentifier, Channel>())
+    /// How long a stop waits for answers being written before it closes their connections regardless.
+    public static let stopGrace: DispatchTimeInterval = .seconds(5)
 
     public init(
         processor: RPCProcessor, hub: NotificationHub, rpcGuard: RPCGuard, host: String, port: Int,
@@ -95,8 +93,8 @@ public final class RPCServer: Sendable {
         .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
         .bind(host: host, port: port) { [connections] channel in
             let key = ObjectIdentifier(channel)
-            connections.withLockedValue { $0[key] = channel }
-            channel.closeFuture.whenComplete { _ in connections.withLockedValue { _ = $0.removeValue(forKey: key) } }
+            connections.withLockedValue { $0.opened(key, channel) }
+            channel.closeFuture.whenComplete { _ in connections.withLockedValue { $0.closed(key) } }
             return channel.eventLoop.makeCompletedFuture {
                 try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: idleTimeout), name: "idle")
                 try channel.pipeline.syncOperations.addHandler(IdleConnectionCloser(), name: "idle-close")
@@ -167,12 +165,26 @@ public final class RPCServer: Sendable {
         return String(describing: error)
     }
 
-    /// Stops accepting connections and closes the open ones; `run` then returns.
+    /// Stops accepting connections and closes the open ones; `run` then returns. A connection in the
+    /// middle of a call (the caller of `aria2.shutdown`, for one) writes its answer first, for at most
+    /// `stopGrace`.
     public func close() {
         let channel = serverChannel.withLockedValue { $0 }
         channel?.close(promise: nil)
-        hub.closeAll()
-        for c in connections.withLockedValue({ Array($0.values) }) { c.close(promise: nil) }
+        for c in connections.withLockedValue({ $0.stop() }) { c.close(promise: nil) }
+        DispatchQueue.global().asyncAfter(deadline: .now() + Self.stopGrace) { [connections] in
+            for c in connections.withLockedValue({ $0.all }) { c.close(promise: nil) }
+        }
+    }
+
+    /// A call arrived on `channel`: false once stopping (the caller then closes the connection).
+    func beginCall(on channel: Channel) -> Bool {
+        connections.withLockedValue { $0.begin(ObjectIdentifier(channel)) }
+    }
+
+    /// A call's answer is written on `channel`: true when the connection is to close now.
+    func endCall(on channel: Channel) -> Bool {
+        connections.withLockedValue { $0.end(ObjectIdentifier(channel)) }
     }
 
     /// Runs the calls of one request body; an answer that refused wrong tokens waits as long as the
@@ -218,10 +230,10 @@ public final class RPCServer: Sendable {
                     }
                     if let bytes = buffer.readBytes(length: buffer.readableBytes) { body.append(contentsOf: bytes) }
                 case .end:
-                    guard let h = head else { return }
+                    guard let h = head, beginCall(on: channel.channel) else { return }
                     let keepAlive = try await respond(
                         to: h, body: body, tooLarge: false, client: client, outbound: outbound)
-                    if !keepAlive { return }
+                    if endCall(on: channel.channel) || !keepAlive { return }
                     head = nil
                 }
             }
@@ -324,9 +336,12 @@ public final class RPCServer: Sendable {
                     for try await frame in inbound {
                         switch frame.opcode {
                         case .text, .binary:
+                            guard self.beginCall(on: channel.channel) else { return }
                             var data = frame.unmaskedData
                             let bytes = data.readBytes(length: data.readableBytes) ?? []
                             mailbox.yield(await self.process(bytes, client: client).json.serializedBytes)
+                            // Stopping: the writer sends what is queued, this answer last, then ends.
+                            if self.endCall(on: channel.channel) { mailbox.finish() }
                         case .ping:
                             try await outbound.write(WebSocketFrame(fin: true, opcode: .pong, data: frame.unmaskedData))
                         case .connectionClose:

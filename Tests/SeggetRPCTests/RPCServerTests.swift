@@ -30,11 +30,11 @@ struct RunningServer {
     init(
         maxRequestBytes: Int = 4096, idleTimeout: TimeAmount = .seconds(120),
         hostPolicy: HostPolicy = .loopback(port: 0),
-        throttle: AuthThrottle.Settings = .init()
+        throttle: AuthThrottle.Settings = .init(), handler: any RPCMethodHandler = EchoHandler()
     ) async throws {
         let log = LogLines()
         let server = RPCServer(
-            processor: RPCProcessor(secret: "k", handler: EchoHandler()), hub: NotificationHub(),
+            processor: RPCProcessor(secret: "k", handler: handler), hub: NotificationHub(),
             rpcGuard: RPCGuard(hostPolicy: hostPolicy, throttle: throttle, log: { log.append($0) }), host: "127.0.0.1",
             port: 0, maxRequestBytes: maxRequestBytes, idleTimeout: idleTimeout)
         self.log = log
@@ -70,6 +70,19 @@ struct RunningServer {
             out.append(contentsOf: buffer[0..<n])
         }
         return String(decoding: out, as: UTF8.self)
+    }
+}
+
+/// A handler whose `stop` method stops the server from inside the call, as the daemon's shutdown does,
+/// and returns only after the stop has closed what it closes at once.
+final class StopHook: RPCMethodHandler {
+    let server = Mutex<RPCServer?>(nil)
+
+    func handle(_ call: RPCCall) throws(RPCError) -> JSON {
+        guard call.method == "stop" else { throw .methodNotFound(call.method) }
+        server.withLock { $0 }?.close()
+        usleep(100_000)
+        return .string("OK")
     }
 }
 
@@ -205,6 +218,30 @@ struct RunningServer {
         let started = ContinuousClock.now
         await s.stop()
         #expect(ContinuousClock.now - started < .seconds(5))
+    }
+
+    /// The daemon's `aria2.shutdown`: the stop (`close()`) begins inside the call, before its answer is
+    /// written, and the caller must still get the answer, over HTTP keep-alive and over a WebSocket.
+    @Test(arguments: [false, true]) func aCallThatStopsTheServerIsStillAnswered(webSocket: Bool) async throws {
+        let hook = StopHook()
+        let s = try await RunningServer(handler: hook)
+        hook.server.withLock { $0 = s.server }
+        let call = #"{"id":3,"method":"stop","params":["token:k"]}"#
+        let started = ContinuousClock.now
+        if webSocket {
+            let ws = try RawWebSocket(port: s.port, host: s.host)
+            defer { ws.close() }
+            #expect(ws.receive().hasPrefix("HTTP/1.1 101"))
+            #expect(ws.call(call) == #"{"id":3,"jsonrpc":"2.0","result":"OK"}"#)
+        } else {
+            let reply = try s.raw(
+                "POST /jsonrpc HTTP/1.1\r\nHost: \(s.host)\r\nContent-Length: \(call.utf8.count)\r\n\r\n" + call)
+            #expect(reply.hasPrefix("HTTP/1.1 200"))
+            #expect(reply.hasSuffix(#"{"id":3,"jsonrpc":"2.0","result":"OK"}"#))
+        }
+        _ = await s.task.result
+        // The answered connection closed itself: the stop did not wait for the grace period.
+        #expect(ContinuousClock.now - started < .seconds(4))
     }
 
     @Test func silentHTTPConnectionIsClosedButAWebSocketIsNot() async throws {
