@@ -64,7 +64,7 @@
 /// | mid200 | request number ≥ `after` gets 200 full (the first is honoured) | after (2) |
 /// | changing | requests after the first `after` see a second version (other bytes, ETag, date) | after (1), newlength |
 /// | encoding | 206 responses from request number `after` on carry `Content-Encoding: gzip`; `shrink` declares and sends that many bytes less, as a compressed body would | after (1), shrink (0) |
-/// | always416 | every ranged GET gets 416 | |
+/// | always416 | every ranged GET (from request number `from`, for `times` requests) gets 416 with `Content-Range: bytes */N` | from (1), times (all) |
 /// | stall | sends `after` body bytes then nothing, connection held until stop() | after (0) |
 /// | drop | closes after `after` body bytes, for the first `times` requests; `noranges=1` ignores ranges (200, no `Accept-Ranges`) | after (0), times (all), noranges |
 /// | digest | `Repr-Digest: sha-256=:…:` of the full representation | wrong=1 (flips a bit), md5=1 (`Content-MD5` instead), legacy=1 (`Digest: SHA-256=`) |

@@ -148,7 +148,9 @@ struct ResponsePlanner {
         case .zeroonly:
             if case .partial(let first, _) = decision, first != 0 { decision = .full }
         case .always416:
-            if hasRange { decision = .unsatisfiable }
+            let from = p.int("from") ?? 1
+            let times = p.int("times")
+            if hasRange && n >= from && (times == nil || n < from + (times ?? 0)) { decision = .unsatisfiable }
         case .mid200:
             if n >= (p.int("after") ?? 2) { decision = .full }
         case .wrongrange:

@@ -443,6 +443,28 @@ import Testing
         #expect(!server.requests.contains { $0.status == 206 })
     }
 
+    /// One 416 in the middle of a download whose `Content-Range: bytes */N` gives the length already
+    /// known: a glitch of that request, retried; nothing fetched is thrown away (it was taken for a
+    /// changed file and the download started over).
+    @Test func oneUnsatisfiableAnswerOfTheSameLengthIsRetried() async throws {
+        let size = Int(16 * Self.chunk)
+        let body = TestFiles.pattern(size, seed: 26)
+        let server = try Self.server(body)
+        defer { server.stop() }
+        let dir = try TempDir()
+        let trace = FaultTrace()
+        var o = Self.options(2, dir: dir)
+        o.chunkSize = Self.chunk
+        let outcome = await faultDownload(
+            server.url("f", mode: .always416, query: "from=2&times=1&rate=2m"), o, trace: trace)
+        #expect(outcome.error == nil, "\(outcome.error?.message ?? "")")
+        #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
+        #expect(server.requests.contains { $0.status == 416 }, "\(server.requests)")
+        #expect(!trace.notices.contains { $0.contains("changed") }, "\(trace.notices)")
+        let sent = server.requests.reduce(Int64(0)) { $0 + $1.bodyBytesSent }
+        #expect(sent <= Int64(size) + 2 * Self.chunk, "\(server.requests)")
+    }
+
     // MARK: A file that changes on the server
 
     /// After the probe every request sees a second version (new ETag): the engine restarts from

@@ -94,6 +94,23 @@ import Testing
 
     @Test func unsatisfiableRangeIsAChangedResource() {
         #expect(verdict(ranged(), 416) == .resourceChanged("the server says bytes 100-199 no longer exist (416)"))
+        #expect(verdict(ranged(), 416, ["Content-Range: bytes */100"]) == .resourceChanged("its length changed from 1000 to 100 bytes"))
+        #expect(verdict(ranged(), 416, ["Content-Range: bytes */1000", "ETag: \"v2\""])
+            == .resourceChanged("its ETag changed from \"v1\" to \"v2\""))
+        // Nothing to compare the answer with: the length is unknown.
+        #expect(verdict(ranged(total: nil), 416, ["Content-Range: bytes */1000"])
+            == .resourceChanged("the server says bytes 100-199 no longer exist (416)"))
+    }
+
+    /// A 416 that gives the length already known for a range inside it contradicts itself: a fault of
+    /// that request, retried (after its Retry-After if it has one), not a changed file.
+    @Test func unsatisfiableRangeOfTheKnownLengthIsRetried() {
+        let reason = "the server refused bytes 100-199 as beyond the end (416) yet gives the length as 1000 bytes, as before"
+        #expect(verdict(ranged(), 416, ["Content-Range: bytes */1000"]) == .retry(reason, after: nil, kind: .protocolViolation))
+        #expect(verdict(ranged(), 416, ["Content-Range: bytes */1000", "ETag: \"v1\"", "Retry-After: 3"])
+            == .retry(reason, after: 3, kind: .protocolViolation))
+        #expect(verdict(ranged(900..<1000), 416, ["Content-Range: bytes */1000"])
+            == .retry("the server refused bytes 900-999 as beyond the end (416) yet gives the length as 1000 bytes, as before", after: nil, kind: .protocolViolation))
     }
 
     @Test(arguments: [301, 304, 400, 401, 403, 404, 410, 418])

@@ -85,10 +85,27 @@ enum ResponseVerdict: Equatable, Sendable {
                 self = .rangesIgnored("the server ignored the byte range \(asked) and sent the whole file")
             }
         case 416:
-            self = .resourceChanged("the server says bytes \(asked) no longer exist (416)")
+            self = Self.unsatisfiable(question, h, asked: asked)
         default:
             self = .fatal(Prober.statusError(h.status, url: question.url))
         }
+    }
+
+    /// A 416 for a range inside the file: a changed file unless the answer itself says the length is
+    /// the one known (`Content-Range: bytes */N`) and no validator differs. Then the server contradicts
+    /// itself (a replica not yet in step, a cache's glitch), and it is this request's fault, retried
+    /// like one, not a reason to throw away what the journal holds.
+    private static func unsatisfiable(_ q: ResponseQuestion, _ h: ResponseHead, asked: String) -> ResponseVerdict {
+        if let reason = validatorChange(q, h) { return .resourceChanged(reason) }
+        if let total = h.contentRange?.completeLength, let known = q.totalLength {
+            guard total == known else { return .resourceChanged("its length changed from \(known) to \(total) bytes") }
+            if q.range.upperBound <= known {
+                return .retry(
+                    "the server refused bytes \(asked) as beyond the end (416) yet gives the length as \(total) bytes, as before",
+                    after: h.retryAfter, kind: .protocolViolation)
+            }
+        }
+        return .resourceChanged("the server says bytes \(asked) no longer exist (416)")
     }
 
     /// A plain stream from byte 0 wants a 200 of the probed length and validators.
