@@ -221,6 +221,10 @@ extension Download {
             if let e = failure as? Errno, e == .brokenPipe {
                 return SeggetError(.fileSystem, "the stream's reader went away (broken pipe) after \(handedOn - sink.start) bytes; the download stopped.")
             }
+            if let e = failure as? Errno, e == .interrupted {
+                // The output gave up on a reader that took nothing while a stop was asked for.
+                return SeggetError(.interrupted, "interrupted while the stream's reader was not reading.\(continuing)")
+            }
             if let e = failure as? SeggetError { return e }
             return SeggetError(.fileSystem, "could not write the stream: \(failure).\(continuing)")
         }

@@ -434,3 +434,36 @@ internal let system_O_DIRECT: Int32? = {
         return nil
     #endif
 }()
+
+// MARK: - Output that never blocks in the kernel (see PatientOutput)
+
+/// Whether `fd` is a pipe or FIFO (`pipe`), a socket (`socket`), or anything else.
+internal func system_stream_kind(_ fd: Int32) -> PatientOutput.Kind {
+    var info = stat()
+    guard fstat(fd, &info) == 0 else { return .other }
+    switch info.st_mode & S_IFMT {
+    case S_IFIFO: return .pipe
+    case S_IFSOCK: return .socket
+    default: return .other
+    }
+}
+
+/// A second open file description of the pipe `fd` with `O_NONBLOCK` set on it alone (opening
+/// `/proc/self/fd/N` of a pipe opens the pipe anew; `fcntl` on `fd` would change the flags of every
+/// process that shares it). -1 when that fails.
+internal func system_reopen_pipe_nonblocking(_ fd: Int32) -> Int32 {
+    open("/proc/self/fd/\(fd)", O_WRONLY | O_NONBLOCK | O_CLOEXEC)
+}
+
+/// `send` with `MSG_DONTWAIT | MSG_NOSIGNAL`: a socket's write that never blocks and never raises SIGPIPE.
+internal func system_send_dontwait(_ fd: Int32, _ buffer: UnsafeRawPointer?, _ count: Int) -> Int {
+    send(fd, buffer, count, Int32(MSG_DONTWAIT) | Int32(MSG_NOSIGNAL))
+}
+
+/// Waits up to `milliseconds` for `fd` to take a write; true when it will (or has failed: the write
+/// then says how).
+internal func system_poll_writable(_ fd: Int32, milliseconds: Int32) -> Bool {
+    var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+    // EINTR counts as "not yet": the caller asks again after checking why it should stop.
+    return poll(&p, 1, milliseconds) > 0
+}

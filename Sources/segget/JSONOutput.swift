@@ -80,12 +80,27 @@ struct JSONObject {
 
 /// Writes whole lines to standard output with one `write` each, under a lock, so lines from
 /// concurrent downloads never interleave.
+///
+/// A reader that stops reading never holds segget up for good: `lossy` lines (progress) are dropped
+/// while the pipe is full, and the others wait for room only until a Ctrl-C or SIGTERM has been
+/// pending for `patienceAfterStop` seconds (`PatientOutput`). A reader that went away (EPIPE) loses
+/// the lines; the download goes on.
 enum StdoutLines {
     private static let lock = Mutex(())
+    private static let output = PatientOutput(.standardOutput)
+    /// How long a line waits for a stalled reader once a stop was asked for.
+    static let patienceAfterStop = 1.0
 
-    static func write(_ line: String) {
+    static func write(_ line: String, lossy: Bool = false) {
         lock.withLock { _ in
-            try? FileDescriptor.standardOutput.writeAll(line + "\n")
+            if lossy && !output.isWritableNow { return }
+            var stalledSince: ContinuousClock.Instant?
+            _ = output.write(line + "\n") {
+                guard SignalTrap.isInterrupted else { return false }
+                let since = stalledSince ?? .now
+                stalledSince = since
+                return (ContinuousClock.now - since).inSeconds >= patienceAfterStop
+            }
         }
     }
 }
@@ -132,7 +147,7 @@ final class JSONReporter: Reporter {
                 j.add("remaining", c.remainingBytes)
                 return j
             })
-        StdoutLines.write(o.body)
+        StdoutLines.write(o.body, lossy: true)
     }
 
     func event(id: Int, _ e: DownloadEvent) {

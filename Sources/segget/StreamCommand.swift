@@ -57,11 +57,13 @@ struct StreamRun {
         let interrupt = InterruptFlag()
         SignalTrap.install(interrupt: interrupt)
         let ui = TerminalUI(quiet: quiet)
-        let out = FileDescriptor.standardOutput
+        // A reader that stops reading cannot hold a Ctrl-C up: the write gives up once a stop is asked
+        // for and nothing goes out for PatientOutput.step ms.
+        let out = PatientOutput(.standardOutput)
         do throws(SeggetError) {
             let r = try Download(url: url, options: options).stream(
                 to: { bytes in
-                    let p = out.writeAllReporting(bytes)
+                    let p = out.write(bytes, giveUp: { interrupt.isSet })
                     if let e = p.error { throw StreamOutputFailure(written: p.written, error: e) }
                 }, settings: settings,
                 progress: { ui.progress($0) }, events: { ui.event($0) }, interrupt: interrupt)

@@ -167,6 +167,9 @@ enum SignalTrap {
         // this inherit the mask.
         pthread_sigmask(SIG_UNBLOCK, &set, nil)
     }
+
+    /// True once a first signal has arrived (false before `install`).
+    static var isInterrupted: Bool { SignalTrapState.flag?.isSet ?? false }
 }
 
 private enum SignalTrapState {

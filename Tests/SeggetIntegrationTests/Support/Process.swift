@@ -29,7 +29,10 @@ final class SpawnedProcess: @unchecked Sendable {
 
     /// Starts `executable` with `arguments`. The environment is inherited minus proxy variables (tests
     /// talk to loopback servers only), plus `environment`.
-    init(executable: String, arguments: [String], environment: [String: String] = [:]) throws {
+    /// With `standardOutput`, the child's stdout is that descriptor (a pipe the test holds), not a file.
+    init(
+        executable: String, arguments: [String], environment: [String: String] = [:], standardOutput: Int32? = nil
+    ) throws {
         self.executable = executable
         self.arguments = arguments
         outputDir = try TempDir(prefix: "segget-proc")
@@ -37,7 +40,11 @@ final class SpawnedProcess: @unchecked Sendable {
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, outputDir.path("stdout"), O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        if let standardOutput {
+            posix_spawn_file_actions_adddup2(&actions, standardOutput, 1)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 1, outputDir.path("stdout"), O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        }
         posix_spawn_file_actions_addopen(&actions, 2, outputDir.path("stderr"), O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         // Nothing else crosses over: descriptors without FD_CLOEXEC (libcurl's sockets among them) would
         // otherwise keep another test's connections open in the child for as long as it runs.
