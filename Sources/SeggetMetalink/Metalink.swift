@@ -7,6 +7,22 @@ public struct MetalinkDocument: Sendable, Equatable {
     public var files: [MetalinkFile]
 
     public init(files: [MetalinkFile]) { self.files = files }
+
+    /// The file the document describes for a local `path` (or a bare file name): the one whose whole
+    /// name ends the path (the longest such, `iso/x86/boot.iso` for `…/iso/x86/boot.iso`), else the only
+    /// one of that file name, else the document's only file; nil when none fits or several do.
+    public func file(for path: String) -> MetalinkFile? {
+        let whole = files.filter { path == $0.name || path.hasSuffix("/" + $0.name) }
+        if let best = whole.max(by: { $0.name.utf8.count < $1.name.utf8.count }),
+            whole.filter({ $0.name.utf8.count == best.name.utf8.count }).count == 1
+        {
+            return best
+        }
+        let last = path.split(separator: "/").last.map(String.init) ?? path
+        let named = files.filter { $0.fileName == last }
+        if named.count == 1 { return named[0] }
+        return named.isEmpty && files.count == 1 ? files[0] : nil
+    }
 }
 
 /// One `<file>` of a Metalink.
@@ -36,8 +52,15 @@ public struct MetalinkFile: Sendable, Equatable {
             && a.digests.map(\.algorithm) == b.digests.map(\.algorithm) && a.digests.map(\.bytes) == b.digests.map(\.bytes)
     }
 
-    /// The last component of `name`: where the file is saved in the output directory.
+    /// The last component of `name`: the file's own name.
     public var fileName: String { name.split(separator: "/").last.map(String.init) ?? name }
+
+    /// The directories of `name` before its file name (`iso/x86` of `iso/x86/boot.iso`), nil when it has
+    /// none: where under the output directory the file is saved, as RFC 5854 and aria2 have it.
+    public var subdirectory: String? {
+        let parts = name.split(separator: "/")
+        return parts.count > 1 ? parts.dropLast().joined(separator: "/") : nil
+    }
 
     /// The URLs in the order to use them: those in `location` first (ISO 3166 code, any case), then
     /// by priority (1 first; none given: last), then in document order.

@@ -120,7 +120,7 @@ private struct Builder {
                 throw MetalinkError("a <file> of the Metalink has no name (line \(line)).")
             }
             try Self.checkName(name)
-            if files.contains(where: { $0.fileName == name.split(separator: "/").last.map(String.init) }) {
+            if files.contains(where: { $0.name == name }) {
                 throw MetalinkError("the Metalink describes the file \(DocumentText(name)) twice.")
             }
             file = MetalinkFile(name: name, size: nil, urls: [])

@@ -32,7 +32,14 @@ extension Aria2Methods {
         var gids: [JSON] = []
         for (i, file) in files.enumerated() {
             var options = parsed.options
-            if options.outputName == nil { options.outputName = file.name }
+            if options.outputName == nil {
+                options.outputName = file.name
+                // Its directories under the task's dir, confined to the root as any dir is.
+                if file.subdirectory != nil {
+                    options.directory = try Aria2TaskOptions.confineDirectory(
+                        file.directory(under: options.directory ?? policy.root) ?? policy.root, policy: policy)
+                }
+            }
             let given = Set(options.checksums.map(\.algorithm))
             if let digest = DigestAlgorithm.checkable.lazy.compactMap({ a in file.checksums.first { $0.algorithm == a } }).first,
                 !given.contains(digest.algorithm)

@@ -62,7 +62,11 @@ enum MetalinkInput {
                 }
                 var e = InputFile.Entry(url: m.url, line: template.line)
                 e.options = template.options
-                if e.options.outputName == nil || document.files.count > 1 { e.options.outputName = m.name }
+                if e.options.outputName == nil || document.files.count > 1 {
+                    // The document's name, directories and all (`iso/boot.iso` under `-d` or `dir=`).
+                    e.options.outputName = m.name
+                    e.options.directory = m.directory(under: e.options.directory ?? options.directory)
+                }
                 e.metalink = m
                 out.append(e)
             }

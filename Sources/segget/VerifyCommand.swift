@@ -86,9 +86,10 @@ struct Verify: ParsableCommand {
     private func checkPieces(_ source: String) throws {
         let document = try MetalinkSource.load(source)
         let name = lastPathComponent(file)
-        guard let described = document.files.first(where: { $0.fileName == name }) ?? (document.files.count == 1 ? document.files.first : nil)
-        else {
-            throw SeggetError(.usage, "\(source) describes \(document.files.count) files, none named \(name); rename the file or give a Metalink of it.")
+        guard let described = document.file(for: file) else {
+            throw SeggetError(
+                .usage,
+                "\(source) describes \(document.files.count) files and none of them is \(name) alone (by its name, with the directories the document gives it); rename the file, run verify from the directory the document's names start in, or give a Metalink of it.")
         }
         var options = DownloadOptions()
         options.connections = connections

@@ -36,6 +36,26 @@ private func started(_ files: [String: [UInt8]]) throws -> TestServer {
         #expect(finish.contains("\"algorithm\":\"SHA-256\",\"hex\":\"\(hexString(sha256(body)))\""), "\(finish)")
     }
 
+    /// Two files of one base name in different directories of the document's names: each saved under
+    /// its directories in `-d`, made as needed (before, both were `out/x.bin` and the document was
+    /// refused as naming one file twice).
+    @Test func aMeta4NameWithDirectoriesIsSavedInThem() throws {
+        let one = cliTestBytes(300_000, seed: 46)
+        let two = cliTestBytes(200_000, seed: 47)
+        let server = try started(["one.bin": one, "two.bin": two])
+        defer { server.stop() }
+        let dir = try CLITempDir()
+        let doc = metalinkDocument(name: "a/x.bin", size: one.count, urls: [server.url("one.bin")], pieces: nil, hash: sha256(one))
+            .replacingOccurrences(of: "</metalink>\n", with: "")
+            + "<file name=\"b/c/x.bin\"><size>\(two.count)</size><url>\(server.url("two.bin"))</url></file>\n</metalink>\n"
+        try doc.write(toFile: dir.path("f.meta4"), atomically: true, encoding: .utf8)
+        let run = try SeggetCLI.run(["-d", dir.path("out"), dir.path("f.meta4")])
+        #expect(run.exitCode == 0, "\(run.stderr)")
+        #expect(fileBytes(dir.path("out/a/x.bin")) == one)
+        #expect(fileBytes(dir.path("out/b/c/x.bin")) == two)
+        #expect(!FileManager.default.fileExists(atPath: dir.path("out/x.bin")))
+    }
+
     /// A Metalink's first URLs may fail: one nothing listens at, one that answers 404, one that
     /// serves another length. Each is dropped with a notice and the next tried at once (a URL's
     /// probe is not retried while others are left); the file comes from the last, identical. Before,

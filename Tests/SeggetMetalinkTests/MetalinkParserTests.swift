@@ -60,6 +60,33 @@ enum Meta4 {
         #expect(d.files.map(\.name) == ["a.bin", "dir/b.bin"])
         #expect(d.files[0].pieces?.algorithm == .sha256)
         #expect(d.files[1].fileName == "b.bin" && d.files[1].size == nil && d.files[1].pieces == nil)
+        #expect(d.files[0].subdirectory == nil && d.files[1].subdirectory == "dir")
+    }
+
+    /// RFC 5854 names may hold directories; two files of one base name in different directories are
+    /// two files (aria2 saves both), the same name twice is refused.
+    @Test func namesWithDirectoriesAreKeptApart() throws {
+        let d = try MetalinkDocument(parsing: Meta4.document(
+            Meta4.file("iso/x86/boot.iso") + Meta4.file("iso/arm/boot.iso") + Meta4.file("boot.iso")))
+        #expect(d.files.map(\.subdirectory) == ["iso/x86", "iso/arm", nil])
+        #expect(d.files.map(\.fileName) == ["boot.iso", "boot.iso", "boot.iso"])
+        #expect(throws: MetalinkError.self) {
+            try MetalinkDocument(parsing: Meta4.document(Meta4.file("iso/boot.iso") + Meta4.file("iso/boot.iso")))
+        }
+        // Which described file a local path is.
+        #expect(d.file(for: "/tmp/out/iso/arm/boot.iso")?.name == "iso/arm/boot.iso")
+        #expect(d.file(for: "iso/x86/boot.iso")?.name == "iso/x86/boot.iso")
+        #expect(d.file(for: "boot.iso")?.name == "boot.iso")
+        #expect(d.file(for: "x86/boot.iso")?.name == "boot.iso")  // the whole name "boot.iso" ends it
+        #expect(d.file(for: "other.iso") == nil)
+        let two = try MetalinkDocument(parsing: Meta4.document(Meta4.file("a/boot.iso") + Meta4.file("b/boot.iso")))
+        #expect(two.file(for: "boot.iso") == nil, "two fit: neither is chosen")
+        #expect(two.file(for: "c/b/boot.iso")?.name == "b/boot.iso")
+        let one = try MetalinkDocument(parsing: Meta4.document(Meta4.file("a/boot.iso")))
+        #expect(one.file(for: "renamed.iso")?.name == "a/boot.iso", "a document of one file describes it")
+        for bad in ["iso//boot.iso", "iso/./boot.iso", "iso/../boot.iso", "iso/", "/iso/boot.iso", "iso\\boot.iso"] {
+            #expect(throws: MetalinkError.self, "\(bad)") { try MetalinkDocument(parsing: Meta4.document(Meta4.file(bad))) }
+        }
     }
 
     @Test func prefixedNamespaceAndCDATAAndComments() throws {

@@ -32,6 +32,24 @@ import Testing
         #expect(f.ok("aria2.getFiles", [.string(list[0])]).arrayValue?.first?["path"]?.stringValue?.hasSuffix("/m/one.iso") == true)
     }
 
+    /// A name with directories puts the file in them under the task's dir (as aria2c does), two files
+    /// of one base name apart; the directory is confined to the root like any dir.
+    @Test func addMetalinkKeepsTheDirectoriesOfANameUnderTheDir() throws {
+        let f = try MethodsFixture()
+        let doc = metalinkXML([
+            MetalinkTestFile(name: "x86/boot.iso", bytes: [1, 2], urls: ["http://127.0.0.1:9/x86/boot.iso"], priorities: [1], pieceLength: nil),
+            MetalinkTestFile(name: "arm/v8/boot.iso", bytes: [3], urls: ["http://127.0.0.1:9/arm/boot.iso"], priorities: [1], pieceLength: nil),
+        ])
+        let gids = f.ok("aria2.addMetalink", [.string(base64(Array(doc.utf8))), .object([("dir", .string("m"))])])
+        let list = gids.arrayValue?.compactMap(\.stringValue) ?? []
+        #expect(list.count == 2, "\(gids)")
+        guard list.count == 2 else { return }
+        let paths = list.map { f.ok("aria2.getFiles", [.string($0)]).arrayValue?.first?["path"]?.stringValue ?? "" }
+        #expect(paths[0].hasSuffix("/m/x86/boot.iso"), "\(paths)")
+        #expect(paths[1].hasSuffix("/m/arm/v8/boot.iso"), "\(paths)")
+        #expect(f.ok("aria2.getOption", [.string(list[1])])["out"] == .string("boot.iso"))
+    }
+
     @Test func refusedDocumentsAddNothing() throws {
         let f = try MethodsFixture()
         let good = metalinkXML([MetalinkTestFile(name: "a", bytes: [1, 2, 3], urls: ["http://127.0.0.1:9/a"], priorities: [1], pieceLength: nil)])

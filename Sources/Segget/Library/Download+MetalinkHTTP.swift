@@ -148,8 +148,7 @@ extension Download {
         } catch {
             throw SeggetError(.protocolViolation, error.message)
         }
-        guard let file = document.files.first(where: { $0.fileName == name }) ?? (document.files.count == 1 ? document.files.first : nil)
-        else {
+        guard let file = document.file(for: name) else {
             throw SeggetError(.protocolViolation, "it does not describe \(ServerText(name))")
         }
         guard file.size == nil || file.size == length else {

@@ -86,16 +86,21 @@ public struct MetalinkDownload: Sendable, Equatable {
     public var mirrors: [String]
     /// The name to save it under (the last component of the Metalink's name).
     public var name: String
+    /// The directories the Metalink's name puts it in, under the output directory (a relative path
+    /// the parser checked: no `..`, `.` or empty component); nil when none.
+    public var subdirectory: String?
     public var size: Int64?
     public var checksums: [ExpectedDigest]
     public var pieces: PieceHashes?
 
     public init(
-        url: String, mirrors: [String] = [], name: String, size: Int64?, checksums: [ExpectedDigest] = [], pieces: PieceHashes? = nil
+        url: String, mirrors: [String] = [], name: String, subdirectory: String? = nil, size: Int64?,
+        checksums: [ExpectedDigest] = [], pieces: PieceHashes? = nil
     ) {
         self.url = url
         self.mirrors = mirrors
         self.name = name
+        self.subdirectory = subdirectory
         self.size = size
         self.checksums = checksums
         self.pieces = pieces
@@ -108,8 +113,18 @@ extension MetalinkFile {
     public func download(preferring location: String? = nil) -> MetalinkDownload {
         let urls = ordered(preferring: location).map(\.url).prefix(Download.maxSources)
         return MetalinkDownload(
-            url: urls.first ?? "", mirrors: Array(urls.dropFirst()), name: fileName, size: size,
+            url: urls.first ?? "", mirrors: Array(urls.dropFirst()), name: fileName, subdirectory: subdirectory, size: size,
             checksums: digests.compactMap { ExpectedDigest(algorithm: $0.algorithm, bytes: $0.bytes) }, pieces: pieces)
+    }
+}
+
+extension MetalinkDownload {
+    /// The directory to save the file in: `base` (nil: the current one) with the Metalink's
+    /// subdirectory under it.
+    public func directory(under base: String?) -> String? {
+        guard let sub = subdirectory else { return base }
+        guard let base, !base.isEmpty else { return sub }
+        return base.hasSuffix("/") ? base + sub : base + "/" + sub
     }
 }
 
