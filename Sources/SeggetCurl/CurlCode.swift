@@ -33,6 +33,11 @@ package struct CurlCode: Error, Hashable, CustomStringConvertible, Sendable {
     package static let weirdServerReply = CurlCode(CURLE_WEIRD_SERVER_REPLY)
     /// `CURLE_OUT_OF_MEMORY`; before 8.6 also what a header line over libcurl's limit gives.
     package static let outOfMemory = CurlCode(CURLE_OUT_OF_MEMORY)
+    /// `CURLE_COULDNT_RESOLVE_PROXY`.
+    package static let couldNotResolveProxy = CurlCode(CURLE_COULDNT_RESOLVE_PROXY)
+    /// `CURLE_PROXY` (97, from libcurl 7.73): a SOCKS proxy's handshake failed or it could not connect
+    /// on; named by number so that older headers build.
+    package static let proxyFailure = CurlCode(rawValue: 97)
     /// `CURLE_RECV_ERROR`.
     package static let receiveError = CurlCode(CURLE_RECV_ERROR)
     /// `CURLE_TOO_LARGE` (100), from libcurl 8.6 on: named by number so that older headers build.

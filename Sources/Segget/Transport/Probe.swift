@@ -345,6 +345,31 @@ struct Prober {
         return result
     }
 
+    /// The failures that are the proxy's, not the server's: it cannot be reached or resolved, it refused
+    /// the tunnel (its answer to `CONNECT` is the head libcurl ended on), or a SOCKS proxy failed.
+    static func proxyError(_ code: CurlCode, url u: ServerText, proxy p: ServerText, head: ResponseHead, connected: Bool) -> SeggetError? {
+        let instead = "check that the proxy is up and reachable, or give another with --proxy (or unset the *_proxy variables)"
+        switch code {
+        case .couldNotConnect, .operationTimedOut where !connected && head.byteCount == 0:
+            return SeggetError(.network, "could not connect to the proxy \(p) (for \(u)); \(instead).")
+        case .couldNotResolveProxy:
+            return SeggetError(.network, "could not resolve the host of the proxy \(p) (for \(u)); \(instead).", retryAdvice: .once)
+        case .proxyFailure:
+            return SeggetError(.network, "the proxy \(p) failed to reach \(u) (\(code)); check that the proxy may connect there.")
+        case .receiveError where head.isComplete && head.status >= 300:
+            if head.status == 407 {
+                return SeggetError(
+                    .httpStatus, "the proxy \(p) wants credentials (HTTP 407) to reach \(u); give them in the proxy URL: http://USER:PASSWORD@HOST:PORT.",
+                    httpStatus: 407, retryAdvice: .never)
+            }
+            return SeggetError(
+                .httpStatus, "the proxy \(p) refused the tunnel to \(u) with HTTP \(head.status); the proxy could not reach the server, or may not connect there.",
+                httpStatus: head.status)
+        default:
+            return nil
+        }
+    }
+
     static func statusError(_ status: Int, url: String) -> SeggetError {
         let u = URLParts.shown(url)
         let hint: String
@@ -352,6 +377,7 @@ struct Prober {
         case 401: hint = "authentication is required; pass -u USER:PASSWORD or --netrc"
         case 403: hint = "access is forbidden; check the URL and any credentials or cookies"
         case 404, 410: hint = "check the URL"
+        case 407: hint = "a proxy on the way wants credentials; give them in the proxy URL: http://USER:PASSWORD@HOST:PORT"
         case 429: hint = "the server is rate-limiting; try again later"
         case 500...599: hint = "the server failed; try again later"
         default: hint = "the server refused the request"
@@ -381,8 +407,14 @@ struct Prober {
 
     /// `connected`: whether the connection was made (see `ProbeContext.connected`); a timeout before
     /// it is `connectTimeout`'s.
-    static func networkError(_ code: CurlCode, url: String, head: ResponseHead = ResponseHead(), connected: Bool = true, connectTimeout: Double? = nil) -> SeggetError {
+    /// `proxy`: the proxy the request went through (`TransferOptions.proxy(for:)`), named where the
+    /// failure is the proxy's.
+    static func networkError(
+        _ code: CurlCode, url: String, head: ResponseHead = ResponseHead(), connected: Bool = true, connectTimeout: Double? = nil,
+        proxy: String? = nil
+    ) -> SeggetError {
         let u = URLParts.shown(url)
+        if let proxy, let e = proxyError(code, url: u, proxy: URLParts.shown(proxy), head: head, connected: connected) { return e }
         if headersTooLarge(code, head: head) {
             return SeggetError(.protocolViolation, "the server's response headers are too large to accept (more than libcurl allows) for \(u); the server is misbehaving.", retryAdvice: .never)
         }

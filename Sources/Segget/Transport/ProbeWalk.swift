@@ -62,7 +62,9 @@ struct ProbeWalk {
             // that came, as for any cut range; retried as a probe, every answer cut within the
             // first MiB was fetched again from byte 0 until the retries ran out.
             if !(head.isComplete && head.status == 206 && head.contentRange?.completeLength != nil) {
-                throw Prober.networkError(code, url: current, head: head, connected: ctx.connected, connectTimeout: options.connectTimeout)
+                throw Prober.networkError(
+                    code, url: current, head: head, connected: ctx.connected, connectTimeout: options.connectTimeout,
+                    proxy: options.proxy(for: current))
             }
         }
         if hops == 0 {

@@ -1,3 +1,4 @@
+import Glibc
 import SeggetCurl
 
 /// Settings that apply to every HTTP request of a download.
@@ -33,6 +34,12 @@ public struct TransferOptions: Sendable, Equatable {
     public var receiveBufferSize = 512 * 1024
 
     public init() {}
+
+    /// The proxy a request to `url` goes through (`--proxy`, else the environment's, as libcurl picks
+    /// it; see `ProxyRoute`), for messages; nil when none.
+    func proxy(for url: String) -> String? {
+        ProxyRoute.proxy(for: url, explicit: proxy) { name in getenv(name).map { String(cString: $0) } }
+    }
 }
 
 public let seggetVersion = "0.1.0"

@@ -1,0 +1,62 @@
+/// Which proxy, if any, a request to a URL goes through, worked out as libcurl does, so that a failure
+/// can name the proxy rather than blame the server behind it: `--proxy` (the daemon's `all-proxy`),
+/// else `http_proxy` for http, `https_proxy` or `HTTPS_PROXY` for https, else `all_proxy` or `ALL_PROXY`;
+/// none for a host `no_proxy` (`NO_PROXY`) names. Pure: the environment is a parameter.
+enum ProxyRoute {
+    /// The schemes libcurl takes in a proxy URL; a proxy given without one is HTTP.
+    static let schemes: Set<String> = ["http", "https", "socks4", "socks4a", "socks5", "socks5h"]
+
+    /// Why `proxy` is not a proxy URL segget can use; nil when it is one (or empty: no proxy).
+    static func problem(_ proxy: String) -> String? {
+        let bytes = Array(proxy.utf8)
+        guard let sep = (0..<max(0, bytes.count - 2)).first(where: { bytes[$0] == 58 && bytes[$0 + 1] == 47 && bytes[$0 + 2] == 47 })
+        else { return nil }
+        let scheme = String(decoding: bytes[..<sep], as: UTF8.self).lowercased()
+        if schemes.contains(scheme) { return nil }
+        return "'\(scheme)' is not a proxy scheme; use one of \(schemes.sorted().joined(separator: ", ")) (no scheme: http)."
+    }
+
+    /// The proxy a request to `url` goes through; nil when none.
+    static func proxy(for url: String, explicit: String?, environment: (String) -> String?) -> String? {
+        guard let parts = URLParts(url) else { return nil }
+        func set(_ name: String) -> String? { environment(name).flatMap { $0.isEmpty ? nil : $0 } }
+        let chosen: String?
+        if let explicit, !explicit.isEmpty {
+            chosen = explicit
+        } else {
+            let byScheme = parts.scheme == "http" ? set("http_proxy") : set("https_proxy") ?? set("HTTPS_PROXY")
+            chosen = byScheme ?? set("all_proxy") ?? set("ALL_PROXY")
+        }
+        guard let chosen else { return nil }
+        let bypass = set("no_proxy") ?? set("NO_PROXY")
+        if let bypass, bypasses(host: parts.host, list: bypass) { return nil }
+        return chosen
+    }
+
+    /// Whether `no_proxy`'s comma-separated `list` names `host`: `*`, the host itself, or a domain the
+    /// host is in (`example.org` and `.example.org` both cover `a.example.org`). Ports are ignored.
+    static func bypasses(host: String, list: String) -> Bool {
+        let host = host.lowercased().trimmingCharacters(in: ["[", "]"])
+        for raw in list.split(separator: ",") {
+            var entry = String(raw).trimmingCharacters(in: [" ", "\t"]).lowercased()
+            if entry == "*" { return true }
+            if entry.hasPrefix("[") { entry = String(entry.dropFirst().prefix { $0 != "]" }) }
+            else if let colon = entry.lastIndex(of: ":"), entry.filter({ $0 == ":" }).count == 1 {
+                entry = String(entry[..<colon])
+            }
+            if entry.hasPrefix(".") { entry.removeFirst() }
+            if entry.isEmpty { continue }
+            if host == entry || host.hasSuffix("." + entry) { return true }
+        }
+        return false
+    }
+}
+
+extension String {
+    fileprivate func trimmingCharacters(in set: Set<Character>) -> String {
+        var s = Substring(self)
+        while let f = s.first, set.contains(f) { s.removeFirst() }
+        while let l = s.last, set.contains(l) { s.removeLast() }
+        return String(s)
+    }
+}

@@ -1,0 +1,67 @@
+import SeggetCurl
+import Testing
+
+@testable import Segget
+
+/// Which proxy a request takes (as libcurl picks it) and the messages that blame the proxy, not the
+/// server, when the proxy is what failed.
+@Suite struct ProxyRouteTests {
+    func env(_ values: [String: String]) -> (String) -> String? { { values[$0] } }
+
+    @Test func theProxyChosenForAURL() {
+        let none = env([:])
+        #expect(ProxyRoute.proxy(for: "http://a.example/f", explicit: nil, environment: none) == nil)
+        #expect(ProxyRoute.proxy(for: "http://a.example/f", explicit: "http://p:3128", environment: none) == "http://p:3128")
+        #expect(ProxyRoute.proxy(for: "http://a.example/f", explicit: "", environment: env(["http_proxy": "http://e:1"])) == "http://e:1")
+        let vars = env(["http_proxy": "http://h:1", "HTTPS_PROXY": "http://s:2", "ALL_PROXY": "socks5h://all:3"])
+        #expect(ProxyRoute.proxy(for: "http://a.example/f", explicit: nil, environment: vars) == "http://h:1")
+        #expect(ProxyRoute.proxy(for: "https://a.example/f", explicit: nil, environment: vars) == "http://s:2")
+        // libcurl reads no HTTP_PROXY (in upper case) for http: a CGI program's request header.
+        #expect(ProxyRoute.proxy(for: "http://a.example/f", explicit: nil, environment: env(["HTTP_PROXY": "http://x:1"])) == nil)
+        #expect(ProxyRoute.proxy(for: "http://a.example/f", explicit: nil, environment: env(["ALL_PROXY": "socks5://x:1"])) == "socks5://x:1")
+        // no_proxy wins over every source, --proxy included.
+        let bypass = env(["no_proxy": "localhost, .example.org,10.0.0.1:8080", "http_proxy": "http://h:1"])
+        #expect(ProxyRoute.proxy(for: "http://b.example.org/f", explicit: nil, environment: bypass) == nil)
+        #expect(ProxyRoute.proxy(for: "http://example.org/f", explicit: "http://p:1", environment: bypass) == nil)
+        #expect(ProxyRoute.proxy(for: "http://10.0.0.1/f", explicit: nil, environment: bypass) == nil)
+        #expect(ProxyRoute.proxy(for: "http://notexample.org/f", explicit: nil, environment: bypass) == "http://h:1")
+        #expect(ProxyRoute.proxy(for: "http://LOCALHOST:80/f", explicit: nil, environment: bypass) == nil)
+        #expect(ProxyRoute.proxy(for: "http://[::1]:80/f", explicit: "http://p:1", environment: env(["NO_PROXY": "::1"])) == nil)
+        #expect(ProxyRoute.proxy(for: "http://x/f", explicit: "http://p:1", environment: env(["no_proxy": "*"])) == nil)
+    }
+
+    @Test func proxySchemes() {
+        for ok in ["", "proxy:3128", "http://p:1", "HTTPS://p:1", "socks4://p", "socks4a://p", "socks5://p", "socks5h://u:p@p:1080"] {
+            #expect(ProxyRoute.problem(ok) == nil, "\(ok)")
+        }
+        #expect(ProxyRoute.problem("socks9://x") == "'socks9' is not a proxy scheme; use one of http, https, socks4, socks4a, socks5, socks5h (no scheme: http).")
+        #expect(ProxyRoute.problem("ftp://x") != nil)
+    }
+
+    func head(_ status: Int) -> ResponseHead {
+        var h = ResponseHead()
+        h.append(line: Substring("HTTP/1.1 \(status) X\r\n"))
+        h.append(line: "\r\n")
+        return h
+    }
+
+    @Test func failuresThatAreTheProxysNameIt() {
+        let url = "https://origin.example/f"
+        let p = "http://user:secret@proxy.example:3128"
+        let down = Prober.networkError(.couldNotConnect, url: url, proxy: p)
+        #expect(down.message.hasPrefix("could not connect to the proxy http://user:***@proxy.example:3128 (for https://origin.example/f)") || down.message.contains("proxy.example:3128 (for https://origin.example/f)"), "\(down.message)")
+        #expect(!down.message.contains("secret"))
+        #expect(down.kind == .network)
+        let unresolved = Prober.networkError(.couldNotResolveProxy, url: url, proxy: p)
+        #expect(unresolved.message.hasPrefix("could not resolve the host of the proxy"), "\(unresolved.message)")
+        let auth = Prober.networkError(.receiveError, url: url, head: head(407), proxy: p)
+        #expect(auth.message.contains("wants credentials (HTTP 407)") && auth.httpStatus == 407, "\(auth.message)")
+        let tunnel = Prober.networkError(.receiveError, url: url, head: head(502), proxy: p)
+        #expect(tunnel.message.contains("refused the tunnel to https://origin.example/f with HTTP 502"), "\(tunnel.message)")
+        let socks = Prober.networkError(.proxyFailure, url: url, proxy: "socks5h://s:1080")
+        #expect(socks.message.hasPrefix("the proxy socks5h://s:1080 failed to reach https://origin.example/f"), "\(socks.message)")
+        // Without a proxy, or a failure that is not the proxy's: the messages about the server.
+        #expect(Prober.networkError(.couldNotConnect, url: url).message.hasPrefix("could not connect to https://origin.example/f"))
+        #expect(Prober.networkError(.receiveError, url: url, proxy: p).message.hasPrefix("the request to https://origin.example/f failed"))
+    }
+}
