@@ -141,7 +141,7 @@ struct WholeSave: Sendable {
             FinishedMark.write(on: file, url: source, verified: verified)
             if sync { try file.sync() }
         } catch {
-            throw FetchEngine.writeError(error)
+            throw FetchEngine.writeError(error, resumable: false)
         }
         do {
             try file.link(as: paths.final)

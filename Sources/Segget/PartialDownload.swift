@@ -213,7 +213,7 @@ final class PartialDownload {
         do {
             try prefix.withUnsafeBytes { (raw) throws(Errno) in try data.write(raw, at: 0) }
         } catch {
-            throw FetchEngine.writeError(error)
+            throw FetchEngine.writeError(error, resumable: false)
         }
     }
 

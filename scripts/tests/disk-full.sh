@@ -7,7 +7,9 @@
 #   3. a write meets ENOSPC mid-download (a partial file whose unwritten regions are holes, as left
 #      on file systems without fallocate, resumed on a disk that has since filled up): exit 5 with
 #      the journal kept and consistent; after freeing space the same command resumes (re-fetching
-#      little) and completes byte-identical.
+#      little) and completes byte-identical;
+#   4. a stream of unknown length from a server without ranges meets ENOSPC: exit 5, saying that a
+#      rerun starts over (no journal: nothing to resume), and the rerun after freeing space succeeds.
 # Needs root (or another way to mount tmpfs); prints SKIP and exits 0 when mounting is not allowed.
 # Needs SEGGET_BIN and SEGGET_TESTSERVER_BIN (scripts/test sets them; defaults: .build/debug).
 source "$(dirname "$0")/../lib/common.sh"
@@ -156,4 +158,24 @@ total=$((6 << 20))
 # The journal was consistent: the resume fetched less than the whole file (only chunks not marked).
 [ "$resume_bytes" -lt "$total" ] || fail "the resume re-fetched $resume_bytes bytes of $total: nothing was kept"
 echo "disk-full: ok: resumed ($(grep -o 'resuming: [0-9.]* [KMGT]*i*B' "$WORK/run-resume.err" | head -1)), fetched $resume_bytes of $total bytes, identical"
+rm -f "$OUT"
+
+# --- 4. ENOSPC from a server without ranges (nothing to resume) ----------------------------------
+log "disk-full 4: a stream of unknown length without ranges meets ENOSPC"
+OUT4="$MNT/chunked.bin"
+set +e
+dd if=/dev/zero of="$MNT/filler" bs=64k count=64 2>/dev/null
+set -e
+run_segget chunked -q -o "$OUT4" "$BASE/chunked/six.bin"
+[ "$RC" -eq 5 ] || fail "a stream meeting ENOSPC should exit 5, got $RC: $(cat "$WORK/run-chunked.err")"
+grep -q "disk is full" "$WORK/run-chunked.err" || fail "unclear message: $(cat "$WORK/run-chunked.err")"
+grep -q "starts over from the first byte" "$WORK/run-chunked.err" || fail "it should say a rerun starts over: $(cat "$WORK/run-chunked.err")"
+if grep -q "to resume" "$WORK/run-chunked.err"; then fail "it promises a resume it cannot give: $(cat "$WORK/run-chunked.err")"; fi
+[ ! -e "$OUT4" ] || fail "a file appeared under the final name after ENOSPC"
+echo "disk-full: ok: exit 5, \"$(head -c 160 "$WORK/run-chunked.err" | tr -d '\n')…\""
+rm -f "$MNT/filler"
+run_segget chunked2 -q -o "$OUT4" "$BASE/chunked/six.bin"
+[ "$RC" -eq 0 ] || fail "the rerun after freeing space should succeed, got $RC: $(cat "$WORK/run-chunked2.err")"
+cmp -s "$OUT4" "$WORK/six.bin" || fail "the rerun's file differs from the source"
+echo "disk-full: ok: the rerun downloaded it again, identical"
 echo "disk-full: all cases passed in $((SECONDS - START)) s"

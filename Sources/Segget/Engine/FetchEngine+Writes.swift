@@ -41,7 +41,7 @@ extension FetchEngine {
             if waiting { try writer.drain() }
             done = try writer.completedTicket()
         } catch {
-            apply(.failed(Self.writeError(error)))
+            apply(.failed(Self.writeError(error, resumable: target.ranged && journal != nil)))
             return
         }
         while afterWritesDone < afterWrites.count, afterWrites[afterWritesDone].ticket <= done {
@@ -136,10 +136,16 @@ extension FetchEngine {
         afterWrites.append((writer.submitted, .slot(connection: c.id, chunk: plan.chunk(containing: c.slotPos - 1), upTo: c.slotPos)))
     }
 
-    static func writeError(_ error: any Error) -> SeggetError {
+    /// `resumable`: a journal keeps what was written (a ranged fetch); without one (a server that sends
+    /// no byte ranges, a small file the first answer brought whole) a rerun starts from the first
+    /// byte, and the message says so.
+    static func writeError(_ error: any Error, resumable: Bool = true) -> SeggetError {
+        let rerun = resumable
+            ? "run the same command to resume; nothing already downloaded is lost."
+            : "run the same command to download it again; it starts over from the first byte (without byte ranges nothing of it is kept)."
         if let e = error as? Errno, e.rawValue == ENOSPC {
-            return SeggetError(.fileSystem, "the disk is full. Free some space, then run the same command to resume; nothing already downloaded is lost.")
+            return SeggetError(.fileSystem, "the disk is full. Free some space, then \(rerun)")
         }
-        return SeggetError(.fileSystem, "could not write the downloaded data: \(error). Fix the problem, then run the same command to resume.")
+        return SeggetError(.fileSystem, "could not write the downloaded data: \(error). Fix the problem, then \(rerun)")
     }
 }
