@@ -288,6 +288,13 @@ public final class DownloadQueue: Sendable {
         core.withLock { c in c.records[id].map { Self.snapshot($0, c, position: c.state.position(of: id)) } }
     }
 
+    /// The tasks (any status) whose GID starts with `prefix` (hex digits, any case): aria2 takes a
+    /// unique prefix of a GID wherever a GID goes.
+    public func tasks(withGIDPrefix prefix: String) -> [TaskID] {
+        let p = prefix.lowercased()
+        return core.withLock { c in c.records.keys.filter { $0.gid.hasPrefix(p) } }
+    }
+
     /// Active tasks, in the order they started.
     public func active() -> [TaskSnapshot] {
         core.withLock { c in

@@ -93,6 +93,8 @@ public struct Aria2Methods: RPCMethodHandler {
             )
         case "aria2.pause", "aria2.forcePause":
             let id = try gid(p, 0)
+            // aria2 answers an error for a task that is paused already; the queue takes it as done.
+            if queue.snapshot(id)?.status == .paused { throw .failed("GID \(id.gid) cannot be paused now: it is paused already") }
             try run { try queue.pause(id, force: call.method == "aria2.forcePause") }
             return .string(id.gid)
         case "aria2.pauseAll", "aria2.forcePauseAll":
@@ -100,6 +102,9 @@ public struct Aria2Methods: RPCMethodHandler {
             return .string("OK")
         case "aria2.unpause":
             let id = try gid(p, 0)
+            if let status = queue.snapshot(id)?.status, status == .active || status == .waiting {
+                throw .failed("GID \(id.gid) cannot be unpaused now: it is \(status.rawValue), not paused")
+            }
             try run { try queue.resume(id) }
             return .string(id.gid)
         case "aria2.unpauseAll":
@@ -275,7 +280,13 @@ public struct Aria2Methods: RPCMethodHandler {
 
     func gid(_ p: [JSON], _ i: Int) throws(RPCError) -> TaskID {
         guard i < p.count, case .string(let text) = p[i] else { throw .invalidParams("a GID string is required.") }
-        guard let id = TaskID(gid: text) else { throw .failed("GID \(text) is not found") }
+        if let id = TaskID(gid: text) { return id }
+        // As aria2: a shorter run of hex digits names the one task whose GID starts with it.
+        let hex = text.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0 | 0x20) }
+        guard hex, (1..<16).contains(text.utf8.count) else { throw .failed("GID \(text) is not found") }
+        let found = queue.tasks(withGIDPrefix: text)
+        guard found.count < 2 else { throw .failed("GID \(text) is ambiguous: \(found.count) tasks' GIDs start with it") }
+        guard let id = found.first else { throw .failed("GID \(text) is not found") }
         return id
     }
 

@@ -108,7 +108,32 @@ final class MethodsFixture {
         #expect(f.status(paused) == "waiting")
         #expect(f.ok("aria2.pauseAll") == .string("OK"))
         #expect(f.status(paused) == "paused" && f.status(other) == "paused")
-        #expect(f.ok("aria2.pause", [.string(other)]) == .string(other) || f.status(other) == "paused")
+        // As aria2c: pausing a paused task, or unpausing one that is not paused, is error 1.
+        #expect(f.errorCode("aria2.pause", [.string(other)]) == 1)
+        #expect(f.errorCode("aria2.forcePause", [.string(other)]) == 1)
+        #expect(f.ok("aria2.unpause", [.string(other)]) == .string(other))
+        #expect(f.errorCode("aria2.unpause", [.string(other)]) == 1)
+        #expect(f.status(other) == "waiting")
+    }
+
+    /// As aria2: a unique prefix of a GID names its task; one shared by several is refused.
+    @Test func aGIDPrefixNamesItsTask() throws {
+        let f = try MethodsFixture()
+        let gids = (0..<40).map { f.add("g\($0).bin") }
+        let g = gids[0]
+        // The shortest prefix of g that no other GID shares, and one that another shares, if any.
+        let unique = (1...16).map { String(g.prefix($0)) }.first { p in gids.filter { $0.hasPrefix(p) }.count == 1 }!
+        #expect(f.ok("aria2.tellStatus", [.string(unique), .array([.string("gid")])])["gid"] == .string(g))
+        #expect(f.ok("aria2.tellStatus", [.string(unique.uppercased()), .array([.string("gid")])])["gid"] == .string(g))
+        #expect(f.ok("aria2.pause", [.string(unique)]) == .string(g))
+        #expect(f.status(g) == "paused")
+        if let shared = (1..<16).map({ String(g.prefix($0)) }).last(where: { p in gids.filter { $0.hasPrefix(p) }.count > 1 }) {
+            #expect(f.errorCode("aria2.tellStatus", [.string(shared)]) == 1)
+        }
+        let absent = (0..<16).map { String(UInt8($0), radix: 16) }.first { d in !gids.contains { $0.hasPrefix(d) } }
+        if let absent { #expect(f.errorCode("aria2.tellStatus", [.string(absent)]) == 1) }
+        #expect(f.errorCode("aria2.tellStatus", [.string("xyz")]) == 1)
+        #expect(f.errorCode("aria2.tellStatus", [.string("")]) == 1)
     }
 
     @Test func waitingPagesAndKeys() throws {
