@@ -29,6 +29,9 @@ struct Connection {
     /// before a round of the slow rule (`EngineCore.Event.unread`; 0 where it never tells, as in the
     /// simulator).
     var unread = 0
+    /// `requestStartedAt` of the request whose answer head the shell last said is in
+    /// (`EngineCore.Event.answering`): equal to it while the current request's head is in.
+    var answeredRequestAt = -Double.infinity
     var transferStartedAt = 0.0
     var transferBytes: Int64 = 0
     /// When the last byte arrived (or the transfer started), for the stall timeout.

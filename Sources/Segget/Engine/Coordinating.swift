@@ -48,6 +48,8 @@ protocol Coordinating {
     /// The kernel held `bytes` of connection `id`'s answer received and not yet read, just before a
     /// round of the slow rule (see `EngineCore.Event.unread`).
     mutating func noteUnread(_ id: Int, bytes: Int)
+    /// Connection `id`'s answer head is in (`EngineCore.Event.answering`).
+    mutating func noteAnswering(_ id: Int)
     /// How many bytes connection `id` may write now; nil when it must write no more (the reason is
     /// decided).
     mutating func room(_ id: Int, now: Double) -> Int64?
@@ -127,7 +129,11 @@ extension Coordinating {
     /// The heads still awaited, as lower bounds of their waits (see `RequestCostModel.servedAtOnce`).
     func pendingAnswers(now: Double) -> [RequestCostModel.Answer] {
         connections.compactMap { c in
-            guard c.machine.isTransferring, !c.machine.headJudged, c.source == 0 else { return nil }
+            // A head without body bytes yet (a server that sends its head and then stalls) is not a
+            // request waiting in the server's queue: counted, it taught a host limit of 1 that held
+            // every other download to that host up in a daemon.
+            guard c.machine.isTransferring, !c.machine.headJudged, c.answeredRequestAt != c.requestStartedAt, c.source == 0
+            else { return nil }
             let waited = now - c.requestStartedAt - (c.held(at: now) - c.heldAtRequest)
             return .init(ahead: c.aheadAtSend, think: max(0, waited - cost.networkSeconds(dialled: !c.linkWasOpen)))
         }

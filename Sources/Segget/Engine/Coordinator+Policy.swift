@@ -104,6 +104,11 @@ extension Coordinator {
         connections[id].unread = max(0, bytes)
     }
 
+    mutating func noteAnswering(_ id: Int) {
+        guard connections.indices.contains(id) else { return }
+        connections[id].answeredRequestAt = connections[id].requestStartedAt
+    }
+
     /// Unread bytes in the kernel from which a connection is not judged slow: the server delivered
     /// them and segget did not read them (a loop starved of CPU by other work on the machine), so its
     /// rate measures segget, and a re-dial would throw them away and pay a request for nothing. A

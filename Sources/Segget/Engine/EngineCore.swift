@@ -45,6 +45,10 @@ struct EngineCore {
         /// kernel holds `bytes` of connection `id`'s answer received and not yet read. A connection with
         /// many is not judged slow in that round (`Coordinator.unreadBehind`).
         case unread(Int, bytes: Int)
+        /// Posted with `unread`: connection `id`'s answer head is in (a final status and its headers)
+        /// though no body byte may have come. The server took the request up, so it is not waiting in
+        /// the server's queue (see `Coordinator.pendingAnswers`).
+        case answering(Int)
         /// A speed cap (`--max-speed`, or a limit shared with other downloads) held bytes back: it,
         /// not the connections, sets the download's rate now (see `Coordinator.capBinds`).
         case capHeld
@@ -184,6 +188,9 @@ struct EngineCore {
             return []
         case .unread(let id, let bytes):
             c.noteUnread(id, bytes: bytes)
+            return []
+        case .answering(let id):
+            c.noteAnswering(id)
             return []
         case .failed(let error):
             c.fail(error)

@@ -86,6 +86,7 @@ extension FetchEngine {
             let connections = core.connections
             for c in io where connections[c.id].machine.isTransferring {
                 apply(.unread(c.id, bytes: driver.multi.unreadBytes(of: c.easy) ?? 0), now: now)
+                if c.head.isComplete, c.head.status >= 200 { apply(.answering(c.id), now: now) }
             }
         }
         apply(.performed(passStartedAt: now))

@@ -61,6 +61,7 @@ struct SingleStream: Coordinating {
     mutating func assignIdle(now: Double) -> [Command] { [] }
     mutating func noteCapHeld(now: Double) {}
     mutating func noteUnread(_ id: Int, bytes: Int) {}
+    mutating func noteAnswering(_ id: Int) {}
 
     mutating func room(_ id: Int, now: Double) -> Int64? {
         let c = connections[id]
