@@ -350,8 +350,10 @@ struct Prober {
     static func proxyError(_ code: CurlCode, url u: ServerText, proxy p: ServerText, head: ResponseHead, connected: Bool) -> SeggetError? {
         let instead = "check that the proxy is up and reachable, or give another with --proxy (or unset the *_proxy variables)"
         switch code {
-        case .couldNotConnect, .operationTimedOut where !connected && head.byteCount == 0:
+        case .couldNotConnect:
             return SeggetError(.network, "could not connect to the proxy \(p) (for \(u)); \(instead).")
+        case .operationTimedOut where !connected && head.byteCount == 0:
+            return SeggetError(.network, "could not connect to the proxy \(p) (for \(u)) in time; \(instead).")
         case .couldNotResolveProxy:
             return SeggetError(.network, "could not resolve the host of the proxy \(p) (for \(u)); \(instead).", retryAdvice: .once)
         case .proxyFailure:
