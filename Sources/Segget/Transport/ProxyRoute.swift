@@ -8,10 +8,8 @@ enum ProxyRoute {
 
     /// Why `proxy` is not a proxy URL segget can use; nil when it is one (or empty: no proxy).
     static func problem(_ proxy: String) -> String? {
-        let bytes = Array(proxy.utf8)
-        guard let sep = (0..<max(0, bytes.count - 2)).first(where: { bytes[$0] == 58 && bytes[$0 + 1] == 47 && bytes[$0 + 2] == 47 })
-        else { return nil }
-        let scheme = String(decoding: bytes[..<sep], as: UTF8.self).lowercased()
+        guard let sep = schemeSeparator(in: proxy) else { return nil }
+        let scheme = proxy[..<sep.lowerBound].lowercased()
         if schemes.contains(scheme) { return nil }
         return "'\(scheme)' is not a proxy scheme; use one of \(schemes.sorted().joined(separator: ", ")) (no scheme: http)."
     }
@@ -36,9 +34,10 @@ enum ProxyRoute {
     /// Whether `no_proxy`'s comma-separated `list` names `host`: `*`, the host itself, or a domain the
     /// host is in (`example.org` and `.example.org` both cover `a.example.org`). Ports are ignored.
     static func bypasses(host: String, list: String) -> Bool {
-        let host = host.lowercased().trimmingCharacters(in: ["[", "]"])
+        var host = Substring(host.lowercased())
+        if host.hasPrefix("["), host.hasSuffix("]") { host = host.dropFirst().dropLast() }
         for raw in list.split(separator: ",") {
-            var entry = String(raw).trimmingCharacters(in: [" ", "\t"]).lowercased()
+            var entry = raw.trimmingSpacesAndTabs().lowercased()
             if entry == "*" { return true }
             if entry.hasPrefix("[") { entry = String(entry.dropFirst().prefix { $0 != "]" }) }
             else if let colon = entry.lastIndex(of: ":"), entry.filter({ $0 == ":" }).count == 1 {
@@ -49,14 +48,5 @@ enum ProxyRoute {
             if host == entry || host.hasSuffix("." + entry) { return true }
         }
         return false
-    }
-}
-
-extension String {
-    fileprivate func trimmingCharacters(in set: Set<Character>) -> String {
-        var s = Substring(self)
-        while let f = s.first, set.contains(f) { s.removeFirst() }
-        while let l = s.last, set.contains(l) { s.removeLast() }
-        return String(s)
     }
 }
