@@ -108,7 +108,8 @@ extension PartialDownload {
         }
         // A mirror that stood in for the main URL may have worded the same version's ETag its way.
         if h.lastModified != probe.lastModified
-            || (h.etag != probe.etag && !Download.sameVersionInOtherWords(h.etag, h.lastModified, probe.etag, probe.lastModified, length: total))
+            || (!AgedETag.sameVersion(kept: h.etag, got: probe.etag, keptModified: h.lastModified, gotModified: probe.lastModified)
+                && !Download.sameVersionInOtherWords(h.etag, h.lastModified, probe.etag, probe.lastModified, length: total))
         {
             return try otherVersion("the file changed on the server since the last run (ETag/Last-Modified differ)",
                                     "sends another ETag or Last-Modified than the partial download's")

@@ -62,6 +62,7 @@
 /// | short | declares the right length, sends `missing` bytes less, closes | missing (1) |
 /// | long | declares the range, Content-Length and body `extra` bytes longer | extra (1) |
 /// | mid200 | request number ≥ `after` gets 200 full (the first is honoured) | after (2) |
+/// | fresh | as Apache 2.4 serves a file modified just now: `Last-Modified` is the server's start, the `ETag` weak (`W/`) for the first `weak` seconds after it and strong after, and an `If-Range` date never matches in the first 60 s (every range then gets 200 full); `max` caps each 206 as `capped` does | weak (1), max |
 /// | changing | requests after the first `after` see a second version (other bytes, ETag, date) | after (1), newlength |
 /// | encoding | 206 responses from request number `after` on carry `Content-Encoding: gzip`; `shrink` declares and sends that many bytes less, as a compressed body would | after (1), shrink (0) |
 /// | always416 | every ranged GET (from request number `from`, for `times` requests) gets 416 with `Content-Range: bytes */N` | from (1), times (all) |
@@ -92,6 +93,7 @@ public enum FaultMode: String, CaseIterable, Sendable {
     case long
     case mid200
     case changing
+    case fresh
     case encoding
     case always416
     case stall

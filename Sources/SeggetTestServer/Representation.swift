@@ -29,6 +29,16 @@ final class Representation: @unchecked Sendable {
     static let defaultLastModified = "Tue, 15 Nov 1994 08:12:31 GMT"
     static let changedLastModified = "Wed, 16 Nov 1994 09:00:00 GMT"
 
+    /// Unix seconds as an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`).
+    static func httpDate(_ seconds: Int64) -> String {
+        var t = time_t(seconds)
+        var parts = tm()
+        gmtime_r(&t, &parts)
+        var out = [CChar](repeating: 0, count: 64)
+        let n = strftime(&out, out.count, "%a, %d %b %Y %H:%M:%S GMT", &parts)
+        return String(decoding: out[..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
     init(storage: Storage, length: Int64, etag: String, lastModified: String) {
         self.storage = storage
         self.length = length

@@ -63,8 +63,10 @@ struct ResponsePlan {
 struct ResponsePlanner {
     /// `http://HOST:PORT`, for absolute `Location` headers.
     var baseURL: String
-    /// Unix seconds, for the `expiring` mode's signed URLs.
+    /// Unix seconds, for the `expiring` mode's signed URLs and the `fresh` mode's validators.
     var now: Int64 = 0
+    /// When the server started, in Unix seconds: the `fresh` mode's file time.
+    var startedUnix: Int64 = 0
 
     /// - Parameters:
     ///   - requestNumber: 1-based count of requests for this exact target, for `times`/`after` params.
@@ -125,6 +127,13 @@ struct ResponsePlanner {
             if n > (p.int("after") ?? 1) {
                 representation = changed(p.int("newlength") ?? current.length)
             }
+        case .fresh:
+            // As Apache 2.4 serves a file modified when the server started: the time as its
+            // Last-Modified, its ETag weak for the first `weak` seconds.
+            let weak = now < startedUnix + (p.int("weak") ?? 1)
+            representation = Representation(
+                storage: current.storage, length: current.length, etag: weak ? "W/" + current.etag : current.etag,
+                lastModified: Representation.httpDate(startedUnix))
         case .expiring:
             if let refusal = SignedURL.refusal(route: p, now: now) { return refusal }
             if p.int("version") == 2 { representation = changed(p.int("newlength") ?? current.length) }
@@ -161,8 +170,13 @@ struct ResponsePlanner {
                 let newLast = min(max(newFirst, last + shift), length - 1)
                 decision = .partial(first: newFirst, last: newLast)
             }
-        case .capped, .expiring:
-            // Every capped answer; an expiring one only when it names a `max`.
+        case .capped, .expiring, .fresh:
+            // Apache 2.4 (`ap_condition_if_range`): a date in If-Range matches only once the file's
+            // time is 60 s old; before, every range is answered with the whole file.
+            if route.mode == .fresh, let ifRange = request.headers["if-range"], !ifRange.hasPrefix("\""), now < startedUnix + 60 {
+                decision = .full
+            }
+            // Every capped answer; an expiring or fresh one only when it names a `max`.
             if route.mode == .capped || p.params["max"] != nil, case .partial(let first, let last) = decision {
                 let most = p.params["max"].flatMap(URLText.parseRate) ?? 1 << 20
                 decision = .partial(first: first, last: min(last, first + most - 1))

@@ -283,7 +283,7 @@ public final class TestServer: @unchecked Sendable {
 
     // MARK: Used by connections
 
-    var planner: ResponsePlanner { ResponsePlanner(baseURL: baseURL, now: Int64(time(nil))) }
+    var planner: ResponsePlanner { ResponsePlanner(baseURL: baseURL, now: Int64(time(nil)), startedUnix: startedUnix) }
 
     struct Prepared {
         var plan: ResponsePlan
@@ -393,6 +393,8 @@ public final class TestServer: @unchecked Sendable {
     public static var clock: Double { MonotonicClock.seconds }
     /// When the server was made, on that clock.
     public let startedAt = MonotonicClock.seconds
+    /// The same, in Unix seconds (the `fresh` mode's file time).
+    public let startedUnix = Int64(time(nil))
 
     /// The most requests that waited for a worker at once (`workers`).
     public var longestWorkerQueue: Int { lock.withLock { workers.longestQueue } }

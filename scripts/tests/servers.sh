@@ -387,6 +387,45 @@ if run_suite_alone DigestAtExitTests "openSSLOutlivesTheExitHandlers()" "$WORK/e
     echo "  OpenSSL still usable after the exit handlers where hashing used it first, a digester freed there (DigestAtExitTests)"
 fi
 
+# 3c. A file Apache serves the second after it was modified: its ETag weak (W/) for that second and
+# strong after, and a date in If-Range honoured only once the file is 60 s old (every range before
+# that answered 200 with the whole file). Before: the stream failed (exit 7), the file fell back to one
+# connection, and a resume begun while the tag was weak started over. Each step writes the file anew.
+NAME="apache http/1.1: a file modified just now"
+failures_before=${#FAILURES[@]}
+fresh="$WORK/www/fresh.bin"
+head -c "$SIZE" /dev/urandom >"$fresh.tmp" && chmod 644 "$fresh.tmp" && mv "$fresh.tmp" "$fresh"
+from="$(lines_of "$WORK/apache/access.log")"
+set +e
+timeout 120 "$SEGGET_BIN" -q -n 8 -o - "$APACHE_HTTP_URL/fresh.bin" >"$WORK/out/fresh-stream.bin" 2>"$WORK/runs/fresh-stream.err"
+rc=$?
+set -e
+[ "$rc" -eq 0 ] || case_failed "the stream (-o -) exited $rc: $(tail -c 400 "$WORK/runs/fresh-stream.err")"
+[ "$rc" -ne 0 ] || cmp -s "$WORK/out/fresh-stream.bin" "$fresh" || case_failed "the stream differs from the source"
+whole="$(tail -n +"$((from + 1))" "$WORK/apache/access.log" | grep -c ' 200 ' || true)"
+[ "$whole" -eq 0 ] || case_failed "$whole of the stream's ranges were answered with the whole file (200)"
+head -c "$SIZE" /dev/urandom >"$fresh.tmp" && chmod 644 "$fresh.tmp" && mv "$fresh.tmp" "$fresh"
+RUN="$WORK/runs/fresh"
+run_segget file "$WORK/out/fresh.bin" "$APACHE_HTTP_URL/fresh.bin"
+[ "$RC" -eq 0 ] || case_failed "the download exited $RC: $(tail -c 400 "$RUN.file.err")"
+[ "$RC" -ne 0 ] || cmp -s "$WORK/out/fresh.bin" "$fresh" || case_failed "the download differs from the source"
+! grep -q "ignored the byte range" "$RUN.file.err" "$RUN.file.json" || case_failed "fell back to one connection: $(grep -h -m1 ignored "$RUN.file.err" "$RUN.file.json")"
+# Interrupted within the tag's weak second, resumed after it.
+head -c "$SIZE" /dev/urandom >"$fresh.tmp" && chmod 644 "$fresh.tmp" && mv "$fresh.tmp" "$fresh"
+out="$WORK/out/fresh-resumed.bin"
+"$SEGGET_BIN" -q -n 2 --max-speed 8M -o "$out" "$APACHE_HTTP_URL/fresh.bin" 2>"$RUN.killed.err" &
+SEGGET_PID=$!
+sleep 0.6
+kill -KILL "$SEGGET_PID" 2>/dev/null || true
+wait "$SEGGET_PID" 2>/dev/null || true
+SEGGET_PID=""
+sleep 1.2
+run_segget resumed "$out" "$APACHE_HTTP_URL/fresh.bin"
+[ "$RC" -eq 0 ] || case_failed "the resumed download exited $RC: $(tail -c 400 "$RUN.resumed.err")"
+[ "$RC" -ne 0 ] || cmp -s "$out" "$fresh" || case_failed "the resumed download differs from the source"
+! grep -q "changed" "$RUN.resumed.err" "$RUN.resumed.json" || case_failed "the resume started over: $(grep -h -m1 changed "$RUN.resumed.err" "$RUN.resumed.json")"
+[ ${#FAILURES[@]} -eq "$failures_before" ] && echo "  $NAME: streamed at -n 8 with no range answered 200, saved at -n 8 without falling back to one connection, resumed after its ETag turned strong, each identical"
+
 # 4. One task of the daemon, from Apache.
 export SEGGET_RPC_PORT XDG_STATE_HOME="$WORK/state"
 SEGGET_RPC_PORT="$(server_port)"

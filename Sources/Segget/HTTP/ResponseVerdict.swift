@@ -135,7 +135,9 @@ enum ResponseVerdict: Equatable, Sendable {
     /// Why the answer's validators say the file is another one; nil when they agree or are absent.
     private static func validatorChange(_ q: ResponseQuestion, _ h: ResponseHead) -> String? {
         // The validators kept from the probe came from the server too: shown as `ServerText`.
-        if let want = q.etag, let got = h.unsafeRawValue("etag"), want != got {
+        if let want = q.etag, let got = h.unsafeRawValue("etag"),
+            !AgedETag.sameVersion(kept: want, got: got, keptModified: q.lastModified, gotModified: h.unsafeRawValue("last-modified"))
+        {
             return "its ETag changed from \(ServerText(want)) to \(ServerText(got))"
         }
         if let want = q.lastModified, let got = h.unsafeRawValue("last-modified"), want != got {

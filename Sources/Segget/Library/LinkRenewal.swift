@@ -89,7 +89,7 @@ struct ObjectIdentity: Equatable, Sendable {
         if etag == nil && lastModified == nil {
             return "the server sends neither ETag nor Last-Modified, so nothing proves it is the same file"
         }
-        if etag != other.etag {
+        if !AgedETag.sameVersion(kept: etag, got: other.etag, keptModified: lastModified, gotModified: other.lastModified) {
             return "its ETag is \(other.etag.map { "\(ServerText($0))" } ?? "missing"), not \(etag.map { "\(ServerText($0))" } ?? "missing")"
         }
         if lastModified != other.lastModified {

@@ -1,3 +1,4 @@
+import Glibc
 import SeggetCurl
 import SeggetSystem
 
@@ -53,11 +54,26 @@ public struct ProbeResult: Sendable, Equatable {
         return tally + outcome.spent
     }
 
-    /// A strong validator for `If-Range`: a strong ETag, else Last-Modified.
+    /// When the answer was made (Unix seconds): its `Date`, else the local clock when it came.
+    public var answeredAt: Int64?
+
+    /// The validator sent as `If-Range`: a strong ETag, else a `Last-Modified` that is a strong
+    /// validator (RFC 9110 §13.1.5, §8.8.2.2), one the answer's `Date` shows to be 60 s old or more;
+    /// else none, and each answer's own validators are what catch a changed file
+    /// (`ResponseVerdict`). RFC 9110 needs 1 s; Apache 2.4 honours a date only 60 s after it (RFC
+    /// 2616's rule) and answers every range with the whole file before that: a file modified in the
+    /// last minute, its `ETag` weak (Apache's, for the first second), was fetched over one connection
+    /// and could not be streamed with `-o -` at all.
     public var ifRangeValidator: String? {
         if let e = etag, !e.hasPrefix("W/") { return e }
-        return lastModified
+        guard let date = lastModified, let modified = parseIMFFixdate(Substring(date)), let at = answeredAt,
+            at - modified >= Self.strongDateAge
+        else { return nil }
+        return date
     }
+
+    /// How old a `Last-Modified` must be for `If-Range`, in seconds (see `ifRangeValidator`).
+    static let strongDateAge: Int64 = 60
 }
 
 /// Collects one response's head (and the body of a 206, up to what was asked) from libcurl callbacks.
@@ -302,6 +318,7 @@ struct Prober {
             // Content-MD5 covers the body of this response: on a 206 that is a range, not the file.
             contentMD5: head.status == 200 ? head.unsafeRawValue("content-md5") : nil, redirects: redirects, noRangesReason: nil)
         result.overHTTP2 = head.httpVersion == "HTTP/2"
+        result.answeredAt = head.unsafeRawValue("date").flatMap { parseIMFFixdate(Substring($0)) } ?? Int64(time(nil))
         if let cd = head.unsafeRawValue("content-disposition"), let name = ContentDisposition.fileName(from: cd) {
             result.suggestedFileName = FileName.sanitize(name)
             result.nameFromDisposition = true
