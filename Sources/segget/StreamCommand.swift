@@ -55,7 +55,7 @@ struct StreamRun {
         // instead of a silent death by SIGPIPE.
         signal(SIGPIPE, SIG_IGN)
         let interrupt = InterruptFlag()
-        SignalTrap.install(interrupt: interrupt)
+        SignalTrap.install(interrupt: interrupt, stream: true)
         let ui = TerminalUI(quiet: quiet)
         // A reader that stops reading cannot hold a Ctrl-C up: the write gives up once a stop is asked
         // for and nothing goes out for PatientOutput.step ms.

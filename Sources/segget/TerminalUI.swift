@@ -154,8 +154,12 @@ extension String {
 /// only what is safe in one: an atomic store, or a `write` of prepared bytes and `_exit`.
 enum SignalTrap {
     /// Installs the handler for the rest of the process: a signal sets `interrupt`, a second exits.
-    static func install(interrupt: InterruptFlag) {
+    /// `stream`: the process writes a stream (`-o -`), which keeps no journal, so the second
+    /// signal's message says how to continue one instead of "run the same command to resume". It
+    /// cannot give the byte reached: a write may be under way on another thread as it exits.
+    static func install(interrupt: InterruptFlag, stream: Bool = false) {
         SignalTrapState.flag = interrupt
+        if stream { SignalTrapState.stoppedAtOnce = SignalTrapState.streamStoppedAtOnce }
         _ = SignalTrapState.stoppedAtOnce.count  // made now, never inside the handler
         var set = sigset_t()
         sigemptyset(&set)
@@ -175,7 +179,9 @@ enum SignalTrap {
 private enum SignalTrapState {
     /// Set before the handler is installed; the handler only reads it.
     nonisolated(unsafe) static var flag: InterruptFlag?
-    static let stoppedAtOnce: [UInt8] = Array("\nsegget: stopped at once; run the same command to resume.\n".utf8)
+    nonisolated(unsafe) static var stoppedAtOnce: [UInt8] = Array("\nsegget: stopped at once; run the same command to resume.\n".utf8)
+    static let streamStoppedAtOnce: [UInt8] = Array(
+        "\nsegget: stopped at once; a stream keeps no journal: N being the bytes its reader kept, --stream-from N continues it.\n".utf8)
 }
 
 private func signalTrapHandler(_ signal: Int32) {

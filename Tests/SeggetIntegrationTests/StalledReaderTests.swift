@@ -54,4 +54,30 @@ import Testing
             #expect(!TestFiles.exists(output))
         }
     }
+
+    /// A second signal ends a stream at once, with words for a stream: it keeps no journal, so "run the
+    /// same command to resume" (what it said) would start it over; `--stream-from` continues it.
+    @Test func aSecondSignalDuringAStreamSaysHowToContinueIt() async throws {
+        let body = TestFiles.pattern(16 << 20, seed: 92)
+        let server = try TestServer()
+        server.addResource(name: "f", bytes: body)
+        try server.start()
+        defer { server.stop() }
+        let dir = try TempDir()
+        let fd = open(dir.path("stdout"), O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        let p = try SpawnedProcess(
+            executable: try SpawnedProcess.seggetPath(), arguments: ["-n", "4", "-o", "-", server.url("f", query: "rate=1m")],
+            standardOutput: fd)
+        close(fd)
+        #expect(waitUntil(timeout: 20) { server.bodyBytesSent >= 1 << 20 || !p.isRunning })
+        #expect(p.isRunning, "segget ended before the signals")
+        // Two kinds, so that the second is not merged into the first while it is pending.
+        p.signal(SIGINT)
+        p.signal(SIGTERM)
+        let r = p.wait(timeout: 20)
+        #expect(r.exitCode == 130, "stderr: \(r.stderr)")
+        #expect(r.stderr.contains("stopped at once; a stream keeps no journal") && r.stderr.contains("--stream-from N continues it"),
+                "stderr: \(r.stderr)")
+        #expect(!r.stderr.contains("run the same command"), "stderr: \(r.stderr)")
+    }
 }
