@@ -146,15 +146,21 @@ public final class DownloadQueue: Sendable {
     ///   - paused: add it paused (it waits for ``resume(_:)``).
     ///   - position: its place in the waiting queue (0 = front); nil or past the end: the end.
     ///   - pieces: a Metalink's piece hashes of the file, checked while it downloads (stored with the task).
+    ///   - id: the task's id (aria2's `gid` option), refused where a task has it already, finished and
+    ///     removed ones still listed included; nil: one is drawn.
     @discardableResult
     public func add(
-        urls: [String], options: TaskOptions, paused: Bool = false, position: Int? = nil, pieces: PieceHashes? = nil
+        urls: [String], options: TaskOptions, paused: Bool = false, position: Int? = nil, pieces: PieceHashes? = nil,
+        id wanted: TaskID? = nil
     ) throws(QueueError) -> TaskID {
         try OptionRules.check(urls: urls, options: options)
         let (id, launches) = try core.withLock { (c: inout Core) throws(QueueError) -> (TaskID, [TaskID]) in
             try Self.checkOpen(c)
             let directory = try c.policy.resolve(options.directory)
-            var id = TaskID(UInt64.random(in: 1...UInt64.max))
+            if let wanted, c.records[wanted] != nil {
+                throw QueueError(.invalidState, "The GID \(wanted.gid) is already a task's; give another, or none and one is drawn. Nothing was added.")
+            }
+            var id = wanted ?? TaskID(UInt64.random(in: 1...UInt64.max))
             while c.records[id] != nil { id = TaskID(UInt64.random(in: 1...UInt64.max)) }
             var next = c.state
             let actions = next.add(id, want: Self.want(options), paused: paused, position: position)

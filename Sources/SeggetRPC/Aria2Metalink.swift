@@ -29,6 +29,9 @@ extension Aria2Methods {
         if parsed.options.outputName != nil && files.count > 1 {
             throw .failed("option out names one file, and the Metalink describes \(files.count); nothing was added.")
         }
+        if parsed.gid != nil && files.count > 1 {
+            throw .failed("option gid names one task, and the Metalink describes \(files.count) files (a task each); nothing was added.")
+        }
         var gids: [JSON] = []
         for (i, file) in files.enumerated() {
             var options = parsed.options
@@ -49,7 +52,10 @@ extension Aria2Methods {
             let add = options
             let paused = parsed.paused
             let at = position.map { $0 + i }
-            let id = try run { try queue.add(urls: [file.url] + file.mirrors, options: add, paused: paused, position: at, pieces: file.pieces) }
+            let gid = parsed.gid
+            let id = try run {
+                try queue.add(urls: [file.url] + file.mirrors, options: add, paused: paused, position: at, pieces: file.pieces, id: gid)
+            }
             gids.append(.string(id.gid))
         }
         return .array(gids)

@@ -129,6 +129,8 @@ public struct Aria2Methods: RPCMethodHandler {
             let t = try task(p, 0)
             guard p.count >= 2 else { throw .invalidParams("changeOption takes a GID and an options object.") }
             let parsed = try Aria2TaskOptions.parse(p[1], onto: t.options, policy: policy)
+            // As in aria2, a task keeps its GID.
+            if parsed.gid != nil { throw .failed("option gid cannot be changed: a task keeps its GID. Nothing was changed.") }
             try run { try queue.changeOptions(t.id, parsed.options) }
             return .string("OK")
         case "aria2.getGlobalOption": return Aria2OptionTable.global(optionContext)
@@ -194,7 +196,8 @@ public struct Aria2Methods: RPCMethodHandler {
         }
         let options = parsed.options
         let paused = parsed.paused
-        let id = try run { try queue.add(urls: urls, options: options, paused: paused, position: position) }
+        let gid = parsed.gid
+        let id = try run { try queue.add(urls: urls, options: options, paused: paused, position: position, id: gid) }
         return .string(id.gid)
     }
 

@@ -19,6 +19,9 @@ public struct Aria2TaskOptions: Sendable, Equatable {
     public var options = TaskOptions()
     /// `pause=true`: add the task paused.
     public var paused = false
+    /// `gid`: the GID the new task is to have (aria2's option: 16 hex digits, not all zero, not a
+    /// task's already); nil: one is drawn.
+    public var gid: TaskID?
 
     public init(options: TaskOptions = TaskOptions(), paused: Bool = false) {
         self.options = options
@@ -45,6 +48,12 @@ public struct Aria2TaskOptions: Sendable, Equatable {
                 }
             } else if key == "pause" {
                 result.paused = try bool(raw, key)
+            } else if key == "gid" {
+                let text = try string(raw, key)
+                guard let id = TaskID(gid: text) else {
+                    throw .failed("'\(text)' is not a GID: give 16 hex digits, not all zero (or no gid, and one is drawn). Nothing was added.")
+                }
+                result.gid = id
             }
         }
         return result

@@ -136,6 +136,23 @@ final class MethodsFixture {
         #expect(f.errorCode("aria2.tellStatus", [.string("")]) == 1)
     }
 
+    /// As aria2: `gid` sets the new task's GID (16 hex digits, not zero, not a task's already; error 1
+    /// otherwise and nothing is added); a task keeps its GID (changeOption refuses it). It was ignored.
+    @Test func theGidOptionNamesTheNewTask() throws {
+        let f = try MethodsFixture()
+        let wanted = "00000000c0ffee01"
+        #expect(f.add("a.bin", [("gid", .string(wanted))]) == wanted)
+        #expect(f.status(wanted) == "waiting")
+        // Upper case is the same GID; a GID in use, zero, the wrong length or not hex: error 1, nothing added.
+        #expect(f.add("b.bin", [("gid", .string("00000000C0FFEE02"))]) == "00000000c0ffee02")
+        for bad in [wanted, "00000000C0FFEE01", "0000000000000000", "c0ffee", "00000000c0ffee0g", "0x000000c0ffee03"] {
+            #expect(f.errorCode("aria2.addUri", [.array([.string("http://127.0.0.1:9/c.bin")]), .object([("gid", .string(bad))])]) == 1, "\(bad)")
+        }
+        #expect(f.gids(f.ok("aria2.tellWaiting", [.int(0), .int(100)])) == [wanted, "00000000c0ffee02"])
+        #expect(f.errorCode("aria2.changeOption", [.string(wanted), .object([("gid", .string("00000000c0ffee09"))])]) == 1)
+        #expect(f.errorCode("aria2.tellStatus", [.string("00000000c0ffee09")]) == 1)
+    }
+
     @Test func waitingPagesAndKeys() throws {
         let f = try MethodsFixture()
         let g = (0..<5).map { f.add("w\($0).bin") }
