@@ -344,6 +344,20 @@ func startCLITestServer(_ resources: [String: [UInt8]]) throws -> TestServer {
         #expect(!FileManager.default.fileExists(atPath: dir.path("sub/plain.bin")))
     }
 
+    /// A server's name ending as segget's side files do is saved with an underscore for that dot,
+    /// the download unharmed (it was refused, exit 5, "choose another name with -o").
+    @Test func aServerNameLikeASideFileIsSavedUnlikeOne() throws {
+        let body = cliTestBytes(200_000, seed: 3)
+        let server = try startCLITestServer(["plain.bin": body])
+        defer { server.stop() }
+        let dir = try CLITempDir()
+        let cd = "attachment%3B%20filename%3D%22other.iso.segget-part%22"
+        let r = try SeggetCLI.run(["-q", "-n", "3", "-d", dir.path("sub"), server.url("plain.bin", mode: .disposition, query: "cd=\(cd)")])
+        #expect(r.exitCode == 0, "\(r.stderr)")
+        #expect(fileMatches(dir.path("sub/other.iso_segget-part"), body))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path("sub")) == ["other.iso_segget-part"])
+    }
+
     @Test func helpListsTheExitCodes() throws {
         let r = try SeggetCLI.run(["--help"])
         #expect(r.exitCode == 0)

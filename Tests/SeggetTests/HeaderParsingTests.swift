@@ -150,6 +150,13 @@ import Testing
         ("  spaced  ", "spaced"),
         ("invoice\u{202E}fdp.exe", "invoicefdp.exe"),
         ("dir/", "dir"),
+        // The endings of segget's side files: the dot before them becomes an underscore.
+        ("evil.segget-part", "evil_segget-part"),
+        ("a.iso.segget-journal", "a.iso_segget-journal"),
+        ("x/y.segget-progress", "y_segget-progress"),
+        ("é.segget-part", "é_segget-part"),
+        (".segget-part", "segget-part"),
+        ("segget-part.bin", "segget-part.bin"),
     ])
     func sanitizes(_ input: String, _ expected: String) {
         #expect(FileName.sanitize(input) == expected)

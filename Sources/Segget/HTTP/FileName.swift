@@ -6,7 +6,20 @@ public enum FileName {
     /// Returns a name that contains no path separator, no control character, is not `.` or `..`, does
     /// not start with a dot (no hidden files, no `..` tricks), is at most 200 bytes of UTF-8, and is
     /// never empty. Only the last path component of the suggestion is kept.
+    /// A name that ends as segget's side files do (`.segget-part`, `.segget-journal`,
+    /// `.segget-progress`) gets an underscore for the dot before that ending (`x_segget-part`): saved
+    /// as it stands, it would be taken for another download's unfinished file (and was refused, the
+    /// download failing over a name the user never chose).
     public static func sanitize(_ suggestion: String) -> String {
+        unlikeSideFiles(scrubbed(suggestion))
+    }
+
+    private static func unlikeSideFiles(_ name: String) -> String {
+        guard let suffix = PartialDownload.Paths.sideFileSuffixes.first(where: { name.hasSuffix($0) }) else { return name }
+        return String(name.dropLast(suffix.count)) + "_" + suffix.dropFirst()
+    }
+
+    private static func scrubbed(_ suggestion: String) -> String {
         if isPlainASCIIName(suggestion.utf8) { return suggestion }
         // Work on Unicode scalars: a separator or dot followed by a combining mark is one Character in
         // Swift, and must not slip through as "not a slash".
