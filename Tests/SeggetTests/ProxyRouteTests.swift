@@ -64,4 +64,21 @@ import Testing
         #expect(Prober.networkError(.couldNotConnect, url: url).message.hasPrefix("could not connect to https://origin.example/f"))
         #expect(Prober.networkError(.receiveError, url: url, proxy: p).message.hasPrefix("the request to https://origin.example/f failed"))
     }
+
+    /// A plain-http URL's error status through an HTTP proxy may be the proxy's own answer (a 502 when
+    /// it could not reach the server): the message names the proxy. An https URL's answers come through
+    /// a tunnel, from the server; a SOCKS proxy only relays.
+    @Test func anErrorStatusThroughAnHTTPProxyNamesIt() {
+        let p = "http://user:secret@proxy.example:3128"
+        #expect(ProxyRoute.answeringProxy(for: "http://o.example/f", proxy: p) == p)
+        #expect(ProxyRoute.answeringProxy(for: "http://o.example/f", proxy: "proxy.example:3128") == "proxy.example:3128")
+        #expect(ProxyRoute.answeringProxy(for: "https://o.example/f", proxy: p) == nil)
+        #expect(ProxyRoute.answeringProxy(for: "http://o.example/f", proxy: "socks5h://s:1080") == nil)
+        #expect(ProxyRoute.answeringProxy(for: "http://o.example/f", proxy: nil) == nil)
+        let e = Prober.statusError(502, url: "http://o.example/f", proxy: p)
+        #expect(e.message == "http://o.example/f answered HTTP 502 through the proxy http://proxy.example:3128, which may have given that answer itself; the server, or the proxy on its way to it, failed; try again later, or without the proxy.", "\(e.message)")
+        #expect(e.httpStatus == 502 && e.kind == .httpStatus)
+        #expect(!Prober.statusError(404, url: "http://o.example/f", proxy: p).message.contains("secret"))
+        #expect(Prober.statusError(502, url: "http://o.example/f").message == "http://o.example/f answered HTTP 502; the server failed; try again later.")
+    }
 }

@@ -356,7 +356,7 @@ struct Prober {
                 result.noRangesReason = "the server refused a request for the first byte (416)"
             }
         default:
-            let e = Self.statusError(head.status, url: finalURL)
+            let e = Self.statusError(head.status, url: finalURL, proxy: ProxyRoute.answeringProxy(for: finalURL, proxy: options.proxy(for: finalURL)))
             throw SeggetError(e.kind, e.message, httpStatus: e.httpStatus, retryAfter: head.retryAfter)
         }
         return result
@@ -389,8 +389,18 @@ struct Prober {
         }
     }
 
-    static func statusError(_ status: Int, url: String) -> SeggetError {
+    /// `proxy`: an HTTP proxy that carried the plain-http request (`ProxyRoute.answeringProxy`), which
+    /// may have given the answer itself (a 502 when it could not reach the server), so it is named.
+    static func statusError(_ status: Int, url: String, proxy: String? = nil) -> SeggetError {
         let u = URLParts.shown(url)
+        if let proxy {
+            let p = URLParts.shown(proxy)
+            let hint = (500...599).contains(status)
+                ? "the server, or the proxy on its way to it, failed; try again later, or without the proxy"
+                : status == 407 ? "the proxy wants credentials; give them in the proxy URL: http://USER:PASSWORD@HOST:PORT"
+                : "check the URL, and whether the proxy may fetch it"
+            return SeggetError(.httpStatus, "\(u) answered HTTP \(status) through the proxy \(p), which may have given that answer itself; \(hint).", httpStatus: status)
+        }
         let hint: String
         switch status {
         case 401: hint = "authentication is required; pass -u USER:PASSWORD or --netrc"

@@ -14,6 +14,21 @@ enum ProxyRoute {
         return "'\(scheme)' is not a proxy scheme; use one of \(schemes.sorted().joined(separator: ", ")) (no scheme: http)."
     }
 
+    /// Whether `proxy` speaks HTTP to its clients (an `http` or `https` proxy, or one given without a
+    /// scheme), so that a plain-http URL's answer may be the proxy's own; a SOCKS proxy only relays.
+    static func speaksHTTP(_ proxy: String) -> Bool {
+        guard let sep = schemeSeparator(in: proxy) else { return true }
+        let scheme = proxy[..<sep.lowerBound].lowercased()
+        return scheme == "http" || scheme == "https"
+    }
+
+    /// The proxy that may answer in the server's stead for `url`: an HTTP proxy carrying a plain-http
+    /// request (an https URL's answers come through a tunnel, from the server); nil otherwise.
+    static func answeringProxy(for url: String, proxy: String?) -> String? {
+        guard let proxy, URLParts(url)?.scheme == "http", speaksHTTP(proxy) else { return nil }
+        return proxy
+    }
+
     /// The proxy a request to `url` goes through; nil when none.
     static func proxy(for url: String, explicit: String?, environment: (String) -> String?) -> String? {
         guard let parts = URLParts(url) else { return nil }
