@@ -1,4 +1,5 @@
 import ArgumentParser
+import Glibc
 import Segget
 
 // The library's value types (Sources/Segget/ByteSize.swift) as command-line arguments.
@@ -128,5 +129,50 @@ extension FileOptions {
 
     mutating func set(_ spec: OptionSpec, _ value: String?) throws {
         try set(spec, value.map { [$0] } ?? [])
+    }
+}
+
+/// The command line as the kernel gave it, checked for bytes that are not UTF-8 before Swift reads it:
+/// `CommandLine.arguments` turns such bytes into U+FFFD, so `-o $'caf\xe9.bin'` saved into a file
+/// named `caf�.bin`, not the one asked for. segget's paths and URLs are UTF-8; an argument that is not
+/// is refused, naming it with its odd bytes as `\xNN`.
+enum RawArguments {
+    /// The first argument (1-based, the program's name not counted) that is not UTF-8, and how it
+    /// reads with each byte that is not UTF-8 written `\xNN`; nil when every one is UTF-8.
+    static func firstNotUTF8(_ arguments: [[UInt8]]) -> (position: Int, shown: String)? {
+        for (i, bytes) in arguments.enumerated() where String(validating: bytes, as: UTF8.self) == nil {
+            return (i + 1, shown(bytes))
+        }
+        return nil
+    }
+
+    /// `bytes` with each byte that is not part of a valid UTF-8 character, and each control character,
+    /// as `\xNN`.
+    static func shown(_ bytes: [UInt8]) -> String {
+        var out = ""
+        var i = 0
+        while i < bytes.count {
+            let b = bytes[i]
+            let length = b < 0x80 ? 1 : b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC2 ? 2 : 0
+            if length > 1, i + length <= bytes.count, let text = String(validating: bytes[i..<(i + length)], as: UTF8.self) {
+                out += text
+                i += length
+            } else if length == 1 && b >= 0x20 && b != 0x7F {
+                out.unicodeScalars.append(Unicode.Scalar(b))
+                i += 1
+            } else {
+                out += "\\x" + (b < 0x10 ? "0" : "") + String(b, radix: 16)
+                i += 1
+            }
+        }
+        return out
+    }
+
+    /// The process's arguments after its name, as bytes.
+    static var current: [[UInt8]] {
+        (1..<Int(CommandLine.argc)).map { i in
+            guard let p = CommandLine.unsafeArgv[i] else { return [] }
+            return Array(UnsafeBufferPointer(start: UnsafeRawPointer(p).assumingMemoryBound(to: UInt8.self), count: strlen(p)))
+        }
     }
 }

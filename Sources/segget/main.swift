@@ -25,6 +25,10 @@ func failUsage(_ message: String) -> Never {
 // word, the download unfinished. (`-o -` reports its reader gone with exit 5, see StreamCommand.)
 signal(SIGPIPE, SIG_IGN)
 
+if let bad = RawArguments.firstNotUTF8(RawArguments.current) {
+    failUsage("argument \(bad.position) is not UTF-8 ('\(bad.shown)'); segget reads names, paths and URLs as UTF-8 and would have used another name. Give it in UTF-8 (rename the file or directory if need be).")
+}
+
 // Parse and run by hand so that every failure maps to segget's documented exit codes
 // (ArgumentParser alone would use 64 for usage errors).
 // The commonest command lines (`segget [-q] [-f] [-o FILE | -d DIR] URL...`) are read without

@@ -1,0 +1,25 @@
+import Glibc
+import Testing
+
+/// `-o` with a name that is not UTF-8 (a Latin-1 é, as a shell's `$'caf\xe9.bin'` gives it): refused
+/// with exit 2, naming the argument with its byte as `\xe9`, and nothing made. Before, Swift read the
+/// byte as U+FFFD and segget saved the file as `caf�.bin`.
+@Suite(.serialized) struct NonUTF8ArgumentTests {
+    @Test func aNameThatIsNotUTF8IsRefused() throws {
+        let dir = try TempDir()
+        let p = try SpawnedProcess(
+            executable: "/bin/sh",
+            arguments: ["-c", "exec \"$0\" -q -o \"$1/$(printf 'caf\\351.bin')\" http://127.0.0.1:9/f.bin", try SpawnedProcess.seggetPath(), dir.path])
+        let r = p.wait(timeout: 60)
+        #expect(r.exitCode == 2, "\(r.exitCode): \(r.stderr)")
+        #expect(r.stderr.contains("argument 3 is not UTF-8 (") && r.stderr.contains("caf\\xe9.bin')"), "\(r.stderr)")
+        guard let d = opendir(dir.path) else { throw TestSupportError("opendir: \(errno)") }
+        defer { closedir(d) }
+        var names: [String] = []
+        while let e = readdir(d) {
+            let name = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        #expect(names.isEmpty, "\(names)")
+    }
+}
