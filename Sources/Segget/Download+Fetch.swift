@@ -186,6 +186,16 @@ extension Download {
         case let restart as ResourceChanged:
             return .restart(.resourceChanged(reason: restart.reason))
         case let e as SeggetError:
+            // Without a journal (a server that sends no byte ranges) a rerun cannot continue, and starts
+            // over: the part file, as long as the whole file, is only in the way. It was kept, and an
+            // interruption said "N MiB saved; run the same command to resume".
+            if !stage.ranged && stage.partial.journal == nil {
+                stage.partial.discard()
+                if e.kind == .interrupted {
+                    throw SeggetError(.interrupted, "interrupted after \(Format.bytes(engine.finishedBytesForReport))\(stage.probe.totalLength.map { " of \(Format.bytes($0))" } ?? ""); the server sends no byte ranges, so a download of it cannot continue where it stopped: a rerun starts over (nothing was kept).")
+                }
+                throw e
+            }
             // The written bitmap is already exact; make it durable too, so that even a reboot keeps it.
             stage.partial.checkpoint()
             if e.kind == .interrupted {

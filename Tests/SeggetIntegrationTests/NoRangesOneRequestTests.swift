@@ -1,3 +1,4 @@
+import Glibc
 import Segget
 import SeggetTestServer
 import SeggetVerify
@@ -103,5 +104,32 @@ import Testing
         #expect(result.receivedBytes == 2_000_000 + Int64(Self.body.count))
         #expect(result.bytes == Int64(Self.body.count))
         #expect(log.notices.contains { $0.contains("one connection") }, "\(log.notices)")
+    }
+
+    /// Stopped (Ctrl-C) or failed, a download from a server without ranges keeps nothing: a rerun starts
+    /// over, so the part file (as long as the whole file) goes, and the message says so. It was kept,
+    /// and Ctrl-C said "N MiB saved; run the same command to resume".
+    @Test(arguments: ["interrupted", "failed"])
+    func aDownloadWithoutRangesThatStopsKeepsNothing(_ how: String) throws {
+        let body = TestFiles.pattern(8 << 20, seed: 42)
+        let server = try TestServer.serving(body)
+        defer { server.stop() }
+        let dir = try TempDir()
+        let out = dir.path("out.bin")
+        let url = how == "interrupted" ? server.baseURL + "/noranges/f?rate=2m" : server.baseURL + "/drop/f?noranges=1&after=3000000&rate=8m"
+        let p = try SpawnedProcess(executable: try SpawnedProcess.seggetPath(), arguments: ["--retries", "0", "-o", out, url])
+        if how == "interrupted" {
+            #expect(waitUntil(timeout: 20) { server.bodyBytesSent >= 1 << 20 || !p.isRunning })
+            p.signal(SIGINT)
+        }
+        let r = p.wait(timeout: 30)
+        #expect(r.exitCode == (how == "interrupted" ? 130 : 3), "\(r.stderr)")
+        if how == "interrupted" {
+            #expect(r.stderr.contains("the server sends no byte ranges") && r.stderr.contains("a rerun starts over (nothing was kept)"), "\(r.stderr)")
+            #expect(!r.stderr.contains("saved; run the same command to resume"), "\(r.stderr)")
+        }
+        for leftover in [out, out + ".segget-part", out + ".segget-journal", out + ".segget-progress"] {
+            #expect(!TestFiles.exists(leftover), "\(leftover) is there: \(r.stderr)")
+        }
     }
 }

@@ -172,6 +172,8 @@ grep -q "disk is full" "$WORK/run-chunked.err" || fail "unclear message: $(cat "
 grep -q "starts over from the first byte" "$WORK/run-chunked.err" || fail "it should say a rerun starts over: $(cat "$WORK/run-chunked.err")"
 if grep -q "to resume" "$WORK/run-chunked.err"; then fail "it promises a resume it cannot give: $(cat "$WORK/run-chunked.err")"; fi
 [ ! -e "$OUT4" ] || fail "a file appeared under the final name after ENOSPC"
+# Nothing in it can be continued: the part file goes, its space with it.
+[ ! -e "$OUT4.segget-part" ] || fail "the part file of a download that cannot be continued was left behind"
 echo "disk-full: ok: exit 5, \"$(head -c 160 "$WORK/run-chunked.err" | tr -d '\n')…\""
 rm -f "$MNT/filler"
 run_segget chunked2 -q -o "$OUT4" "$BASE/chunked/six.bin"
