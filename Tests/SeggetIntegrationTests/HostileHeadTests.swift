@@ -82,6 +82,20 @@ import Testing
         #expect(nowSeconds() - started < 15)
     }
 
+    /// A `101 Switching Protocols` segget did not ask for, then a 206: libcurl hands what follows the
+    /// 101 over as a body no head came for. It ended with libcurl's "Failed writing received data to
+    /// disk/application" (exit 3); now the protocol violation is named (exit 7), nothing saved.
+    @Test func anUnaskedSwitchOfProtocolsIsNamed() async throws {
+        let dir = try TempDir()
+        let answer = Self.bytes(
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n"
+                + "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-9/10\r\nContent-Length: 10\r\n\r\n0123456789")
+        let r = try await Self.run([answer, answer, answer], ["--retries", "1", "--retry-wait", "0.05", "-o", dir.path("out.bin")])
+        #expect(r.exitCode == 7, "\(r.exitCode): \(r.stderr)")
+        #expect(r.stderr.contains("switched protocols (101 Switching Protocols)") && !r.stderr.contains("Failed writing"), "\(r.stderr)")
+        #expect(Self.nothingUnder(dir.path("out.bin")))
+    }
+
     /// A Metalink the server points to that trickles (2 bytes a second: never slow enough for the
     /// low-speed limit) held the download with no range asked for as long as it trickled (10,000
     /// bytes: 80 minutes); now it is given up after `metalinkFetchSeconds` (20 s) and the download

@@ -444,6 +444,14 @@ struct Prober {
     ) -> SeggetError {
         let u = URLParts.shown(url)
         if let proxy, let e = proxyError(code, url: u, proxy: URLParts.shown(proxy), head: head, connected: connected) { return e }
+        if code == .writeError, head.status == 101, !head.isComplete {
+            // libcurl takes a 101 as the switch it announces and hands what follows over as the body,
+            // which no head came for: its "Failed writing received data" said nothing of the cause.
+            return SeggetError(
+                .protocolViolation,
+                "the server switched protocols (101 Switching Protocols) for \(u), though segget asked for no upgrade, so its answer cannot be read as HTTP; the server, or a proxy in between, is broken.",
+                retryAdvice: .once)
+        }
         if headersTooLarge(code, head: head) {
             return SeggetError(.protocolViolation, "the server's response headers are too large to accept (more than libcurl allows) for \(u); the server is misbehaving.", retryAdvice: .never)
         }
