@@ -146,8 +146,7 @@ public final class DownloadQueue: Sendable {
     ///   - paused: add it paused (it waits for ``resume(_:)``).
     ///   - position: its place in the waiting queue (0 = front); nil or past the end: the end.
     ///   - pieces: a Metalink's piece hashes of the file, checked while it downloads (stored with the task).
-    ///   - id: the task's id (aria2's `gid` option), refused where a task has it already, finished and
-    ///     removed ones still listed included; nil: one is drawn.
+    ///   - id: the task's id (aria2's `gid` option), refused where a listed task has it; nil: one is drawn.
     @discardableResult
     public func add(
         urls: [String], options: TaskOptions, paused: Bool = false, position: Int? = nil, pieces: PieceHashes? = nil,
