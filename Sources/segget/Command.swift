@@ -145,7 +145,10 @@ func loadChecksumFile(_ path: String, outputName: String) throws -> ExpectedDige
 }
 
 /// Reads a small text file (at most 16 MiB; `-` is standard input); a failure is a usage error.
-func readTextFile(_ path: String, what: String) throws(SeggetError) -> String {
+/// `utf8Only`: a line that is not UTF-8 is refused, naming it (an input file's names, paths and URLs
+/// would have been read with U+FFFD for its odd bytes, and a file saved under another name). A
+/// checksum file is read as it comes: its other files' lines may be in any encoding.
+func readTextFile(_ path: String, what: String, utf8Only: Bool = false) throws(SeggetError) -> String {
     let bytes: [UInt8]
     do throws(Errno) {
         let file = path == "-" ? FileDescriptor.standardInput : try FileDescriptor.open(path, .readOnly)
@@ -155,5 +158,8 @@ func readTextFile(_ path: String, what: String) throws(SeggetError) -> String {
         throw SeggetError(.usage, "cannot read \(what) \(path): \(error).")
     }
     if bytes.count > 16 << 20 { throw SeggetError(.usage, "\(what) \(path) is too large (over 16 MiB).") }
+    if utf8Only, let bad = RawArguments.firstNotUTF8(bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map(Array.init)) {
+        throw SeggetError(.usage, "\(what) \(path) is not UTF-8 at line \(bad.position) ('\(bad.shown)'); segget reads names, paths and URLs as UTF-8 and would have used another name. Write it in UTF-8 (iconv -f latin1 -t utf-8 converts a Latin-1 one).")
+    }
     return String(decoding: bytes, as: UTF8.self)
 }

@@ -47,7 +47,7 @@ struct GetRequest: Equatable {
         }
         var entries = urls.enumerated().map { InputFile.Entry(url: $0.element, line: $0.offset + 1) }
         if let path = inputFile {
-            let text = try readTextFile(path, what: "the input file")
+            let text = try readTextFile(path, what: "the input file", utf8Only: true)
             do {
                 entries += try InputFile(parsing: text).entries
             } catch {

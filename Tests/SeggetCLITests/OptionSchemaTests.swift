@@ -36,6 +36,19 @@ import Testing
 
     static let policy = RPCPolicy(root: "/", allowAnyDirectory: true)
 
+    /// A request names one host: a second `Host` header is refused wherever headers are given (libcurl
+    /// sent the first only, the second dropped without a word). Other headers may repeat.
+    @Test func hostIsGivenOnce() throws {
+        var o = FileOptions()
+        try OptionSchema.header.apply("Host: a.example", &o)
+        try OptionSchema.header.apply("X-A: 1", &o)
+        try OptionSchema.header.apply("X-A: 2", &o)
+        #expect(throws: OptionError.self) { try OptionSchema.header.apply("host:b.example", &o) }
+        #expect(o.headers == ["Host: a.example", "X-A: 1", "X-A: 2"])
+        // An input file's lines, as an entry point that applies them in turn.
+        #expect(throws: (any Error).self) { try InputFile(parsing: "\(Self.url)\n  header=Host: a.example\n  header=host: b.example\n") }
+    }
+
     @Test func everyOptionHasSamplesAndEveryAbsenceAReason() {
         #expect(Set(Self.samples.keys) == Set(OptionSchema.all.map(\.key)))
         #expect(Set(OptionSchema.all.map(\.key)).count == OptionSchema.all.count)

@@ -22,4 +22,18 @@ import Testing
         }
         #expect(names.isEmpty, "\(names)")
     }
+
+    /// The same for an input file (`-i`): a line that is not UTF-8 is refused with its number.
+    @Test func anInputFileLineThatIsNotUTF8IsRefused() throws {
+        let dir = try TempDir()
+        let list = dir.path("list.txt")
+        let bytes = Array("http://127.0.0.1:9/f.bin\n  out=caf".utf8) + [0xE9] + Array(".bin\n".utf8)
+        let fd = open(list, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        close(fd)
+        let r = try runSegget(args: ["-q", "-i", list, "-d", dir.path("out")], timeout: 60)
+        #expect(r.exitCode == 2, "\(r.exitCode): \(r.stderr)")
+        #expect(r.stderr.contains("is not UTF-8 at line 2 ('  out=caf\\xe9.bin')"), "\(r.stderr)")
+        #expect(!TestFiles.exists(dir.path("out")))
+    }
 }

@@ -221,6 +221,11 @@ public enum OptionSchema {
                     key: "header",
                     message: "segget sends \(shown(String(v[..<colon]))) itself: it asks each connection for its own bytes and resumes only the same file; drop that header.")
             }
+            // A request names one host: a server must refuse two Host fields (RFC 9112 §3.2), and
+            // libcurl sent only the first, the second dropped without a word.
+            if name == "host", o.headers.contains(where: { $0.prefix { $0 != ":" }.lowercased() == "host" }) {
+                throw OptionError(key: "header", message: "Host is given twice ('\(shown(v))'); a request names one host: give Host once.")
+            }
             o.headers.append(v)
         }, values: { $0.headers }, clear: { $0.headers = [] })
 
