@@ -158,8 +158,10 @@ func readTextFile(_ path: String, what: String, utf8Only: Bool = false) throws(S
         throw SeggetError(.usage, "cannot read \(what) \(path): \(error).")
     }
     if bytes.count > 16 << 20 { throw SeggetError(.usage, "\(what) \(path) is too large (over 16 MiB).") }
-    if utf8Only, let bad = RawArguments.firstNotUTF8(bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map(Array.init)) {
-        throw SeggetError(.usage, "\(what) \(path) is not UTF-8 at line \(bad.position) ('\(bad.shown)'); segget reads names, paths and URLs as UTF-8 and would have used another name. Write it in UTF-8 (iconv -f latin1 -t utf-8 converts a Latin-1 one).")
-    }
-    return String(decoding: bytes, as: UTF8.self)
+    guard utf8Only else { return String(decoding: bytes, as: UTF8.self) }
+    if let text = String(validating: bytes, as: UTF8.self) { return text }
+    // Only a file that is not UTF-8 is split into lines, to name the first bad one.
+    let lines = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map(Array.init)
+    let bad = RawArguments.firstNotUTF8(lines)
+    throw SeggetError(.usage, "\(what) \(path) is not UTF-8 at line \(bad?.position ?? 1) ('\(bad?.shown ?? "")'); segget reads names, paths and URLs as UTF-8 and would have used another name. Write it in UTF-8 (iconv -f latin1 -t utf-8 converts a Latin-1 one).")
 }

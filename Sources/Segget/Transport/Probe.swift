@@ -362,6 +362,9 @@ struct Prober {
         return result
     }
 
+    /// How to give a proxy that answered 407 its credentials.
+    static let proxyCredentials = "give them in the proxy URL: http://USER:PASSWORD@HOST:PORT"
+
     /// The failures that are the proxy's, not the server's: it cannot be reached or resolved, it refused
     /// the tunnel (its answer to `CONNECT` is the head libcurl ended on), or a SOCKS proxy failed.
     static func proxyError(_ code: CurlCode, url u: ServerText, proxy p: ServerText, head: ResponseHead, connected: Bool) -> SeggetError? {
@@ -378,7 +381,7 @@ struct Prober {
         case .receiveError where head.isComplete && head.status >= 300:
             if head.status == 407 {
                 return SeggetError(
-                    .httpStatus, "the proxy \(p) wants credentials (HTTP 407) to reach \(u); give them in the proxy URL: http://USER:PASSWORD@HOST:PORT.",
+                    .httpStatus, "the proxy \(p) wants credentials (HTTP 407) to reach \(u); \(Self.proxyCredentials).",
                     httpStatus: 407, retryAdvice: .never)
             }
             return SeggetError(
@@ -397,7 +400,7 @@ struct Prober {
             let p = URLParts.shown(proxy)
             let hint = (500...599).contains(status)
                 ? "the server, or the proxy on its way to it, failed; try again later, or without the proxy"
-                : status == 407 ? "the proxy wants credentials; give them in the proxy URL: http://USER:PASSWORD@HOST:PORT"
+                : status == 407 ? "the proxy wants credentials; \(Self.proxyCredentials)"
                 : "check the URL, and whether the proxy may fetch it"
             return SeggetError(.httpStatus, "\(u) answered HTTP \(status) through the proxy \(p), which may have given that answer itself; \(hint).", httpStatus: status)
         }
@@ -406,7 +409,7 @@ struct Prober {
         case 401: hint = "authentication is required; pass -u USER:PASSWORD or --netrc"
         case 403: hint = "access is forbidden; check the URL and any credentials or cookies"
         case 404, 410: hint = "check the URL"
-        case 407: hint = "a proxy on the way wants credentials; give them in the proxy URL: http://USER:PASSWORD@HOST:PORT"
+        case 407: hint = "a proxy on the way wants credentials; \(Self.proxyCredentials)"
         case 429: hint = "the server is rate-limiting; try again later"
         case 500...599: hint = "the server failed; try again later"
         default: hint = "the server refused the request"

@@ -8,8 +8,7 @@ enum ProxyRoute {
 
     /// Why `proxy` is not a proxy URL segget can use; nil when it is one (or empty: no proxy).
     static func problem(_ proxy: String) -> String? {
-        guard let sep = schemeSeparator(in: proxy) else { return nil }
-        let scheme = proxy[..<sep.lowerBound].lowercased()
+        guard let scheme = scheme(of: proxy) else { return nil }
         if schemes.contains(scheme) { return nil }
         return "'\(scheme)' is not a proxy scheme; use one of \(schemes.sorted().joined(separator: ", ")) (no scheme: http)."
     }
@@ -17,9 +16,13 @@ enum ProxyRoute {
     /// Whether `proxy` speaks HTTP to its clients (an `http` or `https` proxy, or one given without a
     /// scheme), so that a plain-http URL's answer may be the proxy's own; a SOCKS proxy only relays.
     static func speaksHTTP(_ proxy: String) -> Bool {
-        guard let sep = schemeSeparator(in: proxy) else { return true }
-        let scheme = proxy[..<sep.lowerBound].lowercased()
+        guard let scheme = scheme(of: proxy) else { return true }
         return scheme == "http" || scheme == "https"
+    }
+
+    /// The scheme a proxy URL gives, in lower case; nil when it gives none.
+    private static func scheme(of proxy: String) -> String? {
+        schemeSeparator(in: proxy).map { proxy[..<$0.lowerBound].lowercased() }
     }
 
     /// The proxy that may answer in the server's stead for `url`: an HTTP proxy carrying a plain-http
