@@ -1,7 +1,8 @@
 /// An error a JSON-RPC call answers with: `{"code": …, "message": …}`.
 ///
-/// aria2 answers most failures of a method with code 1 and a sentence; the protocol-level codes
-/// (-32700 …) come from JSON-RPC 2.0.
+/// As aria2c 1.36 does, every failure of a method (parameters it cannot take, a method it does not
+/// know, a call it could not do) answers code 1 and a sentence; JSON-RPC 2.0's codes are left to the
+/// request itself: -32700 (not JSON), -32600 (not a call object) and -32602 (`params` not an array).
 public struct RPCError: Error, Equatable, Sendable, CustomStringConvertible {
     public let code: Int
     public let message: String
@@ -17,9 +18,13 @@ public struct RPCError: Error, Equatable, Sendable, CustomStringConvertible {
     public static let unauthorized = RPCError(code: 1, message: "Unauthorized")
 
     public static func methodNotFound(_ name: String) -> RPCError {
-        RPCError(code: -32601, message: "No such method: \(name)")
+        RPCError(code: 1, message: "No such method: \(name)")
     }
-    public static func invalidParams(_ why: String) -> RPCError { RPCError(code: -32602, message: why) }
+    /// Parameters the method cannot take: code 1, as aria2c answers them (front-ends tell a failed
+    /// call by code 1).
+    public static func invalidParams(_ why: String) -> RPCError { RPCError(code: 1, message: why) }
+    /// A call whose `params` member is not an array (JSON-RPC's -32602, as aria2c answers it).
+    public static let paramsNotArray = RPCError(code: -32602, message: "params must be an array.")
     /// A method that understood its call but could not do it (aria2's code 1).
     public static func failed(_ why: String) -> RPCError { RPCError(code: 1, message: why) }
 
@@ -34,11 +39,15 @@ public struct RPCReply: Sendable {
     public var unauthorized: Int
 
     /// The HTTP status aria2 1.36 sends this reply with (POST and GET alike): 200 for a result or a
-    /// batch (whatever its calls answered), 400 for one call's error, 500 when the request was not
-    /// JSON. Front-ends written for aria2 tell a failed call by it (jQuery's error callback, say).
+    /// batch (whatever its calls answered), 400 for one call's error (code 1) or a request that is
+    /// not a call (-32600), 500 for the rest (not JSON, `params` not an array). Front-ends written
+    /// for aria2 tell a failed call by it (jQuery's error callback, say).
     public var httpStatus: Int {
         guard case .object = json, let error = json["error"] else { return 200 }
-        return error["code"] == .int(Int64(RPCError.parse.code)) ? 500 : 400
+        switch error["code"] {
+        case .int(1)?, .int(Int64(RPCError.invalidRequest.code))?: return 400
+        default: return 500
+        }
     }
 }
 
@@ -109,7 +118,7 @@ public struct RPCProcessor: Sendable {
         switch request["params"] {
         case nil, .null?: params = []
         case .array(let p)?: params = p
-        default: return Self.errorReply(id: id, .invalidParams("params must be an array."))
+        default: return Self.errorReply(id: id, .paramsNotArray)
         }
         do {
             let result = try call(method: method, params: params, failures: &failures)
@@ -154,8 +163,12 @@ public struct RPCProcessor: Sendable {
         }
         var results: [JSON] = []
         for entry in calls {
+            guard case .object = entry else {
+                results.append(RPCError.failed("system.multicall expected struct.").json)
+                continue
+            }
             guard case .string(let name)? = entry["methodName"] else {
-                results.append(RPCError.invalidRequest.json)
+                results.append(RPCError.failed("Missing methodName.").json)
                 continue
             }
             if name == "system.multicall" {

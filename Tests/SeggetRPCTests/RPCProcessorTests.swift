@@ -46,9 +46,10 @@ struct EchoHandler: RPCMethodHandler {
 
     /// The HTTP status of each reply, as aria2 1.36 sends it (measured against aria2c by
     /// scripts/tests/daemon-aria2-fields.sh): a result or any batch 200, one call's error 400, a
-    /// body that is not JSON 500.
+    /// body that is not JSON or `params` that are not an array 500.
     @Test(arguments: [
         (#"{"id":1,"method":"echo"}"#, 200), (#"{"id":1,"method":"fail"}"#, 400), (#"{"id":1,"method":"nope"}"#, 400),
+        (#"{"id":1,"method":"echo","params":{}}"#, 500),
         (#"{"id":1}"#, 400), ("[]", 400), ("5", 400), ("{nope", 500), ("", 500),
         (#"[{"id":1,"method":"fail"},{"id":2,"method":"echo"}]"#, 200), (#"[{"id":1,"method":"fail"}]"#, 200),
     ])
@@ -65,7 +66,7 @@ struct EchoHandler: RPCMethodHandler {
 
     @Test func unknownMethod() {
         let e = reply(open, #"{"id":1,"method":"aria2.nothing"}"#)["error"]
-        #expect(e?["code"] == .int(-32601))
+        #expect(e?["code"] == .int(1))
         #expect(e?["message"] == .string("No such method: aria2.nothing"))
     }
 
@@ -115,7 +116,7 @@ struct EchoHandler: RPCMethodHandler {
         #expect(items[1] == .object([("code", .int(1)), ("message", .string("Unauthorized"))]))
         #expect(items[2]["code"] == .int(1))
         #expect(items[3]["code"] == .int(1))
-        #expect(items[4]["code"] == .int(-32600))
+        #expect(items[4] == .object([("code", .int(1)), ("message", .string("Missing methodName."))]))
     }
 
     @Test func wrongTokensAreCountedForTheThrottle() {
@@ -139,7 +140,19 @@ struct EchoHandler: RPCMethodHandler {
     }
 
     @Test func multicallNeedsAnArray() {
-        #expect(reply(open, #"{"id":1,"method":"system.multicall","params":[5]}"#)["error"]?["code"] == .int(-32602))
+        #expect(reply(open, #"{"id":1,"method":"system.multicall","params":[5]}"#)["error"]?["code"] == .int(1))
+    }
+
+    /// Each entry of a multicall that is not a call fails alone, with code 1 and aria2c's words.
+    @Test func multicallEntriesThatAreNotCalls() {
+        let r = reply(open, #"{"id":1,"method":"system.multicall","params":[[5,{"params":[]},{"methodName":"echo","params":[2]}]]}"#)
+        let items = r["result"]?.arrayValue ?? []
+        #expect(items.count == 3)
+        #expect(items.first?["code"] == .int(1))
+        #expect(items.first?["message"] == .string("system.multicall expected struct."))
+        #expect(items.dropFirst().first?["code"] == .int(1))
+        #expect(items.dropFirst().first?["message"] == .string("Missing methodName."))
+        #expect(items.last == .array([.array([.int(2)])]))
     }
 
     @Test func constantTimeCompare() {

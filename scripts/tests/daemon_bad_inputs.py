@@ -105,7 +105,8 @@ def main():
     row("empty batch []", raw_http(port, "[]"), code(-32600))
     row("request without method", raw_http(port, '{"id":1,"jsonrpc":"2.0"}'), code(-32600))
     row("params an object", raw_http(port, '{"id":1,"method":"aria2.getVersion","params":{}}'), code(-32602))
-    row("unknown method", call(port, "aria2.frobnicate", []), code(-32601))
+    row("unknown method", call(port, "aria2.frobnicate", []), code(1))
+    row("addUri without URLs", call(port, "aria2.addUri", []), code(1))
     row("missing token", call(port, "aria2.getVersion", [], token=False),
         lambda s, e: e == (1, "Unauthorized"))
     row("wrong token", raw_http(port, json.dumps({"id": 1, "method": "aria2.getVersion", "params": ["token:guess"]})),
