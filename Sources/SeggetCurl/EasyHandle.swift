@@ -227,6 +227,13 @@ package final class EasyHandle {
         try set(CURLOPT_SSL_VERIFYPEER, "CURLOPT_SSL_VERIFYPEER", long: on ? 1 : 0)
         try set(CURLOPT_SSL_VERIFYHOST, "CURLOPT_SSL_VERIFYHOST", long: on ? 2 : 0)
     }
+    /// Verifies servers' certificates against the PEM certificates in `file` instead of the
+    /// system's: `CURLOPT_CAINFO` names the file and `CURLOPT_CAPATH` is cleared (Debian's libcurl
+    /// also reads /etc/ssl/certs by default, which would trust every system authority besides).
+    package func setCertificateAuthorities(file: String) throws(CurlError) {
+        try set(CURLOPT_CAINFO, "CURLOPT_CAINFO", string: file)
+        try set(CURLOPT_CAPATH, "CURLOPT_CAPATH", string: nil)
+    }
     /// `CURLOPT_HTTP_VERSION`.
     package func setHTTPVersion(_ v: HTTPVersion) throws(CurlError) {
         let value = switch v {

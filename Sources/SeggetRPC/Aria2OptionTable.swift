@@ -35,6 +35,8 @@ public enum Aria2OptionTable {
         case connectTimeout
         /// segget verifies certificates unless a download was started with `-k` on the command line.
         case checkCertificate
+        /// The daemon's `--ca-certificate`, else the system's bundle (Debian's path, as aria2c answers).
+        case caCertificate
         /// The length of the pieces in `bitfield` (``Aria2Status/pieceLength``).
         case pieceLength
         /// The smallest piece of work a connection takes: segget's chunk.
@@ -128,7 +130,7 @@ public enum Aria2OptionTable {
         .init("bt-tracker-connect-timeout", perDownload: true, fixed: "60", .bitTorrent),
         .init("bt-tracker-interval", perDownload: true, fixed: "0", .bitTorrent),
         .init("bt-tracker-timeout", perDownload: true, fixed: "60", .bitTorrent),
-        .init("ca-certificate", perDownload: false, fixed: "/etc/ssl/certs/ca-certificates.crt", .aria2Default),
+        .init("ca-certificate", perDownload: false, .caCertificate),
         .init("check-certificate", perDownload: false, .checkCertificate),
         .init("check-integrity", perDownload: true, fixed: "false", .behaviour),
         .init("conditional-get", perDownload: true, fixed: "false", .behaviour),
@@ -335,6 +337,7 @@ public enum Aria2OptionTable {
         case .timeout: return String(Int(engine.transfer.stallTimeout.rounded()))
         case .connectTimeout: return String(Int(engine.transfer.connectTimeout.rounded()))
         case .checkCertificate: return engine.transfer.insecure ? "false" : "true"
+        case .caCertificate: return s.caCertificate ?? "/etc/ssl/certs/ca-certificates.crt"
         case .pieceLength: return String(TaskSnapshot.pieceLength)
         case .minSplitSize: return String(engine.chunkSize)
         case .autoSaveInterval: return String(Int(engine.checkpointInterval.rounded()))

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Glibc
 import Segget
 import SeggetSystem
 import SeggetVerify
@@ -96,7 +97,7 @@ struct Get: ParsableCommand {
         output.apply(to: &o)
         try verification.apply(to: &o)
         retry.apply(to: &o)
-        network.apply(to: &o)
+        try network.apply(to: &o)
         durability.apply(to: &o)
         metalink.apply(to: &o)
         return o.applying(try request.fileOptions())
@@ -164,4 +165,21 @@ func readTextFile(_ path: String, what: String, utf8Only: Bool = false) throws(S
     let lines = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map(Array.init)
     let bad = RawArguments.firstNotUTF8(lines)
     throw SeggetError(.usage, "\(what) \(path) is not UTF-8 at line \(bad?.position ?? 1) ('\(bad?.shown ?? "")'); segget reads names, paths and URLs as UTF-8 and would have used another name. Write it in UTF-8 (iconv -f latin1 -t utf-8 converts a Latin-1 one).")
+}
+
+/// The file `--ca-certificate` names, checked before any request: readable, at most 16 MiB, holding
+/// a PEM certificate; made absolute (the daemon's tasks read it long after its start).
+func caCertificateFile(_ path: String) throws(SeggetError) -> String {
+    guard path != "-" else {
+        throw SeggetError(.usage, "--ca-certificate needs a file: standard input (-) cannot be read again for every connection.")
+    }
+    let text = try readTextFile(path, what: "the CA certificate file")
+    guard text.contains("-----BEGIN CERTIFICATE-----") else {
+        throw SeggetError(.usage, "the CA certificate file \(path) holds no PEM certificate (-----BEGIN CERTIFICATE-----); give the authority's certificate in PEM form (openssl x509 -inform der -in CA.der -out CA.pem converts a DER one).")
+    }
+    if path.hasPrefix("/") { return path }
+    let cwd = getcwd(nil, 0).map { p in
+        defer { free(p) }; return String(cString: p)
+    } ?? "."
+    return cwd + "/" + path
 }

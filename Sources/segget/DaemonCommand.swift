@@ -102,6 +102,12 @@ struct Daemon: ParsableCommand {
     var speedSchedule: String?
 
     @Option(
+        name: [.customLong("ca-certificate"), .customLong("cacert")],
+        help: ArgumentHelp(
+            "Verify every task's servers against the authorities in this PEM file instead of the system's.", valueName: "file"))
+    var caCertificate: String?
+
+    @Option(
         help:
             "The queue's SQLite database (default $XDG_STATE_HOME/segget/queue.sqlite or ~/.local/state/segget/queue.sqlite)."
     )
@@ -174,6 +180,7 @@ struct Daemon: ParsableCommand {
         settings.maxOverallSpeed = maxOverall.flatMap { $0.bytesPerSecond > 0 ? $0.bytesPerSecond : nil }
         settings.allowAnyDirectory = allowAnyDirectory
         settings.linkRenewalWait = linkRenewalWait
+        settings.caCertificate = try caCertificate.map(caCertificateFile)
         // One daemon per queue: a second one on the same database started with no complaint, took
         // the first one's running tasks for its own, failed them ("another segget is already
         // downloading into ...") while the first went on, and the two then disagreed on the queue.

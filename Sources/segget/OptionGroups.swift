@@ -287,6 +287,10 @@ struct NetworkOptions: ParsableArguments {
     @Flag(name: [.customShort("k"), .long], help: "Do not verify TLS certificates (only for servers you trust).")
     var insecure = false
 
+    @Option(name: [.customLong("ca-certificate"), .customLong("cacert")],
+            help: ArgumentHelp("Verify servers' TLS certificates against the authorities in this PEM file instead of the system's.", valueName: "file"))
+    var caCertificate: String?
+
     @Option(name: .shortAndLong, help: "Credentials 'USER:PASSWORD' for HTTP authentication.")
     var user: String?
 
@@ -302,8 +306,9 @@ struct NetworkOptions: ParsableArguments {
     @Flag(name: .customLong("allow-insecure-redirect"), help: "Follow a redirect from https to plain http.")
     var allowInsecureRedirect = false
 
-    func apply(to o: inout DownloadOptions) {
+    func apply(to o: inout DownloadOptions) throws {
         o.transfer.insecure = insecure
+        o.transfer.caCertificate = try caCertificate.map(caCertificateFile)
         o.transfer.credentials = user
         o.transfer.useNetrc = netrc
         o.transfer.cookie = cookie

@@ -39,7 +39,8 @@ extension FetchEngine {
         } else if code.isTransient && !Prober.headersTooLarge(code, head: c.head) || code == .writeError {
             end = .transient(code.plainWords ?? code.description)
         } else {
-            end = .failed(Prober.networkError(code, url: target.url, head: c.head, proxy: settings.transfer.proxy(for: target.url)))
+            end = .failed(Prober.networkError(code, url: target.url, head: c.head, proxy: settings.transfer.proxy(for: target.url),
+                                              caCertificate: settings.transfer.caCertificate))
         }
         apply(.ended(c.id, end, head: c.head))
     }

@@ -441,9 +441,11 @@ struct Prober {
     /// it is `connectTimeout`'s.
     /// `proxy`: the proxy the request went through (`TransferOptions.proxy(for:)`), named where the
     /// failure is the proxy's.
+    /// `caCertificate`: the file of authorities `--ca-certificate` gave, named where a certificate
+    /// failed against it.
     static func networkError(
         _ code: CurlCode, url: String, head: ResponseHead = ResponseHead(), connected: Bool = true, connectTimeout: Double? = nil,
-        proxy: String? = nil
+        proxy: String? = nil, caCertificate: String? = nil
     ) -> SeggetError {
         let u = URLParts.shown(url)
         if let proxy, let e = proxyError(code, url: u, proxy: URLParts.shown(proxy), head: head, connected: connected) { return e }
@@ -469,9 +471,7 @@ struct Prober {
         case .unsupportedProtocol:
             return SeggetError(.usage, "'\(u)' uses a scheme segget does not download; use http:// or https://.")
         case .peerFailedVerification, .caCertBadFile:
-            var e = SeggetError(.network, "the TLS certificate of \(u) could not be verified (\(code)); pass -k/--insecure only if you trust this server.", retryAdvice: .never)
-            e.untrustedCertificate = true
-            return e
+            return certificateError(code, url: u, caCertificate: caCertificate)
         case .couldNotResolveHost:
             return SeggetError(.network, "could not resolve the host of \(u); check the URL and your network.", retryAdvice: .once)
         case .weirdServerReply:

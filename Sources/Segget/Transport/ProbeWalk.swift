@@ -64,7 +64,7 @@ struct ProbeWalk {
             if !(head.isComplete && head.status == 206 && head.contentRange?.completeLength != nil) {
                 throw Prober.networkError(
                     code, url: current, head: head, connected: ctx.connected, connectTimeout: options.connectTimeout,
-                    proxy: options.proxy(for: current))
+                    proxy: options.proxy(for: current), caCertificate: options.caCertificate)
             }
         }
         if hops == 0 {

@@ -8,6 +8,9 @@ public struct TransferOptions: Sendable, Equatable {
     public var headers: [String] = []
     /// Skip TLS certificate and host name verification (`-k`).
     public var insecure = false
+    /// A file of PEM certificates of the authorities trusted instead of the system's
+    /// (`--ca-certificate`); an absolute path. Unused with `insecure`.
+    public var caCertificate: String?
     /// Allow HTTP/2 (`--http2`): a single download's ranges keep a connection each, as over HTTP/1.1;
     /// a batch's files share connections as streams (see `multiplexed`).
     public var http2 = false
@@ -61,6 +64,7 @@ extension EasyHandle {
             try setLowSpeedLimit(bytesPerSecond: 1, seconds: max(1, Int(options.stallTimeout.rounded(.up))))
         }
         try setVerifyTLS(!options.insecure)
+        if let file = options.caCertificate, !options.insecure { try setCertificateAuthorities(file: file) }
         do throws(CurlError) {
             try setHTTPVersion(options.http2 ? .http2OverTLS : .http1_1)
         } catch where error.code == .easy(.unsupportedProtocol) {

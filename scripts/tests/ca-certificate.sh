@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# --ca-certificate against a real nginx whose certificate a private authority signed (as on a
+# company's own servers): without it the download fails (exit 3) and says which option helps; with
+# it a download at -n 8 over HTTP/1.1 and over --http2, a stream (-o -) and a batch are identical to
+# the source; another authority's file fails (exit 3) and is named; a missing file, one without a PEM
+# certificate and a DER one are refused before any request (exit 2); `segget daemon --ca-certificate`
+# downloads a task identical and answers the file for `ca-certificate` in getGlobalOption.
+# Needs SEGGET_BIN (scripts/test sets it; default .build/debug/segget), nginx, openssl, python3.
+source "$(dirname "$0")/../lib/common.sh"
+ensure_packages nginx openssl
+
+SEGGET_BIN="${SEGGET_BIN:-$ROOT/.build/debug/segget}"
+[ -x "$SEGGET_BIN" ] || { echo "ca-certificate: $SEGGET_BIN is missing; build first (swift build)" >&2; exit 1; }
+
+WORK="$(mktemp -d /tmp/segget-ca.XXXXXX)"
+chmod 755 "$WORK"
+NGINX_PID="" DAEMON_PID=""
+cleanup() { stop_pid "$DAEMON_PID"; stop_nginx; [ -n "${KEEP:-}" ] || rm -rf "$WORK"; }
+trap cleanup EXIT
+fail() { echo "ca-certificate: FAILED: $*" >&2; exit 1; }
+
+# Two authorities; nginx's certificate is signed by the first.
+pki="$WORK/pki"
+mkdir -p "$pki" "$WORK/www" "$WORK/out"
+for ca in ca other; do
+    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=segget test $ca" \
+        -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
+        -keyout "$pki/$ca.key" -out "$pki/$ca.pem" >/dev/null 2>&1
+done
+openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout "$pki/server.key" -out "$pki/server.csr" >/dev/null 2>&1
+printf 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' >"$pki/server.ext"
+openssl x509 -req -in "$pki/server.csr" -CA "$pki/ca.pem" -CAkey "$pki/ca.key" -CAcreateserial -days 2 \
+    -extfile "$pki/server.ext" -out "$pki/server.pem" >/dev/null 2>&1
+openssl x509 -in "$pki/ca.pem" -outform der -out "$pki/ca.der"
+echo "not a certificate" >"$pki/notpem.txt"
+chmod 644 "$pki"/*
+
+head -c $((24 << 20)) /dev/urandom >"$WORK/www/big.bin"
+for i in 1 2 3; do head -c $((300000 * i)) /dev/urandom >"$WORK/www/s$i.bin"; done
+chmod 755 "$WORK/www"; chmod 644 "$WORK"/www/*
+
+port="$(free_port)"
+write_nginx_conf "$WORK/nginx" 1 "$(cat <<CONF
+    access_log off;
+    server {
+        listen 127.0.0.1:$port ssl http2;
+        ssl_certificate $pki/server.pem;
+        ssl_certificate_key $pki/server.key;
+        ssl_protocols TLSv1.2 TLSv1.3;
+        root $WORK/www;
+    }
+CONF
+)"
+launch_nginx "$WORK/nginx"
+URL="https://127.0.0.1:$port"
+
+# run NAME EXPECTED_EXIT ARGS...: runs segget, its stderr in $WORK/NAME.err.
+run() {
+    local name="$1" want="$2"; shift 2
+    set +e
+    timeout 60 "$SEGGET_BIN" "$@" 2>"$WORK/$name.err"
+    local rc=$?
+    set -e
+    [ "$rc" -eq "$want" ] || fail "$name exited $rc, expected $want: $(cat "$WORK/$name.err")"
+}
+same() { cmp -s "$1" "$2" || fail "$1 differs from $2"; }
+
+run untrusted 3 -q -n 8 -o "$WORK/out/untrusted.bin" "$URL/big.bin"
+grep -q -- "--ca-certificate FILE" "$WORK/untrusted.err" || fail "the verification failure did not name --ca-certificate: $(cat "$WORK/untrusted.err")"
+[ ! -e "$WORK/out/untrusted.bin" ] || fail "a file was left under the final name after the verification failure"
+
+run h1 0 -q -n 8 --ca-certificate "$pki/ca.pem" -o "$WORK/out/h1.bin" "$URL/big.bin"
+same "$WORK/out/h1.bin" "$WORK/www/big.bin"
+run h2 0 -q -n 8 --http2 --cacert "$pki/ca.pem" -o "$WORK/out/h2.bin" "$URL/big.bin"
+same "$WORK/out/h2.bin" "$WORK/www/big.bin"
+run stream 0 -q -n 8 --ca-certificate "$pki/ca.pem" -o - "$URL/big.bin" >"$WORK/out/stream.bin"
+same "$WORK/out/stream.bin" "$WORK/www/big.bin"
+for i in 1 2 3; do echo "$URL/s$i.bin"; done >"$WORK/list.txt"
+# A relative path, from the directory that holds it.
+(cd "$pki" && run batch 0 -q -j 3 --http2 --ca-certificate ca.pem -i "$WORK/list.txt" -d "$WORK/out/batch")
+for i in 1 2 3; do same "$WORK/out/batch/s$i.bin" "$WORK/www/s$i.bin"; done
+
+run other 3 -q -n 8 --ca-certificate "$pki/other.pem" -o "$WORK/out/other.bin" "$URL/big.bin"
+grep -q "against the authorities in $pki/other.pem (--ca-certificate)" "$WORK/other.err" || fail "another authority's failure did not name its file: $(cat "$WORK/other.err")"
+run missing 2 -q --ca-certificate "$pki/nothing.pem" -o "$WORK/out/x.bin" "$URL/big.bin"
+grep -q "cannot read the CA certificate file" "$WORK/missing.err" || fail "a missing file said: $(cat "$WORK/missing.err")"
+run notpem 2 -q --ca-certificate "$pki/notpem.txt" -o "$WORK/out/x.bin" "$URL/big.bin"
+run der 2 -q --ca-certificate "$pki/ca.der" -o "$WORK/out/x.bin" "$URL/big.bin"
+grep -q "holds no PEM certificate" "$WORK/der.err" || fail "a DER file said: $(cat "$WORK/der.err")"
+[ ! -e "$WORK/out/x.bin" ] || fail "a refused run left a file"
+
+# The daemon: every task verified against the file it was started with.
+rpc_port="$(free_port)"
+mkdir -p "$WORK/dl"
+"$SEGGET_BIN" daemon --rpc-listen-port "$rpc_port" --rpc-secret s3cret -d "$WORK/dl" --database "$WORK/q.sqlite" \
+    --ca-certificate "$pki/ca.pem" >"$WORK/daemon.out" 2>"$WORK/daemon.err" &
+DAEMON_PID=$!
+python3 - "$rpc_port" "$URL/big.bin" "$pki/ca.pem" <<'PY' || fail "the daemon's task (log: $(tail -3 "$WORK/daemon.err"))"
+import json, sys, time, urllib.request
+port, url, ca = sys.argv[1], sys.argv[2], sys.argv[3]
+def call(method, *params):
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": ["token:s3cret", *params]}).encode()
+    for _ in range(100):
+        try:
+            with urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{port}/jsonrpc", body), timeout=5) as r:
+                return json.loads(r.read())["result"]
+        except (ConnectionError, urllib.error.URLError):
+            time.sleep(0.1)
+    raise SystemExit("the daemon did not answer")
+got = call("aria2.getGlobalOption").get("ca-certificate")
+if got != ca:
+    raise SystemExit(f"getGlobalOption answered ca-certificate={got!r}, expected {ca!r}")
+gid = call("aria2.addUri", [url])
+for _ in range(600):
+    st = call("aria2.tellStatus", gid, ["status", "errorMessage"])
+    if st["status"] in ("complete", "error", "removed"):
+        break
+    time.sleep(0.1)
+if st["status"] != "complete":
+    raise SystemExit(f"the task ended {st}")
+PY
+same "$WORK/dl/big.bin" "$WORK/www/big.bin"
+
+echo "ca-certificate: a private authority's server refused without the option (exit 3, naming it); with it -n 8 over HTTP/1.1 and HTTP/2, a stream and a batch identical; another authority's file named (exit 3); missing, non-PEM and DER files refused (exit 2); a daemon task identical"
