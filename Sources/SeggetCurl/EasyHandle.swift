@@ -234,6 +234,12 @@ package final class EasyHandle {
         try set(CURLOPT_CAINFO, "CURLOPT_CAINFO", string: file)
         try set(CURLOPT_CAPATH, "CURLOPT_CAPATH", string: nil)
     }
+    /// OpenSSL's verdict on the server's certificate in this handle's last TLS handshake
+    /// (`CURLINFO_SSL_VERIFYRESULT`, an `X509_V_ERR_…` number; 0 when it passed or none was checked).
+    package func tlsVerifyResult() -> Int {
+        var v = 0
+        return segget_easy_getinfo_long(raw, CURLINFO_SSL_VERIFYRESULT, &v) == CURLE_OK ? v : 0
+    }
     /// `CURLOPT_HTTP_VERSION`.
     package func setHTTPVersion(_ v: HTTPVersion) throws(CurlError) {
         let value = switch v {

@@ -8,20 +8,32 @@ import Testing
 @Suite struct CertificateFailureTests {
     let url = "https://files.example.com/a.iso"
 
-    @Test func withoutAFileItNamesTheOption() {
-        let e = Prober.networkError(.peerFailedVerification, url: url)
+    @Test func anUnknownAuthorityNamesTheOption() {
+        let e = Prober.networkError(.peerFailedVerification, url: url, verifyResult: 20)
         #expect(e.kind == .network)
-        #expect(e.message.contains("give the certificate of the authority that signed it with --ca-certificate FILE"))
+        #expect(e.message.contains("could not be verified: no trusted authority signed it"))
+        #expect(e.message.contains("give that authority's certificate with --ca-certificate FILE"))
         #expect(e.message.contains("-k/--insecure only if you trust this server"))
         #expect(e.untrustedCertificate)
     }
 
     @Test func withAFileItNamesTheFile() {
-        let e = Prober.networkError(.peerFailedVerification, url: url, caCertificate: "/etc/corp/ca.pem")
+        let e = Prober.networkError(.peerFailedVerification, url: url, caCertificate: "/etc/corp/ca.pem", verifyResult: 20)
         #expect(e.kind == .network)
-        #expect(e.message.contains("against the authorities in /etc/corp/ca.pem (--ca-certificate)"))
+        #expect(e.message.contains("could not be verified against the authorities in /etc/corp/ca.pem (--ca-certificate): no trusted"))
         #expect(!e.message.contains("--ca-certificate FILE"))
         #expect(e.untrustedCertificate)
+    }
+
+    /// A certificate that expired, or names another host, is the server's to fix: no other
+    /// authority would help, so the option is not offered.
+    @Test(arguments: [(10, "it has expired"), (9, "it is not valid yet (check this machine's clock)"),
+                      (62, "it does not name the host of the URL"), (0, "it does not name the host of the URL"), (1, "it does not name the host of the URL"),
+                      (18, "it is self-signed"), (9999, "OpenSSL's verification error 9999")])
+    func eachVerdictInWords(_ result: Int, _ words: String) {
+        let e = Prober.networkError(.peerFailedVerification, url: url, verifyResult: result)
+        #expect(e.message.contains(": \(words);"), "\(e.message)")
+        #expect(e.message.contains("--ca-certificate FILE") == (result == 18), "\(e.message)")
     }
 
     /// A file libcurl cannot load is the user's to fix (exit 2); without one, the system's bundle is

@@ -2,9 +2,10 @@
 # --ca-certificate against a real nginx whose certificate a private authority signed (as on a
 # company's own servers): without it the download fails (exit 3) and says which option helps; with
 # it a download at -n 8 over HTTP/1.1 and over --http2, a stream (-o -) and a batch are identical to
-# the source; another authority's file fails (exit 3) and is named; a missing file, one without a PEM
-# certificate and a DER one are refused before any request (exit 2); `segget daemon --ca-certificate`
-# downloads a task identical and answers the file for `ca-certificate` in getGlobalOption.
+# the source; another authority's file fails (exit 3) and is named, a certificate for another name
+# says so; a missing file, one without a PEM certificate and a DER one are refused before any
+# request (exit 2); `segget daemon --ca-certificate` downloads a task identical and answers the file
+# for `ca-certificate` in getGlobalOption.
 # Needs SEGGET_BIN (scripts/test sets it; default .build/debug/segget), nginx, openssl, python3.
 source "$(dirname "$0")/../lib/common.sh"
 ensure_packages nginx openssl
@@ -31,6 +32,9 @@ openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout "$pki/server.key
 printf 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' >"$pki/server.ext"
 openssl x509 -req -in "$pki/server.csr" -CA "$pki/ca.pem" -CAkey "$pki/ca.key" -CAcreateserial -days 2 \
     -extfile "$pki/server.ext" -out "$pki/server.pem" >/dev/null 2>&1
+printf 'subjectAltName=DNS:other.example\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' >"$pki/elsewhere.ext"
+openssl x509 -req -in "$pki/server.csr" -CA "$pki/ca.pem" -CAkey "$pki/ca.key" -CAcreateserial -days 2 \
+    -extfile "$pki/elsewhere.ext" -out "$pki/elsewhere.pem" >/dev/null 2>&1
 openssl x509 -in "$pki/ca.pem" -outform der -out "$pki/ca.der"
 echo "not a certificate" >"$pki/notpem.txt"
 chmod 644 "$pki"/*
@@ -39,7 +43,7 @@ head -c $((24 << 20)) /dev/urandom >"$WORK/www/big.bin"
 for i in 1 2 3; do head -c $((300000 * i)) /dev/urandom >"$WORK/www/s$i.bin"; done
 chmod 755 "$WORK/www"; chmod 644 "$WORK"/www/*
 
-port="$(free_port)"
+port="$(free_port)" port2="$(free_port)"
 write_nginx_conf "$WORK/nginx" 1 "$(cat <<CONF
     access_log off;
     server {
@@ -47,6 +51,12 @@ write_nginx_conf "$WORK/nginx" 1 "$(cat <<CONF
         ssl_certificate $pki/server.pem;
         ssl_certificate_key $pki/server.key;
         ssl_protocols TLSv1.2 TLSv1.3;
+        root $WORK/www;
+    }
+    server {
+        listen 127.0.0.1:$port2 ssl;
+        ssl_certificate $pki/elsewhere.pem;
+        ssl_certificate_key $pki/server.key;
         root $WORK/www;
     }
 CONF
@@ -66,7 +76,7 @@ run() {
 same() { cmp -s "$1" "$2" || fail "$1 differs from $2"; }
 
 run untrusted 3 -q -n 8 -o "$WORK/out/untrusted.bin" "$URL/big.bin"
-grep -q -- "--ca-certificate FILE" "$WORK/untrusted.err" || fail "the verification failure did not name --ca-certificate: $(cat "$WORK/untrusted.err")"
+grep -q -- "no trusted authority signed it .*--ca-certificate FILE" "$WORK/untrusted.err" || fail "the verification failure did not name --ca-certificate: $(cat "$WORK/untrusted.err")"
 [ ! -e "$WORK/out/untrusted.bin" ] || fail "a file was left under the final name after the verification failure"
 
 run h1 0 -q -n 8 --ca-certificate "$pki/ca.pem" -o "$WORK/out/h1.bin" "$URL/big.bin"
@@ -82,6 +92,9 @@ for i in 1 2 3; do same "$WORK/out/batch/s$i.bin" "$WORK/www/s$i.bin"; done
 
 run other 3 -q -n 8 --ca-certificate "$pki/other.pem" -o "$WORK/out/other.bin" "$URL/big.bin"
 grep -q "against the authorities in $pki/other.pem (--ca-certificate)" "$WORK/other.err" || fail "another authority's failure did not name its file: $(cat "$WORK/other.err")"
+# A trusted authority's certificate for another name: the server's to fix, and said so.
+run elsewhere 3 -q --ca-certificate "$pki/ca.pem" -o "$WORK/out/elsewhere.bin" "https://127.0.0.1:$port2/big.bin"
+grep -q "it does not name the host of the URL; the server's certificate must be fixed" "$WORK/elsewhere.err" || fail "a certificate for another name said: $(cat "$WORK/elsewhere.err")"
 run missing 2 -q --ca-certificate "$pki/nothing.pem" -o "$WORK/out/x.bin" "$URL/big.bin"
 grep -q "cannot read the CA certificate file" "$WORK/missing.err" || fail "a missing file said: $(cat "$WORK/missing.err")"
 run notpem 2 -q --ca-certificate "$pki/notpem.txt" -o "$WORK/out/x.bin" "$URL/big.bin"
@@ -121,4 +134,4 @@ if st["status"] != "complete":
 PY
 same "$WORK/dl/big.bin" "$WORK/www/big.bin"
 
-echo "ca-certificate: a private authority's server refused without the option (exit 3, naming it); with it -n 8 over HTTP/1.1 and HTTP/2, a stream and a batch identical; another authority's file named (exit 3); missing, non-PEM and DER files refused (exit 2); a daemon task identical"
+echo "ca-certificate: a private authority's server refused without the option (exit 3, naming it); with it -n 8 over HTTP/1.1 and HTTP/2, a stream and a batch identical; another authority's file named (exit 3); a certificate for another name said so; missing, non-PEM and DER files refused (exit 2); a daemon task identical"

@@ -248,7 +248,7 @@ final class LoopProbe: TransferClient {
     func transferDriver(_ driver: TransferDriver, completed handle: EasyHandle, with code: CurlCode) {
         guard let r = request, r.easy === handle else { return }
         request = nil
-        if code == .operationTimedOut, let w = walk { r.context.connected = handle.handshakeDone(tls: URLParts.isTLS(w.current)) }
+        if let w = walk { r.context.handshake.read(after: code, of: handle, url: w.current) }
         answered(r, code: code, held: nil)
     }
 

@@ -1,20 +1,65 @@
 import SeggetCurl
 
+/// What a failed transfer's handshakes showed, read from its handle where it failed.
+struct HandshakeOutcome {
+    /// Whether the connection was made (TCP and TLS), read where a transfer timed out: libcurl's one
+    /// code for a timeout means `--connect-timeout` only when this is false.
+    var connected = true
+    /// OpenSSL's verdict on the server's certificate, read where it failed verification (see
+    /// `EasyHandle.tlsVerifyResult()`).
+    var verifyResult = 0
+
+    mutating func read(after code: CurlCode, of easy: EasyHandle, url: String) {
+        if code == .operationTimedOut { connected = easy.handshakeDone(tls: URLParts.isTLS(url)) }
+        if code == .peerFailedVerification { verifyResult = easy.tlsVerifyResult() }
+    }
+}
+
 extension Prober {
     /// A server's certificate that failed verification (`CURLE_PEER_FAILED_VERIFICATION`), or
     /// authorities that could not be loaded (`CURLE_SSL_CACERT_BADFILE`): exit 3 for the first, with
-    /// what to do; the second is the user's file (`--ca-certificate`, exit 2) unless none was given.
-    /// `url` as `URLParts.shown` gives it.
-    static func certificateError(_ code: CurlCode, url: ServerText, caCertificate: String?) -> SeggetError {
+    /// why (OpenSSL's verdict, `verifyResult`) and what to do; the second is the user's file
+    /// (`--ca-certificate`, exit 2) unless none was given. `url` as `URLParts.shown` gives it.
+    static func certificateError(_ code: CurlCode, url: ServerText, caCertificate: String?, verifyResult: Int = 0) -> SeggetError {
         if code == .caCertBadFile, let file = caCertificate {
             return SeggetError(.usage, "the certificates in \(file) (--ca-certificate) could not be loaded (\(code)); give a file of PEM certificates (-----BEGIN CERTIFICATE-----).", retryAdvice: .never)
         }
+        let why = code == .peerFailedVerification ? certificateProblem(verifyResult) : "\(code)"
         let against = caCertificate.map { " against the authorities in \($0) (--ca-certificate)" } ?? ""
-        let advice = caCertificate == nil
-            ? "give the certificate of the authority that signed it with --ca-certificate FILE, or pass -k/--insecure only if you trust this server"
-            : "check that the file holds the authority that signed this server's certificate, or pass -k/--insecure only if you trust this server"
-        var e = SeggetError(.network, "the TLS certificate of \(url) could not be verified (\(code))\(against); \(advice).", retryAdvice: .never)
+        let untrusted = [2, 18, 19, 20, 21].contains(verifyResult)
+        let advice =
+            if caCertificate == nil && untrusted {
+                "if a private or company authority signed it, give that authority's certificate with --ca-certificate FILE; pass -k/--insecure only if you trust this server"
+            } else if caCertificate != nil && untrusted {
+                "check that the file holds the authority that signed this server's certificate, or pass -k/--insecure only if you trust this server"
+            } else {
+                "the server's certificate must be fixed; pass -k/--insecure only if you trust this server"
+            }
+        var e = SeggetError(.network, "the TLS certificate of \(url) could not be verified\(against): \(why); \(advice).", retryAdvice: .never)
         e.untrustedCertificate = true
         return e
+    }
+
+    /// Plain words for OpenSSL's verification errors (`X509_V_ERR_…`) a server's certificate meets
+    /// most. libcurl 7.88 sets 1 when a handshake begins and reads OpenSSL's verdict only after its
+    /// own check of the host name, so 1 (or 0) with a failed verification is that check (seen
+    /// against nginx with a trusted certificate for another name).
+    static func certificateProblem(_ verifyResult: Int) -> String {
+        switch verifyResult {
+        case 0, 1: "it does not name the host of the URL"
+        case 2: "the certificate of its issuer is missing (the server sent no chain to a trusted authority)"
+        case 7: "its signature is invalid"
+        case 9: "it is not valid yet (check this machine's clock)"
+        case 10: "it has expired"
+        case 18: "it is self-signed"
+        case 19: "its chain ends in a self-signed authority that is not trusted"
+        case 20: "no trusted authority signed it (unable to get the local issuer certificate)"
+        case 21: "its signature cannot be checked (the server sent no chain to a trusted authority)"
+        case 23: "it has been revoked"
+        case 24: "an authority in its chain may not sign certificates"
+        case 26: "it is not meant for a server"
+        case 62: "it does not name the host of the URL"
+        default: "OpenSSL's verification error \(verifyResult)"
+        }
     }
 }

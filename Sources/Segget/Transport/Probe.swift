@@ -111,9 +111,8 @@ final class ProbeContext: TransferDelegate {
     var isHeld = false
     /// When the request was sent (monotonic seconds).
     var sentAt = 0.0
-    /// Whether the connection was made (TCP and TLS), read where a transfer timed out: libcurl's one
-    /// code for a timeout means `--connect-timeout` only when this is false.
-    var connected = true
+    /// What the handshakes showed, read where the transfer failed (see `HandshakeOutcome`).
+    var handshake = HandshakeOutcome()
     /// Whether the body is worth keeping, decided once at its first bytes (the head is complete by
     /// then) rather than read from the header fields again for every piece of the body.
     private var keepsBody: Bool?
@@ -281,7 +280,7 @@ struct Prober {
             guard let multi else { return r.easy.perform() }
             return try multi.performAlone(r.easy, hold: r.holdDue, cut: r.cutDue)
         }
-        if code == .operationTimedOut { r.context.connected = r.easy.handshakeDone(tls: URLParts.isTLS(url)) }
+        if let code { r.context.handshake.read(after: code, of: r.easy, url: url) }
         // Held: the head is complete and the transfer waits in `multi` (see `probe(url:)`).
         guard code == nil, let multi else { return (r.context, code ?? .writeError, nil) }
         return (r.context, .writeError, HeldTransfer(easy: r.easy, multi: multi, context: r.context))
@@ -437,15 +436,15 @@ struct Prober {
         }
     }
 
-    /// `connected`: whether the connection was made (see `ProbeContext.connected`); a timeout before
+    /// `connected`: whether the connection was made (see `HandshakeOutcome.connected`); a timeout before
     /// it is `connectTimeout`'s.
     /// `proxy`: the proxy the request went through (`TransferOptions.proxy(for:)`), named where the
     /// failure is the proxy's.
     /// `caCertificate`: the file of authorities `--ca-certificate` gave, named where a certificate
-    /// failed against it.
+    /// failed against it; `verifyResult`: OpenSSL's verdict on it (`EasyHandle.tlsVerifyResult()`).
     static func networkError(
         _ code: CurlCode, url: String, head: ResponseHead = ResponseHead(), connected: Bool = true, connectTimeout: Double? = nil,
-        proxy: String? = nil, caCertificate: String? = nil
+        proxy: String? = nil, caCertificate: String? = nil, verifyResult: Int = 0
     ) -> SeggetError {
         let u = URLParts.shown(url)
         if let proxy, let e = proxyError(code, url: u, proxy: URLParts.shown(proxy), head: head, connected: connected) { return e }
@@ -471,7 +470,7 @@ struct Prober {
         case .unsupportedProtocol:
             return SeggetError(.usage, "'\(u)' uses a scheme segget does not download; use http:// or https://.")
         case .peerFailedVerification, .caCertBadFile:
-            return certificateError(code, url: u, caCertificate: caCertificate)
+            return certificateError(code, url: u, caCertificate: caCertificate, verifyResult: verifyResult)
         case .couldNotResolveHost:
             return SeggetError(.network, "could not resolve the host of \(u); check the URL and your network.", retryAdvice: .once)
         case .weirdServerReply:

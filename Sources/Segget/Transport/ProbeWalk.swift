@@ -63,8 +63,8 @@ struct ProbeWalk {
             // first MiB was fetched again from byte 0 until the retries ran out.
             if !(head.isComplete && head.status == 206 && head.contentRange?.completeLength != nil) {
                 throw Prober.networkError(
-                    code, url: current, head: head, connected: ctx.connected, connectTimeout: options.connectTimeout,
-                    proxy: options.proxy(for: current), caCertificate: options.caCertificate)
+                    code, url: current, head: head, connected: ctx.handshake.connected, connectTimeout: options.connectTimeout,
+                    proxy: options.proxy(for: current), caCertificate: options.caCertificate, verifyResult: ctx.handshake.verifyResult)
             }
         }
         if hops == 0 {
