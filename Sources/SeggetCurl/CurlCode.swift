@@ -25,6 +25,8 @@ package struct CurlCode: Error, Hashable, CustomStringConvertible, Sendable {
     package static let peerFailedVerification = CurlCode(CURLE_PEER_FAILED_VERIFICATION)
     /// `CURLE_SSL_CACERT_BADFILE`.
     package static let caCertBadFile = CurlCode(CURLE_SSL_CACERT_BADFILE)
+    /// `CURLE_SSL_CERTPROBLEM`: the client certificate or its key could not be used.
+    package static let clientCertificateProblem = CurlCode(CURLE_SSL_CERTPROBLEM)
     /// `CURLE_COULDNT_RESOLVE_HOST`.
     package static let couldNotResolveHost = CurlCode(CURLE_COULDNT_RESOLVE_HOST)
     /// `CURLE_COULDNT_CONNECT`.

@@ -234,6 +234,14 @@ package final class EasyHandle {
         try set(CURLOPT_CAINFO, "CURLOPT_CAINFO", string: file)
         try set(CURLOPT_CAPATH, "CURLOPT_CAPATH", string: nil)
     }
+    /// Shows the PEM certificate in `file` to a server that asks for one (`CURLOPT_SSLCERT`), with its
+    /// key from `key`, else from the same file (`CURLOPT_SSLKEY`).
+    package func setClientCertificate(_ file: String, key: String?) throws(CurlError) {
+        try set(CURLOPT_SSLCERT, "CURLOPT_SSLCERT", string: file)
+        try set(CURLOPT_SSLCERTTYPE, "CURLOPT_SSLCERTTYPE", string: "PEM")
+        try set(CURLOPT_SSLKEY, "CURLOPT_SSLKEY", string: key ?? file)
+        try set(CURLOPT_SSLKEYTYPE, "CURLOPT_SSLKEYTYPE", string: "PEM")
+    }
     /// OpenSSL's verdict on the server's certificate in this handle's last TLS handshake
     /// (`CURLINFO_SSL_VERIFYRESULT`, an `X509_V_ERR_…` number; 0 when it passed or none was checked).
     package func tlsVerifyResult() -> Int {

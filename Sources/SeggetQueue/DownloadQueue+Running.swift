@@ -28,9 +28,9 @@ extension DownloadQueue {
     /// to the download's own probe, a request on the loop), then starts the download and watches it.
     private func prepareAndStart(_ id: TaskID) {
         guard
-            let (record, policy, live, ca) = core.withLock({ c -> (TaskRecord, DirectoryPolicy, Live, String?)? in
+            let (record, policy, live, tls) = core.withLock({ c -> (TaskRecord, DirectoryPolicy, Live, TLSFiles)? in
                 guard let r = c.records[id], let l = c.live[id], !l.stopRequested else { return nil }
-                return (r, c.policy, l, c.settings.caCertificate)
+                return (r, c.policy, l, c.settings.tls)
             })
         else {
             ended(id, .interrupted)
@@ -49,13 +49,13 @@ extension DownloadQueue {
         }
         guard record.path == nil else { return start(id, directory: directory, suggested: nil) }
         guard let loop = Self.loop else {
-            let info = try? Download(url: record.urls[0], options: downloadOptions(record, caCertificate: ca, grant: nil)).probe()
+            let info = try? Download(url: record.urls[0], options: downloadOptions(record, tls: tls, grant: nil)).probe()
             return start(id, directory: directory, suggested: info?.suggestedFileName ?? FileName.fromURLPath(record.urls[0]))
         }
         // The download's own probe, made before its path is known: its answer names the file, and
         // the download goes on from it. A probe of its own for the name cost every new task one
         // request and one round trip more (a 1-byte request, then the download's).
-        Download(url: record.urls[0], options: downloadOptions(record, caCertificate: ca, grant: live.grant, ownSpeed: live.ownSpeed)).prepare(
+        Download(url: record.urls[0], options: downloadOptions(record, tls: tls, grant: live.grant, ownSpeed: live.ownSpeed)).prepare(
             on: loop, interrupt: live.probeInterrupt
         ) { result in
             let prepared = try? result.get()
@@ -95,7 +95,7 @@ extension DownloadQueue {
                 store(&c) { s throws(SQLiteError) in try s.update(saved) }
                 c.storageError = nil
             }
-            var options = downloadOptions(r, caCertificate: c.settings.caCertificate, grant: grant, ownSpeed: c.live[id]?.ownSpeed)
+            var options = downloadOptions(r, tls: c.settings.tls, grant: grant, ownSpeed: c.live[id]?.ownSpeed)
             options.pieces = c.records[id]?.pieces
             let download = Download(url: r.urls[0], options: options)
             let task = Self.loop.map { download.start(on: $0, prepared: prepared, probeFailed: probeFailed) } ?? download.start()
@@ -215,13 +215,13 @@ extension DownloadQueue {
     }
 
     /// `ownSpeed`: the live task's own cap, set to the grant's speed and read by the download while
-    /// it runs (without it, the grant's speed is a fixed `maxSpeed`). `caCertificate`: the daemon's
-    /// `--ca-certificate` (``QueueSettings/caCertificate``).
+    /// it runs (without it, the grant's speed is a fixed `maxSpeed`). `tls`: the daemon's
+    /// `--ca-certificate` and `--certificate` (``QueueSettings/tls``).
     private func downloadOptions(
-        _ r: TaskRecord, caCertificate: String?, grant: QueueState.Grant?, ownSpeed: SharedRateLimit? = nil
+        _ r: TaskRecord, tls: TLSFiles, grant: QueueState.Grant?, ownSpeed: SharedRateLimit? = nil
     ) -> DownloadOptions {
         var o = DownloadOptions()
-        o.transfer.caCertificate = caCertificate
+        o.transfer.tls = tls
         o.ofDaemon = true
         o.mirrors = Array(r.urls.dropFirst())
         o.outputPath = r.path

@@ -120,9 +120,9 @@ public struct QueueSettings: Sendable, Equatable {
     /// Seconds a task whose link expired waits for a new one (``QueueEvent/linkExpired(_:_:)``,
     /// answered with ``DownloadQueue/changeURIs(_:fileIndex:delete:add:position:)``) before it fails.
     public var linkRenewalWait = 120.0
-    /// The PEM file of the authorities every task's servers are verified against instead of the
-    /// system's (`segget daemon --ca-certificate`); nil for the system's.
-    public var caCertificate: String? = nil
+    /// The authorities every task's servers are verified against instead of the system's, and the
+    /// certificate every task shows (`segget daemon --ca-certificate`, `--certificate`).
+    public var tls = TLSFiles()
 
     public init(downloadRoot: String) { self.downloadRoot = downloadRoot }
 }

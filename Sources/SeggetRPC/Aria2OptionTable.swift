@@ -37,6 +37,8 @@ public enum Aria2OptionTable {
         case checkCertificate
         /// The daemon's `--ca-certificate`, else the system's bundle (Debian's path, as aria2c answers).
         case caCertificate
+        /// The daemon's `--certificate` and `--private-key`; left out when not given, as aria2c does.
+        case certificate, privateKey
         /// The length of the pieces in `bitfield` (``Aria2Status/pieceLength``).
         case pieceLength
         /// The smallest piece of work a connection takes: segget's chunk.
@@ -131,6 +133,7 @@ public enum Aria2OptionTable {
         .init("bt-tracker-interval", perDownload: true, fixed: "0", .bitTorrent),
         .init("bt-tracker-timeout", perDownload: true, fixed: "60", .bitTorrent),
         .init("ca-certificate", perDownload: false, .caCertificate),
+        .init("certificate", perDownload: false, .certificate),
         .init("check-certificate", perDownload: false, .checkCertificate),
         .init("check-integrity", perDownload: true, fixed: "false", .behaviour),
         .init("conditional-get", perDownload: true, fixed: "false", .behaviour),
@@ -206,6 +209,7 @@ public enum Aria2OptionTable {
         .init("peer-agent", perDownload: false, fixed: "aria2/1.37.0", .bitTorrent),
         .init("peer-id-prefix", perDownload: false, fixed: "A2-1-37-0-", .bitTorrent),
         .init("piece-length", perDownload: true, .pieceLength),
+        .init("private-key", perDownload: false, .privateKey),
         .init("proxy-method", perDownload: true, fixed: "get", .aria2Default),
         .init("quiet", perDownload: false, fixed: "false", .console),
         .init("realtime-chunk-checksum", perDownload: true, fixed: "true", .metalink),
@@ -337,7 +341,9 @@ public enum Aria2OptionTable {
         case .timeout: return String(Int(engine.transfer.stallTimeout.rounded()))
         case .connectTimeout: return String(Int(engine.transfer.connectTimeout.rounded()))
         case .checkCertificate: return engine.transfer.insecure ? "false" : "true"
-        case .caCertificate: return s.caCertificate ?? "/etc/ssl/certs/ca-certificates.crt"
+        case .caCertificate: return s.tls.caCertificate ?? "/etc/ssl/certs/ca-certificates.crt"
+        case .certificate: return s.tls.clientCertificate
+        case .privateKey: return s.tls.privateKey
         case .pieceLength: return String(TaskSnapshot.pieceLength)
         case .minSplitSize: return String(engine.chunkSize)
         case .autoSaveInterval: return String(Int(engine.checkpointInterval.rounded()))

@@ -107,6 +107,12 @@ struct Daemon: ParsableCommand {
             "Verify every task's servers against the authorities in this PEM file instead of the system's.", valueName: "file"))
     var caCertificate: String?
 
+    @Option(help: ArgumentHelp("Show this PEM client certificate to every task's servers that ask for one (its unencrypted key in the same file, or in --private-key).", valueName: "file"))
+    var certificate: String?
+
+    @Option(name: .customLong("private-key"), help: ArgumentHelp("The unencrypted PEM private key of --certificate.", valueName: "file"))
+    var privateKey: String?
+
     @Option(
         help:
             "The queue's SQLite database (default $XDG_STATE_HOME/segget/queue.sqlite or ~/.local/state/segget/queue.sqlite)."
@@ -180,7 +186,7 @@ struct Daemon: ParsableCommand {
         settings.maxOverallSpeed = maxOverall.flatMap { $0.bytesPerSecond > 0 ? $0.bytesPerSecond : nil }
         settings.allowAnyDirectory = allowAnyDirectory
         settings.linkRenewalWait = linkRenewalWait
-        settings.caCertificate = try caCertificate.map(caCertificateFile)
+        settings.tls = try tlsFiles(caCertificate: caCertificate, certificate: certificate, privateKey: privateKey)
         // One daemon per queue: a second one on the same database started with no complaint, took
         // the first one's running tasks for its own, failed them ("another segget is already
         // downloading into ...") while the first went on, and the two then disagreed on the queue.

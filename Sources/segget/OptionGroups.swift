@@ -291,6 +291,12 @@ struct NetworkOptions: ParsableArguments {
             help: ArgumentHelp("Verify servers' TLS certificates against the authorities in this PEM file instead of the system's.", valueName: "file"))
     var caCertificate: String?
 
+    @Option(help: ArgumentHelp("Show this PEM client certificate to servers that ask for one (its unencrypted key in the same file, or in --private-key).", valueName: "file"))
+    var certificate: String?
+
+    @Option(name: .customLong("private-key"), help: ArgumentHelp("The unencrypted PEM private key of --certificate.", valueName: "file"))
+    var privateKey: String?
+
     @Option(name: .shortAndLong, help: "Credentials 'USER:PASSWORD' for HTTP authentication.")
     var user: String?
 
@@ -308,7 +314,7 @@ struct NetworkOptions: ParsableArguments {
 
     func apply(to o: inout DownloadOptions) throws {
         o.transfer.insecure = insecure
-        o.transfer.caCertificate = try caCertificate.map(caCertificateFile)
+        o.transfer.tls = try tlsFiles(caCertificate: caCertificate, certificate: certificate, privateKey: privateKey)
         o.transfer.credentials = user
         o.transfer.useNetrc = netrc
         o.transfer.cookie = cookie

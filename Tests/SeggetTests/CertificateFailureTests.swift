@@ -18,7 +18,7 @@ import Testing
     }
 
     @Test func withAFileItNamesTheFile() {
-        let e = Prober.networkError(.peerFailedVerification, url: url, caCertificate: "/etc/corp/ca.pem", verifyResult: 20)
+        let e = Prober.networkError(.peerFailedVerification, url: url, tls: TLSFiles(caCertificate: "/etc/corp/ca.pem"), verifyResult: 20)
         #expect(e.kind == .network)
         #expect(e.message.contains("could not be verified against the authorities in /etc/corp/ca.pem (--ca-certificate): no trusted"))
         #expect(!e.message.contains("--ca-certificate FILE"))
@@ -39,7 +39,7 @@ import Testing
     /// A file libcurl cannot load is the user's to fix (exit 2); without one, the system's bundle is
     /// what failed, which is no usage error.
     @Test func aFileThatCannotBeLoadedIsAUsageError() {
-        let given = Prober.networkError(.caCertBadFile, url: url, caCertificate: "/tmp/ca.pem")
+        let given = Prober.networkError(.caCertBadFile, url: url, tls: TLSFiles(caCertificate: "/tmp/ca.pem"))
         #expect(given.kind == .usage)
         #expect(given.message.contains("/tmp/ca.pem (--ca-certificate) could not be loaded"))
         let system = Prober.networkError(.caCertBadFile, url: url)

@@ -5,7 +5,10 @@
 # the source; another authority's file fails (exit 3) and is named, a certificate for another name
 # says so; a missing file, one without a PEM certificate and a DER one are refused before any
 # request (exit 2); `segget daemon --ca-certificate` downloads a task identical and answers the file
-# for `ca-certificate` in getGlobalOption.
+# for `ca-certificate` in getGlobalOption. --certificate/--private-key against nginx with
+# ssl_verify_client on: identical with the key apart or in the same file; an encrypted key, a
+# certificate without its key, a key alone and another certificate's key are refused (exit 2); the
+# daemon's task shows its certificate too.
 # Needs SEGGET_BIN (scripts/test sets it; default .build/debug/segget), nginx, openssl, python3.
 source "$(dirname "$0")/../lib/common.sh"
 ensure_packages nginx openssl
@@ -36,6 +39,13 @@ printf 'subjectAltName=DNS:other.example\nbasicConstraints=CA:FALSE\nextendedKey
 openssl x509 -req -in "$pki/server.csr" -CA "$pki/ca.pem" -CAkey "$pki/ca.key" -CAcreateserial -days 2 \
     -extfile "$pki/elsewhere.ext" -out "$pki/elsewhere.pem" >/dev/null 2>&1
 openssl x509 -in "$pki/ca.pem" -outform der -out "$pki/ca.der"
+# A client certificate the same authority signed; its key also encrypted, and in one file with it.
+openssl req -newkey rsa:2048 -nodes -subj /CN=segget-client -keyout "$pki/client.key" -out "$pki/client.csr" >/dev/null 2>&1
+printf 'basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n' >"$pki/client.ext"
+openssl x509 -req -in "$pki/client.csr" -CA "$pki/ca.pem" -CAkey "$pki/ca.key" -CAcreateserial -days 2 \
+    -extfile "$pki/client.ext" -out "$pki/client.pem" >/dev/null 2>&1
+cat "$pki/client.pem" "$pki/client.key" >"$pki/client-both.pem"
+openssl pkey -in "$pki/client.key" -aes256 -passout pass:secret -out "$pki/client-encrypted.key" 2>/dev/null
 echo "not a certificate" >"$pki/notpem.txt"
 chmod 644 "$pki"/*
 
@@ -43,7 +53,7 @@ head -c $((24 << 20)) /dev/urandom >"$WORK/www/big.bin"
 for i in 1 2 3; do head -c $((300000 * i)) /dev/urandom >"$WORK/www/s$i.bin"; done
 chmod 755 "$WORK/www"; chmod 644 "$WORK"/www/*
 
-port="$(free_port)" port2="$(free_port)"
+port="$(free_port)" port2="$(free_port)" port3="$(free_port)"
 write_nginx_conf "$WORK/nginx" 1 "$(cat <<CONF
     access_log off;
     server {
@@ -57,6 +67,14 @@ write_nginx_conf "$WORK/nginx" 1 "$(cat <<CONF
         listen 127.0.0.1:$port2 ssl;
         ssl_certificate $pki/elsewhere.pem;
         ssl_certificate_key $pki/server.key;
+        root $WORK/www;
+    }
+    server {
+        listen 127.0.0.1:$port3 ssl http2;
+        ssl_certificate $pki/server.pem;
+        ssl_certificate_key $pki/server.key;
+        ssl_client_certificate $pki/ca.pem;
+        ssl_verify_client on;
         root $WORK/www;
     }
 CONF
@@ -102,13 +120,29 @@ run der 2 -q --ca-certificate "$pki/ca.der" -o "$WORK/out/x.bin" "$URL/big.bin"
 grep -q "holds no PEM certificate" "$WORK/der.err" || fail "a DER file said: $(cat "$WORK/der.err")"
 [ ! -e "$WORK/out/x.bin" ] || fail "a refused run left a file"
 
+# A server that asks for a client certificate (nginx answers 400 without one).
+CLIENT_URL="https://127.0.0.1:$port3/big.bin"
+run nocert 4 -q --ca-certificate "$pki/ca.pem" -o "$WORK/out/nocert.bin" "$CLIENT_URL"
+run cert 0 -q -n 8 --ca-certificate "$pki/ca.pem" --certificate "$pki/client.pem" --private-key "$pki/client.key" -o "$WORK/out/cert.bin" "$CLIENT_URL"
+same "$WORK/out/cert.bin" "$WORK/www/big.bin"
+run certboth 0 -q -n 8 --http2 --ca-certificate "$pki/ca.pem" --certificate "$pki/client-both.pem" -o "$WORK/out/certboth.bin" "$CLIENT_URL"
+same "$WORK/out/certboth.bin" "$WORK/www/big.bin"
+run encrypted 2 -q --ca-certificate "$pki/ca.pem" --certificate "$pki/client.pem" --private-key "$pki/client-encrypted.key" -o "$WORK/out/y.bin" "$CLIENT_URL"
+grep -q "is encrypted" "$WORK/encrypted.err" || fail "an encrypted key said: $(cat "$WORK/encrypted.err")"
+run nokey 2 -q --ca-certificate "$pki/ca.pem" --certificate "$pki/client.pem" -o "$WORK/out/y.bin" "$CLIENT_URL"
+grep -q "holds no private key" "$WORK/nokey.err" || fail "a certificate without its key said: $(cat "$WORK/nokey.err")"
+run keyonly 2 -q --private-key "$pki/client.key" -o "$WORK/out/y.bin" "$CLIENT_URL"
+run wrongkey 2 -q --ca-certificate "$pki/ca.pem" --certificate "$pki/client.pem" --private-key "$pki/server.key" -o "$WORK/out/y.bin" "$CLIENT_URL"
+grep -q "could not be used for" "$WORK/wrongkey.err" || fail "a key of another certificate said: $(cat "$WORK/wrongkey.err")"
+[ ! -e "$WORK/out/y.bin" ] || fail "a refused client certificate left a file"
+
 # The daemon: every task verified against the file it was started with.
 rpc_port="$(free_port)"
 mkdir -p "$WORK/dl"
 "$SEGGET_BIN" daemon --rpc-listen-port "$rpc_port" --rpc-secret s3cret -d "$WORK/dl" --database "$WORK/q.sqlite" \
-    --ca-certificate "$pki/ca.pem" >"$WORK/daemon.out" 2>"$WORK/daemon.err" &
+    --ca-certificate "$pki/ca.pem" --certificate "$pki/client-both.pem" >"$WORK/daemon.out" 2>"$WORK/daemon.err" &
 DAEMON_PID=$!
-python3 - "$rpc_port" "$URL/big.bin" "$pki/ca.pem" <<'PY' || fail "the daemon's task (log: $(tail -3 "$WORK/daemon.err"))"
+python3 - "$rpc_port" "$CLIENT_URL" "$pki/ca.pem" <<'PY' || fail "the daemon's task (log: $(tail -3 "$WORK/daemon.err"))"
 import json, sys, time, urllib.request
 port, url, ca = sys.argv[1], sys.argv[2], sys.argv[3]
 def call(method, *params):
@@ -134,4 +168,4 @@ if st["status"] != "complete":
 PY
 same "$WORK/dl/big.bin" "$WORK/www/big.bin"
 
-echo "ca-certificate: a private authority's server refused without the option (exit 3, naming it); with it -n 8 over HTTP/1.1 and HTTP/2, a stream and a batch identical; another authority's file named (exit 3); a certificate for another name said so; missing, non-PEM and DER files refused (exit 2); a daemon task identical"
+echo "ca-certificate: a private authority's server refused without the option (exit 3, naming it); with it -n 8 over HTTP/1.1 and HTTP/2, a stream and a batch identical; another authority's file named (exit 3); a certificate for another name said so; missing, non-PEM and DER files refused (exit 2); a server that asks for a client certificate: without one 400 (exit 4), with one (key apart or in the same file, HTTP/1.1 and HTTP/2) identical, an encrypted, missing or wrong key refused (exit 2); a daemon task with both identical"

@@ -40,7 +40,7 @@ extension FetchEngine {
             end = .transient(code.plainWords ?? code.description)
         } else {
             end = .failed(Prober.networkError(code, url: target.url, head: c.head, proxy: settings.transfer.proxy(for: target.url),
-                                              caCertificate: settings.transfer.caCertificate, verifyResult: c.easy.tlsVerifyResult()))
+                                              tls: settings.transfer.tls, verifyResult: c.easy.tlsVerifyResult()))
         }
         apply(.ended(c.id, end, head: c.head))
     }

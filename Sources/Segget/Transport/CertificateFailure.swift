@@ -16,13 +16,19 @@ struct HandshakeOutcome {
 }
 
 extension Prober {
-    /// A server's certificate that failed verification (`CURLE_PEER_FAILED_VERIFICATION`), or
-    /// authorities that could not be loaded (`CURLE_SSL_CACERT_BADFILE`): exit 3 for the first, with
-    /// why (OpenSSL's verdict, `verifyResult`) and what to do; the second is the user's file
-    /// (`--ca-certificate`, exit 2) unless none was given. `url` as `URLParts.shown` gives it.
-    static func certificateError(_ code: CurlCode, url: ServerText, caCertificate: String?, verifyResult: Int = 0) -> SeggetError {
+    /// A server's certificate that failed verification (`CURLE_PEER_FAILED_VERIFICATION`),
+    /// authorities that could not be loaded (`CURLE_SSL_CACERT_BADFILE`), or a client certificate
+    /// that could not be used (`CURLE_SSL_CERTPROBLEM`): exit 3 for the first, with why (OpenSSL's
+    /// verdict, `verifyResult`) and what to do; the others are the user's files (`--ca-certificate`,
+    /// `--certificate`, exit 2). `url` as `URLParts.shown` gives it.
+    static func certificateError(_ code: CurlCode, url: ServerText, tls: TLSFiles, verifyResult: Int = 0) -> SeggetError {
+        let caCertificate = tls.caCertificate
         if code == .caCertBadFile, let file = caCertificate {
             return SeggetError(.usage, "the certificates in \(file) (--ca-certificate) could not be loaded (\(code)); give a file of PEM certificates (-----BEGIN CERTIFICATE-----).", retryAdvice: .never)
+        }
+        if code == .clientCertificateProblem {
+            let files = [tls.clientCertificate, tls.privateKey].compactMap { $0 }.joined(separator: " and ")
+            return SeggetError(.usage, "the client certificate in \(files) (--certificate, --private-key) could not be used for \(url) (\(code)); give a PEM certificate with the unencrypted private key that belongs to it.", retryAdvice: .never)
         }
         let why = code == .peerFailedVerification ? certificateProblem(verifyResult) : "\(code)"
         let against = caCertificate.map { " against the authorities in \($0) (--ca-certificate)" } ?? ""

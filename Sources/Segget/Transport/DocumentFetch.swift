@@ -51,7 +51,7 @@ struct DocumentFetch {
             if collector.tooLong {
                 throw SeggetError(.protocolViolation, "\(URLParts.shown(current)) sent more than \(limit) bytes; that is not a document segget reads.", retryAdvice: .never)
             }
-            if code != .ok { throw Prober.networkError(code, url: current, head: head, proxy: options.proxy(for: current), caCertificate: options.caCertificate,
+            if code != .ok { throw Prober.networkError(code, url: current, head: head, proxy: options.proxy(for: current), tls: options.tls,
                                                          verifyResult: e.tlsVerifyResult()) }
             if (300...399).contains(head.status), head.status != 304 {
                 guard let location = head.unsafeRawBytes("location"), let next = resolveURL(bytes: location, against: current),

@@ -440,11 +440,10 @@ struct Prober {
     /// it is `connectTimeout`'s.
     /// `proxy`: the proxy the request went through (`TransferOptions.proxy(for:)`), named where the
     /// failure is the proxy's.
-    /// `caCertificate`: the file of authorities `--ca-certificate` gave, named where a certificate
-    /// failed against it; `verifyResult`: OpenSSL's verdict on it (`EasyHandle.tlsVerifyResult()`).
+    /// `tls`: the files `--ca-certificate` and `--certificate` gave, named where they failed; `verifyResult`: OpenSSL's verdict on it (`EasyHandle.tlsVerifyResult()`).
     static func networkError(
         _ code: CurlCode, url: String, head: ResponseHead = ResponseHead(), connected: Bool = true, connectTimeout: Double? = nil,
-        proxy: String? = nil, caCertificate: String? = nil, verifyResult: Int = 0
+        proxy: String? = nil, tls: TLSFiles = TLSFiles(), verifyResult: Int = 0
     ) -> SeggetError {
         let u = URLParts.shown(url)
         if let proxy, let e = proxyError(code, url: u, proxy: URLParts.shown(proxy), head: head, connected: connected) { return e }
@@ -469,8 +468,8 @@ struct Prober {
             return SeggetError(.protocolViolation, "the answer from \(u) does not start as HTTP does; the server, or a proxy in between, is broken.", retryAdvice: .once)
         case .unsupportedProtocol:
             return SeggetError(.usage, "'\(u)' uses a scheme segget does not download; use http:// or https://.")
-        case .peerFailedVerification, .caCertBadFile:
-            return certificateError(code, url: u, caCertificate: caCertificate, verifyResult: verifyResult)
+        case .peerFailedVerification, .caCertBadFile, .clientCertificateProblem:
+            return certificateError(code, url: u, tls: tls, verifyResult: verifyResult)
         case .couldNotResolveHost:
             return SeggetError(.network, "could not resolve the host of \(u); check the URL and your network.", retryAdvice: .once)
         case .weirdServerReply:

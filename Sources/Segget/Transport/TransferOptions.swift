@@ -8,9 +8,8 @@ public struct TransferOptions: Sendable, Equatable {
     public var headers: [String] = []
     /// Skip TLS certificate and host name verification (`-k`).
     public var insecure = false
-    /// A file of PEM certificates of the authorities trusted instead of the system's
-    /// (`--ca-certificate`); an absolute path. Unused with `insecure`.
-    public var caCertificate: String?
+    /// The authorities servers are verified against and the certificate this client shows.
+    public var tls = TLSFiles()
     /// Allow HTTP/2 (`--http2`): a single download's ranges keep a connection each, as over HTTP/1.1;
     /// a batch's files share connections as streams (see `multiplexed`).
     public var http2 = false
@@ -47,6 +46,24 @@ public struct TransferOptions: Sendable, Equatable {
 
 public let seggetVersion = "0.1.0"
 
+/// Files that change how TLS connections are made, absolute paths checked when given (see the
+/// command line's `caCertificateFile`, `clientCertificateFiles`).
+public struct TLSFiles: Sendable, Equatable {
+    /// PEM certificates of the authorities trusted instead of the system's (`--ca-certificate`);
+    /// unused with `TransferOptions.insecure`.
+    public var caCertificate: String?
+    /// The PEM certificate this client shows a server that asks for one (`--certificate`), with its
+    /// unencrypted key in the same file or in `privateKey` (`--private-key`).
+    public var clientCertificate: String?
+    public var privateKey: String?
+
+    public init(caCertificate: String? = nil, clientCertificate: String? = nil, privateKey: String? = nil) {
+        self.caCertificate = caCertificate
+        self.clientCertificate = clientCertificate
+        self.privateKey = privateKey
+    }
+}
+
 extension EasyHandle {
     /// Applies the options shared by probes and ranged fetches. Redirects are never followed by
     /// libcurl: the probe follows them itself so that it can apply segget's redirect policy.
@@ -64,7 +81,10 @@ extension EasyHandle {
             try setLowSpeedLimit(bytesPerSecond: 1, seconds: max(1, Int(options.stallTimeout.rounded(.up))))
         }
         try setVerifyTLS(!options.insecure)
-        if let file = options.caCertificate, !options.insecure { try setCertificateAuthorities(file: file) }
+        if let file = options.tls.caCertificate, !options.insecure { try setCertificateAuthorities(file: file) }
+        if let certificate = options.tls.clientCertificate {
+            try setClientCertificate(certificate, key: options.tls.privateKey)
+        }
         do throws(CurlError) {
             try setHTTPVersion(options.http2 ? .http2OverTLS : .http1_1)
         } catch where error.code == .easy(.unsupportedProtocol) {
