@@ -1,22 +1,40 @@
 import Segget
+import SeggetJournal
 import SeggetSystem
 
 extension DownloadQueue {
     // MARK: Helpers
 
-    /// `directory/name`, numbered (`name.1.ext`, …) when another task or a file already has it.
-    static func freePath(name: String, directory: String, records: [TaskID: TaskRecord], except: TaskID)
+    /// `directory/name`, numbered (`name.1.ext`, …) when another task or a file already has it;
+    /// but a partial download of `url` (its journal records that URL) that no active, waiting or
+    /// paused task holds is this task's to continue, whoever left it: a task of the same URL that
+    /// failed or was removed (a front-end's "retry" adds the URL again), or one whose result was
+    /// removed. It numbered such a task's name before, and the retry started over beside the bytes
+    /// the failed task had saved.
+    static func freePath(name: String, directory: String, records: [TaskID: TaskRecord], except: TaskID, url: String?)
         -> String
     {
-        let taken = Set(records.values.filter { $0.id != except }.compactMap(\.path))
+        let others = records.values.filter { $0.id != except }
+        let taken = Set(others.compactMap(\.path))
+        let held = Set(others.filter { [.active, .waiting, .paused].contains($0.status) }.compactMap(\.path))
         var n = 0
         while true {
             let candidate = OutputNames.join(directory, n == 0 ? name : OutputNames.numbered(name, n))
             if !taken.contains(candidate) && !exists(candidate) && !exists(candidate + ".segget-part") {
                 return candidate
             }
+            if let url, !held.contains(candidate), !exists(candidate), isPartial(of: url, at: candidate) {
+                return candidate
+            }
             n += 1
         }
+    }
+
+    /// Whether the side files at `path` are a partial download of `url` (its data file, and a
+    /// journal that records that URL, credentials redacted as journals keep it).
+    static func isPartial(of url: String, at path: String) -> Bool {
+        guard exists(path + ".segget-part"), let header = Journal.header(at: path + ".segget-journal") else { return false }
+        return header.url == JournalHeader.redactingCredentials(url)
     }
 
     static func exists(_ path: String) -> Bool {

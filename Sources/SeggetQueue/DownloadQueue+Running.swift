@@ -89,7 +89,7 @@ extension DownloadQueue {
                     alreadyDone = done
                     return nil
                 }
-                r.path = Self.freePath(name: name, directory: directory, records: c.records, except: id)
+                r.path = Self.freePath(name: name, directory: directory, records: c.records, except: id, url: r.urls.first)
                 c.records[id] = r
                 let saved = r
                 store(&c) { s throws(SQLiteError) in try s.update(saved) }
