@@ -114,13 +114,7 @@ struct Add: ParsableCommand {
         var o = try request.fileOptions()
         if let d = directory {
             // A relative -d means relative to here, as for a download; the daemon checks it against its root.
-            let absolute =
-                d.hasPrefix("/")
-                ? d
-                : (getcwd(nil, 0).map { p in
-                    defer { free(p) }; return String(cString: p)
-                } ?? ".") + "/" + d
-            try o.set(OptionSchema.directory, absolute)
+            try o.set(OptionSchema.directory, absolutePath(d))
         }
         try o.set(OptionSchema.outputName, output)
         try o.set(OptionSchema.split, connections)

@@ -210,10 +210,14 @@ private func readPEMFile(_ path: String, option: String, what: String) throws(Se
     return try readTextFile(path, what: what)
 }
 
-private func absolutePath(_ path: String) -> String {
-    if path.hasPrefix("/") { return path }
-    let cwd = getcwd(nil, 0).map { p in
+/// The working directory ("." if it cannot be read).
+func currentDirectory() -> String {
+    getcwd(nil, 0).map { p in
         defer { free(p) }; return String(cString: p)
     } ?? "."
-    return cwd + "/" + path
+}
+
+/// `path` made absolute against the working directory.
+func absolutePath(_ path: String) -> String {
+    path.hasPrefix("/") ? path : currentDirectory() + "/" + path
 }

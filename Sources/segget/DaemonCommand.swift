@@ -165,12 +165,7 @@ struct Daemon: ParsableCommand {
     }
 
     func run() throws {
-        let cwd =
-            getcwd(nil, 0).map { p in
-                defer { free(p) }; return String(cString: p)
-            } ?? "."
-        var given = directory ?? cwd
-        if !given.hasPrefix("/") { given = cwd + "/" + given }
+        let given = absolutePath(directory ?? currentDirectory())
         Self.makeDirectories(given, mode: 0o755)
         let root = Aria2TaskOptions.resolvePath(given)
         let dbPath = database ?? Self.defaultDatabasePath()

@@ -44,5 +44,15 @@ import Testing
         #expect(given.message.contains("/tmp/ca.pem (--ca-certificate) could not be loaded"))
         let system = Prober.networkError(.caCertBadFile, url: url)
         #expect(system.kind == .network)
+        #expect(system.message.contains("this machine's trusted TLS authorities could not be loaded"), "\(system.message)")
+        #expect(system.message.contains("apt-get install ca-certificates"), "\(system.message)")
+        #expect(!system.message.contains("the server's certificate must be fixed"), "\(system.message)")
+    }
+
+    /// The verdicts where an authority missing from those trusted is the cause, and only those,
+    /// offer `--ca-certificate`.
+    @Test func untrustedVerdictsAreTheMissingAuthorities() {
+        let offering = (0...80).filter { Prober.certificateProblem($0).untrusted }
+        #expect(offering == [2, 18, 19, 20, 21])
     }
 }

@@ -30,9 +30,11 @@ extension Prober {
             let files = [tls.clientCertificate, tls.privateKey].compactMap { $0 }.joined(separator: " and ")
             return SeggetError(.usage, "the client certificate in \(files) (--certificate, --private-key) could not be used for \(url) (\(code)); give a PEM certificate with the unencrypted private key that belongs to it.", retryAdvice: .never)
         }
-        let why = code == .peerFailedVerification ? certificateProblem(verifyResult) : "\(code)"
+        if code == .caCertBadFile {
+            return SeggetError(.network, "this machine's trusted TLS authorities could not be loaded (\(code)), so no certificate of \(url) can be verified; install them (apt-get install ca-certificates), or give the authority's certificate with --ca-certificate FILE.", retryAdvice: .never)
+        }
+        let (why, untrusted) = code == .peerFailedVerification ? certificateProblem(verifyResult) : ("\(code)", false)
         let against = caCertificate.map { " against the authorities in \($0) (--ca-certificate)" } ?? ""
-        let untrusted = [2, 18, 19, 20, 21].contains(verifyResult)
         let advice =
             if caCertificate == nil && untrusted {
                 "if a private or company authority signed it, give that authority's certificate with --ca-certificate FILE; pass -k/--insecure only if you trust this server"
@@ -47,25 +49,26 @@ extension Prober {
     }
 
     /// Plain words for OpenSSL's verification errors (`X509_V_ERR_…`) a server's certificate meets
-    /// most. libcurl 7.88 sets 1 when a handshake begins and reads OpenSSL's verdict only after its
-    /// own check of the host name, so 1 (or 0) with a failed verification is that check (seen
-    /// against nginx with a trusted certificate for another name).
-    static func certificateProblem(_ verifyResult: Int) -> String {
+    /// most, and whether the cause is an authority missing from those trusted (where
+    /// `--ca-certificate` helps). libcurl 7.88 sets 1 when a handshake begins and reads OpenSSL's
+    /// verdict only after its own check of the host name, so 1 (or 0) with a failed verification is
+    /// that check (seen against nginx with a trusted certificate for another name).
+    static func certificateProblem(_ verifyResult: Int) -> (words: String, untrusted: Bool) {
         switch verifyResult {
-        case 0, 1: "it does not name the host of the URL"
-        case 2: "the certificate of its issuer is missing (the server sent no chain to a trusted authority)"
-        case 7: "its signature is invalid"
-        case 9: "it is not valid yet (check this machine's clock)"
-        case 10: "it has expired"
-        case 18: "it is self-signed"
-        case 19: "its chain ends in a self-signed authority that is not trusted"
-        case 20: "no trusted authority signed it (unable to get the local issuer certificate)"
-        case 21: "its signature cannot be checked (the server sent no chain to a trusted authority)"
-        case 23: "it has been revoked"
-        case 24: "an authority in its chain may not sign certificates"
-        case 26: "it is not meant for a server"
-        case 62: "it does not name the host of the URL"
-        default: "OpenSSL's verification error \(verifyResult)"
+        case 0, 1: ("it does not name the host of the URL", false)
+        case 2: ("the certificate of its issuer is missing (the server sent no chain to a trusted authority)", true)
+        case 7: ("its signature is invalid", false)
+        case 9: ("it is not valid yet (check this machine's clock)", false)
+        case 10: ("it has expired", false)
+        case 18: ("it is self-signed", true)
+        case 19: ("its chain ends in a self-signed authority that is not trusted", true)
+        case 20: ("no trusted authority signed it (unable to get the local issuer certificate)", true)
+        case 21: ("its signature cannot be checked (the server sent no chain to a trusted authority)", true)
+        case 23: ("it has been revoked", false)
+        case 24: ("an authority in its chain may not sign certificates", false)
+        case 26: ("it is not meant for a server", false)
+        case 62: ("it does not name the host of the URL", false)
+        default: ("OpenSSL's verification error \(verifyResult)", false)
         }
     }
 }
