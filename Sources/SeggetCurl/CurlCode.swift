@@ -42,6 +42,10 @@ package struct CurlCode: Error, Hashable, CustomStringConvertible, Sendable {
     package static let proxyFailure = CurlCode(rawValue: 97)
     /// `CURLE_RECV_ERROR`.
     package static let receiveError = CurlCode(CURLE_RECV_ERROR)
+    /// `CURLE_SEND_ERROR`.
+    package static let sendError = CurlCode(CURLE_SEND_ERROR)
+    /// `CURLE_SSL_CONNECT_ERROR`: the TLS handshake failed.
+    package static let tlsHandshakeFailed = CurlCode(CURLE_SSL_CONNECT_ERROR)
     /// `CURLE_TOO_LARGE` (100), from libcurl 8.6 on: named by number so that older headers build.
     package static let tooLarge = CurlCode(rawValue: 100)
     /// `CURLE_UNKNOWN_OPTION`: this libcurl does not know the option (it is older than segget).

@@ -45,6 +45,14 @@ package final class EasyHandle {
     /// The book of sockets of the multi handle this handle is on (nil: on none).
     private var sockets: UnsafeMutablePointer<segget_sockets>?
 
+    /// libcurl's words for this handle's last failure (`CURLOPT_ERRORBUFFER`; libcurl empties it as
+    /// a transfer starts). Its own text, with OpenSSL's reason for a TLS failure; read, never shown.
+    private let errorBuffer: UnsafeMutablePointer<CChar> = {
+        let b = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
+        b.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
+        return b
+    }()
+
     package init() {
         CurlGlobal.ensure()
         guard let h = curl_easy_init() else { fatalError("curl_easy_init failed: out of memory") }
@@ -55,6 +63,15 @@ package final class EasyHandle {
     deinit {
         curl_easy_cleanup(raw)
         if let headerList { curl_slist_free_all(headerList) }
+        errorBuffer.deallocate()
+    }
+
+    /// libcurl's description of this handle's last failed transfer (empty if it gave none), e.g.
+    /// "OpenSSL SSL_read: error:0A00045C:SSL routines::tlsv13 alert certificate required, errno 0".
+    /// It may quote a server's words: match it, do not print it.
+    package func failureDetail() -> String {
+        errorBuffer[Int(CURL_ERROR_SIZE) - 1] = 0
+        return String(cString: errorBuffer)
     }
 
     /// Forgets all options (keeping live connections and caches), as between two transfers. The
@@ -133,9 +150,12 @@ package final class EasyHandle {
     /// libcurl, so a refusal is a broken library, not a condition to handle.
     private func installCallbacks() {
         let me = Unmanaged.passUnretained(self).toOpaque()
-        let data: [(CURLoption, String)] = [(CURLOPT_WRITEDATA, "CURLOPT_WRITEDATA"), (CURLOPT_HEADERDATA, "CURLOPT_HEADERDATA")]
-        for (option, name) in data {
-            let rc = CurlCode(segget_easy_setopt_ptr(raw, option, me))
+        let data: [(CURLoption, String, UnsafeMutableRawPointer)] = [
+            (CURLOPT_WRITEDATA, "CURLOPT_WRITEDATA", me), (CURLOPT_HEADERDATA, "CURLOPT_HEADERDATA", me),
+            (CURLOPT_ERRORBUFFER, "CURLOPT_ERRORBUFFER", UnsafeMutableRawPointer(errorBuffer)),
+        ]
+        for (option, name, pointer) in data {
+            let rc = CurlCode(segget_easy_setopt_ptr(raw, option, pointer))
             precondition(rc == .ok, CurlError(rc, name).description)
         }
         let functions: [(CURLoption, String, segget_curl_data_cb)] = [

@@ -1,6 +1,7 @@
 # Real servers of other projects, each started on free loopback ports with a configuration of our own
 # in a folder of the caller's, for the server matrix (scripts/tests/servers.sh), the recorder of their
-# response heads (scripts/record-heads) and the shared-cache benchmark (Benchmarks/fleet-cache.sh).
+# response heads (scripts/record-heads) and the shared-cache benchmark (Benchmarks/fleet-cache.sh);
+# scripts/tests/ca-certificate.sh takes apache_head for an Apache of its own.
 # Source it after common.sh; do not run it.
 #
 # Every start_* function waits until its server answers, registers the server's PID and sets the
@@ -105,14 +106,11 @@ make_cert() {
 # A folder a server that drops to another user can write its logs into.
 server_dir() { mkdir -p "$1"; chmod 777 "$1"; }
 
-# start_apache DIR WWW CERTS: Apache (mpm_event) serving WWW over HTTP and over HTTPS with mod_ssl
-# and mod_http2 (`Protocols h2 http/1.1`). Access log DIR/access.log: "%H %s %B %r".
-# Sets APACHE_HTTP_URL, APACHE_HTTPS_URL.
-start_apache() {
-    local dir="$1" www="$2" certs="$3" p1 p2 m=/usr/lib/apache2/modules
-    server_dir "$dir"
-    p1="$(server_port)"; p2="$(server_port)"
-    cat >"$dir/httpd.conf" <<CONF
+# apache_head DIR: the lines every Apache of the tests begins its config with: modules for files
+# over HTTP, HTTPS and HTTP/2, and its PID file, error log, mutex and TLS session cache in DIR.
+apache_head() {
+    local dir="$1" m=/usr/lib/apache2/modules
+    cat <<CONF
 ServerRoot /etc/apache2
 ServerName 127.0.0.1
 PidFile $dir/httpd.pid
@@ -128,9 +126,21 @@ LoadModule http2_module $m/mod_http2.so
 TypesConfig /etc/mime.types
 User www-data
 Group www-data
+SSLSessionCache shmcb:$dir/ssl_scache(512000)
+CONF
+}
+
+# start_apache DIR WWW CERTS: Apache (mpm_event) serving WWW over HTTP and over HTTPS with mod_ssl
+# and mod_http2 (`Protocols h2 http/1.1`). Access log DIR/access.log: "%H %s %B %r".
+# Sets APACHE_HTTP_URL, APACHE_HTTPS_URL.
+start_apache() {
+    local dir="$1" www="$2" certs="$3" p1 p2
+    server_dir "$dir"
+    p1="$(server_port)"; p2="$(server_port)"
+    cat >"$dir/httpd.conf" <<CONF
+$(apache_head "$dir")
 LogFormat "%H %>s %B \"%r\"" bytes
 CustomLog $dir/access.log bytes
-SSLSessionCache shmcb:$dir/ssl_scache(512000)
 Listen 127.0.0.1:$p1
 Listen 127.0.0.1:$p2
 DocumentRoot $www

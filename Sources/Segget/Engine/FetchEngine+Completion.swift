@@ -36,6 +36,10 @@ extension FetchEngine {
         } else if code == .operationTimedOut, c.head.byteCount == 0, !c.easy.handshakeDone(tls: URLParts.isTLS(target.source(conn.source).url)) {
             // libcurl's one code for every timeout; in a fetch only the connection's has one.
             end = .transient("could not connect within \(Format.seconds(settings.transfer.connectTimeout)) (--connect-timeout)")
+        } else if let alert = TLSAlert(code: code, detail: c.easy.failureDetail()) {
+            // A failed receive or handshake is transient, but not one the server ended with an alert
+            // about certificates: it refuses every connection alike.
+            end = .failed(Prober.networkError(code, url: target.url, tls: settings.transfer.tls, tlsAlert: alert))
         } else if code.isTransient && !Prober.headersTooLarge(code, head: c.head) || code == .writeError {
             end = .transient(code.plainWords ?? code.description)
         } else {

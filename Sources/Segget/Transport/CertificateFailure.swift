@@ -8,10 +8,13 @@ struct HandshakeOutcome {
     /// OpenSSL's verdict on the server's certificate, read where it failed verification (see
     /// `EasyHandle.tlsVerifyResult()`).
     var verifyResult = 0
+    /// The TLS alert about certificates the server ended the connection with, if that is how it failed.
+    var alert: TLSAlert?
 
     mutating func read(after code: CurlCode, of easy: EasyHandle, url: String) {
         if code == .operationTimedOut { connected = easy.handshakeDone(tls: URLParts.isTLS(url)) }
         if code == .peerFailedVerification { verifyResult = easy.tlsVerifyResult() }
+        alert = TLSAlert(code: code, detail: easy.failureDetail())
     }
 }
 

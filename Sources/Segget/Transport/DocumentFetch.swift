@@ -52,7 +52,7 @@ struct DocumentFetch {
                 throw SeggetError(.protocolViolation, "\(URLParts.shown(current)) sent more than \(limit) bytes; that is not a document segget reads.", retryAdvice: .never)
             }
             if code != .ok { throw Prober.networkError(code, url: current, head: head, proxy: options.proxy(for: current), tls: options.tls,
-                                                         verifyResult: e.tlsVerifyResult()) }
+                                                         verifyResult: e.tlsVerifyResult(), tlsAlert: TLSAlert(code: code, detail: e.failureDetail())) }
             if (300...399).contains(head.status), head.status != 304 {
                 guard let location = head.unsafeRawBytes("location"), let next = resolveURL(bytes: location, against: current),
                     let nextParts = URLParts(next), nextParts.isHTTPFamily, !visited.contains(next)

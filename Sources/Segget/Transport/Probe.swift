@@ -440,12 +440,13 @@ struct Prober {
     /// it is `connectTimeout`'s.
     /// `proxy`: the proxy the request went through (`TransferOptions.proxy(for:)`), named where the
     /// failure is the proxy's.
-    /// `tls`: the files `--ca-certificate` and `--certificate` gave, named where they failed; `verifyResult`: OpenSSL's verdict on it (`EasyHandle.tlsVerifyResult()`).
+    /// `tls`: the files `--ca-certificate` and `--certificate` gave, named where they failed; `verifyResult`: OpenSSL's verdict on it (`EasyHandle.tlsVerifyResult()`); `tlsAlert`: how the server ended it.
     static func networkError(
         _ code: CurlCode, url: String, head: ResponseHead = ResponseHead(), connected: Bool = true, connectTimeout: Double? = nil,
-        proxy: String? = nil, tls: TLSFiles = TLSFiles(), verifyResult: Int = 0
+        proxy: String? = nil, tls: TLSFiles = TLSFiles(), verifyResult: Int = 0, tlsAlert: TLSAlert? = nil
     ) -> SeggetError {
         let u = URLParts.shown(url)
+        if let tlsAlert { return tlsAlertError(url: u, tls: tls, alert: tlsAlert) }
         if let proxy, let e = proxyError(code, url: u, proxy: URLParts.shown(proxy), head: head, connected: connected) { return e }
         if code == .writeError, head.status == 101, !head.isComplete {
             // libcurl takes a 101 as the switch it announces and hands what follows over as the body,

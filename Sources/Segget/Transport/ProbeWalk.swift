@@ -64,7 +64,8 @@ struct ProbeWalk {
             if !(head.isComplete && head.status == 206 && head.contentRange?.completeLength != nil) {
                 throw Prober.networkError(
                     code, url: current, head: head, connected: ctx.handshake.connected, connectTimeout: options.connectTimeout,
-                    proxy: options.proxy(for: current), tls: options.tls, verifyResult: ctx.handshake.verifyResult)
+                    proxy: options.proxy(for: current), tls: options.tls, verifyResult: ctx.handshake.verifyResult,
+                    tlsAlert: ctx.handshake.alert)
             }
         }
         if hops == 0 {

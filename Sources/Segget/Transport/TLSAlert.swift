@@ -1,0 +1,76 @@
+import SeggetCurl
+
+/// A TLS alert about certificates that a server ended a connection with, read from libcurl's words
+/// for the failure (OpenSSL's reason, "tlsv13 alert certificate required"). A server that wants a
+/// client certificate and did not get one, or refused the one it got, says so with one of these:
+/// over TLS 1.3 after the handshake, so libcurl reports a failed receive or send (Apache's
+/// `SSLVerifyClient require`: "certificate required"; over TLS 1.2 "handshake failure", Go's
+/// servers "bad certificate"). Retrying such a connection only repeats the refusal.
+enum TLSAlert: Equatable, Sendable {
+    case certificateRequired
+    case handshakeFailure
+    case badCertificate
+    case unsupportedCertificate
+    case certificateRevoked
+    case certificateExpired
+    case certificateUnknown
+    case unknownAuthority
+    case accessDenied
+
+    /// OpenSSL's names of the alerts (`SSL_R_…` reason strings, after "alert ").
+    private static let names: [(String, TLSAlert)] = [
+        ("certificate required", .certificateRequired), ("handshake failure", .handshakeFailure),
+        ("bad certificate", .badCertificate), ("unsupported certificate", .unsupportedCertificate),
+        ("certificate revoked", .certificateRevoked), ("certificate expired", .certificateExpired),
+        ("certificate unknown", .certificateUnknown), ("unknown ca", .unknownAuthority),
+        ("access denied", .accessDenied),
+    ]
+
+    /// The alert in `detail` (`EasyHandle.failureDetail()`) of a transfer that ended with `code`; nil
+    /// for other codes (a TLS alert ends a handshake, a receive or a send) and other words.
+    init?(code: CurlCode, detail: String) {
+        guard code == .tlsHandshakeFailed || code == .receiveError || code == .sendError,
+            let at = detail.firstRange(of: " alert ")
+        else { return nil }
+        let rest = detail[at.upperBound...]
+        guard let found = Self.names.first(where: { rest.hasPrefix($0.0) }) else { return nil }
+        self = found.1
+    }
+
+    /// What the alert says of a client certificate, in words.
+    var words: String {
+        switch self {
+        case .certificateRequired: "certificate required"
+        case .handshakeFailure: "handshake failure"
+        case .badCertificate: "bad certificate"
+        case .unsupportedCertificate: "a kind of certificate it does not accept"
+        case .certificateRevoked: "the certificate has been revoked"
+        case .certificateExpired: "the certificate has expired"
+        case .certificateUnknown: "it cannot use the certificate"
+        case .unknownAuthority: "no authority it trusts signed the certificate"
+        case .accessDenied: "access denied"
+        }
+    }
+}
+
+extension Prober {
+    /// The error for a connection a server ended with `alert`: exit 3 and no retry (the server
+    /// will refuse again). Without a client certificate, every alert but a handshake failure says the
+    /// server wants one; a handshake failure may also be a TLS version or cipher in common lacking.
+    /// With one, the server refused it.
+    static func tlsAlertError(url: ServerText, tls: TLSFiles, alert: TLSAlert) -> SeggetError {
+        let given = tls.clientCertificate
+        let message =
+            switch (given, alert) {
+            case (nil, .handshakeFailure):
+                "the server of \(url) ended the TLS handshake (alert: handshake failure); it may require a client certificate (give it with --certificate FILE), or accept no TLS version or cipher that segget offers."
+            case (nil, _):
+                "the server of \(url) requires a client certificate (TLS alert: \(alert.words)); give it with --certificate FILE (and --private-key FILE if the key is apart)."
+            case (let file?, .certificateRequired):
+                "the server of \(url) asked again for a client certificate though the one in \(file) (--certificate) was offered; check that it is the certificate this server expects."
+            case (let file?, _):
+                "the server of \(url) refused the client certificate in \(file) (--certificate) (TLS alert: \(alert.words)); give a certificate this server accepts."
+            }
+        return SeggetError(.network, message, retryAdvice: .never)
+    }
+}
