@@ -101,7 +101,7 @@ public struct SeggetError: Error, CustomStringConvertible, Sendable, Equatable {
     static func standInCannot(
         _ mirror: String, _ why: String, continuing what: String, orElse: String = "pass --no-continue to download the file from the mirror"
     ) -> SeggetError {
-        var e = SeggetError(.protocolViolation, "the mirror \(URLParts.shown(mirror)), standing in for the main URL, \(why), so it cannot continue \(what). It is kept as it was: run the same command when the main URL answers again, or \(orElse).", retryAdvice: .never)
+        var e = SeggetError(.protocolViolation, "the mirror \(URLParts.shown(mirror)), standing in for the main URL, \(why), so it cannot continue \(what). It is kept as it was: \(NextStep.whenMainURLAnswers.cli), or \(orElse).", retryAdvice: .never)
         e.keptForAnotherSource = true
         return e
     }

@@ -194,7 +194,8 @@ extension DownloadQueue {
                 case .failed(let e):
                     r.failure = e.kind
                     r.errorCode = Self.aria2ErrorCode(e)
-                    r.errorMessage = e.message
+                    // The engine's advice in the daemon's terms (add the URL again, aria2's option names).
+                    r.errorMessage = NextStep.forDaemon(e.message)
                     ending = .failed
                 }
                 c.records[id] = r

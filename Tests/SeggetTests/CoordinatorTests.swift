@@ -776,6 +776,8 @@ import Testing
         let failure = s.c.stop as? SeggetError
         #expect(failure?.kind == .httpStatus)
         #expect(failure?.message == "bytes 0-4194303 failed 2 times (last: HTTP 503); run the same command to resume later, or raise --retries.")
+        // A daemon's task continues when its URL is added again; its retries are the daemon's.
+        #expect(NextStep.forDaemon(failure?.message ?? "") == "bytes 0-4194303 failed 2 times (last: HTTP 503); add the URL again to resume later (the new task continues what this one saved).")
     }
 
     /// The progress counts the bytes in the file: the parts of chunks an earlier run (or the probe)

@@ -57,7 +57,7 @@ extension FetchEngine {
                         trace("chunk \(k) has no checksum; not recorded in the journal")
                     }
                 } catch {
-                    apply(.failed(SeggetError(.fileSystem, "could not update the journal: \(error). Free some space or fix permissions, then run the same command to resume.")))
+                    apply(.failed(SeggetError(.fileSystem, "could not update the journal: \(error). Free some space or fix permissions, then \(NextStep.resume.cli)")))
                 }
                 chunkInFile(k)
             case .slot(let id, let chunk, let upTo):
@@ -141,8 +141,8 @@ extension FetchEngine {
     /// byte, and the message says so.
     static func writeError(_ error: any Error, resumable: Bool = true) -> SeggetError {
         let rerun = resumable
-            ? "run the same command to resume; nothing already downloaded is lost."
-            : "run the same command to download it again; it starts over from the first byte (without byte ranges nothing of it is kept)."
+            ? NextStep.resumeNothingLost.cli
+            : NextStep.startOver.cli
         if let e = error as? Errno, e.rawValue == ENOSPC {
             return SeggetError(.fileSystem, "the disk is full. Free some space, then \(rerun)")
         }

@@ -238,7 +238,7 @@ extension FetchEngine {
             try journal.clearVerified(chunks: [k])
             return true
         } catch {
-            apply(.failed(SeggetError(.fileSystem, "could not update the journal: \(error). Free some space or fix permissions, then run the same command to resume.")))
+            apply(.failed(SeggetError(.fileSystem, "could not update the journal: \(error). Free some space or fix permissions, then \(NextStep.resume.cli)")))
             return false
         }
     }

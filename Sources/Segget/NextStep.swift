@@ -1,0 +1,48 @@
+/// The advice a failure's message ends with where it depends on how segget runs. On the command line
+/// a download continues when the same command runs again, and options have segget's flags; a
+/// daemon's task continues when its URL is added again (the new task takes the partial download
+/// its journal names: `DownloadQueue.freePath`), its options have aria2's names, and the retries
+/// are the daemon's own (aria2's `max-tries` is answered, not set). Messages
+/// interpolate `cli`; the daemon shows them through `forDaemon`, which puts each `daemon` in its
+/// place. Text of one case must not contain another's (`cli` texts are replaced longest first).
+public enum NextStep: CaseIterable, Sendable {
+    /// Retries spent on a network failure.
+    case resumeLaterOrRaiseRetries
+    /// Retries spent on answers that cannot be used.
+    case tryOneConnection
+    /// After a journal that could not be written.
+    case resume
+    /// After data that could not be written, where a journal keeps the rest.
+    case resumeNothingLost
+    /// After data that could not be written, where nothing could be kept (no byte ranges).
+    case startOver
+    /// A mirror standing in for the main URL cannot continue its download.
+    case whenMainURLAnswers
+
+    public var cli: String {
+        switch self {
+        case .resumeLaterOrRaiseRetries: "run the same command to resume later, or raise --retries"
+        case .tryOneConnection: "try -n 1 or another server"
+        case .resume: "run the same command to resume."
+        case .resumeNothingLost: "run the same command to resume; nothing already downloaded is lost."
+        case .startOver: "run the same command to download it again; it starts over from the first byte (without byte ranges nothing of it is kept)."
+        case .whenMainURLAnswers: "run the same command when the main URL answers again"
+        }
+    }
+
+    public var daemon: String {
+        switch self {
+        case .resumeLaterOrRaiseRetries: "add the URL again to resume later (the new task continues what this one saved)"
+        case .tryOneConnection: "try split=1 or another server"
+        case .resume: "add the URL again to resume (the new task continues what this one saved)."
+        case .resumeNothingLost: "add the URL again to resume; the new task continues what this one saved."
+        case .startOver: "add the URL again to download it anew; it starts over from the first byte (without byte ranges nothing of it is kept)."
+        case .whenMainURLAnswers: "add the URL again when the main URL answers"
+        }
+    }
+
+    /// `message` with each step's command-line advice in the daemon's words.
+    public static func forDaemon(_ message: String) -> String {
+        allCases.sorted { $0.cli.count > $1.cli.count }.reduce(message) { $0.replacing($1.cli, with: $1.daemon) }
+    }
+}

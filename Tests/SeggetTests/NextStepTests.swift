@@ -1,0 +1,37 @@
+import Glibc
+import SeggetSystem
+import Testing
+
+@testable import Segget
+
+/// The advice that depends on how segget runs: the command line's words, and the daemon's in their
+/// place (a daemon's error message names no command to run again and no command-line option).
+@Suite struct NextStepTests {
+    @Test(arguments: NextStep.allCases) func theDaemonsWordsNameNoCommandLine(_ step: NextStep) {
+        #expect(step.cli != step.daemon)
+        #expect(!step.daemon.contains("same command"), "\(step.daemon)")
+        #expect(!step.daemon.contains("--") && !step.daemon.contains("-n "), "\(step.daemon)")
+        #expect(NextStep.forDaemon("x; \(step.cli)") == "x; \(step.daemon)")
+    }
+
+    /// No step's command-line text holds another's, so each is replaced whole whatever the order.
+    @Test func noStepHoldsAnother() {
+        for a in NextStep.allCases {
+            for b in NextStep.allCases where a != b {
+                #expect(!a.cli.contains(b.cli), "\(a) holds \(b)")
+            }
+        }
+    }
+
+    /// The engine's own messages, as the daemon stores them.
+    @Test func theEnginesMessagesInTheDaemonsWords() {
+        let full = NextStep.forDaemon(FetchEngine.writeError(Errno(rawValue: ENOSPC)).message)
+        #expect(full == "the disk is full. Free some space, then add the URL again to resume; the new task continues what this one saved.")
+        let whole = NextStep.forDaemon(FetchEngine.writeError(Errno(rawValue: EIO), resumable: false).message)
+        #expect(whole.hasSuffix("then add the URL again to download it anew; it starts over from the first byte (without byte ranges nothing of it is kept)."), "\(whole)")
+        let mirror = NextStep.forDaemon(SeggetError.standInCannot("http://m.example/f", "changed", continuing: "the file").message)
+        #expect(mirror.contains("It is kept as it was: add the URL again when the main URL answers, or"), "\(mirror)")
+        let plain = "the server answered 404 Not Found for http://h.example/f."
+        #expect(NextStep.forDaemon(plain) == plain)
+    }
+}
