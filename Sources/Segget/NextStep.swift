@@ -1,7 +1,7 @@
 /// The advice a failure's message ends with where it depends on how segget runs. On the command line
 /// a download continues when the same command runs again, and options have segget's flags; a
 /// daemon's task continues when its URL is added again (the new task takes the partial download
-/// its journal names: `DownloadQueue.freePath`), its options have aria2's names, and the retries
+/// its journal names: `DownloadQueue.freePath`), its options have aria2's names (those it takes only when it starts are `segget daemon`'s), it always verifies certificates, and the retries
 /// are the daemon's own (aria2's `max-tries` is answered, not set). Messages
 /// interpolate `cli`; the daemon shows them through `forDaemon`, which puts each `daemon` in its
 /// place. Text of one case must not contain another's (`cli` texts are replaced longest first).
@@ -18,6 +18,16 @@ public enum NextStep: CaseIterable, Sendable {
     case startOver
     /// A mirror standing in for the main URL cannot continue its download.
     case whenMainURLAnswers
+    /// A server's certificate no trusted authority signed (a daemon always verifies: no `-k`).
+    case trustPrivateAuthority
+    /// The same, against the authorities of `--ca-certificate`.
+    case checkAuthorityFile
+    /// A server's certificate that no authority would make valid (expired, for another name).
+    case serverMustFixCertificate
+    /// A server that requires a client certificate (a daemon's is given when it starts).
+    case giveClientCertificate
+    /// A server whose handshake failure may mean it wants one.
+    case mayWantClientCertificate
 
     public var cli: String {
         switch self {
@@ -27,6 +37,11 @@ public enum NextStep: CaseIterable, Sendable {
         case .resumeNothingLost: "run the same command to resume; nothing already downloaded is lost."
         case .startOver: "run the same command to download it again; it starts over from the first byte (without byte ranges nothing of it is kept)."
         case .whenMainURLAnswers: "run the same command when the main URL answers again"
+        case .trustPrivateAuthority: "give that authority's certificate with --ca-certificate FILE; pass -k/--insecure only if you trust this server"
+        case .checkAuthorityFile: "check that the file holds the authority that signed this server's certificate, or pass -k/--insecure only if you trust this server"
+        case .serverMustFixCertificate: "the server's certificate must be fixed; pass -k/--insecure only if you trust this server"
+        case .giveClientCertificate: "give it with --certificate FILE (and --private-key FILE if the key is apart)"
+        case .mayWantClientCertificate: "(give it with --certificate FILE)"
         }
     }
 
@@ -38,6 +53,11 @@ public enum NextStep: CaseIterable, Sendable {
         case .resumeNothingLost: "add the URL again to resume; the new task continues what this one saved."
         case .startOver: "add the URL again to download it anew; it starts over from the first byte (without byte ranges nothing of it is kept)."
         case .whenMainURLAnswers: "add the URL again when the main URL answers"
+        case .trustPrivateAuthority: "start the daemon with --ca-certificate FILE, that authority's certificate in FILE (a daemon always verifies certificates)"
+        case .checkAuthorityFile: "check that the daemon's --ca-certificate file holds the authority that signed this server's certificate"
+        case .serverMustFixCertificate: "the server's certificate must be fixed (a daemon always verifies certificates)"
+        case .giveClientCertificate: "start the daemon with --certificate FILE (and --private-key FILE if the key is apart)"
+        case .mayWantClientCertificate: "(start the daemon with --certificate FILE)"
         }
     }
 

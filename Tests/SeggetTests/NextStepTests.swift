@@ -10,7 +10,9 @@ import Testing
     @Test(arguments: NextStep.allCases) func theDaemonsWordsNameNoCommandLine(_ step: NextStep) {
         #expect(step.cli != step.daemon)
         #expect(!step.daemon.contains("same command"), "\(step.daemon)")
-        #expect(!step.daemon.contains("--") && !step.daemon.contains("-n "), "\(step.daemon)")
+        // Only options of `segget daemon` itself, given when it starts.
+        let rest = ["--ca-certificate", "--certificate", "--private-key"].reduce(step.daemon) { $0.replacing($1, with: "") }
+        #expect(!rest.contains("--") && !rest.contains("-n ") && !rest.contains("-k"), "\(step.daemon)")
         #expect(NextStep.forDaemon("x; \(step.cli)") == "x; \(step.daemon)")
     }
 
@@ -31,6 +33,12 @@ import Testing
         #expect(whole.hasSuffix("then add the URL again to download it anew; it starts over from the first byte (without byte ranges nothing of it is kept)."), "\(whole)")
         let mirror = NextStep.forDaemon(SeggetError.standInCannot("http://m.example/f", "changed", continuing: "the file").message)
         #expect(mirror.contains("It is kept as it was: add the URL again when the main URL answers, or"), "\(mirror)")
+        let untrusted = NextStep.forDaemon(Prober.networkError(.peerFailedVerification, url: "https://h.example/f", verifyResult: 20).message)
+        #expect(untrusted.hasSuffix("no trusted authority signed it (unable to get the local issuer certificate); if a private or company authority signed it, start the daemon with --ca-certificate FILE, that authority's certificate in FILE (a daemon always verifies certificates)."), "\(untrusted)")
+        let expired = NextStep.forDaemon(Prober.networkError(.peerFailedVerification, url: "https://h.example/f", verifyResult: 10).message)
+        #expect(expired.hasSuffix("it has expired; the server's certificate must be fixed (a daemon always verifies certificates)."), "\(expired)")
+        let wanted = NextStep.forDaemon(Prober.networkError(.receiveError, url: "https://h.example/f", tlsAlert: .certificateRequired).message)
+        #expect(wanted.hasSuffix("(TLS alert: certificate required); start the daemon with --certificate FILE (and --private-key FILE if the key is apart)."), "\(wanted)")
         let plain = "the server answered 404 Not Found for http://h.example/f."
         #expect(NextStep.forDaemon(plain) == plain)
     }

@@ -40,11 +40,11 @@ extension Prober {
         let against = caCertificate.map { " against the authorities in \($0) (--ca-certificate)" } ?? ""
         let advice =
             if caCertificate == nil && untrusted {
-                "if a private or company authority signed it, give that authority's certificate with --ca-certificate FILE; pass -k/--insecure only if you trust this server"
+                "if a private or company authority signed it, \(NextStep.trustPrivateAuthority.cli)"
             } else if caCertificate != nil && untrusted {
-                "check that the file holds the authority that signed this server's certificate, or pass -k/--insecure only if you trust this server"
+                NextStep.checkAuthorityFile.cli
             } else {
-                "the server's certificate must be fixed; pass -k/--insecure only if you trust this server"
+                NextStep.serverMustFixCertificate.cli
             }
         var e = SeggetError(.network, "the TLS certificate of \(url) could not be verified\(against): \(why); \(advice).", retryAdvice: .never)
         e.untrustedCertificate = true

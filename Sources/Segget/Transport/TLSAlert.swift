@@ -63,9 +63,9 @@ extension Prober {
         let message =
             switch (given, alert) {
             case (nil, .handshakeFailure):
-                "the server of \(url) ended the TLS handshake (alert: handshake failure); it may require a client certificate (give it with --certificate FILE), or accept no TLS version or cipher that segget offers."
+                "the server of \(url) ended the TLS handshake (alert: handshake failure); it may require a client certificate \(NextStep.mayWantClientCertificate.cli), or accept no TLS version or cipher that segget offers."
             case (nil, _):
-                "the server of \(url) requires a client certificate (TLS alert: \(alert.words)); give it with --certificate FILE (and --private-key FILE if the key is apart)."
+                "the server of \(url) requires a client certificate (TLS alert: \(alert.words)); \(NextStep.giveClientCertificate.cli)."
             case (let file?, .certificateRequired):
                 "the server of \(url) asked again for a client certificate though the one in \(file) (--certificate) was offered; check that it is the certificate this server expects."
             case (let file?, _):
