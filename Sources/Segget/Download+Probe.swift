@@ -289,7 +289,7 @@ extension Download {
         }
         if let total = probe.totalLength, total != size, let standIn {
             // The mirror's other length shows nothing about the main URL's file: --force would replace it.
-            throw SeggetError.standInCannot(standIn, "serves \(total) bytes where the file \(paths.final) an earlier run downloaded from the main URL has \(size)", continuing: "it", orElse: "pass --force to replace it with the mirror's")
+            throw SeggetError.standInCannot(standIn, "serves \(total) bytes where the file \(paths.final) an earlier run downloaded from the main URL has \(size)", continuing: "it", orElse: .replaceWithMirrors)
         }
         if let total = probe.totalLength, total != size {
             throw SeggetError(.fileSystem, "\(paths.final) was downloaded from this URL by an earlier run, but the server now sends \(total) bytes where that file has \(size): it has changed there. Pass --force to download it again, or choose another name.")

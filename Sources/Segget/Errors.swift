@@ -99,9 +99,9 @@ public struct SeggetError: Error, CustomStringConvertible, Sendable, Equatable {
 
     /// That failure, for the mirror `mirror`: `why` it cannot continue `what`, and what else to do.
     static func standInCannot(
-        _ mirror: String, _ why: String, continuing what: String, orElse: String = "pass --no-continue to download the file from the mirror"
+        _ mirror: String, _ why: String, continuing what: String, orElse: NextStep = .startOverFromMirror
     ) -> SeggetError {
-        var e = SeggetError(.protocolViolation, "the mirror \(URLParts.shown(mirror)), standing in for the main URL, \(why), so it cannot continue \(what). It is kept as it was: \(NextStep.whenMainURLAnswers.cli), or \(orElse).", retryAdvice: .never)
+        var e = SeggetError(.protocolViolation, "the mirror \(URLParts.shown(mirror)), standing in for the main URL, \(why), so it cannot continue \(what). It is kept as it was: \(NextStep.whenMainURLAnswers.cli), or \(orElse.cli).", retryAdvice: .never)
         e.keptForAnotherSource = true
         return e
     }

@@ -28,6 +28,16 @@ public enum NextStep: CaseIterable, Sendable {
     case giveClientCertificate
     /// A server whose handshake failure may mean it wants one.
     case mayWantClientCertificate
+    /// The same five for an https proxy (`TLSPeer.proxy`).
+    case trustProxyAuthority
+    case checkProxyAuthorityFile
+    case proxyMustFixCertificate
+    case giveProxyClientCertificate
+    case mayWantProxyClientCertificate
+    /// A mirror standing in for the main URL cannot continue what an earlier run left: start over from it.
+    case startOverFromMirror
+    /// A mirror serves another size than the finished file an earlier run left: replace that file.
+    case replaceWithMirrors
 
     public var cli: String {
         switch self {
@@ -42,6 +52,13 @@ public enum NextStep: CaseIterable, Sendable {
         case .serverMustFixCertificate: "the server's certificate must be fixed; pass -k/--insecure only if you trust this server"
         case .giveClientCertificate: "give it with --certificate FILE (and --private-key FILE if the key is apart)"
         case .mayWantClientCertificate: "(give it with --certificate FILE)"
+        case .trustProxyAuthority: "give that authority's certificate with --proxy-ca-certificate FILE; pass --proxy-insecure only if you trust this proxy"
+        case .checkProxyAuthorityFile: "check that the file holds the authority that signed the proxy's certificate, or pass --proxy-insecure only if you trust this proxy"
+        case .proxyMustFixCertificate: "the proxy's certificate must be fixed; pass --proxy-insecure only if you trust this proxy"
+        case .giveProxyClientCertificate: "give it with --proxy-certificate FILE (and --proxy-private-key FILE if the key is apart)"
+        case .mayWantProxyClientCertificate: "(give it with --proxy-certificate FILE)"
+        case .startOverFromMirror: "pass --no-continue to download the file from the mirror"
+        case .replaceWithMirrors: "pass --force to replace it with the mirror's"
         }
     }
 
@@ -58,6 +75,13 @@ public enum NextStep: CaseIterable, Sendable {
         case .serverMustFixCertificate: "the server's certificate must be fixed (a daemon always verifies certificates)"
         case .giveClientCertificate: "start the daemon with --certificate FILE (and --private-key FILE if the key is apart)"
         case .mayWantClientCertificate: "(start the daemon with --certificate FILE)"
+        case .trustProxyAuthority: "start the daemon with --proxy-ca-certificate FILE, that authority's certificate in FILE (a daemon always verifies certificates)"
+        case .checkProxyAuthorityFile: "check that the daemon's --proxy-ca-certificate file holds the authority that signed the proxy's certificate"
+        case .proxyMustFixCertificate: "the proxy's certificate must be fixed (a daemon always verifies certificates)"
+        case .giveProxyClientCertificate: "start the daemon with --proxy-certificate FILE (and --proxy-private-key FILE if the key is apart)"
+        case .mayWantProxyClientCertificate: "(start the daemon with --proxy-certificate FILE)"
+        case .startOverFromMirror: "add the URL again with another out= to download the file from the mirror anew"
+        case .replaceWithMirrors: "add the URL again with another out= to download the mirror's beside it"
         }
     }
 

@@ -242,31 +242,44 @@ package final class EasyHandle {
         try set(CURLOPT_LOW_SPEED_LIMIT, "CURLOPT_LOW_SPEED_LIMIT", long: bytesPerSecond)
         try set(CURLOPT_LOW_SPEED_TIME, "CURLOPT_LOW_SPEED_TIME", long: seconds)
     }
-    /// Check the server's certificate, and that it names the host (`CURLOPT_SSL_VERIFYPEER`, `_VERIFYHOST`).
-    package func setVerifyTLS(_ on: Bool) throws(CurlError) {
-        try set(CURLOPT_SSL_VERIFYPEER, "CURLOPT_SSL_VERIFYPEER", long: on ? 1 : 0)
-        try set(CURLOPT_SSL_VERIFYHOST, "CURLOPT_SSL_VERIFYHOST", long: on ? 2 : 0)
+    /// Check the server's certificate, and that it names the host (`CURLOPT_SSL_VERIFYPEER`,
+    /// `_VERIFYHOST`); with `proxy`, an https proxy's (`CURLOPT_PROXY_SSL_VERIFYPEER`, `_VERIFYHOST`).
+    package func setVerifyTLS(_ on: Bool, proxy: Bool = false) throws(CurlError) {
+        let (peer, host) = proxy ? (CURLOPT_PROXY_SSL_VERIFYPEER, CURLOPT_PROXY_SSL_VERIFYHOST) : (CURLOPT_SSL_VERIFYPEER, CURLOPT_SSL_VERIFYHOST)
+        try set(peer, proxy ? "CURLOPT_PROXY_SSL_VERIFYPEER" : "CURLOPT_SSL_VERIFYPEER", long: on ? 1 : 0)
+        try set(host, proxy ? "CURLOPT_PROXY_SSL_VERIFYHOST" : "CURLOPT_SSL_VERIFYHOST", long: on ? 2 : 0)
     }
-    /// Verifies servers' certificates against the PEM certificates in `file` instead of the
-    /// system's: `CURLOPT_CAINFO` names the file and `CURLOPT_CAPATH` is cleared (Debian's libcurl
-    /// also reads /etc/ssl/certs by default, which would trust every system authority besides).
-    package func setCertificateAuthorities(file: String) throws(CurlError) {
-        try set(CURLOPT_CAINFO, "CURLOPT_CAINFO", string: file)
-        try set(CURLOPT_CAPATH, "CURLOPT_CAPATH", string: nil)
+    /// Verifies servers' certificates (with `proxy`, an https proxy's) against the PEM certificates in
+    /// `file` instead of the system's: `CURLOPT_CAINFO` (`CURLOPT_PROXY_CAINFO`) names the file and
+    /// `CURLOPT_CAPATH` (`CURLOPT_PROXY_CAPATH`) is cleared (Debian's libcurl also reads
+    /// /etc/ssl/certs by default, which would trust every system authority besides).
+    package func setCertificateAuthorities(file: String, proxy: Bool = false) throws(CurlError) {
+        try set(proxy ? CURLOPT_PROXY_CAINFO : CURLOPT_CAINFO, proxy ? "CURLOPT_PROXY_CAINFO" : "CURLOPT_CAINFO", string: file)
+        try set(proxy ? CURLOPT_PROXY_CAPATH : CURLOPT_CAPATH, proxy ? "CURLOPT_PROXY_CAPATH" : "CURLOPT_CAPATH", string: nil)
     }
-    /// Shows the PEM certificate in `file` to a server that asks for one (`CURLOPT_SSLCERT`), with its
-    /// key from `key`, else from the same file (`CURLOPT_SSLKEY`).
-    package func setClientCertificate(_ file: String, key: String?) throws(CurlError) {
-        try set(CURLOPT_SSLCERT, "CURLOPT_SSLCERT", string: file)
-        try set(CURLOPT_SSLCERTTYPE, "CURLOPT_SSLCERTTYPE", string: "PEM")
-        try set(CURLOPT_SSLKEY, "CURLOPT_SSLKEY", string: key ?? file)
-        try set(CURLOPT_SSLKEYTYPE, "CURLOPT_SSLKEYTYPE", string: "PEM")
+    /// Shows the PEM certificate in `file` to a server (with `proxy`, an https proxy) that asks for
+    /// one (`CURLOPT_SSLCERT`, `CURLOPT_PROXY_SSLCERT`), with its key from `key`, else from the same
+    /// file (`CURLOPT_SSLKEY`, `CURLOPT_PROXY_SSLKEY`).
+    package func setClientCertificate(_ file: String, key: String?, proxy: Bool = false) throws(CurlError) {
+        let options = proxy
+            ? [(CURLOPT_PROXY_SSLCERT, "CURLOPT_PROXY_SSLCERT", file), (CURLOPT_PROXY_SSLCERTTYPE, "CURLOPT_PROXY_SSLCERTTYPE", "PEM"),
+               (CURLOPT_PROXY_SSLKEY, "CURLOPT_PROXY_SSLKEY", key ?? file), (CURLOPT_PROXY_SSLKEYTYPE, "CURLOPT_PROXY_SSLKEYTYPE", "PEM")]
+            : [(CURLOPT_SSLCERT, "CURLOPT_SSLCERT", file), (CURLOPT_SSLCERTTYPE, "CURLOPT_SSLCERTTYPE", "PEM"),
+               (CURLOPT_SSLKEY, "CURLOPT_SSLKEY", key ?? file), (CURLOPT_SSLKEYTYPE, "CURLOPT_SSLKEYTYPE", "PEM")]
+        for (option, name, value) in options { try set(option, name, string: value) }
     }
     /// OpenSSL's verdict on the server's certificate in this handle's last TLS handshake
-    /// (`CURLINFO_SSL_VERIFYRESULT`, an `X509_V_ERR_…` number; 0 when it passed or none was checked).
-    package func tlsVerifyResult() -> Int {
+    /// (`CURLINFO_SSL_VERIFYRESULT`, an `X509_V_ERR_…` number; 0 when it passed or none was checked),
+    /// or with `proxy` on an https proxy's (`CURLINFO_PROXY_SSL_VERIFYRESULT`).
+    package func tlsVerifyResult(proxy: Bool = false) -> Int {
         var v = 0
-        return segget_easy_getinfo_long(raw, CURLINFO_SSL_VERIFYRESULT, &v) == CURLE_OK ? v : 0
+        return segget_easy_getinfo_long(raw, proxy ? CURLINFO_PROXY_SSL_VERIFYRESULT : CURLINFO_SSL_VERIFYRESULT, &v) == CURLE_OK ? v : 0
+    }
+    /// The status a proxy answered this transfer's `CONNECT` with (`CURLINFO_HTTP_CONNECTCODE`); 0
+    /// when no tunnel was asked for or no answer came (libcurl clears it when a transfer starts).
+    package func tunnelStatus() -> Int {
+        var v = 0
+        return segget_easy_getinfo_long(raw, CURLINFO_HTTP_CONNECTCODE, &v) == CURLE_OK ? v : 0
     }
     /// `CURLOPT_HTTP_VERSION`.
     package func setHTTPVersion(_ v: HTTPVersion) throws(CurlError) {

@@ -28,9 +28,9 @@ extension DownloadQueue {
     /// to the download's own probe, a request on the loop), then starts the download and watches it.
     private func prepareAndStart(_ id: TaskID) {
         guard
-            let (record, policy, live, tls) = core.withLock({ c -> (TaskRecord, DirectoryPolicy, Live, TLSFiles)? in
+            let (record, policy, live, tls) = core.withLock({ c -> (TaskRecord, DirectoryPolicy, Live, QueueSettings)? in
                 guard let r = c.records[id], let l = c.live[id], !l.stopRequested else { return nil }
-                return (r, c.policy, l, c.settings.tls)
+                return (r, c.policy, l, c.settings)
             })
         else {
             ended(id, .interrupted)
@@ -95,7 +95,7 @@ extension DownloadQueue {
                 store(&c) { s throws(SQLiteError) in try s.update(saved) }
                 c.storageError = nil
             }
-            var options = downloadOptions(r, tls: c.settings.tls, grant: grant, ownSpeed: c.live[id]?.ownSpeed)
+            var options = downloadOptions(r, tls: c.settings, grant: grant, ownSpeed: c.live[id]?.ownSpeed)
             options.pieces = c.records[id]?.pieces
             let download = Download(url: r.urls[0], options: options)
             let task = Self.loop.map { download.start(on: $0, prepared: prepared, probeFailed: probeFailed) } ?? download.start()
@@ -216,13 +216,15 @@ extension DownloadQueue {
     }
 
     /// `ownSpeed`: the live task's own cap, set to the grant's speed and read by the download while
-    /// it runs (without it, the grant's speed is a fixed `maxSpeed`). `tls`: the daemon's
-    /// `--ca-certificate` and `--certificate` (``QueueSettings/tls``).
+    /// it runs (without it, the grant's speed is a fixed `maxSpeed`). `tls`: the settings that hold the
+    /// daemon's `--ca-certificate` and `--certificate` and their proxy twins (``QueueSettings/tls``,
+    /// ``QueueSettings/proxyTLS``).
     private func downloadOptions(
-        _ r: TaskRecord, tls: TLSFiles, grant: QueueState.Grant?, ownSpeed: SharedRateLimit? = nil
+        _ r: TaskRecord, tls: QueueSettings, grant: QueueState.Grant?, ownSpeed: SharedRateLimit? = nil
     ) -> DownloadOptions {
         var o = DownloadOptions()
-        o.transfer.tls = tls
+        o.transfer.tls = tls.tls
+        o.transfer.proxyTLS = tls.proxyTLS
         o.ofDaemon = true
         o.mirrors = Array(r.urls.dropFirst())
         o.outputPath = r.path

@@ -123,6 +123,9 @@ public struct QueueSettings: Sendable, Equatable {
     /// The authorities every task's servers are verified against instead of the system's, and the
     /// certificate every task shows (`segget daemon --ca-certificate`, `--certificate`).
     public var tls = TLSFiles()
+    /// The same for an https proxy every task goes through (`--proxy-ca-certificate`,
+    /// `--proxy-certificate`): its `all-proxy`, or the environment's.
+    public var proxyTLS = TLSFiles()
 
     public init(downloadRoot: String) { self.downloadRoot = downloadRoot }
 }

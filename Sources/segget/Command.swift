@@ -167,34 +167,35 @@ func readTextFile(_ path: String, what: String, utf8Only: Bool = false) throws(S
     throw SeggetError(.usage, "\(what) \(path) is not UTF-8 at line \(bad?.position ?? 1) ('\(bad?.shown ?? "")'); segget reads names, paths and URLs as UTF-8 and would have used another name. Write it in UTF-8 (iconv -f latin1 -t utf-8 converts a Latin-1 one).")
 }
 
-/// The files `--ca-certificate`, `--certificate` and `--private-key` name, checked before any
-/// request (readable, at most 16 MiB, PEM, a key unencrypted) and made absolute: the daemon's tasks
-/// read them long after its start.
-func tlsFiles(caCertificate: String?, certificate: String?, privateKey: String?) throws(SeggetError) -> TLSFiles {
+/// The files `--ca-certificate`, `--certificate` and `--private-key` name (with `proxy`, their
+/// `--proxy-` twins for an https proxy), checked before any request (readable, at most 16 MiB, PEM,
+/// a key unencrypted) and made absolute: the daemon's tasks read them long after its start.
+func tlsFiles(caCertificate: String?, certificate: String?, privateKey: String?, proxy: Bool = false) throws(SeggetError) -> TLSFiles {
+    let o = proxy ? "--proxy-" : "--"
     if privateKey != nil && certificate == nil {
-        throw SeggetError(.usage, "--private-key is the key of --certificate; give the certificate too.")
+        throw SeggetError(.usage, "\(o)private-key is the key of \(o)certificate; give the certificate too.")
     }
     var files = TLSFiles()
     if let path = caCertificate {
-        let text = try readPEMFile(path, option: "--ca-certificate", what: "the CA certificate file")
+        let text = try readPEMFile(path, option: "\(o)ca-certificate", what: "the CA certificate file")
         guard text.contains("-----BEGIN CERTIFICATE-----") else {
             throw SeggetError(.usage, "the CA certificate file \(path) holds no PEM certificate (-----BEGIN CERTIFICATE-----); give the authority's certificate in PEM form (openssl x509 -inform der -in CA.der -out CA.pem converts a DER one).")
         }
         files.caCertificate = absolutePath(path)
     }
     if let path = certificate {
-        let text = try readPEMFile(path, option: "--certificate", what: "the client certificate file")
+        let text = try readPEMFile(path, option: "\(o)certificate", what: "the client certificate file")
         guard text.contains("-----BEGIN CERTIFICATE-----") else {
             throw SeggetError(.usage, "the client certificate file \(path) holds no PEM certificate (-----BEGIN CERTIFICATE-----); segget takes PEM (openssl pkcs12 -in C.p12 -nodes -out C.pem converts a PKCS#12 one).")
         }
-        let key = try privateKey.map { path throws(SeggetError) in try readPEMFile(path, option: "--private-key", what: "the private key file") } ?? text
+        let key = try privateKey.map { path throws(SeggetError) in try readPEMFile(path, option: "\(o)private-key", what: "the private key file") } ?? text
         let keyPath = privateKey ?? path
         if key.contains("-----BEGIN ENCRYPTED PRIVATE KEY-----") || key.contains("Proc-Type: 4,ENCRYPTED") {
             throw SeggetError(.usage, "the private key in \(keyPath) is encrypted, and segget has no way to ask for its pass phrase; give an unencrypted copy (openssl pkey -in KEY -out KEY.plain), readable by you alone.")
         }
         guard key.contains("PRIVATE KEY-----") else {
             throw SeggetError(.usage, privateKey == nil
-                ? "the client certificate file \(path) holds no private key; give it with --private-key FILE, or put it in the same file."
+                ? "the client certificate file \(path) holds no private key; give it with \(o)private-key FILE, or put it in the same file."
                 : "the private key file \(keyPath) holds no PEM private key (-----BEGIN PRIVATE KEY-----).")
         }
         files.clientCertificate = absolutePath(path)

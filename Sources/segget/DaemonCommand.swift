@@ -113,6 +113,9 @@ struct Daemon: ParsableCommand {
     @Option(name: .customLong("private-key"), help: ArgumentHelp("The unencrypted PEM private key of --certificate.", valueName: "file"))
     var privateKey: String?
 
+    /// For an https proxy a task goes through (its `all-proxy`, or the environment's).
+    @OptionGroup var proxyTLS: ProxyTLSOptions
+
     @Option(
         help:
             "The queue's SQLite database (default $XDG_STATE_HOME/segget/queue.sqlite or ~/.local/state/segget/queue.sqlite)."
@@ -182,6 +185,7 @@ struct Daemon: ParsableCommand {
         settings.allowAnyDirectory = allowAnyDirectory
         settings.linkRenewalWait = linkRenewalWait
         settings.tls = try tlsFiles(caCertificate: caCertificate, certificate: certificate, privateKey: privateKey)
+        settings.proxyTLS = try proxyTLS.files()
         // One daemon per queue: a second one on the same database started with no complaint, took
         // the first one's running tasks for its own, failed them ("another segget is already
         // downloading into ...") while the first went on, and the two then disagreed on the queue.

@@ -297,6 +297,11 @@ struct NetworkOptions: ParsableArguments {
     @Option(name: .customLong("private-key"), help: ArgumentHelp("The unencrypted PEM private key of --certificate.", valueName: "file"))
     var privateKey: String?
 
+    @Flag(name: .customLong("proxy-insecure"), help: "Do not verify an https proxy's TLS certificate (only for a proxy you trust).")
+    var proxyInsecure = false
+
+    @OptionGroup var proxyTLS: ProxyTLSOptions
+
     @Option(name: .shortAndLong, help: "Credentials 'USER:PASSWORD' for HTTP authentication.")
     var user: String?
 
@@ -315,11 +320,32 @@ struct NetworkOptions: ParsableArguments {
     func apply(to o: inout DownloadOptions) throws {
         o.transfer.insecure = insecure
         o.transfer.tls = try tlsFiles(caCertificate: caCertificate, certificate: certificate, privateKey: privateKey)
+        o.transfer.proxyInsecure = proxyInsecure
+        o.transfer.proxyTLS = try proxyTLS.files()
         o.transfer.credentials = user
         o.transfer.useNetrc = netrc
         o.transfer.cookie = cookie
         o.transfer.http2 = http2
         o.transfer.allowInsecureRedirect = allowInsecureRedirect
+    }
+}
+
+/// The files for an https proxy's TLS, apart from the server's, on the command line and
+/// `segget daemon` alike (the daemon has no `--proxy-insecure`: it always verifies).
+struct ProxyTLSOptions: ParsableArguments {
+    @Option(name: .customLong("proxy-ca-certificate"),
+            help: ArgumentHelp("Verify an https proxy's TLS certificate against the authorities in this PEM file instead of the system's.", valueName: "file"))
+    var caCertificate: String?
+
+    @Option(name: .customLong("proxy-certificate"),
+            help: ArgumentHelp("Show this PEM client certificate to an https proxy that asks for one (its key in the same file, or in --proxy-private-key).", valueName: "file"))
+    var certificate: String?
+
+    @Option(name: .customLong("proxy-private-key"), help: ArgumentHelp("The unencrypted PEM private key of --proxy-certificate.", valueName: "file"))
+    var privateKey: String?
+
+    func files() throws(SeggetError) -> TLSFiles {
+        try tlsFiles(caCertificate: caCertificate, certificate: certificate, privateKey: privateKey, proxy: true)
     }
 }
 

@@ -11,7 +11,7 @@ import Testing
         #expect(step.cli != step.daemon)
         #expect(!step.daemon.contains("same command"), "\(step.daemon)")
         // Only options of `segget daemon` itself, given when it starts.
-        let rest = ["--ca-certificate", "--certificate", "--private-key"].reduce(step.daemon) { $0.replacing($1, with: "") }
+        let rest = ["--proxy-ca-certificate", "--proxy-certificate", "--proxy-private-key", "--ca-certificate", "--certificate", "--private-key"].reduce(step.daemon) { $0.replacing($1, with: "") }
         #expect(!rest.contains("--") && !rest.contains("-n ") && !rest.contains("-k"), "\(step.daemon)")
         #expect(NextStep.forDaemon("x; \(step.cli)") == "x; \(step.daemon)")
     }
@@ -32,7 +32,10 @@ import Testing
         let whole = NextStep.forDaemon(FetchEngine.writeError(Errno(rawValue: EIO), resumable: false).message)
         #expect(whole.hasSuffix("then add the URL again to download it anew; it starts over from the first byte (without byte ranges nothing of it is kept)."), "\(whole)")
         let mirror = NextStep.forDaemon(SeggetError.standInCannot("http://m.example/f", "changed", continuing: "the file").message)
-        #expect(mirror.contains("It is kept as it was: add the URL again when the main URL answers, or"), "\(mirror)")
+        #expect(mirror.hasSuffix("It is kept as it was: add the URL again when the main URL answers, or add the URL again with another out= to download the file from the mirror anew."), "\(mirror)")
+        #expect(!mirror.contains("--"), "\(mirror)")
+        let finished = NextStep.forDaemon(SeggetError.standInCannot("http://m.example/f", "serves 5 bytes", continuing: "it", orElse: .replaceWithMirrors).message)
+        #expect(finished.hasSuffix("or add the URL again with another out= to download the mirror's beside it."), "\(finished)")
         let untrusted = NextStep.forDaemon(Prober.networkError(.peerFailedVerification, url: "https://h.example/f", verifyResult: 20).message)
         #expect(untrusted.hasSuffix("no trusted authority signed it (unable to get the local issuer certificate); if a private or company authority signed it, start the daemon with --ca-certificate FILE, that authority's certificate in FILE (a daemon always verifies certificates)."), "\(untrusted)")
         let expired = NextStep.forDaemon(Prober.networkError(.peerFailedVerification, url: "https://h.example/f", verifyResult: 10).message)

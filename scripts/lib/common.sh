@@ -29,6 +29,20 @@ free_port() {
     python3 "$ROOT/scripts/tests/checks.py"
 }
 
+# run_segget NAME EXPECTED_EXIT ARGS...: runs $SEGGET_BIN ARGS for at most 60 s, its stderr in
+# $WORK/NAME.err; ends the caller through its fail() unless it exits EXPECTED_EXIT.
+run_segget() {
+    local name="$1" want="$2"; shift 2
+    set +e
+    timeout 60 "$SEGGET_BIN" "$@" 2>"$WORK/$name.err"
+    local rc=$?
+    set -e
+    [ "$rc" -eq "$want" ] || fail "$name exited $rc, expected $want: $(cat "$WORK/$name.err")"
+}
+
+# same_bytes A B: ends the caller through its fail() unless A and B hold the same bytes.
+same_bytes() { cmp -s "$1" "$2" || fail "$1 differs from $2"; }
+
 # stop_pid PID [SIGNAL]: sends SIGNAL (TERM) to PID, gives it 10 s to exit, then SIGKILL; and reaps it.
 # A cleanup never waits on a signal alone: one sent to a background job between bash's fork and
 # its exec can be taken by bash's own handler in the child and never reach the program.

@@ -83,16 +83,8 @@ CONF
 launch_nginx "$WORK/nginx"
 URL="https://127.0.0.1:$port"
 
-# run NAME EXPECTED_EXIT ARGS...: runs segget, its stderr in $WORK/NAME.err.
-run() {
-    local name="$1" want="$2"; shift 2
-    set +e
-    timeout 60 "$SEGGET_BIN" "$@" 2>"$WORK/$name.err"
-    local rc=$?
-    set -e
-    [ "$rc" -eq "$want" ] || fail "$name exited $rc, expected $want: $(cat "$WORK/$name.err")"
-}
-same() { cmp -s "$1" "$2" || fail "$1 differs from $2"; }
+run() { run_segget "$@"; }
+same() { same_bytes "$@"; }
 
 run untrusted 3 -q -n 8 -o "$WORK/out/untrusted.bin" "$URL/big.bin"
 grep -q -- "no trusted authority signed it .*--ca-certificate FILE" "$WORK/untrusted.err" || fail "the verification failure did not name --ca-certificate: $(cat "$WORK/untrusted.err")"
@@ -194,30 +186,9 @@ mkdir -p "$WORK/dl"
 "$SEGGET_BIN" daemon --rpc-listen-port "$rpc_port" --rpc-secret s3cret -d "$WORK/dl" --database "$WORK/q.sqlite" \
     --ca-certificate "$pki/ca.pem" --certificate "$pki/client-both.pem" >"$WORK/daemon.out" 2>"$WORK/daemon.err" &
 DAEMON_PID=$!
-python3 - "$rpc_port" "$CLIENT_URL" "$pki/ca.pem" <<'PY' || fail "the daemon's task (log: $(tail -3 "$WORK/daemon.err"))"
-import json, sys, time, urllib.request
-port, url, ca = sys.argv[1], sys.argv[2], sys.argv[3]
-def call(method, *params):
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": ["token:s3cret", *params]}).encode()
-    for _ in range(100):
-        try:
-            with urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{port}/jsonrpc", body), timeout=5) as r:
-                return json.loads(r.read())["result"]
-        except (ConnectionError, urllib.error.URLError):
-            time.sleep(0.1)
-    raise SystemExit("the daemon did not answer")
-got = call("aria2.getGlobalOption").get("ca-certificate")
-if got != ca:
-    raise SystemExit(f"getGlobalOption answered ca-certificate={got!r}, expected {ca!r}")
-gid = call("aria2.addUri", [url])
-for _ in range(600):
-    st = call("aria2.tellStatus", gid, ["status", "errorMessage"])
-    if st["status"] in ("complete", "error", "removed"):
-        break
-    time.sleep(0.1)
-if st["status"] != "complete":
-    raise SystemExit(f"the task ended {st}")
-PY
+st="$(python3 "$ROOT/scripts/tests/daemon_task.py" "$rpc_port" s3cret "$CLIENT_URL" --global "ca-certificate=$pki/ca.pem")" \
+    || fail "the daemon (log: $(tail -3 "$WORK/daemon.err"))"
+case "$st" in *'"complete"'*) ;; *) fail "the daemon's task ended $st (log: $(tail -3 "$WORK/daemon.err"))" ;; esac
 same "$WORK/dl/big.bin" "$WORK/www/big.bin"
 
 echo "ca-certificate: a private authority's server refused without the option (exit 3, naming it); with it -n 8 over HTTP/1.1 and HTTP/2, a stream and a batch identical; another authority's file named (exit 3); a certificate for another name said so; missing, non-PEM and DER files refused (exit 2); a server that asks for a client certificate: without one 400 (exit 4), with one (key apart or in the same file, HTTP/1.1 and HTTP/2) identical, an encrypted, missing or wrong key refused (exit 2); Apache requiring one over TLS 1.3 and 1.2: without one or with an untrusted one said at once from its alert (exit 3, no retry), with one identical; a daemon task with both identical"

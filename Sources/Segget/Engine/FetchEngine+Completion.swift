@@ -25,6 +25,10 @@ extension FetchEngine {
         let conn = core.connections[c.id]
         trace("connection \(c.id) done code=\(code.rawValue) pos=\(conn.pos) port=\((try? c.easy.localPort()).map(String.init) ?? "?") rate=\(Format.rate(Double(conn.transferBytes) / max(0.001, monotonicSeconds() - conn.transferStartedAt)))")
         let end: Coordinator.TransferEnd
+        let url = target.source(conn.source).url
+        let proxy = settings.transfer.proxy(for: url)
+        let handshake = code == .ok ? HandshakeOutcome() : HandshakeOutcome(after: code, of: c.easy, url: url, proxy: proxy)
+        let tls = handshake.peer.files(settings.transfer)
         if code == .ok, !c.head.isComplete {
             // libcurl's success for a connection closed in the middle of the head (see
             // `ProbeWalk.answered`): a cut answer, retried; taken for the end, it ended the file.
@@ -33,18 +37,18 @@ extension FetchEngine {
             end = .ok
         } else if code == .partialFile {
             end = .partial
-        } else if code == .operationTimedOut, c.head.byteCount == 0, !c.easy.handshakeDone(tls: URLParts.isTLS(target.source(conn.source).url)) {
+        } else if code == .operationTimedOut, c.head.byteCount == 0, !handshake.connected {
             // libcurl's one code for every timeout; in a fetch only the connection's has one.
             end = .transient("could not connect within \(Format.seconds(settings.transfer.connectTimeout)) (--connect-timeout)")
-        } else if let alert = TLSAlert(code: code, detail: c.easy.failureDetail()) {
-            // A failed receive or handshake is transient, but not one the server ended with an alert
-            // about certificates: it refuses every connection alike.
-            end = .failed(Prober.networkError(code, url: target.url, tls: settings.transfer.tls, tlsAlert: alert))
+        } else if let alert = handshake.alert {
+            // A failed receive or handshake is transient, but not one the server (or proxy) ended
+            // with an alert about certificates: it refuses every connection alike.
+            end = .failed(Prober.networkError(code, url: url, tls: tls, tlsAlert: alert, peer: handshake.peer))
         } else if code.isTransient && !Prober.headersTooLarge(code, head: c.head) || code == .writeError {
             end = .transient(code.plainWords ?? code.description)
         } else {
-            end = .failed(Prober.networkError(code, url: target.url, head: c.head, proxy: settings.transfer.proxy(for: target.url),
-                                              tls: settings.transfer.tls, verifyResult: c.easy.tlsVerifyResult()))
+            end = .failed(Prober.networkError(code, url: url, head: c.head, proxy: proxy, tls: tls, verifyResult: handshake.verifyResult,
+                                              peer: handshake.peer))
         }
         apply(.ended(c.id, end, head: c.head))
     }

@@ -248,7 +248,7 @@ final class LoopProbe: TransferClient {
     func transferDriver(_ driver: TransferDriver, completed handle: EasyHandle, with code: CurlCode) {
         guard let r = request, r.easy === handle else { return }
         request = nil
-        if let w = walk { r.context.handshake.read(after: code, of: handle, url: w.current) }
+        if let w = walk { r.context.handshake = HandshakeOutcome(after: code, of: handle, url: w.current, proxy: w.options.proxy(for: w.current)) }
         answered(r, code: code, held: nil)
     }
 

@@ -1,21 +1,78 @@
 import SeggetCurl
 
-/// What a failed transfer's handshakes showed, read from its handle where it failed.
+/// What a failed transfer's handshakes showed, read from its handle where it failed: the one reader
+/// of the probe, the fetch and a document's fetch.
 struct HandshakeOutcome {
     /// Whether the connection was made (TCP and TLS), read where a transfer timed out: libcurl's one
     /// code for a timeout means `--connect-timeout` only when this is false.
     var connected = true
-    /// OpenSSL's verdict on the server's certificate, read where it failed verification (see
-    /// `EasyHandle.tlsVerifyResult()`).
+    /// Whose TLS failed: the server's, or that of the https proxy on the way (see `TLSPeer.of`).
+    var peer = TLSPeer.server
+    /// OpenSSL's verdict on that peer's certificate, read where it failed verification (see
+    /// `EasyHandle.tlsVerifyResult(proxy:)`).
     var verifyResult = 0
-    /// The TLS alert about certificates the server ended the connection with, if that is how it failed.
+    /// The TLS alert about certificates the peer ended the connection with, if that is how it failed.
     var alert: TLSAlert?
 
-    mutating func read(after code: CurlCode, of easy: EasyHandle, url: String) {
+    init() {}
+
+    /// `proxy`: the proxy the request went through (`TransferOptions.proxy(for:)`).
+    init(after code: CurlCode, of easy: EasyHandle, url: String, proxy: String?) {
         if code == .operationTimedOut { connected = easy.handshakeDone(tls: URLParts.isTLS(url)) }
-        if code == .peerFailedVerification { verifyResult = easy.tlsVerifyResult() }
+        peer = TLSPeer.of(url: url, proxy: proxy, tunnelStatus: easy.tunnelStatus())
+        if code == .peerFailedVerification { verifyResult = easy.tlsVerifyResult(proxy: peer != .server) }
         alert = TLSAlert(code: code, detail: easy.failureDetail())
     }
+}
+
+/// The peer of a failed TLS connection, and the options that change how segget meets it: the server
+/// of the URL (`--ca-certificate`, `--certificate`, `-k`), or an https proxy on the way to it
+/// (`--proxy-ca-certificate`, `--proxy-certificate`, `--proxy-insecure`). Before this was told apart,
+/// an https proxy's certificate was reported as the server's, with advice that could not help.
+enum TLSPeer: Equatable, Sendable {
+    case server
+    /// The proxy, as `URLParts.shown` gives it.
+    case proxy(ServerText)
+
+    /// Whose TLS a failed request to `url` through `proxy` met: an https proxy's when the URL is
+    /// plain http (the proxy's is its only TLS), or when it is https and the proxy has not yet
+    /// answered the `CONNECT` for its tunnel (`tunnelStatus` 0, `EasyHandle.tunnelStatus()`); else the
+    /// server's. Pure.
+    static func of(url: String, proxy: String?, tunnelStatus: Int) -> TLSPeer {
+        guard let proxy, ProxyRoute.isTLS(proxy) else { return .server }
+        return URLParts(url)?.scheme == "http" || tunnelStatus == 0 ? .proxy(URLParts.shown(proxy)) : .server
+    }
+
+    /// "the server of URL" or "the proxy P (for URL)".
+    func named(_ url: ServerText) -> String {
+        switch self {
+        case .server: "the server of \(url)"
+        case .proxy(let p): "the proxy \(p) (for \(url))"
+        }
+    }
+
+    /// Its certificate, in words.
+    func certificate(_ url: ServerText) -> String {
+        switch self {
+        case .server: "the TLS certificate of \(url)"
+        case .proxy(let p): "the TLS certificate of the proxy \(p) (for \(url))"
+        }
+    }
+
+    var caOption: String { self == .server ? "--ca-certificate" : "--proxy-ca-certificate" }
+    var certificateOptions: String { self == .server ? "--certificate, --private-key" : "--proxy-certificate, --proxy-private-key" }
+    var certificateOption: String { self == .server ? "--certificate" : "--proxy-certificate" }
+
+    /// The files given for this peer.
+    func files(_ options: TransferOptions) -> TLSFiles { self == .server ? options.tls : options.proxyTLS }
+
+    /// The advice for a certificate a private authority may have signed, one whose authority is not
+    /// in the file given, and one no authority would make valid.
+    var trustPrivateAuthority: NextStep { self == .server ? .trustPrivateAuthority : .trustProxyAuthority }
+    var checkAuthorityFile: NextStep { self == .server ? .checkAuthorityFile : .checkProxyAuthorityFile }
+    var mustFixCertificate: NextStep { self == .server ? .serverMustFixCertificate : .proxyMustFixCertificate }
+    var giveClientCertificate: NextStep { self == .server ? .giveClientCertificate : .giveProxyClientCertificate }
+    var mayWantClientCertificate: NextStep { self == .server ? .mayWantClientCertificate : .mayWantProxyClientCertificate }
 }
 
 extension Prober {
@@ -24,29 +81,30 @@ extension Prober {
     /// that could not be used (`CURLE_SSL_CERTPROBLEM`): exit 3 for the first, with why (OpenSSL's
     /// verdict, `verifyResult`) and what to do; the others are the user's files (`--ca-certificate`,
     /// `--certificate`, exit 2). `url` as `URLParts.shown` gives it.
-    static func certificateError(_ code: CurlCode, url: ServerText, tls: TLSFiles, verifyResult: Int = 0) -> SeggetError {
+    static func certificateError(_ code: CurlCode, url: ServerText, tls: TLSFiles, verifyResult: Int = 0, peer: TLSPeer = .server) -> SeggetError {
         let caCertificate = tls.caCertificate
         if code == .caCertBadFile, let file = caCertificate {
-            return SeggetError(.usage, "the certificates in \(file) (--ca-certificate) could not be loaded (\(code)); give a file of PEM certificates (-----BEGIN CERTIFICATE-----).", retryAdvice: .never)
+            return SeggetError(.usage, "the certificates in \(file) (\(peer.caOption)) could not be loaded (\(code)); give a file of PEM certificates (-----BEGIN CERTIFICATE-----).", retryAdvice: .never)
         }
         if code == .clientCertificateProblem {
             let files = [tls.clientCertificate, tls.privateKey].compactMap { $0 }.joined(separator: " and ")
-            return SeggetError(.usage, "the client certificate in \(files) (--certificate, --private-key) could not be used for \(url) (\(code)); give a PEM certificate with the unencrypted private key that belongs to it.", retryAdvice: .never)
+            let whom = peer == .server ? "\(url)" : peer.named(url)
+            return SeggetError(.usage, "the client certificate in \(files) (\(peer.certificateOptions)) could not be used for \(whom) (\(code)); give a PEM certificate with the unencrypted private key that belongs to it.", retryAdvice: .never)
         }
         if code == .caCertBadFile {
-            return SeggetError(.network, "this machine's trusted TLS authorities could not be loaded (\(code)), so no certificate of \(url) can be verified; install them (apt-get install ca-certificates), or give the authority's certificate with --ca-certificate FILE.", retryAdvice: .never)
+            return SeggetError(.network, "this machine's trusted TLS authorities could not be loaded (\(code)), so \(peer == .server ? "no certificate of \(url) can" : "\(peer.certificate(url)) cannot") be verified; install them (apt-get install ca-certificates), or give the authority's certificate with \(peer.caOption) FILE.", retryAdvice: .never)
         }
-        let (why, untrusted) = code == .peerFailedVerification ? certificateProblem(verifyResult) : ("\(code)", false)
-        let against = caCertificate.map { " against the authorities in \($0) (--ca-certificate)" } ?? ""
+        let (why, untrusted) = code == .peerFailedVerification ? certificateProblem(verifyResult, peer: peer) : ("\(code)", false)
+        let against = caCertificate.map { " against the authorities in \($0) (\(peer.caOption))" } ?? ""
         let advice =
             if caCertificate == nil && untrusted {
-                "if a private or company authority signed it, \(NextStep.trustPrivateAuthority.cli)"
+                "if a private or company authority signed it, \(peer.trustPrivateAuthority.cli)"
             } else if caCertificate != nil && untrusted {
-                NextStep.checkAuthorityFile.cli
+                peer.checkAuthorityFile.cli
             } else {
-                NextStep.serverMustFixCertificate.cli
+                peer.mustFixCertificate.cli
             }
-        var e = SeggetError(.network, "the TLS certificate of \(url) could not be verified\(against): \(why); \(advice).", retryAdvice: .never)
+        var e = SeggetError(.network, "\(peer.certificate(url)) could not be verified\(against): \(why); \(advice).", retryAdvice: .never)
         e.untrustedCertificate = true
         return e
     }
@@ -56,9 +114,10 @@ extension Prober {
     /// `--ca-certificate` helps). libcurl 7.88 sets 1 when a handshake begins and reads OpenSSL's
     /// verdict only after its own check of the host name, so 1 (or 0) with a failed verification is
     /// that check (seen against nginx with a trusted certificate for another name).
-    static func certificateProblem(_ verifyResult: Int) -> (words: String, untrusted: Bool) {
-        switch verifyResult {
-        case 0, 1: ("it does not name the host of the URL", false)
+    static func certificateProblem(_ verifyResult: Int, peer: TLSPeer = .server) -> (words: String, untrusted: Bool) {
+        let otherName = peer == .server ? "it does not name the host of the URL" : "it does not name the proxy's host"
+        return switch verifyResult {
+        case 0, 1: (otherName, false)
         case 2: ("the certificate of its issuer is missing (the server sent no chain to a trusted authority)", true)
         case 7: ("its signature is invalid", false)
         case 9: ("it is not valid yet (check this machine's clock)", false)
@@ -70,7 +129,7 @@ extension Prober {
         case 23: ("it has been revoked", false)
         case 24: ("an authority in its chain may not sign certificates", false)
         case 26: ("it is not meant for a server", false)
-        case 62: ("it does not name the host of the URL", false)
+        case 62: (otherName, false)
         default: ("OpenSSL's verification error \(verifyResult)", false)
         }
     }

@@ -51,8 +51,12 @@ struct DocumentFetch {
             if collector.tooLong {
                 throw SeggetError(.protocolViolation, "\(URLParts.shown(current)) sent more than \(limit) bytes; that is not a document segget reads.", retryAdvice: .never)
             }
-            if code != .ok { throw Prober.networkError(code, url: current, head: head, proxy: options.proxy(for: current), tls: options.tls,
-                                                         verifyResult: e.tlsVerifyResult(), tlsAlert: TLSAlert(code: code, detail: e.failureDetail())) }
+            if code != .ok {
+                let proxy = options.proxy(for: current)
+                let h = HandshakeOutcome(after: code, of: e, url: current, proxy: proxy)
+                throw Prober.networkError(code, url: current, head: head, proxy: proxy, tls: h.peer.files(options),
+                                          verifyResult: h.verifyResult, tlsAlert: h.alert, peer: h.peer)
+            }
             if (300...399).contains(head.status), head.status != 304 {
                 guard let location = head.unsafeRawBytes("location"), let next = resolveURL(bytes: location, against: current),
                     let nextParts = URLParts(next), nextParts.isHTTPFamily, !visited.contains(next)

@@ -280,7 +280,7 @@ struct Prober {
             guard let multi else { return r.easy.perform() }
             return try multi.performAlone(r.easy, hold: r.holdDue, cut: r.cutDue)
         }
-        if let code { r.context.handshake.read(after: code, of: r.easy, url: url) }
+        if let code { r.context.handshake = HandshakeOutcome(after: code, of: r.easy, url: url, proxy: options.proxy(for: url)) }
         // Held: the head is complete and the transfer waits in `multi` (see `probe(url:)`).
         guard code == nil, let multi else { return (r.context, code ?? .writeError, nil) }
         return (r.context, .writeError, HeldTransfer(easy: r.easy, multi: multi, context: r.context))
@@ -440,13 +440,13 @@ struct Prober {
     /// it is `connectTimeout`'s.
     /// `proxy`: the proxy the request went through (`TransferOptions.proxy(for:)`), named where the
     /// failure is the proxy's.
-    /// `tls`: the files `--ca-certificate` and `--certificate` gave, named where they failed; `verifyResult`: OpenSSL's verdict on it (`EasyHandle.tlsVerifyResult()`); `tlsAlert`: how the server ended it.
+    /// `peer`: whose TLS failed (`HandshakeOutcome.peer`); `tls`: the files given for it (`--ca-certificate` and `--certificate`, or the proxy's), named where they failed; `verifyResult`: OpenSSL's verdict on its certificate; `tlsAlert`: how it ended the connection.
     static func networkError(
         _ code: CurlCode, url: String, head: ResponseHead = ResponseHead(), connected: Bool = true, connectTimeout: Double? = nil,
-        proxy: String? = nil, tls: TLSFiles = TLSFiles(), verifyResult: Int = 0, tlsAlert: TLSAlert? = nil
+        proxy: String? = nil, tls: TLSFiles = TLSFiles(), verifyResult: Int = 0, tlsAlert: TLSAlert? = nil, peer: TLSPeer = .server
     ) -> SeggetError {
         let u = URLParts.shown(url)
-        if let tlsAlert { return tlsAlertError(url: u, tls: tls, alert: tlsAlert) }
+        if let tlsAlert { return tlsAlertError(url: u, tls: tls, alert: tlsAlert, peer: peer) }
         if let proxy, let e = proxyError(code, url: u, proxy: URLParts.shown(proxy), head: head, connected: connected) { return e }
         if code == .writeError, head.status == 101, !head.isComplete {
             // libcurl takes a 101 as the switch it announces and hands what follows over as the body,
@@ -470,7 +470,7 @@ struct Prober {
         case .unsupportedProtocol:
             return SeggetError(.usage, "'\(u)' uses a scheme segget does not download; use http:// or https://.")
         case .peerFailedVerification, .caCertBadFile, .clientCertificateProblem:
-            return certificateError(code, url: u, tls: tls, verifyResult: verifyResult)
+            return certificateError(code, url: u, tls: tls, verifyResult: verifyResult, peer: peer)
         case .couldNotResolveHost:
             return SeggetError(.network, "could not resolve the host of \(u); check the URL and your network.", retryAdvice: .once)
         case .weirdServerReply:

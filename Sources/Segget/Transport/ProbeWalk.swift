@@ -64,8 +64,8 @@ struct ProbeWalk {
             if !(head.isComplete && head.status == 206 && head.contentRange?.completeLength != nil) {
                 throw Prober.networkError(
                     code, url: current, head: head, connected: ctx.handshake.connected, connectTimeout: options.connectTimeout,
-                    proxy: options.proxy(for: current), tls: options.tls, verifyResult: ctx.handshake.verifyResult,
-                    tlsAlert: ctx.handshake.alert)
+                    proxy: options.proxy(for: current), tls: ctx.handshake.peer.files(options), verifyResult: ctx.handshake.verifyResult,
+                    tlsAlert: ctx.handshake.alert, peer: ctx.handshake.peer)
             }
         }
         if hops == 0 {

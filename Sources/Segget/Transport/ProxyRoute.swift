@@ -20,6 +20,9 @@ enum ProxyRoute {
         return scheme == "http" || scheme == "https"
     }
 
+    /// Whether `proxy` is an https proxy: one the client speaks TLS to, before any tunnel.
+    static func isTLS(_ proxy: String) -> Bool { scheme(of: proxy) == "https" }
+
     /// The scheme a proxy URL gives, in lower case; nil when it gives none.
     private static func scheme(of proxy: String) -> String? {
         schemeSeparator(in: proxy).map { proxy[..<$0.lowerBound].lowercased() }

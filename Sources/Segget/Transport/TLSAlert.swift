@@ -54,22 +54,23 @@ enum TLSAlert: Equatable, Sendable {
 }
 
 extension Prober {
-    /// The error for a connection a server ended with `alert`: exit 3 and no retry (the server
-    /// will refuse again). Without a client certificate, every alert but a handshake failure says the
-    /// server wants one; a handshake failure may also be a TLS version or cipher in common lacking.
-    /// With one, the server refused it.
-    static func tlsAlertError(url: ServerText, tls: TLSFiles, alert: TLSAlert) -> SeggetError {
-        let given = tls.clientCertificate
+    /// The error for a connection a server (or an https proxy, `peer`) ended with `alert`: exit 3 and
+    /// no retry (it will refuse again). Without a client certificate, every alert but a handshake
+    /// failure says the peer wants one; a handshake failure may also be a TLS version or cipher in
+    /// common lacking. With one, the peer refused it. `tls`: the files given for that peer.
+    static func tlsAlertError(url: ServerText, tls: TLSFiles, alert: TLSAlert, peer: TLSPeer = .server) -> SeggetError {
+        let who = peer.named(url)
+        let option = peer.certificateOption
         let message =
-            switch (given, alert) {
+            switch (tls.clientCertificate, alert) {
             case (nil, .handshakeFailure):
-                "the server of \(url) ended the TLS handshake (alert: handshake failure); it may require a client certificate \(NextStep.mayWantClientCertificate.cli), or accept no TLS version or cipher that segget offers."
+                "\(who) ended the TLS handshake (alert: handshake failure); it may require a client certificate \(peer.mayWantClientCertificate.cli), or accept no TLS version or cipher that segget offers."
             case (nil, _):
-                "the server of \(url) requires a client certificate (TLS alert: \(alert.words)); \(NextStep.giveClientCertificate.cli)."
+                "\(who) requires a client certificate (TLS alert: \(alert.words)); \(peer.giveClientCertificate.cli)."
             case (let file?, .certificateRequired):
-                "the server of \(url) asked again for a client certificate though the one in \(file) (--certificate) was offered; check that it is the certificate this server expects."
+                "\(who) asked again for a client certificate though the one in \(file) (\(option)) was offered; check that it is the certificate \(peer == .server ? "this server" : "this proxy") expects."
             case (let file?, _):
-                "the server of \(url) refused the client certificate in \(file) (--certificate) (TLS alert: \(alert.words)); give a certificate this server accepts."
+                "\(who) refused the client certificate in \(file) (\(option)) (TLS alert: \(alert.words)); give a certificate \(peer == .server ? "this server" : "this proxy") accepts."
             }
         return SeggetError(.network, message, retryAdvice: .never)
     }

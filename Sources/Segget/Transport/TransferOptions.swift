@@ -10,6 +10,11 @@ public struct TransferOptions: Sendable, Equatable {
     public var insecure = false
     /// The authorities servers are verified against and the certificate this client shows.
     public var tls = TLSFiles()
+    /// The same for an https proxy (`--proxy-ca-certificate`, `--proxy-certificate`,
+    /// `--proxy-private-key`): a proxy's TLS is apart from the server's, as in curl.
+    public var proxyTLS = TLSFiles()
+    /// Skip an https proxy's certificate and host name verification (`--proxy-insecure`).
+    public var proxyInsecure = false
     /// Allow HTTP/2 (`--http2`): a single download's ranges keep a connection each, as over HTTP/1.1;
     /// a batch's files share connections as streams (see `multiplexed`).
     public var http2 = false
@@ -111,6 +116,12 @@ extension EasyHandle {
         }
         if let r = options.referer { try setReferer(r) }
         if let p = options.proxy { try setProxy(p) }
+        // For an https proxy, `--proxy` or the environment's (libcurl ignores these for others).
+        try setVerifyTLS(!options.proxyInsecure, proxy: true)
+        if let file = options.proxyTLS.caCertificate, !options.proxyInsecure { try setCertificateAuthorities(file: file, proxy: true) }
+        if let certificate = options.proxyTLS.clientCertificate {
+            try setClientCertificate(certificate, key: options.proxyTLS.privateKey, proxy: true)
+        }
         try setHeaders(options.headers + extraHeaders)
     }
 }

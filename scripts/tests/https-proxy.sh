@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# An https proxy (Apache 2.4 as a forward proxy over TLS, its certificate from a private authority,
+# as a company's proxy often is): its TLS is apart from the server's. Without --proxy-ca-certificate
+# the download fails at once (exit 3) naming the proxy and that option, not the server's
+# --ca-certificate; with it, -n 8 of an https URL (through the proxy's CONNECT tunnel) and of an
+# http URL, a batch over --http2, and a proxy given by https_proxy are identical; --proxy-insecure
+# skips the proxy's check. A proxy that requires a client certificate (SSLVerifyClient require, TLS
+# 1.3 and 1.2): without one, or with one it does not trust, said at once naming
+# --proxy-certificate (exit 3, no retries); with --proxy-certificate and --proxy-private-key
+# identical. `segget daemon --proxy-ca-certificate --proxy-certificate` downloads a task through
+# that proxy identical, and a daemon started without them fails its task naming its own options.
+# Needs SEGGET_BIN (scripts/test sets it; default .build/debug/segget), apache2, openssl, python3.
+source "$(dirname "$0")/../lib/common.sh"
+source "$(dirname "$0")/../lib/servers.sh"
+ensure_packages apache2 openssl
+
+SEGGET_BIN="${SEGGET_BIN:-$ROOT/.build/debug/segget}"
+[ -x "$SEGGET_BIN" ] || { echo "https-proxy: $SEGGET_BIN is missing; build first (swift build)" >&2; exit 1; }
+
+WORK="$(mktemp -d /tmp/segget-https-proxy.XXXXXX)"
+chmod 755 "$WORK"
+APACHE_PID="" DAEMON_PID=""
+cleanup() { stop_pid "$DAEMON_PID"; stop_pid "$APACHE_PID"; [ -n "${KEEP:-}" ] || rm -rf "$WORK"; }
+trap cleanup EXIT
+fail() { echo "https-proxy: FAILED: $*" >&2; exit 1; }
+
+pki="$WORK/pki"
+mkdir -p "$pki" "$WORK/www" "$WORK/out" "$WORK/apache"
+chmod 777 "$WORK/apache"
+openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=segget test proxy authority" \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
+    -keyout "$pki/ca.key" -out "$pki/ca.pem" >/dev/null 2>&1
+# One certificate for 127.0.0.1 serves the proxy and the server; a client certificate; a stranger's.
+openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout "$pki/server.key" -out "$pki/server.csr" >/dev/null 2>&1
+printf 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' >"$pki/server.ext"
+openssl x509 -req -in "$pki/server.csr" -CA "$pki/ca.pem" -CAkey "$pki/ca.key" -CAcreateserial -days 2 \
+    -extfile "$pki/server.ext" -out "$pki/server.pem" >/dev/null 2>&1
+openssl req -newkey rsa:2048 -nodes -subj /CN=segget-client -keyout "$pki/client.key" -out "$pki/client.csr" >/dev/null 2>&1
+printf 'basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n' >"$pki/client.ext"
+openssl x509 -req -in "$pki/client.csr" -CA "$pki/ca.pem" -CAkey "$pki/ca.key" -CAcreateserial -days 2 \
+    -extfile "$pki/client.ext" -out "$pki/client.pem" >/dev/null 2>&1
+openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=stranger" -keyout "$pki/stranger.key" -out "$pki/stranger.pem" >/dev/null 2>&1
+chmod 644 "$pki"/*
+
+head -c $((16 << 20)) /dev/urandom >"$WORK/www/big.bin"
+for i in 1 2 3; do head -c $((200000 * i)) /dev/urandom >"$WORK/www/s$i.bin"; done
+chmod 755 "$WORK/www"; chmod 644 "$WORK"/www/*
+
+proxy="$(free_port)" proxy13="$(free_port)" proxy12="$(free_port)" origin="$(free_port)" plain="$(free_port)"
+m=/usr/lib/apache2/modules
+# proxy_vhost PORT EXTRA: a forward proxy over TLS that tunnels to the server's port only.
+proxy_vhost() {
+    printf '<VirtualHost 127.0.0.1:%s>\n    SSLEngine on\n    SSLCertificateFile %s\n    SSLCertificateKeyFile %s\n%s\n    ProxyRequests On\n    AllowCONNECT %s\n</VirtualHost>\n' \
+        "$1" "$pki/server.pem" "$pki/server.key" "$2" "$origin"
+}
+cat >"$WORK/apache/httpd.conf" <<CONF
+$(apache_head "$WORK/apache")
+LoadModule proxy_module $m/mod_proxy.so
+LoadModule proxy_connect_module $m/mod_proxy_connect.so
+LoadModule proxy_http_module $m/mod_proxy_http.so
+Listen 127.0.0.1:$proxy
+Listen 127.0.0.1:$proxy13
+Listen 127.0.0.1:$proxy12
+Listen 127.0.0.1:$origin
+Listen 127.0.0.1:$plain
+DocumentRoot $WORK/www
+<Directory $WORK/www>
+    Require all granted
+</Directory>
+<Proxy "*">
+    Require all granted
+</Proxy>
+$(proxy_vhost "$proxy" "")
+$(proxy_vhost "$proxy13" "    SSLProtocol TLSv1.3
+    SSLCACertificateFile $pki/ca.pem
+    SSLVerifyClient require")
+$(proxy_vhost "$proxy12" "    SSLProtocol TLSv1.2
+    SSLCACertificateFile $pki/ca.pem
+    SSLVerifyClient require")
+<VirtualHost 127.0.0.1:$origin>
+    SSLEngine on
+    SSLCertificateFile $pki/server.pem
+    SSLCertificateKeyFile $pki/server.key
+    Protocols h2 http/1.1
+</VirtualHost>
+<VirtualHost 127.0.0.1:$plain>
+</VirtualHost>
+CONF
+apache2 -f "$WORK/apache/httpd.conf" -k start >"$WORK/apache/start.log" 2>&1 || fail "apache2 did not start: $(cat "$WORK/apache/start.log" "$WORK/apache/error.log" 2>/dev/null)"
+for _ in $(seq 100); do [ -s "$WORK/apache/httpd.pid" ] && break; sleep 0.1; done
+APACHE_PID="$(cat "$WORK/apache/httpd.pid")"
+P="https://127.0.0.1:$proxy" P13="https://127.0.0.1:$proxy13" P12="https://127.0.0.1:$proxy12"
+URL="https://127.0.0.1:$origin/big.bin" PLAIN="http://127.0.0.1:$plain/big.bin"
+for _ in $(seq 100); do curl -s -o /dev/null --proxy "$P" --proxy-cacert "$pki/ca.pem" --cacert "$pki/ca.pem" "$URL" && break; sleep 0.1; done
+
+run() { run_segget "$@"; }
+same() { same_bytes "$@"; }
+# refused NAME PATTERN ARGS...: exit 3 within 3 s (no retries), saying PATTERN, leaving no file.
+refused() {
+    local name="$1" pattern="$2"; shift 2
+    local t0=$SECONDS
+    run "$name" 3 -q -n 8 "$@" -o "$WORK/out/z.bin"
+    grep -q -- "$pattern" "$WORK/$name.err" || fail "$name said: $(cat "$WORK/$name.err")"
+    [ $((SECONDS - t0)) -le 3 ] || fail "$name took $((SECONDS - t0)) s: retried"
+    [ ! -e "$WORK/out/z.bin" ] || fail "$name left a file"
+}
+
+CA=(--ca-certificate "$pki/ca.pem")
+PCA=(--proxy-ca-certificate "$pki/ca.pem")
+refused untrusted "the TLS certificate of the proxy $P (for $URL) could not be verified: no trusted authority signed it .*--proxy-ca-certificate FILE; pass --proxy-insecure only if you trust this proxy" \
+    --proxy "$P" "${CA[@]}" "$URL"
+refused untrustedplain "the TLS certificate of the proxy $P (for $PLAIN) could not be verified" --proxy "$P" "$PLAIN"
+run tunnel 0 -q -n 8 --proxy "$P" "${PCA[@]}" "${CA[@]}" -o "$WORK/out/tunnel.bin" "$URL"
+same "$WORK/out/tunnel.bin" "$WORK/www/big.bin"
+run plain 0 -q -n 8 --proxy "$P" "${PCA[@]}" -o "$WORK/out/plain.bin" "$PLAIN"
+same "$WORK/out/plain.bin" "$WORK/www/big.bin"
+run insecure 0 -q -n 8 --proxy "$P" --proxy-insecure "${CA[@]}" -o "$WORK/out/insecure.bin" "$URL"
+same "$WORK/out/insecure.bin" "$WORK/www/big.bin"
+https_proxy="$P" run environment 0 -q -n 8 "${PCA[@]}" "${CA[@]}" -o "$WORK/out/environment.bin" "$URL"
+same "$WORK/out/environment.bin" "$WORK/www/big.bin"
+https_proxy="$P" refused environmentuntrusted "the TLS certificate of the proxy $P (for $URL)" "${CA[@]}" "$URL"
+for i in 1 2 3; do echo "https://127.0.0.1:$origin/s$i.bin"; done >"$WORK/list.txt"
+run batch 0 -q -j 3 --http2 --proxy "$P" "${PCA[@]}" "${CA[@]}" -i "$WORK/list.txt" -d "$WORK/out/batch"
+for i in 1 2 3; do same "$WORK/out/batch/s$i.bin" "$WORK/www/s$i.bin"; done
+
+# A proxy that requires a client certificate.
+refused wanted13 "the proxy $P13 (for $URL) requires a client certificate (TLS alert: certificate required); give it with --proxy-certificate FILE" \
+    --proxy "$P13" "${PCA[@]}" "${CA[@]}" "$URL"
+refused wanted12 "the proxy $P12 (for $URL) ended the TLS handshake (alert: handshake failure); it may require a client certificate (give it with --proxy-certificate FILE)" \
+    --proxy "$P12" "${PCA[@]}" "${CA[@]}" "$URL"
+refused stranger "the proxy $P13 (for $URL) refused the client certificate in $pki/stranger.pem (--proxy-certificate)" \
+    --proxy "$P13" "${PCA[@]}" "${CA[@]}" --proxy-certificate "$pki/stranger.pem" --proxy-private-key "$pki/stranger.key" "$URL"
+# The server's --certificate is not shown to the proxy.
+refused servers "the proxy $P13 (for $URL) requires a client certificate" \
+    --proxy "$P13" "${PCA[@]}" "${CA[@]}" --certificate "$pki/client.pem" --private-key "$pki/client.key" "$URL"
+run cert13 0 -q -n 8 --http2 --proxy "$P13" "${PCA[@]}" "${CA[@]}" --proxy-certificate "$pki/client.pem" --proxy-private-key "$pki/client.key" \
+    -o "$WORK/out/cert13.bin" "$URL"
+same "$WORK/out/cert13.bin" "$WORK/www/big.bin"
+cat "$pki/client.pem" "$pki/client.key" >"$pki/client-both.pem"
+run cert12 0 -q -n 8 --proxy "$P12" "${PCA[@]}" --proxy-certificate "$pki/client-both.pem" -o "$WORK/out/cert12.bin" "$PLAIN"
+same "$WORK/out/cert12.bin" "$WORK/www/big.bin"
+run keyonly 2 -q --proxy "$P13" --proxy-private-key "$pki/client.key" -o "$WORK/out/y.bin" "$URL"
+grep -q -- "--proxy-private-key is the key of --proxy-certificate" "$WORK/keyonly.err" || fail "a key alone said: $(cat "$WORK/keyonly.err")"
+run proxynokey 2 -q --proxy "$P13" --proxy-certificate "$pki/client.pem" -o "$WORK/out/y.bin" "$URL"
+grep -q -- "holds no private key; give it with --proxy-private-key FILE" "$WORK/proxynokey.err" || fail "a certificate without its key said: $(cat "$WORK/proxynokey.err")"
+
+# The daemon: its own options, for every task's proxy.
+daemon_task() { # PORT URL PROXY: adds the task, waits, prints its status and errorMessage as JSON
+    python3 "$ROOT/scripts/tests/daemon_task.py" "$1" s3cret "$2" --option "all-proxy=$3" --option split=8
+}
+start_daemon() { # DIR ARGS...
+    local dir="$1"; shift
+    rpc_port="$(free_port)"
+    mkdir -p "$dir"
+    "$SEGGET_BIN" daemon --rpc-listen-port "$rpc_port" --rpc-secret s3cret -d "$dir" --database "$dir.sqlite" "$@" \
+        >"$dir.out" 2>"$dir.err" &
+    DAEMON_PID=$!
+}
+start_daemon "$WORK/dl" "${CA[@]}" "${PCA[@]}" --proxy-certificate "$pki/client-both.pem"
+st="$(daemon_task "$rpc_port" "$URL" "$P13")"
+case "$st" in *'"complete"'*) ;; *) fail "the daemon's task through the proxy ended $st (log: $(tail -3 "$WORK/dl.err"))" ;; esac
+same "$WORK/dl/big.bin" "$WORK/www/big.bin"
+stop_pid "$DAEMON_PID"; DAEMON_PID=""
+start_daemon "$WORK/dl2" "${CA[@]}"
+st="$(daemon_task "$rpc_port" "$URL" "$P")"
+case "$st" in *'"error"'*'start the daemon with --proxy-ca-certificate FILE'*) ;; *) fail "the daemon without the proxy's authority: $st" ;; esac
+case "$st" in *"-k"* | *"--proxy-insecure"*) fail "the daemon's advice names an option it lacks: $st" ;; esac
+stop_pid "$DAEMON_PID"; DAEMON_PID=""
+
+echo "https-proxy: an https proxy's private authority refused without --proxy-ca-certificate (exit 3 at once, naming the proxy and that option, for an https and an http URL, from --proxy and from https_proxy); with it -n 8 through the tunnel and to an http URL, and a batch over HTTP/2, identical; --proxy-insecure identical; a proxy requiring a client certificate (TLS 1.3 and 1.2) without one, with a stranger's, or with only the server's --certificate said at once naming --proxy-certificate; with one identical; a proxy key alone or a certificate without its key refused (exit 2); the daemon through that proxy identical with its --proxy-ca-certificate and --proxy-certificate, and without them its task's error names them"
