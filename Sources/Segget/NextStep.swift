@@ -80,8 +80,8 @@ public enum NextStep: CaseIterable, Sendable {
         case .proxyMustFixCertificate: "the proxy's certificate must be fixed (a daemon always verifies certificates)"
         case .giveProxyClientCertificate: "start the daemon with --proxy-certificate FILE (and --proxy-private-key FILE if the key is apart)"
         case .mayWantProxyClientCertificate: "(start the daemon with --proxy-certificate FILE)"
-        case .startOverFromMirror: "add the URL again with another out= to download the file from the mirror anew"
-        case .replaceWithMirrors: "add the URL again with another out= to download the mirror's beside it"
+        case .startOverFromMirror: "add the task's URLs again (the mirror's too) with another out= to download the file from the mirror anew"
+        case .replaceWithMirrors: "add the task's URLs again (the mirror's too) with another out= to download the mirror's beside it"
         }
     }
 

@@ -275,6 +275,12 @@ package final class EasyHandle {
         var v = 0
         return segget_easy_getinfo_long(raw, proxy ? CURLINFO_PROXY_SSL_VERIFYRESULT : CURLINFO_SSL_VERIFYRESULT, &v) == CURLE_OK ? v : 0
     }
+    /// Whether this transfer made no connection of its own (`CURLINFO_NUM_CONNECTS` 0): it went on a
+    /// connection an earlier transfer made, or failed before connecting.
+    package func reusedConnection() -> Bool {
+        var made = 0
+        return segget_easy_getinfo_long(raw, CURLINFO_NUM_CONNECTS, &made) == CURLE_OK && made == 0
+    }
     /// The status a proxy answered this transfer's `CONNECT` with (`CURLINFO_HTTP_CONNECTCODE`); 0
     /// when no tunnel was asked for or no answer came (libcurl clears it when a transfer starts).
     package func tunnelStatus() -> Int {

@@ -179,14 +179,14 @@ func tlsFiles(caCertificate: String?, certificate: String?, privateKey: String?,
     if let path = caCertificate {
         let text = try readPEMFile(path, option: "\(o)ca-certificate", what: "the CA certificate file")
         guard text.contains("-----BEGIN CERTIFICATE-----") else {
-            throw SeggetError(.usage, "the CA certificate file \(path) holds no PEM certificate (-----BEGIN CERTIFICATE-----); give the authority's certificate in PEM form (openssl x509 -inform der -in CA.der -out CA.pem converts a DER one).")
+            throw SeggetError(.usage, "the CA certificate file \(path) (\(o)ca-certificate) holds no PEM certificate (-----BEGIN CERTIFICATE-----); give the authority's certificate in PEM form (openssl x509 -inform der -in CA.der -out CA.pem converts a DER one).")
         }
         files.caCertificate = absolutePath(path)
     }
     if let path = certificate {
         let text = try readPEMFile(path, option: "\(o)certificate", what: "the client certificate file")
         guard text.contains("-----BEGIN CERTIFICATE-----") else {
-            throw SeggetError(.usage, "the client certificate file \(path) holds no PEM certificate (-----BEGIN CERTIFICATE-----); segget takes PEM (openssl pkcs12 -in C.p12 -nodes -out C.pem converts a PKCS#12 one).")
+            throw SeggetError(.usage, "the client certificate file \(path) (\(o)certificate) holds no PEM certificate (-----BEGIN CERTIFICATE-----); segget takes PEM (openssl pkcs12 -in C.p12 -nodes -out C.pem converts a PKCS#12 one).")
         }
         let key = try privateKey.map { path throws(SeggetError) in try readPEMFile(path, option: "\(o)private-key", what: "the private key file") } ?? text
         let keyPath = privateKey ?? path

@@ -20,14 +20,38 @@ import Testing
         #expect(ProxyRoute.proxy(for: "http://a.example/f", explicit: nil, environment: env(["HTTP_PROXY": "http://x:1"])) == nil)
         #expect(ProxyRoute.proxy(for: "http://a.example/f", explicit: nil, environment: env(["ALL_PROXY": "socks5://x:1"])) == "socks5://x:1")
         // no_proxy wins over every source, --proxy included.
-        let bypass = env(["no_proxy": "localhost, .example.org,10.0.0.1:8080", "http_proxy": "http://h:1"])
+        let bypass = env(["no_proxy": "localhost, .example.org,10.0.0.0/8", "http_proxy": "http://h:1"])
         #expect(ProxyRoute.proxy(for: "http://b.example.org/f", explicit: nil, environment: bypass) == nil)
         #expect(ProxyRoute.proxy(for: "http://example.org/f", explicit: "http://p:1", environment: bypass) == nil)
-        #expect(ProxyRoute.proxy(for: "http://10.0.0.1/f", explicit: nil, environment: bypass) == nil)
+        #expect(ProxyRoute.proxy(for: "http://10.1.2.3/f", explicit: nil, environment: bypass) == nil)
         #expect(ProxyRoute.proxy(for: "http://notexample.org/f", explicit: nil, environment: bypass) == "http://h:1")
         #expect(ProxyRoute.proxy(for: "http://LOCALHOST:80/f", explicit: nil, environment: bypass) == nil)
         #expect(ProxyRoute.proxy(for: "http://[::1]:80/f", explicit: "http://p:1", environment: env(["NO_PROXY": "::1"])) == nil)
         #expect(ProxyRoute.proxy(for: "http://x/f", explicit: "http://p:1", environment: env(["no_proxy": "*"])) == nil)
+    }
+
+    /// `no_proxy` as libcurl 7.88 reads it: each row was checked with curl 7.88.1 against a server on
+    /// 127.0.0.1 (or ::1) through `--proxy http://127.0.0.1:1` (a match reached the server).
+    @Test(arguments: [
+        ("127.0.0.1", "127.0.0.0/8", true), ("127.0.0.1", "127.0.0.1/32", true), ("127.0.0.1", "127.0.0.1/0", true),
+        ("127.0.0.1", "127.0.0.2/0", false), ("127.0.0.1", "0.0.0.0/0", false), ("127.0.0.1", "127.1.0.0/16", false),
+        ("127.0.0.1", "127.0.0.1/08", true), ("127.0.0.1", "127.0.0.1/abc", false), ("127.0.0.1", "127.0.0.1/33", false),
+        ("127.0.0.1", "127.0.0.0/8x", false), ("127.0.0.1", "127.0.0.1:8080", false), ("127.0.0.1", "127.0.0.1", true),
+        ("127.0.0.1", " 127.0.0.1 ", true), ("127.0.0.1", ".0.0.1", false), ("127.0.0.1", "0.0.1", false),
+        ("127.0.0.1", "127.0.0.1.", false), ("127.0.0.1", "127.0.0.001", false), ("127.0.0.1", "127.0.0.*", false),
+        ("127.0.0.1", "localhost", false), ("127.0.0.1", "*", true), ("127.0.0.1", "foo,*", false),
+        ("localhost", "localhost:18777", false), ("localhost", "localhost", true), ("localhost", ".localhost", true),
+        ("localhost", "LOCALHOST", true), ("localhost", "localhost.", true), ("localhost", "*.localhost", false),
+        ("localhost", "127.0.0.1/8", false), ("localhost", "foo,*", false),
+        ("[::1]", "::1", true), ("[::1]", "0:0::1", false), ("[::1]", "::1/128", false), ("[::1]", "::/0", false), ("[::1]", "[::1]", false),
+        ("localhost", "x.test localhost", true), ("localhost", "x.test,,localhost", true), ("localhost", "localhost x.test", true),
+        ("127.0.0.1", "10.0.0.0/8,127.0.0.0/30", true), ("127.0.0.1", "127.0.0.0/31", true),
+        // Beyond what was checked: a host in a domain, and blocks of other sizes.
+        ("a.example.org", "x.test, example.org", true), ("notexample.org", "example.org", false),
+        ("10.20.30.40", "192.168.0.0/16,10.20.0.0/16", true), ("10.20.30.40", "10.20.30.42/31", false), ("10.20.30.40", "10.20.30.41/31", true), ("10.20.30.40", "10.20.30.41/30", true),
+    ])
+    func noProxyAsLibcurlReadsIt(_ host: String, _ list: String, _ bypassed: Bool) {
+        #expect(ProxyRoute.bypasses(host: host, list: list) == bypassed, "\(host) in '\(list)'")
     }
 
     @Test func proxySchemes() {

@@ -26,6 +26,31 @@ import Testing
         #expect(TLSPeer.of(url: url, proxy: nil, tunnelStatus: tunnel) == .server)
     }
 
+    /// A transfer on a connection made before sent no `CONNECT` (its tunnel status reads 0): for an
+    /// https URL the tunnel was made then, so a failure in it is the server's; an http URL's only TLS
+    /// is still the proxy's.
+    @Test func aReusedTunnelIsTheServers() {
+        #expect(TLSPeer.of(url: https, proxy: proxy, tunnelStatus: 0, reused: true) == .server)
+        #expect(TLSPeer.of(url: http, proxy: proxy, tunnelStatus: 0, reused: true) != .server)
+    }
+
+    /// A peer that answers the handshake in plain text: OpenSSL's "wrong version number", only for a
+    /// failed handshake.
+    @Test func aPlainTextAnswerIsSaidAtOnce() {
+        let detail = "OpenSSL/3.0.19: error:0A00010B:SSL routines::wrong version number"
+        #expect(TLSAlert.peerNotTLS(code: .tlsHandshakeFailed, detail: detail))
+        #expect(!TLSAlert.peerNotTLS(code: .receiveError, detail: detail))
+        #expect(!TLSAlert.peerNotTLS(code: .tlsHandshakeFailed, detail: "OpenSSL SSL_connect: SSL_ERROR_SYSCALL in connection to h:443"))
+        let viaProxy = Prober.networkError(.tlsHandshakeFailed, url: https, proxy: proxy, notTLS: true, peer: peer)
+        #expect(viaProxy.message.hasPrefix("the proxy https://proxy.example:3129 (for https://files.example.com/a.iso) did not answer in TLS (OpenSSL: wrong version number): it is likely a plain HTTP proxy; give it as http://HOST:PORT"), "\(viaProxy.message)")
+        #expect(viaProxy.retryAdvice == .never && viaProxy.kind == .network)
+        let server = Prober.networkError(.tlsHandshakeFailed, url: https, notTLS: true)
+        #expect(server.message == "the server of https://files.example.com/a.iso did not answer in TLS (OpenSSL: wrong version number): it likely serves plain HTTP at that port; check the URL's scheme and port.")
+        #expect(server.retryAdvice == .never)
+        // Without the words, a failed handshake stays a transient failure.
+        #expect(Prober.networkError(.tlsHandshakeFailed, url: https).retryAdvice != .never)
+    }
+
     /// The proxy is named without its credentials.
     @Test func theProxyIsNamedWithoutCredentials() {
         #expect(TLSPeer.of(url: https, proxy: proxy, tunnelStatus: 0) == .proxy("https://proxy.example:3129"))

@@ -9,10 +9,13 @@
 # --proxy-certificate (exit 3, no retries); with --proxy-certificate and --proxy-private-key
 # identical. `segget daemon --proxy-ca-certificate --proxy-certificate` downloads a task through
 # that proxy identical, and a daemon started without them fails its task naming its own options.
-# Needs SEGGET_BIN (scripts/test sets it; default .build/debug/segget), apache2, openssl, python3.
+# A plain HTTP proxy given as https://, and an https URL at a plain HTTP port, are said at once (exit 3).
+# Needs SEGGET_BIN (scripts/test sets it; default .build/debug/segget), apache2, openssl, curl, python3.
 source "$(dirname "$0")/../lib/common.sh"
 source "$(dirname "$0")/../lib/servers.sh"
-ensure_packages apache2 openssl
+ensure_packages apache2 openssl curl
+# The proxies here are the script's own: none from the caller's environment, no host exempted.
+unset http_proxy https_proxy HTTPS_PROXY all_proxy ALL_PROXY no_proxy NO_PROXY
 
 SEGGET_BIN="${SEGGET_BIN:-$ROOT/.build/debug/segget}"
 [ -x "$SEGGET_BIN" ] || { echo "https-proxy: $SEGGET_BIN is missing; build first (swift build)" >&2; exit 1; }
@@ -46,7 +49,7 @@ head -c $((16 << 20)) /dev/urandom >"$WORK/www/big.bin"
 for i in 1 2 3; do head -c $((200000 * i)) /dev/urandom >"$WORK/www/s$i.bin"; done
 chmod 755 "$WORK/www"; chmod 644 "$WORK"/www/*
 
-proxy="$(free_port)" proxy13="$(free_port)" proxy12="$(free_port)" origin="$(free_port)" plain="$(free_port)"
+proxy="$(free_port)" proxy13="$(free_port)" proxy12="$(free_port)" origin="$(free_port)" plain="$(free_port)" plainproxy="$(free_port)"
 m=/usr/lib/apache2/modules
 # proxy_vhost PORT EXTRA: a forward proxy over TLS that tunnels to the server's port only.
 proxy_vhost() {
@@ -63,6 +66,7 @@ Listen 127.0.0.1:$proxy13
 Listen 127.0.0.1:$proxy12
 Listen 127.0.0.1:$origin
 Listen 127.0.0.1:$plain
+Listen 127.0.0.1:$plainproxy
 DocumentRoot $WORK/www
 <Directory $WORK/www>
     Require all granted
@@ -85,6 +89,10 @@ $(proxy_vhost "$proxy12" "    SSLProtocol TLSv1.2
 </VirtualHost>
 <VirtualHost 127.0.0.1:$plain>
 </VirtualHost>
+<VirtualHost 127.0.0.1:$plainproxy>
+    ProxyRequests On
+    AllowCONNECT $origin
+</VirtualHost>
 CONF
 apache2 -f "$WORK/apache/httpd.conf" -k start >"$WORK/apache/start.log" 2>&1 || fail "apache2 did not start: $(cat "$WORK/apache/start.log" "$WORK/apache/error.log" 2>/dev/null)"
 for _ in $(seq 100); do [ -s "$WORK/apache/httpd.pid" ] && break; sleep 0.1; done
@@ -95,14 +103,17 @@ for _ in $(seq 100); do curl -s -o /dev/null --proxy "$P" --proxy-cacert "$pki/c
 
 run() { run_segget "$@"; }
 same() { same_bytes "$@"; }
-# refused NAME PATTERN ARGS...: exit 3 within 3 s (no retries), saying PATTERN, leaving no file.
+# refused NAME PATTERN ARGS...: exit 3 within 3 s (no retries: the first waits about 1 s, the
+# second 2 s), saying PATTERN, leaving nothing under the name (no part file or journal either).
 refused() {
     local name="$1" pattern="$2"; shift 2
-    local t0=$SECONDS
+    local t0 t1
+    t0="$(date +%s%N)"
     run "$name" 3 -q -n 8 "$@" -o "$WORK/out/z.bin"
+    t1="$(date +%s%N)"
     grep -q -- "$pattern" "$WORK/$name.err" || fail "$name said: $(cat "$WORK/$name.err")"
-    [ $((SECONDS - t0)) -le 3 ] || fail "$name took $((SECONDS - t0)) s: retried"
-    [ ! -e "$WORK/out/z.bin" ] || fail "$name left a file"
+    [ $(((t1 - t0) / 1000000)) -le 3000 ] || fail "$name took $(((t1 - t0) / 1000000)) ms: retried"
+    ! compgen -G "$WORK/out/z.bin*" >/dev/null || fail "$name left $(ls "$WORK"/out/z.bin*)"
 }
 
 CA=(--ca-certificate "$pki/ca.pem")
@@ -110,6 +121,12 @@ PCA=(--proxy-ca-certificate "$pki/ca.pem")
 refused untrusted "the TLS certificate of the proxy $P (for $URL) could not be verified: no trusted authority signed it .*--proxy-ca-certificate FILE; pass --proxy-insecure only if you trust this proxy" \
     --proxy "$P" "${CA[@]}" "$URL"
 refused untrustedplain "the TLS certificate of the proxy $P (for $PLAIN) could not be verified" --proxy "$P" "$PLAIN"
+# A plain HTTP proxy given as https://, and an https URL at a plain HTTP port: said at once.
+refused plainproxy "the proxy https://127.0.0.1:$plainproxy (for $URL) did not answer in TLS (OpenSSL: wrong version number): it is likely a plain HTTP proxy; give it as http://" \
+    --proxy "https://127.0.0.1:$plainproxy" "${CA[@]}" "$URL"
+refused plainserver "the server of https://127.0.0.1:$plain/big.bin did not answer in TLS" "https://127.0.0.1:$plain/big.bin"
+run plainproxyhttp 0 -q -n 8 --proxy "http://127.0.0.1:$plainproxy" "${CA[@]}" -o "$WORK/out/plainproxy.bin" "$URL"
+same "$WORK/out/plainproxy.bin" "$WORK/www/big.bin"
 run tunnel 0 -q -n 8 --proxy "$P" "${PCA[@]}" "${CA[@]}" -o "$WORK/out/tunnel.bin" "$URL"
 same "$WORK/out/tunnel.bin" "$WORK/www/big.bin"
 run plain 0 -q -n 8 --proxy "$P" "${PCA[@]}" -o "$WORK/out/plain.bin" "$PLAIN"
@@ -167,4 +184,4 @@ case "$st" in *'"error"'*'start the daemon with --proxy-ca-certificate FILE'*) ;
 case "$st" in *"-k"* | *"--proxy-insecure"*) fail "the daemon's advice names an option it lacks: $st" ;; esac
 stop_pid "$DAEMON_PID"; DAEMON_PID=""
 
-echo "https-proxy: an https proxy's private authority refused without --proxy-ca-certificate (exit 3 at once, naming the proxy and that option, for an https and an http URL, from --proxy and from https_proxy); with it -n 8 through the tunnel and to an http URL, and a batch over HTTP/2, identical; --proxy-insecure identical; a proxy requiring a client certificate (TLS 1.3 and 1.2) without one, with a stranger's, or with only the server's --certificate said at once naming --proxy-certificate; with one identical; a proxy key alone or a certificate without its key refused (exit 2); the daemon through that proxy identical with its --proxy-ca-certificate and --proxy-certificate, and without them its task's error names them"
+echo "https-proxy: a plain HTTP proxy given as https:// and an https URL at a plain HTTP port said at once (exit 3); an https proxy's private authority refused without --proxy-ca-certificate (exit 3 at once, naming the proxy and that option, for an https and an http URL, from --proxy and from https_proxy); with it -n 8 through the tunnel and to an http URL, and a batch over HTTP/2, identical; --proxy-insecure identical; a proxy requiring a client certificate (TLS 1.3 and 1.2) without one, with a stranger's, or with only the server's --certificate said at once naming --proxy-certificate; with one identical; a proxy key alone or a certificate without its key refused (exit 2); the daemon through that proxy identical with its --proxy-ca-certificate and --proxy-certificate, and without them its task's error names them"

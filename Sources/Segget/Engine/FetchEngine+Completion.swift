@@ -40,10 +40,10 @@ extension FetchEngine {
         } else if code == .operationTimedOut, c.head.byteCount == 0, !handshake.connected {
             // libcurl's one code for every timeout; in a fetch only the connection's has one.
             end = .transient("could not connect within \(Format.seconds(settings.transfer.connectTimeout)) (--connect-timeout)")
-        } else if let alert = handshake.alert {
+        } else if handshake.alert != nil || handshake.notTLS {
             // A failed receive or handshake is transient, but not one the server (or proxy) ended
-            // with an alert about certificates: it refuses every connection alike.
-            end = .failed(Prober.networkError(code, url: url, tls: tls, tlsAlert: alert, peer: handshake.peer))
+            // with an alert about certificates, or answered in plain text: it does so every time.
+            end = .failed(Prober.networkError(code, url: url, tls: tls, tlsAlert: handshake.alert, notTLS: handshake.notTLS, peer: handshake.peer))
         } else if code.isTransient && !Prober.headersTooLarge(code, head: c.head) || code == .writeError {
             end = .transient(code.plainWords ?? code.description)
         } else {

@@ -13,15 +13,21 @@ struct HandshakeOutcome {
     var verifyResult = 0
     /// The TLS alert about certificates the peer ended the connection with, if that is how it failed.
     var alert: TLSAlert?
+    /// The peer answered the handshake with something that is not TLS (see `TLSAlert.peerNotTLS`).
+    var notTLS = false
 
     init() {}
 
     /// `proxy`: the proxy the request went through (`TransferOptions.proxy(for:)`).
     init(after code: CurlCode, of easy: EasyHandle, url: String, proxy: String?) {
-        if code == .operationTimedOut { connected = easy.handshakeDone(tls: URLParts.isTLS(url)) }
-        peer = TLSPeer.of(url: url, proxy: proxy, tunnelStatus: easy.tunnelStatus())
+        if code == .operationTimedOut {
+            connected = easy.handshakeDone(tls: URLParts.isTLS(url) || proxy.map(ProxyRoute.isTLS) == true)
+        }
+        peer = TLSPeer.of(url: url, proxy: proxy, tunnelStatus: easy.tunnelStatus(), reused: easy.reusedConnection())
         if code == .peerFailedVerification { verifyResult = easy.tlsVerifyResult(proxy: peer != .server) }
-        alert = TLSAlert(code: code, detail: easy.failureDetail())
+        let detail = easy.failureDetail()
+        alert = TLSAlert(code: code, detail: detail)
+        notTLS = TLSAlert.peerNotTLS(code: code, detail: detail)
     }
 }
 
@@ -38,9 +44,11 @@ enum TLSPeer: Equatable, Sendable {
     /// plain http (the proxy's is its only TLS), or when it is https and the proxy has not yet
     /// answered the `CONNECT` for its tunnel (`tunnelStatus` 0, `EasyHandle.tunnelStatus()`); else the
     /// server's. Pure.
-    static func of(url: String, proxy: String?, tunnelStatus: Int) -> TLSPeer {
+    /// A transfer on a connection made before (`reused`) sent no `CONNECT`: its tunnel was made then,
+    /// so what fails in it is the server's.
+    static func of(url: String, proxy: String?, tunnelStatus: Int, reused: Bool = false) -> TLSPeer {
         guard let proxy, ProxyRoute.isTLS(proxy) else { return .server }
-        return URLParts(url)?.scheme == "http" || tunnelStatus == 0 ? .proxy(URLParts.shown(proxy)) : .server
+        return URLParts(url)?.scheme == "http" || (tunnelStatus == 0 && !reused) ? .proxy(URLParts.shown(proxy)) : .server
     }
 
     /// "the server of URL" or "the proxy P (for URL)".
@@ -118,14 +126,14 @@ extension Prober {
         let otherName = peer == .server ? "it does not name the host of the URL" : "it does not name the proxy's host"
         return switch verifyResult {
         case 0, 1: (otherName, false)
-        case 2: ("the certificate of its issuer is missing (the server sent no chain to a trusted authority)", true)
+        case 2: ("the certificate of its issuer is missing (no chain to a trusted authority came with it)", true)
         case 7: ("its signature is invalid", false)
         case 9: ("it is not valid yet (check this machine's clock)", false)
         case 10: ("it has expired", false)
         case 18: ("it is self-signed", true)
         case 19: ("its chain ends in a self-signed authority that is not trusted", true)
         case 20: ("no trusted authority signed it (unable to get the local issuer certificate)", true)
-        case 21: ("its signature cannot be checked (the server sent no chain to a trusted authority)", true)
+        case 21: ("its signature cannot be checked (no chain to a trusted authority came with it)", true)
         case 23: ("it has been revoked", false)
         case 24: ("an authority in its chain may not sign certificates", false)
         case 26: ("it is not meant for a server", false)

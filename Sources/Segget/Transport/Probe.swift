@@ -443,10 +443,11 @@ struct Prober {
     /// `peer`: whose TLS failed (`HandshakeOutcome.peer`); `tls`: the files given for it (`--ca-certificate` and `--certificate`, or the proxy's), named where they failed; `verifyResult`: OpenSSL's verdict on its certificate; `tlsAlert`: how it ended the connection.
     static func networkError(
         _ code: CurlCode, url: String, head: ResponseHead = ResponseHead(), connected: Bool = true, connectTimeout: Double? = nil,
-        proxy: String? = nil, tls: TLSFiles = TLSFiles(), verifyResult: Int = 0, tlsAlert: TLSAlert? = nil, peer: TLSPeer = .server
+        proxy: String? = nil, tls: TLSFiles = TLSFiles(), verifyResult: Int = 0, tlsAlert: TLSAlert? = nil, notTLS: Bool = false, peer: TLSPeer = .server
     ) -> SeggetError {
         let u = URLParts.shown(url)
         if let tlsAlert { return tlsAlertError(url: u, tls: tls, alert: tlsAlert, peer: peer) }
+        if notTLS { return notTLSError(url: u, peer: peer) }
         if let proxy, let e = proxyError(code, url: u, proxy: URLParts.shown(proxy), head: head, connected: connected) { return e }
         if code == .writeError, head.status == 101, !head.isComplete {
             // libcurl takes a 101 as the switch it announces and hands what follows over as the body,

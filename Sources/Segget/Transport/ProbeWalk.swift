@@ -65,7 +65,7 @@ struct ProbeWalk {
                 throw Prober.networkError(
                     code, url: current, head: head, connected: ctx.handshake.connected, connectTimeout: options.connectTimeout,
                     proxy: options.proxy(for: current), tls: ctx.handshake.peer.files(options), verifyResult: ctx.handshake.verifyResult,
-                    tlsAlert: ctx.handshake.alert, peer: ctx.handshake.peer)
+                    tlsAlert: ctx.handshake.alert, notTLS: ctx.handshake.notTLS, peer: ctx.handshake.peer)
             }
         }
         if hops == 0 {

@@ -52,22 +52,68 @@ enum ProxyRoute {
         return chosen
     }
 
-    /// Whether `no_proxy`'s comma-separated `list` names `host`: `*`, the host itself, or a domain the
-    /// host is in (`example.org` and `.example.org` both cover `a.example.org`). Ports are ignored.
+    /// Whether `no_proxy`'s `list` names `host`, as libcurl 7.88 reads it (checked against curl
+    /// 7.88.1 here): the list `*` alone names every host. Tokens are separated by commas and blanks.
+    /// A host name is named by itself or a domain it is in (`example.org` and `.example.org` both
+    /// name `a.example.org`; trailing dots ignored, case too). An IPv4 host is named by its address
+    /// or a CIDR block holding it (`10.0.0.0/8`; `/0` and `/32` mean the address alone). An IPv6 host
+    /// only by its text, as written in the URL (without brackets). A port in a token never matches.
     static func bypasses(host: String, list: String) -> Bool {
-        var host = Substring(host.lowercased())
-        if host.hasPrefix("["), host.hasSuffix("]") { host = host.dropFirst().dropLast() }
-        for raw in list.split(separator: ",") {
-            var entry = raw.trimmingSpacesAndTabs().lowercased()
-            if entry == "*" { return true }
-            if entry.hasPrefix("[") { entry = String(entry.dropFirst().prefix { $0 != "]" }) }
-            else if let colon = entry.lastIndex(of: ":"), entry.filter({ $0 == ":" }).count == 1 {
-                entry = String(entry[..<colon])
+        if list == "*" { return true }
+        var name = Substring(host.lowercased())
+        let ipv6 = name.hasPrefix("[") && name.hasSuffix("]")
+        if ipv6 { name = name.dropFirst().dropLast() }
+        let ipv4 = ipv6 ? nil : IPv4(name)
+        if !ipv6, ipv4 == nil, name.hasSuffix(".") { name = name.dropLast() }
+        for var token in tokens(list) {
+            token = Substring(token.lowercased())
+            if let ipv4 {
+                if ipv4.isIn(token) { return true }
+            } else if ipv6 {
+                if token == name { return true }
+            } else {
+                if token.hasSuffix(".") { token = token.dropLast() }
+                if token.hasPrefix(".") { token = token.dropFirst() }
+                if token.isEmpty { continue }
+                if name == token || name.hasSuffix("." + token) { return true }
             }
-            if entry.hasPrefix(".") { entry.removeFirst() }
-            if entry.isEmpty { continue }
-            if host == entry || host.hasSuffix("." + entry) { return true }
         }
         return false
+    }
+
+    /// `list`'s tokens, between commas and blanks (curl 7.88.1 took `x.test localhost` for two).
+    private static func tokens(_ list: String) -> [Substring] {
+        list.split(whereSeparator: { $0 == "," || $0 == " " || $0 == "\t" })
+    }
+}
+
+/// An IPv4 address in dotted decimal (four numbers 0-255, no leading zeros, as `inet_pton` takes
+/// it), for `no_proxy`'s CIDR blocks.
+struct IPv4: Equatable {
+    let value: UInt32
+
+    init?(_ text: Substring) {
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 4 else { return nil }
+        var v: UInt32 = 0
+        for p in parts {
+            guard !p.isEmpty, p.count <= 3, p.allSatisfy(\.isASCII), p.allSatisfy(\.isNumber), p == "0" || !p.hasPrefix("0"),
+                let n = UInt32(p), n <= 255
+            else { return nil }
+            v = v << 8 | n
+        }
+        value = v
+    }
+
+    /// Whether `token` (`A.B.C.D` or `A.B.C.D/BITS`) names this address.
+    func isIn(_ token: Substring) -> Bool {
+        let pieces = token.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
+        guard let network = IPv4(pieces[0]) else { return false }
+        guard pieces.count == 2 else { return network == self }
+        let digits = pieces[1]
+        guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }), let bits = Int(digits), bits <= 32 else { return false }
+        if bits == 0 || bits == 32 { return network == self }
+        let mask = UInt32.max << (32 - bits)
+        return (network.value ^ value) & mask == 0
     }
 }

@@ -37,6 +37,13 @@ enum TLSAlert: Equatable, Sendable {
         self = found.1
     }
 
+    /// Whether a handshake that failed with `code` met something that is not TLS: OpenSSL's "wrong
+    /// version number" for an answer that is no TLS record (a plain HTTP server at an https URL's
+    /// port, or a plain HTTP proxy given as https://). Retrying meets the same answer.
+    static func peerNotTLS(code: CurlCode, detail: String) -> Bool {
+        code == .tlsHandshakeFailed && detail.contains("wrong version number")
+    }
+
     /// What the alert says of a client certificate, in words.
     var words: String {
         switch self {
@@ -71,6 +78,19 @@ extension Prober {
                 "\(who) asked again for a client certificate though the one in \(file) (\(option)) was offered; check that it is the certificate \(peer == .server ? "this server" : "this proxy") expects."
             case (let file?, _):
                 "\(who) refused the client certificate in \(file) (\(option)) (TLS alert: \(alert.words)); give a certificate \(peer == .server ? "this server" : "this proxy") accepts."
+            }
+        return SeggetError(.network, message, retryAdvice: .never)
+    }
+
+    /// The error for a peer that answered the TLS handshake in plain text (`TLSAlert.peerNotTLS`):
+    /// exit 3, no retry.
+    static func notTLSError(url: ServerText, peer: TLSPeer) -> SeggetError {
+        let message =
+            switch peer {
+            case .server:
+                "the server of \(url) did not answer in TLS (OpenSSL: wrong version number): it likely serves plain HTTP at that port; check the URL's scheme and port."
+            case .proxy(let p):
+                "the proxy \(p) (for \(url)) did not answer in TLS (OpenSSL: wrong version number): it is likely a plain HTTP proxy; give it as http://HOST:PORT (--proxy, or the *_proxy variable): a proxy URL's scheme is how segget speaks to the proxy, not the scheme of the URLs it carries."
             }
         return SeggetError(.network, message, retryAdvice: .never)
     }

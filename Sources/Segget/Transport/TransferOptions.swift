@@ -117,7 +117,8 @@ extension EasyHandle {
         if let r = options.referer { try setReferer(r) }
         if let p = options.proxy { try setProxy(p) }
         // For an https proxy, `--proxy` or the environment's (libcurl ignores these for others).
-        try setVerifyTLS(!options.proxyInsecure, proxy: true)
+        // Set only when asked: a libcurl built without proxies knows no PROXY_ options at all.
+        if options.proxyInsecure { try setVerifyTLS(false, proxy: true) }
         if let file = options.proxyTLS.caCertificate, !options.proxyInsecure { try setCertificateAuthorities(file: file, proxy: true) }
         if let certificate = options.proxyTLS.clientCertificate {
             try setClientCertificate(certificate, key: options.proxyTLS.privateKey, proxy: true)
