@@ -26,9 +26,11 @@ extension FetchEngine {
         trace("connection \(c.id) done code=\(code.rawValue) pos=\(conn.pos) port=\((try? c.easy.localPort()).map(String.init) ?? "?") rate=\(Format.rate(Double(conn.transferBytes) / max(0.001, monotonicSeconds() - conn.transferStartedAt)))")
         let end: Coordinator.TransferEnd
         let url = target.source(conn.source).url
-        let proxy = settings.transfer.proxy(for: url)
-        let handshake = code == .ok ? HandshakeOutcome() : HandshakeOutcome(after: code, of: c.easy, url: url, proxy: proxy)
-        let tls = handshake.peer.files(settings.transfer)
+        // Read only where the transfer failed on its own: a success or our own cut (a range's end
+        // reached, every range of a download) has no handshake to tell of and needs no proxy lookup.
+        let failed = code != .ok && code != .writeError
+        let proxy = failed ? settings.transfer.proxy(for: url) : nil
+        let handshake = failed ? HandshakeOutcome(after: code, of: c.easy, url: url, proxy: proxy) : HandshakeOutcome()
         if code == .ok, !c.head.isComplete {
             // libcurl's success for a connection closed in the middle of the head (see
             // `ProbeWalk.answered`): a cut answer, retried; taken for the end, it ended the file.
@@ -43,12 +45,11 @@ extension FetchEngine {
         } else if handshake.alert != nil || handshake.notTLS {
             // A failed receive or handshake is transient, but not one the server (or proxy) ended
             // with an alert about certificates, or answered in plain text: it does so every time.
-            end = .failed(Prober.networkError(code, url: url, tls: tls, tlsAlert: handshake.alert, notTLS: handshake.notTLS, peer: handshake.peer))
+            end = .failed(Prober.networkError(code, url: url, proxy: proxy, handshake: handshake, options: settings.transfer))
         } else if code.isTransient && !Prober.headersTooLarge(code, head: c.head) || code == .writeError {
             end = .transient(code.plainWords ?? code.description)
         } else {
-            end = .failed(Prober.networkError(code, url: url, head: c.head, proxy: proxy, tls: tls, verifyResult: handshake.verifyResult,
-                                              peer: handshake.peer))
+            end = .failed(Prober.networkError(code, url: url, head: c.head, proxy: proxy, handshake: handshake, options: settings.transfer))
         }
         apply(.ended(c.id, end, head: c.head))
     }

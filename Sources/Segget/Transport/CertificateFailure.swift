@@ -42,10 +42,9 @@ enum TLSPeer: Equatable, Sendable {
 
     /// Whose TLS a failed request to `url` through `proxy` met: an https proxy's when the URL is
     /// plain http (the proxy's is its only TLS), or when it is https and the proxy has not yet
-    /// answered the `CONNECT` for its tunnel (`tunnelStatus` 0, `EasyHandle.tunnelStatus()`); else the
-    /// server's. Pure.
-    /// A transfer on a connection made before (`reused`) sent no `CONNECT`: its tunnel was made then,
-    /// so what fails in it is the server's.
+    /// answered the `CONNECT` for its tunnel (`tunnelStatus` 0, `EasyHandle.tunnelStatus()`) on a
+    /// connection of its own; else the server's. A transfer on a connection made before (`reused`)
+    /// sent no `CONNECT`: its tunnel was made then, so what fails in it is the server's. Pure.
     static func of(url: String, proxy: String?, tunnelStatus: Int, reused: Bool = false) -> TLSPeer {
         guard let proxy, ProxyRoute.isTLS(proxy) else { return .server }
         return URLParts(url)?.scheme == "http" || (tunnelStatus == 0 && !reused) ? .proxy(URLParts.shown(proxy)) : .server
@@ -84,6 +83,17 @@ enum TLSPeer: Equatable, Sendable {
 }
 
 extension Prober {
+    /// `networkError` for a failed transfer whose handshakes `handshake` read: whose TLS failed, its
+    /// verdict, alert or plain-text answer, and that peer's files from `options` (the probe, the
+    /// fetch and a document's fetch alike).
+    static func networkError(
+        _ code: CurlCode, url: String, head: ResponseHead = ResponseHead(), connected: Bool = true, connectTimeout: Double? = nil,
+        proxy: String?, handshake h: HandshakeOutcome, options: TransferOptions
+    ) -> SeggetError {
+        networkError(code, url: url, head: head, connected: connected, connectTimeout: connectTimeout, proxy: proxy,
+                     tls: h.peer.files(options), verifyResult: h.verifyResult, tlsAlert: h.alert, notTLS: h.notTLS, peer: h.peer)
+    }
+
     /// A server's certificate that failed verification (`CURLE_PEER_FAILED_VERIFICATION`),
     /// authorities that could not be loaded (`CURLE_SSL_CACERT_BADFILE`), or a client certificate
     /// that could not be used (`CURLE_SSL_CERTPROBLEM`): exit 3 for the first, with why (OpenSSL's

@@ -53,9 +53,8 @@ struct DocumentFetch {
             }
             if code != .ok {
                 let proxy = options.proxy(for: current)
-                let h = HandshakeOutcome(after: code, of: e, url: current, proxy: proxy)
-                throw Prober.networkError(code, url: current, head: head, proxy: proxy, tls: h.peer.files(options),
-                                          verifyResult: h.verifyResult, tlsAlert: h.alert, notTLS: h.notTLS, peer: h.peer)
+                throw Prober.networkError(code, url: current, head: head, proxy: proxy,
+                                          handshake: HandshakeOutcome(after: code, of: e, url: current, proxy: proxy), options: options)
             }
             if (300...399).contains(head.status), head.status != 304 {
                 guard let location = head.unsafeRawBytes("location"), let next = resolveURL(bytes: location, against: current),

@@ -64,8 +64,7 @@ struct ProbeWalk {
             if !(head.isComplete && head.status == 206 && head.contentRange?.completeLength != nil) {
                 throw Prober.networkError(
                     code, url: current, head: head, connected: ctx.handshake.connected, connectTimeout: options.connectTimeout,
-                    proxy: options.proxy(for: current), tls: ctx.handshake.peer.files(options), verifyResult: ctx.handshake.verifyResult,
-                    tlsAlert: ctx.handshake.alert, notTLS: ctx.handshake.notTLS, peer: ctx.handshake.peer)
+                    proxy: options.proxy(for: current), handshake: ctx.handshake, options: options)
             }
         }
         if hops == 0 {
