@@ -110,6 +110,27 @@ import Testing
         #expect(e.message.contains("--ca-certificate FILE"), "\(e.message)")
     }
 
+    /// A proxy's handshake that broke off without an alert or plain text (a reset, an end of the
+    /// connection) names the proxy and may be retried; the server's handshake broken off inside an
+    /// https proxy's tunnel names both, and the cause libcurl 7.88 hides that way. Neither holds
+    /// without an https proxy.
+    @Test func aHandshakeThatBrokeOffNamesWhoseItWas() {
+        let proxys = Prober.networkError(.tlsHandshakeFailed, url: https, proxy: proxy, peer: peer)
+        #expect(proxys.message == "the TLS handshake with the proxy https://proxy.example:3129 (for https://files.example.com/a.iso) broke off; check that the proxy is up and serves TLS at that port, or try again later.")
+        #expect(proxys.retryAdvice == .mayChange)
+        let plainURL = Prober.networkError(.tlsHandshakeFailed, url: http, proxy: proxy, peer: TLSPeer.of(url: http, proxy: proxy, tunnelStatus: 0))
+        #expect(plainURL.message.hasPrefix("the TLS handshake with the proxy https://proxy.example:3129 (for http://files.example.com/a.iso) broke off"))
+        let servers = Prober.networkError(.tlsHandshakeFailed, url: https, proxy: proxy, peer: TLSPeer.of(url: https, proxy: proxy, tunnelStatus: 200))
+        #expect(servers.message.hasPrefix("the TLS handshake with the server of https://files.example.com/a.iso, inside the tunnel of the proxy https://proxy.example:3129, broke off"), "\(servers.message)")
+        #expect(servers.message.contains("give that authority's certificate with --ca-certificate FILE"))
+        #expect(servers.retryAdvice == .mayChange)
+        #expect(NextStep.forDaemon(servers.message).contains("start the daemon with --ca-certificate FILE"))
+        for proxy in [nil, "http://proxy.example:3128", "socks5h://proxy.example:1080"] {
+            let e = Prober.networkError(.tlsHandshakeFailed, url: https, proxy: proxy)
+            #expect(e.message == "the request to https://files.example.com/a.iso failed: the TLS handshake failed; check the network, or try again later.", "\(proxy ?? "none")")
+        }
+    }
+
     /// In the daemon's words, the proxy's options are `segget daemon`'s.
     @Test func theDaemonsWords() {
         let e = Prober.networkError(.peerFailedVerification, url: https, proxy: proxy, verifyResult: 20, peer: peer)

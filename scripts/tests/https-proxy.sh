@@ -10,6 +10,7 @@
 # identical. `segget daemon --proxy-ca-certificate --proxy-certificate` downloads a task through
 # that proxy identical, and a daemon started without them fails its task naming its own options.
 # A plain HTTP proxy given as https://, and an https URL at a plain HTTP port, are said at once (exit 3).
+# A proxy's handshake broken off, and the server's inside the tunnel, are named as whose they were.
 # Needs SEGGET_BIN (scripts/test sets it; default .build/debug/segget), apache2, openssl, curl, python3.
 source "$(dirname "$0")/../lib/common.sh"
 source "$(dirname "$0")/../lib/servers.sh"
@@ -22,8 +23,8 @@ SEGGET_BIN="${SEGGET_BIN:-$ROOT/.build/debug/segget}"
 
 WORK="$(mktemp -d /tmp/segget-https-proxy.XXXXXX)"
 chmod 755 "$WORK"
-APACHE_PID="" DAEMON_PID=""
-cleanup() { stop_pid "$DAEMON_PID"; stop_pid "$APACHE_PID"; [ -n "${KEEP:-}" ] || rm -rf "$WORK"; }
+APACHE_PID="" DAEMON_PID="" DROPPER_PID=""
+cleanup() { stop_pid "$DAEMON_PID"; stop_pid "$APACHE_PID"; stop_pid "$DROPPER_PID"; [ -n "${KEEP:-}" ] || rm -rf "$WORK"; }
 trap cleanup EXIT
 fail() { echo "https-proxy: FAILED: $*" >&2; exit 1; }
 
@@ -139,6 +140,24 @@ https_proxy="$P" refused environmentuntrusted "the TLS certificate of the proxy 
 for i in 1 2 3; do echo "https://127.0.0.1:$origin/s$i.bin"; done >"$WORK/list.txt"
 run batch 0 -q -j 3 --http2 --proxy "$P" "${PCA[@]}" "${CA[@]}" -i "$WORK/list.txt" -d "$WORK/out/batch"
 for i in 1 2 3; do same "$WORK/out/batch/s$i.bin" "$WORK/www/s$i.bin"; done
+
+# A proxy whose TLS handshake breaks off (a listener that reads the client's first flight and closes):
+# named as the proxy's, where segget said "the request to URL failed: the TLS handshake failed". The
+# server's certificate failing inside the tunnel, which libcurl 7.88 reports as a handshake broken
+# off: named as the server's, inside the proxy's tunnel, with its likely cause.
+dropper="$(free_port)"
+python3 -c 'import socket,sys
+s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(64)
+while True:
+    c, _ = s.accept(); c.recv(4096); c.close()' "$dropper" &
+DROPPER_PID=$!
+for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$dropper") 2>/dev/null && break; sleep 0.1; done
+run brokeoff 3 -q --retries 0 -n 8 --proxy "https://127.0.0.1:$dropper" -o "$WORK/out/z.bin" "$URL"
+grep -q -- "the TLS handshake with the proxy https://127.0.0.1:$dropper (for $URL) broke off" "$WORK/brokeoff.err" || fail "a proxy's broken handshake said: $(cat "$WORK/brokeoff.err")"
+run intunnel 3 -q --retries 0 -n 8 --proxy "$P" "${PCA[@]}" -o "$WORK/out/z.bin" "$URL"
+grep -q -- "the TLS handshake with the server of $URL, inside the tunnel of the proxy $P, broke off; .*give that authority's certificate with --ca-certificate FILE" "$WORK/intunnel.err" ||
+    fail "the server's certificate inside the tunnel said: $(cat "$WORK/intunnel.err")"
+! compgen -G "$WORK/out/z.bin*" >/dev/null || fail "a broken handshake left $(ls "$WORK"/out/z.bin*)"
 
 # A proxy that requires a client certificate.
 refused wanted13 "the proxy $P13 (for $URL) requires a client certificate (TLS alert: certificate required); give it with --proxy-certificate FILE" \

@@ -361,36 +361,6 @@ struct Prober {
         return result
     }
 
-    /// How to give a proxy that answered 407 its credentials.
-    static let proxyCredentials = "give them in the proxy URL: http://USER:PASSWORD@HOST:PORT"
-
-    /// The failures that are the proxy's, not the server's: it cannot be reached or resolved, it refused
-    /// the tunnel (its answer to `CONNECT` is the head libcurl ended on), or a SOCKS proxy failed.
-    static func proxyError(_ code: CurlCode, url u: ServerText, proxy p: ServerText, head: ResponseHead, connected: Bool) -> SeggetError? {
-        let instead = "check that the proxy is up and reachable, or give another with --proxy (or unset the *_proxy variables)"
-        switch code {
-        case .couldNotConnect:
-            return SeggetError(.network, "could not connect to the proxy \(p) (for \(u)); \(instead).")
-        case .operationTimedOut where !connected && head.byteCount == 0:
-            return SeggetError(.network, "could not connect to the proxy \(p) (for \(u)) in time; \(instead).")
-        case .couldNotResolveProxy:
-            return SeggetError(.network, "could not resolve the host of the proxy \(p) (for \(u)); \(instead).", retryAdvice: .once)
-        case .proxyFailure:
-            return SeggetError(.network, "the proxy \(p) failed to reach \(u) (\(code)); check that the proxy may connect there.")
-        case .receiveError where head.isComplete && head.status >= 300:
-            if head.status == 407 {
-                return SeggetError(
-                    .httpStatus, "the proxy \(p) wants credentials (HTTP 407) to reach \(u); \(Self.proxyCredentials).",
-                    httpStatus: 407, retryAdvice: .never)
-            }
-            return SeggetError(
-                .httpStatus, "the proxy \(p) refused the tunnel to \(u) with HTTP \(head.status); the proxy could not reach the server, or may not connect there.",
-                httpStatus: head.status)
-        default:
-            return nil
-        }
-    }
-
     /// `proxy`: an HTTP proxy that carried the plain-http request (`ProxyRoute.answeringProxy`), which
     /// may have given the answer itself (a 502 when it could not reach the server), so it is named.
     static func statusError(_ status: Int, url: String, proxy: String? = nil) -> SeggetError {
@@ -448,7 +418,7 @@ struct Prober {
         let u = URLParts.shown(url)
         if let tlsAlert { return tlsAlertError(url: u, tls: tls, alert: tlsAlert, peer: peer) }
         if notTLS { return notTLSError(url: u, peer: peer) }
-        if let proxy, let e = proxyError(code, url: u, proxy: URLParts.shown(proxy), head: head, connected: connected) { return e }
+        if let proxy, let e = proxyError(code, url: url, proxy: proxy, head: head, connected: connected, peer: peer) { return e }
         if code == .writeError, head.status == 101, !head.isComplete {
             // libcurl takes a 101 as the switch it announces and hands what follows over as the body,
             // which no head came for: its "Failed writing received data" said nothing of the cause.

@@ -1,0 +1,47 @@
+import SeggetCurl
+
+extension Prober {
+    /// How to give a proxy that answered 407 its credentials.
+    static let proxyCredentials = "give them in the proxy URL: http://USER:PASSWORD@HOST:PORT"
+
+    /// The failures that are the proxy's, not the server's, for a request to `url` through `proxy`
+    /// (both as given): it cannot be reached or resolved, it refused the tunnel (its answer to
+    /// `CONNECT` is the head libcurl ended on), a SOCKS proxy failed, or an https proxy's TLS
+    /// handshake broke off (`peer`, `TLSPeer.of`) without an alert or plain text, which before was
+    /// told as the request's, naming no proxy. Also the server's handshake broken off inside an https
+    /// proxy's tunnel, which is how libcurl 7.88 reports a server certificate that fails verification
+    /// there (its verdict unread), so the advice names that cause too.
+    static func proxyError(_ code: CurlCode, url: String, proxy: String, head: ResponseHead, connected: Bool, peer: TLSPeer = .server) -> SeggetError? {
+        let u = URLParts.shown(url), p = URLParts.shown(proxy)
+        let instead = "check that the proxy is up and reachable, or give another with --proxy (or unset the *_proxy variables)"
+        switch code {
+        case .couldNotConnect:
+            return SeggetError(.network, "could not connect to the proxy \(p) (for \(u)); \(instead).")
+        case .operationTimedOut where !connected && head.byteCount == 0:
+            return SeggetError(.network, "could not connect to the proxy \(p) (for \(u)) in time; \(instead).")
+        case .couldNotResolveProxy:
+            return SeggetError(.network, "could not resolve the host of the proxy \(p) (for \(u)); \(instead).", retryAdvice: .once)
+        case .tlsHandshakeFailed where peer != .server:
+            return SeggetError(
+                .network, "the TLS handshake with the proxy \(p) (for \(u)) broke off; check that the proxy is up and serves TLS at that port, or try again later.",
+                retryAdvice: .mayChange)
+        case .tlsHandshakeFailed where ProxyRoute.isTLS(proxy) && URLParts.isTLS(url):
+            return SeggetError(
+                .network, "the TLS handshake with the server of \(u), inside the tunnel of the proxy \(p), broke off; inside an https proxy's tunnel libcurl reports a server certificate that fails verification this way, so if a private or company authority signed it, \(NextStep.trustPrivateAuthority.cli); else check the network, or try again later.",
+                retryAdvice: .mayChange)
+        case .proxyFailure:
+            return SeggetError(.network, "the proxy \(p) failed to reach \(u) (\(code)); check that the proxy may connect there.")
+        case .receiveError where head.isComplete && head.status >= 300:
+            if head.status == 407 {
+                return SeggetError(
+                    .httpStatus, "the proxy \(p) wants credentials (HTTP 407) to reach \(u); \(Self.proxyCredentials).",
+                    httpStatus: 407, retryAdvice: .never)
+            }
+            return SeggetError(
+                .httpStatus, "the proxy \(p) refused the tunnel to \(u) with HTTP \(head.status); the proxy could not reach the server, or may not connect there.",
+                httpStatus: head.status)
+        default:
+            return nil
+        }
+    }
+}
