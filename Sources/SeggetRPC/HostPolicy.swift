@@ -5,10 +5,12 @@ import Glibc
 /// A page from `http://evil.example` that makes its own name resolve to 127.0.0.1 reaches the daemon
 /// as a same-origin page, but its requests still say `Host: evil.example:PORT`. On loopback nothing
 /// legitimate says that: browsers and clients that connect to `127.0.0.1`, `[::1]` or `localhost`
-/// say so in `Host`. Pure: a header value in, a verdict out.
+/// say so in `Host`. The port is not compared: a name the attacker controls is what rebinding needs,
+/// and a loopback name with another port is what an SSH tunnel (`ssh -L 6801:127.0.0.1:6800`) or a
+/// local port forward sends, which aria2 answers too. Pure: a header value in, a verdict out.
 public enum HostPolicy: Sendable, Equatable {
-    /// Listening on loopback: only a loopback name or address with the server's own port.
-    case loopback(port: Int)
+    /// Listening on loopback: only a loopback name or address, with any port or none.
+    case loopback
     /// Listening on every interface (`--rpc-listen-all`): any `Host`; the token is the protection.
     case anyHost
 
@@ -16,9 +18,9 @@ public enum HostPolicy: Sendable, Equatable {
     public func admits(_ host: String?) -> Bool {
         switch self {
         case .anyHost: return true
-        case .loopback(let port):
+        case .loopback:
             guard let host, let parts = Self.split(host) else { return false }
-            return Self.isLoopback(parts.name) && (parts.port ?? 80) == port
+            return Self.isLoopback(parts.name)
         }
     }
 

@@ -7,7 +7,6 @@ import SeggetSystem
 /// wrong tokens, with what each writes to the log. The decisions are `HostPolicy`'s and
 /// `AuthThrottle`'s; this holds their state between connections and words the log lines.
 public final class RPCGuard: Sendable {
-    private let policy: NIOLockedValueBox<HostPolicy>
     private let log: @Sendable (String) -> Void
     private let throttle: NIOLockedValueBox<AuthThrottle>
     /// Refused `Host` values already logged (a few, so that a page retrying cannot fill the log).
@@ -17,21 +16,13 @@ public final class RPCGuard: Sendable {
     public init(
         hostPolicy: HostPolicy, throttle: AuthThrottle.Settings = .init(), log: @escaping @Sendable (String) -> Void
     ) {
-        self.policy = NIOLockedValueBox(hostPolicy)
+        self.hostPolicy = hostPolicy
         self.throttle = NIOLockedValueBox(AuthThrottle(settings: throttle))
         self.log = log
     }
 
-    /// The policy in force; `.loopback(port: 0)` until the server has bound its port.
-    public var hostPolicy: HostPolicy { policy.withLockedValue { $0 } }
-
-    /// Called by the server once bound: a loopback policy made for port 0 ("any free port") takes the
-    /// port the system chose.
-    func bound(to port: Int) {
-        policy.withLockedValue { p in
-            if case .loopback(0) = p { p = .loopback(port: port) }
-        }
-    }
+    /// Which `Host` values are answered.
+    public let hostPolicy: HostPolicy
 
     /// Whether a request with this `Host` (from `client`, for the log) is answered; the first refusal of
     /// each value is logged, escaped.
@@ -43,13 +34,13 @@ public final class RPCGuard: Sendable {
             seen.insert(shown)
             return (true, seen.count == Self.loggedHostLimit)
         }
-        if first, case .loopback(let port) = hostPolicy {
+        if first, hostPolicy == .loopback {
             let more =
                 last
                 ? "This is the last refused Host value logged: \(Self.loggedHostLimit) are."
                 : "Further requests with this Host are refused without a message."
             log(
-                "segget daemon: refused a request from \(client) with Host \(shown): on loopback only 127.0.0.1, [::1] or localhost with port \(port) are answered (a web page using DNS rebinding, or a client naming the daemon otherwise). \(more)\n"
+                "segget daemon: refused a request from \(client) with Host \(shown): on loopback only 127.0.0.1, [::1] or localhost are answered (a web page using DNS rebinding, or a client naming the daemon otherwise). \(more)\n"
             )
         }
         return false
@@ -146,8 +137,7 @@ final class HostGate: ChannelInboundHandler, RemovableChannelHandler {
 
     /// The body of a 421: which names the daemon answers to.
     static func refusal(_ policy: HostPolicy) -> String {
-        guard case .loopback(let port) = policy else { return "This request is not for this server.\n" }
-        return
-            "segget daemon answers only requests addressed to 127.0.0.1, [::1] or localhost on port \(port) (the Host header); connect to one of those.\n"
+        guard policy == .loopback else { return "This request is not for this server.\n" }
+        return "segget daemon answers only requests addressed to 127.0.0.1, [::1] or localhost (the Host header); connect to one of those.\n"
     }
 }

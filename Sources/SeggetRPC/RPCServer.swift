@@ -7,26 +7,40 @@ import NIOPosix
 import NIOWebSocket
 
 /// Sends aria2 notifications (`aria2.onDownloadComplete` …) to every open WebSocket.
+///
+/// Each WebSocket has a mailbox of at most `mailboxLimit` notifications waiting to be written. A
+/// client that reads none of them while that many arrive is closed (`overflow`), never left to miss
+/// some in silence: a front-end that reconnects asks for the state again. Answers to calls do not
+/// pass through here; each is written before the next call is read.
 public final class NotificationHub: Sendable {
-    private let clients = NIOLockedValueBox<[UInt64: AsyncStream<[UInt8]>.Continuation]>([:])
+    private struct Client: Sendable {
+        let mailbox: AsyncStream<[UInt8]>.Continuation
+        let overflow: @Sendable () -> Void
+    }
+    private let clients = NIOLockedValueBox<[UInt64: Client]>([:])
     private let nextID = NIOLockedValueBox<UInt64>(0)
+    public let mailboxLimit: Int
 
-    public init() {}
+    public init(mailboxLimit: Int = 65536) { self.mailboxLimit = mailboxLimit }
 
-    /// A stream of text messages for one WebSocket; `leave` when it closes.
-    func join() -> (id: UInt64, messages: AsyncStream<[UInt8]>, continuation: AsyncStream<[UInt8]>.Continuation) {
+    /// A stream of notifications for one WebSocket; `overflow` closes it if its client falls
+    /// `mailboxLimit` behind; `leave` when it closes.
+    func join(overflow: @escaping @Sendable () -> Void) -> (id: UInt64, messages: AsyncStream<[UInt8]>, continuation: AsyncStream<[UInt8]>.Continuation) {
         let id = nextID.withLockedValue { v in
             v += 1
             return v
         }
-        let (stream, continuation) = AsyncStream<[UInt8]>.makeStream(bufferingPolicy: .bufferingNewest(4096))
-        clients.withLockedValue { $0[id] = continuation }
+        let (stream, continuation) = AsyncStream<[UInt8]>.makeStream(bufferingPolicy: .bufferingOldest(mailboxLimit))
+        clients.withLockedValue { $0[id] = Client(mailbox: continuation, overflow: overflow) }
         return (id, stream, continuation)
     }
 
+    /// How many WebSockets are open.
+    var clientCount: Int { clients.withLockedValue { $0.count } }
+
     func leave(_ id: UInt64) {
         let c = clients.withLockedValue { $0.removeValue(forKey: id) }
-        c?.finish()
+        c?.mailbox.finish()
     }
 
     /// Sends `method` with aria2's one parameter, `{"gid": …}`, and `fields` after the GID.
@@ -35,7 +49,9 @@ public final class NotificationHub: Sendable {
             ("jsonrpc", .string("2.0")), ("method", .string(method)),
             ("params", .array([.object([("gid", .string(gid))] + fields)])),
         ]).serializedBytes
-        for c in clients.withLockedValue({ Array($0.values) }) { c.yield(message) }
+        for c in clients.withLockedValue({ Array($0.values) }) {
+            if case .dropped = c.mailbox.yield(message) { c.overflow() }
+        }
     }
 
 }
@@ -139,7 +155,6 @@ public final class RPCServer: Sendable {
         }
         serverChannel.withLockedValue { $0 = channel.channel }
         let boundPort = channel.channel.localAddress?.port ?? port
-        self.rpcGuard.bound(to: boundPort)
         ready(boundPort)
         try await withThrowingDiscardingTaskGroup { group in
             try await channel.executeThenClose { inbound in
@@ -321,17 +336,20 @@ public final class RPCServer: Sendable {
 
     func serveWebSocket(_ channel: NIOAsyncChannel<WebSocketFrame, WebSocketFrame>) async throws {
         let client = Self.clientName(channel.channel)
-        let (id, messages, mailbox) = hub.join()
+        let (id, messages, mailbox) = hub.join { [channel = channel.channel] in channel.close(promise: nil) }
         defer { hub.leave(id) }
         try await channel.executeThenClose { inbound, outbound in
             try await withThrowingTaskGroup(of: Void.self) { group in
-                // The one writer: replies and notifications both go through the mailbox.
+                // Notifications, written as they come.
                 group.addTask {
                     for await message in messages {
                         try await outbound.write(
                             WebSocketFrame(fin: true, opcode: .text, data: ByteBuffer(bytes: message)))
                     }
                 }
+                // Calls, one at a time: each answer is written (waiting while the client reads
+                // nothing) before the next frame is read, so a client that sends faster than it reads
+                // is held back by TCP and never loses an answer, and answers never pile up here.
                 group.addTask {
                     for try await frame in inbound {
                         switch frame.opcode {
@@ -339,9 +357,10 @@ public final class RPCServer: Sendable {
                             guard self.beginCall(on: channel.channel) else { return }
                             var data = frame.unmaskedData
                             let bytes = data.readBytes(length: data.readableBytes) ?? []
-                            mailbox.yield(await self.process(bytes, client: client).json.serializedBytes)
-                            // Stopping: the writer sends what is queued, this answer last, then ends.
-                            if self.endCall(on: channel.channel) { mailbox.finish() }
+                            let answer = await self.process(bytes, client: client).json.serializedBytes
+                            try await outbound.write(WebSocketFrame(fin: true, opcode: .text, data: ByteBuffer(bytes: answer)))
+                            // Stopping: this answer is written; the connection ends.
+                            if self.endCall(on: channel.channel) { return }
                         case .ping:
                             try await outbound.write(WebSocketFrame(fin: true, opcode: .pong, data: frame.unmaskedData))
                         case .connectionClose:

@@ -218,7 +218,7 @@ struct Daemon: ParsableCommand {
         let methods = Aria2Methods(
             queue: queue, policy: RPCPolicy(root: root, allowAnyDirectory: allowAnyDirectory),
             sessionID: Self.randomHex(20), listening: .init(port: port, all: listenAll), requestShutdown: { force in stop.fire(force: force) })
-        let rpcGuard = RPCGuard(hostPolicy: listenAll ? .anyHost : .loopback(port: port), log: { writeStderr($0) })
+        let rpcGuard = RPCGuard(hostPolicy: listenAll ? .anyHost : .loopback, log: { writeStderr($0) })
         let server = RPCServer(
             processor: RPCProcessor(secret: token, handler: methods), hub: hub, rpcGuard: rpcGuard,
             host: listenAll ? "0.0.0.0" : "127.0.0.1", port: port)

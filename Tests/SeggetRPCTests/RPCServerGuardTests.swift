@@ -51,7 +51,7 @@ struct RawWebSocket {
     @Test func rebindingHostIsRefusedOverHTTPEvenWithTheToken() async throws {
         let s = try await RunningServer()
         let body = #"{"id":1,"method":"echo","params":["token:k",1]}"#
-        for host in ["evil.example:\(s.port)", "127.0.0.1:\(s.port + 1)", "localhost"] {
+        for host in ["evil.example:\(s.port)", "evil.example", "localhost.evil.example:\(s.port)"] {
             let post = try s.raw(
                 "POST /jsonrpc HTTP/1.1\r\nHost: \(host)\r\nOrigin: http://evil.example\r\nContent-Length: \(body.utf8.count)\r\n\r\n"
                     + body)
@@ -64,7 +64,7 @@ struct RawWebSocket {
         #expect(preflight.hasPrefix("HTTP/1.1 421"))
         let none = try s.raw("POST /jsonrpc HTTP/1.0\r\nContent-Length: \(body.utf8.count)\r\n\r\n" + body)
         #expect(none.hasPrefix("HTTP/1.0 421"))
-        for host in ["localhost:\(s.port)", "[::1]:\(s.port)", s.host] {
+        for host in ["localhost:\(s.port)", "[::1]:\(s.port)", s.host, "127.0.0.1:\(s.port + 1)", "localhost"] {
             let ok = try s.raw(
                 "POST /jsonrpc HTTP/1.1\r\nHost: \(host)\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n"
                     + body)

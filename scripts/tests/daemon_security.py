@@ -4,7 +4,7 @@
   refuses calls without it (code 1, "Unauthorized") over HTTP and WebSocket, from any Origin; CORS
   preflights from any origin are still answered, and system.listMethods needs no token.
 - A DNS-rebinding Host (evil.example:PORT) is refused with 421 over HTTP, on the preflight and at the
-  WebSocket upgrade, even with the right token; loopback names are answered. A hostile Host is logged
+  WebSocket upgrade, even with the right token; loopback names are answered, with any port (a tunnel). A hostile Host is logged
   escaped.
 - Wrong tokens are slowed down (bounded) and logged once per burst; the right token is answered at once.
 - The token file survives a restart unchanged; segget's client verbs and `segget token` work with no
@@ -237,10 +237,14 @@ def main():
               len(res) == 2 and res[0] == {"code": 1, "message": "Unauthorized"} and "version" in res[1][0], str(r)[:200])
         ws.close()
 
-        # 4. DNS rebinding: a Host that is not loopback with our port is refused, even with the token.
-        for host in (f"evil.example:{port}", "evil.example", f"127.0.0.1:{port + 1}", "localhost", f"0.0.0.0:{port}"):
+        # 4. DNS rebinding: a Host that is not a loopback name is refused, even with the token; a
+        # loopback name with another port (an SSH tunnel, ssh -L 6801:127.0.0.1:PORT) is answered.
+        for host in (f"evil.example:{port}", "evil.example", f"localhost.evil.example:{port}", f"0.0.0.0:{port}"):
             status, _, body = http(port, rpc("aria2.getVersion", [], token=token), host=host)
             check(f"HTTP with Host {host} refused (421)", status == 421 and "version" not in body, f"{status} {body[:100]}")
+        for host in (f"127.0.0.1:{port + 1}", "localhost"):
+            status, _, body = http(port, rpc("aria2.getVersion", [], token=token), host=host)
+            check(f"HTTP with Host {host} (a tunnel) answered", status == 200 and "version" in body, f"{status} {body[:100]}")
         status, _, _ = http(port, "", method="OPTIONS", host=f"evil.example:{port}",
                             extra="Access-Control-Request-Method: POST\r\n")
         check("preflight with a rebinding Host refused (421)", status == 421, str(status))
