@@ -317,7 +317,7 @@ extension Download {
         do {
             return try Self.checkDigests(
                 digests, expected: expected, name: partial.paths.final,
-                afterMismatch: "The download was discarded; the next run fetches it afresh.", origin: digestOrigin(probe))
+                afterMismatch: "The download was discarded; \(NextStep.fetchAfresh.cli).", origin: digestOrigin(probe))
         } catch {
             partial.discard()
             throw error

@@ -67,7 +67,7 @@ extension Download {
             digests[algorithm] = digester.finalize()
         }
         return try checkDigests(
-            digests, expected: expected, name: name, afterMismatch: "Nothing was saved; the next run fetches it afresh.", origin: origin)
+            digests, expected: expected, name: name, afterMismatch: "Nothing was saved; \(NextStep.fetchAfresh.cli).", origin: origin)
     }
 
     /// Checks each piece of a file the probe brought whole (a Metalink's piece hashes) in memory.
@@ -86,7 +86,7 @@ extension Download {
             }
         }
         if let first = bad.first {
-            throw SeggetError(.verification, "piece \(first) of \(name)\(bad.count > 1 ? " (and \(bad.count - 1) more)" : "") failed its \(pieces.algorithm.displayName) check, and the file has no other server. Nothing was saved; the next run fetches it afresh.")
+            throw SeggetError(.verification, "piece \(first) of \(name)\(bad.count > 1 ? " (and \(bad.count - 1) more)" : "") failed its \(pieces.algorithm.displayName) check, and the file has no other server. Nothing was saved; \(NextStep.fetchAfresh.cli).")
         }
     }
 

@@ -38,6 +38,10 @@ public enum NextStep: CaseIterable, Sendable {
     case startOverFromMirror
     /// A mirror serves another size than the finished file an earlier run left: replace that file.
     case replaceWithMirrors
+    /// The disk is too full for the file.
+    case freeSpace
+    /// A file that failed its digest was discarded: the next try starts afresh.
+    case fetchAfresh
 
     public var cli: String {
         switch self {
@@ -59,6 +63,8 @@ public enum NextStep: CaseIterable, Sendable {
         case .mayWantProxyClientCertificate: "(give it with --proxy-certificate FILE)"
         case .startOverFromMirror: "pass --no-continue to download the file from the mirror"
         case .replaceWithMirrors: "pass --force to replace it with the mirror's"
+        case .freeSpace: "free some space and run the command again"
+        case .fetchAfresh: "the next run fetches it afresh"
         }
     }
 
@@ -82,6 +88,8 @@ public enum NextStep: CaseIterable, Sendable {
         case .mayWantProxyClientCertificate: "(start the daemon with --proxy-certificate FILE)"
         case .startOverFromMirror: "add the task's URLs again (the mirror's too) with another out= to download the file from the mirror anew"
         case .replaceWithMirrors: "add the task's URLs again (the mirror's too) with another out= to download the mirror's beside it"
+        case .freeSpace: "free some space and add the URL again"
+        case .fetchAfresh: "adding the URL again fetches it afresh"
         }
     }
 

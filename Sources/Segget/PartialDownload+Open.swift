@@ -170,7 +170,7 @@ extension PartialDownload {
         }
         let directory = FileSystem.directoryName(of: paths.part)
         if total > 0, let free = try? PosixFile.freeSpace(directoryOf: paths.part), free < total {
-            throw SeggetError(.fileSystem, "not enough space: the file needs \(Format.bytes(total)) but only \(Format.bytes(free)) is free in \(directory); free some space and run the command again.")
+            throw SeggetError(.fileSystem, "not enough space: the file needs \(Format.bytes(total)) but only \(Format.bytes(free)) is free in \(directory); \(NextStep.freeSpace.cli).")
         }
         let data: PosixFile
         do {
@@ -186,7 +186,7 @@ extension PartialDownload {
                 data.close()
                 try? PosixFile.remove(path: paths.part)
                 if error == .noSpace {
-                    throw SeggetError(.fileSystem, "not enough space for \(Format.bytes(total)) in \(directory). Free some space and run the command again.")
+                    throw SeggetError(.fileSystem, "not enough space for \(Format.bytes(total)) in \(directory); \(NextStep.freeSpace.cli).")
                 }
                 throw SeggetError(.fileSystem, "could not reserve \(Format.bytes(total)) for \(paths.part): \(error).")
             }
@@ -212,7 +212,7 @@ extension PartialDownload {
         case .permissionDenied, .notPermitted: "permission denied writing \(path); choose another directory with -d or -o."
         case .readOnlyFileSystem: "\(FileSystem.directoryName(of: path)) is on a read-only file system; choose another directory with -d or -o."
         case .noSuchFileOrDirectory: "the directory of \(path) does not exist."
-        case .noSpace: "the disk is full; free some space and run the command again."
+        case .noSpace: "the disk is full; \(NextStep.freeSpace.cli)."
         default: "could not create \(path): \(error)."
         }
     }

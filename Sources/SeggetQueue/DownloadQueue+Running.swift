@@ -196,6 +196,13 @@ extension DownloadQueue {
                     r.errorCode = Self.aria2ErrorCode(e)
                     // The engine's advice in the daemon's terms (add the URL again, aria2's option names).
                     r.errorMessage = NextStep.forDaemon(e.message)
+                    if let path = r.path, !Self.exists(path + ".segget-part"), !Self.exists(path + ".segget-journal") {
+                        // Nothing of it was kept (a digest that did not match, a disk that filled
+                        // without a journal): it has no bytes, as aria2 says, rather than those it
+                        // had received when it failed.
+                        r.completedLength = 0
+                        c.lastFinished[id] = nil
+                    }
                     ending = .failed
                 }
                 c.records[id] = r

@@ -220,7 +220,7 @@ struct QueueState: Sendable, Equatable {
         guard !e.status.isStopped else {
             throw QueueError(
                 .invalidState,
-                "Task \(id.gid) has already stopped (\(e.status.rawValue)); use removeResult to forget it.")
+                "Task \(id.gid) has already stopped (\(e.status.rawValue)); use aria2.removeDownloadResult to forget it.")
         }
         let wasActive = e.status == .active
         e.status = .removed

@@ -40,6 +40,12 @@ public struct Aria2TaskOptions: Sendable, Equatable {
         guard case .object(let members) = value else { throw .invalidParams("options must be an object.") }
         for (key, raw) in members {
             if let spec = OptionSchema.spec(key) {
+                // An empty out or dir is not set, as aria2 takes it (front-ends send a form's empty
+                // fields): the name from the URL, the root directory (or, changed, the default again).
+                if raw == .string(""), spec.key == OptionSchema.outputName.key || spec.key == OptionSchema.directory.key {
+                    spec.clear(&result.options)
+                    continue
+                }
                 // A repeatable option given over RPC replaces the task's values as a whole, as in aria2.
                 if spec.repeatable { spec.clear(&result.options) }
                 try apply(spec, raw, to: &result.options)
@@ -59,8 +65,8 @@ public struct Aria2TaskOptions: Sendable, Equatable {
         return result
     }
 
-    /// One option's JSON (a string, a number, or for a repeatable option an array of strings) through
-    /// the schema; a refusal is `option KEY: SENTENCE`.
+    /// One option's JSON (a string, a number, or for a repeatable option an array of strings; `header`
+    /// also as one string of lines) through the schema; a refusal is `option KEY: SENTENCE`.
     static func apply(_ spec: OptionSpec, _ raw: JSON, to options: inout FileOptions) throws(RPCError) {
         let texts: [String]
         if spec.repeatable, case .array(let items) = raw {
@@ -70,6 +76,11 @@ public struct Aria2TaskOptions: Sendable, Equatable {
                 }
                 return s
             }
+        } else if spec.key == OptionSchema.header.key, case .string(let s) = raw {
+            // getOption answers `header` as aria2 does, one string with a line per header; sent back
+            // (aria2p's retry adds a task again with the options it read) it is read the same way. A
+            // carriage return is still refused, and an array's items may hold no line break at all.
+            texts = s.split(separator: "\n").map(String.init)
         } else {
             texts = [try string(raw, spec.key)]
         }

@@ -158,6 +158,9 @@ final class EventLog: Sendable {
         #expect(queue.snapshot(missing)?.errorCode == 3)
         #expect(queue.snapshot(wrong)?.errorCode == 32)
         #expect(queue.snapshot(wrong)?.failure == .verification)
+        // The file that failed its digest was discarded: the task has no bytes (before: 1000).
+        #expect(queue.snapshot(wrong)?.completedLength == 0)
+        #expect((queue.snapshot(wrong)?.bitfield ?? "0").allSatisfy { $0 == "0" }, "\(String(describing: queue.snapshot(wrong)?.bitfield))")
         let message = queue.snapshot(missing)?.errorMessage ?? ""
         #expect(message.contains("404"), "\(message)")
         #expect(throws: QueueError.self) { try queue.pause(missing) }

@@ -76,6 +76,10 @@ final class MethodsFixture {
         #expect(options["out"] == .string("x.bin"))
         #expect(options["header"] == .string("A: 1\n"))
         #expect(options["split"] == .string("3"))
+        // The options getOption answered, sent back whole (aria2p's retry), make the same task.
+        let again = f.ok("aria2.addUri", [.array([.string("http://127.0.0.1:9/a.bin")]), options])
+        let copied = f.ok("aria2.getOption", [again])
+        #expect(copied["header"] == .string("A: 1\n"))
         let uris = f.ok("aria2.getUris", [.string(gid)])
         #expect(
             uris == .array([.object([("uri", .string("http://127.0.0.1:9/a.bin")), ("status", .string("waiting"))])]))

@@ -70,6 +70,8 @@ func removeTree(_ path: String) {
     @Test func headerStringOrArray() throws {
         #expect(try parse(#"{"header":"A: 1"}"#).options.headers == ["A: 1"])
         #expect(try parse(#"{"header":["A: 1","B:2"]}"#).options.headers == ["A: 1", "B:2"])
+        // What getOption answers, sent back (aria2p's retry_downloads does): a header per line.
+        #expect(try parse(#"{"header":"X-A: 1\nX-B: 2\n"}"#).options.headers == ["X-A: 1", "X-B: 2"])
     }
 
     @Test(arguments: [
@@ -81,9 +83,15 @@ func removeTree(_ path: String) {
         #expect(code(text) == 1)
     }
 
-    @Test(arguments: ["a/b", "../x", "/etc/passwd", "..", ".", "", "a\nb"])
+    @Test(arguments: ["a/b", "../x", "/etc/passwd", "..", ".", "a\nb"])
     func outIsOneComponent(_ name: String) {
         #expect(code(JSON.object([("out", .string(name))]).serialized) == 1)
+    }
+
+    /// An empty out or dir is not set, as in aria2 (before: the whole addUri refused).
+    @Test func anEmptyOutOrDirIsNotSet() throws {
+        let o = try parse(#"{"out":"","dir":"","split":"2"}"#).options
+        #expect(o.outputName == nil && o.directory == nil && o.connections == 2)
     }
 
     @Test func connections() throws {
