@@ -169,14 +169,18 @@ extension PartialDownload {
             throw SeggetError(.fileSystem, "could not remove the old partial download \(paths.part): \(error).")
         }
         let directory = FileSystem.directoryName(of: paths.part)
-        if total > 0, let free = try? PosixFile.freeSpace(directoryOf: paths.part), free < total {
-            throw SeggetError(.fileSystem, "not enough space: the file needs \(Format.bytes(total)) but only \(Format.bytes(free)) is free in \(directory); \(NextStep.freeSpace.cli).")
-        }
         let data: PosixFile
         do {
             data = try PosixFile.open(path: paths.part, mode: .createExclusive(permissions: 0o644))
         } catch {
             throw SeggetError(.fileSystem, createMessage(paths.part, error))
+        }
+        // Space is judged once the file could be made: a directory where nothing can be written (a
+        // read-only file system, no permission) says so, rather than "free some space".
+        if total > 0, let free = try? PosixFile.freeSpace(directoryOf: paths.part), free < total {
+            data.close()
+            try? PosixFile.remove(path: paths.part)
+            throw SeggetError(.fileSystem, "not enough space: the file needs \(Format.bytes(total)) but only \(Format.bytes(free)) is free in \(directory); \(NextStep.freeSpace.cli).")
         }
         try lockExclusively(data, path: paths.part)
         if total > 0 && reserve {

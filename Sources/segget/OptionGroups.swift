@@ -165,7 +165,7 @@ struct DurabilityOptions: ParsableArguments {
 
     func validate() throws {
         if fsync && noFsync { throw ValidationError("give either --fsync or --no-fsync, not both.") }
-        guard syncInterval > 0 else { throw ValidationError(RetryOptions.notPositive) }
+        guard syncInterval > 0 else { throw ValidationError("--sync-interval must be a positive number of seconds.") }
     }
 
     func apply(to o: inout DownloadOptions) {
@@ -228,7 +228,8 @@ struct RetryOptions: ParsableArguments {
         guard retryWait >= 0 && retryWait <= 3600 else {
             throw ValidationError("--retry-wait must be between 0 and 3600 seconds.")
         }
-        guard connectTimeout > 0, stallTimeout >= 0 else { throw ValidationError(Self.notPositive) }
+        guard connectTimeout > 0 else { throw ValidationError("--connect-timeout must be a positive number of seconds.") }
+        guard stallTimeout >= 0 else { throw ValidationError("--stall-timeout must be a number of seconds, or 0 to turn the check off.") }
         if let t = timeout, t <= 0 { throw ValidationError("--timeout must be a positive number of seconds.") }
         guard maxRetryWait >= 0 && maxRetryWait <= 86400 else {
             throw ValidationError("--max-retry-wait must be between 0 and 86400 seconds.")
@@ -240,8 +241,6 @@ struct RetryOptions: ParsableArguments {
             throw ValidationError("--refresh-command is empty.")
         }
     }
-
-    static let notPositive = "timeouts and --sync-interval must be positive numbers of seconds."
 
     func apply(to o: inout DownloadOptions) {
         o.retries = retries

@@ -146,7 +146,7 @@ extension String {
     func leftPadded(_ n: Int) -> String { count >= n ? self : String(repeating: " ", count: n - count) + self }
 }
 
-/// Turns SIGINT and SIGTERM into a request to stop cleanly; a second signal exits at once (the
+/// Turns SIGINT, SIGTERM and SIGHUP into a request to stop cleanly; a second signal exits at once (the
 /// journal is already exact on disk, so even that loses nothing but chunks in flight).
 ///
 /// A plain signal handler, not a Dispatch signal source: a source starts libdispatch's manager
@@ -166,6 +166,15 @@ enum SignalTrap {
         for sig in [SIGINT, SIGTERM] {
             signal(sig, signalTrapHandler)
             sigaddset(&set, sig)
+        }
+        // SIGHUP (the terminal closed, an ssh session dropped) stops cleanly as well, where before it
+        // killed the process with no word of what was saved; unless it was started to ignore it
+        // (nohup), which it keeps doing.
+        var hangUp = sigaction()
+        sigaction(SIGHUP, nil, &hangUp)
+        if unsafeBitCast(hangUp.__sigaction_handler.sa_handler, to: Int.self) != unsafeBitCast(SIG_IGN, to: Int.self) {
+            signal(SIGHUP, signalTrapHandler)
+            sigaddset(&set, SIGHUP)
         }
         // A parent may have started us with them blocked (a test runner does); the threads made after
         // this inherit the mask.

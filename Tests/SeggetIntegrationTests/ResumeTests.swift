@@ -360,7 +360,7 @@ struct ResumeTests {
 
     // MARK: CLI level
 
-    @Test("SIGTERM/SIGINT mid-download: exit 130, how to resume on stderr, rerun identical", arguments: [SIGTERM, SIGINT])
+    @Test("SIGTERM/SIGINT/SIGHUP mid-download: exit 130, how to resume on stderr, rerun identical", arguments: [SIGTERM, SIGINT, SIGHUP])
     func signalThenResume(signal sig: Int32) async throws {
         let f = try ResumeFixture(seed: 61)
         let p = try SpawnedProcess(executable: try SpawnedProcess.seggetPath(), arguments: f.cliArguments())

@@ -118,6 +118,14 @@ import Testing
         #expect(verdict(ranged(), status) == .fatal(Prober.statusError(status, url: Self.url)))
     }
 
+    /// A 401 to a request that carried a user and password says they were refused; without them, it
+    /// asks for them (before, both asked for them).
+    @Test func a401SaysWhetherCredentialsWereRefused() {
+        #expect(Prober.statusError(401, url: Self.url, sentCredentials: true).message.contains("the user name and password given were refused; check them"))
+        #expect(Prober.statusError(401, url: Self.url).message.contains("authentication is required; pass -u USER:PASSWORD or --netrc"))
+        #expect(Prober.statusError(403, url: Self.url, sentCredentials: true).message.contains("access is forbidden"))
+    }
+
     // MARK: Both kinds
 
     @Test(arguments: [408, 429, 500, 502, 503, 504, 599])

@@ -355,7 +355,11 @@ struct Prober {
                 result.noRangesReason = "the server refused a request for the first byte (416)"
             }
         default:
-            let e = Self.statusError(head.status, url: finalURL, proxy: ProxyRoute.answeringProxy(for: finalURL, proxy: options.proxy(for: finalURL)))
+            // Credentials went to this server only where it is the URL's own (none follow a redirect to another host).
+            let sentCredentials = redirects == 0 && (options.credentials != nil || URLParts.redactingCredentials(finalURL) != finalURL)
+            let e = Self.statusError(
+                head.status, url: finalURL, proxy: ProxyRoute.answeringProxy(for: finalURL, proxy: options.proxy(for: finalURL)),
+                sentCredentials: sentCredentials)
             throw SeggetError(e.kind, e.message, httpStatus: e.httpStatus, retryAfter: head.retryAfter)
         }
         return result
@@ -363,7 +367,9 @@ struct Prober {
 
     /// `proxy`: an HTTP proxy that carried the plain-http request (`ProxyRoute.answeringProxy`), which
     /// may have given the answer itself (a 502 when it could not reach the server), so it is named.
-    static func statusError(_ status: Int, url: String, proxy: String? = nil) -> SeggetError {
+    /// `sentCredentials`: the request carried `-u`'s or the URL's user and password, so a 401 refused
+    /// them (before, it asked for them as if none had been given).
+    static func statusError(_ status: Int, url: String, proxy: String? = nil, sentCredentials: Bool = false) -> SeggetError {
         let u = URLParts.shown(url)
         if let proxy {
             let p = URLParts.shown(proxy)
@@ -375,6 +381,7 @@ struct Prober {
         }
         let hint: String
         switch status {
+        case 401 where sentCredentials: hint = "the user name and password given were refused; check them (-u USER:PASSWORD, or the URL's USER:PASSWORD@)"
         case 401: hint = "authentication is required; pass -u USER:PASSWORD or --netrc"
         case 403: hint = "access is forbidden; check the URL and any credentials or cookies"
         case 404, 410: hint = "check the URL"
