@@ -41,6 +41,11 @@ extension DownloadQueue {
         FileSystem.exists(path)
     }
 
+    /// Whether no partial download is kept for `path`: neither its data file nor its journal.
+    static func keepsNothing(at path: String) -> Bool {
+        !exists(path + ".segget-part") && !exists(path + ".segget-journal")
+    }
+
     static func want(_ o: TaskOptions) -> QueueState.Want {
         QueueState.Want(connections: o.connections, maxSpeed: o.maxSpeed.flatMap { $0 > 0 ? $0 : nil })
     }

@@ -170,8 +170,7 @@ extension DownloadQueue {
     /// file nor the journal is left. Only for a task that had made progress, so that a file the
     /// user already had under that name is never taken for it.
     private static func finishedEarlier(_ r: TaskRecord, path: String) -> Int64? {
-        guard r.completedLength > 0, r.totalLength > 0, !exists(path + ".segget-part"),
-            !exists(path + ".segget-journal"),
+        guard r.completedLength > 0, r.totalLength > 0, keepsNothing(at: path),
             let size = PosixFile.fileSize(path: path), size == r.totalLength
         else { return nil }
         return size
@@ -196,7 +195,7 @@ extension DownloadQueue {
                     r.errorCode = Self.aria2ErrorCode(e)
                     // The engine's advice in the daemon's terms (add the URL again, aria2's option names).
                     r.errorMessage = NextStep.forDaemon(e.message)
-                    if let path = r.path, !Self.exists(path + ".segget-part"), !Self.exists(path + ".segget-journal") {
+                    if let path = r.path, Self.keepsNothing(at: path) {
                         // Nothing of it was kept (a digest that did not match, a disk that filled
                         // without a journal): it has no bytes, as aria2 says, rather than those it
                         // had received when it failed.

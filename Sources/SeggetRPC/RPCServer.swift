@@ -25,14 +25,14 @@ public final class NotificationHub: Sendable {
 
     /// A stream of notifications for one WebSocket; `overflow` closes it if its client falls
     /// `mailboxLimit` behind; `leave` when it closes.
-    func join(overflow: @escaping @Sendable () -> Void) -> (id: UInt64, messages: AsyncStream<[UInt8]>, continuation: AsyncStream<[UInt8]>.Continuation) {
+    func join(overflow: @escaping @Sendable () -> Void) -> (id: UInt64, messages: AsyncStream<[UInt8]>) {
         let id = nextID.withLockedValue { v in
             v += 1
             return v
         }
         let (stream, continuation) = AsyncStream<[UInt8]>.makeStream(bufferingPolicy: .bufferingOldest(mailboxLimit))
         clients.withLockedValue { $0[id] = Client(mailbox: continuation, overflow: overflow) }
-        return (id, stream, continuation)
+        return (id, stream)
     }
 
     /// How many WebSockets are open.
@@ -336,7 +336,7 @@ public final class RPCServer: Sendable {
 
     func serveWebSocket(_ channel: NIOAsyncChannel<WebSocketFrame, WebSocketFrame>) async throws {
         let client = Self.clientName(channel.channel)
-        let (id, messages, mailbox) = hub.join { [channel = channel.channel] in channel.close(promise: nil) }
+        let (id, messages) = hub.join { [channel = channel.channel] in channel.close(promise: nil) }
         defer { hub.leave(id) }
         try await channel.executeThenClose { inbound, outbound in
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -375,7 +375,7 @@ public final class RPCServer: Sendable {
                 }
                 try await group.next()
                 group.cancelAll()
-                mailbox.finish()
+                hub.leave(id)  // ends the notifications' writer; the defer's leave then finds nothing
             }
         }
     }
