@@ -250,43 +250,6 @@ public final class DownloadQueue: Sendable {
         return place
     }
 
-    /// Replaces a task's options. Speed and connection changes apply the next time the task starts
-    /// (a running download cannot change them); directory and name only while it has no bytes yet.
-    public func changeOptions(_ id: TaskID, _ options: TaskOptions) throws(QueueError) {
-        guard let urls = core.withLock({ $0.records[id]?.urls }) else { throw QueueError.notFound(id) }
-        try OptionRules.check(urls: urls, options: options)
-        try core.withLock { (c: inout Core) throws(QueueError) in
-            try Self.checkOpen(c)
-            guard var r = c.records[id] else { throw QueueError.notFound(id) }
-            guard !r.status.isStopped else {
-                throw QueueError(
-                    .invalidState,
-                    "Task \(id.gid) has already stopped (\(r.status.rawValue)); its options can no longer change.")
-            }
-            if options.directory != r.options.directory || options.outputName != r.options.outputName {
-                guard r.status.isQueued, r.completedLength == 0, c.live[id] == nil else {
-                    throw QueueError(
-                        .invalidState,
-                        "Task \(id.gid) has already started writing its file, so its directory and name cannot change; remove it and add it again instead."
-                    )
-                }
-                r.directory = try c.policy.resolve(options.directory)
-                r.path = options.outputName.map { OutputNames.join(r.directory, $0) }
-            }
-            r.options = options
-            try c.state.setWant(id, Self.want(options))
-            if let speed = c.live[id]?.ownSpeed {
-                let cap = Self.want(options).maxSpeed
-                speed.bytesPerSecond = cap
-                c.live[id]?.grant.speed = cap
-            }
-            do { try c.store?.update(r) } catch {
-                throw QueueError(.storage, "The options could not be saved: \(error).")
-            }
-            c.records[id] = r
-        }
-    }
-
     // MARK: Reading
 
     public func snapshot(_ id: TaskID) -> TaskSnapshot? {

@@ -175,16 +175,29 @@ struct QueueState: Sendable, Equatable {
             tasks[id] = e
             return [.status(id, .paused)] + schedule()
         case .active:
-            e.status = .paused
-            e.order = frontOrder()
-            tasks[id] = e
-            activeOrder.removeAll { $0 == id }
-            queue.insert(id, at: 0)
-            return [.stop(id), .status(id, .paused)] + schedule()
+            return stopToFront(id, as: .paused)
         case .complete, .error, .removed:
             throw QueueError(
                 .invalidState, "Task \(id.gid) has already stopped (\(e.status.rawValue)), so it cannot be paused.")
         }
+    }
+
+    /// Stops an active task's download to start it again at once (its options changed): it goes
+    /// to the front of the queue as waiting and starts once its download has ended. Anything else
+    /// does nothing.
+    mutating func restart(_ id: TaskID) -> [Action] {
+        guard let e = tasks[id], e.status == .active, e.running != nil else { return [] }
+        return stopToFront(id, as: .waiting)
+    }
+
+    /// Stops an active task's download and puts the task first in the queue as `status`.
+    private mutating func stopToFront(_ id: TaskID, as status: TaskStatus) -> [Action] {
+        let front = frontOrder()
+        tasks[id]?.status = status
+        tasks[id]?.order = front
+        activeOrder.removeAll { $0 == id }
+        queue.insert(id, at: 0)
+        return [.stop(id), .status(id, status)] + schedule()
     }
 
     /// Pauses every waiting and active task.

@@ -97,9 +97,7 @@ public struct RPCProcessor: Sendable {
         }
         var failures = 0
         if case .array(let items) = request {
-            guard !items.isEmpty else {
-                return RPCReply(json: Self.errorReply(id: .null, .invalidRequest), unauthorized: 0)
-            }
+            // An empty batch gets an empty batch back, as from aria2 (200, `[]`).
             let json = JSON.array(items.map { respond(toSingle: $0, failures: &failures) })
             return RPCReply(json: json, unauthorized: failures)
         }
@@ -110,7 +108,9 @@ public struct RPCProcessor: Sendable {
     /// The reply to one call object of a request or a batch.
     func respond(toSingle request: JSON, failures: inout Int) -> JSON {
         guard case .object = request else { return Self.errorReply(id: .null, .invalidRequest) }
-        let id = request["id"] ?? .null
+        // A call without an `id` is refused and not run, as by aria2 (-32600 with a null id): it
+        // used to run, so a front-end's stray notification could add or remove a download unseen.
+        guard let id = request["id"] else { return Self.errorReply(id: .null, .invalidRequest) }
         guard case .string(let method) = request["method"] ?? .null else {
             return Self.errorReply(id: id, .invalidRequest)
         }

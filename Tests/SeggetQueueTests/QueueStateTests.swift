@@ -118,6 +118,35 @@ private func stops(_ actions: [QueueState.Action]) -> [TaskID] {
         #expect(starts(s.downloadEnded(id(2), .completed)).keys.sorted() == [id(1)])
     }
 
+    /// Options changed under a running download (aria2's `changeOption`): it stops and starts again
+    /// ahead of the tasks that were waiting, once its download has ended, never beside it.
+    @Test func restartStopsAnActiveTaskAndStartsItFirstOnceEnded() {
+        var s = scheduling(.init(maxActive: 1))
+        _ = s.add(id(1), want: .init(), paused: false, position: nil)
+        _ = s.add(id(2), want: .init(), paused: false, position: nil)
+        let r = s.restart(id(1))
+        #expect(stops(r) == [id(1)])
+        #expect(r.contains(.status(id(1), .waiting)))
+        #expect(starts(r).isEmpty)
+        #expect(s.queue == [id(1), id(2)])
+        let again = s.downloadEnded(id(1), .interrupted)
+        #expect(starts(again).keys.sorted() == [id(1)])
+        #expect(again.contains(.status(id(1), .active)))
+        // A failure while it stops is the stop: it starts again all the same.
+        _ = s.restart(id(1))
+        #expect(starts(s.downloadEnded(id(1), .failed)).keys.sorted() == [id(1)])
+        // Finished while stopping: complete, and the next one starts.
+        _ = s.restart(id(1))
+        let done = s.downloadEnded(id(1), .completed)
+        #expect(done.contains(.status(id(1), .complete)))
+        #expect(starts(done).keys.sorted() == [id(2)])
+        // Only a running task restarts.
+        #expect(s.restart(id(1)) == [])
+        _ = s.add(id(3), want: .init(), paused: true, position: nil)
+        #expect(s.restart(id(3)) == [])
+        #expect(s.restart(id(99)) == [])
+    }
+
     @Test func pauseAndResumeOfWaitingKeepTheirPlace() throws {
         var s = scheduling(.init(maxActive: 1))
         for n in 1...4 { _ = s.add(id(n), want: .init(), paused: false, position: nil) }

@@ -1,3 +1,4 @@
+import Synchronization
 import Testing
 
 @testable import SeggetRPC
@@ -11,6 +12,15 @@ struct EchoHandler: RPCMethodHandler {
         case "fail": throw .failed("it failed")
         default: throw .methodNotFound(call.method)
         }
+    }
+}
+
+/// Echoes as `EchoHandler` does and counts the calls that reached it.
+final class CountingHandler: RPCMethodHandler {
+    let calls = Atomic<Int>(0)
+    func handle(_ call: RPCCall) throws(RPCError) -> JSON {
+        calls.add(1, ordering: .relaxed)
+        return .array(call.params)
     }
 }
 
@@ -37,7 +47,7 @@ struct EchoHandler: RPCMethodHandler {
         #expect(reply(open, "")["error"]?["code"] == .int(-32700))
     }
 
-    @Test(arguments: ["[]", "5", "\"x\"", "[5]", #"{"id":1}"#, #"{"id":1,"method":3}"#])
+    @Test(arguments: ["5", "\"x\"", "[5]", #"{"id":1}"#, #"{"id":1,"method":3}"#, #"{"method":"echo"}"#])
     func invalidRequest(_ text: String) {
         let r = reply(open, text)
         let error = r.arrayValue?.first?["error"] ?? r["error"]
@@ -50,7 +60,7 @@ struct EchoHandler: RPCMethodHandler {
     @Test(arguments: [
         (#"{"id":1,"method":"echo"}"#, 200), (#"{"id":1,"method":"fail"}"#, 400), (#"{"id":1,"method":"nope"}"#, 400),
         (#"{"id":1,"method":"echo","params":{}}"#, 500),
-        (#"{"id":1}"#, 400), ("[]", 400), ("5", 400), ("{nope", 500), ("", 500),
+        (#"{"id":1}"#, 400), ("[]", 200), ("5", 400), ("{nope", 500), ("", 500), (#"{"method":"echo"}"#, 400),
         (#"[{"id":1,"method":"fail"},{"id":2,"method":"echo"}]"#, 200), (#"[{"id":1,"method":"fail"}]"#, 200),
     ])
     func httpStatusIsAria2s(_ text: String, _ status: Int) {
@@ -58,6 +68,23 @@ struct EchoHandler: RPCMethodHandler {
         if status == 200, !text.hasPrefix("[") {
             #expect(locked.reply(to: Array(text.utf8)).httpStatus == 400, "unauthorized: \(text)")
         }
+    }
+
+    /// As aria2c 1.36 answers them (tried by hand): an empty batch is `[]` with 200; a call without
+    /// an `id` is refused with -32600 and a null id, and is not run; `"id": null` is an id.
+    @Test func emptyBatchesAndCallsWithoutAnID() {
+        #expect(reply(open, "[]").serialized == "[]")
+        #expect(reply(open, " [ ] ").serialized == "[]")
+        let counting = CountingHandler()
+        let p = RPCProcessor(secret: nil, handler: counting)
+        let refused = p.respond(to: Array(#"{"jsonrpc":"2.0","method":"echo","params":[1]}"#.utf8))
+        #expect(refused.serialized == #"{"id":null,"jsonrpc":"2.0","error":{"code":-32600,"message":"Invalid Request."}}"#)
+        #expect(counting.calls.load(ordering: .relaxed) == 0)
+        let batch = p.respond(to: Array(#"[{"method":"echo"},{"id":2,"method":"echo"}]"#.utf8)).arrayValue ?? []
+        #expect(batch.count == 2 && batch[0]["error"]?["code"] == .int(-32600) && batch[1]["result"] == .array([]))
+        #expect(counting.calls.load(ordering: .relaxed) == 1)
+        #expect(p.respond(to: Array(#"{"id":null,"method":"echo"}"#.utf8))["result"] == .array([]))
+        #expect(counting.calls.load(ordering: .relaxed) == 2)
     }
 
     @Test func paramsMustBeAnArray() {

@@ -102,7 +102,10 @@ def main():
     row("not JSON at all (binary)", raw_http(port, bytes(range(256))), code(-32700))
     row("invalid UTF-8 in a string", raw_http(port, b'{"id":1,"method":"\xff\xfe"}'), lambda s, e: e is not None)
     row("nesting 100000 deep", raw_http(port, "[" * 100000), code(-32700))
-    row("empty batch []", raw_http(port, "[]"), code(-32600))
+    row("empty batch [] (aria2c: [] and 200)", raw_http(port, "[]"), lambda s, e: s == 200 and e is None)
+    row("call without an id, not run (aria2c: -32600)",
+        raw_http(port, json.dumps({"jsonrpc": "2.0", "method": "aria2.addUri", "params": [f"token:{SECRET}", ["http://127.0.0.1:9/x"]]})),
+        code(-32600))
     row("request without method", raw_http(port, '{"id":1,"jsonrpc":"2.0"}'), code(-32600))
     row("params an object", raw_http(port, '{"id":1,"method":"aria2.getVersion","params":{}}'), code(-32602))
     row("unknown method", call(port, "aria2.frobnicate", []), code(1))

@@ -1,0 +1,52 @@
+import Segget
+
+extension DownloadQueue {
+    /// Replaces a task's options; directory and name only while it has no bytes yet. A running task's
+    /// speed cap changes at once; any other change restarts its download, as aria2 does, from what
+    /// it has saved (before, a new checksum, header or connection count waited for the next start,
+    /// and a download could finish checked against the digest it was told to drop).
+    public func changeOptions(_ id: TaskID, _ options: TaskOptions) throws(QueueError) {
+        guard let urls = core.withLock({ $0.records[id]?.urls }) else { throw QueueError.notFound(id) }
+        try OptionRules.check(urls: urls, options: options)
+        try change { (c: inout Core) throws(QueueError) -> [QueueState.Action] in
+            guard var r = c.records[id] else { throw QueueError.notFound(id) }
+            guard !r.status.isStopped else {
+                throw QueueError(
+                    .invalidState,
+                    "Task \(id.gid) has already stopped (\(r.status.rawValue)); its options can no longer change.")
+            }
+            if options.directory != r.options.directory || options.outputName != r.options.outputName {
+                guard r.status.isQueued, r.completedLength == 0, c.live[id] == nil else {
+                    throw QueueError(
+                        .invalidState,
+                        "Task \(id.gid) has already started writing its file, so its directory and name cannot change; remove it and add it again instead."
+                    )
+                }
+                r.directory = try c.policy.resolve(options.directory)
+                r.path = options.outputName.map { OutputNames.join(r.directory, $0) }
+            }
+            let restarts = c.live[id] != nil && Self.needsRestart(from: r.options, to: options)
+            r.options = options
+            try c.state.setWant(id, Self.want(options))
+            if let speed = c.live[id]?.ownSpeed {
+                let cap = Self.want(options).maxSpeed
+                speed.bytesPerSecond = cap
+                c.live[id]?.grant.speed = cap
+            }
+            do { try c.store?.update(r) } catch {
+                throw QueueError(.storage, "The options could not be saved: \(error).")
+            }
+            c.records[id] = r
+            return restarts ? c.state.restart(id) : []
+        }
+    }
+
+    /// Whether a running download must start again to follow new options: any change but the speed
+    /// cap, which it reads live.
+    static func needsRestart(from old: TaskOptions, to new: TaskOptions) -> Bool {
+        var a = old, b = new
+        a.maxSpeed = nil
+        b.maxSpeed = nil
+        return a != b
+    }
+}

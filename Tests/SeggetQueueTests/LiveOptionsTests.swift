@@ -1,0 +1,60 @@
+import Glibc
+import Segget
+import SeggetTestServer
+import SeggetVerify
+import Testing
+
+@testable import SeggetQueue
+
+/// Options other than the speed cap changed on a running task (aria2's `changeOption`) restart its
+/// download from what it saved, as aria2 does. Before, they were stored and answered "OK" but the
+/// running download went on with the old ones: a task told to drop a wrong checksum still failed on
+/// it at the end.
+@Suite(.serialized) struct LiveOptionsTests {
+    static func sha256(_ bytes: [UInt8]) -> ExpectedDigest {
+        let d = Digester(.sha256)
+        d.update(bytes)
+        return ExpectedDigest(algorithm: .sha256, bytes: d.finalize())!
+    }
+
+    @Test func aRunningTasksNewChecksumIsTheOneItIsCheckedAgainst() async throws {
+        let dir = try QueueTempDir()
+        let bytes = QueueTestFiles.randomBytes(12 << 20, seed: 98)
+        let server = try QueueIntegrationTests.server(["big.bin": bytes])
+        defer { server.stop() }
+        let queue = try DownloadQueue(databasePath: dir.path("q.sqlite"), settings: QueueSettings(downloadRoot: dir.path("root")))
+        var options = TaskOptions(outputName: "big.bin")
+        options.connections = 2
+        options.checksums = [try ExpectedDigest(parsing: "sha-256=" + String(repeating: "ab", count: 32))]
+        // 2 × 2 MiB/s: about 3 s for the file.
+        let id = try queue.add(urls: [server.url("big.bin", query: "rate=2m")], options: options)
+        queue.start()
+        #expect(await eventually(timeout: 10) { (queue.snapshot(id)?.completedLength ?? 0) > 2 << 20 })
+        let requestsBefore = server.requests.count
+        options.checksums = [Self.sha256(bytes)]
+        try queue.changeOptions(id, options)
+        #expect(await eventually(timeout: 30) { queue.snapshot(id)?.status.isStopped == true })
+        let done = try #require(queue.snapshot(id))
+        #expect(done.status == .complete, "\(done.status) \(done.errorMessage ?? "")")
+        #expect(QueueTestFiles.read(try #require(done.path)) == bytes)
+        // Restarted from what it had: more requests, but not the whole file again.
+        #expect(server.requests.count > requestsBefore)
+        #expect(server.bodyBytesSent < Int64(bytes.count) + (4 << 20), "\(server.bodyBytesSent)")
+        await queue.shutdown()
+    }
+
+    /// A change of nothing but the speed cap, or no change at all, does not restart the download.
+    @Test func anUnchangedOrSpeedOnlyChangeDoesNotRestart() {
+        var a = TaskOptions(outputName: "x", headers: ["A: 1"], connections: 4)
+        var b = a
+        #expect(!DownloadQueue.needsRestart(from: a, to: b))
+        b.maxSpeed = 1000
+        #expect(!DownloadQueue.needsRestart(from: a, to: b))
+        b.connections = 8
+        #expect(DownloadQueue.needsRestart(from: a, to: b))
+        a.maxSpeed = 5
+        b = a
+        b.headers = []
+        #expect(DownloadQueue.needsRestart(from: a, to: b))
+    }
+}
