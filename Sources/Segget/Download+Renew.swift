@@ -71,7 +71,10 @@ extension Download {
             if e.kind == .interrupted || context.interrupt.isSet {
                 throw SeggetError(.interrupted, "interrupted while renewing the link, with \(Format.bytes(expired.bytesDone)) of \(Format.bytes(expired.identity.length)) saved; run the same command to resume.")
             }
-            throw SeggetError(e.kind, "\(what), and renewing it failed: \(e.message)", httpStatus: e.httpStatus ?? expired.status)
+            let message = e.message.hasSuffix(".") ? e.message : e.message + "."
+            throw SeggetError(
+                e.kind, "\(what), and renewing it failed: \(message) Its progress is kept: once a new link can be had, \(NextStep.resume.cli)",
+                httpStatus: e.httpStatus ?? expired.status)
         } catch {
             throw SeggetError(.httpStatus, "\(what), and renewing it failed: \(error)", httpStatus: expired.status)
         }

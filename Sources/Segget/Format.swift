@@ -15,11 +15,16 @@ public enum Format {
 
     public static func rate(_ bytesPerSecond: Double) -> String { bytes(Int64(bytesPerSecond)) + "/s" }
 
-    /// `0.8 s`, `42 s`, `3m05s`, `2h01m`. Any finite value, however large (a server's `Retry-After`
+    /// `1 ms`, `0.8 s`, `42 s`, `3m05s`, `2h01m`. Any finite value, however large (a server's `Retry-After`
     /// of 2^63 seconds once trapped converting to Int); from 10^9 s (31.7 years, the longest a
     /// server's field is read as asking) it says so rather than count.
     public static func seconds(_ s: Double) -> String {
         guard s.isFinite else { return "?" }
+        // Under a tenth of a second in milliseconds: a timeout of 0.001 s was shown as "0.0 s".
+        if s > 0 && s < 0.0995 {
+            let ms = (s * 1000).rounded()
+            return ms < 1 ? "under 1 ms" : "\(Int(ms)) ms"
+        }
         if s < 10 { return "\(fixed(s, 1)) s" }
         guard s < 1e9 else { return "more than 31 years" }
         let t = Int(s.rounded())

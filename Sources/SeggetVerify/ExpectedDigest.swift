@@ -53,7 +53,7 @@ public struct ExpectedDigest: Sendable, Equatable {
         }
         guard hex.utf8.count == expectedDigits, let digest = decodeHex(hex) else {
             throw ChecksumSpecError(
-                "The \(algorithm.displayName) checksum has \(hex.utf8.count) hex digits but needs "
+                "The \(algorithm.displayName) checksum has \(hex.utf8.count) hex \(hex.utf8.count == 1 ? "digit" : "digits") but needs "
                     + "\(expectedDigits); check that it was copied whole."
             )
         }

@@ -279,7 +279,12 @@ struct Batch: Sendable {
             let name = lastPathComponent(
                 path ?? opts.outputPath ?? entry.options.outputName ?? info?.suggestedFileName ?? FileName.fromURLPath(entry.url))
             do {
-                opts.checksums.append(try ChecksumFile.expectedDigest(in: text, forFileName: name))
+                let listed = try ChecksumFile.expectedDigest(in: text, forFileName: name)
+                if let given = opts.checksums.first(where: { $0.algorithm == listed.algorithm }), given != listed {
+                    // No file can match both: refused before anything is fetched.
+                    return fail(SeggetError(.usage, "--checksum gives \(given.hex) but \(cfPath) gives \(listed.hex) as the \(listed.algorithm.displayName) of \(ServerText(name)); give the one that is right."))
+                }
+                if !opts.checksums.contains(listed) { opts.checksums.append(listed) }
             } catch {
                 // In a list, the checksum file covers the files it names; alone, it must name this one.
                 guard listMode else { return fail(SeggetError(.usage, "\(cfPath): \(error)")) }

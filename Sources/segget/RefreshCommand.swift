@@ -34,8 +34,8 @@ struct RefreshCommand: Sendable {
             .filter { !$0.isEmpty }
         guard lines.count == 1 else {
             throw SeggetError(.httpStatus, lines.isEmpty
-                ? "the refresh command printed no URL on its standard output"
-                : "the refresh command printed \(lines.count) lines; it must print one URL")
+                ? "the refresh command printed no URL on its standard output."
+                : "the refresh command printed \(lines.count) lines; it must print one URL.")
         }
         if let problem = InputFile.urlProblem(lines[0]) {
             throw SeggetError(.httpStatus, "the refresh command printed no usable URL: \(problem)")
@@ -60,16 +60,16 @@ struct RefreshCommand: Sendable {
                 writeStderr("segget: refresh command: \(ServerText(String(line)))\n")
             }
             if result.cancelled {
-                throw SeggetError(.interrupted, "the refresh command was stopped")
+                throw SeggetError(.interrupted, "the refresh command was stopped.")
             }
             if result.timedOut {
-                throw SeggetError(.httpStatus, "the refresh command did not finish within \(Format.seconds(timeout)) and was stopped (--refresh-timeout)")
+                throw SeggetError(.httpStatus, "the refresh command did not finish within \(Format.seconds(timeout)) and was stopped (--refresh-timeout).")
             }
             if let signal = result.signal {
-                throw SeggetError(.httpStatus, "the refresh command was ended by signal \(signal)")
+                throw SeggetError(.httpStatus, "the refresh command was ended by signal \(signal).")
             }
             if let status = result.exitStatus, status != 0 {
-                throw SeggetError(.httpStatus, "the refresh command exited with status \(status)")
+                throw SeggetError(.httpStatus, "the refresh command exited with status \(status).")
             }
             return try Self.url(fromOutput: result.standardOutput)
         }

@@ -49,6 +49,23 @@ import Testing
         #expect(throws: (any Error).self) { try InputFile(parsing: "\(Self.url)\n  header=Host: a.example\n  header=host: b.example\n") }
     }
 
+    /// Two different digests of one algorithm are refused where they are given (the download ran to
+    /// its end and failed the check, exit 6); the same one twice is one; two algorithms are both kept.
+    @Test func checksumsOfOneAlgorithmMustAgree() throws {
+        let other = "sha-256=" + String(repeating: "cd", count: 32)
+        let md5 = "md5=" + String(repeating: "0f", count: 16)
+        var o = FileOptions()
+        try OptionSchema.checksum.apply(Self.sha, &o)
+        try OptionSchema.checksum.apply(Self.sha.uppercased().replacingOccurrences(of: "SHA256", with: "sha-256"), &o)
+        try OptionSchema.checksum.apply(md5, &o)
+        #expect(o.checksums.map(\.algorithm) == [.sha256, .md5])
+        #expect(throws: OptionError.self) { try OptionSchema.checksum.apply(other, &o) }
+        #expect(o.checksums.count == 2)
+        #expect(throws: (any Error).self) { try Get.parse(["--checksum", Self.sha, "--checksum", other, Self.url]).downloadOptions() }
+        #expect(throws: (any Error).self) { try InputFile(parsing: "\(Self.url)\n  checksum=\(Self.sha)\n  checksum=\(other)\n") }
+        #expect(try Get.parse(["--checksum", Self.sha, "--checksum", Self.sha, Self.url]).downloadOptions().checksums.count == 1)
+    }
+
     @Test func everyOptionHasSamplesAndEveryAbsenceAReason() {
         #expect(Set(Self.samples.keys) == Set(OptionSchema.all.map(\.key)))
         #expect(Set(OptionSchema.all.map(\.key)).count == OptionSchema.all.count)

@@ -106,6 +106,20 @@ private final class ExpiringFixture: @unchecked Sendable {
         #expect(!seen.isEmpty && seen.allSatisfy { $0 == status }, "\(seen)")
     }
 
+    /// A renewer that fails: its words end in a sentence, followed by what was kept and what to do
+    /// (it read "... renewing it failed: the refresh command exited with status 3", and stopped).
+    @Test func aFailedRenewalSaysWhatWasKeptAndWhatToDo() async throws {
+        let f = try ExpiringFixture()
+        let renewer = LinkRenewer { _ in throw SeggetError(.httpStatus, "the refresh command exited with status 3") }
+        guard case .failure(let error) = try await f.run(f.freshURL(), renewer: renewer, log: EventLog()) else {
+            Issue.record("a failed renewal was not a failure")
+            return
+        }
+        #expect(error.message.contains("renewing it failed: the refresh command exited with status 3. Its progress is kept"), "\(error)")
+        #expect(error.message.hasSuffix(NextStep.resume.cli), "\(error)")
+        #expect(TestFiles.exists(f.part) && TestFiles.exists(f.journal))
+    }
+
     @Test func aRenewedLinkToAnotherFileIsRefusedAndNothingFromItIsWritten() async throws {
         let f = try ExpiringFixture()
         // What the partial download held when the renewer was asked: nothing may change after that.

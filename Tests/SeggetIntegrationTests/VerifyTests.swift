@@ -246,6 +246,16 @@ struct VerifyTests {
         #expect(r2.status == 6, "\(r2)")
         f.expectNothingLeft(out2)
 
+        // --checksum and the file disagree: no file can match both, so it is refused before a byte
+        // is fetched (exit 2; it used to fetch the whole file and fail the check, exit 6).
+        let out3 = f.out("out3.bin")
+        let sums3 = f.scratch.file("SUMS3")
+        try "\(f.sha256)  out3.bin\n".write(toFile: sums3, atomically: true, encoding: .utf8)
+        let r4 = try VT.segget(["-q", "-o", out3, "--checksum", "sha256=\(f.wrongSHA256)", "--checksum-file", sums3, f.url()], in: f.scratch.path)
+        #expect(r4.status == 2, "\(r4)")
+        #expect(r4.stderr.contains("--checksum gives"), "\(r4)")
+        f.expectNothingLeft(out3)
+
         // md5sum format, with the output name taken from the URL (no -o).
         let md5s = f.scratch.file("MD5SUMS")
         try "\(f.md5)  \(f.name)\n".write(toFile: md5s, atomically: true, encoding: .utf8)

@@ -256,6 +256,17 @@ import Testing
             #expect(head.rateLimitReset == longestDelay, "\(field)")
         }
     }
+
+    /// Short times keep a digit that is not zero: `--timeout 0.001` was refused as "0.0 s".
+    @Test func shortTimesAreShownInMilliseconds() {
+        #expect(Format.seconds(0.001) == "1 ms")
+        #expect(Format.seconds(0.0004) == "under 1 ms")
+        #expect(Format.seconds(0.05) == "50 ms")
+        #expect(Format.seconds(0.099) == "99 ms")
+        #expect(Format.seconds(0.1) == "0.1 s")
+        #expect(Format.seconds(0) == "0.0 s")
+        #expect(Format.seconds(42) == "42 s")
+    }
 }
 
 @Suite struct ByteSizeTests {

@@ -81,10 +81,12 @@ import Testing
         #expect(b.contains("retry 4 would wait 8.0 s") && b.contains("--timeout 15 s"), "\(b)")
         #expect(decide(attempt: 3, deadline: deadline) == .wait(4, note: nil), "4 s fits in 5 s")
         #expect(decide(retryAfter: 5, deadline: deadline) == .wait(5, note: nil))
-        guard case .giveUp = decide(deadline: Deadline(limit: 1, from: 0)) else {
+        guard case .giveUp(let spent) = decide(deadline: Deadline(limit: 1, from: 0)) else {
             Issue.record("nothing fits once the deadline has passed")
             return
         }
+        // Nothing left is said so (it read "more than the 0.0 s left of --timeout 1 ms").
+        #expect(spent.contains("and --timeout 1 s is used up") && !spent.contains("0.0 s left"), "\(spent)")
     }
 
     @Test func deadlineShowsTheLimitAsGiven() {

@@ -192,11 +192,24 @@ public enum OptionSchema {
         repeatable: true,
         absent: [:],
         apply: { v, o throws(OptionError) in
+            let digest: ExpectedDigest
             do {
-                o.checksums.append(try ExpectedDigest(parsing: v))
+                digest = try ExpectedDigest(parsing: v)
             } catch {
                 throw OptionError(key: "checksum", message: "\(error)")
             }
+            // Two different digests of one algorithm cannot both hold: refused before anything is
+            // fetched (it used to download the whole file and end in a mismatch). The same one twice is one.
+            if let other = o.checksums.first(where: { $0.algorithm == digest.algorithm }) {
+                guard other == digest else {
+                    throw OptionError(
+                        key: "checksum",
+                        message: "Two different \(digest.algorithm.displayName) checksums were given (\(other.hex) and \(digest.hex)); "
+                            + "no file can match both, so give the one that is right.")
+                }
+                return
+            }
+            o.checksums.append(digest)
         },
         values: { $0.checksums.map { "\($0.algorithm.textualName)=" + $0.hex } },
         clear: { $0.checksums = [] })

@@ -67,7 +67,8 @@ enum RetryPolicy {
             if wait > left {
                 let what = retryAfter.map { "the server asked to wait \(Format.seconds($0)) before retrying (Retry-After)" }
                     ?? "retry \(attempt) would wait \(Format.seconds(wait))"
-                return .giveUp("\(sentence(reason)) Giving up now: \(what), more than the \(Format.seconds(left)) left of \(deadline.shown). Try again later, or raise --timeout.")
+                let room = left > 0 ? "more than the \(Format.seconds(left)) left of \(deadline.shown)" : "and \(deadline.shown) is used up"
+                return .giveUp("\(sentence(reason)) Giving up now: \(what), \(room). Try again later, or raise --timeout.")
             }
         }
         return .wait(wait, note: note)
