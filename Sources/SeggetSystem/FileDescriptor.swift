@@ -17,6 +17,14 @@ public struct FileDescriptor: RawRepresentable, Hashable, Sendable {
     /// Descriptor 2.
     public static let standardError = FileDescriptor(rawValue: 2)
 
+    /// The standard descriptors the process was started without (`segget ... >&-`), each given
+    /// `/dev/null` in their place the first time this is read, which `main` does first thing: a
+    /// descriptor left free is the next one any `open` or `socket` returns (libcurl's wake-up socket
+    /// pair took 1, and `-o -` wrote the file into it and exited 0), so a message or stream meant for
+    /// it would reach a file or a server instead.
+    public static let closedAtStart: Set<FileDescriptor> = Set(
+        system_occupyClosedStandardDescriptors().map(FileDescriptor.init(rawValue:)))
+
     /// Which of reading and writing a descriptor allows.
     public enum AccessMode: Sendable {
         case readOnly, writeOnly, readWrite

@@ -96,6 +96,22 @@ internal func system_close(_ fd: Int32) -> Int32 {
     close(fd)
 }
 
+/// Opens `/dev/null` on each of descriptors 0, 1 and 2 that is not open (0 for reading, the others
+/// for writing), in that order; returns those that were not.
+internal func system_occupyClosedStandardDescriptors() -> [Int32] {
+    var closed: [Int32] = []
+    for fd: Int32 in 0...2 where fcntl(fd, F_GETFD) == -1 && errno == EBADF {
+        closed.append(fd)
+        // The lowest free descriptor: `fd` itself, those below it being open by now.
+        let opened = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY)
+        if opened >= 0 && opened != fd {
+            _ = dup2(opened, fd)
+            _ = close(opened)
+        }
+    }
+    return closed
+}
+
 internal func system_read(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int {
     read(fd, buffer, count)
 }

@@ -44,6 +44,9 @@ struct StreamRun {
 
     /// Refuses a terminal as the stream's reader unless `force`: a file's bytes would garble it.
     static func checkOutput(force: Bool) throws(SeggetError) {
+        if FileDescriptor.closedAtStart.contains(.standardOutput) {
+            throw SeggetError(.fileSystem, "standard output is closed, so -o - has nowhere to write the file; run it with standard output open (| program, > FILE), or save it with -o FILE.")
+        }
         if isatty(1) == 1 && !force {
             throw SeggetError(.usage, "standard output is a terminal; -o - writes the file's raw bytes there. Pipe it into a program (| tar x) or redirect it (> FILE), or pass --force to write to the terminal anyway.")
         }

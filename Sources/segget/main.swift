@@ -1,6 +1,10 @@
 import ArgumentParser
 import Glibc
 import Segget
+import SeggetSystem
+
+// Before anything opens a descriptor that could take the place of a closed standard one.
+_ = FileDescriptor.closedAtStart
 
 /// With --json, usage errors are also reported as a JSON `error` object on stdout.
 let jsonRequested = CommandLine.arguments.dropFirst().prefix { $0 != "--" }.contains("--json")

@@ -24,4 +24,31 @@ import Testing
         #expect(r.exitCode == 0, "exit \(r.exitCode): \(r.stderr)")
         #expect(TestFiles.fileDifference(out, body) == nil)
     }
+
+    /// Started with standard output (and standard error) closed (`>&-`): a free descriptor 1 was the
+    /// next one libcurl's wake-up socket pair took, and `-o -` wrote the file into that socket and
+    /// exited 0 ("streamed 4.9 KiB to standard output"). Now `-o -` is refused before any request,
+    /// exit 5, and a download to a file still works, its messages going nowhere rather than into a
+    /// socket.
+    @Test func closedStandardDescriptorsAreNeverReused() throws {
+        let body = TestFiles.pattern(200_000, seed: 95)
+        let server = try TestServer()
+        server.addResource(name: "f.bin", bytes: body)
+        try server.start()
+        defer { server.stop() }
+        let dir = try TempDir()
+        let segget = try SpawnedProcess.seggetPath()
+        let stream = try SpawnedProcess(executable: "/bin/bash", arguments: ["-c", "exec '\(segget)' -o - '\(server.url("f.bin"))' >&-"])
+        let r = stream.wait(timeout: 60)
+        #expect(!r.timedOut)
+        #expect(r.exitCode == 5 && r.stderr.contains("standard output is closed"), "exit \(r.exitCode): \(r.stderr)")
+        #expect(server.requests.isEmpty, "\(server.requests)")
+        for (name, closes) in [("a.bin", ">&-"), ("b.bin", ">&- 2>&-"), ("c.bin", "<&- >&- 2>&-")] {
+            let out = dir.path(name)
+            let p = try SpawnedProcess(executable: "/bin/bash", arguments: ["-c", "exec '\(segget)' -n 4 --json -o '\(out)' '\(server.url("f.bin"))' \(closes)"])
+            let done = p.wait(timeout: 60)
+            #expect(!done.timedOut && done.exitCode == 0, "\(closes): exit \(done.exitCode): \(done.stderr)")
+            #expect(TestFiles.fileDifference(out, body) == nil, "\(closes)")
+        }
+    }
 }

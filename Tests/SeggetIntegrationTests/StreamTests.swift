@@ -39,11 +39,14 @@ import Testing
             self.failAfter = failAfter
         }
         var bytes: [UInt8] { lock.withLock { $0 } }
+        /// When the last piece was taken.
+        let lastTakeAt = Atomic<UInt64>(0)
         func take(_ piece: UnsafeRawBufferPointer) throws {
             let total = lock.withLock { got -> Int in
                 got.append(contentsOf: piece)
                 return got.count
             }
+            lastTakeAt.store(StreamTests.now().bitPattern, ordering: .relaxed)
             if let failAfter, total >= failAfter { throw Errno.brokenPipe }
             if let rate = bytesPerSecond {
                 let ahead = Double(total) / rate - (StreamTests.now() - started)
@@ -64,6 +67,27 @@ import Testing
         #expect(TestFiles.byteDifference(out.bytes, body) == nil)
         #expect(r.peakWindowBytes <= Self.window)
         #expect(r.usedRanges)
+    }
+
+    /// The stream returns as soon as its last byte is handed on: it used to wait for the loop's idle
+    /// second whenever the download ended on a visit of the loop rather than on a transfer's end
+    /// (the writer's last hand-over came after it), `-o -` exiting a second after its last byte in
+    /// about two runs of three.
+    @Test func theStreamEndsWithItsLastByte() throws {
+        let body = TestFiles.pattern(24 << 20, seed: 12)
+        let server = try TestServer.serving(body)
+        defer { server.stop() }
+        var gaps: [Double] = []
+        var options = DownloadOptions()
+        options.connections = 8
+        for _ in 0..<4 {
+            let out = Collector()
+            let r = try Download(url: server.url("f", query: "rate=4m"), options: options)
+                .stream(to: out.take, settings: StreamSettings())
+            gaps.append(Self.now() - Double(bitPattern: out.lastTakeAt.load(ordering: .relaxed)))
+            #expect(r.bytes == Int64(body.count))
+        }
+        #expect(gaps.max()! < 0.5, "seconds from the last byte to the end: \(gaps)")
     }
 
     /// A reader at 8 MiB/s behind 8 connections of 4 MiB/s each: the window is the bound, connections

@@ -48,6 +48,8 @@ public final class DownloadLoop: @unchecked Sendable {
     /// An engine with nothing new is looked at this often at least, sooner when a timer of its own
     /// is due (its `pollTimeout`).
     static let idleVisit = 0.02
+    /// Downloads ended so far (loop thread only).
+    private var concluded = 0
     private var engines: [Running] = []
     private var probes: [ObjectIdentifier: LoopProbe] = [:]
     private var cacheSize = 16
@@ -200,6 +202,7 @@ public final class DownloadLoop: @unchecked Sendable {
     /// seconds it waited for the sockets.
     private func pass() -> Double {
         let now = monotonicSeconds()
+        let concludedBefore = concluded
         for r in engines {
             guard r.engine.hadActivity || now >= r.nextVisit else {
                 // Its callbacks in this pass read the time from here.
@@ -239,7 +242,10 @@ public final class DownloadLoop: @unchecked Sendable {
             let t = r.engine.passStartedAt
             r.nextVisit = t + min(Self.idleVisit, Double(r.engine.pollTimeout(now: t)) / 1000)
         }
-        if completed > 0 || inboxLock.withLock({ !inbox.isEmpty }) { return 0 }
+        // A download that ended in this pass may be what the caller waits for (`run(until:)`): no wait
+        // then. One that ended on a visit alone (its writer done, no transfer of this pass) used to
+        // leave the loop asleep for the idle second: `-o -` exited a second after its last byte.
+        if completed > 0 || concluded != concludedBefore || inboxLock.withLock({ !inbox.isEmpty }) { return 0 }
         let later = monotonicSeconds()
         // Idle, it waits for posted work (which wakes it) a second at a time.
         var wait = engines.map { Int32(max(0, (($0.nextVisit - later) * 1000).rounded(.up))) }.min()
@@ -297,6 +303,7 @@ public final class DownloadLoop: @unchecked Sendable {
     private func conclude(_ engine: FetchEngine, _ error: (any Error)?) {
         guard let i = engines.firstIndex(where: { $0.engine === engine }) else { return }
         let r = engines.remove(at: i)
+        concluded += 1
         var error = error
         if error == nil {
             do { try engine.complete() } catch let e { error = e }
