@@ -54,6 +54,19 @@ enum MetalinkInput {
         var out: [InputFile.Entry] = []
         func add(_ source: String, like template: InputFile.Entry) throws(SeggetError) {
             let document = try MetalinkSource.load(source, transfer: options.transfer)
+            let count = document.files.count
+            if count > 1 {
+                // One file's name or digest for several files: refused before anything is fetched
+                // (out= was dropped without a word; a digest was held against every file, each
+                // downloaded and then discarded for the mismatch, exit 6).
+                let shown = ServerText(source)
+                if template.options.outputName != nil {
+                    throw SeggetError(.usage, "the Metalink \(shown) describes \(count) files, but out= names one; drop it (each file keeps the name the document gives it), or give dir=.")
+                }
+                if !template.options.checksums.isEmpty || !options.checksums.isEmpty {
+                    throw SeggetError(.usage, "the Metalink \(shown) describes \(count) files, but --checksum or checksum= gives one file's digest; drop it (the document's own digests check each file).")
+                }
+            }
             for file in document.files {
                 var m = file.download(preferring: options.metalinkLocation)
                 if !verify {

@@ -104,7 +104,10 @@ struct Verify: ParsableCommand {
         let list = zip(report.badPieces, report.badRanges).prefix(20).map { "\($0) (bytes \($1.lowerBound)-\($1.upperBound - 1))" }
             .joined(separator: ", ") + (badCount > 20 ? " and \(badCount - 20) more" : "")
         if badCount == 0 {
-            if !quiet { writeStderr("segget: \(file): all \(report.pieceCount) \(report.algorithm.displayName) pieces match.\n") }
+            if !quiet {
+                let whole = report.verified.isEmpty ? "" : ", and so does its \(report.verified.map { $0.split(separator: "=").first.map(String.init) ?? $0 }.joined(separator: " and "))"
+                writeStderr("segget: \(file): all \(report.pieceCount) \(report.algorithm.displayName) pieces match\(whole).\n")
+            }
             return
         }
         guard report.repaired else {

@@ -56,6 +56,35 @@ private func started(_ files: [String: [UInt8]]) throws -> TestServer {
         #expect(!FileManager.default.fileExists(atPath: dir.path("out/x.bin")))
     }
 
+    /// One file's name or digest given for a Metalink of two files (`--checksum`, an `-i` line's
+    /// `checksum=` or `out=`): refused before any request, exit 2. Before, out= was dropped without a
+    /// word, and a digest was held against both files: both fetched, the other discarded, exit 6.
+    @Test func oneFilesNameOrDigestForAMetalinkOfTwoIsRefused() throws {
+        let one = cliTestBytes(300_000, seed: 48)
+        let two = cliTestBytes(200_000, seed: 49)
+        let server = try started(["one.bin": one, "two.bin": two])
+        defer { server.stop() }
+        let dir = try CLITempDir()
+        let doc = metalinkDocument(name: "x.bin", size: one.count, urls: [server.url("one.bin")], pieces: nil, hash: sha256(one))
+            .replacingOccurrences(of: "</metalink>\n", with: "")
+            + "<file name=\"y.bin\"><size>\(two.count)</size><url>\(server.url("two.bin"))</url></file>\n</metalink>\n"
+        try doc.write(toFile: dir.path("f.meta4"), atomically: true, encoding: .utf8)
+        let digest = "sha256=" + hexString(sha256(one))
+        try "\(dir.path("f.meta4"))\n  out=z.bin\n".write(toFile: dir.path("out.txt"), atomically: true, encoding: .utf8)
+        try "\(dir.path("f.meta4"))\n  checksum=\(digest)\n".write(toFile: dir.path("sum.txt"), atomically: true, encoding: .utf8)
+        let runs = [
+            (["--checksum", digest, dir.path("f.meta4")], "--checksum or checksum="),
+            (["-i", dir.path("sum.txt")], "--checksum or checksum="),
+            (["-i", dir.path("out.txt")], "but out= names one"),
+        ]
+        for (arguments, words) in runs {
+            let run = try SeggetCLI.run(["-d", dir.path("out")] + arguments)
+            #expect(run.exitCode == 2 && run.stderr.contains("describes 2 files") && run.stderr.contains(words), "\(arguments): \(run.stderr)")
+        }
+        #expect(server.requests.isEmpty, "\(server.requests)")
+        #expect(!FileManager.default.fileExists(atPath: dir.path("out")))
+    }
+
     /// A Metalink's first URLs may fail: one nothing listens at, one that answers 404, one that
     /// serves another length. Each is dropped with a notice and the next tried at once (a URL's
     /// probe is not retried while others are left); the file comes from the last, identical. Before,
@@ -247,6 +276,30 @@ extension MetalinkCLITests {
         #expect(repaired.stderr.contains("completed by an earlier run"), "\(repaired.stderr)")
         #expect(s.bodyBytesSent - sent <= 1, "sent \(s.bodyBytesSent - sent) more body bytes")
         #expect(fileBytes(path) == body)
+    }
+}
+
+extension MetalinkCLITests {
+    /// A Metalink whose whole-file digest contradicts its pieces: `verify` with every piece matching
+    /// still checks the digest (exit 6); it said "all pieces match", exit 0, after a `--repair` of
+    /// the same file had said 6.
+    @Test func verifyChecksTheWholeDigestWhenEveryPieceMatches() throws {
+        let body = cliTestBytes(2 << 20, seed: 47)
+        let dir = try CLITempDir()
+        var wrong = sha256(body)
+        wrong[31] ^= 1
+        try metalinkDocument(name: "f.bin", size: body.count, urls: ["http://127.0.0.1:9/f.bin"], pieces: pieceHashes(body, length: 512 << 10), hash: wrong)
+            .write(toFile: dir.path("bad.meta4"), atomically: true, encoding: .utf8)
+        try metalinkDocument(name: "f.bin", size: body.count, urls: ["http://127.0.0.1:9/f.bin"], pieces: pieceHashes(body, length: 512 << 10), hash: sha256(body))
+            .write(toFile: dir.path("good.meta4"), atomically: true, encoding: .utf8)
+        try TestFiles.write(dir.path("f.bin"), body)
+        for extra in [[], ["--repair"]] {
+            let check = try SeggetCLI.run(["verify", dir.path("f.bin"), "--metalink", dir.path("bad.meta4")] + extra)
+            #expect(check.exitCode == 6 && check.stderr.contains("SHA-256 mismatch"), "\(extra) \(check.stderr)")
+        }
+        let good = try SeggetCLI.run(["verify", dir.path("f.bin"), "--metalink", dir.path("good.meta4")])
+        #expect(good.exitCode == 0 && good.stderr.contains("all 4 SHA-256 pieces match, and so does its SHA-256."), "\(good.stderr)")
+        #expect(fileBytes(dir.path("f.bin")) == body)
     }
 }
 

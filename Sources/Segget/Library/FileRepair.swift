@@ -66,7 +66,13 @@ public enum FileRepair {
             path: path, size: size, algorithm: pieces.algorithm, pieceCount: pieces.count, badPieces: bad,
             badRanges: bad.map { pieces.byteRange(of: $0, size: size) }, fetchedBytes: 0, sources: [], badSources: [], verified: [],
             repaired: false)
-        guard repair, !bad.isEmpty else { return report }
+        guard repair, !bad.isEmpty else {
+            // Every piece matching is not every byte checked where the Metalink gives the whole
+            // file's digest too: it was left out, so a document whose digest contradicts its pieces
+            // got "all pieces match", exit 0 (and 6 from the repair run before it).
+            if bad.isEmpty { report.verified = try checkWholeDigests(of: file, at: path) }
+            return report
+        }
         let badGroups = Set(bad.map { geometry.group(ofChunk: plan.chunk(containing: pieces.byteRange(of: $0, size: size).lowerBound)) })
 
         var o = options
@@ -97,20 +103,25 @@ public enum FileRepair {
             throw SeggetError(.fileSystem, "cannot sync \(path): \(error).")
         }
         report.repaired = true
-        if !file.checksums.isEmpty {
-            let digests: [DigestAlgorithm: [UInt8]]
-            do {
-                digests = try digestFile(path: path, algorithms: Array(Set(file.checksums.map(\.algorithm))))
-            } catch {
-                throw SeggetError(.fileSystem, "cannot read back \(path): \(error).")
-            }
-            report.verified = try Download.checkDigests(
-                digests, expected: file.checksums, name: path, afterMismatch: "Its pieces match, so the Metalink contradicts itself.")
-        }
+        report.verified = try checkWholeDigests(of: file, at: path)
         // The repair's writes moved the modification time: the mark of the download that made the
         // file is renewed, so that its command run again finds it done.
         FinishedMark.renew(on: data, path: path, verified: report.verified)
         return report
+    }
+
+    /// The file at `path`, whose pieces all match, against the Metalink's digests of the whole file
+    /// (none: nothing to check); the digests that matched, as `DownloadResult.verified` names them.
+    static func checkWholeDigests(of file: MetalinkDownload, at path: String) throws(SeggetError) -> [String] {
+        guard !file.checksums.isEmpty else { return [] }
+        let digests: [DigestAlgorithm: [UInt8]]
+        do {
+            digests = try digestFile(path: path, algorithms: Array(Set(file.checksums.map(\.algorithm))))
+        } catch {
+            throw SeggetError(.fileSystem, "cannot read back \(path): \(error).")
+        }
+        return try Download.checkDigests(
+            digests, expected: file.checksums, name: path, afterMismatch: "Its pieces match, so the Metalink contradicts itself.")
     }
 
     /// The pieces of the file in `data` that do not match, hashed on two threads (one per half).
