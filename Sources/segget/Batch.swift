@@ -302,7 +302,9 @@ struct Batch: Sendable {
 
         reporter.started(
             JobStart(
-                id: id, url: entry.url, path: path, size: info?.totalBytes,
+                // A Metalink's size stands in for an answer not had yet (a URL that serves another
+                // length is not used).
+                id: id, url: entry.url, path: path, size: info?.totalBytes ?? entry.metalink?.size,
                 connections: info.map { $0.acceptsRanges && $0.totalBytes != nil } == false ? 1 : opts.connections,
                 autoConnections: opts.autoConnections))
         return .run(opts)

@@ -196,6 +196,21 @@ import Glibc
         #expect(summary["exitCode"] as? Int == 0)
     }
 
+    /// A Metalink's file starts with the document's size (it started with null: its name is the
+    /// document's, so it starts before any answer).
+    @Test func aMetalinksFileStartsWithItsSize() throws {
+        let small = cliTestBytes(5_000, seed: 23)
+        let server = try startCLITestServer(["s.bin": small])
+        defer { server.stop() }
+        let dir = try CLITempDir()
+        try metalinkDocument(name: "m.bin", size: small.count, urls: [server.url("s.bin")], pieces: nil, hash: sha256(small))
+            .write(toFile: dir.path("m.meta4"), atomically: true, encoding: .utf8)
+        let m = try SeggetCLI.run(["--json", "-d", dir.path("meta"), dir.path("m.meta4")])
+        #expect(m.exitCode == 0, "\(m.stderr)")
+        let start = try #require(try Self.jsonLines(m.stdout).first { $0["type"] as? String == "start" })
+        #expect(start["size"] as? Int == small.count, "\(start)")
+    }
+
     @Test func aFailingURLDoesNotStopTheOthers() throws {
         let a = cliTestBytes(400_000, seed: 31)
         let b = cliTestBytes(300_000, seed: 32)

@@ -303,6 +303,24 @@ extension MetalinkCLITests {
     }
 }
 
+extension MetalinkCLITests {
+    /// A repair whose only server sends the bad piece again: exit 6, saying the file keeps what was
+    /// repaired (it spoke of a download and its journal, which a repair has not).
+    @Test func aRepairWithoutGoodBytesSaysWhatTheFileKeeps() throws {
+        let body = cliTestBytes(2 << 20, seed: 49)
+        let bad = corrupted(body, at: (1 << 20) + 10, count: 16)
+        let s = try started(["f.bin": bad])
+        defer { s.stop() }
+        let dir = try CLITempDir()
+        try metalinkDocument(name: "f.bin", size: body.count, urls: [s.url("f.bin")], pieces: pieceHashes(body, length: 512 << 10), hash: sha256(body))
+            .write(toFile: dir.path("f.meta4"), atomically: true, encoding: .utf8)
+        try TestFiles.write(dir.path("f.bin"), bad)
+        let repair = try SeggetCLI.run(["verify", dir.path("f.bin"), "--metalink", dir.path("f.meta4"), "--repair"])
+        #expect(repair.exitCode == 6, "\(repair.stderr)")
+        #expect(repair.stderr.contains("the repair stops (the file keeps the pieces that were repaired)") && !repair.stderr.contains("journal"), "\(repair.stderr)")
+    }
+}
+
 func sha256(_ bytes: [UInt8]) -> [UInt8] {
     let d = Digester(.sha256)
     d.update(bytes)

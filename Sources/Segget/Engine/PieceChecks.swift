@@ -274,7 +274,13 @@ extension FetchEngine {
             }
             if let why = failure.giveUp {
                 onEvent?(.notice(sentence + "."))
-                apply(.failed(SeggetError(.verification, "\(why); the download stops (its journal keeps the pieces that matched). Try other mirrors.")))
+                // A stream keeps nothing; a repair (`verify --repair`) has no journal: its pieces that
+                // matched are in the file itself.
+                let kept =
+                    streamGate != nil ? "the stream stops. Try other mirrors"
+                    : journal == nil ? "the repair stops (the file keeps the pieces that were repaired); run it again with other mirrors in the Metalink"
+                    : "the download stops (its journal keeps the pieces that matched). Try other mirrors"
+                apply(.failed(SeggetError(.verification, "\(why); \(kept).")))
                 return
             }
             onEvent?(.notice(sentence + "; fetching \(bad.count == 1 ? "it" : "them") again."))
