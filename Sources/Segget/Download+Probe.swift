@@ -19,7 +19,7 @@ extension Download {
         if stream { return (1, AbsentSideFiles()) }
         let first = Int(min(options.chunkSize, Self.probePrefixLimit, options.probeLimit ?? .max, probeBytesUnderCap ?? .max))
         let names = options.startingNames
-        let name = options.outputPath ?? OutputNames.join(options.directory, FileName.sanitize(FileName.fromURLPath(url)))
+        let name = options.outputPath ?? OutputNames.join(options.directory, FileName.sanitize(options.likelyName ?? FileName.fromURLPath(url)))
         // A file already under the name, without --force: one an earlier run finished (its mark
         // vouches for it, unless --no-continue), whose probe only has to show that the server's
         // copy has the same length, or another, which is refused unless the server names the

@@ -175,6 +175,7 @@ struct Batch: Sendable {
         var o = base.applying(own)
         if let m = entry.metalink { o = o.applying(m) }
         if !entry.mirrors.isEmpty { o.mirrors = entry.mirrors }
+        o.likelyName = entry.options.outputName
         o.transfer.multiplexed = multiplexes
         o.ofList = listMode
         return o

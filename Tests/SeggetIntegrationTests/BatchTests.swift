@@ -211,6 +211,22 @@ import Glibc
         #expect(start["size"] as? Int == small.count, "\(start)")
     }
 
+    /// A list's file with `out=` is looked for under that name, not the URL's: a file under the
+    /// URL's own name made its first look a one-byte request, and the file cost two requests.
+    @Test func outIsTheNameTheFirstLookLooksFor() throws {
+        let small = cliTestBytes(5_000, seed: 24)
+        let server = try startCLITestServer(["s.bin": small])
+        defer { server.stop() }
+        let dir = try CLITempDir()
+        try TestFiles.write(dir.path("s.bin"), [1, 2, 3])
+        try "\(server.url("s.bin"))\n  out=plain.bin\n".write(toFile: dir.path("l.txt"), atomically: true, encoding: .utf8)
+        let r = try SeggetCLI.run(["-q", "-d", dir.root, "-i", dir.path("l.txt")])
+        #expect(r.exitCode == 0, "\(r.stderr)")
+        #expect(fileBytes(dir.path("plain.bin")) == small)
+        #expect(fileBytes(dir.path("s.bin")) == [1, 2, 3])
+        #expect(server.requests.count == 1, "\(server.requests)")
+    }
+
     @Test func aFailingURLDoesNotStopTheOthers() throws {
         let a = cliTestBytes(400_000, seed: 31)
         let b = cliTestBytes(300_000, seed: 32)

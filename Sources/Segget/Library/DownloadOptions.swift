@@ -57,6 +57,10 @@ public struct DownloadOptions: Sendable, Equatable {
     public var probeLimit: Int64?
     /// Exact output path (`-o`); wins over `directory`.
     public var outputPath: String?
+    /// The name a list's file is to take (an input file's `out=`) before its path is decided in list
+    /// order, for the probe's look at what is already there (`Download.probeBytes`). Without it, a
+    /// file under the URL's own name made the first look a one-byte request and the file cost two.
+    public var likelyName: String?
     /// Directory for the probed file name (`-d`); the current directory when nil.
     public var directory: String?
     /// Overwrite an existing output file.
