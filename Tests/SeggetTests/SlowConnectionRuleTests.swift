@@ -23,6 +23,27 @@ import Testing
         #expect(rule.judge(Self.peers + [young(0.17, left: 20 << 10)], now: 0, usualFirstByteWait: 0.01).isEmpty)
     }
 
+    /// Rates measured on a source that was dropped (a fast mirror that sent bad pieces) are
+    /// forgotten: the connections left on a slower mirror are judged against each other, not against
+    /// the dropped one's rate (they were re-dialled "at 6.5 MiB/s against a typical 181 MiB/s").
+    @Test func ratesOfADroppedSourceAreForgotten() {
+        func at(_ id: Int, mibPerSecond: Int64) -> Observation {
+            Observation(id: id, bytes: mibPerSecond << 20, seconds: 1, remainingBytes: 16 << 20)
+        }
+        // Connections 0 and 1 on the fast mirror, 2 and 3 on the slower one.
+        let both = [at(0, mibPerSecond: 180), at(1, mibPerSecond: 180), at(2, mibPerSecond: 6), at(3, mibPerSecond: 5)]
+        let left = [at(2, mibPerSecond: 6), at(3, mibPerSecond: 5)]
+        var kept = SlowConnectionRule(maxTotalRedials: 24)
+        _ = kept.judge(both, now: 0, usualFirstByteWait: 0.01)
+        #expect(!kept.judge(left, now: 1, usualFirstByteWait: 0.01).isEmpty, "without forgetting, the dropped mirror's rate is typical")
+        var forgot = SlowConnectionRule(maxTotalRedials: 24)
+        _ = forgot.judge(both, now: 0, usualFirstByteWait: 0.01)
+        forgot.forget([0, 1])
+        #expect(forgot.typical == nil)
+        #expect(forgot.judge(left, now: 1, usualFirstByteWait: 0.01).isEmpty)
+        #expect((forgot.typical ?? 0) < Double(7 << 20))
+    }
+
     /// The same request judged on a whole window keeps the two-window bar (measured on nginx's
     /// uneven benchmark): 0.75 MiB at 1.5 MiB/s is half a second, not worth a new connection.
     @Test func aWholeWindowKeepsTheTwoWindowBar() {

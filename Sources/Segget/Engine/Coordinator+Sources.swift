@@ -14,6 +14,7 @@ extension Coordinator {
         guard !good.isEmpty else { return nil }
         demotedSources.insert(s)
         var commands: [Command] = []
+        slowRule.forget(connections.indices.filter { connections[$0].source == s })
         for id in connections.indices where connections[id].source == s {
             let counts = good.map { g in connections.filter { $0.source == g }.count }
             connections[id].source = good[counts.indices.min { counts[$0] < counts[$1] } ?? 0]

@@ -221,6 +221,21 @@ public struct SlowConnectionRule: Sendable {
         latest[id] = (Double(bytes) / seconds, now)
     }
 
+    /// Forgets what connections `ids` measured: they served a source that was just dropped (a mirror
+    /// that sent bad pieces, one that failed), whose rates say nothing of the sources left. The
+    /// typical rate is learnt again from the connections' next measurements. Before, a fast mirror
+    /// dropped for its bad bytes left its rate as the typical one for the 10 s it is remembered,
+    /// and the only mirror left, at 5-6 MiB/s a connection, was re-dialled as slow "against a
+    /// typical 181 MiB/s".
+    public mutating func forget(_ ids: [Int]) {
+        guard !ids.isEmpty else { return }
+        for id in ids {
+            latest[id] = nil
+            redialRate[id] = nil
+        }
+        typical = nil
+    }
+
     /// The window a whole-window judgement uses on a path with round trip `rtt`: at least 8 round
     /// trips (at most 2 s), so that one loss recovery is a small part of it.
     public func window(rtt: Double?) -> Double { max(window, min(2, 8 * (rtt ?? 0))) }
