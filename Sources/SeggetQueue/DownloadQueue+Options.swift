@@ -15,11 +15,20 @@ extension DownloadQueue {
                     .invalidState,
                     "Task \(id.gid) has already stopped (\(r.status.rawValue)); its options can no longer change.")
             }
+            var options = options
+            // A directory that resolves to the task's own changes nothing: what getOption answers
+            // (the root, for a task added without dir) written back by a front-end that sends its
+            // whole form was refused on a running task as a move.
+            if options.directory != r.options.directory, (try? c.policy.resolve(options.directory)) == r.directory {
+                options.directory = r.options.directory
+            }
             if options.directory != r.options.directory || options.outputName != r.options.outputName {
                 guard r.status.isQueued, r.completedLength == 0, c.live[id] == nil else {
+                    let why = r.completedLength == 0 && c.live[id] != nil
+                        ? "is running (its file is being named and opened)" : "has already started writing its file"
                     throw QueueError(
                         .invalidState,
-                        "Task \(id.gid) has already started writing its file, so its directory and name cannot change; remove it and add it again instead."
+                        "Task \(id.gid) \(why), so its directory and name cannot change; remove it and add it again instead."
                     )
                 }
                 r.directory = try c.policy.resolve(options.directory)

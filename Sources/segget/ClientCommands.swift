@@ -74,7 +74,7 @@ struct Add: ParsableCommand {
     var urls: [String]
 
     @Option(
-        name: [.short, .customLong("dir")], help: "Save into this directory (inside the daemon's --dir).",
+        name: [.short, .customLong("dir")], help: "Save into this directory, which must lie inside the daemon's --dir; a relative one is taken from the current directory, as for a download.",
         transform: OptionSchema.directory.argument)
     var directory: String?
 
@@ -190,7 +190,7 @@ struct Resume: ParsableCommand {
 struct Remove: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "rm",
-        abstract: "Remove tasks from the running daemon: stop them if they run, and drop them from the history.")
+        abstract: "Remove tasks from the running daemon: a queued or running one stops and stays in the history as removed; one that has stopped is dropped from the history.")
     @Argument(help: "The GIDs of the tasks.") var gids: [String]
     @OptionGroup var daemon: DaemonAddress
     func run() throws {

@@ -43,6 +43,34 @@ import Testing
         await queue.shutdown()
     }
 
+    /// The directory getOption answers (the root, for a task added without one), written back to a
+    /// running task, is no change: accepted, nothing restarted. It was refused as a move ("has already
+    /// started writing its file"), so a front-end sending its whole option form back got error 1.
+    /// A real move of a running task is refused, saying why.
+    @Test func aRunningTasksOwnDirectoryWrittenBackIsNoChange() async throws {
+        let dir = try QueueTempDir()
+        let bytes = QueueTestFiles.randomBytes(8 << 20, seed: 99)
+        let server = try QueueIntegrationTests.server(["big.bin": bytes])
+        defer { server.stop() }
+        let queue = try DownloadQueue(databasePath: dir.path("q.sqlite"), settings: QueueSettings(downloadRoot: dir.path("root")))
+        var options = TaskOptions(outputName: "big.bin")
+        options.connections = 2
+        let id = try queue.add(urls: [server.url("big.bin", query: "rate=1m")], options: options)
+        queue.start()
+        #expect(await eventually(timeout: 10) { (queue.snapshot(id)?.completedLength ?? 0) > 256 << 10 })
+        let root = try #require(queue.snapshot(id)?.directory)
+        options.directory = root
+        try queue.changeOptions(id, options)
+        #expect(queue.snapshot(id)?.status == .active, "written back, the root restarted the task")
+        options.directory = root + "/"
+        try queue.changeOptions(id, options)
+        #expect(queue.snapshot(id)?.status == .active)
+        options.directory = "sub"
+        #expect { try queue.changeOptions(id, options) } throws: { ($0 as? QueueError)?.message.contains("started writing its file") == true }
+        try queue.remove(id, force: true)
+        await queue.shutdown()
+    }
+
     /// A change of nothing but the speed cap, or no change at all, does not restart the download.
     @Test func anUnchangedOrSpeedOnlyChangeDoesNotRestart() {
         var a = TaskOptions(outputName: "x", headers: ["A: 1"], connections: 4)
