@@ -80,10 +80,13 @@ extension DownloadQueue {
             }
             if r.path == nil, let name = suggested {
                 r.directory = directory
-                if let done = Self.finishedUnderName(r, name: name, directory: directory, records: c.records) {
-                    // The file is this URL's download, finished by an earlier task or run:
-                    // `continue` (always on here) takes it as it is, as the command line does,
-                    // rather than fetch a numbered copy.
+                if let done = Self.finishedUnderName(
+                    r, name: name, directory: directory, records: c.records, serverLength: prepared?.info.totalBytes
+                ) {
+                    // The file is this URL's download, finished by an earlier task or run, at the
+                    // length the server sends now: `continue` (always on here) takes it as it is,
+                    // as the command line does, rather than fetch a numbered copy. At another
+                    // length the server's file has changed since: a numbered name, as aria2 does.
                     r.path = done.path
                     c.records[id] = r
                     alreadyDone = done
@@ -149,10 +152,11 @@ extension DownloadQueue {
 
     /// The path and size of the file a task without a path would be saved as, `directory/name`,
     /// when that file is the download of the task's URL that an earlier task or run finished and
-    /// nobody changed since (its `FinishedMark`, with the task's checksums if it has any), and no
-    /// task still to run claims that path.
+    /// nobody changed since (its `FinishedMark`, with the task's checksums if it has any), no task
+    /// still to run claims that path, and the server, where its answer said (`serverLength`), sends
+    /// as many bytes as the file has (a file at another length there is a newer version of it).
     static func finishedUnderName(
-        _ r: TaskRecord, name: String, directory: String, records: [TaskID: TaskRecord]
+        _ r: TaskRecord, name: String, directory: String, records: [TaskID: TaskRecord], serverLength: Int64? = nil
     ) -> (path: String, bytes: Int64)? {
         guard let url = r.urls.first else { return nil }
         let path = OutputNames.join(directory, name)
@@ -162,6 +166,7 @@ extension DownloadQueue {
         guard !claimed, let size = FinishedMark.vouchedSize(at: path, url: url, expected: r.options.checksums) else {
             return nil
         }
+        if let serverLength, serverLength != size { return nil }
         return (path, size)
     }
 

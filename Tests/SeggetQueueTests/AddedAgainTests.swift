@@ -69,4 +69,40 @@ import Testing
         #expect(identical)
         await queue.shutdown()
     }
+
+    /// A URL added again after its task finished, once the server's file has changed length, is
+    /// downloaded anew under a numbered name (as aria2 does), not taken as complete from the old
+    /// file (exploratory run 3: the daemon answered `complete` with the stale bytes).
+    @Test func aFinishedURLAddedAgainAfterTheServersFileChangedIsDownloadedAgain() async throws {
+        let dir = try QueueTempDir()
+        let old = QueueTestFiles.randomBytes(50_000, seed: 23)
+        let new = QueueTestFiles.randomBytes(60_000, seed: 24)
+        let server = try TestServer()
+        server.addResource(name: "changes.bin", bytes: old, etag: "\"changes-1\"")
+        try server.start()
+        defer { server.stop() }
+        let queue = try DownloadQueue(databasePath: dir.path("q.sqlite"), settings: QueueSettings(downloadRoot: dir.path("root")))
+        queue.start()
+        let url = server.url("changes.bin")
+        let first = try queue.add(urls: [url], options: TaskOptions(connections: 2))
+        #expect(await eventually(timeout: 30) { queue.snapshot(first)?.status == .complete })
+        let oldPath = try #require(queue.snapshot(first)?.path)
+
+        // Unchanged on the server: taken as it is, nothing fetched again.
+        let same = try queue.add(urls: [url], options: TaskOptions(connections: 2))
+        #expect(await eventually(timeout: 30) { queue.snapshot(same)?.status == .complete })
+        #expect(queue.snapshot(same)?.path == oldPath, "an unchanged file is this URL's download")
+
+        server.replaceResource(name: "changes.bin", bytes: new, etag: "\"changes-2\"")
+        let second = try queue.add(urls: [url], options: TaskOptions(connections: 2))
+        #expect(await eventually(timeout: 30) { queue.snapshot(second)?.status == .complete })
+        let newPath = try #require(queue.snapshot(second)?.path)
+        #expect(newPath != oldPath, "the changed file was taken as complete from the old one")
+        #expect(queue.snapshot(second)?.totalLength == Int64(new.count))
+        let fresh = QueueTestFiles.read(newPath) == new
+        let kept = QueueTestFiles.read(oldPath) == old
+        #expect(fresh)
+        #expect(kept, "the earlier task's file is left as it was")
+        await queue.shutdown()
+    }
 }
