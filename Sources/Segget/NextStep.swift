@@ -42,6 +42,8 @@ public enum NextStep: CaseIterable, Sendable {
     case freeSpace
     /// A file that failed its digest was discarded: the next try starts afresh.
     case fetchAfresh
+    /// A proxy that cannot be reached or resolved.
+    case otherProxy
 
     public var cli: String {
         switch self {
@@ -65,6 +67,7 @@ public enum NextStep: CaseIterable, Sendable {
         case .replaceWithMirrors: "pass --force to replace it with the mirror's"
         case .freeSpace: "free some space and run the command again"
         case .fetchAfresh: "the next run fetches it afresh"
+        case .otherProxy: "give another with --proxy (or unset the *_proxy variables)"
         }
     }
 
@@ -90,6 +93,7 @@ public enum NextStep: CaseIterable, Sendable {
         case .replaceWithMirrors: "add the task's URLs again (the mirror's too) with another out= to download the mirror's beside it"
         case .freeSpace: "free some space and add the URL again"
         case .fetchAfresh: "adding the URL again fetches it afresh"
+        case .otherProxy: "add the URL again with another all-proxy (or without one, if the daemon's *_proxy variables named it)"
         }
     }
 

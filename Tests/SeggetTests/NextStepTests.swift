@@ -42,6 +42,10 @@ import Testing
         #expect(expired.hasSuffix("it has expired; the server's certificate must be fixed (a daemon always verifies certificates)."), "\(expired)")
         let wanted = NextStep.forDaemon(Prober.networkError(.receiveError, url: "https://h.example/f", tlsAlert: .certificateRequired).message)
         #expect(wanted.hasSuffix("(TLS alert: certificate required); start the daemon with --certificate FILE (and --private-key FILE if the key is apart)."), "\(wanted)")
+        let proxy = try! #require(Prober.proxyError(.couldNotConnect, url: "http://h.example/f", proxy: "http://p.example:3128", head: ResponseHead(), connected: false))
+        let unreachable = NextStep.forDaemon(proxy.message)
+        #expect(unreachable.hasSuffix("check that the proxy is up and reachable, or add the URL again with another all-proxy (or without one, if the daemon's *_proxy variables named it)."), "\(unreachable)")
+        #expect(!unreachable.contains("--"), "\(unreachable)")
         let plain = "the server answered 404 Not Found for http://h.example/f."
         #expect(NextStep.forDaemon(plain) == plain)
     }

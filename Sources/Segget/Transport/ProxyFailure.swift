@@ -13,7 +13,7 @@ extension Prober {
     /// there (its verdict unread), so the advice names that cause too.
     static func proxyError(_ code: CurlCode, url: String, proxy: String, head: ResponseHead, connected: Bool, peer: TLSPeer = .server) -> SeggetError? {
         let u = URLParts.shown(url), p = URLParts.shown(proxy)
-        let instead = "check that the proxy is up and reachable, or give another with --proxy (or unset the *_proxy variables)"
+        let instead = "check that the proxy is up and reachable, or \(NextStep.otherProxy.cli)"
         switch code {
         case .couldNotConnect:
             return SeggetError(.network, "could not connect to the proxy \(p) (for \(u)); \(instead).")
