@@ -131,7 +131,9 @@ public final class Download: @unchecked Sendable {
         let chunkSize = pieces.map { PiecePlan.chunkSize(pieceLength: $0.length, requested: options.chunkSize) } ?? options.chunkSize
         let partial = try PartialDownload.open(
             paths: paths, url: url, probe: probe, ranged: ranged, fresh: plan.fresh, chunkSize: chunkSize,
-            mustResume: plan.mustResume, standIn: isStandIn(plan) ? plan.url : nil, events: events)
+            mustResume: plan.mustResume, standIn: isStandIn(plan) ? plan.url : nil,
+            sameFile: SameFileEvidence(urls: [self.url] + options.mirrors, bytesChecked: !expected.isEmpty || pieces != nil),
+            events: events)
         var hasher: PrefixHasher?
         defer {
             if !handedOn {

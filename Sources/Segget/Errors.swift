@@ -106,6 +106,10 @@ public struct SeggetError: Error, CustomStringConvertible, Sendable, Equatable {
         return e
     }
 
+    /// The output name holds another URL's partial download that nothing shows is the same file
+    /// (`OtherURLResume.unproven`): aria2's "file already exists" (its error 13) for a daemon's task.
+    public internal(set) var nameHeldByAnotherDownload = false
+
     /// A redirect loop, or more redirects than allowed: what aria2 reports as "too many redirects"
     /// (its error 23, which the daemon's tasks give).
     public internal(set) var tooManyRedirects = false

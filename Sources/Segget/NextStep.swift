@@ -44,6 +44,8 @@ public enum NextStep: CaseIterable, Sendable {
     case fetchAfresh
     /// A proxy that cannot be reached or resolved.
     case otherProxy
+    /// A partial download under the name came from another URL that nothing shows is the same file.
+    case otherURLsPartial
 
     public var cli: String {
         switch self {
@@ -68,6 +70,7 @@ public enum NextStep: CaseIterable, Sendable {
         case .freeSpace: "free some space and run the command again"
         case .fetchAfresh: "the next run fetches it afresh"
         case .otherProxy: "give another with --proxy (or unset the *_proxy variables)"
+        case .otherURLsPartial: "run segget with that URL to continue it, give --checksum with the file's digest to continue it from this URL, pass --no-continue to start over from this URL, or choose another name with -o"
         }
     }
 
@@ -94,6 +97,7 @@ public enum NextStep: CaseIterable, Sendable {
         case .freeSpace: "free some space and add the URL again"
         case .fetchAfresh: "adding the URL again fetches it afresh"
         case .otherProxy: "add the URL again with another all-proxy (or without one, if the daemon's *_proxy variables named it)"
+        case .otherURLsPartial: "add that URL to continue it, add this one with the checksum option (the file's digest) to continue it from this URL, or give the task another out= (remove the partial download's .segget-part and .segget-journal to start over)"
         }
     }
 

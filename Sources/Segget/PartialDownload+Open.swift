@@ -15,7 +15,8 @@ extension PartialDownload {
     /// which nothing shows has changed.
     static func open(
         paths: Paths, url: String, probe: ProbeResult, ranged: Bool, fresh: Bool, chunkSize: Int64,
-        mustResume: Bool = false, standIn: String? = nil, events: (@Sendable (DownloadEvent) -> Void)?
+        mustResume: Bool = false, standIn: String? = nil, sameFile: SameFileEvidence = SameFileEvidence(),
+        events: (@Sendable (DownloadEvent) -> Void)?
     ) throws(SeggetError) -> PartialDownload {
         try paths.checkSideFileNames()
         guard ranged, let total = probe.totalLength else {
@@ -33,7 +34,9 @@ extension PartialDownload {
                 withJournal: false)
         }
         let opened: PartialDownload
-        if !fresh, let resumed = try resume(paths: paths, url: url, probe: probe, total: total, renewed: mustResume, standIn: standIn, events: events) {
+        if !fresh, let resumed = try resume(
+            paths: paths, url: url, probe: probe, total: total, renewed: mustResume, standIn: standIn, sameFile: sameFile,
+            events: events) {
             opened = resumed
         } else if mustResume {
             throw SeggetError(.protocolViolation, "after renewing the link, the partial download \(paths.part) could not be resumed (see the notice above); it is kept as it was.")
@@ -66,7 +69,7 @@ extension PartialDownload {
     /// of the file and its data file is whole; nil (with a notice saying why) to start over.
     private static func resume(
         paths: Paths, url: String, probe: ProbeResult, total: Int64, renewed: Bool, standIn: String?,
-        events: (@Sendable (DownloadEvent) -> Void)?
+        sameFile: SameFileEvidence, events: (@Sendable (DownloadEvent) -> Void)?
     ) throws(SeggetError) -> PartialDownload? {
         let opened: (journal: Journal, trusted: ChunkBitmap)
         do {
@@ -98,6 +101,19 @@ extension PartialDownload {
             opened.journal.close()
             throw SeggetError.standInCannot(mirror, standInWhy, continuing: "the partial download \(paths.part)")
         }
+        // Another URL's partial download is this one's only where something shows the same file
+        // (`OtherURLResume`); otherwise it is not this download's to continue or to delete.
+        let otherURL = OtherURLResume.judge(
+            journalURL: h.url, url: url, declared: sameFile.urls, bytesChecked: sameFile.bytesChecked, renewed: renewed)
+        if otherURL == .unproven {
+            opened.journal.close()
+            var e = SeggetError(
+                .fileSystem,
+                "\(paths.part) is a partial download of another URL, \(URLParts.shown(h.url)), and nothing shows that \(URLParts.shown(url)) serves the same file: its path differs, and an equal length and ETag do not show equal bytes (many servers make the ETag from the file's time and size alone). It is kept as it was: \(NextStep.otherURLsPartial.cli).",
+                retryAdvice: .never)
+            e.nameHeldByAnotherDownload = true
+            throw e
+        }
         if h.totalLength != total {
             return try otherVersion("the file on the server changed size (\(h.totalLength) → \(total) bytes)",
                                     "serves \(total) bytes where the partial download has \(h.totalLength)")
@@ -114,10 +130,11 @@ extension PartialDownload {
             return try otherVersion("the file changed on the server since the last run (ETag/Last-Modified differ)",
                                     "sends another ETag or Last-Modified than the partial download's")
         }
-        if h.url != URLParts.redactingCredentials(url) && !renewed {
-            // Signed links change every time they are made: the same length and validators (checked
-            // above) say that it is the same file, so a fresh link resumes the partial download.
-            events?(.notice("the partial download came from another URL (\(URLParts.shown(h.url))); this one serves the same file (same length, \(probe.etag == nil ? "Last-Modified" : h.etag == probe.etag ? "ETag" : "Last-Modified, and an ETag its server words otherwise")), so it continues from there."))
+        if let why = otherURL.reason {
+            // Signed links change every time they are made: the same resource (or a URL the user
+            // named for the file, or a checksum) with the same length and validators (checked
+            // above) continues the partial download.
+            events?(.notice("the partial download came from another URL (\(URLParts.shown(h.url))); this one is \(why), and serves the same length and \(probe.etag == nil ? "Last-Modified" : h.etag == probe.etag ? "ETag" : "Last-Modified, and an ETag its server words otherwise"), so it continues from there."))
         }
         guard let size = PosixFile.fileSize(path: paths.part) else {
             return restart("the partial data file \(paths.part) is missing")

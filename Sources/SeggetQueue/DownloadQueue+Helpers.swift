@@ -139,7 +139,7 @@ extension DownloadQueue {
             }
         case .fileSystem:
             let m = e.message
-            if m.contains("already exists") { return 13 }
+            if m.contains("already exists") || e.nameHeldByAnotherDownload { return 13 }
             if m.contains("space") || m.contains("disk is full") { return 9 }
             return 16
         case .verification: return 32

@@ -239,6 +239,7 @@ import Testing
         #expect(DownloadQueue.aria2ErrorCode(SeggetError(.httpStatus, "x", httpStatus: 403)) == 24)
         #expect(DownloadQueue.aria2ErrorCode(SeggetError(.httpStatus, "x", httpStatus: 500)) == 22)
         #expect(DownloadQueue.aria2ErrorCode(SeggetError(.verification, "x")) == 32)
+        #expect(DownloadQueue.aria2ErrorCode(SeggetError(.fileSystem, "x")) == 16)
         #expect(DownloadQueue.aria2ErrorCode(SeggetError(.network, "x")) == 6)
         #expect(DownloadQueue.aria2ErrorCode(SeggetError(.fileSystem, "/a already exists; pass")) == 13)
         #expect(DownloadQueue.aria2ErrorCode(SeggetError(.protocolViolation, "redirect loop: x")) == 22)
