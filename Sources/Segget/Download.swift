@@ -146,6 +146,11 @@ public final class Download: @unchecked Sendable {
         if resumedBytes > 0 {
             events?(.notice("resuming: \(Format.bytes(resumedBytes)) of \(Format.bytes(chunks.totalLength)) already downloaded."))
         }
+        if ranged, let idle = Self.connectionsWithoutWork(
+            left: chunks.totalLength - resumedBytes, chunkSize: partial.chunkSize, connections: options.connections)
+        {
+            events?(.notice("chunks of \(Format.bytes(partial.chunkSize)) cut the \(Format.bytes(chunks.totalLength - resumedBytes)) left into \(idle.chunks), so \(idle.chunks) of the \(options.connections) connections have work (a chunk is one connection's; a smaller chunk size spreads the file over more)."))
+        }
         // Without ranges, the probe's answer is the whole file's: where it was held, the fetch's
         // stream continues it after the bytes it brought (see `FetchEngine.continueProbe`).
         let streamContinues = !ranged && partial.isNew && probe.held?.isSettled == false
@@ -234,4 +239,15 @@ public final class Download: @unchecked Sendable {
         }
         return expected
     }
+
+    /// Where a chunk size above the default leaves some of `connections` without work from the
+    /// start: a chunk is one connection's work, and `left` bytes make fewer chunks than connections.
+    /// (The idle ones race no chunk blindly: see `Coordinator`'s racer rate.) Nil otherwise, and for
+    /// the default chunk size, where only a small file does that.
+    public static func connectionsWithoutWork(left: Int64, chunkSize: Int64, connections: Int) -> (chunks: Int, idle: Int)? {
+        guard chunkSize > DownloadOptions().chunkSize, left > 0, chunkSize > 0 else { return nil }
+        let chunks = Int((left + chunkSize - 1) / chunkSize)
+        return chunks < connections ? (chunks, connections - chunks) : nil
+    }
+
 }

@@ -357,17 +357,6 @@ extension Coordinator {
         return Double(max(0, end(of: c.id) - c.pos)) / max(r, 1)
     }
 
-    /// The average rate of an idle connection's last transfer from its first byte to its last,
-    /// once it brought at least `racerEvidenceBytes`; nil otherwise.
-    func lastTransferRate(_ c: Connection) -> Double? {
-        guard !c.machine.isTransferring, let first = c.firstByteAt else { return nil }
-        let bytes = c.transferBytes - c.bytesAtFirstByte
-        let seconds = c.lastByteAt - first
-        guard bytes >= Self.racerEvidenceBytes, seconds > 0.01 else { return nil }
-        return Double(bytes) / seconds
-    }
-    static let racerEvidenceBytes: Int64 = 256 << 10
-
     /// The median rate of the connections receiving now, for sizing steals; nil if none is known.
     func typicalRate(now: Double) -> Double? {
         let rates = connections.compactMap { c in c.machine.isTransferring && !isRacing(c.id) ? rate(c, now: now) : nil }.sorted()

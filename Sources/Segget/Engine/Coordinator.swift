@@ -317,7 +317,7 @@ struct Coordinator: Coordinating {
         // trickles some answers serves others fast: a new request is a new draw, and a racer that
         // saw only trickles may still draw a fast one).
         let bestRate = max(peakTransferRate, connections.map(\.bestWindowRate).max() ?? 0)
-        let racerRate = bestRate > 0 ? bestRate : nil
+        let racerRate = bestRate > 0 ? bestRate : rateBeforeEvidence(now: now)
         for (i, id) in idle.enumerated() {
             // No more than its host accepts (see `HostLimit`); a connection to another host may still go.
             guard allowsAnotherRequest(now: now, source: connections[id].source) || movedToHostWithRoom(id, now: now) else {
@@ -356,7 +356,14 @@ struct Coordinator: Coordinating {
                 a = .run(r)
             }
             openLinks = max(0, openLinks - 1)
-            if tracing { commands.append(.trace("connection \(id) gets \(a)")) }
+            if tracing {
+                if case .duplicate(let chunk, let owner) = a {
+                    let racer = estimates.racerSeconds(chunkBytes: Int64(chunkPlan.byteRange(ofChunk: chunk).count), ownRate: racerRate)
+                    commands.append(.trace("connection \(id) gets \(a): the owner needs \(Format.seconds(estimates.remaining[owner])), a racer \(racer.map(Format.seconds) ?? "unknown") (best rate \(racerRate.map { Format.bytes(Int64($0)) } ?? "unknown")/s)"))
+                } else {
+                    commands.append(.trace("connection \(id) gets \(a)"))
+                }
+            }
             switch a {
             case .run(let r), .stolen(let r, _, _):
                 // A victim's run now ends at the cut (`end(of:)` reads it from the scheduler).
