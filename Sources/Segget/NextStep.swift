@@ -8,6 +8,8 @@
 public enum NextStep: CaseIterable, Sendable {
     /// Retries spent on a network failure.
     case resumeLaterOrRaiseRetries
+    /// The same, for a server without byte ranges: nothing is kept to resume.
+    case againOrRaiseRetries
     /// Retries spent on answers that cannot be used.
     case tryOneConnection
     /// After a journal that could not be written.
@@ -50,6 +52,7 @@ public enum NextStep: CaseIterable, Sendable {
     public var cli: String {
         switch self {
         case .resumeLaterOrRaiseRetries: "run the same command to resume later, or raise --retries"
+        case .againOrRaiseRetries: "run the same command to download it again later (the server serves no byte ranges, so it starts over from the first byte), or raise --retries"
         case .tryOneConnection: "try -n 1 or another server"
         case .resume: "run the same command to resume."
         case .resumeNothingLost: "run the same command to resume; nothing already downloaded is lost."
@@ -77,6 +80,7 @@ public enum NextStep: CaseIterable, Sendable {
     public var daemon: String {
         switch self {
         case .resumeLaterOrRaiseRetries: "add the URL again to resume later (the new task continues what this one saved)"
+        case .againOrRaiseRetries: "add the URL again to download it anew later (the server serves no byte ranges, so it starts over from the first byte)"
         case .tryOneConnection: "try split=1 or another server"
         case .resume: "add the URL again to resume (the new task continues what this one saved)."
         case .resumeNothingLost: "add the URL again to resume; the new task continues what this one saved."

@@ -132,4 +132,26 @@ import Testing
             #expect(!TestFiles.exists(leftover), "\(leftover) is there: \(r.stderr)")
         }
     }
+
+    /// A server without ranges whose answer stalls until the retries are spent: nothing is kept, so
+    /// the advice is to download it again, from the first byte (exploratory run 4: it said "run the
+    /// same command to resume later", and the daemon "continues what this one saved").
+    @Test func retriesSpentWithoutRangesAdviseStartingOverNotResuming() async throws {
+        let server = try TestServer.serving(Self.body)
+        defer { server.stop() }
+        let dir = try TempDir()
+        var o = Self.options(1, dir: dir)
+        o.transfer.stallTimeout = 1
+        o.retries = 1
+        o.retryWait = 0.05
+        let url = server.baseURL + "/noranges/f?slowfirst=99&slowafter=1m&slowrate=0"
+        let error = try await failure(of: Download(url: url, options: o))
+        let message = error?.message ?? ""
+        #expect(error?.kind == .network, "\(String(describing: error))")
+        #expect(message.contains("starts over from the first byte") && message.contains("--retries"), "\(message)")
+        #expect(!message.contains("resume"), "\(message)")
+        #expect(NextStep.forDaemon(message).contains("add the URL again to download it anew later"), "\(message)")
+        #expect(!TestFiles.exists(dir.path("out.bin") + ".segget-journal"), "nothing was kept to resume")
+    }
+
 }

@@ -310,7 +310,7 @@ extension Coordinating {
         let attempts = connections[id].attempts
         if attempts > config.retries {
             if let dropped = sourceFailed(of: id, why: reason, now: now) { return dropped }
-            let hint = kind == .protocolViolation ? "the server's answers are unusable; \(NextStep.tryOneConnection.cli)" : NextStep.resumeLaterOrRaiseRetries.cli
+            let hint = kind == .protocolViolation ? "the server's answers are unusable; \(NextStep.tryOneConnection.cli)" : (config.ranged ? NextStep.resumeLaterOrRaiseRetries : .againOrRaiseRetries).cli
             failure = SeggetError(kind, "bytes \(connections[id].pos)-\(end(of: id) - 1) failed \(attempts) time\(attempts == 1 ? "" : "s") (last: \(reason)); \(hint).")
             return []
         }
