@@ -190,7 +190,7 @@ extension PartialDownload {
         do {
             data = try PosixFile.open(path: paths.part, mode: .createExclusive(permissions: 0o644))
         } catch {
-            throw SeggetError(.fileSystem, createMessage(paths.part, error))
+            throw SeggetError(.fileSystem, createMessage(paths, error))
         }
         // Space is judged once the file could be made: a directory where nothing can be written (a
         // read-only file system, no permission) says so, rather than "free some space".
@@ -227,10 +227,15 @@ extension PartialDownload {
         }
     }
 
-    private static func createMessage(_ path: String, _ error: Errno) -> String {
-        switch error {
+    /// The message for the data file of `paths` that could not be created. A permission denied names
+    /// the directory and the final name: a small file is saved without a part file (`O_TMPFILE`), so
+    /// the part file's name was one the user never sees.
+    static func createMessage(_ paths: Paths, _ error: Errno) -> String {
+        let path = paths.part
+        return switch error {
         case .fileExists, .tooManySymbolicLinkLevels: "\(path) appeared while segget was creating it (a symbolic link?); refusing to write through it."
-        case .permissionDenied, .notPermitted: "permission denied writing \(path); choose another directory with -d or -o."
+        case .permissionDenied, .notPermitted:
+            "permission denied creating files in \(FileSystem.directoryName(of: path)) (to save \(paths.final)); choose another directory with -d or -o."
         case .readOnlyFileSystem: "\(FileSystem.directoryName(of: path)) is on a read-only file system; choose another directory with -d or -o."
         case .noSuchFileOrDirectory: "the directory of \(path) does not exist."
         case .noSpace: "the disk is full; \(NextStep.freeSpace.cli)."

@@ -1,4 +1,5 @@
 @testable import Segget
+import SeggetSystem
 import Testing
 
 /// `OtherURLResume.judge`: a partial download from another URL continues only where something shows
@@ -68,5 +69,19 @@ struct OtherURLResumeRuleTests {
         #expect(ResourceKey("https://a@b@h.example:1/p")?.port == "1")
         #expect(ResourceKey("not a url") == nil)
         #expect(ResourceKey("https:///path") == nil)
+    }
+}
+
+/// The message for a data file that could not be created (exploratory run 4: a small file, saved
+/// without a part file, was reported as "permission denied writing NAME.segget-part").
+struct CreateMessageTests {
+    @Test func permissionDeniedNamesTheDirectoryAndTheFinalName() {
+        let paths = PartialDownload.Paths(final: "/srv/ro/small.bin")
+        for e in [Errno.permissionDenied, .notPermitted] {
+            let m = PartialDownload.createMessage(paths, e)
+            #expect(m == "permission denied creating files in /srv/ro (to save /srv/ro/small.bin); choose another directory with -d or -o.", "\(m)")
+            #expect(!m.contains(".segget-part"))
+        }
+        #expect(PartialDownload.createMessage(paths, .noSuchFileOrDirectory).contains("does not exist"))
     }
 }
