@@ -222,8 +222,15 @@ extension PartialDownload {
             let journal = try Journal.create(path: paths.journal, header: header)
             return PartialDownload(paths: paths, data: data, journal: journal, trusted: nil, chunkSize: chunkSize, isNew: true)
         } catch {
+            // The data file holds nothing yet: it goes, rather than fill the disk without a journal
+            // (a rerun would throw it away as untrustworthy anyway).
             data.close()
-            throw SeggetError(.fileSystem, "could not create the journal \(paths.journal): \(error).")
+            try? PosixFile.remove(path: paths.part)
+            try? PosixFile.remove(path: paths.journal)
+            if error == .noSpace {
+                throw SeggetError(.fileSystem, "not enough space in \(directory) for the journal beside the file's \(Format.bytes(total)) (a few KiB more); \(NextStep.freeSpace.cli).")
+            }
+            throw SeggetError(.fileSystem, "could not create the journal \(paths.journal): \(error); nothing was kept.")
         }
     }
 

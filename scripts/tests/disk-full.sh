@@ -9,7 +9,9 @@
 #      the journal kept and consistent; after freeing space the same command resumes (re-fetching
 #      little) and completes byte-identical;
 #   4. a stream of unknown length from a server without ranges meets ENOSPC: exit 5, saying that a
-#      rerun starts over (no journal: nothing to resume), and the rerun after freeing space succeeds.
+#      rerun starts over (no journal: nothing to resume), and the rerun after freeing space succeeds;
+#   5. the file fits exactly, its journal does not: exit 5 saying so and what to do, and the
+#      reserved data file is not left filling the disk.
 # Needs root (or another way to mount tmpfs); prints SKIP and exits 0 when mounting is not allowed.
 # Needs SEGGET_BIN and SEGGET_TESTSERVER_BIN (scripts/test sets them; defaults: .build/debug).
 source "$(dirname "$0")/../lib/common.sh"
@@ -53,7 +55,8 @@ START=$SECONDS
 
 head -c $((16 << 20)) /dev/urandom >"$WORK/big.bin"
 head -c $((6 << 20)) /dev/urandom >"$WORK/six.bin"
-"$SEGGET_TESTSERVER_BIN" --port 0 --file "big.bin=$WORK/big.bin" --file "six.bin=$WORK/six.bin" \
+head -c $(((8 << 20) - 2048)) /dev/urandom >"$WORK/near.bin"
+"$SEGGET_TESTSERVER_BIN" --port 0 --file "big.bin=$WORK/big.bin" --file "six.bin=$WORK/six.bin" --file "near.bin=$WORK/near.bin" \
     --log "$WORK/server.log" >"$WORK/server.out" 2>"$WORK/server.err" &
 SERVER_PID=$!
 BASE="$(testserver_url "$WORK/server.out" "$SERVER_PID")"
@@ -180,4 +183,14 @@ run_segget chunked2 -q -o "$OUT4" "$BASE/chunked/six.bin"
 [ "$RC" -eq 0 ] || fail "the rerun after freeing space should succeed, got $RC: $(cat "$WORK/run-chunked2.err")"
 cmp -s "$OUT4" "$WORK/six.bin" || fail "the rerun's file differs from the source"
 echo "disk-full: ok: the rerun downloaded it again, identical"
+rm -f "$OUT4"
+
+# --- 5. the file fits, its journal does not ------------------------------------------------------
+log "disk-full 5: a file that takes the whole disk, with no room left for its journal"
+run_segget near -q -n 4 -o "$MNT/near.bin" "$BASE/near.bin"
+[ "$RC" -eq 5 ] || fail "expected exit 5 when the journal does not fit, got $RC: $(cat "$WORK/run-near.err")"
+grep -q "not enough space in .* for the journal" "$WORK/run-near.err" || fail "unclear message: $(cat "$WORK/run-near.err")"
+grep -q "free some space and run the command again" "$WORK/run-near.err" || fail "no next step: $(cat "$WORK/run-near.err")"
+[ -z "$(ls -A "$MNT")" ] || fail "the reserved data file was left filling the disk: $(ls -la "$MNT")"
+echo "disk-full: ok: exit 5, \"$(head -c 160 "$WORK/run-near.err" | tr -d '\n')…\", nothing left behind"
 echo "disk-full: all cases passed in $((SECONDS - START)) s"
