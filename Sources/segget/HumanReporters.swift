@@ -161,13 +161,16 @@ final class BatchUI: Reporter {
                 rows.append([name, "-", "-", "-", "not started"])
             }
         }
-        let widths = (0..<5).map { c in rows.map { $0[c].count }.max() ?? 0 }
+        // Padded by the columns each cell takes as shown: escaped (as writeStderr will), wide
+        // characters two.
+        rows = rows.map { $0.map { DisplayText.escaping($0, keepingLineBreaks: false) } }
+        let widths = (0..<5).map { c in rows.map { DisplayText.columns($0[c]) }.max() ?? 0 }
         var text = ""
         for r in rows {
             var cells: [String] = []
             for c in 0..<5 {
                 // Sizes, times and speeds right-aligned; names and status left-aligned.
-                let pad = String(repeating: " ", count: widths[c] - r[c].count)
+                let pad = String(repeating: " ", count: widths[c] - DisplayText.columns(r[c]))
                 cells.append((1...3).contains(c) ? pad + r[c] : (c == 4 ? r[c] : r[c] + pad))
             }
             text += cells.joined(separator: "  ") + "\n"

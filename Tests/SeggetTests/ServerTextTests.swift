@@ -69,6 +69,21 @@ import Testing
         #expect(!ServerText(String(repeating: "a", count: ServerText.displayLimit - 1)).escaped.hasSuffix("…"))
     }
 
+    /// The columns a batch's table pads by (exploratory run 4: `文件.bin` counted 6 and took 8).
+    @Test func displayColumns() {
+        #expect(DisplayText.columns("f6.bin") == 6)
+        #expect(DisplayText.columns("文件.bin") == 8)
+        #expect(DisplayText.columns("ファイル") == 8)
+        #expect(DisplayText.columns("파일") == 4)
+        #expect(DisplayText.columns("ＡＢ") == 4)  // fullwidth
+        #expect(DisplayText.columns("e\u{301}te\u{301}") == 3)  // combining acute accents take none
+        #expect(DisplayText.columns("a\u{200D}b") == 2)  // zero-width joiner
+        #expect(DisplayText.columns("🎉") == 2)
+        #expect(DisplayText.columns("café") == 4)
+        #expect(DisplayText.columns(DisplayText.escaping("x\u{1B}y", keepingLineBreaks: false)) == 6)  // x\x1by
+        #expect(DisplayText.columns("") == 0)
+    }
+
     @Test func displayTextEscapesAgainWithoutChange() {
         let once = DisplayText.escaping("x \(ServerText("\u{1B}[2J\\")) \u{1B}]0;t\u{07} \u{202E}")
         #expect(once == "x \\x1b[2J\\\\ \\x1b]0;t\\x07 \\u{202e}")

@@ -53,6 +53,26 @@ public enum DisplayText {
         return render(Array(text.utf8), quotingBackslash: false, keepingLineBreaks: keepingLineBreaks, limit: nil)
     }
 
+    /// The terminal columns `text` takes (for text already escaped: no control characters): two for
+    /// an East Asian wide or fullwidth character or an emoji, none for a combining mark or a
+    /// zero-width joiner, one for anything else. What a table pads by; a count of `Character`s
+    /// misaligned a batch's table at a name such as `文件.bin`.
+    public static func columns(_ text: String) -> Int {
+        text.unicodeScalars.reduce(0) { n, u in
+            switch u.properties.generalCategory {
+            case .nonspacingMark, .enclosingMark, .format: return n
+            default: break
+            }
+            switch u.value {
+            case 0x1100...0x115F, 0x2E80...0x303E, 0x3041...0x33FF, 0x3400...0x4DBF, 0x4E00...0x9FFF, 0xA000...0xA4CF,
+                0xAC00...0xD7A3, 0xF900...0xFAFF, 0xFE30...0xFE4F, 0xFF00...0xFF60, 0xFFE0...0xFFE6, 0x1F300...0x1F64F,
+                0x1F900...0x1F9FF, 0x20000...0x3FFFD:
+                return n + 2
+            default: return n + 1
+            }
+        }
+    }
+
     /// True when `text` holds nothing that `escaping(_:keepingLineBreaks:)` would change.
     public static func isSafe(_ text: String, keepingLineBreaks: Bool = true) -> Bool {
         escaping(text, keepingLineBreaks: keepingLineBreaks) == text
