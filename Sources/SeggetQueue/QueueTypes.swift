@@ -195,6 +195,6 @@ public struct QueueError: Error, CustomStringConvertible, Sendable, Equatable {
     public var description: String { message }
 
     static func notFound(_ id: TaskID) -> QueueError {
-        QueueError(.notFound, "No task has the id \(id.gid); list the tasks to see their ids.")
+        QueueError(.notFound, "GID \(id.gid) is not found")
     }
 }
