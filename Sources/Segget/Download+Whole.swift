@@ -35,6 +35,11 @@ extension Download {
         } catch {
             // A name already taken is reported first, as the usual path does.
             if PosixFile.fileSize(path: paths.final) != nil { return nil }
+            // The file's length is known though nothing is kept: a daemon's failed task answers it,
+            // as aria2 does (its `totalLength` was 0).
+            context.progress?(DownloadProgress(
+                completedBytes: 0, totalBytes: total, receivedBytes: 0, bytesPerSecond: 0, elapsed: 0,
+                connections: [], finishedRanges: []))
             throw error
         }
         return WholeSave(

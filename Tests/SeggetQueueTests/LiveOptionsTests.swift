@@ -43,6 +43,26 @@ import Testing
         await queue.shutdown()
     }
 
+    /// A small file (the probe brings it whole) that fails its checksum: nothing is kept, but the
+    /// task answers the file's length, as aria2 does (exploratory run 3: `totalLength` "0").
+    @Test func aSmallFileThatFailsItsChecksumKeepsItsLength() async throws {
+        let dir = try QueueTempDir()
+        let bytes = QueueTestFiles.randomBytes(100_000, seed: 97)
+        let server = try QueueIntegrationTests.server(["small.bin": bytes])
+        defer { server.stop() }
+        let queue = try DownloadQueue(databasePath: dir.path("q.sqlite"), settings: QueueSettings(downloadRoot: dir.path("root")))
+        var options = TaskOptions(outputName: "small.bin")
+        options.checksums = [try ExpectedDigest(parsing: "sha-256=" + String(repeating: "ab", count: 32))]
+        let id = try queue.add(urls: [server.url("small.bin")], options: options)
+        queue.start()
+        #expect(await eventually(timeout: 10) { queue.snapshot(id)?.status.isStopped == true })
+        let failed = try #require(queue.snapshot(id))
+        #expect(failed.status == .error && failed.errorCode == 32, "\(failed.status) \(failed.errorMessage ?? "")")
+        #expect(failed.totalLength == Int64(bytes.count), "\(failed.totalLength)")
+        #expect(failed.completedLength == 0)
+        await queue.shutdown()
+    }
+
     /// The directory getOption answers (the root, for a task added without one), written back to a
     /// running task, is no change: accepted, nothing restarted. It was refused as a move ("has already
     /// started writing its file"), so a front-end sending its whole option form back got error 1.
