@@ -305,6 +305,25 @@ struct QueueState: Sendable, Equatable {
         return gone
     }
 
+    /// The most stopped tasks kept, as aria2's `max-download-result` (its default, which the daemon
+    /// reports): the oldest whose download has ended are forgotten beyond it.
+    static let historyLimit = 1000
+
+    /// Forgets the oldest stopped tasks beyond `limit` whose download has ended; returns them.
+    mutating func trimHistory(limit: Int = historyLimit) -> [TaskID] {
+        var over = history.count - limit
+        guard over > 0 else { return [] }
+        var gone: [TaskID] = []
+        for id in history where over > 0 && tasks[id]?.running == nil {
+            gone.append(id)
+            over -= 1
+        }
+        for id in gone { tasks[id] = nil }
+        let forgotten = Set(gone)
+        history.removeAll { forgotten.contains($0) }
+        return gone
+    }
+
     /// Moves a queued task; returns its new place, clamped to the queue.
     mutating func changePosition(_ id: TaskID, _ pos: Int, _ how: PositionOrigin) throws(QueueError) -> (Int, [Action])
     {

@@ -21,6 +21,27 @@ private func stops(_ actions: [QueueState.Action]) -> [TaskID] {
         return s
     }
 
+    /// The history keeps at most `max-download-result` stopped tasks: the oldest whose download has
+    /// ended go first; one still stopping stays until it has.
+    @Test func theHistoryIsTrimmedOldestFirstSparingThoseStillStopping() throws {
+        var s = scheduling(.init(maxActive: 1, connectionBudget: 16, defaultConnections: 4))
+        // Task 1 starts; 2-6 wait paused and are removed (never started: nothing to stop).
+        #expect(starts(s.add(id(1), want: .init(), paused: false, position: nil)).keys.sorted() == [id(1)])
+        for n in 2...6 { _ = s.add(id(n), want: .init(), paused: true, position: nil) }
+        _ = try s.remove(id(1))  // stopping: its download has not ended yet
+        for n in 2...6 { _ = try s.remove(id(n)) }
+        #expect(s.history == (1...6).map(id))
+        #expect(s.trimHistory(limit: 10).isEmpty)
+        let gone = s.trimHistory(limit: 3)
+        #expect(gone == [id(2), id(3), id(4)], "task 1 is still stopping: the next oldest go")
+        #expect(s.history == [id(1), id(5), id(6)])
+        #expect(s.entry(id(2)) == nil && s.entry(id(1)) != nil)
+        _ = s.downloadEnded(id(1), .interrupted)
+        #expect(s.trimHistory(limit: 2) == [id(1)])
+        #expect(s.history == [id(5), id(6)])
+        #expect(QueueState.historyLimit == 1000)
+    }
+
     @Test func maxActiveLeavesTheRestWaitingInOrder() {
         var s = scheduling(.init(maxActive: 2, connectionBudget: 16, defaultConnections: 4))
         #expect(starts(s.add(id(1), want: .init(), paused: false, position: nil)).keys.sorted() == [id(1)])
