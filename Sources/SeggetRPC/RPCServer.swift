@@ -66,13 +66,16 @@ public final class RPCServer: Sendable {
     public let hub: NotificationHub
     public let rpcGuard: RPCGuard
     public let host: String
+    /// A second address served on the same port, where it can be bound (the daemon's `::1` beside
+    /// `127.0.0.1`, as aria2c listens on both); nil for none.
+    public let alsoHost: String?
     public let port: Int
     public let maxRequestBytes: Int
     /// An HTTP connection silent this long is closed (a WebSocket is not: it may rightly stay quiet).
     public let idleTimeout: TimeAmount
     /// All calls run here, one at a time: queue commands see one order, and the event loops never block.
     private let work = DispatchQueue(label: "segget.rpc")
-    private let serverChannel = NIOLockedValueBox<Channel?>(nil)
+    private let serverChannels = NIOLockedValueBox<[Channel]>([])
     /// Open client connections and their calls in flight: `close()` closes the idle ones, so that a
     /// keep-alive client cannot hold shutdown up, and the busy ones close after writing their answer.
     private let connections = NIOLockedValueBox(ConnectionBook<ObjectIdentifier, Channel>())
@@ -80,13 +83,14 @@ public final class RPCServer: Sendable {
     public static let stopGrace: DispatchTimeInterval = .seconds(5)
 
     public init(
-        processor: RPCProcessor, hub: NotificationHub, rpcGuard: RPCGuard, host: String, port: Int,
+        processor: RPCProcessor, hub: NotificationHub, rpcGuard: RPCGuard, host: String, alsoHost: String? = nil, port: Int,
         maxRequestBytes: Int = 2 << 20, idleTimeout: TimeAmount = .seconds(120)
     ) {
         self.processor = processor
         self.hub = hub
         self.rpcGuard = rpcGuard
         self.host = host
+        self.alsoHost = alsoHost
         self.port = port
         self.maxRequestBytes = maxRequestBytes
         self.idleTimeout = idleTimeout
@@ -97,8 +101,50 @@ public final class RPCServer: Sendable {
         case http(NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>)
     }
 
-    /// Binds, calls `ready` with the bound port, then serves until `close()`.
-    public func run(ready: @Sendable (Int) -> Void) async throws {
+    /// Binds `host` (and `alsoHost` on the port it got, where that can be bound: `unbound` hears why
+    /// not), calls `ready` with the bound port, then serves until `close()`.
+    public func run(ready: @Sendable (Int) -> Void, unbound: @Sendable (String, any Error) -> Void = { _, _ in }) async throws {
+        let first = try await listen(host: host, port: port)
+        let boundPort = first.channel.localAddress?.port ?? port
+        var listeners = [first]
+        if let alsoHost {
+            do {
+                listeners.append(try await listen(host: alsoHost, port: boundPort))
+            } catch {
+                unbound(alsoHost, error)
+            }
+        }
+        serverChannels.withLockedValue { $0 = listeners.map(\.channel) }
+        ready(boundPort)
+        try await withThrowingDiscardingTaskGroup { group in
+            for listener in listeners {
+                group.addTask { try await self.serve(listener) }
+            }
+        }
+    }
+
+    /// Takes the connections of one listening address until it closes, each served on its own task.
+    private func serve(_ listener: NIOAsyncChannel<EventLoopFuture<Connection>, Never>) async throws {
+        try await withThrowingDiscardingTaskGroup { group in
+            try await listener.executeThenClose { inbound in
+                for try await connection in inbound {
+                    group.addTask {
+                        do {
+                            switch try await connection.get() {
+                            case .websocket(let ws): try await self.serveWebSocket(ws)
+                            case .http(let http): try await self.serveHTTP(http)
+                            }
+                        } catch {
+                            // One connection's failure (a reset, a protocol error) ends only that connection.
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// One listening socket on `host`:`port`, each connection set up for HTTP and WebSocket.
+    private func listen(host: String, port: Int) async throws -> NIOAsyncChannel<EventLoopFuture<Connection>, Never> {
         let maxBytes = maxRequestBytes
         let idleTimeout = self.idleTimeout
         let rpcGuard = self.rpcGuard
@@ -153,25 +199,7 @@ public final class RPCServer: Sendable {
                 return connection
             }
         }
-        serverChannel.withLockedValue { $0 = channel.channel }
-        let boundPort = channel.channel.localAddress?.port ?? port
-        ready(boundPort)
-        try await withThrowingDiscardingTaskGroup { group in
-            try await channel.executeThenClose { inbound in
-                for try await connection in inbound {
-                    group.addTask {
-                        do {
-                            switch try await connection.get() {
-                            case .websocket(let ws): try await self.serveWebSocket(ws)
-                            case .http(let http): try await self.serveHTTP(http)
-                            }
-                        } catch {
-                            // One connection's failure (a reset, a protocol error) ends only that connection.
-                        }
-                    }
-                }
-            }
-        }
+        return channel
     }
 
     /// The system's words for a failure to listen (NIO's own description names its internals).
@@ -184,8 +212,7 @@ public final class RPCServer: Sendable {
     /// middle of a call (the caller of `aria2.shutdown`, for one) writes its answer first, for at most
     /// `stopGrace`.
     public func close() {
-        let channel = serverChannel.withLockedValue { $0 }
-        channel?.close(promise: nil)
+        for channel in serverChannels.withLockedValue({ $0 }) { channel.close(promise: nil) }
         for c in connections.withLockedValue({ $0.stop() }) { c.close(promise: nil) }
         DispatchQueue.global().asyncAfter(deadline: .now() + Self.stopGrace) { [connections] in
             for c in connections.withLockedValue({ $0.all }) { c.close(promise: nil) }

@@ -16,7 +16,8 @@ struct Daemon: ParsableCommand {
             The daemon keeps its queue in an SQLite database: every task is stored before the call \
             that adds it returns, and after a crash, kill -9 or reboot the next start picks every \
             task up where it was (active downloads resume from their journals). It serves aria2's \
-            JSON-RPC 2.0 at http://127.0.0.1:PORT/jsonrpc and ws://127.0.0.1:PORT/jsonrpc, so \
+            JSON-RPC 2.0 at http://127.0.0.1:PORT/jsonrpc and ws://127.0.0.1:PORT/jsonrpc (and on \
+            [::1]), so \
             aria2p, AriaNg, webui-aria2 and segget's own add/ls/pause/resume/rm commands can drive \
             it. Every call must carry the daemon's token: on its first start it makes a random one in \
             its state directory (mode 0600), which segget's client commands read from there and \
@@ -221,7 +222,7 @@ struct Daemon: ParsableCommand {
         let rpcGuard = RPCGuard(hostPolicy: listenAll ? .anyHost : .loopback, log: { writeStderr($0) })
         let server = RPCServer(
             processor: RPCProcessor(secret: token, handler: methods), hub: hub, rpcGuard: rpcGuard,
-            host: listenAll ? "0.0.0.0" : "127.0.0.1", port: port)
+            host: listenAll ? "0.0.0.0" : "127.0.0.1", alsoHost: listenAll ? nil : "::1", port: port)
 
         // Signals arrive on a dispatch queue, not in a handler, so stopping can do real work.
         for sig in [SIGINT, SIGTERM] { signal(sig, SIG_IGN) }
@@ -246,11 +247,18 @@ struct Daemon: ParsableCommand {
             }
             let serving = Task {
                 do {
-                    try await server.run { bound in
-                        writeStderr(
-                            "segget daemon: serving aria2 JSON-RPC on \(listenAll ? "0.0.0.0" : "127.0.0.1"):\(bound)/jsonrpc (HTTP and WebSocket); files under \(root); queue in \(dbPath)\n"
-                        )
-                    }
+                    let ipv6 = Mutex(!listenAll)
+                    try await server.run(
+                        ready: { bound in
+                            let addresses = listenAll ? "0.0.0.0" : ipv6.withLock { $0 } ? "127.0.0.1 and [::1]" : "127.0.0.1"
+                            writeStderr(
+                                "segget daemon: serving aria2 JSON-RPC on \(addresses), port \(bound), at /jsonrpc (HTTP and WebSocket); files under \(root); queue in \(dbPath)\n"
+                            )
+                        },
+                        unbound: { host, error in
+                            ipv6.withLock { $0 = false }
+                            writeStderr("segget daemon: not listening on [\(host)] as well (\(RPCServer.describe(error))); 127.0.0.1 serves.\n")
+                        })
                 } catch {
                     outcome.set(
                         SeggetError(

@@ -29,17 +29,19 @@ struct RunningServer {
 
     init(
         maxRequestBytes: Int = 4096, idleTimeout: TimeAmount = .seconds(120),
-        hostPolicy: HostPolicy = .loopback,
+        hostPolicy: HostPolicy = .loopback, alsoHost: String? = nil, unbound: LogLines? = nil,
         throttle: AuthThrottle.Settings = .init(), handler: any RPCMethodHandler = EchoHandler(), hub: NotificationHub = NotificationHub()
     ) async throws {
         let log = LogLines()
         let server = RPCServer(
             processor: RPCProcessor(secret: "k", handler: handler), hub: hub,
             rpcGuard: RPCGuard(hostPolicy: hostPolicy, throttle: throttle, log: { log.append($0) }), host: "127.0.0.1",
-            port: 0, maxRequestBytes: maxRequestBytes, idleTimeout: idleTimeout)
+            alsoHost: alsoHost, port: 0, maxRequestBytes: maxRequestBytes, idleTimeout: idleTimeout)
         self.log = log
         let box = PortBox()
-        task = Task { try await server.run { p in box.port.withLock { $0 = p } } }
+        task = Task {
+            try await server.run(ready: { p in box.port.withLock { $0 = p } }, unbound: { h, e in unbound?.append("\(h): \(e)") })
+        }
         var port: Int?
         // Up to 30 s: a loaded machine may take a while to run the server's task; usually 10 ms.
         let deadline = ContinuousClock.now + .seconds(30)
@@ -98,6 +100,21 @@ final class BigAnswers: RPCMethodHandler, Sendable {
 }
 
 @Suite(.serialized) struct RPCServerTests {
+    /// The daemon listens on [::1] as well as 127.0.0.1, on one port, as aria2c does (exploratory run
+    /// 3: only 127.0.0.1); a second address that cannot be bound is reported and the first serves.
+    @Test func aSecondAddressServesOnTheSamePort() async throws {
+        let s = try await RunningServer(alsoHost: "::1")
+        #expect(try RPCClient(host: "127.0.0.1", port: s.port, secret: "k").call("echo", [.int(4)]) == .array([.int(4)]))
+        #expect(try RPCClient(host: "::1", port: s.port, secret: "k").call("echo", [.int(6)]) == .array([.int(6)]))
+        await s.stop()
+
+        let unbound = LogLines()
+        let t = try await RunningServer(alsoHost: "192.0.2.1", unbound: unbound)  // TEST-NET-1: no such address here
+        #expect(try RPCClient(host: "127.0.0.1", port: t.port, secret: "k").call("echo", [.int(7)]) == .array([.int(7)]))
+        #expect(unbound.all.count == 1 && unbound.all.first?.hasPrefix("192.0.2.1: ") == true, "\(unbound.all)")
+        await t.stop()
+    }
+
     @Test func callsOverHTTPWithTheClient() async throws {
         let s = try await RunningServer()
         #expect(
