@@ -216,8 +216,7 @@ public final class DownloadQueue: Sendable {
         try core.withLock { (c: inout Core) throws(QueueError) in
             try Self.checkOpen(c)
             try c.state.removeResult(id)
-            c.records[id] = nil
-            c.lastFinished[id] = nil
+            Self.forget([id], &c)
             do { try c.store?.delete([id]) } catch {
                 throw QueueError(.storage, "The task could not be deleted from the queue database: \(error).")
             }
@@ -229,10 +228,7 @@ public final class DownloadQueue: Sendable {
         core.withLock { c in
             guard !c.closed else { return }
             let gone = c.state.purgeResults()
-            for id in gone {
-                c.records[id] = nil
-                c.lastFinished[id] = nil
-            }
+            Self.forget(gone, &c)
             do { try c.store?.delete(gone) } catch {
                 c.lastStorageError = QueueError(.storage, "Purging the history failed: \(error).")
             }
@@ -398,10 +394,7 @@ public final class DownloadQueue: Sendable {
                     // Beyond `max-download-result` the oldest results are forgotten, as aria2 does
                     // (exploratory run 3: 1,628 kept where the daemon reports 1000).
                     let gone = c.state.trimHistory()
-                    for old in gone {
-                        c.records[old] = nil
-                        c.lastFinished[old] = nil
-                    }
+                    Self.forget(gone, &c)
                     if !gone.isEmpty { store(&c) { s throws(SQLiteError) in try s.delete(gone) } }
                 }
                 if status == .active {
@@ -432,6 +425,15 @@ public final class DownloadQueue: Sendable {
     }
 
     /// Runs a store write, remembering a failure for the calling method to throw.
+    /// Drops what the shell keeps of stopped tasks the state has forgotten (the database is the
+    /// caller's: each reports its own failure).
+    static func forget(_ ids: [TaskID], _ c: inout Core) {
+        for id in ids {
+            c.records[id] = nil
+            c.lastFinished[id] = nil
+        }
+    }
+
     func store(_ c: inout Core, _ body: (TaskStore) throws(SQLiteError) -> Void) {
         guard let s = c.store else { return }
         do {
