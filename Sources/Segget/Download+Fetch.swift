@@ -350,11 +350,28 @@ extension Download {
                 let from = origin?.of(e)
                 let source = from.map { " (\($0.phrase))" } ?? ""
                 let advice = from?.field.map { " Where the server's \($0) field is what is wrong, --no-verify downloads without checking it." } ?? ""
-                throw SeggetError(.verification, "\(e.algorithm.displayName) mismatch for \(name): expected \(e.hex)\(source), got \(hexString(got)). \(afterMismatch)\(advice)")
+                let after = (afterMismatch.isEmpty ? "" : " " + afterMismatch) + advice
+                throw SeggetError(.verification, "\(e.algorithm.displayName) mismatch for \(name): expected \(e.hex)\(source), got \(hexString(got)).\(after)")
             }
             verified.append("\(e.algorithm.displayName)=\(e.hex)")
         }
         return verified
+    }
+
+    /// Reads the file at `path` from disk and checks it against `expected` (see `checkDigests`),
+    /// hashing it once for all their algorithms: what a finished download checked again, a repaired
+    /// file and `segget verify` share. A file that cannot be read is a file-system error, its message
+    /// `unreadable` followed by the reason.
+    public static func checkFile(
+        at path: String, expected: [ExpectedDigest], unreadable: String, afterMismatch: String
+    ) throws(SeggetError) -> [String] {
+        let digests: [DigestAlgorithm: [UInt8]]
+        do {
+            digests = try digestFile(path: path, algorithms: Array(Set(expected.map(\.algorithm))))
+        } catch {
+            throw SeggetError(.fileSystem, unreadable.isEmpty ? "\(error)" : "\(unreadable): \(error).")
+        }
+        return try checkDigests(digests, expected: expected, name: path, afterMismatch: afterMismatch)
     }
 
     /// How much memory the hasher may keep of the bytes lent to it (see `PrefixHasher`): a run of

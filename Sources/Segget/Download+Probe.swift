@@ -285,11 +285,7 @@ extension Download {
     ) throws(SeggetError) -> Int64? {
         if let size = PartialDownload.finishedEarlier(paths: paths, url: url) { return size }
         guard options.resume else { return nil }
-        let vouched = FinishedMark.vouchedSize(at: paths.final, url: self.url, expected: expected)
-        // A file the mark vouches for but that was not checked against this run's checksum is
-        // checked now (read from disk), rather than refused as a file in the way.
-        let unchecked = vouched == nil && !expected.isEmpty ? FinishedMark.vouchedSize(at: paths.final, url: self.url, expected: []) : nil
-        guard let size = vouched ?? unchecked else { return nil }
+        guard let (size, checked) = FinishedMark.vouched(at: paths.final, url: self.url, expected: expected) else { return nil }
         if let total = probe.totalLength, total != size, let standIn {
             // The mirror's other length shows nothing about the main URL's file: --force would replace it.
             throw SeggetError.standInCannot(standIn, "serves \(total) bytes where the file \(paths.final) an earlier run downloaded from the main URL has \(size)", continuing: "it", orElse: .replaceWithMirrors)
@@ -297,7 +293,9 @@ extension Download {
         if let total = probe.totalLength, total != size {
             throw SeggetError(.fileSystem, "\(paths.final) was downloaded from this URL by an earlier run, but the server now sends \(total) bytes where that file has \(size): it has changed there. Pass --force to download it again, or choose another name.")
         }
-        if unchecked != nil { try checkFinishedFile(paths.final, expected: expected) }
+        // A file the mark vouches for but that was not checked against this run's checksum is
+        // checked now (read from disk), rather than refused as a file in the way.
+        if !checked { try checkFinishedFile(paths.final, expected: expected) }
         return size
     }
 
@@ -305,14 +303,8 @@ extension Download {
     /// that run was not), reading it from disk; where it matches, its mark records them, so that the
     /// same command run again does not read it again. A mismatch is exit 6, the file kept as it is.
     func checkFinishedFile(_ path: String, expected: [ExpectedDigest]) throws(SeggetError) {
-        let digests: [DigestAlgorithm: [UInt8]]
-        do {
-            digests = try digestFile(path: path, algorithms: Array(Set(expected.map(\.algorithm))))
-        } catch {
-            throw SeggetError(.fileSystem, "cannot read \(path), which an earlier run downloaded, to check it against the checksum: \(error).")
-        }
-        let verified = try Self.checkDigests(
-            digests, expected: expected, name: path,
+        let verified = try Self.checkFile(
+            at: path, expected: expected, unreadable: "cannot read \(path), which an earlier run downloaded, to check it against the checksum",
             afterMismatch: "An earlier run downloaded it from this URL without this checksum; it is kept as it is: pass --force to download it again, or choose another name.")
         if let file = try? PosixFile.open(path: path, mode: .readOnly) {
             FinishedMark.renew(on: file, path: path, verified: verified)

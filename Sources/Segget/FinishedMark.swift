@@ -169,10 +169,18 @@ public struct FinishedMark: Equatable, Sendable {
     /// The size of the file at `path` when a mark vouches for it as the download of `url` (see
     /// ``vouches(for:file:expected:)``); nil otherwise.
     public static func vouchedSize(at path: String, url: String, expected: [ExpectedDigest]) -> Int64? {
+        guard let found = vouched(at: path, url: url, expected: expected), found.checked else { return nil }
+        return found.size
+    }
+
+    /// The file at `path` when a mark vouches for it as the download of `url`, whatever digests it
+    /// was checked against: its size, and whether the mark also vouches for each of `expected`
+    /// (``vouches(for:file:expected:)``). Nil where no mark vouches for it. One read of the mark.
+    public static func vouched(at path: String, url: String, expected: [ExpectedDigest]) -> (size: Int64, checked: Bool)? {
         guard let status = FileSystem.status(path, followingLinks: false), status.kind == .regular,
             let bytes = FileSystem.attribute(path, attributeName, limit: 256), let mark = FinishedMark(decoding: bytes),
-            mark.vouches(for: url, file: status, expected: expected)
+            mark.vouches(for: url, file: status, expected: [])
         else { return nil }
-        return status.size
+        return (status.size, mark.vouches(for: url, file: status, expected: expected))
     }
 }

@@ -66,19 +66,10 @@ struct Verify: ParsableCommand {
         guard !checksum.isEmpty || checksumFile != nil else { return }
         var expected = try checksum.map { try ExpectedDigest(parsing: $0) }
         if let cf = checksumFile { expected.append(try loadChecksumFile(cf, outputName: lastPathComponent(file))) }
-        let digests: [DigestAlgorithm: [UInt8]]
-        do {
-            digests = try digestFile(path: file, algorithms: Array(Set(expected.map(\.algorithm))))
-        } catch {
-            // A sentence that names the file and says what failed.
-            throw SeggetError(.fileSystem, "\(error)")
-        }
-        for e in expected {
-            let got = digests[e.algorithm] ?? []
-            guard got == e.bytes else {
-                throw SeggetError(.verification, "\(e.algorithm.displayName) mismatch for \(file): expected \(e.hex), got \(hexString(got)).")
-            }
-            if !quiet { writeStderr("segget: \(file): \(e.algorithm.displayName) OK (\(e.hex))\n") }
+        // An unreadable file's error is a sentence that names the file and says what failed.
+        _ = try Download.checkFile(at: file, expected: expected, unreadable: "", afterMismatch: "")
+        if !quiet {
+            for e in expected { writeStderr("segget: \(file): \(e.algorithm.displayName) OK (\(e.hex))\n") }
         }
     }
 

@@ -129,8 +129,13 @@ import SeggetVerify
         #expect(FinishedMark.vouchedSize(at: path, url: Self.url, expected: [Self.digest]) == 1000)
         #expect(FinishedMark.vouchedSize(at: path, url: Self.url, expected: [Self.other]) == nil)
         #expect(FinishedMark.vouchedSize(at: path, url: Self.url + "&x", expected: []) == nil)
+        // One read answers both: the file is this URL's, and whether this run's digests were checked.
+        #expect(FinishedMark.vouched(at: path, url: Self.url, expected: [Self.digest]).map { "\($0.size) \($0.checked)" } == "1000 true")
+        #expect(FinishedMark.vouched(at: path, url: Self.url, expected: [Self.other]).map { "\($0.size) \($0.checked)" } == "1000 false")
+        #expect(FinishedMark.vouched(at: path, url: Self.url + "&x", expected: [Self.digest]) == nil)
         usleep(20_000)
         try file.write([8], at: 10)
         #expect(FinishedMark.vouchedSize(at: path, url: Self.url, expected: []) == nil)
+        #expect(FinishedMark.vouched(at: path, url: Self.url, expected: []) == nil)
     }
 }

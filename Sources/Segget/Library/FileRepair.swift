@@ -114,14 +114,9 @@ public enum FileRepair {
     /// (none: nothing to check); the digests that matched, as `DownloadResult.verified` names them.
     static func checkWholeDigests(of file: MetalinkDownload, at path: String) throws(SeggetError) -> [String] {
         guard !file.checksums.isEmpty else { return [] }
-        let digests: [DigestAlgorithm: [UInt8]]
-        do {
-            digests = try digestFile(path: path, algorithms: Array(Set(file.checksums.map(\.algorithm))))
-        } catch {
-            throw SeggetError(.fileSystem, "cannot read back \(path): \(error).")
-        }
-        return try Download.checkDigests(
-            digests, expected: file.checksums, name: path, afterMismatch: "Its pieces match, so the Metalink contradicts itself.")
+        return try Download.checkFile(
+            at: path, expected: file.checksums, unreadable: "cannot read back \(path)",
+            afterMismatch: "Its pieces match, so the Metalink contradicts itself.")
     }
 
     /// The pieces of the file in `data` that do not match, hashed on two threads (one per half).
