@@ -7,12 +7,6 @@ import Testing
 /// downloading it again. Now the file is read from disk and checked: a match is done (exit 0, no
 /// byte fetched), a mismatch is exit 6 with the file kept as it was.
 @Suite(.serialized) struct FinishedChecksumTests {
-    static func sha256(_ bytes: [UInt8]) -> String {
-        let d = Digester(.sha256)
-        d.update(bytes)
-        return d.finalize().map { String(format: "%02x", $0) }.joined()
-    }
-
     @Test func aFinishedFileIsCheckedAgainstANewChecksumRatherThanRefused() throws {
         let body = cliTestBytes(700_000, seed: 41)
         let server = try startCLITestServer(["f.bin": body])
@@ -25,7 +19,7 @@ import Testing
         let firstInode = try #require(try inode())
 
         let sent = server.bodyBytesSent
-        let checked = try SeggetCLI.run(["--checksum", "sha256=\(Self.sha256(body))", "-o", out, server.url("f.bin")])
+        let checked = try SeggetCLI.run(["--checksum", "sha256=\(sha256Text(body))", "-o", out, server.url("f.bin")])
         #expect(checked.exitCode == 0, "\(checked.stderr)")
         #expect(checked.stderr.contains("was already completed by an earlier run"), "\(checked.stderr)")
         #expect(server.bodyBytesSent - sent <= 1, "sent \(server.bodyBytesSent - sent) body bytes")
@@ -33,7 +27,7 @@ import Testing
         #expect(fileMatches(out, body))
 
         // The same again: still done.
-        let again = try SeggetCLI.run(["-q", "--checksum", "sha256=\(Self.sha256(body))", "-o", out, server.url("f.bin")])
+        let again = try SeggetCLI.run(["-q", "--checksum", "sha256=\(sha256Text(body))", "-o", out, server.url("f.bin")])
         #expect(again.exitCode == 0, "\(again.stderr)")
 
         // Another file's checksum: exit 6, and the file is as it was.

@@ -13,12 +13,6 @@ import Glibc
 
 @Suite("Hashing from memory", .serialized)
 struct HashFromMemoryTests {
-    static func sha256(_ bytes: [UInt8]) -> String {
-        let d = Digester(.sha256)
-        d.update(bytes)
-        return d.finalize().map { String(format: "%02x", $0) }.joined()
-    }
-
     static func options(_ out: String, connections: Int, checksum: String) throws -> DownloadOptions {
         var o = DownloadOptions()
         o.outputPath = out
@@ -37,10 +31,10 @@ struct HashFromMemoryTests {
         defer { server.stop() }
         let dir = try TempDir()
         let out = dir.path("out.bin")
-        let o = try Self.options(out, connections: 4, checksum: "sha256=\(Self.sha256(body))")
+        let o = try Self.options(out, connections: 4, checksum: "sha256=\(sha256Text(body))")
         let result = try Download(url: server.baseURL + "/f?rate=8m", options: o).run()
         #expect(TestFiles.fileDifference(out, body) == nil)
-        #expect(result.verified == ["SHA-256=\(Self.sha256(body))"])
+        #expect(result.verified == ["SHA-256=\(sha256Text(body))"])
         let hashing = try #require(result.hashing)
         #expect(hashing.fromMemory >= Int64(body.count) * 9 / 10, "\(hashing)")
         #expect(hashing.readBack <= Int64(body.count) / 10, "\(hashing)")
@@ -54,7 +48,7 @@ struct HashFromMemoryTests {
         defer { server.stop() }
         let dir = try TempDir()
         let url = server.baseURL + "/f?rate=8m"
-        let r = try runSegget(args: ["--json", "-n", "4", "-o", dir.path("a.bin"), "--checksum", "sha256=\(Self.sha256(body))", url])
+        let r = try runSegget(args: ["--json", "-n", "4", "-o", dir.path("a.bin"), "--checksum", "sha256=\(sha256Text(body))", url])
         #expect(r.exitCode == 0, "\(r.stderr)")
         let finish = try #require(r.stdout.split(separator: "\n").first { $0.contains("\"type\":\"finish\"") })
         let event = try #require(try JSONSerialization.jsonObject(with: Data(finish.utf8)) as? [String: Any])
@@ -77,11 +71,11 @@ struct HashFromMemoryTests {
         defer { server.stop() }
         let dir = try TempDir()
         let out = dir.path("out.bin")
-        var wrong = Self.sha256(body)
+        var wrong = sha256Text(body)
         wrong = String(wrong.dropLast()) + (wrong.hasSuffix("0") ? "1" : "0")
         let r = try runSegget(args: ["-q", "-n", "4", "-o", out, "--checksum", "sha256=\(wrong)", server.baseURL + "/f?rate=8m"])
         #expect(r.exitCode == 6, "\(r.stderr)")
-        #expect(r.stderr.contains("mismatch") && r.stderr.contains(Self.sha256(body)), "\(r.stderr)")
+        #expect(r.stderr.contains("mismatch") && r.stderr.contains(sha256Text(body)), "\(r.stderr)")
         #expect(!TestFiles.exists(out))
         #expect(!TestFiles.exists(out + ".segget-part"))
         #expect(!TestFiles.exists(out + ".segget-journal"))
@@ -96,7 +90,7 @@ struct HashFromMemoryTests {
         let dir = try TempDir()
         let out = dir.path("out.bin")
         let url = server.baseURL + "/f?rate=4m"
-        let digest = "sha256=\(Self.sha256(body))"
+        let digest = "sha256=\(sha256Text(body))"
         var o = try Self.options(out, connections: 4, checksum: digest)
         let flag = InterruptFlag()
         let total = Int64(body.count)
@@ -109,7 +103,7 @@ struct HashFromMemoryTests {
         o = try Self.options(out, connections: 4, checksum: digest)
         let result = try Download(url: url, options: o).run()
         #expect(result.resumedBytes > 0 && result.resumedBytes < total)
-        #expect(result.verified == ["SHA-256=\(Self.sha256(body))"])
+        #expect(result.verified == ["SHA-256=\(sha256Text(body))"])
         #expect(TestFiles.fileDifference(out, body) == nil)
         let hashing = try #require(result.hashing)
         #expect(hashing.readBack >= result.resumedBytes, "the kept part is read back: \(hashing)")

@@ -326,3 +326,8 @@ func sha256(_ bytes: [UInt8]) -> [UInt8] {
     d.update(bytes)
     return d.finalize()
 }
+
+/// The SHA-256 of `bytes` in lower-case hex, as `--checksum sha-256=` takes it.
+func sha256Text(_ bytes: [UInt8]) -> String {
+    sha256(bytes).map { String(format: "%02x", $0) }.joined()
+}

@@ -43,14 +43,8 @@ private final class TwoFiles: @unchecked Sendable {
         o.retryWait = 0.05
         o.syncBeforeRename = false
         o.mirrors = mirrors
-        if let checksum { o.checksums = [try ExpectedDigest(parsing: "sha256=\(Self.sha256(checksum))")] }
+        if let checksum { o.checksums = [try ExpectedDigest(parsing: "sha256=\(sha256Text(checksum))")] }
         return o
-    }
-
-    static func sha256(_ bytes: [UInt8]) -> String {
-        let d = Digester(.sha256)
-        d.update(bytes)
-        return d.finalize().map { String(format: "%02x", $0) }.joined()
     }
 
     /// The first file's download, interrupted near half way: its part file and journal are left.
