@@ -57,28 +57,11 @@ struct ResourceKey: Equatable, Sendable {
     let path: String
 
     init?(_ url: String) {
-        guard let sep = schemeSeparator(in: url) else { return nil }
-        let rest = url[sep.upperBound...]
-        let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
-        var hostPort = rest[..<authorityEnd]
-        if let at = hostPort.lastIndex(of: "@") { hostPort = hostPort[hostPort.index(after: at)...] }
-        var host = hostPort
-        var port: Substring = ""
-        if hostPort.first == "[" {
-            guard let close = hostPort.firstIndex(of: "]") else { return nil }
-            host = hostPort[...close]
-            let after = hostPort[hostPort.index(after: close)...]
-            if after.first == ":" { port = after.dropFirst() }
-        } else if let colon = hostPort.lastIndex(of: ":") {
-            host = hostPort[..<colon]
-            port = hostPort[hostPort.index(after: colon)...]
-        }
-        guard !host.isEmpty else { return nil }
-        let tail = rest[authorityEnd...]
-        let pathEnd = tail.firstIndex(where: { $0 == "?" || $0 == "#" }) ?? tail.endIndex
-        let path = tail[..<pathEnd]
-        self.host = host.lowercased()
-        self.port = String(port)
+        guard let cut = URLAuthority(url) else { return nil }
+        let pathEnd = cut.rest.firstIndex(where: { $0 == "?" || $0 == "#" }) ?? cut.rest.endIndex
+        let path = cut.rest[..<pathEnd]
+        self.host = cut.host.lowercased()
+        self.port = String(cut.port)
         self.path = path.isEmpty ? "/" : String(path)
     }
 }

@@ -26,33 +26,10 @@ public struct URLParts: Equatable, Sendable {
     /// parser for URLs that are not pure ASCII (where a combining mark joins the delimiter before it
     /// into one `Character`, which then is not a delimiter).
     init?(reference url: String) {
-        guard let sep = schemeSeparator(in: url) else { return nil }
-        let scheme = url[..<sep.lowerBound].lowercased()
-        guard !scheme.isEmpty, scheme.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "+" || $0 == "-" || $0 == "." })
-        else { return nil }
-        var authority = url[sep.upperBound...]
-        if let end = authority.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) {
-            authority = authority[..<end]
-        }
-        var hostPort = authority
-        var userInfo = false
-        if let at = authority.lastIndex(of: "@") {
-            hostPort = authority[authority.index(after: at)...]
-            userInfo = true
-        }
-        let host: Substring
-        if hostPort.first == "[" {
-            guard let close = hostPort.firstIndex(of: "]") else { return nil }
-            host = hostPort[...close]
-        } else if let colon = hostPort.lastIndex(of: ":") {
-            host = hostPort[..<colon]
-        } else {
-            host = hostPort
-        }
-        guard !host.isEmpty else { return nil }
-        self.scheme = scheme
-        self.host = host.lowercased()
-        self.hasUserInfo = userInfo
+        guard let cut = URLAuthority(url) else { return nil }
+        self.scheme = cut.scheme.lowercased()
+        self.host = cut.host.lowercased()
+        self.hasUserInfo = cut.hasUserInfo
     }
 
     public var isHTTPFamily: Bool { scheme == "http" || scheme == "https" }
@@ -86,4 +63,45 @@ func schemeSeparator<S: StringProtocol>(in text: S) -> Range<String.Index>? wher
         i = bytes.index(after: i)
     }
     return nil
+}
+
+/// An absolute URL cut at its authority, on `Character`s: the scheme, whether credentials come
+/// before the host, the host (an IPv6 literal with its brackets) and port as written, and the rest
+/// (path, query, fragment). What `URLParts(reference:)` and `ResourceKey` read. Nil without a
+/// scheme of letters, digits, `+`, `-` and `.`, or without a host.
+struct URLAuthority {
+    let scheme: Substring
+    let hasUserInfo: Bool
+    let host: Substring
+    let port: Substring
+    let rest: Substring
+
+    init?(_ url: String) {
+        guard let sep = schemeSeparator(in: url) else { return nil }
+        let scheme = url[..<sep.lowerBound]
+        guard !scheme.isEmpty, scheme.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "+" || $0 == "-" || $0 == "." })
+        else { return nil }
+        let afterScheme = url[sep.upperBound...]
+        let end = afterScheme.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? afterScheme.endIndex
+        let authority = afterScheme[..<end]
+        var hostPort = authority
+        if let at = authority.lastIndex(of: "@") { hostPort = authority[authority.index(after: at)...] }
+        var host = hostPort
+        var port = hostPort[hostPort.endIndex...]
+        if hostPort.first == "[" {
+            guard let close = hostPort.firstIndex(of: "]") else { return nil }
+            host = hostPort[...close]
+            let after = hostPort[hostPort.index(after: close)...]
+            if after.first == ":" { port = after.dropFirst() }
+        } else if let colon = hostPort.lastIndex(of: ":") {
+            host = hostPort[..<colon]
+            port = hostPort[hostPort.index(after: colon)...]
+        }
+        guard !host.isEmpty else { return nil }
+        self.scheme = scheme
+        self.hasUserInfo = hostPort.startIndex != authority.startIndex
+        self.host = host
+        self.port = port
+        self.rest = afterScheme[end...]
+    }
 }
