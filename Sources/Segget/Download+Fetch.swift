@@ -67,6 +67,9 @@ final class FetchStage: @unchecked Sendable {
     let start: FetchStart
     /// The run's slots in its host's budget: a held transfer ended unfinished is counted cancelled.
     let hostShare: HostShare?
+    /// The version of the server's file the download fetches, for the finished file's mark (see
+    /// `FinishedMark.serverVersion`); nil where its answer had no validators or came from a stand-in.
+    var serverVersion: UInt64?
 
     init(
         probe: ProbeResult, paths: PartialDownload.Paths, expected: [ExpectedDigest], ranged: Bool, partial: PartialDownload,

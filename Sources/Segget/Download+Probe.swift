@@ -285,13 +285,18 @@ extension Download {
     ) throws(SeggetError) -> Int64? {
         if let size = PartialDownload.finishedEarlier(paths: paths, url: url) { return size }
         guard options.resume else { return nil }
-        guard let (size, checked) = FinishedMark.vouched(at: paths.final, url: self.url, expected: expected) else { return nil }
+        guard let (size, checked, mark) = FinishedMark.vouched(at: paths.final, url: self.url, expected: expected) else { return nil }
         if let total = probe.totalLength, total != size, let standIn {
             // The mirror's other length shows nothing about the main URL's file: --force would replace it.
             throw SeggetError.standInCannot(standIn, "serves \(total) bytes where the file \(paths.final) an earlier run downloaded from the main URL has \(size)", continuing: "it", orElse: .replaceWithMirrors)
         }
         if let total = probe.totalLength, total != size {
             throw SeggetError(.fileSystem, "\(paths.final) was downloaded from this URL by an earlier run, but the server now sends \(total) bytes where that file has \(size): it has changed there. Pass --force to download it again, or choose another name.")
+        }
+        // The same length, but validators other than those the file was downloaded with: a newer
+        // version of the same size (a mirror standing in words its validators its own way).
+        if standIn == nil, !mark.sameServerVersion(FinishedMark.version(etag: probe.etag, lastModified: probe.lastModified)) {
+            throw SeggetError(.fileSystem, "\(paths.final) was downloaded from this URL by an earlier run, but the server's ETag or Last-Modified now differs from that file's: it has changed there, at the same length. Pass --force to download it again, or choose another name.")
         }
         // A file the mark vouches for but that was not checked against this run's checksum is
         // checked now (read from disk), rather than refused as a file in the way.

@@ -43,7 +43,8 @@ extension Download {
             throw error
         }
         return WholeSave(
-            bytes: probe.prefix, paths: paths, source: self.url, verified: verified, sync: options.syncBeforeRename,
+            bytes: probe.prefix, paths: paths, source: self.url, verified: verified,
+            serverVersion: FinishedMark.version(etag: probe.etag, lastModified: probe.lastModified), sync: options.syncBeforeRename,
             connections: options.connections, started: started, partAbsent: probe.absent.part == paths.part,
             tally: probe.spent)
     }
@@ -116,6 +117,8 @@ struct WholeSave: Sendable {
     /// The URL the download was asked for, for the file's `FinishedMark`.
     let source: String
     let verified: [String]
+    /// The version of the server's file, for the mark (see `FinishedMark.serverVersion`).
+    let serverVersion: UInt64?
     let sync: Bool
     let connections: Int
     let started: Double
@@ -143,7 +146,7 @@ struct WholeSave: Sendable {
         defer { file.close() }
         do {
             try bytes.withUnsafeBytes { (raw) throws(Errno) in try file.write(raw, at: 0) }
-            FinishedMark.write(on: file, url: source, verified: verified)
+            FinishedMark.write(on: file, url: source, verified: verified, serverVersion: serverVersion)
             if sync { try file.sync() }
         } catch {
             throw FetchEngine.writeError(error, resumable: false)

@@ -170,9 +170,12 @@ public final class Download: @unchecked Sendable {
             probe: probe, probeReceived: probeReceived, ranged: ranged, mirrors: mirrors, partial: partial, plan: chunks,
             hasher: hasher, driver: driver, deadline: deadline, pieces: pieces, context)
         handedOn = true
-        return .fetch(FetchStage(
+        let stage = FetchStage(
             probe: probe, paths: paths, expected: expected, ranged: ranged, partial: partial, plan: chunks,
-            resumedBytes: resumedBytes, probeBytes: probeBytes, hasher: hasher, start: start, hostShare: context.hostShare))
+            resumedBytes: resumedBytes, probeBytes: probeBytes, hasher: hasher, start: start, hostShare: context.hostShare)
+        // A stand-in's validators are its own server's words for the file, not the main URL's.
+        stage.serverVersion = isStandIn(plan) ? nil : FinishedMark.version(etag: probe.etag, lastModified: probe.lastModified)
+        return .fetch(stage)
     }
 
     /// The rest of an attempt once its engine stopped (with `failure`, or nil when every byte is in
@@ -201,7 +204,7 @@ public final class Download: @unchecked Sendable {
         if let hashing { traceHashing(hashing, length: fetched.length) }
 
         // Publish: rename into place and drop the journal; with --fsync, sync before and the directory after.
-        try partial.publish(syncing: options.syncBeforeRename, mark: (url, verified))
+        try partial.publish(syncing: options.syncBeforeRename, mark: (url, verified, stage.serverVersion))
         // A resumed file's probe bytes were not written (its first chunk is usually done): received,
         // not needed. So `receivedBytes - refetchedBytes == bytes - resumedBytes` holds in every case.
         var tally = fetched.tally

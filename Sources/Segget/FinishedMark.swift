@@ -12,10 +12,13 @@ import SeggetVerify
 /// modification time (a change to the contents moves the time), the same URL, and every digest the
 /// run now expects among those the file was verified against. Anything else and the file is treated
 /// as any file under the name. Where the file system keeps no extended attributes the mark is not
-/// written and a rerun behaves as before.
+/// written and a rerun behaves as before. It also keeps the version of the server's file it was
+/// downloaded as (its `ETag` and `Last-Modified`), so that a rerun whose probe finds another version
+/// there, at the same length, knows the file for an older one (``sameServerVersion(_:)``).
 ///
-/// The value is 25 bytes and 9 more per verified digest, small enough to stay inside an ext4 inode
-/// of 256 bytes with up to three digests (a longer value costs each file a block of its own):
+/// The value is 25 bytes, 9 more for the server's version and 9 more per verified digest, small
+/// enough to stay inside an ext4 inode of 256 bytes with up to two digests (a longer value costs
+/// each file a block of its own):
 ///
 ///     1                      version
 ///     8, little-endian       length
@@ -24,6 +27,9 @@ import SeggetVerify
 ///                            URL can be read back from it)
 ///     then per digest:  1    algorithm (1 SHA-256, 2 MD5, 3 SHA-1, 4 SHA-512)
 ///                       8    the digest's first 8 bytes
+///     and, where the answer had validators:
+///                       1    16
+///                       8    ``version(etag:lastModified:)`` of the answer
 public struct FinishedMark: Equatable, Sendable {
     /// The extended attribute that holds the mark.
     public static let attributeName = "user.segget.finished"
@@ -62,12 +68,39 @@ public struct FinishedMark: Equatable, Sendable {
     public var source: UInt64
     /// The digests it matched.
     public var verified: [Digest]
+    /// ``version(etag:lastModified:)`` of the answer it was downloaded from; nil where the answer
+    /// had neither validator (or the mark predates this field).
+    public var serverVersion: UInt64?
 
-    public init(size: Int64, modified: Int64, source: UInt64, verified: [Digest]) {
+    public init(size: Int64, modified: Int64, source: UInt64, verified: [Digest], serverVersion: UInt64? = nil) {
         self.size = size
         self.modified = modified
         self.source = source
         self.verified = verified
+        self.serverVersion = serverVersion
+    }
+
+    /// The version of a server's file as its answer's validators name it: a 64-bit FNV-1a of its
+    /// `ETag` and `Last-Modified`; nil where it sent neither. An `ETag`'s weak prefix is left out:
+    /// Apache words a file's `ETag` weak in the second it was modified and strong after, the same
+    /// version (see `AgedETag`).
+    public static func version(etag: String?, lastModified: String?) -> UInt64? {
+        guard etag != nil || lastModified != nil else { return nil }
+        var tag = etag ?? ""
+        if tag.hasPrefix("W/") { tag = String(tag.dropFirst(2)) }
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in Array(tag.utf8) + [0x0a] + Array((lastModified ?? "").utf8) {
+            hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
+        }
+        return hash
+    }
+
+    /// Whether a server that now answers with validators of `version` may still hold the version the
+    /// file was downloaded as: the same, or unknown on either side (then the length alone decides,
+    /// as before marks kept the version).
+    public func sameServerVersion(_ version: UInt64?) -> Bool {
+        guard let serverVersion, let version else { return true }
+        return serverVersion == version
     }
 
     /// The URL as the mark keeps it: the 64-bit FNV-1a hash of its UTF-8 without credentials (the
@@ -87,6 +120,7 @@ public struct FinishedMark: Equatable, Sendable {
     }
 
     private static let tags: [DigestAlgorithm: UInt8] = [.sha256: 1, .md5: 2, .sha1: 3, .sha512: 4]
+    private static let versionTag: UInt8 = 16
 
     /// The mark's bytes, as stored.
     public var encoded: [UInt8] {
@@ -100,6 +134,10 @@ public struct FinishedMark: Equatable, Sendable {
             bytes.append(Self.tags[d.algorithm] ?? 0)
             append(d.prefix)
         }
+        if let serverVersion {
+            bytes.append(Self.versionTag)
+            append(serverVersion)
+        }
         return bytes
     }
 
@@ -110,11 +148,16 @@ public struct FinishedMark: Equatable, Sendable {
         let size = Int64(bitPattern: word(1))
         guard size >= 0 else { return nil }
         var verified: [Digest] = []
+        var version: UInt64?
         for at in stride(from: 25, to: bytes.count, by: 9) {
+            if bytes[at] == Self.versionTag, version == nil {
+                version = word(at + 1)
+                continue
+            }
             guard let algorithm = Self.tags.first(where: { $0.value == bytes[at] })?.key else { return nil }
             verified.append(Digest(algorithm: algorithm, prefix: word(at + 1)))
         }
-        self.init(size: size, modified: Int64(bitPattern: word(9)), source: word(17), verified: verified)
+        self.init(size: size, modified: Int64(bitPattern: word(9)), source: word(17), verified: verified, serverVersion: version)
     }
 
     /// Whether the mark vouches for the file `file` describes as the download of `url`: a regular
@@ -136,7 +179,7 @@ public struct FinishedMark: Equatable, Sendable {
         for d in now where verified.contains(where: { $0.algorithm == d.algorithm && $0.prefix != d.prefix }) { return nil }
         var digests = verified
         for d in now where !digests.contains(d) { digests.append(d) }
-        return FinishedMark(size: size, modified: file.modified, source: source, verified: digests)
+        return FinishedMark(size: size, modified: file.modified, source: source, verified: digests, serverVersion: serverVersion)
     }
 
     // MARK: The file system
@@ -145,11 +188,12 @@ public struct FinishedMark: Equatable, Sendable {
     /// `DownloadResult.verified` names them), as it is now. Where the file system keeps no extended
     /// attributes, or refuses this one, nothing is marked: the mark only spares a rerun, and its
     /// absence leaves the rerun as it was without it.
-    static func write(on file: PosixFile, url: String, verified: [String]) {
+    static func write(on file: PosixFile, url: String, verified: [String], serverVersion: UInt64?) {
         guard let status = try? file.status() else { return }
         var digests: [Digest] = []
         for d in verified.compactMap(Digest.init(verified:)) where !digests.contains(d) { digests.append(d) }
-        let mark = FinishedMark(size: status.size, modified: status.modified, source: source(of: url), verified: digests)
+        let mark = FinishedMark(
+            size: status.size, modified: status.modified, source: source(of: url), verified: digests, serverVersion: serverVersion)
         try? file.setAttribute(attributeName, mark.encoded)
     }
 
@@ -174,13 +218,16 @@ public struct FinishedMark: Equatable, Sendable {
     }
 
     /// The file at `path` when a mark vouches for it as the download of `url`, whatever digests it
-    /// was checked against: its size, and whether the mark also vouches for each of `expected`
-    /// (``vouches(for:file:expected:)``). Nil where no mark vouches for it. One read of the mark.
-    public static func vouched(at path: String, url: String, expected: [ExpectedDigest]) -> (size: Int64, checked: Bool)? {
+    /// was checked against: its size, whether the mark also vouches for each of `expected`
+    /// (``vouches(for:file:expected:)``), and the mark itself. Nil where no mark vouches for it. One
+    /// read of the mark.
+    public static func vouched(
+        at path: String, url: String, expected: [ExpectedDigest]
+    ) -> (size: Int64, checked: Bool, mark: FinishedMark)? {
         guard let status = FileSystem.status(path, followingLinks: false), status.kind == .regular,
             let bytes = FileSystem.attribute(path, attributeName, limit: 256), let mark = FinishedMark(decoding: bytes),
             mark.vouches(for: url, file: status, expected: [])
         else { return nil }
-        return (status.size, mark.vouches(for: url, file: status, expected: expected))
+        return (status.size, mark.vouches(for: url, file: status, expected: expected), mark)
     }
 }

@@ -128,10 +128,10 @@ final class PartialDownload {
     /// the finished file survives a power cut; without it the kernel writes it back in its own time.
     /// The journal goes at once after the rename: a run killed in between is recognised as finished
     /// (see ``finishedEarlier(paths:url:)``).
-    func publish(syncing: Bool, mark: (url: String, verified: [String])? = nil) throws(SeggetError) {
+    func publish(syncing: Bool, mark: (url: String, verified: [String], serverVersion: UInt64?)? = nil) throws(SeggetError) {
         do {
             // The mark goes on while the file has no name yet, after its last write (see `FinishedMark`).
-            if let mark { FinishedMark.write(on: data, url: mark.url, verified: mark.verified) }
+            if let mark { FinishedMark.write(on: data, url: mark.url, verified: mark.verified, serverVersion: mark.serverVersion) }
             if syncing { try data.sync() }
             try PosixFile.rename(from: paths.part, to: paths.final)
             journal?.close()

@@ -81,7 +81,8 @@ extension DownloadQueue {
             if r.path == nil, let name = suggested {
                 r.directory = directory
                 if let done = Self.finishedUnderName(
-                    r, name: name, directory: directory, records: c.records, serverLength: prepared?.info.totalBytes
+                    r, name: name, directory: directory, records: c.records, serverLength: prepared?.info.totalBytes,
+                    serverVersion: prepared?.info.serverVersion
                 ) {
                     // The file is this URL's download, finished by an earlier task or run, at the
                     // length the server sends now: `continue` (always on here) takes it as it is,
@@ -153,20 +154,22 @@ extension DownloadQueue {
     /// The path and size of the file a task without a path would be saved as, `directory/name`,
     /// when that file is the download of the task's URL that an earlier task or run finished and
     /// nobody changed since (its `FinishedMark`, with the task's checksums if it has any), no task
-    /// still to run claims that path, and the server, where its answer said (`serverLength`), sends
-    /// as many bytes as the file has (a file at another length there is a newer version of it).
+    /// still to run claims that path, and the server, where its answer said (`serverLength`,
+    /// `serverVersion`), sends as many bytes as the file has and the version it was downloaded as (a
+    /// file at another length or with other validators there is a newer version of it).
     static func finishedUnderName(
-        _ r: TaskRecord, name: String, directory: String, records: [TaskID: TaskRecord], serverLength: Int64? = nil
+        _ r: TaskRecord, name: String, directory: String, records: [TaskID: TaskRecord], serverLength: Int64? = nil,
+        serverVersion: UInt64? = nil
     ) -> (path: String, bytes: Int64)? {
         guard let url = r.urls.first else { return nil }
         let path = OutputNames.join(directory, name)
         let claimed = records.values.contains {
             $0.id != r.id && $0.path == path && [.active, .waiting, .paused].contains($0.status)
         }
-        guard !claimed, let size = FinishedMark.vouchedSize(at: path, url: url, expected: r.options.checksums) else {
-            return nil
-        }
+        guard !claimed, let (size, checked, mark) = FinishedMark.vouched(at: path, url: url, expected: r.options.checksums), checked
+        else { return nil }
         if let serverLength, serverLength != size { return nil }
+        if !mark.sameServerVersion(serverVersion) { return nil }
         return (path, size)
     }
 

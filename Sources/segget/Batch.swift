@@ -204,10 +204,15 @@ struct Batch: Sendable {
     }
 
     /// Whether the file at `path` is one an earlier run of `url` finished and nobody changed since
-    /// (its `FinishedMark`), to be left alone: never with `--force` or `--no-continue`.
-    func isFinishedEarlier(path: String, url: String, options opts: DownloadOptions) -> Bool {
-        guard !opts.force, opts.resume, opts.startingNames?.mayHaveExisted(path) != false else { return false }
-        return FinishedMark.vouchedSize(at: path, url: url, expected: opts.checksums) != nil
+    /// (its `FinishedMark`), to be left alone: never with `--force` or `--no-continue`. Where the
+    /// file's answer is in (`info`), also only while the server sends its length and the version it
+    /// was downloaded as; otherwise the download finds the change and says so.
+    func isFinishedEarlier(path: String, url: String, options opts: DownloadOptions, info: RemoteFileInfo? = nil) -> Bool {
+        guard !opts.force, opts.resume, opts.startingNames?.mayHaveExisted(path) != false,
+            let (size, checked, mark) = FinishedMark.vouched(at: path, url: url, expected: opts.checksums), checked
+        else { return false }
+        guard let info else { return true }
+        return info.totalBytes.map { $0 == size } != false && mark.sameServerVersion(info.serverVersion)
     }
 
     /// Whether file `k` may go without its probe, which is made to learn the name the server gives
@@ -296,7 +301,7 @@ struct Batch: Sendable {
         // A list run again: a file an earlier run of this URL finished, and nobody changed since, is
         // done, without a request (a single download looks after its probe: its name may be the
         // server's). Not with `--force` (it fetches the file again) or `--no-continue`.
-        if planPaths, let path, isFinishedEarlier(path: path, url: entry.url, options: opts) {
+        if planPaths, let path, isFinishedEarlier(path: path, url: entry.url, options: opts, info: info) {
             reporter.skipped(id: id, url: entry.url, path: path, reason: .completed)
             return .ended(Outcome(id: id, url: entry.url, path: path, status: .skipped(.completed)))
         }

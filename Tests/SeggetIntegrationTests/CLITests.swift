@@ -255,7 +255,8 @@ func startCLITestServer(_ resources: [String: [UInt8]]) throws -> TestServer {
 
     /// The same download run again after it finished: done at once, exit 0, the file untouched (its
     /// `FinishedMark`), after the one request that names the file. Once the server's copy changes
-    /// length, refused (5) with what to do; once the file on disk changes, refused as any file.
+    /// (its length, or at the same length its ETag), refused (5) with what to do; once the file on
+    /// disk changes, refused as any file.
     @Test func aFinishedDownloadRunAgainIsDoneAndAChangedOneIsRefused() throws {
         let body = cliTestBytes(300_000, seed: 3)
         let server = try startCLITestServer(["f.bin": body])
@@ -304,6 +305,18 @@ func startCLITestServer(_ resources: [String: [UInt8]]) throws -> TestServer {
         #expect(refreshed.exitCode == 0, "\(refreshed.stderr)")
         #expect(fileMatches(out, grown))
 
+        // Changed there at the same length (other bytes, so another ETag): an older version too.
+        let sameLength = cliTestBytes(300_001, seed: 6)
+        server.replaceResource(name: "f.bin", bytes: sameLength)
+        let changedAtLength = try SeggetCLI.run(["-q", "-o", out, server.url("f.bin")])
+        #expect(changedAtLength.exitCode == 5, "\(changedAtLength.stderr)")
+        #expect(changedAtLength.stderr.contains("the server's ETag or Last-Modified now differs from that file's"), "\(changedAtLength.stderr)")
+        #expect(fileMatches(out, grown))
+        #expect(try SeggetCLI.run(["-q", "--force", "-o", out, server.url("f.bin")]).exitCode == 0)
+        #expect(fileMatches(out, sameLength))
+        let unchanged = try SeggetCLI.run(["-o", out, server.url("f.bin")])
+        #expect(unchanged.exitCode == 0 && unchanged.stderr.contains("was already completed by an earlier run"), "\(unchanged.stderr)")
+
         // Changed here (same length, other bytes): any file under the name.
         try Data(cliTestBytes(300_001, seed: 5)).write(to: URL(fileURLWithPath: out))
         let changedHere = try SeggetCLI.run(["-q", "-o", out, server.url("f.bin")])
@@ -330,6 +343,13 @@ func startCLITestServer(_ resources: [String: [UInt8]]) throws -> TestServer {
         #expect(server.requests.count == before + 1)
         #expect(fileMatches(dir.path("sub/suggested.bin"), body))
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path("sub")) == ["suggested.bin"])
+
+        // The server's file changed at the same length: not skipped as done, refused as changed.
+        server.replaceResource(name: "plain.bin", bytes: cliTestBytes(150_000, seed: 8))
+        let changed = try SeggetCLI.run(["-i", list, "-d", dir.path("sub")])
+        #expect(changed.exitCode == 5, "\(changed.stderr)")
+        #expect(changed.stderr.contains("now differs from that file's"), "\(changed.stderr)")
+        #expect(fileMatches(dir.path("sub/suggested.bin"), body))
     }
 
     @Test func directoryGetsTheServerSuggestedName() throws {

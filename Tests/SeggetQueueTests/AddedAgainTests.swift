@@ -73,10 +73,12 @@ import Testing
     /// A URL added again after its task finished, once the server's file has changed length, is
     /// downloaded anew under a numbered name (as aria2 does), not taken as complete from the old
     /// file (exploratory run 3: the daemon answered `complete` with the stale bytes).
-    @Test func aFinishedURLAddedAgainAfterTheServersFileChangedIsDownloadedAgain() async throws {
+    /// At another length, or at the same length with another ETag.
+    @Test(arguments: [60_000, 50_000])
+    func aFinishedURLAddedAgainAfterTheServersFileChangedIsDownloadedAgain(newLength: Int) async throws {
         let dir = try QueueTempDir()
         let old = QueueTestFiles.randomBytes(50_000, seed: 23)
-        let new = QueueTestFiles.randomBytes(60_000, seed: 24)
+        let new = QueueTestFiles.randomBytes(newLength, seed: 24)
         let server = try TestServer()
         server.addResource(name: "changes.bin", bytes: old, etag: "\"changes-1\"")
         try server.start()

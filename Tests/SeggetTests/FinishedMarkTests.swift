@@ -33,8 +33,45 @@ import SeggetVerify
     @Test func staysSmallEnoughForAnExt4Inode() {
         // 256-byte inodes leave 96 bytes for attributes: 4 of header, 16 for the entry and 16 for
         // the name "segget.finished" padded, so at most 60 for the value.
-        let three = [FinishedMark.Digest(Self.digest), FinishedMark.Digest(Self.other), .init(algorithm: .sha1, prefix: 7)]
-        #expect(Self.mark(verified: three).encoded.count <= 60)
+        let two = [FinishedMark.Digest(Self.digest), FinishedMark.Digest(Self.other)]
+        var m = Self.mark(verified: two)
+        m.serverVersion = 1
+        #expect(m.encoded.count <= 60)
+    }
+
+    @Test func keepsTheServersVersionAfterItsDigests() throws {
+        for verified in [[], [FinishedMark.Digest(Self.digest)], [FinishedMark.Digest(Self.digest), FinishedMark.Digest(Self.other)]] {
+            var m = Self.mark(verified: verified)
+            m.serverVersion = 0x0102_0304_0506_0708
+            #expect(m.encoded.count == 25 + 9 * verified.count + 9)
+            #expect(Array(m.encoded.suffix(9)) == [16, 8, 7, 6, 5, 4, 3, 2, 1])
+            #expect(FinishedMark(decoding: m.encoded) == m)
+        }
+        // A mark written before the version was kept reads as one without it.
+        let old = Self.mark(verified: [FinishedMark.Digest(Self.digest)]).encoded
+        #expect(try #require(FinishedMark(decoding: old)).serverVersion == nil)
+        // An unknown record is not a mark.
+        #expect(FinishedMark(decoding: Self.mark().encoded + [17, 0, 0, 0, 0, 0, 0, 0, 0]) == nil)
+    }
+
+    @Test func theServersVersionIsItsValidators() {
+        let v = FinishedMark.version
+        #expect(v(nil, nil) == nil)
+        let a = v("\"5f3a-1000\"", "Sat, 05 Dec 2026 10:00:00 GMT")
+        #expect(a != nil)
+        #expect(a == v("\"5f3a-1000\"", "Sat, 05 Dec 2026 10:00:00 GMT"), "stable")
+        #expect(a == v("W/\"5f3a-1000\"", "Sat, 05 Dec 2026 10:00:00 GMT"), "Apache's ETag in the second of a change is the same version")
+        #expect(a != v("\"5f3a-1001\"", "Sat, 05 Dec 2026 10:00:00 GMT"))
+        #expect(a != v("\"5f3a-1000\"", "Sat, 05 Dec 2026 10:00:01 GMT"))
+        #expect(a != v("\"5f3a-1000\"", nil))
+        #expect(v("\"x\"", nil) != v(nil, "\"x\""), "an ETag is not a date of the same words")
+        // Unknown on either side: the length alone decides, as for marks written before.
+        var m = Self.mark()
+        #expect(m.sameServerVersion(a))
+        m.serverVersion = a
+        #expect(m.sameServerVersion(a))
+        #expect(m.sameServerVersion(nil))
+        #expect(!m.sameServerVersion(v("\"other\"", nil)))
     }
 
     @Test func keepsADigestByItsAlgorithmAndFirstEightBytes() {
@@ -109,6 +146,10 @@ import SeggetVerify
         let otherSHA = FinishedMark.Digest(ExpectedDigest(algorithm: .sha256, bytes: Array(repeating: 0xac, count: 32))!)
         #expect(m.renewed(as: later, verified: [otherSHA]) == nil)
         #expect(Self.mark().renewed(as: later, verified: [otherSHA])?.verified == [otherSHA])
+        // The server's version the file was downloaded as is still what it holds.
+        var versioned = m
+        versioned.serverVersion = 9
+        #expect(versioned.renewed(as: later, verified: [])?.serverVersion == 9)
     }
 
     @Test func aFileOnDiskIsVouchedForUntilItChanges() throws {
@@ -122,9 +163,9 @@ import SeggetVerify
         let file = try PosixFile.open(path: path, mode: .createExclusive(permissions: 0o644))
         defer { file.close() }
         try file.write(Array(repeating: 7, count: 1000), at: 0)
-        FinishedMark.write(on: file, url: Self.url, verified: ["SHA-256=" + Self.digest.hex, "SHA-256=" + Self.digest.hex])
+        FinishedMark.write(on: file, url: Self.url, verified: ["SHA-256=" + Self.digest.hex, "SHA-256=" + Self.digest.hex], serverVersion: 42)
         guard let stored = FileSystem.attribute(path, FinishedMark.attributeName) else { return }  // no xattrs here
-        #expect(stored.count == 25 + 9, "the same digest twice is kept once")
+        #expect(stored.count == 25 + 9 + 9, "the same digest twice is kept once, then the server's version")
         #expect(FinishedMark.vouchedSize(at: path, url: Self.url, expected: []) == 1000)
         #expect(FinishedMark.vouchedSize(at: path, url: Self.url, expected: [Self.digest]) == 1000)
         #expect(FinishedMark.vouchedSize(at: path, url: Self.url, expected: [Self.other]) == nil)
@@ -133,6 +174,7 @@ import SeggetVerify
         #expect(FinishedMark.vouched(at: path, url: Self.url, expected: [Self.digest]).map { "\($0.size) \($0.checked)" } == "1000 true")
         #expect(FinishedMark.vouched(at: path, url: Self.url, expected: [Self.other]).map { "\($0.size) \($0.checked)" } == "1000 false")
         #expect(FinishedMark.vouched(at: path, url: Self.url + "&x", expected: [Self.digest]) == nil)
+        #expect(FinishedMark.vouched(at: path, url: Self.url, expected: [])?.mark.serverVersion == 42)
         usleep(20_000)
         try file.write([8], at: 10)
         #expect(FinishedMark.vouchedSize(at: path, url: Self.url, expected: []) == nil)

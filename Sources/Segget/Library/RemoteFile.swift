@@ -12,6 +12,9 @@ public struct RemoteFileInfo: Sendable, Equatable {
     public var acceptsRanges: Bool
     /// True when the answer came over HTTP/2: later requests to the host may share its connection.
     public var overHTTP2 = false
+    /// The version of the file its validators name (`FinishedMark.version(etag:lastModified:)`);
+    /// nil where the answer had neither `ETag` nor `Last-Modified`.
+    public var serverVersion: UInt64?
 
     init(_ probe: ProbeResult) {
         finalURL = probe.finalURL
@@ -19,6 +22,7 @@ public struct RemoteFileInfo: Sendable, Equatable {
         totalBytes = probe.totalLength
         acceptsRanges = probe.acceptsRanges
         overHTTP2 = probe.overHTTP2
+        serverVersion = FinishedMark.version(etag: probe.etag, lastModified: probe.lastModified)
     }
 }
 
