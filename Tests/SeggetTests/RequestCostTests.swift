@@ -177,6 +177,28 @@ import Testing
         #expect(!r8)
     }
 
+    /// Bodies coming side by side show how many the host serves at once: a limit read from its
+    /// heads' waits below that is dropped (back to a refusal's, if one taught a limit); a refusal's
+    /// limit never is.
+    @Test func aQueueLimitIsDroppedWhenMoreAreServedSideBySide() {
+        var h = HostLimit()
+        _ = h.saturated(servedAtOnce: 1, now: 0)
+        #expect(h.servedSideBySide(1) == nil, "no more than the limit: it stands")
+        #expect(h.servedSideBySide(3) == 1)
+        #expect(h.limit == nil)
+        #expect(h.servedSideBySide(5) == nil, "nothing left to drop")
+
+        var refused = HostLimit()
+        refused.refused(inFlight: 4, wait: nil, now: 0)
+        #expect(refused.servedSideBySide(6) == nil, "a refusal's word stands")
+        #expect(refused.limit == 4)
+        _ = refused.saturated(servedAtOnce: 2, now: 0.5)
+        #expect(refused.limit == 2)
+        #expect(refused.servedSideBySide(3) == 2)
+        #expect(refused.limit == 4, "back to the refusal's limit, not above it")
+        #expect(refused.servedSideBySide(6) == nil)
+    }
+
     /// The limit is what the host counted: the other downloads' requests out and this one's ahead of
     /// the refused request, not the cooling slots of requests cut a moment ago (which taught a limit
     /// one above the host's, and a refusal every time a slot cooled off).

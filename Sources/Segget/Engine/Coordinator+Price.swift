@@ -176,15 +176,24 @@ extension Coordinator {
     /// refused the next, and the limit is probed upwards by the same rule. The requests already
     /// waiting in its queue stay: the origin will work on them whether or not they are cancelled.
     mutating func judgeSaturation(now: Double) -> [Command] {
-        let pending = pendingAnswers(now: now)
-        guard let served = cost.servedAtOnce(pending: pending) else { return [] }
-        let lowered = config.hostShare?.saturated(servedAtOnce: served, now: now) ?? host.saturated(servedAtOnce: served, now: now)
-        guard lowered else { return [] }
+        // Bodies coming side by side contradict a queue of fewer: a server that works on N requests
+        // at a time sends N bodies at a time. Heads that only looked queued (a loopback download
+        // that keeps both CPUs busy reads the heads of new requests late) taught a limit that is
+        // dropped then, and teach no lower one.
         var commands: [Command] = []
+        let servedNow = connections.reduce(0) { $0 + ($1.machine.isServed ? 1 : 0) }
+        mostServedSideBySide = max(mostServedSideBySide, servedNow)
+        if let dropped = config.hostShare != nil ? config.hostShare?.servedSideBySide(servedNow) : host.servedSideBySide(servedNow) {
+            commands.append(.event(.notice("the server answers \(servedNow) requests side by side after all; no longer holding them to \(dropped).")))
+        }
+        let pending = pendingAnswers(now: now)
+        guard let served = cost.servedAtOnce(pending: pending), served >= mostServedSideBySide else { return commands }
+        let lowered = config.hostShare?.saturated(servedAtOnce: served, now: now) ?? host.saturated(servedAtOnce: served, now: now)
+        guard lowered else { return commands }
         if tracing {
             commands.append(.trace("the host queues requests: \(served) served at once (think \(Format.fixed(cost.baseThink ?? -1, 3)) s, \(Format.fixed(cost.queueSlope(pending: pending), 3)) s more per request out)"))
         }
-        commands.append(.event(.notice("the server answers \(served) request\(served == 1 ? "" : "s") at a time (the others wait for their first byte); continuing with \(served) connection\(served == 1 ? "" : "s").")))
+        commands.append(.event(.notice("the server answers \(served) request\(served == 1 ? "" : "s") at a time (the others wait for their first byte); no more than \(served) will be out at once.")))
         return commands
     }
 

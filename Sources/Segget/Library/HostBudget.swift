@@ -166,6 +166,9 @@ final class HostShare: @unchecked Sendable {
     /// The host queues requests past `servedAtOnce` (see `HostLimit.saturated`).
     func saturated(servedAtOnce: Int, now: Double) -> Bool { budget.withHost(key) { h, _ in h.saturated(servedAtOnce: servedAtOnce, now: now) } }
 
+    /// This download has `count` requests answered side by side (see `HostLimit.servedSideBySide`).
+    func servedSideBySide(_ count: Int) -> Int? { budget.withHost(key) { h, _ in h.servedSideBySide(count) } }
+
     /// The host asked for no request before this (its last refusal's wait).
     var quietUntil: Double { budget.withHost(key) { h, _ in h.learnt.quietUntil } }
 

@@ -90,6 +90,9 @@ struct HostAllowance: Equatable, Sendable {
     /// The host queues requests past `servedAtOnce` (see `HostLimit.saturated`).
     mutating func saturated(servedAtOnce: Int, now: Double) -> Bool { learnt.saturated(servedAtOnce: servedAtOnce, now: now) }
 
+    /// A download has `count` requests answered side by side (see `HostLimit.servedSideBySide`).
+    mutating func servedSideBySide(_ count: Int) -> Int? { learnt.servedSideBySide(count) }
+
     mutating func forgetIfStale(now: Double, after: Double?) {
         guard let after, let t = lastRefusal, now - t > after else { return }
         learnt = HostLimit()

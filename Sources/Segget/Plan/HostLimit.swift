@@ -29,6 +29,11 @@ struct HostLimit: Equatable, Sendable {
     private(set) var quietUntil = -Double.infinity
     /// The lowest limit said to the user (see `announce`).
     private var announced: Int?
+    /// The limit is the host's queue read from its heads' waits (`saturated`), which what is served
+    /// at once may contradict (`servedSideBySide`), not a refusal's word.
+    private var fromQueue = false
+    /// The lowest limit a refusal taught: nothing seen lifts the limit above it.
+    private var refusedLimit: Int?
 
     /// The hold-off before the first probe when the host named none, seconds.
     static let initialHoldOff = 2.0
@@ -46,6 +51,8 @@ struct HostLimit: Equatable, Sendable {
         }
         let before = limit
         limit = min(limit ?? Int.max, max(1, inFlight))
+        refusedLimit = min(refusedLimit ?? Int.max, max(1, inFlight))
+        fromQueue = false
         probeAt = max(probeAt, now + max(wait ?? 0, holdOff))
         asked(wait: wait, now: now)
         return limit != before
@@ -64,8 +71,20 @@ struct HostLimit: Equatable, Sendable {
             holdOff = min(Self.maxHoldOff, holdOff * 2)
         }
         limit = l
+        fromQueue = true
         probeAt = max(probeAt, now + holdOff)
         return limit != before
+    }
+
+    /// `count` of the download's requests are being answered side by side (bodies coming): the host
+    /// serves that many at once. A limit read from its queue (`saturated`) below that was wrong (heads
+    /// late because this machine was busy, not the server) and is dropped, back to the limit a
+    /// refusal taught, if any. The limit it had before, when it was dropped.
+    mutating func servedSideBySide(_ count: Int) -> Int? {
+        guard fromQueue, let l = limit, count > l, refusedLimit != l else { return nil }
+        limit = refusedLimit
+        fromQueue = false
+        return l
     }
 
     /// The host asked that no request come for `wait` seconds (a refusal's `Retry-After` or `RateLimit`
