@@ -104,15 +104,17 @@ public struct FinishedMark: Equatable, Sendable {
     }
 
     /// The URL as the mark keeps it: the 64-bit FNV-1a hash of its UTF-8 without credentials (the
-    /// form the journal keeps).
+    /// form the journal keeps) and without its fragment, which is never sent (a link that ends in
+    /// `#sha256=…` names the same file as the one without).
     public static func source(of url: String) -> UInt64 {
         // On the UTF-8 bytes, leaving out the credentials (`URLCredentials`) without building the
         // string without them.
         var text = url
         return text.withUTF8 { bytes in
             let skip = URLCredentials.userInfoRange(in: bytes) ?? 0..<0
+            let end = bytes.firstIndex(of: UInt8(ascii: "#")) ?? bytes.endIndex
             var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-            for i in bytes.indices where !skip.contains(i) {
+            for i in bytes.indices[..<end] where !skip.contains(i) {
                 hash = (hash ^ UInt64(bytes[i])) &* 0x0000_0100_0000_01b3
             }
             return hash

@@ -209,6 +209,9 @@ extension PartialDownload {
                 if error == .noSpace {
                     throw SeggetError(.fileSystem, "not enough space for \(Format.bytes(total)) in \(directory); \(NextStep.freeSpace.cli).")
                 }
+                if error == .fileTooLarge {
+                    throw SeggetError(.fileSystem, "\(directory) cannot hold a file of \(Format.bytes(total)): its file system (FAT's limit is 4 GiB less a byte), or this process's file size limit (ulimit -f), allows less; choose a directory on another file system with -d or -o.")
+                }
                 throw SeggetError(.fileSystem, "could not reserve \(Format.bytes(total)) for \(paths.part): \(error).")
             }
         }
@@ -227,6 +230,9 @@ extension PartialDownload {
             data.close()
             try? PosixFile.remove(path: paths.part)
             try? PosixFile.remove(path: paths.journal)
+            if error == .noSpace, PosixFile.outOfInodes(directoryOf: paths.journal) {
+                throw SeggetError(.fileSystem, "the file system of \(directory) has no free inode left for the journal beside the file (it can hold no more files, whatever space is free); delete files there, or choose another directory with -d or -o.")
+            }
             if error == .noSpace {
                 throw SeggetError(.fileSystem, "not enough space in \(directory) for the journal beside the file's \(Format.bytes(total)) (a few KiB more); \(NextStep.freeSpace.cli).")
             }
@@ -245,6 +251,10 @@ extension PartialDownload {
             "permission denied creating files in \(FileSystem.directoryName(of: path)) (to save \(paths.final)); choose another directory with -d or -o."
         case .readOnlyFileSystem: "\(FileSystem.directoryName(of: path)) is on a read-only file system; choose another directory with -d or -o."
         case .noSuchFileOrDirectory: "the directory of \(path) does not exist."
+        case .invalidArgument:
+            "the file system of \(FileSystem.directoryName(of: path)) refuses the name of \(paths.final) (FAT refuses : ? * \" < > | among others); give the file another name with -o."
+        case .noSpace where PosixFile.outOfInodes(directoryOf: path):
+            "the file system of \(FileSystem.directoryName(of: path)) has no free inodes left (it can hold no more files, whatever space is free); delete files there, or choose another directory with -d or -o."
         case .noSpace: "the disk is full; \(NextStep.freeSpace.cli)."
         default: "could not create \(path): \(error)."
         }

@@ -45,6 +45,8 @@ public struct Errno: Error, Equatable, Hashable, Sendable, CustomStringConvertib
     public static let notDirectory = Errno(rawValue: ENOTDIR)
     /// `EPIPE`: the reading end of a pipe is closed.
     public static let brokenPipe = Errno(rawValue: EPIPE)
+    /// `EFBIG`: the file would be larger than the file system (or the process's limit) allows.
+    public static let fileTooLarge = Errno(rawValue: EFBIG)
 
     /// The calling thread's current `errno`, for wrappers right after a failed call.
     internal static var current: Errno { Errno(rawValue: errno) }

@@ -227,6 +227,12 @@ public final class PosixFile: @unchecked Sendable {
         try system_statvfs_available(FileSystem.directoryName(of: path)).get()
     }
 
+    /// Whether the file system holding `path`'s directory has no file entries (inodes) left for an
+    /// unprivileged user, where it counts them: a "no space" error there is not about bytes.
+    public static func outOfInodes(directoryOf path: String) -> Bool {
+        system_statvfs_freeFiles(FileSystem.directoryName(of: path)) == 0
+    }
+
     /// The directory part of `path`: "." for a bare name, "/" for a file in the root.
     internal static func directoryName(of path: String) -> String {
         FileSystem.directoryName(of: path)

@@ -275,12 +275,22 @@ internal func system_mkdir(_ path: String, _ mode: UInt32) -> Int32 {
     mkdir(path, mode_t(mode))
 }
 
-/// Bytes available to an unprivileged user on the file system holding `path`.
+/// Bytes available to an unprivileged user on the file system holding `path`. A file system that
+/// reports no blocks at all (some FUSE ones) says nothing of its space: `EOPNOTSUPP`, not 0 free.
 internal func system_statvfs_available(_ path: String) -> Result<Int64, Errno> {
     var info = statvfs()
-    return valueOrErrno { statvfs(path, &info) }.map { _ in
-        Int64(clamping: UInt64(info.f_bavail).multipliedReportingOverflow(by: UInt64(info.f_frsize)).partialValue)
+    return valueOrErrno { statvfs(path, &info) }.flatMap { _ in
+        guard info.f_blocks > 0 else { return .failure(.notSupported) }
+        return .success(Int64(clamping: UInt64(info.f_bavail).multipliedReportingOverflow(by: UInt64(info.f_frsize)).partialValue))
     }
+}
+
+/// Files (inodes) an unprivileged user may still create on the file system holding `path`; nil
+/// where it does not count them (0 files in all: btrfs, many FUSE ones) or cannot be asked.
+internal func system_statvfs_freeFiles(_ path: String) -> UInt64? {
+    var info = statvfs()
+    guard statvfs(path, &info) == 0, info.f_files > 0 else { return nil }
+    return UInt64(info.f_favail)
 }
 
 internal func system_realpath(_ path: String) -> Result<String, Errno> {

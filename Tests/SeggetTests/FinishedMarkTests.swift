@@ -91,6 +91,9 @@ import SeggetVerify
             #expect(FinishedMark.source(of: url) == direct, "\(url)")
         }
         #expect(FinishedMark.source(of: "https://example.com/a") != FinishedMark.source(of: "https://example.com/b"))
+        // The fragment is never sent: the same file.
+        #expect(FinishedMark.source(of: "https://example.com/a#sha256=ab") == FinishedMark.source(of: "https://example.com/a"))
+        #expect(FinishedMark.source(of: "https://u:p@example.com/a?q#f") == FinishedMark.source(of: "https://example.com/a?q"))
         #expect(FinishedMark.source(of: "https://example.com/a") != FinishedMark.source(of: "http://example.com/a"))
         // FNV-1a 64 of "a", a published test vector: the hash is stable across runs and machines.
         #expect(FinishedMark.source(of: "a") == 0xaf63_dc4c_8601_ec8c)

@@ -119,7 +119,19 @@ import SeggetJournal
             let name = FileName.sanitize(s)
             #expect(name.utf8.count <= 200 && !name.isEmpty)
             #expect(s.hasPrefix(name))
+            // Its extension is kept: the name still says what the file is.
+            for ext in [".iso", ".tar.gz", ".AppImage"] {
+                let cut = FileName.sanitize(s + ext)
+                #expect(cut.utf8.count <= 200 && cut.hasSuffix(ext) && s.hasPrefix(String(cut.dropLast(ext.count))), "\(cut)")
+                #expect(FileName.sanitize(cut) == cut)
+            }
         }
+        // An ending that is no extension (too long, or not letters and digits) is cut as the rest.
+        let long = String(repeating: "L", count: 237)
+        #expect(FileName.sanitize(long + ".tar.gz") == String(repeating: "L", count: 193) + ".tar.gz")
+        #expect(FileName.sanitize(long + ".extension") == String(repeating: "L", count: 200))
+        #expect(FileName.sanitize(long + ".a b") == String(repeating: "L", count: 200))
+        #expect(FileName.sanitize(long + ".x.y.iso") == String(repeating: "L", count: 194) + ".y.iso", "two endings at most")
     }
 
     /// A `/` followed by a combining mark is one Swift `Character` that is not equal to "/", so

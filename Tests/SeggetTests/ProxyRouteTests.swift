@@ -12,7 +12,7 @@ import Testing
         let none = env([:])
         #expect(ProxyRoute.proxy(for: "http://a.example/f", explicit: nil, environment: none) == nil)
         #expect(ProxyRoute.proxy(for: "http://a.example/f", explicit: "http://p:3128", environment: none) == "http://p:3128")
-        #expect(ProxyRoute.proxy(for: "http://a.example/f", explicit: "", environment: env(["http_proxy": "http://e:1"])) == "http://e:1")
+        #expect(ProxyRoute.proxy(for: "http://a.example/f", explicit: "", environment: env(["http_proxy": "http://e:1"])) == nil, "--proxy '' is no proxy, as curl's")
         let vars = env(["http_proxy": "http://h:1", "HTTPS_PROXY": "http://s:2", "ALL_PROXY": "socks5h://all:3"])
         #expect(ProxyRoute.proxy(for: "http://a.example/f", explicit: nil, environment: vars) == "http://h:1")
         #expect(ProxyRoute.proxy(for: "https://a.example/f", explicit: nil, environment: vars) == "http://s:2")
@@ -79,7 +79,21 @@ import Testing
         let unresolved = Prober.networkError(.couldNotResolveProxy, url: url, proxy: p)
         #expect(unresolved.message.hasPrefix("could not resolve the host of the proxy"), "\(unresolved.message)")
         let auth = Prober.networkError(.receiveError, url: url, head: head(407), proxy: p)
-        #expect(auth.message.contains("wants credentials (HTTP 407)") && auth.httpStatus == 407, "\(auth.message)")
+        #expect(auth.message.contains("refused the user name and password in its URL (HTTP 407)") && auth.httpStatus == 407, "\(auth.message)")
+        #expect(!auth.message.contains("secret"))
+        let noAuth = Prober.networkError(.receiveError, url: url, head: head(407), proxy: "http://proxy.example:3128")
+        #expect(noAuth.message.contains("wants credentials (HTTP 407)") && noAuth.httpStatus == 407, "\(noAuth.message)")
+        // A plain-http request whose 407 is the proxy's answer: the same difference.
+        #expect(Prober.statusError(407, url: "http://o.example/f", proxy: p).message.contains("user name and password in the proxy URL were refused"))
+        #expect(Prober.statusError(407, url: "http://o.example/f", proxy: "http://proxy.example:3128").message.contains("the proxy wants credentials"))
+        // A SOCKS proxy that refused the credentials, or wanted some: said, and never retried.
+        let rejected = Prober.networkError(
+            .proxyFailure, url: url, proxy: "socks5://bob:wrong@s:1080", proxyDetail: "User was rejected by the SOCKS5 server (1 2).")
+        #expect(rejected.message.contains("user name and password in the proxy URL were refused") && rejected.retryAdvice == .never, "\(rejected.message)")
+        #expect(!rejected.message.contains("wrong"))
+        let wanted = Prober.networkError(
+            .proxyFailure, url: url, proxy: "socks5://s:1080", proxyDetail: "No authentication method was acceptable.")
+        #expect(wanted.message.contains("it wants a user name and password") && wanted.retryAdvice == .never, "\(wanted.message)")
         let tunnel = Prober.networkError(.receiveError, url: url, head: head(502), proxy: p)
         #expect(tunnel.message.contains("refused the tunnel to https://origin.example/f with HTTP 502"), "\(tunnel.message)")
         let socks = Prober.networkError(.proxyFailure, url: url, proxy: "socks5h://s:1080")

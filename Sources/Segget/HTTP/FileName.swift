@@ -4,8 +4,8 @@ public enum FileName {
     public static let fallback = "download"
 
     /// Returns a name that contains no path separator, no control character, is not `.` or `..`, does
-    /// not start with a dot (no hidden files, no `..` tricks), is at most 200 bytes of UTF-8, and is
-    /// never empty. Only the last path component of the suggestion is kept.
+    /// not start with a dot (no hidden files, no `..` tricks), is at most 200 bytes of UTF-8 (a longer
+    /// one is cut before its extension, which is kept), and is never empty. Only the last path component of the suggestion is kept.
     /// A name that ends as segget's side files do (`.segget-part`, `.segget-journal`,
     /// `.segget-progress`) gets an underscore for the dot before that ending (`x_segget-part`): saved
     /// as it stands, it would be taken for another download's unfinished file (and was refused, the
@@ -44,7 +44,7 @@ public enum FileName {
         }
         while let l = scalars.last, l == " " { scalars.removeLast() }
         var name = String(String.UnicodeScalarView(scalars))
-        if name.utf8.count > 200 { name = truncateUTF8(name, maxBytes: 200) }
+        if name.utf8.count > maxBytes { name = shortened(name) }
         return name.isEmpty ? fallback : name
     }
 
@@ -97,10 +97,34 @@ public enum FileName {
     /// True for a name `sanitize` keeps as it is, decided on bytes: printable ASCII without a path
     /// separator, not starting with a dot or a space, not ending with a space, at most 200 bytes.
     private static func isPlainASCIIName(_ bytes: String.UTF8View) -> Bool {
-        guard let first = bytes.first, let last = bytes.last, bytes.count <= 200,
+        guard let first = bytes.first, let last = bytes.last, bytes.count <= maxBytes,
             first != UInt8(ascii: "."), first != UInt8(ascii: " "), last != UInt8(ascii: " ")
         else { return false }
         return bytes.allSatisfy { (0x20..<0x7F).contains($0) && $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "\\") }
+    }
+
+    /// The most bytes of UTF-8 a name is given: room for a numbered copy (`NAME.12`) and the longest
+    /// side file's ending (`.segget-progress`) within the 255 of most file systems.
+    static let maxBytes = 200
+
+    /// A name longer than `maxBytes` cut to fit, its extension kept (`….tar.gz`, `….iso`): up to
+    /// two dotted endings of 1-8 ASCII letters and digits each, which say what the file is.
+    static func shortened(_ name: String) -> String {
+        var ext = Substring("")
+        var rest = Substring(name)
+        for _ in 0..<2 {
+            guard let dot = rest.lastIndex(of: "."), dot > rest.startIndex else { break }
+            let part = rest[rest.index(after: dot)...]
+            guard (1...8).contains(part.utf8.count), part.utf8.allSatisfy({ isASCIILetterOrDigit($0) }) else { break }
+            ext = name[dot...]
+            rest = rest[..<dot]
+        }
+        return truncateUTF8(String(rest), maxBytes: maxBytes - ext.utf8.count) + ext
+    }
+
+    private static func isASCIILetterOrDigit(_ b: UInt8) -> Bool {
+        (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(b) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(b)
+            || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(b)
     }
 
     private static func truncateUTF8(_ s: String, maxBytes: Int) -> String {

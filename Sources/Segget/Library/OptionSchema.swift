@@ -249,12 +249,13 @@ public enum OptionSchema {
         "referer", long: "referer", short: "e", what: "The referer", help: "The Referer header to send.", \.referer)
     public static let proxy = OptionSpec(
         key: "all-proxy", long: "proxy", short: nil, valueName: "proxy",
-        help: "Proxy URL: http://, https://, socks4://, socks4a://, socks5:// or socks5h:// (default: the http_proxy / https_proxy / no_proxy variables).",
+        help: "Proxy URL: http://, https://, socks4://, socks4a://, socks5:// or socks5h:// (default: the http_proxy / https_proxy / no_proxy variables; '' for no proxy at all).",
         repeatable: false, absent: [:],
         apply: { v, o throws(OptionError) in
             try noLineBreak(v, key: "all-proxy", what: "The proxy")
             if let problem = ProxyRoute.problem(v) { throw OptionError(key: "all-proxy", message: "The proxy '\(shown(v))' is unusable: \(problem)") }
-            o.proxy = v.isEmpty ? nil : v
+            // An empty proxy is none, the environment's included, as curl's --proxy "" is.
+            o.proxy = v
         }, values: { $0.proxy.map { [$0] } ?? [] }, clear: { $0.proxy = nil })
 
     public static let split = OptionSpec(

@@ -15,6 +15,9 @@ struct HandshakeOutcome {
     var alert: TLSAlert?
     /// The peer answered the handshake with something that is not TLS (see `TLSAlert.peerNotTLS`).
     var notTLS = false
+    /// libcurl's words for a proxy's failure (`CURLE_PROXY`): a SOCKS proxy's refusal of the
+    /// credentials says so only there.
+    var proxyDetail: String?
 
     init() {}
 
@@ -28,6 +31,7 @@ struct HandshakeOutcome {
         let detail = easy.failureDetail()
         alert = TLSAlert(code: code, detail: detail)
         notTLS = TLSAlert.peerNotTLS(code: code, detail: detail)
+        if code == .proxyFailure { proxyDetail = detail }
     }
 }
 
@@ -91,7 +95,8 @@ extension Prober {
         proxy: String?, handshake h: HandshakeOutcome, options: TransferOptions
     ) -> SeggetError {
         networkError(code, url: url, head: head, connected: connected, connectTimeout: connectTimeout, proxy: proxy,
-                     tls: h.peer.files(options), verifyResult: h.verifyResult, tlsAlert: h.alert, notTLS: h.notTLS, peer: h.peer)
+                     tls: h.peer.files(options), verifyResult: h.verifyResult, tlsAlert: h.alert, notTLS: h.notTLS, peer: h.peer,
+                     proxyDetail: h.proxyDetail)
     }
 
     /// A server's certificate that failed verification (`CURLE_PEER_FAILED_VERIFICATION`),

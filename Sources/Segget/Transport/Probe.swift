@@ -375,7 +375,7 @@ struct Prober {
             let p = URLParts.shown(proxy)
             let hint = (500...599).contains(status)
                 ? "the server, or the proxy on its way to it, failed; try again later, or without the proxy"
-                : status == 407 ? "the proxy wants credentials; \(Self.proxyCredentials)"
+                : status == 407 ? Self.proxyCredentialsAdvice(proxy)
                 : "check the URL, and whether the proxy may fetch it"
             return SeggetError(.httpStatus, "\(u) answered HTTP \(status) through the proxy \(p), which may have given that answer itself; \(hint).", httpStatus: status)
         }
@@ -420,12 +420,13 @@ struct Prober {
     /// `peer`: whose TLS failed (`HandshakeOutcome.peer`); `tls`: the files given for it (`--ca-certificate` and `--certificate`, or the proxy's), named where they failed; `verifyResult`: OpenSSL's verdict on its certificate; `tlsAlert`: how it ended the connection.
     static func networkError(
         _ code: CurlCode, url: String, head: ResponseHead = ResponseHead(), connected: Bool = true, connectTimeout: Double? = nil,
-        proxy: String? = nil, tls: TLSFiles = TLSFiles(), verifyResult: Int = 0, tlsAlert: TLSAlert? = nil, notTLS: Bool = false, peer: TLSPeer = .server
+        proxy: String? = nil, tls: TLSFiles = TLSFiles(), verifyResult: Int = 0, tlsAlert: TLSAlert? = nil, notTLS: Bool = false, peer: TLSPeer = .server,
+        proxyDetail: String? = nil
     ) -> SeggetError {
         let u = URLParts.shown(url)
         if let tlsAlert { return tlsAlertError(url: u, tls: tls, alert: tlsAlert, peer: peer) }
         if notTLS { return notTLSError(url: u, peer: peer) }
-        if let proxy, let e = proxyError(code, url: url, proxy: proxy, head: head, connected: connected, peer: peer) { return e }
+        if let proxy, let e = proxyError(code, url: url, proxy: proxy, head: head, connected: connected, peer: peer, detail: proxyDetail) { return e }
         if code == .writeError, head.status == 101, !head.isComplete {
             // libcurl takes a 101 as the switch it announces and hands what follows over as the body,
             // which no head came for: its "Failed writing received data" said nothing of the cause.

@@ -4,6 +4,23 @@ extension Prober {
     /// How to give a proxy that answered 407 its credentials.
     static let proxyCredentials = "give them in the proxy URL: http://USER:PASSWORD@HOST:PORT"
 
+    /// What to do about a proxy that refused a request for want of credentials: give them, or, where
+    /// its URL carried some, check them (they were refused).
+    static func proxyCredentialsAdvice(_ proxy: String) -> String {
+        URLParts(proxy)?.hasUserInfo == true
+            ? "the user name and password in the proxy URL were refused; check them (write @, : and % inside them as %40, %3A and %25)"
+            : "the proxy wants credentials; \(proxyCredentials)"
+    }
+
+    /// Whether libcurl's words for a SOCKS proxy's failure (`detail`) say it refused the credentials,
+    /// or wanted some: "User was rejected by the SOCKS5 server", "No authentication method was
+    /// acceptable" (libcurl 7.88's wording).
+    static func socksRefusedCredentials(_ detail: String?) -> Bool {
+        guard let d = detail?.lowercased() else { return false }
+        return d.contains("user was rejected") || d.contains("no authentication method was acceptable")
+            || d.contains("authentication failed")
+    }
+
     /// The failures that are the proxy's, not the server's, for a request to `url` through `proxy`
     /// (both as given): it cannot be reached or resolved, it refused the tunnel (its answer to
     /// `CONNECT` is the head libcurl ended on), a SOCKS proxy failed, or an https proxy's TLS
@@ -11,7 +28,9 @@ extension Prober {
     /// told as the request's, naming no proxy. Also the server's handshake broken off inside an https
     /// proxy's tunnel, which is how libcurl 7.88 reports a server certificate that fails verification
     /// there (its verdict unread), so the advice names that cause too.
-    static func proxyError(_ code: CurlCode, url: String, proxy: String, head: ResponseHead, connected: Bool, peer: TLSPeer = .server) -> SeggetError? {
+    static func proxyError(
+        _ code: CurlCode, url: String, proxy: String, head: ResponseHead, connected: Bool, peer: TLSPeer = .server, detail: String? = nil
+    ) -> SeggetError? {
         let u = URLParts.shown(url), p = URLParts.shown(proxy)
         let instead = "check that the proxy is up and reachable, or \(NextStep.otherProxy.cli)"
         switch code {
@@ -29,12 +48,21 @@ extension Prober {
             return SeggetError(
                 .network, "the TLS handshake with the server of \(u), inside the tunnel of the proxy \(p), broke off; inside an https proxy's tunnel libcurl reports a server certificate that fails verification this way, so if a private or company authority signed it, \(NextStep.trustPrivateAuthority.cli); else check the network, or try again later.",
                 retryAdvice: .mayChange)
+        case .proxyFailure where socksRefusedCredentials(detail):
+            // No retry changes a refusal of the credentials: before, five retries took 27 s.
+            let advice = URLParts(proxy)?.hasUserInfo == true
+                ? "the user name and password in the proxy URL were refused; check them (write @, : and % inside them as %40, %3A and %25)"
+                : "it wants a user name and password; give them in the proxy URL: socks5h://USER:PASSWORD@HOST:PORT"
+            return SeggetError(.network, "the proxy \(p) refused the connection to \(u): \(advice).", retryAdvice: .never)
         case .proxyFailure:
             return SeggetError(.network, "the proxy \(p) failed to reach \(u) (\(code)); check that the proxy may connect there.")
         case .receiveError where head.isComplete && head.status >= 300:
             if head.status == 407 {
                 return SeggetError(
-                    .httpStatus, "the proxy \(p) wants credentials (HTTP 407) to reach \(u); \(Self.proxyCredentials).",
+                    .httpStatus,
+                    URLParts(proxy)?.hasUserInfo == true
+                        ? "the proxy \(p) refused the user name and password in its URL (HTTP 407) for \(u); check them (write @, : and % inside them as %40, %3A and %25)."
+                        : "the proxy \(p) wants credentials (HTTP 407) to reach \(u); \(Self.proxyCredentials).",
                     httpStatus: 407, retryAdvice: .never)
             }
             return SeggetError(

@@ -35,12 +35,14 @@ enum ProxyRoute {
         return proxy
     }
 
-    /// The proxy a request to `url` goes through; nil when none.
+    /// The proxy a request to `url` goes through; nil when none. An `explicit` proxy that is empty
+    /// is none, whatever the environment names (curl's `--proxy ""`).
     static func proxy(for url: String, explicit: String?, environment: (String) -> String?) -> String? {
         guard let parts = URLParts(url) else { return nil }
         func set(_ name: String) -> String? { environment(name).flatMap { $0.isEmpty ? nil : $0 } }
         let chosen: String?
-        if let explicit, !explicit.isEmpty {
+        if let explicit {
+            if explicit.isEmpty { return nil }
             chosen = explicit
         } else {
             let byScheme = parts.scheme == "http" ? set("http_proxy") : set("https_proxy") ?? set("HTTPS_PROXY")
