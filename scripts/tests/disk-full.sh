@@ -11,7 +11,9 @@
 #   4. a stream of unknown length from a server without ranges meets ENOSPC: exit 5, saying that a
 #      rerun starts over (no journal: nothing to resume), and the rerun after freeing space succeeds;
 #   5. the file fits exactly, its journal does not: exit 5 saying so and what to do, and the
-#      reserved data file is not left filling the disk.
+#      reserved data file is not left filling the disk;
+#   6. space is free but no inode is (a tmpfs of 8 inodes, all taken): exit 5 saying that, not
+#      "the disk is full".
 # Needs root (or another way to mount tmpfs); prints SKIP and exits 0 when mounting is not allowed.
 # Needs SEGGET_BIN and SEGGET_TESTSERVER_BIN (scripts/test sets them; defaults: .build/debug).
 source "$(dirname "$0")/../lib/common.sh"
@@ -193,4 +195,17 @@ grep -q "not enough space in .* for the journal" "$WORK/run-near.err" || fail "u
 grep -q "free some space and run the command again" "$WORK/run-near.err" || fail "no next step: $(cat "$WORK/run-near.err")"
 [ -z "$(ls -A "$MNT")" ] || fail "the reserved data file was left filling the disk: $(ls -la "$MNT")"
 echo "disk-full: ok: exit 5, \"$(head -c 160 "$WORK/run-near.err" | tr -d '\n')…\", nothing left behind"
+# --- 6. no inodes left, though space is free ------------------------------------------------------
+log "disk-full 6: a file system with space but no free inodes"
+umount "$MNT"
+MOUNTED=0
+mount -t tmpfs -o size=8m,nr_inodes=8,mode=0755 tmpfs "$MNT" || fail "cannot mount a tmpfs with nr_inodes=8"
+MOUNTED=1
+for i in $(seq 1 16); do touch "$MNT/f$i" 2>/dev/null || break; done
+run_segget inodes -q -o "$MNT/six.bin" "$BASE/six.bin"
+[ "$RC" -eq 5 ] || fail "expected exit 5 without free inodes, got $RC: $(cat "$WORK/run-inodes.err")"
+grep -q "no free inode" "$WORK/run-inodes.err" || fail "it should say no inodes are left, not that the disk is full: $(cat "$WORK/run-inodes.err")"
+if grep -q "disk is full" "$WORK/run-inodes.err"; then fail "it says the disk is full with space free: $(cat "$WORK/run-inodes.err")"; fi
+[ ! -e "$MNT/six.bin" ] || fail "a file appeared under the final name"
+echo "disk-full: ok: exit 5, \"$(head -c 160 "$WORK/run-inodes.err" | tr -d '\n')…\""
 echo "disk-full: all cases passed in $((SECONDS - START)) s"
