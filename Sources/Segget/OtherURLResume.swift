@@ -64,6 +64,16 @@ struct ResourceKey: Equatable, Sendable {
         self.port = String(cut.port)
         self.path = path.isEmpty ? "/" : String(path)
     }
+
+    /// What sets URL `b` apart from `a` as a resource, in words for a message: its server (host
+    /// name as written: `localhost` and `127.0.0.1` are not compared as one), its port, or its path.
+    static func difference(_ a: String, _ b: String) -> String {
+        guard let ka = ResourceKey(a), let kb = ResourceKey(b) else { return "it is another resource" }
+        if ka.host != kb.host { return "its host differs" }
+        if ka.port != kb.port { return "its port differs" }
+        if ka.path != kb.path { return "its path differs" }
+        return "it names the same resource"
+    }
 }
 
 /// What a download knows that shows another URL serves its file (`OtherURLResume.judge`): the URLs

@@ -109,7 +109,7 @@ extension PartialDownload {
             opened.journal.close()
             var e = SeggetError(
                 .fileSystem,
-                "\(paths.part) is a partial download of another URL, \(URLParts.shown(h.url)), and nothing shows that \(URLParts.shown(url)) serves the same file: its path differs, and an equal length and ETag do not show equal bytes (many servers make the ETag from the file's time and size alone). It is kept as it was: \(NextStep.otherURLsPartial.cli).",
+                "\(paths.part) is a partial download of another URL, \(URLParts.shown(h.url)), and nothing shows that \(URLParts.shown(url)) serves the same file: \(ResourceKey.difference(h.url, url)), and an equal length and ETag do not show equal bytes (many servers make the ETag from the file's time and size alone). It is kept as it was: \(NextStep.otherURLsPartial.cli).",
                 retryAdvice: .never)
             e.nameHeldByAnotherDownload = true
             throw e

@@ -13,6 +13,11 @@ import Testing
         #expect(ProxyRoute.proxy(for: "http://a.example/f", explicit: nil, environment: none) == nil)
         #expect(ProxyRoute.proxy(for: "http://a.example/f", explicit: "http://p:3128", environment: none) == "http://p:3128")
         #expect(ProxyRoute.proxy(for: "http://a.example/f", explicit: "", environment: env(["http_proxy": "http://e:1"])) == nil, "--proxy '' is no proxy, as curl's")
+        // An @ inside the credentials, not written %40: libcurl would look for a host that is not there.
+        #expect(ProxyRoute.problem("http://bob:p@ss:w0rd@127.0.0.1:3128")?.contains("%40") == true)
+        #expect(ProxyRoute.problem("http://bob:p%40ss@127.0.0.1:3128") == nil)
+        #expect(Prober.networkError(.urlMalformed, url: "http://bob:p@ss@h.example/f").message.contains("write it as %40"))
+        #expect(!Prober.networkError(.urlMalformed, url: "http://bob:p@ss@h.example/f").message.contains("p@ss"))
         let vars = env(["http_proxy": "http://h:1", "HTTPS_PROXY": "http://s:2", "ALL_PROXY": "socks5h://all:3"])
         #expect(ProxyRoute.proxy(for: "http://a.example/f", explicit: nil, environment: vars) == "http://h:1")
         #expect(ProxyRoute.proxy(for: "https://a.example/f", explicit: nil, environment: vars) == "http://s:2")

@@ -164,9 +164,19 @@ import Testing
         #expect(verdict(stream(), 200, ["Content-Length: 999", "ETag: \"v2\""]) == .resourceChanged("its length changed from 1000 to 999 bytes"))
     }
 
-    @Test(arguments: [206, 404, 416, 304])
+    @Test(arguments: [404, 416, 304])
     func streamRefusesAnyOtherStatus(_ status: Int) {
         #expect(verdict(stream(), status, ["Content-Range: bytes 0-999/1000"]) == .fatal(Prober.statusError(status, url: Self.url)))
+    }
+
+    /// A 206 to a request that asked for no range is the server contradicting itself (exit 7), not
+    /// an HTTP error status (it said "answered HTTP 206; the server refused the request", exit 4).
+    @Test func streamAnswered206IsAProtocolViolation() {
+        guard case .fatal(let e) = verdict(stream(), 206, ["Content-Range: bytes 0-0/18446744073709551615"]) else {
+            Issue.record("not fatal")
+            return
+        }
+        #expect(e.kind == .protocolViolation && e.message.contains("206 Partial Content"), "\(e.message)")
     }
 
     @Test func streamIgnoresRangeHeadersItDidNotAskFor() {

@@ -46,12 +46,25 @@ extension FetchEngine {
             // A failed receive or handshake is transient, but not one the server (or proxy) ended
             // with an alert about certificates, or answered in plain text: it does so every time.
             end = .failed(Prober.networkError(code, url: url, proxy: proxy, handshake: handshake, options: settings.transfer))
+        } else if let proxy, Self.isProxysFailure(code) {
+            // The proxy's failure (it went away mid-download, or a SOCKS proxy refused), named as the
+            // proxy's: "Couldn't connect to server" blamed the server. Retried unless no retry helps.
+            let e = Prober.networkError(code, url: url, head: c.head, proxy: proxy, handshake: handshake, options: settings.transfer)
+            end = e.retryAdvice == .never ? .failed(e) : .transient(String(e.message.prefix { $0 != ";" }))
         } else if code.isTransient && !Prober.headersTooLarge(code, head: c.head) || code == .writeError {
             end = .transient(code.plainWords ?? code.description)
         } else {
             end = .failed(Prober.networkError(code, url: url, head: c.head, proxy: proxy, handshake: handshake, options: settings.transfer))
         }
         apply(.ended(c.id, end, head: c.head))
+    }
+
+    /// Codes by which libcurl ends a transfer through a proxy that are the proxy's failing.
+    static func isProxysFailure(_ code: CurlCode) -> Bool {
+        switch code {
+        case .couldNotConnect, .couldNotResolveProxy, .proxyFailure: true
+        default: false
+        }
     }
 
     /// Removes the losers of end-game races; their staged bytes are discarded (the winner wrote them).

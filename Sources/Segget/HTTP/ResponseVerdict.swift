@@ -110,6 +110,13 @@ enum ResponseVerdict: Equatable, Sendable {
 
     /// A plain stream from byte 0 wants a 200 of the probed length and validators.
     private static func stream(_ q: ResponseQuestion, _ h: ResponseHead) -> ResponseVerdict {
+        if h.status == 206 {
+            // Partial content for a request that asked for no range: the server contradicts itself.
+            return .fatal(SeggetError(
+                .protocolViolation,
+                "\(URLParts.shown(q.url)) answered a request for the whole file with 206 Partial Content, which only a range request may get; the server is misbehaving. Try another server.",
+                retryAdvice: .never))
+        }
         guard h.status == 200 else { return .fatal(Prober.statusError(h.status, url: q.url)) }
         if let total = q.totalLength, let cl = h.contentLength, cl != total {
             return .resourceChanged("its length changed from \(total) to \(cl) bytes")

@@ -104,4 +104,14 @@ struct URLAuthority {
         self.port = port
         self.rest = afterScheme[end...]
     }
+
+    /// How many `@` come before the host of `url` (in its authority): more than one means an `@`
+    /// inside the user name or password that was not written as `%40`, which libcurl and this parse
+    /// read differently.
+    static func atSignsBeforeHost(_ url: String) -> Int {
+        guard let sep = schemeSeparator(in: url) else { return 0 }
+        let afterScheme = url[sep.upperBound...]
+        let end = afterScheme.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? afterScheme.endIndex
+        return afterScheme[..<end].reduce(0) { $0 + ($1 == "@" ? 1 : 0) }
+    }
 }

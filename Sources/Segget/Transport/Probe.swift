@@ -439,6 +439,8 @@ struct Prober {
             return SeggetError(.protocolViolation, "the server's response headers are too large to accept (more than libcurl allows) for \(u); the server is misbehaving.", retryAdvice: .never)
         }
         switch code {
+        case .urlMalformed where URLAuthority.atSignsBeforeHost(url) > 1:
+            return SeggetError(.usage, "'\(u)' is not a valid URL: its user name or password holds an @; write it as %40 (and : as %3A, % as %25).")
         case .urlMalformed:
             return SeggetError(.usage, "'\(u)' is not a valid URL.")
         case .unsupportedProtocol where URLParts(url)?.isHTTPFamily == true:

@@ -8,6 +8,10 @@ enum ProxyRoute {
 
     /// Why `proxy` is not a proxy URL segget can use; nil when it is one (or empty: no proxy).
     static func problem(_ proxy: String) -> String? {
+        // libcurl reads the host after the first @, and would look for one that does not exist.
+        if URLAuthority.atSignsBeforeHost(proxy) > 1 {
+            return "its user name or password holds an @; write it as %40 (and : as %3A, % as %25)."
+        }
         guard let scheme = scheme(of: proxy) else { return nil }
         if schemes.contains(scheme) { return nil }
         return "'\(scheme)' is not a proxy scheme; use one of \(schemes.sorted().joined(separator: ", ")) (no scheme: http)."
