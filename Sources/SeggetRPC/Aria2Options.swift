@@ -42,7 +42,9 @@ public struct Aria2TaskOptions: Sendable, Equatable {
             if let spec = OptionSchema.spec(key) {
                 // An empty out or dir is not set, as aria2 takes it (front-ends send a form's empty
                 // fields): the name from the URL, the root directory (or, changed, the default again).
-                if raw == .string(""), spec.key == OptionSchema.outputName.key || spec.key == OptionSchema.directory.key {
+                // An empty all-proxy too: the proxies of the daemon's environment apply, as aria2's
+                // own (on the command line `--proxy ''` is no proxy at all, as in curl).
+                if raw == .string(""), [OptionSchema.outputName.key, OptionSchema.directory.key, OptionSchema.proxy.key].contains(spec.key) {
                     spec.clear(&result.options)
                     continue
                 }
