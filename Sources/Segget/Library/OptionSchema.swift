@@ -249,7 +249,7 @@ public enum OptionSchema {
         "referer", long: "referer", short: "e", what: "The referer", help: "The Referer header to send.", \.referer)
     public static let proxy = OptionSpec(
         key: "all-proxy", long: "proxy", short: nil, valueName: "proxy",
-        help: "Proxy URL: http://, https://, socks4://, socks4a://, socks5:// or socks5h:// (default: the http_proxy / https_proxy / no_proxy variables; '' for no proxy at all).",
+        help: "Proxy URL: http://, https://, socks4://, socks4a://, socks5:// or socks5h:// (default: the http_proxy / https_proxy / no_proxy variables; '' is no proxy at all, but over RPC not set).",
         repeatable: false, absent: [:],
         apply: { v, o throws(OptionError) in
             try noLineBreak(v, key: "all-proxy", what: "The proxy")
