@@ -295,7 +295,7 @@ extension Download {
         }
         // The same length, but validators other than those the file was downloaded with: a newer
         // version of the same size (a mirror standing in words its validators its own way).
-        if standIn == nil, !mark.sameServerVersion(FinishedMark.version(etag: probe.etag, lastModified: probe.lastModified)) {
+        if standIn == nil, !mark.sameServerVersion(FinishedMark.version(of: probe, url: self.url)) {
             throw SeggetError(.fileSystem, "\(paths.final) was downloaded from this URL by an earlier run, but the server's ETag or Last-Modified now differs from that file's: it has changed there, at the same length. Pass --force to download it again, or choose another name.")
         }
         // A file the mark vouches for but that was not checked against this run's checksum is

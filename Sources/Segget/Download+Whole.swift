@@ -44,7 +44,7 @@ extension Download {
         }
         return WholeSave(
             bytes: probe.prefix, paths: paths, source: self.url, verified: verified,
-            serverVersion: FinishedMark.version(etag: probe.etag, lastModified: probe.lastModified), sync: options.syncBeforeRename,
+            serverVersion: FinishedMark.version(of: probe, url: self.url), sync: options.syncBeforeRename,
             connections: options.connections, started: started, partAbsent: probe.absent.part == paths.part,
             tally: probe.spent)
     }

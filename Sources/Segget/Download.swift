@@ -174,7 +174,7 @@ public final class Download: @unchecked Sendable {
             probe: probe, paths: paths, expected: expected, ranged: ranged, partial: partial, plan: chunks,
             resumedBytes: resumedBytes, probeBytes: probeBytes, hasher: hasher, start: start, hostShare: context.hostShare)
         // A stand-in's validators are its own server's words for the file, not the main URL's.
-        stage.serverVersion = isStandIn(plan) ? nil : FinishedMark.version(etag: probe.etag, lastModified: probe.lastModified)
+        stage.serverVersion = isStandIn(plan) ? nil : FinishedMark.version(of: probe, url: url)
         return .fetch(stage)
     }
 

@@ -13,8 +13,9 @@ import SeggetVerify
 /// run now expects among those the file was verified against. Anything else and the file is treated
 /// as any file under the name. Where the file system keeps no extended attributes the mark is not
 /// written and a rerun behaves as before. It also keeps the version of the server's file it was
-/// downloaded as (its `ETag` and `Last-Modified`), so that a rerun whose probe finds another version
-/// there, at the same length, knows the file for an older one (``sameServerVersion(_:)``).
+/// downloaded as (its strong `ETag`, else its `Last-Modified`), so that a rerun whose probe finds
+/// another version there, at the same length, knows the file for an older one
+/// (``sameServerVersion(_:)``).
 ///
 /// The value is 25 bytes, 9 more for the server's version and 9 more per verified digest, small
 /// enough to stay inside an ext4 inode of 256 bytes with up to two digests (a longer value costs
@@ -27,9 +28,9 @@ import SeggetVerify
 ///                            URL can be read back from it)
 ///     then per digest:  1    algorithm (1 SHA-256, 2 MD5, 3 SHA-1, 4 SHA-512)
 ///                       8    the digest's first 8 bytes
-///     and, where the answer had validators:
+///     and, where the answer had a strong validator:
 ///                       1    16
-///                       8    ``version(etag:lastModified:)`` of the answer
+///                       8    ``version(of:url:)`` of the answer
 public struct FinishedMark: Equatable, Sendable {
     /// The extended attribute that holds the mark.
     public static let attributeName = "user.segget.finished"
@@ -68,8 +69,8 @@ public struct FinishedMark: Equatable, Sendable {
     public var source: UInt64
     /// The digests it matched.
     public var verified: [Digest]
-    /// ``version(etag:lastModified:)`` of the answer it was downloaded from; nil where the answer
-    /// had neither validator (or the mark predates this field).
+    /// ``version(of:url:)`` of the answer it was downloaded from; nil where the answer had no strong
+    /// validator, came from another host, or the mark predates this field.
     public var serverVersion: UInt64?
 
     public init(size: Int64, modified: Int64, source: UInt64, verified: [Digest], serverVersion: UInt64? = nil) {
@@ -80,31 +81,36 @@ public struct FinishedMark: Equatable, Sendable {
         self.serverVersion = serverVersion
     }
 
-    /// The version of a server's file as its answer's validators name it: a 64-bit FNV-1a of its
-    /// `ETag` and `Last-Modified`; nil where it sent neither. An `ETag`'s weak prefix is left out:
-    /// Apache words a file's `ETag` weak in the second it was modified and strong after, the same
-    /// version (see `AgedETag`).
-    public static func version(etag: String?, lastModified: String?) -> UInt64? {
-        guard etag != nil || lastModified != nil else { return nil }
-        var tag = etag ?? ""
-        if tag.hasPrefix("W/") { tag = String(tag.dropFirst(2)) }
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in Array(tag.utf8) + [0x0a] + Array((lastModified ?? "").utf8) {
-            hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
-        }
-        return hash
+    /// The version of the server's file that `probe`'s answer names, for the download of `url`: its
+    /// strong `ETag`, else a `Last-Modified` old enough to be a strong validator (the one sent as
+    /// `If-Range`, `ProbeResult.ifRangeValidator`; a date of the last minute, as dynamic answers
+    /// give, is none). Nil where the answer has neither, or came from another host than the URL's
+    /// (a redirector sends each run to a mirror of its choosing, whose validators are its own).
+    static func version(of probe: ProbeResult, url: String) -> UInt64? {
+        guard let validator = probe.ifRangeValidator, URLParts(probe.finalURL)?.host == URLParts(url)?.host else { return nil }
+        return version(validator: validator)
     }
 
-    /// Whether a server that now answers with validators of `version` may still hold the version the
-    /// file was downloaded as: the same, or unknown on either side (then the length alone decides,
-    /// as before marks kept the version).
+    /// A validator as the mark keeps it: a 64-bit FNV-1a hash whose top bit says whether it is an
+    /// `ETag` (set) or a date, so that only validators of one kind are compared.
+    static func version(validator: String) -> UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in validator.utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
+        let etag: UInt64 = validator.hasPrefix("\"") ? 1 << 63 : 0
+        return hash & ~(1 << 63) | etag
+    }
+
+    /// Whether a server whose answer now names `version` may still hold the version the file was
+    /// downloaded as: the same, or not comparable (unknown on either side, or one an `ETag` and the
+    /// other a date: a server or cache that added or dropped its `ETag`). Then the length alone
+    /// decides, as before marks kept the version.
     public func sameServerVersion(_ version: UInt64?) -> Bool {
-        guard let serverVersion, let version else { return true }
+        guard let serverVersion, let version, serverVersion >> 63 == version >> 63 else { return true }
         return serverVersion == version
     }
 
-    /// The URL as the mark keeps it: the 64-bit FNV-1a hash of its UTF-8 without credentials (the
-    /// form the journal keeps) and without its fragment, which is never sent (a link that ends in
+    /// The URL as the mark keeps it: the 64-bit FNV-1a hash of its UTF-8 without credentials (as the
+    /// journal keeps it) and without its fragment, which is never sent (a link that ends in
     /// `#sha256=…` names the same file as the one without).
     public static func source(of url: String) -> UInt64 {
         // On the UTF-8 bytes, leaving out the credentials (`URLCredentials`) without building the
@@ -210,13 +216,6 @@ public struct FinishedMark: Equatable, Sendable {
             let status = try? file.status(), let renewed = mark.renewed(as: status, verified: verified.compactMap(Digest.init(verified:)))
         else { return false }
         return (try? file.setAttribute(attributeName, renewed.encoded)) != nil
-    }
-
-    /// The size of the file at `path` when a mark vouches for it as the download of `url` (see
-    /// ``vouches(for:file:expected:)``); nil otherwise.
-    public static func vouchedSize(at path: String, url: String, expected: [ExpectedDigest]) -> Int64? {
-        guard let found = vouched(at: path, url: url, expected: expected), found.checked else { return nil }
-        return found.size
     }
 
     /// The file at `path` when a mark vouches for it as the download of `url`, whatever digests it

@@ -54,24 +54,33 @@ import SeggetVerify
         #expect(FinishedMark(decoding: Self.mark().encoded + [17, 0, 0, 0, 0, 0, 0, 0, 0]) == nil)
     }
 
-    @Test func theServersVersionIsItsValidators() {
-        let v = FinishedMark.version
-        #expect(v(nil, nil) == nil)
-        let a = v("\"5f3a-1000\"", "Sat, 05 Dec 2026 10:00:00 GMT")
-        #expect(a != nil)
-        #expect(a == v("\"5f3a-1000\"", "Sat, 05 Dec 2026 10:00:00 GMT"), "stable")
-        #expect(a == v("W/\"5f3a-1000\"", "Sat, 05 Dec 2026 10:00:00 GMT"), "Apache's ETag in the second of a change is the same version")
-        #expect(a != v("\"5f3a-1001\"", "Sat, 05 Dec 2026 10:00:00 GMT"))
-        #expect(a != v("\"5f3a-1000\"", "Sat, 05 Dec 2026 10:00:01 GMT"))
-        #expect(a != v("\"5f3a-1000\"", nil))
-        #expect(v("\"x\"", nil) != v(nil, "\"x\""), "an ETag is not a date of the same words")
-        // Unknown on either side: the length alone decides, as for marks written before.
+    @Test func theServersVersionIsItsStrongValidator() {
+        let v = FinishedMark.version(validator:)
+        let a = v("\"5f3a-1000\"")
+        #expect(a == v("\"5f3a-1000\""), "stable")
+        #expect(a != v("\"5f3a-1001\""))
+        #expect(a >> 63 == 1 && v("Sat, 05 Dec 2026 10:00:00 GMT") >> 63 == 0, "the top bit says ETag or date")
+        // From an answer: its strong ETag, else a Last-Modified a minute old or more; from the URL's host only.
+        var p = ProbeResult(
+            finalURL: "https://h.example/f", totalLength: 1, acceptsRanges: true, etag: nil, lastModified: nil,
+            suggestedFileName: "f", reprDigest: nil, digest: nil, contentMD5: nil, redirects: 0, noRangesReason: nil)
+        p.answeredAt = 1_796_464_800 + 3600  // an hour after the date below
+        #expect(FinishedMark.version(of: p, url: "https://h.example/f") == nil, "no validator")
+        p.lastModified = "Sat, 05 Dec 2026 10:00:00 GMT"
+        #expect(FinishedMark.version(of: p, url: "https://h.example/f") == v("Sat, 05 Dec 2026 10:00:00 GMT"))
+        p.etag = "W/\"weak\""
+        #expect(FinishedMark.version(of: p, url: "https://h.example/f") == v("Sat, 05 Dec 2026 10:00:00 GMT"), "a weak ETag is no version")
+        p.etag = "\"strong\""
+        #expect(FinishedMark.version(of: p, url: "https://h.example/f") == v("\"strong\""))
+        #expect(FinishedMark.version(of: p, url: "https://redirector.example/f") == nil, "a mirror's answer: its own validators")
+        // Comparable only in kind; unknown on either side: the length alone decides.
         var m = Self.mark()
         #expect(m.sameServerVersion(a))
         m.serverVersion = a
         #expect(m.sameServerVersion(a))
         #expect(m.sameServerVersion(nil))
-        #expect(!m.sameServerVersion(v("\"other\"", nil)))
+        #expect(!m.sameServerVersion(v("\"other\"")))
+        #expect(m.sameServerVersion(v("Sat, 05 Dec 2026 10:00:00 GMT")), "an ETag dropped since: not comparable")
     }
 
     @Test func keepsADigestByItsAlgorithmAndFirstEightBytes() {
@@ -155,6 +164,11 @@ import SeggetVerify
         #expect(versioned.renewed(as: later, verified: [])?.serverVersion == 9)
     }
 
+    /// The size a mark vouches for with `expected` checked, as the rerun reads it.
+    static func vouchedSize(at path: String, url: String, expected: [ExpectedDigest]) -> Int64? {
+        FinishedMark.vouched(at: path, url: url, expected: expected).flatMap { $0.checked ? $0.size : nil }
+    }
+
     @Test func aFileOnDiskIsVouchedForUntilItChanges() throws {
         var template = Array("/tmp/segget-mark-test-XXXXXX".utf8CString)
         let dir = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
@@ -169,10 +183,10 @@ import SeggetVerify
         FinishedMark.write(on: file, url: Self.url, verified: ["SHA-256=" + Self.digest.hex, "SHA-256=" + Self.digest.hex], serverVersion: 42)
         guard let stored = FileSystem.attribute(path, FinishedMark.attributeName) else { return }  // no xattrs here
         #expect(stored.count == 25 + 9 + 9, "the same digest twice is kept once, then the server's version")
-        #expect(FinishedMark.vouchedSize(at: path, url: Self.url, expected: []) == 1000)
-        #expect(FinishedMark.vouchedSize(at: path, url: Self.url, expected: [Self.digest]) == 1000)
-        #expect(FinishedMark.vouchedSize(at: path, url: Self.url, expected: [Self.other]) == nil)
-        #expect(FinishedMark.vouchedSize(at: path, url: Self.url + "&x", expected: []) == nil)
+        #expect(Self.vouchedSize(at: path, url: Self.url, expected: []) == 1000)
+        #expect(Self.vouchedSize(at: path, url: Self.url, expected: [Self.digest]) == 1000)
+        #expect(Self.vouchedSize(at: path, url: Self.url, expected: [Self.other]) == nil)
+        #expect(Self.vouchedSize(at: path, url: Self.url + "&x", expected: []) == nil)
         // One read answers both: the file is this URL's, and whether this run's digests were checked.
         #expect(FinishedMark.vouched(at: path, url: Self.url, expected: [Self.digest]).map { "\($0.size) \($0.checked)" } == "1000 true")
         #expect(FinishedMark.vouched(at: path, url: Self.url, expected: [Self.other]).map { "\($0.size) \($0.checked)" } == "1000 false")
@@ -180,7 +194,7 @@ import SeggetVerify
         #expect(FinishedMark.vouched(at: path, url: Self.url, expected: [])?.mark.serverVersion == 42)
         usleep(20_000)
         try file.write([8], at: 10)
-        #expect(FinishedMark.vouchedSize(at: path, url: Self.url, expected: []) == nil)
+        #expect(Self.vouchedSize(at: path, url: Self.url, expected: []) == nil)
         #expect(FinishedMark.vouched(at: path, url: Self.url, expected: []) == nil)
     }
 }

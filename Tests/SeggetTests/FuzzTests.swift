@@ -132,6 +132,9 @@ import SeggetJournal
         #expect(FileName.sanitize(long + ".extension") == String(repeating: "L", count: 200))
         #expect(FileName.sanitize(long + ".a b") == String(repeating: "L", count: 200))
         #expect(FileName.sanitize(long + ".x.y.iso") == String(repeating: "L", count: 194) + ".y.iso", "two endings at most")
+        // One character longer than the room left (a letter under 300 combining marks): not a hidden file.
+        let heavy = FileName.sanitize("a" + String(repeating: "\u{301}", count: 300) + ".gz")
+        #expect(heavy == FileName.fallback + ".gz", "\(heavy)")
     }
 
     /// A `/` followed by a combining mark is one Swift `Character` that is not equal to "/", so

@@ -16,8 +16,13 @@ import Testing
         // An @ inside the credentials, not written %40: libcurl would look for a host that is not there.
         #expect(ProxyRoute.problem("http://bob:p@ss:w0rd@127.0.0.1:3128")?.contains("%40") == true)
         #expect(ProxyRoute.problem("http://bob:p%40ss@127.0.0.1:3128") == nil)
-        #expect(Prober.networkError(.urlMalformed, url: "http://bob:p@ss@h.example/f").message.contains("write it as %40"))
+        #expect(Prober.networkError(.urlMalformed, url: "http://bob:p@ss@h.example/f").message.contains("as %40, %3A and %25"))
         #expect(!Prober.networkError(.urlMalformed, url: "http://bob:p@ss@h.example/f").message.contains("p@ss"))
+        // A proxy written without a scheme is libcurl's http one: its credentials are found, and hidden.
+        let bare = ProxyRoute.proxy(for: "http://a.example/f", explicit: nil, environment: env(["http_proxy": "user:secret@h:1"]))
+        #expect(bare == "http://user:secret@h:1")
+        #expect(!Prober.networkError(.couldNotConnect, url: "http://a.example/f", proxy: bare).message.contains("secret"))
+        #expect(ProxyRoute.problem("bob:p@ss@h:1") != nil)
         let vars = env(["http_proxy": "http://h:1", "HTTPS_PROXY": "http://s:2", "ALL_PROXY": "socks5h://all:3"])
         #expect(ProxyRoute.proxy(for: "http://a.example/f", explicit: nil, environment: vars) == "http://h:1")
         #expect(ProxyRoute.proxy(for: "https://a.example/f", explicit: nil, environment: vars) == "http://s:2")

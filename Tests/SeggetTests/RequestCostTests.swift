@@ -178,8 +178,9 @@ import Testing
     }
 
     /// Bodies coming side by side show how many the host serves at once: a limit read from its
-    /// heads' waits below that is dropped (back to a refusal's, if one taught a limit); a refusal's
-    /// limit never is.
+    /// heads' waits below that is dropped, back to the limit in force before the queue lowered it (a
+    /// refusal's, or one a probe raised since), never below what was seen; a refusal's limit is not
+    /// dropped; and no queue limit below the most seen side by side is taught again.
     @Test func aQueueLimitIsDroppedWhenMoreAreServedSideBySide() {
         var h = HostLimit()
         _ = h.saturated(servedAtOnce: 1, now: 0)
@@ -187,16 +188,30 @@ import Testing
         #expect(h.servedSideBySide(3) == 1)
         #expect(h.limit == nil)
         #expect(h.servedSideBySide(5) == nil, "nothing left to drop")
+        let below = h.saturated(servedAtOnce: 3, now: 1)
+        #expect(!below, "below the most seen side by side: not taught")
+        #expect(h.limit == nil)
+        let above = h.saturated(servedAtOnce: 6, now: 1)
+        #expect(above)
 
         var refused = HostLimit()
         refused.refused(inFlight: 4, wait: nil, now: 0)
-        #expect(refused.servedSideBySide(6) == nil, "a refusal's word stands")
-        #expect(refused.limit == 4)
         _ = refused.saturated(servedAtOnce: 2, now: 0.5)
         #expect(refused.limit == 2)
         #expect(refused.servedSideBySide(3) == 2)
-        #expect(refused.limit == 4, "back to the refusal's limit, not above it")
-        #expect(refused.servedSideBySide(6) == nil)
+        #expect(refused.limit == 4, "back to the refusal's limit")
+        #expect(refused.servedSideBySide(6) == nil, "a refusal's word stands")
+        #expect(refused.limit == 4)
+
+        // A refusal's limit a probe raised since: the drop goes back to the raised one, not lower.
+        var probed = HostLimit()
+        probed.refused(inFlight: 2, wait: nil, now: 0)
+        let raised = probed.allowsAnother(inFlight: 2, wanted: true, now: HostLimit.initialHoldOff + 0.01)
+        #expect(raised && probed.limit == 3)
+        probed.accepted()
+        _ = probed.saturated(servedAtOnce: 2, now: 3)
+        #expect(probed.servedSideBySide(3) == 2)
+        #expect(probed.limit == 3, "not the first refusal's 2")
     }
 
     /// The limit is what the host counted: the other downloads' requests out and this one's ahead of

@@ -181,13 +181,13 @@ extension Coordinator {
         // that keeps both CPUs busy reads the heads of new requests late) taught a limit that is
         // dropped then, and teach no lower one.
         var commands: [Command] = []
-        let servedNow = connections.reduce(0) { $0 + ($1.machine.isServed ? 1 : 0) }
-        mostServedSideBySide = max(mostServedSideBySide, servedNow)
+        // The main host's bodies only: a mirror's say nothing of it (its limit is its own).
+        let servedNow = connections.reduce(0) { $0 + ($1.machine.isServed && onMainHost($1.source) ? 1 : 0) }
         if let dropped = config.hostShare != nil ? config.hostShare?.servedSideBySide(servedNow) : host.servedSideBySide(servedNow) {
-            commands.append(.event(.notice("the server answers \(servedNow) requests side by side after all; no longer holding them to \(dropped).")))
+            commands.append(.event(.notice("the server answers \(servedNow) requests side by side after all; the limit of \(dropped) its waits suggested is dropped.")))
         }
         let pending = pendingAnswers(now: now)
-        guard let served = cost.servedAtOnce(pending: pending), served >= mostServedSideBySide else { return commands }
+        guard let served = cost.servedAtOnce(pending: pending) else { return commands }
         let lowered = config.hostShare?.saturated(servedAtOnce: served, now: now) ?? host.saturated(servedAtOnce: served, now: now)
         guard lowered else { return commands }
         if tracing {

@@ -130,9 +130,6 @@ struct Coordinator: Coordinating {
     var auto = AutoGrowth()
     /// How many requests at once the host accepts, as its refusals taught (see `HostLimit`).
     var host = HostLimit()
-    /// The most of this download's requests answered side by side (bodies coming) at one judging
-    /// round: the host serves at least that many at once, whatever its heads' waits suggest.
-    var mostServedSideBySide = 0
     /// The limits of the mirrors' hosts other than the main URL's, by `HostBudget.key`, each learnt
     /// from its own refusals (see `Coordinator+HostLimit.swift`).
     var mirrorHosts: [String: HostLimit] = [:]

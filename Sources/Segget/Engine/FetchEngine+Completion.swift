@@ -50,7 +50,8 @@ extension FetchEngine {
             // The proxy's failure (it went away mid-download, or a SOCKS proxy refused), named as the
             // proxy's: "Couldn't connect to server" blamed the server. Retried unless no retry helps.
             let e = Prober.networkError(code, url: url, head: c.head, proxy: proxy, handshake: handshake, options: settings.transfer)
-            end = e.retryAdvice == .never ? .failed(e) : .transient(String(e.message.prefix { $0 != ";" }))
+            end = e.retryAdvice == .never
+                ? .failed(e) : .transient("the proxy \(URLParts.shown(proxy)) failed (\(code.plainWords ?? code.description))")
         } else if code.isTransient && !Prober.headersTooLarge(code, head: c.head) || code == .writeError {
             end = .transient(code.plainWords ?? code.description)
         } else {
@@ -59,10 +60,11 @@ extension FetchEngine {
         apply(.ended(c.id, end, head: c.head))
     }
 
-    /// Codes by which libcurl ends a transfer through a proxy that are the proxy's failing.
+    /// Codes by which libcurl ends a transfer through a proxy that are the proxy's failing and may
+    /// mend (a proxy whose name does not resolve is refused as before, without the retries).
     static func isProxysFailure(_ code: CurlCode) -> Bool {
         switch code {
-        case .couldNotConnect, .couldNotResolveProxy, .proxyFailure: true
+        case .couldNotConnect, .proxyFailure: true
         default: false
         }
     }

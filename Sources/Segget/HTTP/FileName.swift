@@ -119,7 +119,10 @@ public enum FileName {
             ext = name[dot...]
             rest = rest[..<dot]
         }
-        return truncateUTF8(String(rest), maxBytes: maxBytes - ext.utf8.count) + ext
+        let stem = truncateUTF8(String(rest), maxBytes: maxBytes - ext.utf8.count)
+        // A stem of one huge character (a letter under hundreds of combining marks) cuts to nothing:
+        // the name must still not start with a dot.
+        return (stem.isEmpty ? fallback : stem) + ext
     }
 
     private static func isASCIILetterOrDigit(_ b: UInt8) -> Bool {

@@ -82,8 +82,8 @@ struct URLAuthority {
         guard !scheme.isEmpty, scheme.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "+" || $0 == "-" || $0 == "." })
         else { return nil }
         let afterScheme = url[sep.upperBound...]
-        let end = afterScheme.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? afterScheme.endIndex
-        let authority = afterScheme[..<end]
+        let authority = Self.authority(afterScheme)
+        let end = authority.endIndex
         var hostPort = authority
         if let at = authority.lastIndex(of: "@") { hostPort = authority[authority.index(after: at)...] }
         var host = hostPort
@@ -110,8 +110,11 @@ struct URLAuthority {
     /// read differently.
     static func atSignsBeforeHost(_ url: String) -> Int {
         guard let sep = schemeSeparator(in: url) else { return 0 }
-        let afterScheme = url[sep.upperBound...]
-        let end = afterScheme.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? afterScheme.endIndex
-        return afterScheme[..<end].reduce(0) { $0 + ($1 == "@" ? 1 : 0) }
+        return authority(url[sep.upperBound...]).reduce(0) { $0 + ($1 == "@" ? 1 : 0) }
+    }
+
+    /// What follows a URL's `://` up to its path, query or fragment.
+    private static func authority(_ afterScheme: Substring) -> Substring {
+        afterScheme[..<(afterScheme.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? afterScheme.endIndex)]
     }
 }

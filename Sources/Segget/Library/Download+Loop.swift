@@ -77,7 +77,7 @@ extension Download {
     public func probe(on loop: DownloadLoop, completion: @escaping @Sendable (Result<RemoteFileInfo, SeggetError>) -> Void) {
         loop.post { [self] in
             loop.probe(self, firstBytes: 1, deadline: nil, retrying: false, events: nil, interrupt: InterruptFlag()) { result in
-                let info = result.map(RemoteFileInfo.init)
+                let info = result.map { RemoteFileInfo($0, url: self.url) }
                 loop.steps.async { completion(info) }
             }
         }

@@ -253,7 +253,10 @@ public enum OptionSchema {
         repeatable: false, absent: [:],
         apply: { v, o throws(OptionError) in
             try noLineBreak(v, key: "all-proxy", what: "The proxy")
-            if let problem = ProxyRoute.problem(v) { throw OptionError(key: "all-proxy", message: "The proxy '\(shown(v))' is unusable: \(problem)") }
+            // Shown without its credentials: the refusal may be of them (an @ inside a password).
+            if let problem = ProxyRoute.problem(v) {
+                throw OptionError(key: "all-proxy", message: "The proxy '\(shown(URLParts.shown(ProxyRoute.withScheme(v)).description))' is unusable: \(problem)")
+            }
             // An empty proxy is none, the environment's included, as curl's --proxy "" is.
             o.proxy = v
         }, values: { $0.proxy.map { [$0] } ?? [] }, clear: { $0.proxy = nil })

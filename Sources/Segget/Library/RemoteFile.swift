@@ -12,17 +12,17 @@ public struct RemoteFileInfo: Sendable, Equatable {
     public var acceptsRanges: Bool
     /// True when the answer came over HTTP/2: later requests to the host may share its connection.
     public var overHTTP2 = false
-    /// The version of the file its validators name (`FinishedMark.version(etag:lastModified:)`);
-    /// nil where the answer had neither `ETag` nor `Last-Modified`.
+    /// The version of the file its validators name (`FinishedMark.version(of:url:)`); nil where
+    /// the answer had no strong validator or came from another host.
     public var serverVersion: UInt64?
 
-    init(_ probe: ProbeResult) {
+    init(_ probe: ProbeResult, url: String) {
         finalURL = probe.finalURL
         suggestedFileName = FileName.sanitize(probe.suggestedFileName)
         totalBytes = probe.totalLength
         acceptsRanges = probe.acceptsRanges
         overHTTP2 = probe.overHTTP2
-        serverVersion = FinishedMark.version(etag: probe.etag, lastModified: probe.lastModified)
+        serverVersion = FinishedMark.version(of: probe, url: url)
     }
 }
 
@@ -37,7 +37,7 @@ extension Download {
         let share = options.hostBudget?.share(for: url)
         if let share, !share.waitForSlot(interrupt: InterruptFlag()) { throw SeggetError(.interrupted, "interrupted") }
         defer { share?.sync(inFlight: 0) }
-        return RemoteFileInfo(try Prober(options: options.transfer).probe(url: url))
+        return RemoteFileInfo(try Prober(options: options.transfer).probe(url: url), url: url)
     }
 }
 
@@ -58,7 +58,7 @@ public final class PreparedDownload: @unchecked Sendable {
         self.startedAt = startedAt
         self.url = url
         self.probe = probe
-        info = RemoteFileInfo(probe)
+        info = RemoteFileInfo(probe, url: url)
     }
 
     /// Whether the probe brought every byte of a file of known size: what follows is a save, not a

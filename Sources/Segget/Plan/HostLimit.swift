@@ -32,8 +32,12 @@ struct HostLimit: Equatable, Sendable {
     /// The limit is the host's queue read from its heads' waits (`saturated`), which what is served
     /// at once may contradict (`servedSideBySide`), not a refusal's word.
     private var fromQueue = false
-    /// The lowest limit a refusal taught: nothing seen lifts the limit above it.
-    private var refusedLimit: Int?
+    /// The limit in force when the queue first lowered it (nil: none): what a contradicted queue
+    /// limit gives way to.
+    private var beforeQueue: Int?
+    /// The most requests seen answered side by side (bodies coming at once): no queue limit below it
+    /// is taught, by this download or another sharing the host.
+    private(set) var servedFloor = 0
 
     /// The hold-off before the first probe when the host named none, seconds.
     static let initialHoldOff = 2.0
@@ -51,7 +55,6 @@ struct HostLimit: Equatable, Sendable {
         }
         let before = limit
         limit = min(limit ?? Int.max, max(1, inFlight))
-        refusedLimit = min(refusedLimit ?? Int.max, max(1, inFlight))
         fromQueue = false
         probeAt = max(probeAt, now + max(wait ?? 0, holdOff))
         asked(wait: wait, now: now)
@@ -65,25 +68,29 @@ struct HostLimit: Equatable, Sendable {
     mutating func saturated(servedAtOnce: Int, now: Double) -> Bool {
         let before = limit
         let l = max(1, servedAtOnce)
-        guard l < (limit ?? Int.max) else { return false }
+        guard l < (limit ?? Int.max), l >= servedFloor else { return false }
         if probing {
             probing = false
             holdOff = min(Self.maxHoldOff, holdOff * 2)
         }
+        if !fromQueue { beforeQueue = limit }
         limit = l
         fromQueue = true
         probeAt = max(probeAt, now + holdOff)
         return limit != before
     }
 
-    /// `count` of the download's requests are being answered side by side (bodies coming): the host
-    /// serves that many at once. A limit read from its queue (`saturated`) below that was wrong (heads
-    /// late because this machine was busy, not the server) and is dropped, back to the limit a
-    /// refusal taught, if any. The limit it had before, when it was dropped.
+    /// `count` of a download's requests to the host are being answered side by side (bodies
+    /// coming): it serves that many at once, and no queue limit below that is taught from now on. A
+    /// limit read from its queue (`saturated`) below it was wrong (heads late because this machine
+    /// was busy, not the server) and gives way to the limit in force before the queue lowered it
+    /// (none, or a refusal's or a probe's), never below `count`. The dropped limit, when it was.
     mutating func servedSideBySide(_ count: Int) -> Int? {
-        guard fromQueue, let l = limit, count > l, refusedLimit != l else { return nil }
-        limit = refusedLimit
+        servedFloor = max(servedFloor, count)
+        guard fromQueue, let l = limit, count > l else { return nil }
+        limit = beforeQueue.map { max($0, count) }
         fromQueue = false
+        beforeQueue = nil
         return l
     }
 

@@ -440,7 +440,7 @@ struct Prober {
         }
         switch code {
         case .urlMalformed where URLAuthority.atSignsBeforeHost(url) > 1:
-            return SeggetError(.usage, "'\(u)' is not a valid URL: its user name or password holds an @; write it as %40 (and : as %3A, % as %25).")
+            return SeggetError(.usage, "'\(u)' is not a valid URL: its user name or password holds an @; \(ProxyRoute.percentEncodeAdvice).")
         case .urlMalformed:
             return SeggetError(.usage, "'\(u)' is not a valid URL.")
         case .unsupportedProtocol where URLParts(url)?.isHTTPFamily == true:

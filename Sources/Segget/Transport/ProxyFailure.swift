@@ -8,7 +8,7 @@ extension Prober {
     /// its URL carried some, check them (they were refused).
     static func proxyCredentialsAdvice(_ proxy: String) -> String {
         URLParts(proxy)?.hasUserInfo == true
-            ? "the user name and password in the proxy URL were refused; check them (write @, : and % inside them as %40, %3A and %25)"
+            ? "the user name and password in the proxy URL were refused; check them (\(ProxyRoute.percentEncodeAdvice))"
             : "the proxy wants credentials; \(proxyCredentials)"
     }
 
@@ -51,7 +51,7 @@ extension Prober {
         case .proxyFailure where socksRefusedCredentials(detail):
             // No retry changes a refusal of the credentials: before, five retries took 27 s.
             let advice = URLParts(proxy)?.hasUserInfo == true
-                ? "the user name and password in the proxy URL were refused; check them (write @, : and % inside them as %40, %3A and %25)"
+                ? "the user name and password in the proxy URL were refused; check them (\(ProxyRoute.percentEncodeAdvice))"
                 : "it wants a user name and password; give them in the proxy URL: socks5h://USER:PASSWORD@HOST:PORT"
             return SeggetError(.network, "the proxy \(p) refused the connection to \(u): \(advice).", retryAdvice: .never)
         case .proxyFailure:
@@ -61,7 +61,7 @@ extension Prober {
                 return SeggetError(
                     .httpStatus,
                     URLParts(proxy)?.hasUserInfo == true
-                        ? "the proxy \(p) refused the user name and password in its URL (HTTP 407) for \(u); check them (write @, : and % inside them as %40, %3A and %25)."
+                        ? "the proxy \(p) refused the user name and password in its URL (HTTP 407) for \(u); check them (\(ProxyRoute.percentEncodeAdvice))."
                         : "the proxy \(p) wants credentials (HTTP 407) to reach \(u); \(Self.proxyCredentials).",
                     httpStatus: 407, retryAdvice: .never)
             }

@@ -9,8 +9,8 @@ enum ProxyRoute {
     /// Why `proxy` is not a proxy URL segget can use; nil when it is one (or empty: no proxy).
     static func problem(_ proxy: String) -> String? {
         // libcurl reads the host after the first @, and would look for one that does not exist.
-        if URLAuthority.atSignsBeforeHost(proxy) > 1 {
-            return "its user name or password holds an @; write it as %40 (and : as %3A, % as %25)."
+        if URLAuthority.atSignsBeforeHost(withScheme(proxy)) > 1 {
+            return "its user name or password holds an @; \(percentEncodeAdvice)."
         }
         guard let scheme = scheme(of: proxy) else { return nil }
         if schemes.contains(scheme) { return nil }
@@ -22,6 +22,15 @@ enum ProxyRoute {
     static func speaksHTTP(_ proxy: String) -> Bool {
         guard let scheme = scheme(of: proxy) else { return true }
         return scheme == "http" || scheme == "https"
+    }
+
+    /// How to write credentials that hold URL delimiters.
+    static let percentEncodeAdvice = "write @, : and % inside a user name or password as %40, %3A and %25"
+
+    /// `proxy` with the scheme libcurl gives one written without (`http`), so that its credentials
+    /// are found (and hidden) as in any URL: `user:secret@proxy:3128` is `http://user:secret@proxy:3128`.
+    static func withScheme(_ proxy: String) -> String {
+        schemeSeparator(in: proxy) == nil ? "http://" + proxy : proxy
     }
 
     /// Whether `proxy` is an https proxy: one the client speaks TLS to, before any tunnel.
@@ -55,7 +64,7 @@ enum ProxyRoute {
         guard let chosen else { return nil }
         let bypass = set("no_proxy") ?? set("NO_PROXY")
         if let bypass, bypasses(host: parts.host, list: bypass) { return nil }
-        return chosen
+        return withScheme(chosen)
     }
 
     /// Whether `no_proxy`'s `list` names `host`, as libcurl 7.88 reads it (checked against curl
