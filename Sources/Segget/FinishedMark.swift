@@ -94,10 +94,15 @@ public struct FinishedMark: Equatable, Sendable {
     /// A validator as the mark keeps it: a 64-bit FNV-1a hash whose top bit says whether it is an
     /// `ETag` (set) or a date, so that only validators of one kind are compared.
     static func version(validator: String) -> UInt64 {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in validator.utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
         let etag: UInt64 = validator.hasPrefix("\"") ? 1 << 63 : 0
-        return hash & ~(1 << 63) | etag
+        return fnv1a(validator.utf8) & ~(1 << 63) | etag
+    }
+
+    /// The 64-bit FNV-1a hash of `bytes`, continuing `hash` (by default its offset basis).
+    private static func fnv1a(_ bytes: some Sequence<UInt8>, continuing hash: UInt64 = 0xcbf2_9ce4_8422_2325) -> UInt64 {
+        var hash = hash
+        for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
+        return hash
     }
 
     /// Whether a server whose answer now names `version` may still hold the version the file was
@@ -117,13 +122,12 @@ public struct FinishedMark: Equatable, Sendable {
         // string without them.
         var text = url
         return text.withUTF8 { bytes in
-            let skip = URLCredentials.userInfoRange(in: bytes) ?? 0..<0
             let end = bytes.firstIndex(of: UInt8(ascii: "#")) ?? bytes.endIndex
-            var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-            for i in bytes.indices[..<end] where !skip.contains(i) {
-                hash = (hash ^ UInt64(bytes[i])) &* 0x0000_0100_0000_01b3
-            }
-            return hash
+            // Up to the fragment, leaving the credentials out (clamped: a `#` before a scheme's
+            // `://` would put them past it).
+            let skip = URLCredentials.userInfoRange(in: bytes) ?? 0..<0
+            let before = fnv1a(bytes[..<min(skip.lowerBound, end)])
+            return fnv1a(bytes[min(skip.upperBound, end)..<end], continuing: before)
         }
     }
 
@@ -216,6 +220,19 @@ public struct FinishedMark: Equatable, Sendable {
             let status = try? file.status(), let renewed = mark.renewed(as: status, verified: verified.compactMap(Digest.init(verified:)))
         else { return false }
         return (try? file.setAttribute(attributeName, renewed.encoded)) != nil
+    }
+
+    /// The size of the file at `path` when a mark vouches for it as the download of `url` checked
+    /// against each of `expected`, and the server's answer, where one is in, still names that file:
+    /// the same `length`, and a version ``sameServerVersion(_:)`` takes as the same. What a list and
+    /// the daemon take as done without downloading it again.
+    public static func stillServed(
+        at path: String, url: String, expected: [ExpectedDigest], length: Int64?, version: UInt64?
+    ) -> Int64? {
+        guard let (size, checked, mark) = vouched(at: path, url: url, expected: expected), checked,
+            length.map({ $0 == size }) != false, mark.sameServerVersion(version)
+        else { return nil }
+        return size
     }
 
     /// The file at `path` when a mark vouches for it as the download of `url`, whatever digests it

@@ -166,10 +166,9 @@ extension DownloadQueue {
         let claimed = records.values.contains {
             $0.id != r.id && $0.path == path && [.active, .waiting, .paused].contains($0.status)
         }
-        guard !claimed, let (size, checked, mark) = FinishedMark.vouched(at: path, url: url, expected: r.options.checksums), checked
+        guard !claimed, let size = FinishedMark.stillServed(
+            at: path, url: url, expected: r.options.checksums, length: serverLength, version: serverVersion)
         else { return nil }
-        if let serverLength, serverLength != size { return nil }
-        if !mark.sameServerVersion(serverVersion) { return nil }
         return (path, size)
     }
 

@@ -208,11 +208,9 @@ struct Batch: Sendable {
     /// file's answer is in (`info`), also only while the server sends its length and the version it
     /// was downloaded as; otherwise the download finds the change and says so.
     func isFinishedEarlier(path: String, url: String, options opts: DownloadOptions, info: RemoteFileInfo? = nil) -> Bool {
-        guard !opts.force, opts.resume, opts.startingNames?.mayHaveExisted(path) != false,
-            let (size, checked, mark) = FinishedMark.vouched(at: path, url: url, expected: opts.checksums), checked
-        else { return false }
-        guard let info else { return true }
-        return info.totalBytes.map { $0 == size } != false && mark.sameServerVersion(info.serverVersion)
+        guard !opts.force, opts.resume, opts.startingNames?.mayHaveExisted(path) != false else { return false }
+        return FinishedMark.stillServed(
+            at: path, url: url, expected: opts.checksums, length: info?.totalBytes, version: info?.serverVersion) != nil
     }
 
     /// Whether file `k` may go without its probe, which is made to learn the name the server gives

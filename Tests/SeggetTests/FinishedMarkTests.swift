@@ -95,7 +95,7 @@ import SeggetVerify
     @Test func theSourceIsTheURLWithoutCredentials() {
         #expect(FinishedMark.source(of: "https://u:p@example.com/a") == FinishedMark.source(of: "https://example.com/a"))
         // The same cut as the journal's form of the URL, on every shape of authority.
-        for url in ["https://u:p@example.com/a@b", "http://x@y@h:8/p?q=@#f", "https://h/p?u=a@b", "ftp://@h", "no-scheme@x", "https://é@ü.example/ä", "://@", ""] {
+        for url in ["https://u:p@example.com/a@b", "http://x@y@h:8/p?q=@#f", "a#b://x@y", "https://h/p?u=a@b", "ftp://@h", "no-scheme@x", "https://é@ü.example/ä", "://@", ""] {
             let direct = FinishedMark.source(of: URLParts.redactingCredentials(url))
             #expect(FinishedMark.source(of: url) == direct, "\(url)")
         }

@@ -7,10 +7,11 @@ extension Prober {
     /// What to do about a proxy that refused a request for want of credentials: give them, or, where
     /// its URL carried some, check them (they were refused).
     static func proxyCredentialsAdvice(_ proxy: String) -> String {
-        URLParts(proxy)?.hasUserInfo == true
-            ? "the user name and password in the proxy URL were refused; check them (\(ProxyRoute.percentEncodeAdvice))"
-            : "the proxy wants credentials; \(proxyCredentials)"
+        URLParts(proxy)?.hasUserInfo == true ? refusedCredentials : "the proxy wants credentials; \(proxyCredentials)"
     }
+
+    /// What to do about the credentials in a proxy URL the proxy refused.
+    static let refusedCredentials = "the user name and password in the proxy URL were refused; check them (\(ProxyRoute.percentEncodeAdvice))"
 
     /// Whether libcurl's words for a SOCKS proxy's failure (`detail`) say it refused the credentials,
     /// or wanted some: "User was rejected by the SOCKS5 server", "No authentication method was
@@ -51,8 +52,7 @@ extension Prober {
         case .proxyFailure where socksRefusedCredentials(detail):
             // No retry changes a refusal of the credentials: before, five retries took 27 s.
             let advice = URLParts(proxy)?.hasUserInfo == true
-                ? "the user name and password in the proxy URL were refused; check them (\(ProxyRoute.percentEncodeAdvice))"
-                : "it wants a user name and password; give them in the proxy URL: socks5h://USER:PASSWORD@HOST:PORT"
+                ? refusedCredentials : "it wants a user name and password; give them in the proxy URL: socks5h://USER:PASSWORD@HOST:PORT"
             return SeggetError(.network, "the proxy \(p) refused the connection to \(u): \(advice).", retryAdvice: .never)
         case .proxyFailure:
             return SeggetError(.network, "the proxy \(p) failed to reach \(u) (\(code)); check that the proxy may connect there.")
