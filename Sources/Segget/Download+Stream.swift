@@ -226,6 +226,9 @@ extension Download {
                 return SeggetError(.interrupted, "interrupted while the stream's reader was not reading.\(continuing)")
             }
             if let e = failure as? SeggetError { return e }
+            if let e = failure as? Errno, e == .fileTooLarge {
+                return SeggetError(.fileSystem, "could not write the stream: \(FileTooLarge.reason(directory: nil, size: nil, stream: true)).\(continuing)")
+            }
             return SeggetError(.fileSystem, "could not write the stream: \(failure).\(continuing)")
         }
         switch error {

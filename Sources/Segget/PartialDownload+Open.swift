@@ -210,7 +210,7 @@ extension PartialDownload {
                     throw SeggetError(.fileSystem, "not enough space for \(Format.bytes(total)) in \(directory); \(NextStep.freeSpace.cli).")
                 }
                 if error == .fileTooLarge {
-                    throw SeggetError(.fileSystem, "\(directory) cannot hold a file of \(Format.bytes(total)): its file system (FAT's limit is 4 GiB less a byte), or this process's file size limit (ulimit -f), allows less; choose a directory on another file system with -d or -o.")
+                    throw SeggetError(.fileSystem, "could not make room for the file in \(directory): \(FileTooLarge.reason(directory: directory, size: total)).")
                 }
                 throw SeggetError(.fileSystem, "could not reserve \(Format.bytes(total)) for \(paths.part): \(error).")
             }

@@ -233,6 +233,13 @@ public final class PosixFile: @unchecked Sendable {
         system_statvfs_freeFiles(FileSystem.directoryName(of: path)) == 0
     }
 
+    /// The most bytes this process may write into a file (`ulimit -f`, RLIMIT_FSIZE's soft limit),
+    /// or nil where there is no such limit. Past it a write fails with `EFBIG` (segget ignores
+    /// SIGXFSZ), as it does past the file system's own limit.
+    public static var processFileSizeLimit: Int64? {
+        system_file_size_limit()
+    }
+
     /// The directory part of `path`: "." for a bare name, "/" for a file in the root.
     internal static func directoryName(of path: String) -> String {
         FileSystem.directoryName(of: path)

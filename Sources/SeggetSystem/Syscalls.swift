@@ -1,4 +1,4 @@
-// The only file of the project that names libc I/O calls. Everything else calls the typed wrappers of
+// With Syscalls+ChildProcess.swift, the only file of the project that names libc I/O calls. Everything else calls the typed wrappers of
 // this module, so the set of system calls segget can make is visible in one place. The retry helpers
 // (`valueOrErrno`, `retryingWrites`, `retryingReads`) are the only loops over EINTR and short counts.
 
@@ -287,6 +287,12 @@ internal func system_statvfs_available(_ path: String) -> Result<Int64, Errno> {
 
 /// Files (inodes) an unprivileged user may still create on the file system holding `path`; nil
 /// where it does not count them (0 files in all: btrfs, many FUSE ones) or cannot be asked.
+internal func system_file_size_limit() -> Int64? {
+    var limit = rlimit()
+    guard getrlimit(Int32(RLIMIT_FSIZE.rawValue), &limit) == 0, limit.rlim_cur != rlim_t.max else { return nil }
+    return Int64(clamping: limit.rlim_cur)
+}
+
 internal func system_statvfs_freeFiles(_ path: String) -> UInt64? {
     var info = statvfs()
     guard statvfs(path, &info) == 0, info.f_files > 0 else { return nil }
@@ -352,114 +358,6 @@ internal func system_terminal_columns(_ fd: Int32) -> Int? {
     guard ioctl(fd, UInt(TIOCGWINSZ), &ws) == 0 else { return nil }
     return Int(ws.ws_col)
 }
-
-// MARK: Child processes (a `--refresh-command`)
-
-/// A pipe whose both ends close on `exec` (`FD_CLOEXEC`): (read end, write end).
-internal func system_pipe() -> Result<(Int32, Int32), Errno> {
-    var fds: [Int32] = [-1, -1]
-    guard pipe(&fds) == 0 else { return .failure(.current) }
-    _ = fcntl(fds[0], F_SETFD, FD_CLOEXEC)
-    _ = fcntl(fds[1], F_SETFD, FD_CLOEXEC)
-    return .success((fds[0], fds[1]))
-}
-
-/// Which of `fds` can be read (or reached end of file, or failed) within `milliseconds` (`poll`).
-internal func system_poll_readable(_ fds: [Int32], milliseconds: Int32) -> Result<[Bool], Errno> {
-    var set = fds.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
-    return valueOrErrno { poll(&set, nfds_t(set.count), milliseconds) }.map { _ in set.map { $0.revents != 0 } }
-}
-
-/// Starts `/bin/sh -c command` in a process group of its own, with `environment` ("NAME=value"),
-/// standard input from `/dev/null`, and standard output and error on `stdoutFD` and `stderrFD`.
-internal func system_spawn_shell(
-    _ command: String, environment: [String], stdoutFD: Int32, stderrFD: Int32
-) -> Result<Int32, Errno> {
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-    posix_spawn_file_actions_adddup2(&actions, stdoutFD, 1)
-    posix_spawn_file_actions_adddup2(&actions, stderrFD, 2)
-    var attributes = posix_spawnattr_t()
-    posix_spawnattr_init(&attributes)
-    defer { posix_spawnattr_destroy(&attributes) }
-    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP))
-    posix_spawnattr_setpgroup(&attributes, 0)
-    let arguments: [String] = ["sh", "-c", command]
-    let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-    let envp: [UnsafeMutablePointer<CChar>?] = environment.map { strdup($0) } + [nil]
-    defer {
-        for p in argv { free(p) }
-        for p in envp { free(p) }
-    }
-    var pid: pid_t = 0
-    let code = posix_spawn(&pid, "/bin/sh", &actions, &attributes, argv, envp)
-    return code == 0 ? .success(pid) : .failure(Errno(rawValue: code))
-}
-
-/// `SIGKILL` to the process group `pid` leads (the shell of a `--refresh-command` and its children).
-internal func system_kill_group(_ pid: Int32) {
-    _ = kill(-pid, SIGKILL)
-}
-
-/// Waits for child `pid` to end: its exit status, or nil with the signal that ended it.
-internal func system_wait_child(_ pid: Int32) -> Result<(status: Int32?, signal: Int32?), Errno> {
-    var status: Int32 = 0
-    switch valueOrErrno({ waitpid(pid, &status, 0) }) {
-    case .failure(let e): return .failure(e)
-    case .success:
-        let signal = status & 0x7f
-        if signal == 0 { return .success((status: (status >> 8) & 0xff, signal: nil)) }
-        return .success((status: nil, signal: signal))
-    }
-}
-
-/// The environment of this process, as "NAME=value" strings.
-internal func system_environment() -> [String] {
-    var out: [String] = []
-    var p: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = environ
-    while let entry = p?.pointee {
-        out.append(String(cString: entry))
-        p = p?.advanced(by: 1)
-    }
-    return out
-}
-
-internal func system_strerror(_ code: Int32) -> String {
-    guard let message = strerror(code) else { return "error \(code)" }
-    return String(cString: message)
-}
-
-// Flag values, re-exported so that other files need not import Glibc.
-internal let system_O_RDONLY = O_RDONLY
-internal let system_O_WRONLY = O_WRONLY
-internal let system_O_RDWR = O_RDWR
-internal let system_O_CREAT = O_CREAT
-internal let system_O_EXCL = O_EXCL
-internal let system_O_NOFOLLOW = O_NOFOLLOW
-internal let system_O_CLOEXEC = O_CLOEXEC
-internal let system_O_DIRECTORY = O_DIRECTORY
-
-/// `O_TMPFILE` (`__O_TMPFILE | O_DIRECTORY`): a new file with no name in the directory opened.
-internal let system_O_TMPFILE: Int32? = {
-    #if os(Linux) && (arch(x86_64) || arch(i386) || arch(arm64))
-        return 0o20000000 | O_DIRECTORY
-    #else
-        return nil
-    #endif
-}()
-
-/// `O_DIRECT`, which Glibc's Swift overlay does not export; nil where its value is unknown.
-internal let system_O_DIRECT: Int32? = {
-    #if os(Linux) && (arch(x86_64) || arch(i386))
-        return 0o40000
-    #elseif os(Linux) && arch(arm64)
-        return 0o200000
-    #else
-        return nil
-    #endif
-}()
 
 // MARK: - Output that never blocks in the kernel (see PatientOutput)
 

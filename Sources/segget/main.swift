@@ -28,6 +28,11 @@ func failUsage(_ message: String) -> Never {
 // and ends with its own exit code. SIGPIPE's default ended the process at once, exit 141 and not a
 // word, the download unfinished. (`-o -` reports its reader gone with exit 5, see StreamCommand.)
 signal(SIGPIPE, SIG_IGN)
+// Past the process's file size limit (`ulimit -f`) a write raises SIGXFSZ, whose default ends the
+// process at once: exit 153, no word, the part file left as it was. Ignored, the write fails with
+// EFBIG, which segget words ("this process's file size limit (ulimit -f) allows less") and ends
+// with exit 5. Children (`--refresh-command`, hooks) get both signals' defaults back (Syscalls).
+signal(SIGXFSZ, SIG_IGN)
 
 if let bad = RawArguments.firstNotUTF8(RawArguments.current) {
     failUsage("argument \(bad.position) is not UTF-8 ('\(bad.shown)'); segget reads names, paths and URLs as UTF-8 and would have used another name. Give it in UTF-8 (rename the file or directory if need be).")

@@ -1,3 +1,4 @@
+import Glibc
 import Synchronization
 import Testing
 @testable import SeggetSystem
@@ -17,6 +18,23 @@ import Testing
         let r = try ChildProcess.runShell("printf '%s' \"${PATH:+set}\"; cat", timeout: 10)
         #expect(String(decoding: r.standardOutput, as: UTF8.self) == "set")
         #expect(r.exitStatus == 0)
+    }
+
+    /// segget ignores SIGPIPE and SIGXFSZ; an ignored signal would stay ignored across exec, and a
+    /// command's pipeline (`yes | head -1`) or its writes past `ulimit -f` would not end as from a shell.
+    @Test func theCommandGetsTheSignalsSeggetIgnoresBackAtTheirDefaults() throws {
+        let pipe = signal(SIGPIPE, SIG_IGN)
+        let size = signal(SIGXFSZ, SIG_IGN)
+        defer {
+            signal(SIGPIPE, pipe)
+            signal(SIGXFSZ, size)
+        }
+        let r = try ChildProcess.runShell("grep '^SigIgn:' /proc/self/status", timeout: 10)
+        let line = String(decoding: r.standardOutput, as: UTF8.self)
+        let mask = UInt64(String(line.dropFirst("SigIgn:".count).filter(\.isHexDigit)), radix: 16)
+        #expect(r.exitStatus == 0)
+        #expect(mask.map { $0 & (1 << (SIGPIPE - 1)) } == 0, "SIGPIPE still ignored: \(line)")
+        #expect(mask.map { $0 & (1 << (SIGXFSZ - 1)) } == 0, "SIGXFSZ still ignored: \(line)")
     }
 
     @Test func aCommandPastItsTimeIsKilledWithItsChildren() throws {

@@ -41,7 +41,7 @@ extension FetchEngine {
             if waiting { try writer.drain() }
             done = try writer.completedTicket()
         } catch {
-            apply(.failed(Self.writeError(error, resumable: target.ranged && journal != nil)))
+            apply(.failed(Self.writeError(error, resumable: target.ranged && journal != nil, size: target.totalLength)))
             return
         }
         while afterWritesDone < afterWrites.count, afterWrites[afterWritesDone].ticket <= done {
@@ -139,12 +139,15 @@ extension FetchEngine {
     /// `resumable`: a journal keeps what was written (a ranged fetch); without one (a server that sends
     /// no byte ranges, a small file the first answer brought whole) a rerun starts from the first
     /// byte, and the message says so.
-    static func writeError(_ error: any Error, resumable: Bool = true) -> SeggetError {
+    static func writeError(_ error: any Error, resumable: Bool = true, directory: String? = nil, size: Int64? = nil) -> SeggetError {
         let rerun = resumable
             ? NextStep.resumeNothingLost.cli
             : NextStep.startOver.cli
         if let e = error as? Errno, e.rawValue == ENOSPC {
             return SeggetError(.fileSystem, "the disk is full. Free some space, then \(rerun)")
+        }
+        if let e = error as? Errno, e == .fileTooLarge {
+            return SeggetError(.fileSystem, "could not write the downloaded data: \(FileTooLarge.reason(directory: directory, size: size)). Then \(rerun)")
         }
         return SeggetError(.fileSystem, "could not write the downloaded data: \(error). Fix the problem, then \(rerun)")
     }
