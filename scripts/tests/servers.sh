@@ -365,6 +365,51 @@ print(s["connectionsOpened"], s["requests"])' "$WORK/runs/batch-$server-h2.json"
     [ ${#FAILURES[@]} -eq "$failures_before" ] && echo "  $NAME: identical, $opened connections opened, $logged requests, every one over HTTP/2"
 done
 
+# 2e. The SOCKS proxy goes away in the middle of a download (a second microsocks of its own, killed by
+# PID once a MiB of the file is in): segget says the proxy failed, naming it (before, only "Couldn't
+# connect to server", as if the origin had gone), ends with exit 3 (network) after its one retry,
+# keeps the part file and its journal and puts nothing under the final name; the same command through
+# the matrix's microsocks then resumes it, identical. The file (4 MiB) comes over HTTPS from nginx's
+# /paced/ (256 KiB/s an answer): unpaced, the proxy would have passed the whole file into the
+# client's socket buffers before it was killed, and the download would have ended well.
+NAME="microsocks killed mid-download"
+failures_before=${#FAILURES[@]}
+mkdir -p "$WORK/www/paced" "$WORK/microsocks-dies"
+head -c $((4 * CHUNK + 12345)) /dev/urandom >"$WORK/www/paced/proxy-dies.bin"
+chmod 644 "$WORK/www/paced/proxy-dies.bin"
+p="$(server_port)"
+microsocks -i 127.0.0.1 -p "$p" >"$WORK/microsocks-dies/microsocks.log" 2>&1 &
+dying=$!
+server_register microsocks-dies "$dying"
+server_wait microsocks-dies "$dying" "$WORK/microsocks-dies/microsocks.log" "$ORIGIN_URL/m.bin" --proxy "socks5h://127.0.0.1:$p"
+out="$WORK/out/proxy-dies.bin"
+RUN="$WORK/runs/proxy-dies"
+url="$ORIGIN_TLS_URL/paced/proxy-dies.bin"
+"$SEGGET_BIN" --json -k -n 8 --retries 1 --proxy "socks5h://127.0.0.1:$p" -o "$out" "$url" >"$RUN.json" 2>"$RUN.err" &
+SEGGET_PID=$!
+held="$(python3 "$ROOT/scripts/lib/segget_runs.py" wait-completed "$RUN.json" "$CHUNK" "$SEGGET_PID")"
+stop_pid "$dying"
+set +e
+wait "$SEGGET_PID"
+rc=$?
+set -e
+SEGGET_PID=""
+[ "$held" -ge "$CHUNK" ] || case_failed "the proxy was stopped after $held bytes, not in the middle"
+[ "$rc" -eq 3 ] || case_failed "segget exited $rc, expected 3 (network): $(tail -c 400 "$RUN.err")"
+grep -q "the proxy socks5h://127.0.0.1:$p failed" "$RUN.json" || case_failed "the failure does not name the proxy: $(grep '"error"' "$RUN.json" | head -c 400)"
+[ ! -e "$out" ] || case_failed "a file under the final name after the proxy went away"
+[ -e "$out.segget-part" ] && [ -e "$out.segget-journal" ] || case_failed "the part file or its journal is gone"
+run_segget resumed "$out" "$url" -k --proxy "$SOCKS_PROXY"
+if [ "$RC" -ne 0 ]; then
+    case_failed "the run through the other proxy exited $RC: $(tail -c 400 "$RUN.resumed.err")"
+else
+    cmp -s "$out" "$WORK/www/paced/proxy-dies.bin" || case_failed "the download resumed through the other proxy differs from the source"
+    resumed="$(python3 "$ROOT/scripts/lib/segget_runs.py" json "$RUN.resumed.json" --size $((4 * CHUNK + 12345)) \
+        --connections 8 --ranged yes --resumed-at-least 1 --notice "resuming")" ||
+        case_failed "through the other proxy, --json: $resumed"
+fi
+[ ${#FAILURES[@]} -eq "$failures_before" ] && echo "  $NAME: exit 3 naming the proxy after $((held >> 10)) KiB; resumed through another proxy, identical: $resumed"
+
 # 3. A handle removed while paused and reused (PausedHandleReuseTests, SeggetCurlTests), against this
 # Caddy over HTTP/2: libcurl 7.88 handed the removed transfer's held bytes to the next transfer.
 NAME="caddy https h2: PausedHandleReuseTests"
