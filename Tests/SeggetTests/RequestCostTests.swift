@@ -214,6 +214,29 @@ import Testing
         #expect(probed.limit == 3, "not the first refusal's 2")
     }
 
+    /// A queue limit's notice waits until the limit has stood for `SaturationNotice.hold`: one the
+    /// bodies drop sooner is never announced, nor is its drop; one that stands is announced once,
+    /// with the limit then in force; a drop after the notice is announced.
+    @Test func aQueueLimitIsAnnouncedOnlyOnceItStands() {
+        var n = SaturationNotice()
+        n.taught(1, now: 0)
+        #expect(n.due(now: 0.1, limit: 1) == nil, "held")
+        let quiet = n.dropped()
+        #expect(!quiet, "a drop of a limit never announced is not announced either")
+        #expect(n.due(now: 1, limit: nil) == nil)
+
+        n.taught(2, now: 2)
+        n.taught(1, now: 2.3)
+        #expect(n.due(now: 2.4, limit: 1) == nil)
+        #expect(n.due(now: 2 + SaturationNotice.hold, limit: 1) == 1, "held from the first lesson, the limit in force")
+        #expect(n.due(now: 3, limit: 1) == nil, "once")
+        let said = n.dropped()
+        #expect(said, "a drop after the notice is said")
+
+        n.taught(3, now: 5)
+        #expect(n.due(now: 6, limit: nil) == nil, "another download sharing the host dropped it meanwhile")
+    }
+
     /// The limit is what the host counted: the other downloads' requests out and this one's ahead of
     /// the refused request, not the cooling slots of requests cut a moment ago (which taught a limit
     /// one above the host's, and a refusal every time a slot cooled off).

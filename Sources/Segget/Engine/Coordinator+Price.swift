@@ -183,17 +183,23 @@ extension Coordinator {
         var commands: [Command] = []
         // The main host's bodies only: a mirror's say nothing of it (its limit is its own).
         let servedNow = connections.reduce(0) { $0 + ($1.machine.isServed && onMainHost($1.source) ? 1 : 0) }
-        if let dropped = config.hostShare != nil ? config.hostShare?.servedSideBySide(servedNow) : host.servedSideBySide(servedNow) {
+        if let dropped = config.hostShare != nil ? config.hostShare?.servedSideBySide(servedNow) : host.servedSideBySide(servedNow),
+            saturationNotice.dropped()
+        {
             commands.append(.event(.notice("the server answers \(servedNow) requests side by side after all; the limit of \(dropped) its waits suggested is dropped.")))
         }
         let pending = pendingAnswers(now: now)
-        guard let served = cost.servedAtOnce(pending: pending) else { return commands }
-        let lowered = config.hostShare?.saturated(servedAtOnce: served, now: now) ?? host.saturated(servedAtOnce: served, now: now)
-        guard lowered else { return commands }
-        if tracing {
-            commands.append(.trace("the host queues requests: \(served) served at once (think \(Format.fixed(cost.baseThink ?? -1, 3)) s, \(Format.fixed(cost.queueSlope(pending: pending), 3)) s more per request out)"))
+        if let served = cost.servedAtOnce(pending: pending),
+            config.hostShare?.saturated(servedAtOnce: served, now: now) ?? host.saturated(servedAtOnce: served, now: now)
+        {
+            if tracing {
+                commands.append(.trace("the host queues requests: \(served) served at once (think \(Format.fixed(cost.baseThink ?? -1, 3)) s, \(Format.fixed(cost.queueSlope(pending: pending), 3)) s more per request out)"))
+            }
+            saturationNotice.taught(served, now: now)
         }
-        commands.append(.event(.notice("the server answers \(served) request\(served == 1 ? "" : "s") at a time (the others wait for their first byte); no more than \(served) will be out at once.")))
+        if let limit = saturationNotice.due(now: now, limit: config.hostShare?.learntLimit ?? host.limit) {
+            commands.append(.event(.notice("the server answers \(limit) request\(limit == 1 ? "" : "s") at a time (the others wait for their first byte); no more than \(limit) will be out at once.")))
+        }
         return commands
     }
 

@@ -130,6 +130,8 @@ struct Coordinator: Coordinating {
     var auto = AutoGrowth()
     /// How many requests at once the host accepts, as its refusals taught (see `HostLimit`).
     var host = HostLimit()
+    /// The notice of a limit the host's queue taught, held until it stands (see `SaturationNotice`).
+    var saturationNotice = SaturationNotice()
     /// The limits of the mirrors' hosts other than the main URL's, by `HostBudget.key`, each learnt
     /// from its own refusals (see `Coordinator+HostLimit.swift`).
     var mirrorHosts: [String: HostLimit] = [:]

@@ -134,3 +134,34 @@ struct HostLimit: Equatable, Sendable {
         return l
     }
 }
+
+/// The notice that the host queues requests (`HostLimit.saturated`), held back for `hold` seconds.
+/// A limit read from the heads' waits that the bodies then contradict (`HostLimit.servedSideBySide`)
+/// is dropped within 0.06-0.16 s where a fast loopback download keeps both CPUs busy, and a notice
+/// followed by its retraction told the user something false for a moment. Held, such a limit is
+/// never announced, nor its drop; one that stands is announced with the limit then in force.
+struct SaturationNotice {
+    static let hold = 0.5
+    /// The limit taught, and when.
+    private(set) var pending: (served: Int, at: Double)?
+
+    /// The queue taught a limit of `served`.
+    mutating func taught(_ served: Int, now: Double) {
+        if pending == nil { pending = (served, now) }
+    }
+
+    /// The queue's limit was dropped: whether to say so (only where its notice was shown).
+    mutating func dropped() -> Bool {
+        guard pending != nil else { return true }
+        pending = nil
+        return false
+    }
+
+    /// The limit to announce now: the one in force (`limit`), once the notice has been held for
+    /// `hold` seconds and a limit still holds. Nil otherwise (the notice stays held or is let go).
+    mutating func due(now: Double, limit: Int?) -> Int? {
+        guard let p = pending, now - p.at >= Self.hold else { return nil }
+        pending = nil
+        return limit
+    }
+}
