@@ -120,6 +120,10 @@ public final class Download: @unchecked Sendable {
                 : options.ofList
                 ? "pass --skip-existing to count the files already on disk as done (a list run again after it stopped), --force to overwrite them, or give the file another name (out= in an input file)."
                 : "pass --force to overwrite it, or -o to choose another name."
+            if !options.ofDaemon, FinishedMark.finishedFromAnotherURL(at: paths.final, url: url) {
+                // Not this URL's file: counting it done (--skip-existing) would keep the wrong bytes.
+                throw SeggetError(.fileSystem, "\(paths.final) already exists, finished by an earlier segget run of another URL; give this one another name (\(options.ofList ? "out= in an input file" : "-o")), or pass --force to replace it.")
+            }
             throw SeggetError(.fileSystem, "\(paths.final) already exists; \(advice)")
         }
         if !ranged, let why = probe.noRangesReason {

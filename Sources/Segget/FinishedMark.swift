@@ -235,6 +235,15 @@ public struct FinishedMark: Equatable, Sendable {
         return size
     }
 
+    /// Whether the file at `path`, as it is now, is marked as finished by a download of another URL
+    /// than `url` (what a list whose lines' names were swapped meets).
+    public static func finishedFromAnotherURL(at path: String, url: String) -> Bool {
+        guard let status = FileSystem.status(path, followingLinks: false), status.kind == .regular,
+            let bytes = FileSystem.attribute(path, attributeName, limit: 256), let mark = FinishedMark(decoding: bytes)
+        else { return false }
+        return status.size == mark.size && status.modified == mark.modified && mark.source != source(of: url)
+    }
+
     /// The file at `path` when a mark vouches for it as the download of `url`, whatever digests it
     /// was checked against: its size, whether the mark also vouches for each of `expected`
     /// (``vouches(for:file:expected:)``), and the mark itself. Nil where no mark vouches for it. One

@@ -275,7 +275,7 @@ struct Batch: Sendable {
             opts.outputPath = path
             opts.directory = nil
         }
-        if skipExisting, let path, fileExists(path) {
+        if skipExisting, let path, isFileOnDisk(path) {
             reporter.skipped(id: id, url: entry.url, path: path, reason: .exists)
             return .ended(Outcome(id: id, url: entry.url, path: path, status: .skipped(.exists)))
         }
@@ -331,8 +331,10 @@ struct Batch: Sendable {
     }
 }
 
-func fileExists(_ path: String) -> Bool {
-    FileSystem.exists(path)
+/// What `--skip-existing` counts as done: a regular file, or a link to one. A directory, a FIFO or a
+/// dangling link under the name is not a download on disk; it is refused as without the option.
+func isFileOnDisk(_ path: String) -> Bool {
+    FileSystem.status(path)?.kind == .regular
 }
 
 /// `mkdir -p`; returns a sentence on failure.

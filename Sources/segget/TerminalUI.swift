@@ -163,18 +163,19 @@ enum SignalTrap {
         _ = SignalTrapState.stoppedAtOnce.count  // made now, never inside the handler
         var set = sigset_t()
         sigemptyset(&set)
-        for sig in [SIGINT, SIGTERM] {
+        // SIGHUP (the terminal closed, an ssh session dropped) stops cleanly as well, where before it
+        // killed the process with no word of what was saved. A signal the process was started to
+        // ignore stays ignored, as any program leaves it: SIGHUP under nohup, SIGINT for a
+        // background job of a script (`segget URL &`: the shell ignores it there, so that a Ctrl-C
+        // meant for the script's foreground leaves its background work alone), either under
+        // `trap '' INT TERM`. segget took SIGINT and SIGTERM back.
+        for sig in [SIGINT, SIGTERM, SIGHUP] {
+            var current = sigaction()
+            sigaction(sig, nil, &current)
+            guard unsafeBitCast(current.__sigaction_handler.sa_handler, to: Int.self) != unsafeBitCast(SIG_IGN, to: Int.self)
+            else { continue }
             signal(sig, signalTrapHandler)
             sigaddset(&set, sig)
-        }
-        // SIGHUP (the terminal closed, an ssh session dropped) stops cleanly as well, where before it
-        // killed the process with no word of what was saved; unless it was started to ignore it
-        // (nohup), which it keeps doing.
-        var hangUp = sigaction()
-        sigaction(SIGHUP, nil, &hangUp)
-        if unsafeBitCast(hangUp.__sigaction_handler.sa_handler, to: Int.self) != unsafeBitCast(SIG_IGN, to: Int.self) {
-            signal(SIGHUP, signalTrapHandler)
-            sigaddset(&set, SIGHUP)
         }
         // A parent may have started us with them blocked (a test runner does); the threads made after
         // this inherit the mask.

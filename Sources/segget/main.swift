@@ -9,10 +9,21 @@ _ = FileDescriptor.closedAtStart
 /// With --json, usage errors are also reported as a JSON `error` object on stdout.
 let jsonRequested = CommandLine.arguments.dropFirst().prefix { $0 != "--" }.contains("--json")
 
+/// `message` up to the usage hints ArgumentParser puts on lines of their own after the problem.
+func usageProblem(_ message: String) -> String {
+    let hints = ["\nHelp:", "\nUsage:", "\n  See '", "\nSee '"]
+    let cut = hints.compactMap { message.firstRange(of: $0)?.lowerBound }.min() ?? message.endIndex
+    var problem = message[..<cut]
+    while problem.last?.isNewline == true { problem.removeLast() }
+    return String(problem)
+}
+
 /// Prints a usage problem as one line and exits 2.
 func failUsage(_ message: String) -> Never {
-    // ArgumentParser messages may span lines (usage hints); the first line says what is wrong.
-    var first = message.split(separator: "\n").first.map(String.init) ?? message
+    // ArgumentParser's messages end in usage hints on lines of their own; what is wrong comes
+    // before them, and may quote a value given with a line break (-H $'a\nb'), which is shown
+    // escaped so that the message stays one line (cut at the first line break, it lost its reason).
+    var first = DisplayText.escaping(usageProblem(message), keepingLineBreaks: false)
     if first.hasPrefix("Error: ") { first.removeFirst(7) }
     // One sentence, then the pointer: ArgumentParser's own messages end without a period.
     if let last = first.last, !".?!".contains(last) { first += "." }

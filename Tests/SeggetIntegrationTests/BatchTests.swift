@@ -109,6 +109,47 @@ import Glibc
         #expect(fileMatches(out + "/file.1.bin", b))
     }
 
+    /// `--skip-existing` counts a regular file (or a link to one) as done, not a directory, a FIFO or
+    /// a dangling link (each was skipped, exit 0, though no download was there); and a file another
+    /// URL's run finished (two lines' names swapped) is named as such, without the advice to skip it.
+    @Test func skipExistingCountsOnlyFilesAndAnotherURLsFileIsNamed() throws {
+        let a = cliTestBytes(300_000, seed: 110), b = cliTestBytes(200_000, seed: 111)
+        let server = try startCLITestServer(["a.bin": a, "b.bin": b])
+        defer { server.stop() }
+        let dir = try CLITempDir()
+        let out = dir.path("out")
+        try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: out + "/a.bin", withIntermediateDirectories: true)
+        #expect(mkfifo(out + "/b.bin", 0o644) == 0)
+        let list = try Self.writeList(dir, [server.url("a.bin"), server.url("b.bin")])
+        let notFiles = try SeggetCLI.run(["--json", "--skip-existing", "-i", list, "-d", out])
+        #expect(notFiles.exitCode == 5, "\(notFiles.stderr)")
+        #expect(try Self.jsonLines(notFiles.stdout).filter { $0["type"] as? String == "skip" }.isEmpty, "\(notFiles.stdout)")
+        try FileManager.default.removeItem(atPath: out + "/a.bin")
+        try FileManager.default.removeItem(atPath: out + "/b.bin")
+        #expect(symlink("nowhere", out + "/a.bin") == 0)
+        let dangling = try SeggetCLI.run(["-q", "--skip-existing", "-i", list, "-d", out])
+        #expect(dangling.exitCode == 5, "\(dangling.stderr)")
+        try FileManager.default.removeItem(atPath: out + "/a.bin")
+
+        // Both downloaded, then the list with the names swapped.
+        let first = try SeggetCLI.run(["-q", "-i", list, "-d", out])
+        #expect(first.exitCode == 0, "\(first.stderr)")
+        let swapped = dir.path("swapped.txt")
+        try "\(server.url("a.bin"))\n  out=b.bin\n\(server.url("b.bin"))\n  out=a.bin\n".write(toFile: swapped, atomically: true, encoding: .utf8)
+        let r = try SeggetCLI.run(["-q", "-i", swapped, "-d", out])
+        #expect(r.exitCode == 5)
+        #expect(r.stderr.contains("b.bin already exists, finished by an earlier segget run of another URL"), "\(r.stderr)")
+        #expect(!r.stderr.contains("--skip-existing"), "\(r.stderr)")
+        #expect(fileMatches(out + "/a.bin", a) && fileMatches(out + "/b.bin", b))
+        // A link to a regular file counts as on disk.
+        try FileManager.default.removeItem(atPath: out + "/b.bin")
+        #expect(symlink("a.bin", out + "/b.bin") == 0)
+        let linked = try SeggetCLI.run(["--json", "--skip-existing", "-i", list, "-d", out])
+        #expect(linked.exitCode == 0, "\(linked.stderr)")
+        #expect(try Self.jsonLines(linked.stdout).filter { $0["type"] as? String == "skip" }.count == 2)
+    }
+
     /// Per-file costs vanish in a batch: a file no larger than a chunk takes exactly one request (the
     /// probe brings it whole, and the download does not probe again), and each of the `-j` workers
     /// keeps its connection alive for its next file instead of opening a new one.

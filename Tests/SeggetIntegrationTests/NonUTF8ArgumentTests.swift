@@ -36,4 +36,17 @@ import Testing
         #expect(r.stderr.contains("is not UTF-8 at line 2 ('  out=caf\\xe9.bin')"), "\(r.stderr)")
         #expect(!TestFiles.exists(dir.path("out")))
     }
+
+    /// A value with a line break that the option refuses (`-H $'X-A: a\nb'`): one line on stderr and
+    /// in `--json`'s error, the break shown escaped, and the reason kept (cut at the break, the message
+    /// was "The value 'X-A: a." and lost why).
+    @Test func aValueWithALineBreakIsRefusedInOneLine() throws {
+        for value in ["X-A: a\nInjected: 1", "X-A: a\r\nInjected: 1"] {
+            let r = try runSegget(args: ["--json", "-H", value, "-o", "/nonexistent/x", "http://127.0.0.1:9/f.bin"], timeout: 60)
+            #expect(r.exitCode == 2, "\(r.exitCode): \(r.stderr)")
+            #expect(r.stderr.utf8.filter { $0 == 10 || $0 == 13 }.count == 1, "\(r.stderr)")
+            #expect(r.stderr.contains("X-A: a\\") && r.stderr.contains("line break"), "\(r.stderr)")
+            #expect(r.stdout.contains("line break") && r.stdout.utf8.filter { $0 == 10 || $0 == 13 }.count == 1, "\(r.stdout)")
+        }
+    }
 }

@@ -394,6 +394,30 @@ struct ResumeTests {
         #expect(!TestFiles.exists(f.part) && !TestFiles.exists(f.journal))
     }
 
+    /// A signal segget was started to ignore stays ignored (a script's background job has SIGINT
+    /// ignored; `trap '' INT`): the download goes on through it, and one not ignored still stops it.
+    @Test func aSignalStartedIgnoredStaysIgnored() async throws {
+        let f = try ResumeFixture(seed: 64)
+        let p = try SpawnedProcess(
+            executable: "/bin/sh", arguments: ["-c", "trap '' INT; exec \"$0\" \"$@\"", try SpawnedProcess.seggetPath()] + f.cliArguments())
+        let server = f.server
+        let (started, runningAfterInterrupt) = try await blocking { () -> (Bool, Bool) in
+            let started = waitUntil(timeout: 30) {
+                server.bodyBytesSent >= Int64(Double(ResumeGeometry.size) * 0.3) || !p.isRunning
+            }
+            p.signal(SIGINT)
+            usleep(300_000)
+            let running = p.isRunning
+            p.signal(SIGTERM)
+            return (started, running)
+        }
+        #expect(started, "the download did not get going")
+        #expect(runningAfterInterrupt, "an ignored SIGINT stopped segget")
+        let o = try await blocking { p.wait(timeout: 30) }
+        #expect(o.exitCode == 130, "exit \(o.exitCode), stderr: \(o.stderr)")
+        #expect(TestFiles.exists(f.part) && TestFiles.exists(f.journal))
+    }
+
     @Test("a second signal stops at once: exit 130, and the rerun still resumes to an identical file")
     func secondSignalStopsAtOnce() async throws {
         let f = try ResumeFixture(seed: 63)

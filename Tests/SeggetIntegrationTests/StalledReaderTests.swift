@@ -55,6 +55,33 @@ import Testing
         }
     }
 
+    /// The second after a stop is one for the whole run, not one for each object still to write: a
+    /// batch of 4 files in flight has an `error` for each and a `summary`, and each waited a second
+    /// of its own for the reader that takes nothing (2.3-4.6 s from the signal to the exit).
+    @Test func theObjectsLeftAfterAStopShareOneSecond() async throws {
+        let server = try TestServer()
+        for i in 0..<4 { server.addResource(name: "f\(i)", bytes: TestFiles.pattern(8 << 20, seed: 93 + UInt64(i))) }
+        try server.start()
+        defer { server.stop() }
+        let dir = try TempDir()
+        let list = dir.path("list")
+        try TestFiles.write(list, Array((0..<4).map { server.url("f\($0)", query: "rate=1m") }.joined(separator: "\n").utf8))
+        let (reader, writer) = try Self.fullPipe()
+        defer { close(reader) }
+        let p = try SpawnedProcess(
+            executable: try SpawnedProcess.seggetPath(), arguments: ["--json", "-n", "1", "-j", "4", "-i", list, "-d", dir.path("out")],
+            standardOutput: writer)
+        close(writer)
+        #expect(waitUntil(timeout: 20) { server.requests.count >= 4 }, "\(server.requests)")
+        try await Task.sleep(for: .milliseconds(500))
+        let signalled = nowSeconds()
+        p.signal(SIGINT)
+        let r = p.wait(timeout: 20)
+        let took = nowSeconds() - signalled
+        #expect(r.exitCode == 130, "stderr: \(r.stderr)")
+        #expect(took < 2.0, "\(took) s from SIGINT to the exit")
+    }
+
     /// A second signal ends a stream at once, with words for a stream: it keeps no journal, so "run the
     /// same command to resume" (what it said) would start it over; `--stream-from` continues it.
     @Test func aSecondSignalDuringAStreamSaysHowToContinueIt() async throws {
