@@ -49,8 +49,8 @@ final class BatchUI: Reporter {
 
     private let quiet: Bool
     private let count: Int
-    private let isTTY = isatty(2) == 1
-    private let columns: Int
+    private let isTTY = StderrBar.drawn
+    private var columns: Int { StderrBar.columns }
     private let state = Mutex(State())
 
     init(quiet: Bool, count: Int) {
@@ -58,7 +58,6 @@ final class BatchUI: Reporter {
         self.count = count
         // A log (not a terminal) gets its first status line after 5 s, not at once.
         state.withLock { $0.lastDraw = monotonicNow() }
-        columns = Terminal.columns(fd: 2).flatMap { $0 > 20 ? $0 : nil } ?? 80
     }
 
     private func tag(_ id: Int) -> String { "[\(id)/\(count)]" }

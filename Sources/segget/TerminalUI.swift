@@ -3,19 +3,30 @@ import Glibc
 import Segget
 import SeggetSystem
 
+/// Whether stderr gets a live line redrawn in place, and how wide it may be.
+enum StderrBar {
+    /// A terminal that takes `\r` and ESC[2K: not a file or pipe, nor `TERM=dumb` (an editor's shell
+    /// buffer), which get a plain line every few seconds instead.
+    static let drawn: Bool = isatty(2) == 1 && getenv("TERM").map { String(cString: $0) != "dumb" } ?? true
+
+    /// The terminal's width now, read at each redraw (a window resized or a tmux pane split mid-download
+    /// takes effect at the next one); 80 where it cannot be read. Any width is taken: a line one
+    /// column too wide wraps, and the clearing of the last row leaves the rows above behind.
+    static var columns: Int { max(2, Terminal.columns(fd: 2).flatMap { $0 > 0 ? $0 : nil } ?? 80) }
+}
+
 /// Progress and messages on stderr: a live bar on a terminal, a plain line every few seconds
 /// otherwise, nothing but errors with `-q`. Called on the download thread only.
 final class TerminalUI: @unchecked Sendable {
     private let quiet: Bool
-    private let isTTY = isatty(2) == 1
+    private let isTTY = StderrBar.drawn
     private var lastDraw = 0.0
     private var lastPlain = 0.0
     private var drawn = false
-    private var columns: Int = 80
+    private var columns: Int { StderrBar.columns }
 
     init(quiet: Bool) {
         self.quiet = quiet
-        if isTTY, let width = Terminal.columns(fd: 2), width > 20 { columns = width }
     }
 
     func progress(_ p: DownloadProgress) {

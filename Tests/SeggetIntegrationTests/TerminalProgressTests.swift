@@ -16,7 +16,7 @@ struct TerminalProgressTests {
         let segget = try SpawnedProcess.seggetPath()
         // 4 connections at 512 KiB/s each: about 1.5 s, several redraws at 4-5 per second.
         let command = "\(segget) -n 4 -o \(dir.path("out.bin")) '\(server.url("f", query: "rate=512k"))'"
-        let p = try SpawnedProcess(executable: "/usr/bin/script", arguments: ["-qefc", command, "/dev/null"])
+        let p = try SpawnedProcess(executable: "/usr/bin/script", arguments: ["-qefc", command, "/dev/null"], environment: ["TERM": "xterm"])
         let r = p.wait(timeout: 60)
         #expect(r.exitCode == 0, "\(r)")
         #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
@@ -29,6 +29,56 @@ struct TerminalProgressTests {
         #expect(screen.contains("MiB/s") || screen.contains("KiB/s"))
         #expect(screen.contains { "▁▂▃▄▅▆▇█".contains($0) }, "no per-connection view: \(screen.debugDescription)")
         #expect(screen.contains("segget: saved \(dir.path("out.bin"))"))
+    }
+
+    /// The frames drawn on the terminal of a script: the text between redraws, up to any line
+    /// break, but for the lines that clear the last frame away (the summary).
+    static func frames(_ screen: String) -> [Substring] {
+        screen.components(separatedBy: "\r\u{1B}[2K").dropFirst().compactMap { $0.split(separator: "\n").first.map { $0 } }
+            .filter { !$0.hasPrefix("segget:") }
+    }
+
+    /// A narrow terminal (20 columns: 80 was used for any of 20 or fewer) and one narrowed in the
+    /// middle (the width was read once, at the start): no frame is wider than the terminal then, so
+    /// none wraps and leaves its upper rows behind.
+    @Test func framesFitANarrowOrNarrowedTerminal() throws {
+        let server = try TestServer()
+        try server.start()
+        defer { server.stop() }
+        server.addResource(name: "f", bytes: TestFiles.pattern(3 << 20, seed: 93))
+        let dir = try TempDir()
+        let segget = try SpawnedProcess.seggetPath()
+        let narrow = "stty cols 20 rows 10; \(segget) -n 4 -o \(dir.path("a.bin")) '\(server.url("f", query: "rate=512k"))'"
+        let a = try SpawnedProcess(executable: "/usr/bin/script", arguments: ["-qefc", narrow, "/dev/null"], environment: ["TERM": "xterm"])
+            .wait(timeout: 60)
+        #expect(a.exitCode == 0, "\(a)")
+        let narrowFrames = Self.frames(a.stdout)
+        #expect(narrowFrames.count >= 3, "\(a.stdout.debugDescription)")
+        #expect(narrowFrames.allSatisfy { $0.count <= 19 }, "\(narrowFrames)")
+
+        let narrowed = "stty cols 100 rows 10; (sleep 0.6; stty cols 30 </dev/tty) & \(segget) -n 4 -o \(dir.path("b.bin")) '\(server.url("f", query: "rate=512k"))'"
+        let b = try SpawnedProcess(executable: "/usr/bin/script", arguments: ["-qefc", narrowed, "/dev/null"], environment: ["TERM": "xterm"])
+            .wait(timeout: 60)
+        #expect(b.exitCode == 0, "\(b)")
+        let frames = Self.frames(b.stdout)
+        #expect(frames.contains { $0.count > 30 }, "never drawn wide: \(frames)")
+        #expect(frames.last.map { $0.count <= 29 } == true, "\(frames)")
+    }
+
+    /// `TERM=dumb` (an editor's shell buffer) takes no erase-line: plain lines, as off a terminal.
+    @Test func aDumbTerminalGetsPlainLines() throws {
+        let server = try TestServer()
+        try server.start()
+        defer { server.stop() }
+        server.addResource(name: "f", bytes: TestFiles.pattern(1 << 20, seed: 94))
+        let dir = try TempDir()
+        let segget = try SpawnedProcess.seggetPath()
+        let command = "\(segget) -n 4 -o \(dir.path("out.bin")) '\(server.url("f", query: "rate=1m"))'"
+        let r = try SpawnedProcess(executable: "/usr/bin/script", arguments: ["-qefc", command, "/dev/null"], environment: ["TERM": "dumb"])
+            .wait(timeout: 60)
+        #expect(r.exitCode == 0, "\(r)")
+        #expect(!r.stdout.contains("\u{1B}["), "\(r.stdout.debugDescription)")
+        #expect(r.stdout.contains("segget: saved"), "\(r.stdout.debugDescription)")
     }
 
     @Test func quietTerminalShowsNothing() throws {
