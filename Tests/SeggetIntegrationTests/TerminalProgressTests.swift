@@ -16,8 +16,7 @@ struct TerminalProgressTests {
         let segget = try SpawnedProcess.seggetPath()
         // 4 connections at 512 KiB/s each: about 1.5 s, several redraws at 4-5 per second.
         let command = "\(segget) -n 4 -o \(dir.path("out.bin")) '\(server.url("f", query: "rate=512k"))'"
-        let p = try SpawnedProcess(executable: "/usr/bin/script", arguments: ["-qefc", command, "/dev/null"], environment: ["TERM": "xterm"])
-        let r = p.wait(timeout: 60)
+        let r = try Self.underScript(command)
         #expect(r.exitCode == 0, "\(r)")
         #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
         let screen = r.stdout
@@ -29,6 +28,12 @@ struct TerminalProgressTests {
         #expect(screen.contains("MiB/s") || screen.contains("KiB/s"))
         #expect(screen.contains { "▁▂▃▄▅▆▇█".contains($0) }, "no per-connection view: \(screen.debugDescription)")
         #expect(screen.contains("segget: saved \(dir.path("out.bin"))"))
+    }
+
+    /// `command` run by a shell under `script(1)`, on a pseudo-terminal of its own, with `TERM` set.
+    static func underScript(_ command: String, term: String = "xterm") throws -> SpawnedProcess.Outcome {
+        try SpawnedProcess(executable: "/usr/bin/script", arguments: ["-qefc", command, "/dev/null"], environment: ["TERM": term])
+            .wait(timeout: 60)
     }
 
     /// The frames drawn on the terminal of a script: the text between redraws, up to any line
@@ -49,16 +54,14 @@ struct TerminalProgressTests {
         let dir = try TempDir()
         let segget = try SpawnedProcess.seggetPath()
         let narrow = "stty cols 20 rows 10; \(segget) -n 4 -o \(dir.path("a.bin")) '\(server.url("f", query: "rate=512k"))'"
-        let a = try SpawnedProcess(executable: "/usr/bin/script", arguments: ["-qefc", narrow, "/dev/null"], environment: ["TERM": "xterm"])
-            .wait(timeout: 60)
+        let a = try Self.underScript(narrow)
         #expect(a.exitCode == 0, "\(a)")
         let narrowFrames = Self.frames(a.stdout)
         #expect(narrowFrames.count >= 3, "\(a.stdout.debugDescription)")
         #expect(narrowFrames.allSatisfy { $0.count <= 19 }, "\(narrowFrames)")
 
         let narrowed = "stty cols 100 rows 10; (sleep 0.6; stty cols 30 </dev/tty) & \(segget) -n 4 -o \(dir.path("b.bin")) '\(server.url("f", query: "rate=512k"))'"
-        let b = try SpawnedProcess(executable: "/usr/bin/script", arguments: ["-qefc", narrowed, "/dev/null"], environment: ["TERM": "xterm"])
-            .wait(timeout: 60)
+        let b = try Self.underScript(narrowed)
         #expect(b.exitCode == 0, "\(b)")
         let frames = Self.frames(b.stdout)
         #expect(frames.contains { $0.count > 30 }, "never drawn wide: \(frames)")
@@ -74,8 +77,7 @@ struct TerminalProgressTests {
         let dir = try TempDir()
         let segget = try SpawnedProcess.seggetPath()
         let command = "\(segget) -n 4 -o \(dir.path("out.bin")) '\(server.url("f", query: "rate=1m"))'"
-        let r = try SpawnedProcess(executable: "/usr/bin/script", arguments: ["-qefc", command, "/dev/null"], environment: ["TERM": "dumb"])
-            .wait(timeout: 60)
+        let r = try Self.underScript(command, term: "dumb")
         #expect(r.exitCode == 0, "\(r)")
         #expect(!r.stdout.contains("\u{1B}["), "\(r.stdout.debugDescription)")
         #expect(r.stdout.contains("segget: saved"), "\(r.stdout.debugDescription)")
@@ -89,7 +91,7 @@ struct TerminalProgressTests {
         let dir = try TempDir()
         let segget = try SpawnedProcess.seggetPath()
         let command = "\(segget) -q -n 4 -o \(dir.path("out.bin")) '\(server.url("f", query: "rate=1m"))'"
-        let r = try SpawnedProcess(executable: "/usr/bin/script", arguments: ["-qefc", command, "/dev/null"]).wait(timeout: 60)
+        let r = try Self.underScript(command)
         #expect(r.exitCode == 0, "\(r)")
         #expect(r.stdout.isEmpty, "\(r.stdout.debugDescription)")
     }
