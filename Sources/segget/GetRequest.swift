@@ -54,6 +54,13 @@ struct GetRequest: Equatable {
                 throw SeggetError(.usage, "\(path == "-" ? "standard input" : path): \(error)")
             }
             if entries.isEmpty { throw SeggetError(.usage, "\(path) lists no URLs.") }
+            if let (first, second) = InputFile.sameOutputName(in: entries) {
+                // The second would have been numbered (x.1.bin) without a word, where a later step
+                // reads x.bin; the daemon refuses such a task too.
+                let name = second.options.outputName ?? ""
+                let shown = second.options.directory.map { "\($0)/\(name)" } ?? name
+                throw SeggetError(.usage, "\(path == "-" ? "standard input" : path): lines \(first.line) and \(second.line) both give out=\(ServerText(shown)); give each file a name of its own.")
+            }
         }
         let given = entries.count
         entries = try MetalinkInput.expand(entries, sources: metalinks, options: options, verify: options.verifyServerDigests)

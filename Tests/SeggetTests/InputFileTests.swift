@@ -3,6 +3,27 @@ import SeggetVerify
 @testable import Segget
 
 @Suite struct InputFileTests {
+    /// Two lines whose `out=` name the same file in the same `dir=`: the first two such, by line; a
+    /// name from another directory, or a line without `out=`, is no clash.
+    @Test func twoLinesNamingTheSameFileAreFound() throws {
+        let file = try InputFile(parsing: """
+            https://example.com/a
+              out=x.bin
+            https://example.com/b
+              out=x.bin
+              dir=other
+            https://example.com/x.bin
+            https://example.com/c
+              out=y.bin
+            https://example.com/d
+              out=x.bin
+            """)
+        let clash = InputFile.sameOutputName(in: file.entries)
+        #expect(clash.map { [$0.0.line, $0.1.line] } == [1, 9])
+        let apart = try InputFile(parsing: "https://example.com/a\n  out=x.bin\nhttps://example.com/b\n  out=x.bin\n  dir=d\n")
+        #expect(InputFile.sameOutputName(in: apart.entries) == nil)
+    }
+
     @Test func urlsCommentsAndOptions() throws {
         let text = """
             # a comment

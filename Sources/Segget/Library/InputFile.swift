@@ -45,6 +45,18 @@ public struct InputFile: Sendable, Equatable {
 
     public init(entries: [Entry]) { self.entries = entries }
 
+    /// The first two of `entries` whose `out=` lines name the same file (the same `dir=`, or none).
+    public static func sameOutputName(in entries: [Entry]) -> (Entry, Entry)? {
+        var seen: [[String?]: Entry] = [:]
+        for e in entries {
+            guard let name = e.options.outputName else { continue }
+            let key = [e.options.directory, name]
+            if let earlier = seen[key] { return (earlier, e) }
+            seen[key] = e
+        }
+        return nil
+    }
+
     /// The option names an indented line may use.
     public static var optionNames: [String] { OptionSchema.inputFileKeys }
 
