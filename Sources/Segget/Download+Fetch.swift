@@ -130,7 +130,7 @@ extension Download {
             mirrors: options.mirrors.count + (pieces == nil ? 0 : 1), interrupted: context.interrupt.isSet,
             deadlinePassed: deadline.map { monotonicSeconds() >= $0.at } ?? false)
         {
-            reportProbeBroughtEverything(total: plan.totalLength, connections: options.connections, context)
+            reportProbeBroughtEverything(total: plan.totalLength, received: Int64(probeReceived), connections: options.connections, context)
             return .fetched(Fetched(
                 length: plan.totalLength, receivedBytes: 0, rejectedBytes: 0, connections: options.connections,
                 started: monotonicSeconds(), tally: probe.spent))

@@ -57,7 +57,7 @@ extension Download {
         guard let save = try wholeSave(probe: probe, paths: paths, expected: expected, deadline: deadline, context),
             let result = try save.save()
         else { return nil }
-        reportProbeBroughtEverything(total: save.total, connections: options.connections, context)
+        reportProbeBroughtEverything(total: save.total, received: save.total, connections: options.connections, context)
         return result
     }
 
@@ -96,11 +96,12 @@ extension Download {
         }
     }
 
-    /// What the engine would report after finding nothing to do: every byte finished, none received
-    /// by it (the probe's bytes are not counted), every connection idle.
-    func reportProbeBroughtEverything(total: Int64, connections: Int, _ context: AttemptContext) {
+    /// What the engine would report after finding nothing to do: every byte finished, `received`
+    /// of them from the network in this run (the probe's: a `progress` object said 0 where the
+    /// `finish` said the whole file), every connection idle.
+    func reportProbeBroughtEverything(total: Int64, received: Int64, connections: Int, _ context: AttemptContext) {
         context.progress?(DownloadProgress(
-            completedBytes: total, totalBytes: total, receivedBytes: 0, bytesPerSecond: 0, elapsed: 0,
+            completedBytes: total, totalBytes: total, receivedBytes: received, bytesPerSecond: 0, elapsed: 0,
             connections: (0..<connections).map {
                 ConnectionProgress(id: $0, state: .idle, bytesPerSecond: 0, remainingBytes: 0)
             }, finishedRanges: total > 0 ? [0..<total] : []))

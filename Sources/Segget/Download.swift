@@ -101,7 +101,7 @@ public final class Download: @unchecked Sendable {
         if whole != .never, metalink.pieces == nil, let save = try wholeSave(probe: probe, paths: paths, expected: expected, deadline: deadline, context) {
             if whole == .elsewhere { return .saveWhole(save) }
             if let result = try save.save() {
-                reportProbeBroughtEverything(total: save.total, connections: options.connections, context)
+                reportProbeBroughtEverything(total: save.total, received: save.total, connections: options.connections, context)
                 return .finished(.finished(result))
             }
         }

@@ -237,6 +237,22 @@ import Glibc
         #expect(summary["exitCode"] as? Int == 0)
     }
 
+    /// A file the first answer brought whole: its `progress` counts the bytes received as its
+    /// `finish` does (it said 0 received).
+    @Test func aFileTheFirstAnswerBroughtCountsItsBytesReceived() throws {
+        let small = cliTestBytes(300_000, seed: 25)
+        let server = try startCLITestServer(["s.bin": small])
+        defer { server.stop() }
+        let dir = try CLITempDir()
+        let r = try SeggetCLI.run(["--json", "-o", dir.path("s.bin"), server.url("s.bin")])
+        #expect(r.exitCode == 0, "\(r.stderr)")
+        let objects = try Self.jsonLines(r.stdout)
+        let finish = try #require(objects.first { $0["type"] as? String == "finish" })
+        #expect(finish["received"] as? Int == small.count, "\(finish)")
+        let progress = objects.filter { $0["type"] as? String == "progress" }
+        #expect(!progress.isEmpty && progress.allSatisfy { $0["received"] as? Int == small.count }, "\(progress)")
+    }
+
     /// A Metalink's file starts with the document's size (it started with null: its name is the
     /// document's, so it starts before any answer).
     @Test func aMetalinksFileStartsWithItsSize() throws {

@@ -258,7 +258,7 @@ extension Download {
                         loop.steps.async { [self] in
                             switch saved {
                             case .success(let result?):
-                                reportProbeBroughtEverything(total: save.total, connections: options.connections, context)
+                                reportProbeBroughtEverything(total: save.total, received: save.total, connections: options.connections, context)
                                 done(plan, .success(.finished(result)))
                             case .success(nil):
                                 // The usual path looks at what is there; the probe's transfer was let go.
