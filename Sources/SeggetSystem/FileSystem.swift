@@ -36,8 +36,11 @@ public enum FileSystem {
         do {
             try makeDirectory(path, permissions: permissions)
         } catch where error == .fileExists {
-            // Made in between by someone else: fine if it is a directory.
-            guard isDirectory(path) else { throw DirectoryFailure(path: path, error: .notDirectory) }
+            // Made in between by someone else: fine if it is a directory. A symbolic link whose
+            // target does not exist is there too (it was "exists and is not a directory").
+            guard isDirectory(path) else {
+                throw DirectoryFailure(path: path, error: .notDirectory, danglingLink: status(path, followingLinks: false)?.kind == .symbolicLink)
+            }
         } catch {
             throw DirectoryFailure(path: path, error: error)
         }
@@ -47,14 +50,21 @@ public enum FileSystem {
     public struct DirectoryFailure: Error, Equatable, Sendable, CustomStringConvertible {
         public let path: String
         public let error: Errno
-        public init(path: String, error: Errno) {
+        /// `path` is a symbolic link to nothing.
+        public let danglingLink: Bool
+        public init(path: String, error: Errno, danglingLink: Bool = false) {
             self.path = path
             self.error = error
+            self.danglingLink = danglingLink
         }
 
-        /// "PATH exists and is not a directory", or "could not create the directory PATH: ERROR".
+        /// "PATH exists and is not a directory", "PATH is a symbolic link to nothing …", or "could
+        /// not create the directory PATH: ERROR".
         public var description: String {
-            error == .notDirectory ? "\(path) exists and is not a directory" : "could not create the directory \(path): \(error)"
+            if danglingLink {
+                return "\(path) is a symbolic link to nothing (what it points at does not exist); make that directory, or give another"
+            }
+            return error == .notDirectory ? "\(path) exists and is not a directory" : "could not create the directory \(path): \(error)"
         }
     }
 

@@ -43,5 +43,14 @@ import Testing
         #expect(throws: FileSystem.DirectoryFailure(path: root + "/a/f", error: .notDirectory)) {
             try FileSystem.makeDirectories(root + "/a/f")
         }
+        // A symbolic link to nothing is named as such (it was "exists and is not a directory").
+        #expect(symlink("nowhere", root + "/a/dangling") == 0)
+        do {
+            try FileSystem.makeDirectories(root + "/a/dangling/x")
+            Issue.record("a directory was made through a link to nothing")
+        } catch {
+            #expect(error.danglingLink && error.path == root + "/a/dangling")
+            #expect(error.description.contains("is a symbolic link to nothing"), "\(error)")
+        }
     }
 }

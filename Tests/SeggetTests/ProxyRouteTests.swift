@@ -129,4 +129,18 @@ import Testing
         #expect(!Prober.statusError(404, url: "http://o.example/f", proxy: p).message.contains("secret"))
         #expect(Prober.statusError(502, url: "http://o.example/f").message == "http://o.example/f answered HTTP 502; the server failed; try again later.")
     }
+
+    /// An answer without a file that is no refusal is not called one (a 204 said "the server refused
+    /// the request"); a refusal still is.
+    @Test func answersWithoutAFileAreNotCalledRefusals() {
+        let u = "http://o.example/f"
+        #expect(Prober.statusError(204, url: u).message == "http://o.example/f answered HTTP 204; the server has no content at this URL; check the URL.")
+        #expect(Prober.statusError(304, url: u).message.contains("'not modified', to a request that compared nothing"))
+        #expect(Prober.statusError(202, url: u).message.contains("has no file to send yet"))
+        #expect(Prober.statusError(300, url: u).message.contains("a redirect with no Location"))
+        for status in [202, 204, 205, 299, 300, 304, 399] {
+            #expect(!Prober.statusError(status, url: u).message.contains("refused"), "\(status)")
+        }
+        #expect(Prober.statusError(418, url: u).message.contains("the server refused the request"))
+    }
 }
