@@ -121,8 +121,9 @@ public final class Download: @unchecked Sendable {
                 ? "pass --skip-existing to count the files already on disk as done (a list run again after it stopped), --force to overwrite them, or give the file another name (out= in an input file)."
                 : "pass --force to overwrite it, or -o to choose another name."
             if !options.ofDaemon, FinishedMark.finishedFromAnotherURL(at: paths.final, url: url) {
-                // Not this URL's file: counting it done (--skip-existing) would keep the wrong bytes.
-                throw SeggetError(.fileSystem, "\(paths.final) already exists, finished by an earlier segget run of another URL; give this one another name (\(options.ofList ? "out= in an input file" : "-o")), or pass --force to replace it.")
+                // The mark names another URL (another file, or this one's link signed again or
+                // renewed): counting it done (--skip-existing) may keep the wrong bytes.
+                throw SeggetError(.fileSystem, "\(paths.final) already exists, finished by an earlier segget run from a URL other than this one (another file, or the same file under a link since signed again); pass --force to download it again from this URL, or give this one another name (\(options.ofList ? "out= in an input file" : "-o")).")
             }
             throw SeggetError(.fileSystem, "\(paths.final) already exists; \(advice)")
         }

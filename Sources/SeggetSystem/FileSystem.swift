@@ -62,7 +62,7 @@ public enum FileSystem {
         /// not create the directory PATH: ERROR".
         public var description: String {
             if danglingLink {
-                return "\(path) is a symbolic link to nothing (what it points at does not exist); make that directory, or give another"
+                return "\(path) is a symbolic link whose target cannot be reached (it does not exist, or is not a directory segget may search); make that directory, or give another"
             }
             return error == .notDirectory ? "\(path) exists and is not a directory" : "could not create the directory \(path): \(error)"
         }

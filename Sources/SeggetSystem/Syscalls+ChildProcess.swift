@@ -81,38 +81,3 @@ internal func system_environment() -> [String] {
     }
     return out
 }
-
-internal func system_strerror(_ code: Int32) -> String {
-    guard let message = strerror(code) else { return "error \(code)" }
-    return String(cString: message)
-}
-
-// Flag values, re-exported so that other files need not import Glibc.
-internal let system_O_RDONLY = O_RDONLY
-internal let system_O_WRONLY = O_WRONLY
-internal let system_O_RDWR = O_RDWR
-internal let system_O_CREAT = O_CREAT
-internal let system_O_EXCL = O_EXCL
-internal let system_O_NOFOLLOW = O_NOFOLLOW
-internal let system_O_CLOEXEC = O_CLOEXEC
-internal let system_O_DIRECTORY = O_DIRECTORY
-
-/// `O_TMPFILE` (`__O_TMPFILE | O_DIRECTORY`): a new file with no name in the directory opened.
-internal let system_O_TMPFILE: Int32? = {
-    #if os(Linux) && (arch(x86_64) || arch(i386) || arch(arm64))
-        return 0o20000000 | O_DIRECTORY
-    #else
-        return nil
-    #endif
-}()
-
-/// `O_DIRECT`, which Glibc's Swift overlay does not export; nil where its value is unknown.
-internal let system_O_DIRECT: Int32? = {
-    #if os(Linux) && (arch(x86_64) || arch(i386))
-        return 0o40000
-    #elseif os(Linux) && arch(arm64)
-        return 0o200000
-    #else
-        return nil
-    #endif
-}()

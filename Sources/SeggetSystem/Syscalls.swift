@@ -285,14 +285,15 @@ internal func system_statvfs_available(_ path: String) -> Result<Int64, Errno> {
     }
 }
 
-/// Files (inodes) an unprivileged user may still create on the file system holding `path`; nil
-/// where it does not count them (0 files in all: btrfs, many FUSE ones) or cannot be asked.
+/// RLIMIT_FSIZE's soft limit in bytes, or nil where there is none.
 internal func system_file_size_limit() -> Int64? {
     var limit = rlimit()
     guard getrlimit(Int32(RLIMIT_FSIZE.rawValue), &limit) == 0, limit.rlim_cur != rlim_t.max else { return nil }
     return Int64(clamping: limit.rlim_cur)
 }
 
+/// Files (inodes) an unprivileged user may still create on the file system holding `path`; nil
+/// where it does not count them (0 files in all: btrfs, many FUSE ones) or cannot be asked.
 internal func system_statvfs_freeFiles(_ path: String) -> UInt64? {
     var info = statvfs()
     guard statvfs(path, &info) == 0, info.f_files > 0 else { return nil }
@@ -358,6 +359,41 @@ internal func system_terminal_columns(_ fd: Int32) -> Int? {
     guard ioctl(fd, UInt(TIOCGWINSZ), &ws) == 0 else { return nil }
     return Int(ws.ws_col)
 }
+
+internal func system_strerror(_ code: Int32) -> String {
+    guard let message = strerror(code) else { return "error \(code)" }
+    return String(cString: message)
+}
+
+// Flag values, re-exported so that other files need not import Glibc.
+internal let system_O_RDONLY = O_RDONLY
+internal let system_O_WRONLY = O_WRONLY
+internal let system_O_RDWR = O_RDWR
+internal let system_O_CREAT = O_CREAT
+internal let system_O_EXCL = O_EXCL
+internal let system_O_NOFOLLOW = O_NOFOLLOW
+internal let system_O_CLOEXEC = O_CLOEXEC
+internal let system_O_DIRECTORY = O_DIRECTORY
+
+/// `O_TMPFILE` (`__O_TMPFILE | O_DIRECTORY`): a new file with no name in the directory opened.
+internal let system_O_TMPFILE: Int32? = {
+    #if os(Linux) && (arch(x86_64) || arch(i386) || arch(arm64))
+        return 0o20000000 | O_DIRECTORY
+    #else
+        return nil
+    #endif
+}()
+
+/// `O_DIRECT`, which Glibc's Swift overlay does not export; nil where its value is unknown.
+internal let system_O_DIRECT: Int32? = {
+    #if os(Linux) && (arch(x86_64) || arch(i386))
+        return 0o40000
+    #elseif os(Linux) && arch(arm64)
+        return 0o200000
+    #else
+        return nil
+    #endif
+}()
 
 // MARK: - Output that never blocks in the kernel (see PatientOutput)
 

@@ -12,7 +12,9 @@ let jsonRequested = CommandLine.arguments.dropFirst().prefix { $0 != "--" }.cont
 /// `message` up to the usage hints ArgumentParser puts on lines of their own after the problem.
 func usageProblem(_ message: String) -> String {
     let hints = ["\nHelp:", "\nUsage:", "\n  See '", "\nSee '"]
-    let cut = hints.compactMap { message.firstRange(of: $0)?.lowerBound }.min() ?? message.endIndex
+    // The first kind of hint there is, at its last occurrence: a value that itself holds
+    // "\nUsage:" (-H $'X: a\nUsage: b') is not where the hints begin.
+    let cut = hints.lazy.compactMap { message.ranges(of: $0).last?.lowerBound }.first ?? message.endIndex
     var problem = message[..<cut]
     while problem.last?.isNewline == true { problem.removeLast() }
     return String(problem)
@@ -41,8 +43,8 @@ func failUsage(_ message: String) -> Never {
 signal(SIGPIPE, SIG_IGN)
 // Past the process's file size limit (`ulimit -f`) a write raises SIGXFSZ, whose default ends the
 // process at once: exit 153, no word, the part file left as it was. Ignored, the write fails with
-// EFBIG, which segget words ("this process's file size limit (ulimit -f) allows less") and ends
-// with exit 5. Children (`--refresh-command`, hooks) get both signals' defaults back (Syscalls).
+// EFBIG, which segget words (FileTooLarge) and ends with exit 5. A `--refresh-command` gets both
+// signals' defaults back (Syscalls+ChildProcess).
 signal(SIGXFSZ, SIG_IGN)
 
 if let bad = RawArguments.firstNotUTF8(RawArguments.current) {

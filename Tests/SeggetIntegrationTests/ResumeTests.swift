@@ -415,6 +415,8 @@ struct ResumeTests {
         #expect(runningAfterInterrupt, "an ignored SIGINT stopped segget")
         let o = try await blocking { p.wait(timeout: 30) }
         #expect(o.exitCode == 130, "exit \(o.exitCode), stderr: \(o.stderr)")
+        // SIGTERM was the first signal it took: a caught SIGINT would have made it the second.
+        #expect(!o.stderr.contains("stopped at once"), "stderr: \(o.stderr)")
         #expect(TestFiles.exists(f.part) && TestFiles.exists(f.journal))
     }
 

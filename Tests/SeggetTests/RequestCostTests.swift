@@ -235,6 +235,16 @@ import Testing
 
         n.taught(3, now: 5)
         #expect(n.due(now: 6, limit: nil) == nil, "another download sharing the host dropped it meanwhile")
+        let silent = n.dropped()
+        #expect(!silent, "a drop of a limit this download never announced is not said")
+
+        // Announced, then lowered (held), then dropped within the hold: the drop of the announced
+        // limit is still said.
+        n.taught(4, now: 10)
+        #expect(n.due(now: 10.6, limit: 4) == 4)
+        n.taught(2, now: 11)
+        let lifted = n.dropped()
+        #expect(lifted)
     }
 
     /// The limit is what the host counted: the other downloads' requests out and this one's ahead of

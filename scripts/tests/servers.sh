@@ -385,7 +385,7 @@ server_wait microsocks-dies "$dying" "$WORK/microsocks-dies/microsocks.log" "$OR
 out="$WORK/out/proxy-dies.bin"
 RUN="$WORK/runs/proxy-dies"
 url="$ORIGIN_TLS_URL/paced/proxy-dies.bin"
-"$SEGGET_BIN" --json -k -n 8 --retries 1 --proxy "socks5h://127.0.0.1:$p" -o "$out" "$url" >"$RUN.json" 2>"$RUN.err" &
+timeout 120 "$SEGGET_BIN" --json -k -n 8 --retries 1 --proxy "socks5h://127.0.0.1:$p" -o "$out" "$url" >"$RUN.json" 2>"$RUN.err" &
 SEGGET_PID=$!
 held="$(python3 "$ROOT/scripts/lib/segget_runs.py" wait-completed "$RUN.json" "$CHUNK" "$SEGGET_PID")"
 stop_pid "$dying"

@@ -147,7 +147,10 @@ extension FetchEngine {
             return SeggetError(.fileSystem, "the disk is full. Free some space, then \(rerun)")
         }
         if let e = error as? Errno, e == .fileTooLarge {
-            return SeggetError(.fileSystem, "could not write the downloaded data: \(FileTooLarge.reason(directory: directory, size: size)). Then \(rerun)")
+            // Past the process's limit the same command, under a raised one, goes on; another
+            // file system means another -d or -o, which starts a new download.
+            let then = FileTooLarge.isProcessLimit(size: size) ? " Then \(rerun)" : ""
+            return SeggetError(.fileSystem, "could not write the downloaded data: \(FileTooLarge.reason(directory: directory, size: size)).\(then)")
         }
         return SeggetError(.fileSystem, "could not write the downloaded data: \(error). Fix the problem, then \(rerun)")
     }

@@ -144,17 +144,21 @@ struct SaturationNotice {
     static let hold = 0.5
     /// The limit taught, and when.
     private(set) var pending: (served: Int, at: Double)?
+    /// This download announced a queue limit that has not been dropped since.
+    private(set) var announced = false
 
     /// The queue taught a limit of `served`.
     mutating func taught(_ served: Int, now: Double) {
         if pending == nil { pending = (served, now) }
     }
 
-    /// The queue's limit was dropped: whether to say so (only where its notice was shown).
+    /// The queue's limit was dropped: whether to say so, only where this download announced one
+    /// (in a batch another download sharing the host may drop a limit nobody announced).
     mutating func dropped() -> Bool {
-        guard pending != nil else { return true }
+        let say = announced
         pending = nil
-        return false
+        announced = false
+        return say
     }
 
     /// The limit to announce now: the one in force (`limit`), once the notice has been held for
@@ -162,6 +166,7 @@ struct SaturationNotice {
     mutating func due(now: Double, limit: Int?) -> Int? {
         guard let p = pending, now - p.at >= Self.hold else { return nil }
         pending = nil
+        if limit != nil { announced = true }
         return limit
     }
 }

@@ -389,11 +389,13 @@ struct Prober {
         case 429: hint = "the server is rate-limiting; try again later"
         case 500...599: hint = "the server failed; try again later"
         // Not refusals: answers that carry no file (a 204 was "the server refused the request").
+        // A first request's redirects are followed before this (one without a Location is said
+        // there); a 3xx here answered a request for a range, which segget does not follow.
         case 202: hint = "the server accepted the request but has no file to send yet; try again later"
         case 204, 205: hint = "the server has no content at this URL; check the URL"
-        case 304: hint = "'not modified', to a request that compared nothing (a cache on the way?); try again later, or another URL"
-        case 100...299: hint = "that answer carries no file; check the URL"
-        case 300...399: hint = "a redirect with no Location to follow; check the URL"
+        case 304: hint = "'not modified' where the file's bytes were asked for; try again later, or another URL"
+        case 100...299: hint = "an answer that is not the file; try again later, or another URL"
+        case 300...399: hint = "a redirect where the file's bytes were asked for (segget follows redirects on a download's first request only); try again later, or give the URL it leads to"
         default: hint = "the server refused the request"
         }
         return SeggetError(.httpStatus, "\(u) answered HTTP \(status); \(hint).", httpStatus: status)
