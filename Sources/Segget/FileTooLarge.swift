@@ -4,18 +4,18 @@ import SeggetSystem
 /// (`ulimit -f`; segget ignores SIGXFSZ, so the write fails rather than the process ending without a
 /// word), or past what the file system can hold in one file (FAT: 4 GiB less a byte).
 enum FileTooLarge {
-    /// Whether this process's file size limit (`ulimit -f`) is the likely cause for a file of `size`
-    /// (nil: not known): a limit below it, or any limit where the size is not known.
-    static func isProcessLimit(size: Int64?) -> Bool {
-        guard let limit = PosixFile.processFileSizeLimit else { return false }
-        return size.map { $0 > limit } ?? true
+    /// This process's file size limit (`ulimit -f`) where it is the likely cause for a file of
+    /// `size` (nil: not known): a limit below it, or any limit where the size is not known.
+    static func processLimit(for size: Int64?) -> Int64? {
+        guard let limit = PosixFile.processFileSizeLimit, size.map({ $0 > limit }) ?? true else { return nil }
+        return limit
     }
 
     /// The reason and the way out, for a file of `size` bytes (nil: not known) in `directory` (nil:
     /// not known), or for the file standard output goes to (`stream`). No trailing period.
     static func reason(directory: String?, size: Int64?, stream: Bool = false) -> String {
         let sized = size.map { " of \(Format.bytes($0))" } ?? " this large"
-        if isProcessLimit(size: size), let limit = PosixFile.processFileSizeLimit {
+        if let limit = processLimit(for: size) {
             return "this process may write no file larger than \(Format.bytes(limit)) (its file size limit, ulimit -f), too little for a file\(sized); raise it (ulimit -f unlimited) in the shell that starts segget"
         }
         if stream {

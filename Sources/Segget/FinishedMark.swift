@@ -238,10 +238,16 @@ public struct FinishedMark: Equatable, Sendable {
     /// Whether the file at `path`, as it is now, is marked as finished by a download of another URL
     /// than `url` (what a list whose lines' names were swapped meets).
     public static func finishedFromAnotherURL(at path: String, url: String) -> Bool {
+        guard let (status, mark) = marked(path) else { return false }
+        return status.size == mark.size && status.modified == mark.modified && mark.source != source(of: url)
+    }
+
+    /// The regular file at `path` (not following a link) and the mark it carries, if it has one.
+    private static func marked(_ path: String) -> (FileStatus, FinishedMark)? {
         guard let status = FileSystem.status(path, followingLinks: false), status.kind == .regular,
             let bytes = FileSystem.attribute(path, attributeName, limit: 256), let mark = FinishedMark(decoding: bytes)
-        else { return false }
-        return status.size == mark.size && status.modified == mark.modified && mark.source != source(of: url)
+        else { return nil }
+        return (status, mark)
     }
 
     /// The file at `path` when a mark vouches for it as the download of `url`, whatever digests it
@@ -251,10 +257,7 @@ public struct FinishedMark: Equatable, Sendable {
     public static func vouched(
         at path: String, url: String, expected: [ExpectedDigest]
     ) -> (size: Int64, checked: Bool, mark: FinishedMark)? {
-        guard let status = FileSystem.status(path, followingLinks: false), status.kind == .regular,
-            let bytes = FileSystem.attribute(path, attributeName, limit: 256), let mark = FinishedMark(decoding: bytes),
-            mark.vouches(for: url, file: status, expected: [])
-        else { return nil }
+        guard let (status, mark) = marked(path), mark.vouches(for: url, file: status, expected: []) else { return nil }
         return (status.size, mark.vouches(for: url, file: status, expected: expected), mark)
     }
 }

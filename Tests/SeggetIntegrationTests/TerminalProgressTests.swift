@@ -8,10 +8,8 @@ import Testing
 struct TerminalProgressTests {
     @Test func terminalGetsALiveBarThenOneSummaryLine() throws {
         let body = TestFiles.pattern(3 << 20, seed: 91)
-        let server = try TestServer()
-        try server.start()
+        let server = try TestServer.serving(body)
         defer { server.stop() }
-        server.addResource(name: "f", bytes: body)
         let dir = try TempDir()
         let segget = try SpawnedProcess.seggetPath()
         // 4 connections at 512 KiB/s each: about 1.5 s, several redraws at 4-5 per second.
@@ -47,10 +45,8 @@ struct TerminalProgressTests {
     /// middle (the width was read once, at the start): no frame is wider than the terminal then, so
     /// none wraps and leaves its upper rows behind.
     @Test func framesFitANarrowOrNarrowedTerminal() throws {
-        let server = try TestServer()
-        try server.start()
+        let server = try TestServer.serving(TestFiles.pattern(3 << 20, seed: 93))
         defer { server.stop() }
-        server.addResource(name: "f", bytes: TestFiles.pattern(3 << 20, seed: 93))
         let dir = try TempDir()
         let segget = try SpawnedProcess.seggetPath()
         let narrow = "stty cols 20 rows 10; \(segget) -n 4 -o \(dir.path("a.bin")) '\(server.url("f", query: "rate=512k"))'"
@@ -70,10 +66,8 @@ struct TerminalProgressTests {
 
     /// `TERM=dumb` (an editor's shell buffer) takes no erase-line: plain lines, as off a terminal.
     @Test func aDumbTerminalGetsPlainLines() throws {
-        let server = try TestServer()
-        try server.start()
+        let server = try TestServer.serving(TestFiles.pattern(1 << 20, seed: 94))
         defer { server.stop() }
-        server.addResource(name: "f", bytes: TestFiles.pattern(1 << 20, seed: 94))
         let dir = try TempDir()
         let segget = try SpawnedProcess.seggetPath()
         let command = "\(segget) -n 4 -o \(dir.path("out.bin")) '\(server.url("f", query: "rate=1m"))'"
@@ -84,10 +78,8 @@ struct TerminalProgressTests {
     }
 
     @Test func quietTerminalShowsNothing() throws {
-        let server = try TestServer()
-        try server.start()
+        let server = try TestServer.serving(TestFiles.pattern(1 << 20, seed: 92))
         defer { server.stop() }
-        server.addResource(name: "f", bytes: TestFiles.pattern(1 << 20, seed: 92))
         let dir = try TempDir()
         let segget = try SpawnedProcess.seggetPath()
         let command = "\(segget) -q -n 4 -o \(dir.path("out.bin")) '\(server.url("f", query: "rate=1m"))'"

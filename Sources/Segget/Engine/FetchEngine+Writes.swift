@@ -149,7 +149,7 @@ extension FetchEngine {
         if let e = error as? Errno, e == .fileTooLarge {
             // Past the process's limit the same command, under a raised one, goes on; another
             // file system means another -d or -o, which starts a new download.
-            let then = FileTooLarge.isProcessLimit(size: size) ? " Then \(rerun)" : ""
+            let then = FileTooLarge.processLimit(for: size) != nil ? " Then \(rerun)" : ""
             return SeggetError(.fileSystem, "could not write the downloaded data: \(FileTooLarge.reason(directory: directory, size: size)).\(then)")
         }
         return SeggetError(.fileSystem, "could not write the downloaded data: \(error). Fix the problem, then \(rerun)")
