@@ -23,6 +23,9 @@ import Testing
         /// Connections a batch's lender has spare for this download (nil: no lender); one is offered
         /// a pass, and what the core gives back returns here.
         var spare: Int?
+        /// The lender lent more than it has (a daemon's task took its own share): nothing is
+        /// offered, and the core is told to call loans back.
+        var lenderShort = false
         /// Like the test server's `slowevery`/`slowrate`/`slowafter`: request number `requests` (the
         /// probe was 1) is slow when a multiple of `slowEvery`, at `slowRate` after `slowAfter` bytes.
         var slowEvery = 0
@@ -89,11 +92,11 @@ import Testing
                 now += 0.01
                 var offered: Int?
                 if let left = spare {
-                    offered = min(left, 1)
+                    offered = lenderShort ? 0 : min(left, 1)
                     spare = left - offered!
                 }
                 let passStartedAt = now
-                handle(.pass(offered: offered))
+                handle(.pass(offered: offered, recall: lenderShort))
                 for id in c.connections.indices where c.connections[id].machine.isTransferring {
                     carry[id] += rate(of: id) * 0.01
                     var n = Int(carry[id])
@@ -312,6 +315,40 @@ import Testing
         #expect(alone >= 3.9)
         // Three connections from 0.5 s on: the 7 MiB left take about a third of the time.
         #expect(helped <= 0.6 * alone, "\(helped) s with two borrowed connections against \(alone) s alone")
+    }
+
+    /// A daemon's lender goes short when a task that starts later takes its own share out of
+    /// connections lent before. The download that borrowed gives them back one at a time, each
+    /// once the chunk it is on is done: no byte received is lost, a recalled connection starts
+    /// nothing more, and the download still completes on its own connections (and borrows again
+    /// once the lender has spare).
+    @Test func borrowedConnectionsAreCalledBackOneAtATimeWhenTheLenderIsShort() {
+        var s = Script(size: 32 * Self.MiB, connections: 4) { $0.initialConnections = 1 }
+        s.defaultRate = 2.0 * Double(Self.MiB)
+        s.begin()
+        s.run(until: 0.5)
+        s.spare = 3
+        s.run(until: 0.55)
+        #expect(s.c.loans == 3 && s.spare == 0)
+        s.run(until: 2)
+        let before = (1...3).map { s.starts(of: $0).count }
+        s.lenderShort = true
+        // One chunk of 1 MiB at 2 MiB/s each, one after another: 1.5 s at most.
+        var backAt: [Double] = []
+        while s.now < 4, s.c.loans > 0 {
+            let loans = s.c.loans
+            s.run(until: s.now + 0.01)
+            if s.c.loans < loans { backAt.append(s.now) }
+        }
+        #expect(s.c.loans == 0 && s.spare == 3, "\(s.c.loans) loans left")
+        #expect(backAt.count == 3, "given back at \(backAt)")
+        #expect((backAt.last ?? 9) <= 3.6, "given back at \(backAt)")
+        #expect((1...3).map { s.starts(of: $0).count } == before)
+        // Short no longer: it borrows again and completes with every byte.
+        s.lenderShort = false
+        s.run(until: 30)
+        #expect(s.c.isComplete)
+        #expect(s.c.finishedBytes == Int64(32 * Self.MiB))
     }
 
     @Test func aDownloadWithoutSpareSlotsNeverWantsALoan() {

@@ -71,6 +71,10 @@ protocol Coordinating {
     mutating func addLoans(_ count: Int)
     /// Stops using borrowed connections that have nothing to do; returns how many to give back.
     mutating func returnIdleLoans() -> Int
+    /// The lender is short: one borrowed connection winds down to be given back (see `Coordinator.recallLoan`).
+    mutating func recallLoan()
+    /// The lender is short no longer.
+    mutating func endRecall()
     mutating func judgeSlowConnections(now: Double) -> [Coordinator.Command]
     func progress(now: Double, elapsed: Double) -> DownloadProgress
     /// A chunk counted as finished must be fetched again.

@@ -451,39 +451,4 @@ extension Coordinator {
         guard let lastSecond else { return longer }
         return max(lastSecond, longer ?? lastSecond)
     }
-
-    // MARK: Loans
-
-    /// A borrowed connection would get work at once: a slot is left, and chunks sit in the free pool,
-    /// or some connection's run has chunks not started that are worth stealing by the usual rule
-    /// (`worthStealing`: once its rate is known). A file that its own connections finish in a moment
-    /// (a small one, or a fast server) borrows nothing: a new connection would only cost it.
-    func wouldUseLoan(now: Double) -> Bool {
-        guard connectionLimit < connections.count else { return false }
-        if !scheduler.free.isEmpty { return true }
-        let estimates = stealEstimates(now: now)
-        return connections.contains { c in
-            guard c.machine.isTransferring, let run = scheduler.run(of: c.id), run.count >= 2 else { return false }
-            return estimates.worthStealing(c.id, notStartedChunks: run.count - 1)
-        }
-    }
-
-    mutating func addLoans(_ count: Int) {
-        connectionLimit = min(connections.count, connectionLimit + max(0, count))
-    }
-
-    /// Borrowed connections are the highest-numbered; those at the top that sit idle with nothing
-    /// held are given back (one in the middle waits until those above it are idle too). One that
-    /// waits out a failed race's backoff holds nothing either: its wait ends with it.
-    mutating func returnIdleLoans() -> Int {
-        var back = 0
-        while connectionLimit > ownConnections {
-            let c = connections[connectionLimit - 1]
-            guard c.machine.isIdle || c.machine.isWaiting, scheduler.run(of: c.id) == nil, scheduler.duplicates[c.id] == nil else { break }
-            if c.machine.isWaiting { connections[c.id].machine.cancel(now: 0) }
-            connectionLimit -= 1
-            back += 1
-        }
-        return back
-    }
 }

@@ -112,6 +112,9 @@ struct Coordinator: Coordinating {
     private(set) var ownConnections: Int
     /// Connections borrowed now.
     var loans: Int { connectionLimit - ownConnections }
+    /// The borrowed connection being given back to a short lender (see `recallLoan`): it takes no
+    /// new work, and its answer does not run on into the chunks it gave up.
+    var recalledLoan: Int?
     /// Chunk → offset up to which an earlier run (or the probe) wrote it, continued from there; an
     /// entry leaves once a connection continues it. `keptAtStart` keeps them all (for the progress).
     var partialChunks: [Int: Int64]
@@ -300,7 +303,7 @@ struct Coordinator: Coordinating {
     /// connection, or in the end game a race for the chunk expected to finish last.
     mutating func assignIdle(now: Double) -> [Command] {
         let idle = connections.prefix(connectionLimit).map(\.id).filter {
-            connections[$0].machine.isIdle && scheduler.run(of: $0) == nil && scheduler.duplicates[$0] == nil
+            connections[$0].machine.isIdle && scheduler.run(of: $0) == nil && scheduler.duplicates[$0] == nil && $0 != recalledLoan
         }
         var commands: [Command] = []
         // Connections that libcurl's pool holds open, each good for one request without a handshake
@@ -428,7 +431,7 @@ struct Coordinator: Coordinating {
         if wasRacing && c.pos < c.requestEnd {
             // The race is over either way; this connection is free again.
             connections[id].machine.stop(.reachedEnd, now: now)
-        } else if !wasRacing, scheduler.run(of: id) == nil, c.pos < c.requestEnd {
+        } else if !wasRacing, scheduler.run(of: id) == nil, c.pos < c.requestEnd, id != recalledLoan {
             // Its run is done but its answer runs on (an open-ended first answer): it goes on into
             // the work that follows while nobody else has started on it, rather than end the answer
             // and pay for a new request: the free run that follows; on a host whose requests cost

@@ -24,7 +24,9 @@ struct EngineCore {
         /// The top of a loop pass: start what is due, take or give back lent connections, hand out
         /// work. `offered` connections were borrowed from a batch's lender for this download, to keep
         /// or give back; nil when it has no lender (connections above its own are `-n auto`'s growth).
-        case pass(offered: Int?)
+        /// `recall`: the lender is short (it lent more than it has), so a borrowed connection winds
+        /// down to be given back.
+        case pass(offered: Int?, recall: Bool = false)
         /// The transfers were performed; `passStartedAt` is when the pass began: progress ticks and
         /// slow-rule rounds, when due.
         case performed(passStartedAt: Double)
@@ -142,9 +144,10 @@ struct EngineCore {
             return actions(c.begin(now: now))
         case .warmedUp(let outcome):
             return actions(c.learn(warmUp: outcome, now: now))
-        case .pass(let offered):
+        case .pass(let offered, let recall):
             var out = actions(c.startDue(now: now))
             guard let offered else { return out + actions(c.assignIdle(now: now)) }
+            if recall { c.recallLoan() } else { c.endRecall() }
             // A borrowed connection joins only when it would find work worth it; one a pass, so that
             // the downloads still running share what is spare.
             let keep = offered > 0 && c.wouldUseLoan(now: now) ? 1 : 0

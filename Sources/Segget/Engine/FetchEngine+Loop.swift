@@ -62,11 +62,16 @@ extension FetchEngine {
         // A connection a lender has spare is offered; the core keeps it only when it would find work.
         try limitToStreamWindow()
         var offered: Int?
-        if let lender = settings.lender { offered = lender.spare > 0 ? lender.borrow(upTo: 1) : 0 }
+        var recall = false
+        if let lender = settings.lender {
+            let spare = lender.spare
+            offered = spare > 0 ? lender.borrow(upTo: 1) : 0
+            recall = spare < 0
+        }
         // Slots of the host's budget beyond the requests in flight go back for other downloads.
         if let share = settings.hostShare, let c = core.ranged { share.sync(inFlight: c.inFlightToMainHost) }
         if let w = settings.warmUps?.take() { apply(.warmedUp(w), now: now) }
-        apply(.pass(offered: offered), now: now)
+        apply(.pass(offered: offered, recall: recall), now: now)
         return false
     }
 

@@ -34,6 +34,8 @@ struct SingleStream: Coordinating {
     func wouldUseLoan(now: Double) -> Bool { false }
     mutating func addLoans(_ count: Int) {}
     mutating func returnIdleLoans() -> Int { 0 }
+    mutating func recallLoan() {}
+    mutating func endRecall() {}
 
     /// Where the first request starts: 0, or where the probe's answer that it continues got to
     /// (`EngineCore.streamContinues`).

@@ -10,6 +10,12 @@ import Synchronization
 /// nothing left for it. So the last files of a batch use the connections the finished ones left, and
 /// the connections open at once never exceed the budget.
 ///
+/// A daemon lends the other way round: its budget starts here whole, and each task that starts
+/// takes its own share out (`withdraw`), even where loans have left less than that: the count goes
+/// below zero, and while it is there the downloads that borrowed give their loans back, one at a
+/// time each, as the chunks those are on finish (see `Coordinator.recallLoan`). So a task that starts
+/// while others hold every connection gets its share within a chunk's time, without a restart.
+///
 /// Safe from any thread: one atomic count.
 public final class ConnectionLender: Sendable {
     private let free: Atomic<Int>
@@ -17,8 +23,15 @@ public final class ConnectionLender: Sendable {
     /// A lender holding `spare` connections (usually none: a batch lends as its workers run out).
     public init(spare: Int = 0) { free = Atomic(max(0, spare)) }
 
-    /// Connections no download holds now.
+    /// Connections no download holds now; below zero, how many loans the lender is short.
     public var spare: Int { free.load(ordering: .relaxed) }
+
+    /// Takes `count` connections out whether they are spare or lent (a daemon task's own share):
+    /// what is lent beyond the rest is called back.
+    public func withdraw(_ count: Int) {
+        guard count > 0 else { return }
+        free.subtract(count, ordering: .acquiringAndReleasing)
+    }
 
     /// Adds `count` connections: a worker's share it no longer uses, or a download's loans given back.
     public func lend(_ count: Int) {
