@@ -51,11 +51,10 @@ extension DownloadQueue {
     }
 
     static func limits(_ s: QueueSettings) -> QueueState.Limits {
-        QueueState.Limits(
-            // The overall speed is not split into grants: every download pays into one live
-            // `SharedRateLimit` (``DownloadQueue/overallSpeed``), which the speed schedule changes.
-            maxActive: s.maxActive, connectionBudget: s.connectionBudget, maxOverallSpeed: nil,
-            defaultConnections: s.defaultConnections)
+        // The overall speed is not split into grants: every download pays into one live
+        // `SharedRateLimit` (``DownloadQueue/overallSpeed``), which the speed schedule changes and
+        // `SpeedShares` shares out among the running tasks.
+        QueueState.Limits(maxActive: s.maxActive, connectionBudget: s.connectionBudget, defaultConnections: s.defaultConnections)
     }
 
     static func checkSettings(_ s: QueueSettings) throws(QueueError) {

@@ -37,9 +37,9 @@ extension DownloadQueue {
             let restarts = c.live[id] != nil && Self.needsRestart(from: r.options, to: options)
             r.options = options
             try c.state.setWant(id, Self.want(options))
-            if let speed = c.live[id]?.ownSpeed {
+            if let live = c.live[id] {
                 let cap = Self.want(options).maxSpeed
-                speed.bytesPerSecond = cap
+                live.ownSpeed.bytesPerSecond = [cap, live.speedShare].compactMap { $0 }.min()
                 c.live[id]?.grant.speed = cap
             }
             do { try c.store?.update(r) } catch {

@@ -186,6 +186,8 @@ extension DownloadQueue {
     private func ended(_ id: TaskID, _ outcome: Finish) {
         let launches: [TaskID] = core.withLock { c in
             guard let live = c.live.removeValue(forKey: id) else { return [] }
+            // Its own connections go back; its loans went back as its download ended.
+            connectionLender.lend(live.grant.connections)
             if let p = live.progress, p.totalBytes != nil { c.lastFinished[id] = p.finishedRanges }
             let ending: QueueState.Ending
             if var r = c.records[id] {
@@ -228,8 +230,8 @@ extension DownloadQueue {
         launch(launches)
     }
 
-    /// `ownSpeed`: the live task's own cap, set to the grant's speed and read by the download while
-    /// it runs (without it, the grant's speed is a fixed `maxSpeed`). From `settings`, the daemon's
+    /// `ownSpeed`: the live task's own cap, read by the download while it runs (without it, the
+    /// grant's speed is a fixed `maxSpeed`). From `settings`, the daemon's
     /// `--ca-certificate` and `--certificate` and their proxy twins (``QueueSettings/tls``,
     /// ``QueueSettings/proxyTLS``).
     private func downloadOptions(
@@ -244,8 +246,11 @@ extension DownloadQueue {
         o.directory = r.path == nil ? r.directory : nil
         if let g = grant {
             o.connections = g.connections
+            o.lender = connectionLender
+            o.connectionsWithLoans = g.withLoans
             if let own = ownSpeed {
-                own.bytesPerSecond = g.speed
+                // Set to the grant's speed when the task started, and to its share of the overall
+                // limit every second since (see `applySchedule`).
                 o.ownSpeedLimit = own
             } else {
                 o.maxSpeed = g.speed
@@ -261,7 +266,10 @@ extension DownloadQueue {
         own.maxSpeed = nil
         var applied = o.applying(own)
         // aria2's per-download max-connection-per-server: this download's own connections to its host.
-        if let perServer = r.options.maxConnectionsPerServer { applied.connections = min(applied.connections, perServer) }
+        if let perServer = r.options.maxConnectionsPerServer {
+            applied.connections = min(applied.connections, perServer)
+            applied.connectionsWithLoans = min(applied.connectionsWithLoans, perServer)
+        }
         return applied
     }
 }

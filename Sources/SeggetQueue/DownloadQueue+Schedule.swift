@@ -3,8 +3,9 @@ import Segget
 
 /// The overall download limit and its time-of-day schedule: one `SharedRateLimit` that every running
 /// download pays into, set to the schedule's window for the current minute of the day, else to
-/// ``QueueSettings/maxOverallSpeed``. The queue re-applies it every second while it is open (and at
-/// once when the settings change), reading the minute from its clock (local time; tests inject one).
+/// ``QueueSettings/maxOverallSpeed``, and each task's share of it (`SpeedShares`) as a cap of its
+/// own. The queue re-applies both every second while it is open (and at once when the settings
+/// change), reading the minute from its clock (local time; tests inject one).
 extension DownloadQueue {
     /// The name the schedule is stored under (the `settings` table, schema 2).
     static let scheduleSetting = "speed-schedule"
@@ -20,11 +21,22 @@ extension DownloadQueue {
     /// `max-overall-download-limit`); nil: none.
     public var currentOverallSpeed: Int64? { overallSpeed.bytesPerSecond }
 
-    /// Sets the overall limit for the clock's current minute. Running downloads follow at their
-    /// next received bytes.
+    /// Sets the overall limit for the clock's current minute and shares it out among the running
+    /// tasks (see `SpeedShares`). Running downloads follow at their next received bytes.
     public func applySchedule() {
         let s = settings
-        overallSpeed.bytesPerSecond = Self.overallLimit(s, atMinute: minuteOfDay())
+        let total = Self.overallLimit(s, atMinute: minuteOfDay())
+        overallSpeed.bytesPerSecond = total
+        core.withLock { c in
+            let tasks = c.live.map { id, l in
+                SpeedShares.Task(id: id, ownCap: l.grant.speed, rate: l.progress?.bytesPerSecond ?? 0, lastShare: l.speedShare)
+            }
+            let shares = total.map { SpeedShares.shares(total: $0, tasks: tasks) } ?? [:]
+            for (id, l) in c.live {
+                c.live[id]?.speedShare = shares[id]
+                l.ownSpeed.bytesPerSecond = [l.grant.speed, shares[id]].compactMap { $0 }.min()
+            }
+        }
     }
 
     /// Re-applies the schedule every second until the queue is closed.

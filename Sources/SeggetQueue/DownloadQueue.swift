@@ -24,6 +24,10 @@ public final class DownloadQueue: Sendable {
     /// The overall download limit every task pays into, changed live by the speed schedule (see
     /// `DownloadQueue+Schedule.swift`).
     public let overallSpeed: SharedRateLimit
+    /// The connection budget (``QueueSettings/connectionBudget``) less every running task's own
+    /// connections: what the tasks that ask for more may borrow, and call back when a task that
+    /// starts later takes its own share out of it (see `ConnectionLender`).
+    let connectionLender: ConnectionLender
     /// Minutes since local midnight; injectable for tests.
     let minuteOfDay: @Sendable () -> Int
 
@@ -40,6 +44,8 @@ public final class DownloadQueue: Sendable {
         /// The task's own speed cap, which its download reads while it runs: `changeOption`'s
         /// `max-download-limit` takes effect at once, as in aria2 (it waited for the next start).
         let ownSpeed = SharedRateLimit()
+        /// Its share of the overall limit, the last time it was shared out (see `SpeedShares`).
+        var speedShare: Int64?
     }
 
     struct Core {
@@ -99,6 +105,7 @@ public final class DownloadQueue: Sendable {
         }
         let state = QueueState(limits: Self.limits(resolved), restoring: stored)
         hostBudget = HostBudget(maxPerHost: resolved.maxConnectionsPerServer, forgetLearntAfter: HostBudget.daemonForgetAfter)
+        connectionLender = ConnectionLender(spare: resolved.connectionBudget)
         core = Mutex(
             Core(
                 state: state, store: store, settings: resolved, policy: policy,
@@ -287,8 +294,10 @@ public final class DownloadQueue: Sendable {
 
     public var settings: QueueSettings { core.withLock { $0.settings } }
 
-    /// Changes settings. Lowering `maxActive` or the budgets stops nothing: running tasks finish
-    /// under the grant they started with, and new starts wait until they fit.
+    /// Changes settings. Lowering `maxActive` or the budget stops nothing: running tasks keep the
+    /// connections of their own they started with (a lower budget calls loans back), and no new
+    /// task starts while as many run as `maxActive` allows; raising `maxActive` starts waiting
+    /// tasks at once.
     public func changeSettings(_ s: QueueSettings) throws(QueueError) {
         try Self.checkSettings(s)
         let policy = try DirectoryPolicy(root: s.downloadRoot, allowAnyDirectory: s.allowAnyDirectory)
@@ -300,6 +309,8 @@ public final class DownloadQueue: Sendable {
                 let text = resolved.speedSchedule?.description ?? ""
                 store(&c) { s throws(SQLiteError) in try s.setSetting(Self.scheduleSetting, text) }
             }
+            let more = resolved.connectionBudget - c.settings.connectionBudget
+            if more > 0 { connectionLender.lend(more) } else { connectionLender.withdraw(-more) }
             c.settings = resolved
             c.policy = policy
             return c.state.setLimits(Self.limits(resolved))
@@ -373,7 +384,10 @@ public final class DownloadQueue: Sendable {
         for action in actions {
             switch action {
             case .start(let id, let grant):
-                c.live[id] = Live(grant: grant)
+                let live = Live(grant: grant)
+                live.ownSpeed.bytesPerSecond = grant.speed
+                c.live[id] = live
+                connectionLender.withdraw(grant.connections)
                 launches.append(id)
             case .stop(let id):
                 if let task = c.live[id]?.task {

@@ -1,25 +1,27 @@
-/// The queue's scheduling decisions as a value: tasks, their order and status, and what the
-/// connection and speed budgets granted. Every event is a `mutating func` that returns the actions
-/// the I/O shell (``DownloadQueue``) must carry out. No I/O, no clock: tested exhaustively alone.
+/// The queue's scheduling decisions as a value: tasks, their order and status, and the connections
+/// each run was granted of its own. Every event is a `mutating func` that returns the actions the
+/// I/O shell (``DownloadQueue``) must carry out. No I/O, no clock: tested exhaustively alone.
 ///
 /// A task is *running* while its download is alive: from `.start` until the shell reports
 /// ``downloadEnded(_:_:)``. A paused or removed task may still be running for a moment (stopping);
-/// its grant counts against the budgets until it has ended, so the budgets are never exceeded.
+/// it holds its slot and its own connections until it has ended.
 struct QueueState: Sendable, Equatable {
-    /// The limits the scheduler enforces.
+    /// The limits the scheduler enforces. The overall speed limit is not one of them: every
+    /// download pays into one live limit, shared out by `SpeedShares` while they run.
     struct Limits: Sendable, Equatable {
         var maxActive: Int
         var connectionBudget: Int
-        var maxOverallSpeed: Int64?
         var defaultConnections: Int
 
-        init(maxActive: Int = 5, connectionBudget: Int = 16, maxOverallSpeed: Int64? = nil, defaultConnections: Int = 8)
-        {
+        init(maxActive: Int = 5, connectionBudget: Int = 16, defaultConnections: Int = 8) {
             self.maxActive = maxActive
             self.connectionBudget = connectionBudget
-            self.maxOverallSpeed = maxOverallSpeed
             self.defaultConnections = defaultConnections
         }
+
+        /// The connections of its own each task starts with: the budget shared over the slots,
+        /// at least one. The rest of what it asks for it borrows while no one else holds it.
+        var ownShare: Int { max(1, connectionBudget / max(1, maxActive)) }
     }
 
     /// What a task asks for; nil means the queue's default (connections) or no cap (speed).
@@ -28,12 +30,22 @@ struct QueueState: Sendable, Equatable {
         var maxSpeed: Int64?
     }
 
-    /// What the budgets gave one run of a task. Fixed for the run: a download cannot change its
-    /// connection count or rate while it runs.
+    /// What the budgets gave one run of a task. Fixed for the run; the connections it borrows and
+    /// its share of the overall speed change while it runs.
     struct Grant: Sendable, Equatable {
+        /// Connections of its own (see ``Limits/ownShare``).
         var connections: Int
-        /// Bytes per second; nil when uncapped.
+        /// What it asks for: it may borrow up to this many in all while the budget has spare ones
+        /// (see `ConnectionLender`); at least `connections`.
+        var withLoans: Int
+        /// The task's own cap, bytes per second; nil when uncapped.
         var speed: Int64?
+
+        init(connections: Int, withLoans: Int? = nil, speed: Int64? = nil) {
+            self.connections = connections
+            self.withLoans = max(connections, withLoans ?? connections)
+            self.speed = speed
+        }
     }
 
     struct Entry: Sendable, Equatable {
@@ -131,8 +143,8 @@ struct QueueState: Sendable, Equatable {
     /// Tasks whose download is alive (active ones and ones still stopping).
     var running: [TaskID] { tasks.filter { $0.value.running != nil }.map(\.key).sorted() }
 
+    /// The running tasks' own connections (those they borrow are the lender's count).
     var grantedConnections: Int { tasks.values.reduce(0) { $0 + ($1.running?.connections ?? 0) } }
-    var grantedSpeed: Int64 { tasks.values.reduce(0) { $0 + ($1.running?.speed ?? 0) } }
 
     // MARK: Events
 
@@ -353,7 +365,8 @@ struct QueueState: Sendable, Equatable {
         tasks[id]?.want = want
     }
 
-    /// New limits. Nothing running is stopped: new starts wait until they fit.
+    /// New limits. Nothing running is stopped: a lower `maxActive` lets no new task start until
+    /// fewer run; a higher one starts waiting tasks at once.
     mutating func setLimits(_ l: Limits) -> [Action] {
         limits = l
         return schedule()
@@ -389,17 +402,15 @@ struct QueueState: Sendable, Equatable {
         for (i, id) in queue.enumerated() { tasks[id]?.order = i - queue.count }
     }
 
-    /// Starts waiting tasks in queue order while a slot and connections are free.
+    /// Starts waiting tasks in queue order while a slot is free.
     private mutating func schedule() -> [Action] {
         guard scheduling else { return [] }
         var actions: [Action] = []
         // A task paused and resumed while its download is still stopping waits for that end.
-        while let next = queue.first(where: { tasks[$0]?.status == .waiting && tasks[$0]?.running == nil }) {
-            let runningCount = running.count
-            let slots = min(limits.maxActive, limits.connectionBudget)
-            guard runningCount < slots, let grant = grant(for: next, runningCount: runningCount, slots: slots) else {
-                break
-            }
+        while running.count < limits.maxActive,
+            let next = queue.first(where: { tasks[$0]?.status == .waiting && tasks[$0]?.running == nil }),
+            let grant = grant(for: next)
+        {
             queue.removeAll { $0 == next }
             activeOrder.append(next)
             tasks[next]?.status = .active
@@ -411,54 +422,19 @@ struct QueueState: Sendable, Equatable {
         return actions
     }
 
-    /// The grant for a task about to start, or nil when the budgets have nothing left.
+    /// The grant for a task about to start: of its own, the least of what it asks for, the budget's
+    /// share for each slot (``Limits/ownShare``) and what the running tasks' own leave, but at least
+    /// one; the rest of what it asks for it may borrow.
     ///
-    /// Each budget is shared the same way: the task gets the least of what it asks for, an equal
-    /// share among the tasks that could run now, and what is left after keeping a minimum share for
-    /// every slot that would still be free. So the budget is never exceeded, and a task that arrives
-    /// later still gets its minimum without anyone being restarted.
-    private func grant(for id: TaskID, runningCount: Int, slots: Int) -> Grant? {
+    /// A slot always comes with a connection: `max-concurrent-downloads` above the budget runs that
+    /// many tasks on one connection each (it ran no more than the budget's count, and a limit raised
+    /// while every connection was granted started nothing until a task ended). Shares granted under
+    /// an earlier, smaller `maxActive` are kept until those tasks end.
+    private func grant(for id: TaskID) -> Grant? {
         guard let e = tasks[id] else { return nil }
-        let runnable = queue.filter { tasks[$0]?.status == .waiting && tasks[$0]?.running == nil }.count
-        let contenders = max(1, min(slots, runningCount + runnable))
-        let freeSlotsAfter = max(0, slots - runningCount - 1)
-
-        let wantConnections = max(1, e.want.connections ?? limits.defaultConnections)
-        let connections = Self.share(
-            wanted: Int64(wantConnections), total: Int64(limits.connectionBudget), granted: Int64(grantedConnections),
-            contenders: contenders, freeSlotsAfter: freeSlotsAfter, floor: 1)
-        guard let connections, connections >= 1 else { return nil }
-
-        var speed = e.want.maxSpeed
-        if let total = limits.maxOverallSpeed {
-            // Nothing is left only after the limits changed under running tasks; the task then waits
-            // for them to finish rather than push the total over the limit.
-            guard
-                let shared = Self.share(
-                    wanted: e.want.maxSpeed ?? total, total: total, granted: grantedSpeed, contenders: contenders,
-                    freeSlotsAfter: freeSlotsAfter, floor: speedFloor(slots: slots))
-            else { return nil }
-            speed = min(e.want.maxSpeed ?? .max, shared)
-        }
-        return Grant(connections: Int(connections), speed: speed)
-    }
-
-    /// The least speed share a task starts with under a global limit: total / (2 · slots).
-    func speedFloor(slots: Int) -> Int64 {
-        max(1, (limits.maxOverallSpeed ?? 0) / Int64(2 * max(1, slots)))
-    }
-
-    /// min(wanted, total / contenders (rounded), what is left after a `floor` for each later slot), at least
-    /// `floor` when that much is left; nil when less than `floor` is left.
-    static func share(wanted: Int64, total: Int64, granted: Int64, contenders: Int, freeSlotsAfter: Int, floor: Int64)
-        -> Int64?
-    {
-        let left = total - granted
-        guard left >= floor else { return nil }
-        let reserve = Int64(freeSlotsAfter) * floor
-        // Rounded to the nearest: 5 connections over 3 tasks give 2, 2, 1 rather than 1, 1, 1.
-        let n = Int64(max(1, contenders))
-        let equal = max(floor, (total + n / 2) / n)
-        return max(floor, min(wanted, equal, left - reserve))
+        let want = max(1, e.want.connections ?? limits.defaultConnections)
+        let left = limits.connectionBudget - grantedConnections
+        let own = max(1, min(want, limits.ownShare, left))
+        return Grant(connections: own, withLoans: want, speed: e.want.maxSpeed)
     }
 }

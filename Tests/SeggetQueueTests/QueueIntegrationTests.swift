@@ -134,7 +134,9 @@ final class EventLog: Sendable {
         }
         #expect(done)
         #expect(most <= 5 && mostGranted <= 5, "connections in use \(most), granted \(mostGranted), budget 5")
-        #expect(mostGranted == 5, "the budget was used")
+        // One of its own each (5 over 3 slots); the other two borrowed by whichever had work for them.
+        #expect(mostGranted == 3, "own connections granted \(mostGranted)")
+        #expect(most == 5, "the budget was used: \(most) connections at most")
         for i in 0..<3 {
             #expect(QueueTestFiles.read(queue.snapshot(ids[i])!.path!) == files["f\(i).bin"])
         }

@@ -67,60 +67,61 @@ private func stops(_ actions: [QueueState.Action]) -> [TaskID] {
         #expect(starts(s.downloadEnded(id(1), .interrupted)).isEmpty)
     }
 
-    @Test func connectionBudgetIsSplitAndNeverExceeded() {
-        // Like Batch: 3 tasks known up front with budget 16 get min(8, 16/3) = 5 each.
+    @Test func eachTaskStartsWithTheBudgetsShareOfASlotAndMayBorrowTheRest() {
+        // Budget 16 over 5 slots: 3 connections of its own each, up to 8 in all with loans.
         var s = QueueState(limits: .init(maxActive: 5, connectionBudget: 16, defaultConnections: 8))
         for n in 1...3 { _ = s.add(id(n), want: .init(), paused: false, position: nil) }
         let g = starts(s.startScheduling())
-        // The third keeps one connection back for each of the two slots nobody uses yet.
-        #expect(g.values.map(\.connections).sorted() == [4, 5, 5])
-        #expect(s.grantedConnections <= 16)
+        #expect(g.values.map(\.connections) == [3, 3, 3])
+        #expect(g.values.allSatisfy { $0.withLoans == 8 })
 
-        // Arriving one by one: the first takes what it asks for, later ones what is left, while a
-        // connection stays reserved for every slot still free.
+        // Arriving one by one (a front-end adds URLs one call at a time), every task gets the same:
+        // the first no longer took 8 and left the last three one connection each for their whole run.
         var t = scheduling(.init(maxActive: 5, connectionBudget: 16, defaultConnections: 8))
         var granted: [Int] = []
         for n in 1...6 {
             granted += starts(t.add(id(n), want: .init(), paused: false, position: nil)).values.map(\.connections)
         }
-        #expect(granted == [8, 5, 1, 1, 1])
-        #expect(t.grantedConnections == 16)
+        #expect(granted == [3, 3, 3, 3, 3])
+        #expect(t.grantedConnections == 15)
         #expect(t.entry(id(6))?.status == .waiting)
     }
 
     @Test func aTaskAskingForFewerConnectionsGetsWhatItAsks() {
         var s = scheduling(.init(maxActive: 3, connectionBudget: 16, defaultConnections: 8))
-        #expect(
-            starts(s.add(id(1), want: .init(connections: 2), paused: false, position: nil))[id(1)]?.connections == 2)
+        let g = starts(s.add(id(1), want: .init(connections: 2), paused: false, position: nil))[id(1)]
+        #expect(g?.connections == 2 && g?.withLoans == 2)
     }
 
-    @Test func aBudgetSmallerThanMaxActiveLimitsTheSlots() {
+    @Test func aBudgetSmallerThanMaxActiveRunsEverySlotOnOneConnection() {
         var s = scheduling(.init(maxActive: 5, connectionBudget: 2, defaultConnections: 8))
-        for n in 1...3 { _ = s.add(id(n), want: .init(), paused: false, position: nil) }
-        #expect(s.activeOrder == [id(1), id(2)])
-        #expect(s.grantedConnections == 2)
+        for n in 1...6 { _ = s.add(id(n), want: .init(), paused: false, position: nil) }
+        #expect(s.activeOrder == (1...5).map(id))
+        #expect(s.tasks.values.compactMap(\.running).allSatisfy { $0.connections == 1 && $0.withLoans == 8 })
     }
 
-    @Test func globalSpeedIsSharedAndPerTaskCapApplies() {
-        var s = QueueState(
-            limits: .init(maxActive: 2, connectionBudget: 16, maxOverallSpeed: 1000, defaultConnections: 4))
-        _ = s.add(id(1), want: .init(), paused: false, position: nil)
-        _ = s.add(id(2), want: .init(maxSpeed: 100), paused: false, position: nil)
-        let g = starts(s.startScheduling())
-        #expect(g[id(1)]?.speed == 500)
-        #expect(g[id(2)]?.speed == 100)
-        // Without a global limit the per-task cap passes through; with neither, uncapped.
+    /// Exploratory run 7: with `max-concurrent-downloads` raised from 5 to 10 while 10 slow tasks
+    /// were queued, still 5 ran (the 5 running held every connection of the budget, and a start
+    /// waited for connections as well as a slot); aria2 ran 10.
+    @Test func raisingMaxActiveStartsWaitingTasksAtOnce() {
+        var s = scheduling(.init(maxActive: 5, connectionBudget: 16, defaultConnections: 8))
+        for n in 1...10 { _ = s.add(id(n), want: .init(), paused: false, position: nil) }
+        #expect(s.running.count == 5)
+        let raised = starts(s.setLimits(.init(maxActive: 10, connectionBudget: 16, defaultConnections: 8)))
+        #expect(raised.keys.sorted() == (6...10).map(id))
+        // What the first five left: one of their own each.
+        #expect(raised.values.allSatisfy { $0.connections == 1 })
+        #expect(s.running.count == 10)
+        // 30 slots over a budget of 16: every one runs, on a connection of its own at least.
+        var t = scheduling(.init(maxActive: 30, connectionBudget: 16, defaultConnections: 8))
+        for n in 1...30 { _ = t.add(id(n), want: .init(), paused: false, position: nil) }
+        #expect(t.running.count == 30)
+    }
+
+    @Test func aTasksOwnSpeedCapIsItsGrant() {
         var t = scheduling(.init(maxActive: 2))
         #expect(starts(t.add(id(1), want: .init(maxSpeed: 300), paused: false, position: nil))[id(1)]?.speed == 300)
         #expect(starts(t.add(id(2), want: .init(), paused: false, position: nil))[id(2)]?.speed == nil)
-    }
-
-    @Test func globalSpeedLeavesAFloorForLaterArrivals() {
-        // Alone, a task may not take everything: a floor of total/(2·slots) stays for each free slot.
-        var s = scheduling(.init(maxActive: 2, connectionBudget: 16, maxOverallSpeed: 1000, defaultConnections: 4))
-        #expect(starts(s.add(id(1), want: .init(), paused: false, position: nil))[id(1)]?.speed == 750)
-        #expect(starts(s.add(id(2), want: .init(), paused: false, position: nil))[id(2)]?.speed == 250)
-        #expect(s.grantedSpeed == 1000)
     }
 
     @Test func pauseOfActiveStopsItAndPutsItFirstResumeRestartsIt() throws {
@@ -336,15 +337,6 @@ private func stops(_ actions: [QueueState.Action]) -> [TaskID] {
         #expect(r.entry(id(4))?.want.connections == 4)
         #expect(r.entry(id(5))?.status == .paused)
     }
-
-    @Test func shareFormula() {
-        #expect(QueueState.share(wanted: 8, total: 16, granted: 0, contenders: 1, freeSlotsAfter: 4, floor: 1) == 8)
-        #expect(QueueState.share(wanted: 8, total: 16, granted: 16, contenders: 1, freeSlotsAfter: 0, floor: 1) == nil)
-        #expect(QueueState.share(wanted: 8, total: 16, granted: 15, contenders: 1, freeSlotsAfter: 3, floor: 1) == 1)
-        #expect(QueueState.share(wanted: 100, total: 10, granted: 0, contenders: 3, freeSlotsAfter: 0, floor: 1) == 3)
-        #expect(QueueState.share(wanted: 4, total: 5, granted: 0, contenders: 3, freeSlotsAfter: 2, floor: 1) == 2)
-        #expect(QueueState.share(wanted: 4, total: 5, granted: 4, contenders: 3, freeSlotsAfter: 0, floor: 1) == 1)
-    }
 }
 
 /// Random walks over every event, checking the invariants after each step.
@@ -358,17 +350,21 @@ private func stops(_ actions: [QueueState.Action]) -> [TaskID] {
         mutating func below(_ n: Int) -> Int { Int(next() % UInt64(max(1, n))) }
     }
 
-    static func checkInvariants(_ s: QueueState, limitsLowered: Bool) -> [String] {
+    /// `limitsChanged`: the limits changed while some task now running was running (its grant was
+    /// made under the old ones); `maxActiveLowered`: `maxActive` went down since then.
+    static func checkInvariants(_ s: QueueState, limitsChanged: Bool, maxActiveLowered: Bool) -> [String] {
         var problems: [String] = []
-        let slots = min(s.limits.maxActive, s.limits.connectionBudget)
-        if !limitsLowered {
-            if s.grantedConnections > s.limits.connectionBudget {
-                problems.append("connections \(s.grantedConnections) > budget")
-            }
-            if s.running.count > slots { problems.append("running \(s.running.count) > slots \(slots)") }
+        let budget = s.limits.connectionBudget
+        if !limitsChanged, s.grantedConnections > max(budget, s.running.count) {
+            problems.append("own connections \(s.grantedConnections) > max(budget \(budget), running \(s.running.count))")
         }
-        // The global speed never changes in the walk, so it holds even across changes of the slots.
-        if let g = s.limits.maxOverallSpeed, s.grantedSpeed > g { problems.append("speed \(s.grantedSpeed) > \(g)") }
+        if !maxActiveLowered, s.running.count > s.limits.maxActive {
+            problems.append("running \(s.running.count) > maxActive \(s.limits.maxActive)")
+        }
+        for id in s.running {
+            guard let g = s.entry(id)?.running else { continue }
+            if g.connections < 1 || g.withLoans < g.connections { problems.append("\(id) granted \(g)") }
+        }
         var seen = Set<TaskID>()
         for id in s.queue {
             if !(s.entry(id)?.status.isQueued ?? false) {
@@ -393,13 +389,11 @@ private func stops(_ actions: [QueueState.Action]) -> [TaskID] {
         for (a, b) in zip(s.history, s.history.dropFirst()) where s.entry(a)!.order >= s.entry(b)!.order {
             problems.append("history order keys not increasing")
         }
-        // Liveness: a waiting task never sits idle while a slot and a connection are free.
-        let speedLeft = s.limits.maxOverallSpeed.map { $0 - s.grantedSpeed >= s.speedFloor(slots: slots) } ?? true
-        if s.scheduling && !limitsLowered,
-            s.queue.contains(where: { s.entry($0)?.status == .waiting && s.entry($0)?.running == nil }),
-            s.running.count < slots, s.grantedConnections < s.limits.connectionBudget, speedLeft
+        // Liveness: a waiting task never sits idle while a slot is free, whatever the limits did.
+        if s.scheduling, s.queue.contains(where: { s.entry($0)?.status == .waiting && s.entry($0)?.running == nil }),
+            s.running.count < s.limits.maxActive
         {
-            problems.append("a task waits although a slot and connections are free")
+            problems.append("a task waits although a slot is free")
         }
         return problems
     }
@@ -408,11 +402,10 @@ private func stops(_ actions: [QueueState.Action]) -> [TaskID] {
     func randomWalk(seed: Int) {
         var rng = Rng(state: UInt64(seed) &* 0x9E37_79B9_7F4A_7C15 &+ 1)
         var limits = QueueState.Limits(
-            maxActive: 1 + rng.below(4), connectionBudget: 1 + rng.below(20),
-            maxOverallSpeed: rng.below(2) == 0 ? nil : Int64(1000 + rng.below(100_000)),
-            defaultConnections: 1 + rng.below(8))
+            maxActive: 1 + rng.below(4), connectionBudget: 1 + rng.below(20), defaultConnections: 1 + rng.below(8))
         var s = QueueState(limits: limits)
         var nextID: UInt64 = 1
+        var changed = false
         var lowered = false
         for step in 0..<400 {
             let ids = Array(s.tasks.keys)
@@ -449,9 +442,10 @@ private func stops(_ actions: [QueueState.Action]) -> [TaskID] {
                 if rng.below(4) == 0 {
                     let new = QueueState.Limits(
                         maxActive: 1 + rng.below(4), connectionBudget: 1 + rng.below(20),
-                        maxOverallSpeed: limits.maxOverallSpeed, defaultConnections: limits.defaultConnections)
-                    // Any change of the slots moves the reserves granted under the old ones.
-                    if new != limits { lowered = true }
+                        defaultConnections: limits.defaultConnections)
+                    // Any change of the limits moves the shares granted under the old ones.
+                    if new != limits && !s.running.isEmpty { changed = true }
+                    if new.maxActive < limits.maxActive && !s.running.isEmpty { lowered = true }
                     limits = new
                     actions += s.setLimits(new)
                 }
@@ -459,10 +453,9 @@ private func stops(_ actions: [QueueState.Action]) -> [TaskID] {
             default:
                 if rng.below(10) == 0 { actions += s.pauseAll() } else if rng.below(5) == 0 { actions += s.resumeAll() }
             }
-            // Once nothing granted under the old limits is running, the invariants hold again; until
-            // then the budgets must still not be exceeded (nothing starts that does not fit).
-            if lowered && s.running.isEmpty { lowered = false }
-            var problems = Self.checkInvariants(s, limitsLowered: lowered)
+            // Once nothing granted under the old limits is running, the invariants hold again.
+            if s.running.isEmpty { (changed, lowered) = (false, false) }
+            var problems = Self.checkInvariants(s, limitsChanged: changed, maxActiveLowered: lowered)
             for case .start(let started, _) in actions where runningBefore.contains(started) {
                 problems.append("\(started) started while its download was still running")
             }
