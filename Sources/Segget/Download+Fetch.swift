@@ -352,7 +352,7 @@ extension Download {
             guard got == e.bytes else {
                 let from = origin?.of(e)
                 let source = from.map { " (\($0.phrase))" } ?? ""
-                let advice = from?.field.map { " Where the server's \($0) field is what is wrong, --no-verify downloads without checking it." } ?? ""
+                let advice = from?.field.map { " Where the server's \($0) field is what is wrong, \(NextStep.skipServerDigest.cli)" } ?? ""
                 let after = (afterMismatch.isEmpty ? "" : " " + afterMismatch) + advice
                 throw SeggetError(.verification, "\(e.algorithm.displayName) mismatch for \(name): expected \(e.hex)\(source), got \(hexString(got)).\(after)")
             }

@@ -291,12 +291,12 @@ extension Download {
             throw SeggetError.standInCannot(standIn, "serves \(total) bytes where the file \(paths.final) an earlier run downloaded from the main URL has \(size)", continuing: "it", orElse: .replaceWithMirrors)
         }
         if let total = probe.totalLength, total != size {
-            throw SeggetError(.fileSystem, "\(paths.final) was downloaded from this URL by an earlier run, but the server now sends \(total) bytes where that file has \(size): it has changed there. Pass --force to download it again, or choose another name.")
+            throw SeggetError(.fileSystem, "\(paths.final) was downloaded from this URL by an earlier run, but the server now sends \(total) bytes where that file has \(size): it has changed there. \(NextStep.downloadChangedFileAgain.cli)")
         }
         // The same length, but validators other than those the file was downloaded with: a newer
         // version of the same size (a mirror standing in words its validators its own way).
         if standIn == nil, !mark.sameServerVersion(FinishedMark.version(of: probe, url: self.url)) {
-            throw SeggetError(.fileSystem, "\(paths.final) was downloaded from this URL by an earlier run, but the server's ETag or Last-Modified now differs from that file's: it has changed there, at the same length. Pass --force to download it again, or choose another name.")
+            throw SeggetError(.fileSystem, "\(paths.final) was downloaded from this URL by an earlier run, but the server's ETag or Last-Modified now differs from that file's: it has changed there, at the same length. \(NextStep.downloadChangedFileAgain.cli)")
         }
         // A file the mark vouches for but that was not checked against this run's checksum is
         // checked now (read from disk), rather than refused as a file in the way.
@@ -332,7 +332,10 @@ extension Download {
         let there = FileSystem.status(path, followingLinks: false)
         guard there?.kind == .directory || (there?.kind == .symbolicLink && FileSystem.isDirectory(path)) else { return }
         if options.outputPath != nil {
-            throw SeggetError(.fileSystem, "\(path) is a directory; use -d \(path) to save into it, or give a file name with -o.")
+            let advice = options.ofDaemon
+                ? "give the task another name (the out option), or save into that directory with the dir option."
+                : "use -d \(path) to save into it, or give a file name with -o."
+            throw SeggetError(.fileSystem, "\(path) is a directory; \(advice)")
         }
         let advice = options.ofDaemon
             ? "give the task another name (the out option)."

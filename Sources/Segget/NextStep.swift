@@ -48,6 +48,16 @@ public enum NextStep: CaseIterable, Sendable {
     case otherProxy
     /// A partial download under the name came from another URL that nothing shows is the same file.
     case otherURLsPartial
+    /// A server that wants credentials none were given for.
+    case giveCredentials
+    /// A server that refused the credentials given.
+    case checkCredentials
+    /// A connection that was not made within the connect timeout.
+    case allowLongerToConnect
+    /// A digest from the server's own field that the file did not match.
+    case skipServerDigest
+    /// A file an earlier run downloaded from this URL, changed on the server since.
+    case downloadChangedFileAgain
 
     public var cli: String {
         switch self {
@@ -74,6 +84,11 @@ public enum NextStep: CaseIterable, Sendable {
         case .fetchAfresh: "the next run fetches it afresh"
         case .otherProxy: "give another with --proxy (or unset the *_proxy variables)"
         case .otherURLsPartial: "run segget with that URL to continue it, give --checksum with the file's digest to continue it from this URL, pass --no-continue to start over from this URL, or choose another name with -o"
+        case .giveCredentials: "authentication is required; pass -u USER:PASSWORD or --netrc"
+        case .checkCredentials: "check them (-u USER:PASSWORD, or the URL's USER:PASSWORD@)"
+        case .allowLongerToConnect: " (--connect-timeout); check that the server is up and reachable, or allow longer with --connect-timeout."
+        case .skipServerDigest: "--no-verify downloads without checking it."
+        case .downloadChangedFileAgain: "Pass --force to download it again, or choose another name."
         }
     }
 
@@ -102,6 +117,11 @@ public enum NextStep: CaseIterable, Sendable {
         case .fetchAfresh: "adding the URL again fetches it afresh"
         case .otherProxy: "add the URL again with another all-proxy (or without one, if the daemon's *_proxy variables named it)"
         case .otherURLsPartial: "add that URL to continue it, add this one with the checksum option (the file's digest) to continue it from this URL, or give the task another out= (remove the partial download's .segget-part and .segget-journal to start over)"
+        case .giveCredentials: "authentication is required; add the URL again with the user name and password in it (USER:PASSWORD@) or an Authorization line in the header option (the daemon reads no .netrc)"
+        case .checkCredentials: "check them (the URL's USER:PASSWORD@, or the Authorization line of the header option)"
+        case .allowLongerToConnect: "; check that the server is up and reachable, or add the URL again with a longer connect-timeout."
+        case .skipServerDigest: "a task given the file's right digest in the checksum option is checked against that instead."
+        case .downloadChangedFileAgain: "Remove that file and add the URL again to download it anew, or give the task another out=."
         }
     }
 

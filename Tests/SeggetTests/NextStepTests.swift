@@ -46,6 +46,14 @@ import Testing
         let unreachable = NextStep.forDaemon(proxy.message)
         #expect(unreachable.hasSuffix("check that the proxy is up and reachable, or add the URL again with another all-proxy (or without one, if the daemon's *_proxy variables named it)."), "\(unreachable)")
         #expect(!unreachable.contains("--"), "\(unreachable)")
+        // Exploratory run 7: four messages composed outside the steps named command-line options.
+        let timedOut = NextStep.forDaemon(
+            Prober.networkError(.operationTimedOut, url: "https://h.example/f", connected: false, connectTimeout: 15).message)
+        #expect(timedOut == "could not connect to https://h.example/f within 15 s; check that the server is up and reachable, or add the URL again with a longer connect-timeout.", "\(timedOut)")
+        let unauthorized = NextStep.forDaemon(Prober.statusError(401, url: "http://h.example/f").message)
+        #expect(unauthorized.contains("the daemon reads no .netrc") && !unauthorized.contains("--") && !unauthorized.contains("-u "), "\(unauthorized)")
+        let refused = NextStep.forDaemon(Prober.statusError(401, url: "http://h.example/f", sentCredentials: true).message)
+        #expect(refused.contains("the Authorization line of the header option") && !refused.contains("-u "), "\(refused)")
         let plain = "the server answered 404 Not Found for http://h.example/f."
         #expect(NextStep.forDaemon(plain) == plain)
     }

@@ -381,8 +381,8 @@ struct Prober {
         }
         let hint: String
         switch status {
-        case 401 where sentCredentials: hint = "the user name and password given were refused; check them (-u USER:PASSWORD, or the URL's USER:PASSWORD@)"
-        case 401: hint = "authentication is required; pass -u USER:PASSWORD or --netrc"
+        case 401 where sentCredentials: hint = "the user name and password given were refused; \(NextStep.checkCredentials.cli)"
+        case 401: hint = NextStep.giveCredentials.cli
         case 403: hint = "access is forbidden; check the URL and any credentials or cookies"
         case 404, 410: hint = "check the URL"
         case 407: hint = "a proxy on the way wants credentials; \(Self.proxyCredentials)"
@@ -469,7 +469,7 @@ struct Prober {
             return SeggetError(.network, "could not connect to \(u); check that the server is up and reachable.")
         case .operationTimedOut where !connected && head.byteCount == 0:
             let within = connectTimeout.map { " within \(Format.seconds($0))" } ?? ""
-            return SeggetError(.network, "could not connect to \(u)\(within) (--connect-timeout); check that the server is up and reachable, or allow longer with --connect-timeout.")
+            return SeggetError(.network, "could not connect to \(u)\(within)\(NextStep.allowLongerToConnect.cli)")
         case .operationTimedOut:
             return SeggetError(.network, "\(u) timed out; the network or server is too slow or unreachable.")
         default:
