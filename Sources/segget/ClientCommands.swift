@@ -62,6 +62,23 @@ struct DaemonAddress: ParsableArguments {
             throw SeggetError(.network, error.description)
         }
     }
+
+    /// Runs `body` for each of `items` (GIDs, URLs), all of them even after one fails: a command
+    /// given several stopped at the first refusal, silent about those done before and those never
+    /// tried. With one item its error is thrown as it is; with several, one error says how many were
+    /// `done` and each refusal (exit code: the first failure's).
+    static func forEach(_ items: [String], done: String, _ body: (String) throws -> Void) throws {
+        var failures: [SeggetError] = []
+        for item in items {
+            do { try body(item) } catch let e as SeggetError { failures.append(e) } catch {
+                failures.append(SeggetError(.usage, "\(error)"))
+            }
+        }
+        guard let first = failures.first else { return }
+        guard items.count > 1 else { throw first }
+        let reasons = failures.map(\.message).joined(separator: " ")
+        throw SeggetError(first.kind, "\(done) \(items.count - failures.count) of \(items.count); \(failures.count) failed. \(reasons)")
+    }
 }
 
 /// `segget add URL…`: queue downloads in the running daemon.
@@ -137,8 +154,14 @@ struct Add: ParsableCommand {
     }
 
     func run() throws {
+        // Checked before any is added, as the daemon checks them: a list with one bad URL added
+        // those before it and then failed.
+        for url in urls where !["http://", "https://"].contains(where: { url.lowercased().hasPrefix($0) }) {
+            throw SeggetError(
+                .usage, "'\(DisplayText.escaping(url, keepingLineBreaks: false))' is not an http:// or https:// URL; nothing was added.")
+        }
         let options = try aria2Options()
-        for url in urls {
+        try DaemonAddress.forEach(urls, done: "Added") { url in
             let gid = try daemon.call("aria2.addUri", [.array([.string(url)]), options])
             StdoutLines.write(gid.stringValue ?? gid.serialized)
         }
@@ -172,7 +195,7 @@ struct Pause: ParsableCommand {
     @OptionGroup var daemon: DaemonAddress
     func run() throws {
         if gids == ["all"] { _ = try daemon.call("aria2.forcePauseAll"); return }
-        for gid in gids { _ = try daemon.call("aria2.forcePause", [.string(gid)]) }
+        try DaemonAddress.forEach(gids, done: "Paused") { gid in _ = try daemon.call("aria2.forcePause", [.string(gid)]) }
     }
 }
 
@@ -183,7 +206,7 @@ struct Resume: ParsableCommand {
     @OptionGroup var daemon: DaemonAddress
     func run() throws {
         if gids == ["all"] { _ = try daemon.call("aria2.unpauseAll"); return }
-        for gid in gids { _ = try daemon.call("aria2.unpause", [.string(gid)]) }
+        try DaemonAddress.forEach(gids, done: "Resumed") { gid in _ = try daemon.call("aria2.unpause", [.string(gid)]) }
     }
 }
 
@@ -194,7 +217,7 @@ struct Remove: ParsableCommand {
     @Argument(help: "The GIDs of the tasks.") var gids: [String]
     @OptionGroup var daemon: DaemonAddress
     func run() throws {
-        for gid in gids {
+        try DaemonAddress.forEach(gids, done: "Removed") { gid in
             let status = try daemon.call("aria2.tellStatus", [.string(gid), .array([.string("status")])])["status"]?
                 .stringValue
             if status == "active" || status == "waiting" || status == "paused" {
@@ -228,9 +251,17 @@ struct List: ParsableCommand {
 
     func fetch() throws -> [JSON] {
         let active = try daemon.call("aria2.tellActive", [Self.keys]).arrayValue ?? []
-        let waiting = try daemon.call("aria2.tellWaiting", [.int(0), .int(1000), Self.keys]).arrayValue ?? []
-        let stopped = try daemon.call("aria2.tellStopped", [.int(0), .int(1000), Self.keys]).arrayValue ?? []
-        return active + waiting + stopped
+        return active + (try pages("aria2.tellWaiting")) + (try pages("aria2.tellStopped"))
+    }
+
+    /// Every task `method` lists, 1,000 a call (it showed the first 1,000 waiting tasks alone).
+    func pages(_ method: String) throws -> [JSON] {
+        var all: [JSON] = []
+        while true {
+            let page = try daemon.call(method, [.int(Int64(all.count)), .int(1000), Self.keys]).arrayValue ?? []
+            all += page
+            if page.count < 1000 { return all }
+        }
     }
 
     func run() throws {

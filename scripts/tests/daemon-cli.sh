@@ -81,8 +81,24 @@ cmp -s "$WORK/dl/sub/a.bin" "$WORK/www/a.bin" || fail "sub/a.bin differs from th
 wait_status "$g3" active
 "$SEGGET_BIN" pause "$g3"
 wait_status "$g3" paused
-"$SEGGET_BIN" resume "$g3"
+# Several GIDs, one unknown: the others are still resumed, and the error says so (it stopped at the
+# unknown one, silent about the first and never trying the third).
+g4="$("$SEGGET_BIN" add "$BASE/slow.bin?rate=512k&n=4" --paused)"
+set +e
+"$SEGGET_BIN" resume "$g3" deadbeefdeadbeef "$g4" 2>"$WORK/resume-some.err"
+rc=$?
+set -e
+[ "$rc" -eq 2 ] && grep -q "Resumed 2 of 3; 1 failed" "$WORK/resume-some.err" || fail "resume with an unknown GID: exit $rc, $(cat "$WORK/resume-some.err")"
 wait_status "$g3" active
+wait_status "$g4" active
+"$SEGGET_BIN" rm "$g4"
+# A list with a URL the daemon refuses adds none of it.
+set +e
+"$SEGGET_BIN" add "$BASE/a.bin?never" ftp://example.invalid/x 2>"$WORK/add-bad.err" >"$WORK/add-bad.out"
+rc=$?
+set -e
+[ "$rc" -eq 2 ] && [ ! -s "$WORK/add-bad.out" ] && grep -q "nothing was added" "$WORK/add-bad.err" || fail "add with an ftp URL: exit $rc, $(cat "$WORK/add-bad.out" "$WORK/add-bad.err")"
+"$SEGGET_BIN" ls --json | grep -q "a.bin?never" && fail "add with an ftp URL added the http one"
 "$SEGGET_BIN" rm "$g3"
 wait_status "$g3" removed
 "$SEGGET_BIN" rm "$g3"
@@ -98,4 +114,4 @@ set -e
 DAEMON_PID=""
 [ "$rc" -eq 0 ] || fail "the daemon exited $rc on SIGTERM"
 grep -q "stopped" "$WORK/daemon.err" || fail "the daemon did not report a clean stop"
-echo "daemon-cli: OK: with the daemon's own token file, no secret given: add (-o, -d, -H, -n, --paused), ls (table, --json), pause, resume, rm, exit 3 without a daemon, exit 2 on a wrong secret, --rpc-listen-all refused with --rpc-insecure-no-secret, clean SIGTERM"
+echo "daemon-cli: OK: with the daemon's own token file, no secret given: add (-o, -d, -H, -n, --paused; a list with a bad URL adds nothing), ls (table, --json), pause, resume (several GIDs, one unknown), rm, exit 3 without a daemon, exit 2 on a wrong secret, --rpc-listen-all refused with --rpc-insecure-no-secret, clean SIGTERM"
