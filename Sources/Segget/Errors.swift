@@ -114,6 +114,10 @@ public struct SeggetError: Error, CustomStringConvertible, Sendable, Equatable {
     /// (its error 23, which the daemon's tasks give).
     public internal(set) var tooManyRedirects = false
 
+    /// The host's name did not resolve: aria2's "name resolution failed" (its error 19, which the
+    /// daemon's tasks give; they gave 6, any network failure).
+    public internal(set) var nameNotResolved = false
+
     /// The failure of a walk of redirects that looped or ran past `limit` (exit 7).
     public static func redirects(_ message: String) -> SeggetError {
         var e = SeggetError(.protocolViolation, message, retryAdvice: .never)

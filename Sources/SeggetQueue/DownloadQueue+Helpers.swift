@@ -129,10 +129,11 @@ extension DownloadQueue {
     /// aria2's error numbers for segget's failures (front-ends show or match them).
     static func aria2ErrorCode(_ e: SeggetError) -> Int {
         switch e.kind {
-        case .network: return 6
+        case .network: return e.nameNotResolved ? 19 : 6
         case .httpStatus:
+            // As aria2 1.36 numbers them: a 410 is its 22, not its "resource not found".
             switch e.httpStatus {
-            case 404, 410: return 3
+            case 404: return 3
             case 401, 403, 407: return 24
             default: return 22
             }

@@ -180,6 +180,19 @@ final class EventLog: Sendable {
         #expect(again.globalStat().numStoppedTotal == 2)
     }
 
+    /// A host whose name does not resolve fails the task with aria2's 19, "name resolution failed"
+    /// (exploratory run 7: segget gave 6, any network failure, which front-ends label less precisely).
+    @Test func aHostThatDoesNotResolveIsAria2sCode19() async throws {
+        let dir = try QueueTempDir()
+        let queue = try DownloadQueue(
+            databasePath: dir.path("q.sqlite"), settings: QueueSettings(downloadRoot: dir.path("root")))
+        queue.start()
+        let id = try queue.add(urls: ["http://no-such-host.invalid/f.bin"], options: TaskOptions())
+        #expect(await eventually(timeout: 30) { queue.snapshot(id)?.status == .error })
+        #expect(queue.snapshot(id)?.errorCode == 19, "\(String(describing: queue.snapshot(id)?.errorMessage))")
+        await queue.shutdown()
+    }
+
     /// A task named by `out` whose file is already there (not one segget finished; a name from the
     /// URL would be numbered instead) fails with aria2's code 13 and advice a daemon's client can
     /// follow: the daemon never overwrites, so not "--force" or "-o".

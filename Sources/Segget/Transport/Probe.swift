@@ -461,7 +461,9 @@ struct Prober {
         case .peerFailedVerification, .caCertBadFile, .clientCertificateProblem:
             return certificateError(code, url: u, tls: tls, verifyResult: verifyResult, peer: peer)
         case .couldNotResolveHost:
-            return SeggetError(.network, "could not resolve the host of \(u); check the URL and your network.", retryAdvice: .once)
+            var e = SeggetError(.network, "could not resolve the host of \(u); check the URL and your network.", retryAdvice: .once)
+            e.nameNotResolved = true
+            return e
         case .weirdServerReply:
             // libcurl refuses a malformed head (an invalid or folded Content-Length, a bad status line).
             return SeggetError(.protocolViolation, "the answer from \(u) is not valid HTTP (\(code)); the server, or a proxy in between, is broken.", retryAdvice: .never)
