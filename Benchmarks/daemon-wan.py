@@ -49,7 +49,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "Benchmarks" / "harness"))
 sys.dont_write_bytecode = True
-from files import random_file  # noqa: E402
+from files import random_file, sha256_file  # noqa: E402
 from wan import LINKS, SERVER_IP, STATUS_PORT, WanLink, WanNginx, connect_in_netns, stats_delta  # noqa: E402
 
 WAN_NAME = "segget-dw"
@@ -542,9 +542,11 @@ def report(records: list[dict]) -> None:
         tools = list(dict.fromkeys(r["tool"] for r in rs))
         print(f"\n### {scenario} ({variant})\n")
         if scenario in ("one", "queue"):
-            extra = "| 8 conns at s " if scenario == "one" else ""
-            print(f"| tool | seconds median (min–max) | requests | connections | body MB | {extra}| ok |")
-            print("|---|---|---|---|---|" + ("---|" if extra else "") + "---|")
+            extra = scenario == "one"
+            heads = ["tool", "seconds median (min–max)", "requests", "connections", "body MB",
+                     *(["8 connections at s"] if extra else []), "ok"]
+            print("| " + " | ".join(heads) + " |")
+            print("|" + "---|" * len(heads))
             for t in tools:
                 good = [r for r in rs if r["tool"] == t and r["ok"]]
                 cells = [t, med_range([r["seconds"] for r in good]),
@@ -609,6 +611,12 @@ def main() -> int:
     started = time.monotonic()
     log(f"{time.strftime('%Y-%m-%d %H:%M:%S')} load {os.getloadavg()}; {args.segget}")
     bench = Bench(args)
+    st = os.stat(args.segget)
+    aria2 = subprocess.run(["aria2c", "--version"], capture_output=True, text=True).stdout.split("\n")[0]
+    bench.record({"header": True, "argv": sys.argv, "segget": args.segget, "seggetSha256": sha256_file(Path(args.segget)),
+                  "seggetSize": st.st_size, "seggetMtime": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(st.st_mtime)),
+                  "aria2c": aria2, "link": LINKS["a"].describe(), "date": time.strftime("%Y-%m-%d %H:%M:%S")})
+    bench.records.pop()
     interrupted = False
     try:
         bench.run()

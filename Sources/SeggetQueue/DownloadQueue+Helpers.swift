@@ -46,6 +46,22 @@ extension DownloadQueue {
         !exists(path + ".segget-part") && !exists(path + ".segget-journal")
     }
 
+    /// Refuses an `out` that another task still to finish (active, waiting or paused) saves to:
+    /// the two would take the file from each other, and which one failed (with errorCode 13 and
+    /// advice to add the other's URL, then running) depended on which opened the file first, not on
+    /// their order (exploratory run 7).
+    static func refuseClaimed(_ path: String?, _ records: [TaskID: TaskRecord], except: TaskID?) throws(QueueError) {
+        guard let path,
+            let other = records.values.first(where: {
+                $0.id != except && $0.path == path && [.active, .waiting, .paused].contains($0.status)
+            })
+        else { return }
+        throw QueueError(
+            .badOption,
+            "Task \(other.id.gid) (\(other.status.rawValue)) already saves to \(path); give this task another out, or remove that task first."
+        )
+    }
+
     static func want(_ o: TaskOptions) -> QueueState.Want {
         QueueState.Want(connections: o.connections, maxSpeed: o.maxSpeed.flatMap { $0 > 0 ? $0 : nil })
     }

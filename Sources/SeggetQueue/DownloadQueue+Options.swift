@@ -33,6 +33,7 @@ extension DownloadQueue {
                 }
                 r.directory = try c.policy.resolve(options.directory)
                 r.path = options.outputName.map { OutputNames.join(r.directory, $0) }
+                try Self.refuseClaimed(r.path, c.records, except: id)
             }
             let restarts = c.live[id] != nil && Self.needsRestart(from: r.options, to: options)
             r.options = options

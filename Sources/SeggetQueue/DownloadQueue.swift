@@ -166,6 +166,8 @@ public final class DownloadQueue: Sendable {
             if let wanted, c.records[wanted] != nil {
                 throw QueueError(.invalidState, "The GID \(wanted.gid) is already a task's; give another, or none and one is drawn. Nothing was added.")
             }
+            let path = options.outputName.map { OutputNames.join(directory, $0) }
+            try Self.refuseClaimed(path, c.records, except: nil)
             var id = wanted ?? TaskID(UInt64.random(in: 1...UInt64.max))
             while c.records[id] != nil { id = TaskID(UInt64.random(in: 1...UInt64.max)) }
             var next = c.state
@@ -173,7 +175,7 @@ public final class DownloadQueue: Sendable {
             let record = TaskRecord(
                 id: id, urls: urls, options: options, status: paused ? .paused : .waiting,
                 order: next.entry(id)?.order ?? 0,
-                directory: directory, path: options.outputName.map { OutputNames.join(directory, $0) },
+                directory: directory, path: path,
                 createdAt: Int64(time(nil)), pieces: pieces)
             do {
                 try c.store?.insert(record)

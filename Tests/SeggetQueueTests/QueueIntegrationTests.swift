@@ -180,6 +180,32 @@ final class EventLog: Sendable {
         #expect(again.globalStat().numStoppedTotal == 2)
     }
 
+    /// Two tasks with one `out`: the second is refused when added, whatever the first is doing
+    /// (before, whichever opened the file first won and the other failed with advice to add the
+    /// first's URL); once the first has finished, the name is free to claim again (the file there
+    /// then fails the new task as any file does).
+    @Test func anOutAnotherTaskSavesToIsRefusedWhenAdded() async throws {
+        let dir = try QueueTempDir()
+        let server = try Self.server(["x.bin": QueueTestFiles.randomBytes(1000, seed: 6)])
+        defer { server.stop() }
+        let queue = try DownloadQueue(
+            databasePath: dir.path("q.sqlite"), settings: QueueSettings(downloadRoot: dir.path("root")))
+        let first = try queue.add(urls: [server.url("x.bin")], options: TaskOptions(outputName: "same.bin"), paused: true)
+        do {
+            _ = try queue.add(urls: [server.url("x.bin", query: "other=1")], options: TaskOptions(outputName: "same.bin"))
+            Issue.record("a second task with the same out was added")
+        } catch {
+            #expect(error.kind == .badOption && error.message.contains(first.gid), "\(error.message)")
+        }
+        #expect(queue.waiting(offset: 0, count: 10).count == 1)
+        // Changing another task's out to it is refused the same way.
+        let second = try queue.add(urls: [server.url("x.bin")], options: TaskOptions(outputName: "other.bin"), paused: true)
+        #expect(throws: QueueError.self) { try queue.changeOptions(second, TaskOptions(outputName: "same.bin")) }
+        try queue.remove(first)
+        _ = try queue.add(urls: [server.url("x.bin")], options: TaskOptions(outputName: "same.bin"), paused: true)
+        await queue.shutdown()
+    }
+
     /// A host whose name does not resolve fails the task with aria2's 19, "name resolution failed"
     /// (exploratory run 7: segget gave 6, any network failure, which front-ends label less precisely).
     @Test func aHostThatDoesNotResolveIsAria2sCode19() async throws {
