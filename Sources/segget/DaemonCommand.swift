@@ -240,8 +240,9 @@ struct Daemon: ParsableCommand {
         let port = self.port
         Task {
             let events = Task {
+                var running = Set<TaskID>()
                 for await event in queue.events {
-                    Self.forward(event, to: hub)
+                    Self.forward(event, to: hub, running: &running)
                     DaemonLog.record(event, of: queue)
                 }
             }
@@ -305,13 +306,24 @@ struct Daemon: ParsableCommand {
         return token
     }
 
-    static func forward(_ event: QueueEvent, to hub: NotificationHub) {
+    /// aria2's notification for `event`. `running`: the tasks started and not yet paused or ended.
+    /// A pause or removal of a task that was not running (waiting, or paused already) is notified
+    /// by no one, as aria2 does: a front-end counting events saw a pause with no start before it.
+    static func forward(_ event: QueueEvent, to hub: NotificationHub, running: inout Set<TaskID>) {
         switch event {
-        case .started(let id): hub.notify(method: "aria2.onDownloadStart", gid: id.gid)
-        case .paused(let id): hub.notify(method: "aria2.onDownloadPause", gid: id.gid)
-        case .stopped(let id): hub.notify(method: "aria2.onDownloadStop", gid: id.gid)
-        case .completed(let id): hub.notify(method: "aria2.onDownloadComplete", gid: id.gid)
-        case .failed(let id): hub.notify(method: "aria2.onDownloadError", gid: id.gid)
+        case .started(let id):
+            running.insert(id)
+            hub.notify(method: "aria2.onDownloadStart", gid: id.gid)
+        case .paused(let id):
+            if running.remove(id) != nil { hub.notify(method: "aria2.onDownloadPause", gid: id.gid) }
+        case .stopped(let id):
+            if running.remove(id) != nil { hub.notify(method: "aria2.onDownloadStop", gid: id.gid) }
+        case .completed(let id):
+            running.remove(id)
+            hub.notify(method: "aria2.onDownloadComplete", gid: id.gid)
+        case .failed(let id):
+            running.remove(id)
+            hub.notify(method: "aria2.onDownloadError", gid: id.gid)
         case .linkExpired(let id, let r):
             // segget's own event (docs/daemon.md): answer it with aria2.changeUri. Numbers as strings,
             // as aria2's status fields are.

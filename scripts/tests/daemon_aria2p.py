@@ -184,6 +184,15 @@ def main():
         check("unpause -> active or done", wait_for(
             lambda: status(api, d_pause.gid)["status"] in ("active", "waiting", "complete"), 10))
 
+        # A task that never ran, paused from the start and removed: no notification, as in aria2 (a
+        # front-end counting events saw a pause or a stop with no start before it).
+        d_quiet = api.add_uris([f"{a.base}/slow/e.bin"], options={"pause": "true", "out": "quiet.bin"})
+        api.client.remove(d_quiet.gid)
+        # (aria2c forgets a task removed before it ran; segget keeps it as removed.)
+        check("a paused task removed -> removed",
+              wait_for(lambda: status(api, d_quiet.gid)["status"] in ("removed", "gone"), 10),
+              status(api, d_quiet.gid)["status"])
+
         # Remove one while it runs.
         check("download to remove is mid-way", wait_for(lambda: mid(d_remove.gid), 20))
         # The raw call: aria2p's API.remove also drops the result, and the history is checked below.
@@ -235,7 +244,7 @@ def main():
         check("WebSocket notifications for the right gids", wait_for(notified, 5),
               f"{len(notes.events)} events")
         wrong = [e for e in notes.events if e[1] not in gids]
-        check("no notification for an unknown gid", not wrong, str(wrong[:3]))
+        check("no notification for an unknown gid, nor for a task that never ran", not wrong, str(wrong[:3]))
         notes.close()
 
         # A Metalink of one file at two URLs (nginx paces both), with its SHA-256 and 1 MiB piece hashes:
