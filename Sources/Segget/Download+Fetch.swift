@@ -260,6 +260,7 @@ extension Download {
             settings.connections = min(options.connectionsWithLoans, 128)
             settings.initialConnections = options.connections
             settings.lender = lender
+            settings.borrowAtStart = options.ofDaemon
         }
         settings.hostShare = hostShare
         settings.speedLimits = [options.sharedSpeedLimit, options.ownSpeedLimit].compactMap { $0 }

@@ -36,6 +36,27 @@ import Testing
         await queue.shutdown()
     }
 
+    /// A task alone starts with what it asks for: its own share and, borrowed at once, the rest
+    /// (it started on its own 3 and borrowed later, which through WAN link a took 1.4 times the
+    /// command line's time).
+    @Test func aLoneTaskStartsWithTheConnectionsItAsksFor() async throws {
+        let dir = try QueueTempDir()
+        let bytes = QueueTestFiles.randomBytes(16 << 20, seed: 35)
+        let server = try QueueIntegrationTests.server(["one.bin": bytes])
+        defer { server.stop() }
+        let queue = try DownloadQueue(databasePath: dir.path("q.sqlite"), settings: QueueSettings(downloadRoot: dir.path("root")))
+        queue.start()
+        let id = try queue.add(urls: [server.url("one.bin", query: "rate=512k")], options: TaskOptions())
+        #expect(await eventually(timeout: 3) { (queue.snapshot(id)?.connections ?? 0) == 8 },
+                "\(queue.snapshot(id)?.connections ?? -1) connections")
+        // One request each, no steal: 8 ranges and the probe.
+        try? await Task.sleep(for: .seconds(1))
+        let requests = server.requests.filter { $0.path.hasSuffix("one.bin") }.count
+        #expect(requests <= 9, "\(requests) requests")
+        try queue.remove(id, force: true)
+        await queue.shutdown()
+    }
+
     /// A task alone borrows what the budget has spare; one that starts beside it gets its own
     /// share back from those loans within a chunk's time, without a restart, and the connections
     /// in use settle within the budget. Both files come out whole.

@@ -351,6 +351,27 @@ import Testing
         #expect(s.c.finishedBytes == Int64(32 * Self.MiB))
     }
 
+    /// A daemon's task borrows at its start (`FetchSettings.borrowAtStart`): the loans take work
+    /// from the first request on, one run each, as connections of its own would (no steal cuts a
+    /// long run later), and still go back as loans when called back.
+    @Test func connectionsBorrowedAtTheStartGetRunsOfTheirOwn() {
+        var s = Script(size: 32 * Self.MiB, connections: 8) {
+            $0.initialConnections = 3
+            $0.initialLoans = 5
+        }
+        s.spare = 0
+        s.begin()
+        s.run(until: 0.1)
+        #expect(s.c.loans == 5)
+        #expect((0..<8).allSatisfy { s.starts(of: $0).count == 1 }, "\((0..<8).map { s.starts(of: $0).count })")
+        s.lenderShort = true
+        s.run(until: 4)
+        #expect(s.c.loans == 0 && s.spare == 5)
+        s.lenderShort = false
+        s.run(until: 30)
+        #expect(s.c.isComplete && s.c.finishedBytes == Int64(32 * Self.MiB))
+    }
+
     @Test func aDownloadWithoutSpareSlotsNeverWantsALoan() {
         var s = Script(size: 4 * Self.MiB, connections: 2)
         s.begin()

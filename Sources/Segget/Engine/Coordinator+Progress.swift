@@ -73,4 +73,10 @@ extension Coordinator {
         }
         return ranges
     }
+
+    /// A download into a stream: work is handed out only in whole chunks below byte `limit` (see
+    /// `Scheduler.handOutLimit`).
+    mutating func limitHandOut(below limit: Int64) {
+        scheduler.handOutLimit = limit >= plan.totalLength ? plan.chunkCount : Int(limit / plan.chunkSize)
+    }
 }

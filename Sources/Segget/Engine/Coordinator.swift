@@ -33,6 +33,8 @@ struct Coordinator: Coordinating {
         /// Start with this many of the connections (a batch file's share of the budget); the others
         /// are used only while lent (see `ConnectionLender`). Nil: all of them from the start.
         var initialConnections: Int?
+        /// Loans taken before the first request (`FetchSettings.borrowAtStart`), given back as any.
+        var initialLoans = 0
         /// The download's slots in its host's budget, shared with the process's other downloads to
         /// that host (see `HostBudget`); nil: only this download's own `HostLimit`.
         var hostShare: HostShare?
@@ -112,8 +114,7 @@ struct Coordinator: Coordinating {
     private(set) var ownConnections: Int
     /// Connections borrowed now.
     var loans: Int { connectionLimit - ownConnections }
-    /// The borrowed connection being given back to a short lender (see `recallLoan`): it takes no
-    /// new work, and its answer does not run on into the chunks it gave up.
+    /// The loan being given back to a short lender (`recallLoan`): no new work, no running on.
     var recalledLoan: Int?
     /// Chunk → offset up to which an earlier run (or the probe) wrote it, continued from there; an
     /// entry leaves once a connection continues it. `keptAtStart` keeps them all (for the progress).
@@ -167,11 +168,12 @@ struct Coordinator: Coordinating {
         precondition(config.ranged, "a stream is a SingleStream")
         cost = RequestCostModel(tls: config.url.lowercased().hasPrefix("https:"))
         if let initial = config.initialConnections {
-            connectionLimit = min(n, max(1, initial))
+            ownConnections = min(n, max(1, initial))
+            connectionLimit = min(n, ownConnections + max(0, config.initialLoans))
         } else {
             connectionLimit = config.autoConnections ? min(n, Self.autoInitial) : n
+            ownConnections = connectionLimit
         }
-        ownConnections = connectionLimit
         slowRule = SlowConnectionRule(
             maxConsecutiveRedials: config.maxRedialsPerConnection,
             maxTotalRedials: Self.maxTotalRedials(connections: n, chunks: plan.chunkCount))
@@ -187,11 +189,6 @@ struct Coordinator: Coordinating {
     /// A download into a stream whose reader is behind: the reader sets the pace, so the slow rule
     /// judges no one (see `FetchEngine.limitToStreamWindow`).
     var readerBound = false
-
-    /// Work is handed out only in whole chunks below byte `limit` (see `Scheduler.handOutLimit`).
-    mutating func limitHandOut(below limit: Int64) {
-        scheduler.handOutLimit = limit >= plan.totalLength ? plan.chunkCount : Int(limit / plan.chunkSize)
-    }
 
     // MARK: Reading
 

@@ -152,8 +152,9 @@ final class FetchEngine {
         self.settings = settings
         self.data = data
         let n = target.ranged ? settings.connections : 1
-        // Sized for the connections of its own: borrowed ones come and go near a batch's end.
-        let own = min(n, settings.initialConnections ?? n)
+        let initialLoans = target.ranged ? settings.loansAtStart(of: n) : 0
+        // Sized for the connections it starts with: borrowed ones come and go near a batch's end.
+        let own = min(n, settings.initialConnections ?? n) + initialLoans
         let bufferSize =
             journal != nil && target.ranged
             ? StagedWriter.bufferSize(connections: own, slotsInChunksOf: plan.chunkSize)
@@ -165,7 +166,7 @@ final class FetchEngine {
         self.plan = plan
         self.interrupt = interrupt
         chunkCRCs = ChunkChecksums(plan: plan)
-        let config = Coordinator.Config(target: target, settings: settings)
+        let config = Coordinator.Config(target: target, settings: settings, initialLoans: initialLoans)
         if target.ranged {
             var c = Coordinator(
                 plan: plan, connections: n, config: config, isFinished: isFinished, maxRunChunks: settings.maxRunChunks,
@@ -193,8 +194,7 @@ final class FetchEngine {
         }
     }
 
-    /// The connections the download had: all of its slots, or with a lender its own share and every
-    /// borrowed one that was used.
+    /// The connections the download had: all of its slots, or with a lender its own and the used loans.
     var connectionsUsed: Int {
         guard settings.lender != nil else { return io.count }
         return max(settings.initialConnections ?? 0, io.filter { $0.made != nil }.count)
