@@ -307,6 +307,7 @@ public final class DownloadQueue: Sendable {
         resolved.downloadRoot = policy.root
         hostBudget.maxPerHost = resolved.maxConnectionsPerServer
         try change { (c: inout Core) in
+            storeChangedGlobals(from: c.settings, to: resolved, &c)
             if resolved.speedSchedule != c.settings.speedSchedule {
                 let text = resolved.speedSchedule?.description ?? ""
                 store(&c) { s throws(SQLiteError) in try s.setSetting(Self.scheduleSetting, text) }

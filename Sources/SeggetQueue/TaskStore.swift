@@ -220,6 +220,10 @@ final class TaskStore {
             .run([.text(name), .text(value)])
     }
 
+    func deleteSetting(_ name: String) throws(SQLiteError) {
+        try db.prepare("DELETE FROM settings WHERE name = ?1").run([.text(name)])
+    }
+
     func setCounter(_ name: String, _ value: Int64) throws(SQLiteError) {
         try db.prepare("INSERT INTO counters (name, value) VALUES (?1, ?2) ON CONFLICT(name) DO UPDATE SET value = ?2")
             .run([.text(name), .int(value)])

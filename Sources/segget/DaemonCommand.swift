@@ -68,9 +68,9 @@ struct Daemon: ParsableCommand {
     var allowAnyDirectory = false
 
     @Option(
-        name: .customLong("max-concurrent-downloads"), parsing: .unconditional, help: "Downloads running at once (default 5).",
+        name: .customLong("max-concurrent-downloads"), parsing: .unconditional, help: "Downloads running at once (default 5, or what a client last set).",
         transform: ArgumentValue.wholeNumber)
-    var maxConcurrent: Int = 5
+    var maxConcurrent: Int?
 
     @Option(
         name: .customLong("total-connections"), parsing: .unconditional, help: "Connections across all running downloads (default 16).",
@@ -79,13 +79,13 @@ struct Daemon: ParsableCommand {
 
     @Option(
         name: .customLong("max-connections-per-host"), parsing: .unconditional,
-        help: "Requests at once to one host (scheme, name and port) across all downloads, 1 to 16: aria2's max-connection-per-server (default 16).",
+        help: "Requests at once to one host (scheme, name and port) across all downloads, 1 to 16: aria2's max-connection-per-server (default 16, or what a client last set).",
         transform: ArgumentValue.wholeNumber)
-    var maxConnectionsPerHost: Int = 16
+    var maxConnectionsPerHost: Int?
 
     @Option(
         name: .customLong("max-overall-download-limit"), parsing: .unconditional,
-        help: "Cap the download rate of all downloads together, e.g. 20M (default: no cap).",
+        help: "Cap the download rate of all downloads together, e.g. 20M (default: no cap, or what a client last set).",
         transform: ArgumentValue.rate(atLeast: ByteRate(bytesPerSecond: 0)))
     var maxOverall: ByteRate?
 
@@ -136,8 +136,8 @@ struct Daemon: ParsableCommand {
         if noSecret && !(secret ?? "").isEmpty {
             throw ValidationError("--rpc-insecure-no-secret and --rpc-secret contradict each other; give one.")
         }
-        guard (1...64).contains(maxConcurrent) else {
-            throw ValidationError("--max-concurrent-downloads takes a number from 1 to 64 (got \(maxConcurrent)).")
+        if let n = maxConcurrent, !(1...64).contains(n) {
+            throw ValidationError("--max-concurrent-downloads takes a number from 1 to 64 (got \(n)).")
         }
         guard (1...512).contains(totalConnections) else {
             throw ValidationError("--total-connections takes a number from 1 to 512 (got \(totalConnections)).")
@@ -149,8 +149,8 @@ struct Daemon: ParsableCommand {
                 throw ValidationError("--speed-schedule: \(error)")
             }
         }
-        guard (1...16).contains(maxConnectionsPerHost) else {
-            throw ValidationError("--max-connections-per-host takes a number from 1 to 16 (got \(maxConnectionsPerHost)).")
+        if let n = maxConnectionsPerHost, !(1...16).contains(n) {
+            throw ValidationError("--max-connections-per-host takes a number from 1 to 16 (got \(n)).")
         }
     }
 
@@ -178,9 +178,9 @@ struct Daemon: ParsableCommand {
         }
 
         var settings = QueueSettings(downloadRoot: root)
-        settings.maxActive = maxConcurrent
+        settings.maxActive = maxConcurrent ?? settings.maxActive
         settings.connectionBudget = totalConnections
-        settings.maxConnectionsPerServer = maxConnectionsPerHost
+        settings.maxConnectionsPerServer = maxConnectionsPerHost ?? settings.maxConnectionsPerServer
         settings.speedSchedule = try speedSchedule.map { text throws -> SpeedSchedule in try SpeedSchedule(parsing: text) }
         settings.maxOverallSpeed = maxOverall.flatMap { $0.bytesPerSecond > 0 ? $0.bytesPerSecond : nil }
         settings.allowAnyDirectory = allowAnyDirectory
@@ -212,6 +212,7 @@ struct Daemon: ParsableCommand {
         } catch {
             throw SeggetError(.fileSystem, "\(error.message) Give --database to use another file.")
         }
+        useStoredGlobals(queue)
 
         let token = try resolveToken()
         let hub = NotificationHub()
@@ -304,6 +305,25 @@ struct Daemon: ParsableCommand {
                 ? "segget daemon: made a new RPC token in \(path) (mode 0600); 'segget token' shows it and where to paste it.\n"
                 : "segget daemon: calls must carry the RPC token in \(path); 'segget token' shows it.\n")
         return token
+    }
+
+    /// The settings a client changed while the daemon last ran (see `DownloadQueue.StoredGlobals`),
+    /// where this command line does not give them; those it gives win, and their stored values are
+    /// forgotten, so that the next start without them has the defaults.
+    func useStoredGlobals(_ queue: DownloadQueue) {
+        let given: [(DownloadQueue.GlobalSetting, Bool)] = [
+            (.maxActive, maxConcurrent != nil), (.maxOverallSpeed, maxOverall != nil),
+            (.maxConnectionsPerServer, maxConnectionsPerHost != nil),
+        ]
+        queue.forgetStoredGlobals(given.filter(\.1).map(\.0))
+        let now = queue.settings
+        let stored = queue.storedGlobals().applied(to: now)
+        guard stored != now else { return }
+        do {
+            try queue.changeSettings(stored)
+        } catch {
+            writeStderr("segget daemon: the settings a client stored in the queue are not used: \(error.message)\n")
+        }
     }
 
     /// aria2's notification for `event`. `running`: the tasks started and not yet paused or ended.

@@ -151,6 +151,30 @@ import Testing
         await queue.shutdown()
     }
 
+    /// The global settings a client changes are stored, only those that changed, and read back
+    /// after a reopen; forgetting one drops it.
+    @Test func changedGlobalsAreStoredAndReadBack() async throws {
+        let dir = try QueueTempDir()
+        let settings = QueueSettings(downloadRoot: dir.path("root"))
+        do {
+            let queue = try DownloadQueue(databasePath: dir.path("q.sqlite"), settings: settings)
+            #expect(queue.storedGlobals() == .init())
+            var s = queue.settings
+            s.maxActive = 2
+            s.maxOverallSpeed = 3000
+            try queue.changeSettings(s)
+            s.maxOverallSpeed = nil
+            try queue.changeSettings(s)
+            await queue.shutdown()
+        }
+        let queue = try DownloadQueue(databasePath: dir.path("q.sqlite"), settings: settings)
+        #expect(queue.storedGlobals() == .init(maxActive: 2, maxOverallSpeed: 0))
+        #expect(queue.storedGlobals().applied(to: settings).maxActive == 2)
+        queue.forgetStoredGlobals([.maxActive])
+        #expect(queue.storedGlobals() == .init(maxOverallSpeed: 0))
+        await queue.shutdown()
+    }
+
     /// A database made by the schema before the settings table (version 1, as the previous segget
     /// wrote it) opens with its tasks, gains the table, and stores a schedule.
     @Test func schemaOneDatabaseIsMigrated() async throws {

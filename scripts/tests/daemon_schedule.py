@@ -6,7 +6,9 @@
 - a running download follows changeGlobalOption live: about 1 MiB/s under `00:00-24:00=1M`, several
   times that once the schedule is `none`;
 - a bad schedule is refused with a sentence and changes nothing;
-- the schedule survives a restart of the daemon without the option, and the option replaces it.
+- the schedule survives a restart of the daemon without the option, and the option replaces it; so do
+  the other global options set over RPC (max-concurrent-downloads, max-overall-download-limit, split,
+  max-connection-per-server), an option given to the daemon winning over its stored value.
 
 Usage: daemon_schedule.py --segget BIN --testserver BIN --work DIR
 """
@@ -122,14 +124,31 @@ def main():
         check("the running download speeds up at once", free > 2 * limited, f"{free:.0f} against {limited:.0f} B/s")
 
         rpc("aria2.changeGlobalOption", {"speed-schedule": "22:00-06:00=512k"})
+        # The other global options set at run time are kept too (they came back at the command
+        # line's values: a limit set from a front-end was gone after a reboot).
+        rpc("aria2.changeGlobalOption", {"max-concurrent-downloads": "2", "max-overall-download-limit": "2M",
+                                         "split": "6", "max-connection-per-server": "5"})
         rpc("aria2.remove", gid)
         stop(daemon)
         daemon = start(args, port, [])
         g = rpc("aria2.getGlobalOption")
         check("a restart keeps the schedule set at run time", g["speed-schedule"] == "22:00-06:00=512k", g["speed-schedule"])
+        # (max-overall-download-limit answers the limit in force now, the window's at night: read below.)
+        kept = {k: g.get(k) for k in ("max-concurrent-downloads", "split", "max-connection-per-server")}
+        check("a restart keeps the global options set at run time",
+              kept == {"max-concurrent-downloads": "2", "split": "6", "max-connection-per-server": "5"}, str(kept))
         stop(daemon)
-        daemon = start(args, port, ["--speed-schedule", "none"])
-        check("--speed-schedule replaces the stored one", rpc("aria2.getGlobalOption")["speed-schedule"] == "none")
+        daemon = start(args, port, ["--speed-schedule", "none", "--max-concurrent-downloads", "4"])
+        g = rpc("aria2.getGlobalOption")
+        check("--speed-schedule replaces the stored one", g["speed-schedule"] == "none")
+        check("an option given to the daemon wins over the stored value; the others stay",
+              g.get("max-concurrent-downloads") == "4" and g.get("split") == "6"
+              and g.get("max-overall-download-limit") == str(2 << 20),
+              f'{g.get("max-concurrent-downloads")}, {g.get("split")}, {g.get("max-overall-download-limit")}')
+        stop(daemon)
+        daemon = start(args, port, [])
+        check("and its stored value is gone: the default next time",
+              rpc("aria2.getGlobalOption").get("max-concurrent-downloads") == "5")
     finally:
         if daemon.poll() is None:
             stop(daemon)
