@@ -54,7 +54,7 @@ struct GetRequest: Equatable {
                 throw SeggetError(.usage, "\(path == "-" ? "standard input" : path): \(error)")
             }
             if entries.isEmpty { throw SeggetError(.usage, "\(path) lists no URLs.") }
-            if let (first, second) = InputFile.sameOutputName(in: entries) {
+            if let (first, second) = InputFile.sameOutputName(in: entries, directory: options.directory) {
                 // The second would have been numbered (x.1.bin) without a word, where a later step
                 // reads x.bin; the daemon refuses such a task too.
                 let name = second.options.outputName ?? ""

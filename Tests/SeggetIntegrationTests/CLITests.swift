@@ -160,6 +160,20 @@ func startCLITestServer(_ resources: [String: [UInt8]]) throws -> TestServer {
         #expect(r.stderr.contains("colour"))
     }
 
+    /// Two lines that save to one path, however their directories are written (`-d dl` for one,
+    /// `dir=./dl/` for the other): refused before anything is fetched, exit 2, both lines named.
+    @Test func twoLinesSavingToOnePathAreRefused() throws {
+        let dir = try CLITempDir()
+        let list = dir.path("list")
+        let dl = dir.path("dl")
+        try "http://127.0.0.1:9/a\n  out=x.bin\n  dir=\(dl)//\nhttp://127.0.0.1:9/b\n  out=x.bin\n"
+            .write(toFile: list, atomically: true, encoding: .utf8)
+        let r = try SeggetCLI.run(["-i", list, "-d", dl])
+        #expect(r.exitCode == 2)
+        #expect(r.stderr.contains("lines 1 and 4 both give out="), "\(r.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: dl + "/x.bin"))
+    }
+
     @Test func existingOutputIsRefusedWithoutForceAndKept() throws {
         let body = cliTestBytes(300_000, seed: 1)
         let server = try startCLITestServer(["f.bin": body])

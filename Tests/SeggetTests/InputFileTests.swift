@@ -22,6 +22,11 @@ import SeggetVerify
         #expect(clash.map { [$0.0.line, $0.1.line] } == [1, 9])
         let apart = try InputFile(parsing: "https://example.com/a\n  out=x.bin\nhttps://example.com/b\n  out=x.bin\n  dir=d\n")
         #expect(InputFile.sameOutputName(in: apart.entries) == nil)
+        // One directory however it is written, -d included for a line without dir=.
+        let spelled = try InputFile(parsing: "https://example.com/a\n  out=x.bin\n  dir=./dl/\nhttps://example.com/b\n  out=x.bin\n")
+        #expect(InputFile.sameOutputName(in: spelled.entries) == nil)
+        #expect(InputFile.sameOutputName(in: spelled.entries, directory: "dl").map { [$0.0.line, $0.1.line] } == [1, 4])
+        #expect(InputFile.sameOutputName(in: spelled.entries, directory: "dl//").map { [$0.0.line, $0.1.line] } == [1, 4])
     }
 
     @Test func urlsCommentsAndOptions() throws {

@@ -46,11 +46,13 @@ public struct InputFile: Sendable, Equatable {
     public init(entries: [Entry]) { self.entries = entries }
 
     /// The first two of `entries` whose `out=` lines name the same file (the same `dir=`, or none).
-    public static func sameOutputName(in entries: [Entry]) -> (Entry, Entry)? {
-        var seen: [[String?]: Entry] = [:]
+    public static func sameOutputName(in entries: [Entry], directory: String? = nil) -> (Entry, Entry)? {
+        var seen: [String: Entry] = [:]
         for e in entries {
             guard let name = e.options.outputName else { continue }
-            let key = [e.options.directory, name]
+            // The path each is saved under: `dl`, `dl/`, `./dl` and `-d dl` without `dir=` are one
+            // directory (they were compared as written).
+            let key = OutputNames.normalized(OutputNames.join(e.options.directory ?? directory, name))
             if let earlier = seen[key] { return (earlier, e) }
             seen[key] = e
         }
