@@ -63,7 +63,8 @@ extension DownloadQueue {
     }
 
     static func want(_ o: TaskOptions) -> QueueState.Want {
-        QueueState.Want(connections: o.connections, maxSpeed: o.maxSpeed.flatMap { $0 > 0 ? $0 : nil })
+        QueueState.Want(
+            connections: o.connections, maxSpeed: o.maxSpeed.flatMap { $0 > 0 ? $0 : nil }, perServer: o.maxConnectionsPerServer)
     }
 
     static func limits(_ s: QueueSettings) -> QueueState.Limits {

@@ -15,6 +15,9 @@ extension DownloadQueue {
     static let loop = DownloadLoop.onOwnThread()
 
     func launch(_ ids: [TaskID]) {
+        // A task that starts gets its share of the overall limit now, not at the next second's
+        // sharing (until then it drew on the shared limit alone, first served).
+        if !ids.isEmpty { applySchedule() }
         for id in ids {
             if let loop = Self.loop {
                 loop.steps.async { self.prepareAndStart(id) }

@@ -24,10 +24,12 @@ extension DownloadQueue {
     /// Sets the overall limit for the clock's current minute and shares it out among the running
     /// tasks (see `SpeedShares`). Running downloads follow at their next received bytes.
     public func applySchedule() {
-        let s = settings
-        let total = Self.overallLimit(s, atMinute: minuteOfDay())
-        overallSpeed.bytesPerSecond = total
+        let minute = minuteOfDay()
         core.withLock { c in
+            // Read under the lock: a `changeSettings` between a read outside it and this write was
+            // undone for up to a second.
+            let total = Self.overallLimit(c.settings, atMinute: minute)
+            overallSpeed.bytesPerSecond = total
             let tasks = c.live.map { id, l in
                 SpeedShares.Task(id: id, ownCap: l.grant.speed, rate: l.progress?.bytesPerSecond ?? 0, lastShare: l.speedShare)
             }

@@ -370,14 +370,17 @@ public final class DownloadQueue: Sendable {
 
     /// Runs a state change and its actions under the lock, then launches what it started.
     func change(_ body: (inout Core) throws(QueueError) -> [QueueState.Action]) throws(QueueError) {
-        let launches = try core.withLock { (c: inout Core) throws(QueueError) -> [TaskID] in
+        // A storage error is thrown after the launches: the tasks `perform` started (made live,
+        // their connections withdrawn) were left active and never launched.
+        let (launches, storage) = try core.withLock { (c: inout Core) throws(QueueError) -> ([TaskID], QueueError?) in
             try Self.checkOpen(c)
             let actions = try body(&c)
             let launches = perform(actions, &c)
-            try Self.takeStorageError(&c)
-            return launches
+            do throws(QueueError) { try Self.takeStorageError(&c) } catch { return (launches, error) }
+            return (launches, nil)
         }
         launch(launches)
+        if let storage { throw storage }
     }
 
     /// Carries out actions under the lock; returns the tasks to launch once the lock is released.

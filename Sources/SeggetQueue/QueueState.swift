@@ -28,6 +28,12 @@ struct QueueState: Sendable, Equatable {
     struct Want: Sendable, Equatable {
         var connections: Int?
         var maxSpeed: Int64?
+        /// The task's own `max-connection-per-server`: no more connections than this, whatever it
+        /// asks for (they were granted and withdrawn from the budget, and sat unused).
+        var perServer: Int? = nil
+
+        /// The connections it asks for with `defaultConnections` for none, within `perServer`.
+        func connections(default d: Int) -> Int { max(1, min(connections ?? d, perServer ?? .max)) }
     }
 
     /// What the budgets gave one run of a task. Fixed for the run; the connections it borrows and
@@ -432,7 +438,7 @@ struct QueueState: Sendable, Equatable {
     /// an earlier, smaller `maxActive` are kept until those tasks end.
     private func grant(for id: TaskID) -> Grant? {
         guard let e = tasks[id] else { return nil }
-        let want = max(1, e.want.connections ?? limits.defaultConnections)
+        let want = e.want.connections(default: limits.defaultConnections)
         let left = limits.connectionBudget - grantedConnections
         let own = max(1, min(want, limits.ownShare, left))
         return Grant(connections: own, withLoans: want, speed: e.want.maxSpeed)

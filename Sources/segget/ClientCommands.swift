@@ -76,7 +76,8 @@ struct DaemonAddress: ParsableArguments {
         }
         guard let first = failures.first else { return }
         guard items.count > 1 else { throw first }
-        let reasons = failures.map(\.message).joined(separator: " ")
+        // The daemon's words, on one line each: a line break in them could pass for segget's own output.
+        let reasons = failures.map { DisplayText.escaping($0.message, keepingLineBreaks: false) }.joined(separator: " ")
         throw SeggetError(first.kind, "\(done) \(items.count - failures.count) of \(items.count); \(failures.count) failed. \(reasons)")
     }
 }
@@ -163,7 +164,7 @@ struct Add: ParsableCommand {
         let options = try aria2Options()
         try DaemonAddress.forEach(urls, done: "Added") { url in
             let gid = try daemon.call("aria2.addUri", [.array([.string(url)]), options])
-            StdoutLines.write(gid.stringValue ?? gid.serialized)
+            StdoutLines.write(DisplayText.escaping(gid.stringValue ?? gid.serialized, keepingLineBreaks: false))
         }
     }
 }

@@ -239,10 +239,13 @@ struct Daemon: ParsableCommand {
         let outcome = DaemonFailure()
         let listenAll = self.listenAll
         let port = self.port
+        // Subscribed before the queue starts: the starts of restored tasks come at once, and a
+        // task missing from `running` would have its pause or removal notified to no one.
+        let subscription = queue.events
         Task {
             let events = Task {
                 var running = Set<TaskID>()
-                for await event in queue.events {
+                for await event in subscription {
                     Self.forward(event, to: hub, running: &running)
                     DaemonLog.record(event, of: queue)
                 }

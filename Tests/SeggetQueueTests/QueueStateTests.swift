@@ -418,7 +418,8 @@ private func stops(_ actions: [QueueState.Action]) -> [TaskID] {
                     TaskID(nextID),
                     want: .init(
                         connections: rng.below(3) == 0 ? nil : 1 + rng.below(10),
-                        maxSpeed: rng.below(3) == 0 ? Int64(100 + rng.below(5000)) : nil),
+                        maxSpeed: rng.below(3) == 0 ? Int64(100 + rng.below(5000)) : nil,
+                        perServer: rng.below(4) == 0 ? 1 + rng.below(4) : nil),
                     paused: rng.below(5) == 0, position: rng.below(3) == 0 ? rng.below(6) : nil)
                 nextID += 1
             case 2: actions += (try? s.pause(pick)) ?? []
@@ -456,6 +457,20 @@ private func stops(_ actions: [QueueState.Action]) -> [TaskID] {
             // Once nothing granted under the old limits is running, the invariants hold again.
             if s.running.isEmpty { (changed, lowered) = (false, false) }
             var problems = Self.checkInvariants(s, limitsChanged: changed, maxActiveLowered: lowered)
+            // Every grant as the rule makes it at that moment: what the task asks for (within its
+            // per-server cap), the budget's share of a slot and what the running tasks' own leave,
+            // at least one; loans up to what it asks for.
+            var granted = s.grantedConnections
+            for case .start(_, let g) in actions { granted -= g.connections }
+            for case .start(let started, let g) in actions {
+                guard let want = s.entry(started)?.want else { continue }
+                let asks = want.connections(default: s.limits.defaultConnections)
+                let own = max(1, min(asks, s.limits.ownShare, s.limits.connectionBudget - granted))
+                if g.connections != own || g.withLoans != asks {
+                    problems.append("\(started) granted \(g.connections)/\(g.withLoans), the rule gives \(own)/\(asks)")
+                }
+                granted += g.connections
+            }
             for case .start(let started, _) in actions where runningBefore.contains(started) {
                 problems.append("\(started) started while its download was still running")
             }

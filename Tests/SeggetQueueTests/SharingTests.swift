@@ -49,11 +49,19 @@ import Testing
         let id = try queue.add(urls: [server.url("one.bin", query: "rate=512k")], options: TaskOptions())
         #expect(await eventually(timeout: 3) { (queue.snapshot(id)?.connections ?? 0) == 8 },
                 "\(queue.snapshot(id)?.connections ?? -1) connections")
-        // One request each, no steal: 8 ranges and the probe.
+        // The first requests split the file in 8 equal runs (borrowed one a pass later, the loans
+        // would steal from the 3 runs of its own, at other offsets).
         try? await Task.sleep(for: .seconds(1))
-        let requests = server.requests.filter { $0.path.hasSuffix("one.bin") }.count
-        #expect(requests <= 9, "\(requests) requests")
+        let starts = server.requests.filter { $0.path.hasSuffix("one.bin") }.compactMap { r -> Int? in
+            guard let range = r.headers["range"], range.hasPrefix("bytes=") else { return nil }
+            return Int(range.dropFirst(6).prefix { $0 != "-" })
+        }
+        let eighth = (16 << 20) / 8
+        #expect(Set(starts).isSuperset(of: (1..<8).map { $0 * eighth }), "range starts \(starts.sorted())")
+        #expect(starts.count <= 9, "\(starts.count) range requests")
         try queue.remove(id, force: true)
+        // Its loans and its own share are back once it has ended.
+        #expect(await eventually(timeout: 10) { queue.connectionLender.spare == 16 }, "spare \(queue.connectionLender.spare)")
         await queue.shutdown()
     }
 
@@ -84,6 +92,7 @@ import Testing
         })
         #expect(QueueTestFiles.read(queue.snapshot(first)!.path!) == a)
         #expect(QueueTestFiles.read(queue.snapshot(second)!.path!) == b)
+        #expect(await eventually(timeout: 10) { queue.connectionLender.spare == 4 }, "spare \(queue.connectionLender.spare)")
         await queue.shutdown()
     }
 
@@ -102,7 +111,8 @@ import Testing
             try queue.add(
                 urls: [server.url("big.bin", query: "rate=4m")], options: TaskOptions(outputName: "b\(n).bin", connections: 2))
         }
-        #expect(await eventually(timeout: 5) { Self.bytes(queue, ids).allSatisfy { $0 > 0 } })
+        #expect(await eventually(timeout: 5) { Self.bytes(queue, ids).allSatisfy { $0 > 0 } },
+                "\(ids.map { queue.snapshot($0)?.errorMessage ?? "-" })")
         try? await Task.sleep(for: .seconds(2))
         let before = Self.bytes(queue, ids)
         let started = monotonicSeconds()

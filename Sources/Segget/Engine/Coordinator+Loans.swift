@@ -46,7 +46,14 @@ extension Coordinator {
         guard recalledLoan == nil, connectionLimit > ownConnections else { return }
         let top = connectionLimit - 1
         recalledLoan = top
-        scheduler.releaseNotStarted(of: top)
+        if connections[top].machine.isWaiting {
+            // Waiting to retry (a refusal, a cut): it gives its whole run back and is returned on
+            // this pass, rather than hold the lender short through its backoff, or fail the task
+            // for a connection it was giving back.
+            scheduler.abandon(top)
+        } else {
+            scheduler.releaseNotStarted(of: top)
+        }
     }
 
     /// The lender is no longer short: a loan being called back may take work again.

@@ -19,7 +19,10 @@ public final class SharedRateLimit: Sendable {
         set {
             state.withLock { b in
                 guard newValue != b.map({ Int64($0.bytesPerSecond) }) else { return }
-                b = newValue.map { RateBudget(bytesPerSecond: $0, now: monotonicSeconds()) }
+                let now = monotonicSeconds()
+                // A new rate keeps what the bucket holds or owes (a daemon task's share changes
+                // every second; a fresh bucket gave it a full burst and forgot its debt each time).
+                b = newValue.map { rate in b.map { $0.changing(to: rate, now: now) } ?? RateBudget(bytesPerSecond: rate, now: now) }
             }
         }
     }

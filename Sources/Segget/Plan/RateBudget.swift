@@ -19,6 +19,16 @@ public struct RateBudget: Sendable, Equatable {
         updatedAt = now
     }
 
+    /// The same bucket at another rate: what it holds, refilled to `now` at the old rate and kept
+    /// within the new burst, or what it owes.
+    public func changing(to bytesPerSecond: Int64, now: Double) -> RateBudget {
+        var old = self
+        old.refill(now: now)
+        var b = RateBudget(bytesPerSecond: bytesPerSecond, now: now)
+        b.tokens = min(b.burst, old.tokens)
+        return b
+    }
+
     /// The burst a cap of `bytesPerSecond` allows (see `burst`).
     public static func burst(bytesPerSecond: Int64) -> Int64 { max(max(1, bytesPerSecond) / 10, 64 * 1024) }
 
