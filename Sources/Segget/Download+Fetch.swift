@@ -256,11 +256,14 @@ extension Download {
         settings.transfer = options.transfer
         settings.connections = ranged ? options.connections : 1
         settings.autoConnections = options.autoConnections
-        if ranged, let lender = options.lender, !options.autoConnections, options.connectionsWithLoans > options.connections {
+        if ranged, let lender = options.lender, !options.autoConnections,
+            options.connectionsWithLoans > options.connections || options.ownShare != nil
+        {
             settings.connections = min(options.connectionsWithLoans, 128)
             settings.initialConnections = options.connections
             settings.lender = lender
             settings.borrowAtStart = options.ofDaemon
+            settings.ownShare = options.ownShare
         }
         settings.hostShare = hostShare
         settings.speedLimits = [options.sharedSpeedLimit, options.ownSpeedLimit].compactMap { $0 }

@@ -5,6 +5,31 @@
 /// after a reboot; exploratory run 7). The opener decides which to use (`segget daemon`: those its
 /// command line does not give).
 extension DownloadQueue {
+    /// Changes settings. Nothing running is stopped: the running tasks' own connections come down
+    /// to the new share at once (the rest held as loans, called back as their chunks end), no new
+    /// task starts while as many run as `maxActive` allows, and a raised `maxActive` starts waiting
+    /// tasks at once.
+    public func changeSettings(_ s: QueueSettings) throws(QueueError) {
+        try Self.checkSettings(s)
+        let policy = try DirectoryPolicy(root: s.downloadRoot, allowAnyDirectory: s.allowAnyDirectory)
+        var resolved = s
+        resolved.downloadRoot = policy.root
+        hostBudget.maxPerHost = resolved.maxConnectionsPerServer
+        try change { (c: inout Core) in
+            storeChangedGlobals(from: c.settings, to: resolved, &c)
+            if resolved.speedSchedule != c.settings.speedSchedule {
+                let text = resolved.speedSchedule?.description ?? ""
+                store(&c) { s throws(SQLiteError) in try s.setSetting(Self.scheduleSetting, text) }
+            }
+            let more = resolved.connectionBudget - c.settings.connectionBudget
+            if more > 0 { connectionLender.lend(more) } else { connectionLender.withdraw(-more) }
+            c.settings = resolved
+            c.policy = policy
+            return c.state.setLimits(Self.limits(resolved))
+        }
+        applySchedule()
+    }
+
     /// The stored values; nil where none was stored.
     public struct StoredGlobals: Sendable, Equatable {
         public var maxActive: Int?

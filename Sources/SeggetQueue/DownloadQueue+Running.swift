@@ -58,7 +58,7 @@ extension DownloadQueue {
         // The download's own probe, made before its path is known: its answer names the file, and
         // the download goes on from it. A probe of its own for the name cost every new task one
         // request and one round trip more (a 1-byte request, then the download's).
-        Download(url: record.urls[0], options: downloadOptions(record, settings: settings, grant: live.grant, ownSpeed: live.ownSpeed)).prepare(
+        Download(url: record.urls[0], options: downloadOptions(record, settings: settings, grant: live.grant, live: live)).prepare(
             on: loop, interrupt: live.probeInterrupt
         ) { result in
             let prepared = try? result.get()
@@ -102,7 +102,7 @@ extension DownloadQueue {
                 store(&c) { s throws(SQLiteError) in try s.update(saved) }
                 c.storageError = nil
             }
-            var options = downloadOptions(r, settings: c.settings, grant: grant, ownSpeed: c.live[id]?.ownSpeed)
+            var options = downloadOptions(r, settings: c.settings, grant: grant, live: c.live[id])
             options.pieces = c.records[id]?.pieces
             let download = Download(url: r.urls[0], options: options)
             let task = Self.loop.map { download.start(on: $0, prepared: prepared, probeFailed: probeFailed) } ?? download.start()
@@ -233,12 +233,12 @@ extension DownloadQueue {
         launch(launches)
     }
 
-    /// `ownSpeed`: the live task's own cap, read by the download while it runs (without it, the
-    /// grant's speed is a fixed `maxSpeed`). From `settings`, the daemon's
+    /// `live`: the running task, whose own speed cap and own connection share the download reads
+    /// while it runs (without it, the grant's speed is a fixed `maxSpeed`). From `settings`, the daemon's
     /// `--ca-certificate` and `--certificate` and their proxy twins (``QueueSettings/tls``,
     /// ``QueueSettings/proxyTLS``).
     private func downloadOptions(
-        _ r: TaskRecord, settings: QueueSettings, grant: QueueState.Grant?, ownSpeed: SharedRateLimit? = nil
+        _ r: TaskRecord, settings: QueueSettings, grant: QueueState.Grant?, live: Live? = nil
     ) -> DownloadOptions {
         var o = DownloadOptions()
         o.transfer.tls = settings.tls
@@ -251,7 +251,8 @@ extension DownloadQueue {
             o.connections = g.connections
             o.lender = connectionLender
             o.connectionsWithLoans = g.withLoans
-            if let own = ownSpeed {
+            o.ownShare = live?.ownShare
+            if let own = live?.ownSpeed {
                 // Set to the grant's speed when the task started, and to its share of the overall
                 // limit every second since (see `applySchedule`).
                 o.ownSpeedLimit = own

@@ -44,6 +44,8 @@ public final class DownloadQueue: Sendable {
         /// The task's own speed cap, which its download reads while it runs: `changeOption`'s
         /// `max-download-limit` takes effect at once, as in aria2 (it waited for the next start).
         let ownSpeed = SharedRateLimit()
+        /// Its own connections, which a change of the limits may lower while it runs.
+        let ownShare = ConnectionShare(1)
         /// Its share of the overall limit, the last time it was shared out (see `SpeedShares`).
         var speedShare: Int64?
     }
@@ -296,31 +298,6 @@ public final class DownloadQueue: Sendable {
 
     public var settings: QueueSettings { core.withLock { $0.settings } }
 
-    /// Changes settings. Lowering `maxActive` or the budget stops nothing: running tasks keep the
-    /// connections of their own they started with (a lower budget calls loans back), and no new
-    /// task starts while as many run as `maxActive` allows; raising `maxActive` starts waiting
-    /// tasks at once.
-    public func changeSettings(_ s: QueueSettings) throws(QueueError) {
-        try Self.checkSettings(s)
-        let policy = try DirectoryPolicy(root: s.downloadRoot, allowAnyDirectory: s.allowAnyDirectory)
-        var resolved = s
-        resolved.downloadRoot = policy.root
-        hostBudget.maxPerHost = resolved.maxConnectionsPerServer
-        try change { (c: inout Core) in
-            storeChangedGlobals(from: c.settings, to: resolved, &c)
-            if resolved.speedSchedule != c.settings.speedSchedule {
-                let text = resolved.speedSchedule?.description ?? ""
-                store(&c) { s throws(SQLiteError) in try s.setSetting(Self.scheduleSetting, text) }
-            }
-            let more = resolved.connectionBudget - c.settings.connectionBudget
-            if more > 0 { connectionLender.lend(more) } else { connectionLender.withdraw(-more) }
-            c.settings = resolved
-            c.policy = policy
-            return c.state.setLimits(Self.limits(resolved))
-        }
-        applySchedule()
-    }
-
     public func globalStat() -> GlobalStat {
         core.withLock { c in
             GlobalStat(
@@ -392,6 +369,7 @@ public final class DownloadQueue: Sendable {
             case .start(let id, let grant):
                 let live = Live(grant: grant)
                 live.ownSpeed.bytesPerSecond = grant.speed
+                live.ownShare.count = grant.connections
                 c.live[id] = live
                 connectionLender.withdraw(grant.connections)
                 launches.append(id)
@@ -435,6 +413,13 @@ public final class DownloadQueue: Sendable {
                     case .waiting: nil
                     }
                 if let event { for s in c.subscribers.values { s.yield(event) } }
+            case .shrink(let id, let count):
+                // Given back to the lender now; the download takes them from it as loans when it
+                // sees its lower share (`FetchEngine`), or never, if it ends first.
+                guard let held = c.live[id]?.grant.connections, held > count else { continue }
+                c.live[id]?.grant.connections = count
+                c.live[id]?.ownShare.count = count
+                connectionLender.lend(held - count)
             case .reordered:
                 let orders = c.state.queue.compactMap { id in c.state.entry(id).map { (id, $0.order) } }
                 for (id, order) in orders { c.records[id]?.order = order }

@@ -73,6 +73,9 @@ struct QueueState: Sendable, Equatable {
         case status(TaskID, TaskStatus)
         /// Queue places were renumbered: store the order of every queued task.
         case reordered
+        /// A running task's own connections lowered to this many (the limits changed): its download
+        /// holds those above as loans from now on.
+        case shrink(TaskID, Int)
     }
 
     /// How a download ended, as the shell reports it.
@@ -375,7 +378,16 @@ struct QueueState: Sendable, Equatable {
     /// fewer run; a higher one starts waiting tasks at once.
     mutating func setLimits(_ l: Limits) -> [Action] {
         limits = l
-        return schedule()
+        // Shares granted under a smaller slot count (or a larger budget) come down to the new one:
+        // kept, a raise from 5 to 20 slots left the first five 3 connections each of their own, 33
+        // in use for a budget of 16, and the host's cap then left new tasks without any.
+        var actions: [Action] = []
+        for id in running {
+            guard let g = tasks[id]?.running, g.connections > l.ownShare else { continue }
+            tasks[id]?.running?.connections = l.ownShare
+            actions.append(.shrink(id, l.ownShare))
+        }
+        return actions + schedule()
     }
 
     /// Stops every running download without changing any status, so that the stored state still

@@ -77,7 +77,10 @@ struct DaemonAddress: ParsableArguments {
         guard let first = failures.first else { return }
         guard items.count > 1 else { throw first }
         // The daemon's words, on one line each: a line break in them could pass for segget's own output.
-        let reasons = failures.map { DisplayText.escaping($0.message, keepingLineBreaks: false) }.joined(separator: " ")
+        let reasons = failures.map { e -> String in
+            let line = DisplayText.escaping(e.message, keepingLineBreaks: false)
+            return line.hasSuffix(".") ? line : line + "."
+        }.joined(separator: " ")
         throw SeggetError(first.kind, "\(done) \(items.count - failures.count) of \(items.count); \(failures.count) failed. \(reasons)")
     }
 }

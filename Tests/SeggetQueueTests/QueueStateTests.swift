@@ -107,11 +107,14 @@ private func stops(_ actions: [QueueState.Action]) -> [TaskID] {
         var s = scheduling(.init(maxActive: 5, connectionBudget: 16, defaultConnections: 8))
         for n in 1...10 { _ = s.add(id(n), want: .init(), paused: false, position: nil) }
         #expect(s.running.count == 5)
-        let raised = starts(s.setLimits(.init(maxActive: 10, connectionBudget: 16, defaultConnections: 8)))
+        let actions = s.setLimits(.init(maxActive: 10, connectionBudget: 16, defaultConnections: 8))
+        let raised = starts(actions)
         #expect(raised.keys.sorted() == (6...10).map(id))
-        // What the first five left: one of their own each.
+        // The first five come down to the new share (16 over 10 slots: 1), the rest of theirs held
+        // as loans; the new five get one of their own each.
+        #expect((1...5).allSatisfy { actions.contains(.shrink(id($0), 1)) }, "\(actions)")
         #expect(raised.values.allSatisfy { $0.connections == 1 })
-        #expect(s.running.count == 10)
+        #expect(s.running.count == 10 && s.grantedConnections == 10)
         // 30 slots over a budget of 16: every one runs, on a connection of its own at least.
         var t = scheduling(.init(maxActive: 30, connectionBudget: 16, defaultConnections: 8))
         for n in 1...30 { _ = t.add(id(n), want: .init(), paused: false, position: nil) }
@@ -456,7 +459,12 @@ private func stops(_ actions: [QueueState.Action]) -> [TaskID] {
             }
             // Once nothing granted under the old limits is running, the invariants hold again.
             if s.running.isEmpty { (changed, lowered) = (false, false) }
-            var problems = Self.checkInvariants(s, limitsChanged: changed, maxActiveLowered: lowered)
+            // Shares granted under other limits come down with them: only a lower maxActive (tasks
+            // running beyond it) lets the own connections pass the budget.
+            var problems = Self.checkInvariants(s, limitsChanged: lowered, maxActiveLowered: lowered)
+            for case .shrink(let shrunk, let count) in actions where count != s.limits.ownShare || s.entry(shrunk)?.running?.connections != count {
+                problems.append("\(shrunk) shrunk to \(count), its share \(s.limits.ownShare)")
+            }
             // Every grant as the rule makes it at that moment: what the task asks for (within its
             // per-server cap), the budget's share of a slot and what the running tasks' own leave,
             // at least one; loans up to what it asks for.

@@ -16,22 +16,27 @@ import Testing
 
     @Test func raisingMaxActiveStartsWaitingTasksAtOnce() async throws {
         let dir = try QueueTempDir()
-        let bytes = QueueTestFiles.randomBytes(8 << 20, seed: 31)
+        let bytes = QueueTestFiles.randomBytes(48 << 20, seed: 31)
         let server = try QueueIntegrationTests.server(["slow.bin": bytes])
         defer { server.stop() }
         var settings = QueueSettings(downloadRoot: dir.path("root"))
         settings.maxActive = 2
         let queue = try DownloadQueue(databasePath: dir.path("q.sqlite"), settings: settings)
         queue.start()
-        // 64 KiB/s a connection: each task takes many seconds whatever it is given.
+        // 256 KiB/s a connection: each task takes many seconds whatever it is given.
         let ids = try (0..<6).map { n in
-            try queue.add(urls: [server.url("slow.bin", query: "rate=64k")], options: TaskOptions(outputName: "s\(n).bin"))
+            try queue.add(urls: [server.url("slow.bin", query: "rate=256k")], options: TaskOptions(outputName: "s\(n).bin"))
         }
         #expect(await eventually(timeout: 5) { queue.active().count == 2 })
         settings.maxActive = 6
         try queue.changeSettings(settings)
         #expect(await eventually(timeout: 3) { queue.active().count == 6 }, "\(queue.active().count) active after the raise")
         #expect(queue.waiting(offset: 0, count: 10).isEmpty)
+        // The first two came down from 8 of their own each to 2 (16 over 6 slots) and call the rest
+        // back: every task gets a connection (all on one host, whose cap of 16 they had filled) and
+        // the connections in use come back within the budget.
+        let counts = { ids.map { queue.snapshot($0)?.connections ?? 0 } }
+        #expect(await eventually(timeout: 20) { counts().allSatisfy { $0 >= 1 } && counts().reduce(0, +) <= 16 }, "\(counts())")
         for id in ids { try queue.remove(id, force: true) }
         await queue.shutdown()
     }

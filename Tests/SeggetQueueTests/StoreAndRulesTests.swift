@@ -159,7 +159,10 @@ import Testing
         }
     }
 
-    @Test(arguments: [[], ["ftp://x/y"], ["file:///etc/passwd"], ["http://x/a b"], ["http://x/\r\n"], ["notaurl"]])
+    @Test(arguments: [
+        [], ["ftp://x/y"], ["file:///etc/passwd"], ["http://x/a b"], ["http://x/\r\n"], ["notaurl"], ["http://[bad"],
+        ["http://"], ["https:///x"], ["http://[]/x"],
+    ])
     func badURLsAreRefused(urls: [String]) {
         #expect(throws: QueueError.self) { try OptionRules.check(urls: urls, options: TaskOptions()) }
     }
@@ -173,6 +176,7 @@ import Testing
                 proxy: "http://p:3128", connections: 128, maxSpeed: 0,
                 checksums: [try ExpectedDigest(parsing: "md5=" + String(repeating: "0", count: 32))]))
         try OptionRules.check(urls: Self.good, options: TaskOptions(outputName: "..hidden"))
+        try OptionRules.check(urls: ["http://[::1]:8080/x", "http://user:pw@h/x"], options: TaskOptions())
     }
 }
 

@@ -56,6 +56,18 @@ extension Coordinator {
         }
     }
 
+    /// Its own share lowered to `count` (a daemon's `max-concurrent-downloads` raised): the
+    /// connections above it are loans from now on, given back idle or called back while the lender
+    /// is short. Returns how many became loans (the shell takes them from the lender, which the
+    /// queue gave them back to). Never raised.
+    mutating func lowerOwn(to count: Int) -> Int {
+        let own = max(1, count)
+        guard own < ownConnections else { return 0 }
+        let moved = ownConnections - own
+        ownConnections = own
+        return moved
+    }
+
     /// The lender is no longer short: a loan being called back may take work again.
     mutating func endRecall() { recalledLoan = nil }
 }

@@ -111,7 +111,7 @@ struct Coordinator: Coordinating {
     var connectionLimit: Int
     /// Connections this download has of its own; those from here to `connectionLimit` are borrowed
     /// (see `ConnectionLender`).
-    private(set) var ownConnections: Int
+    var ownConnections: Int
     /// Connections borrowed now.
     var loans: Int { connectionLimit - ownConnections }
     /// The loan being given back to a short lender (`recallLoan`): no new work, no running on.

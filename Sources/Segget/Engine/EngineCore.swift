@@ -290,6 +290,15 @@ struct EngineCore {
         passStartedAt - lastJudged >= Coordinator.slowJudgeInterval
     }
 
+    /// A daemon task's own share lowered to `count` (see `Coordinator.lowerOwn`): how many of its
+    /// connections became loans.
+    mutating func lowerOwn(to count: Int) -> Int {
+        guard case .ranged(var c) = mode else { return 0 }
+        mode = .vacant
+        defer { mode = .ranged(c) }
+        return c.lowerOwn(to: count)
+    }
+
     /// The ranged coordinator, if this is a ranged download (tests read its scheduler).
     var ranged: Coordinator? { if case .ranged(let c) = mode { c } else { nil } }
 

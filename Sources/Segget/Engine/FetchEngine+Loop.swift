@@ -64,6 +64,9 @@ extension FetchEngine {
         var offered: Int?
         var recall = false
         if let lender = settings.lender {
+            // A lowered own share: the connections above it are loans now, taken from the lender
+            // that the queue gave them back to.
+            if let share = settings.ownShare { lender.withdraw(core.lowerOwn(to: share.count)) }
             let spare = lender.spare
             offered = spare > 0 ? lender.borrow(upTo: 1) : 0
             recall = spare < 0

@@ -77,6 +77,8 @@ struct FetchSettings {
     /// command line's time through WAN link a: the loans cut the 3 long runs, and the bytes in flight
     /// past each cut were sent for nothing (96 MB for a 67 MB file).
     var borrowAtStart = false
+    /// A daemon task's own share, lowered while it runs (see `ConnectionShare`).
+    var ownShare: ConnectionShare?
 
     /// Borrows what `borrowAtStart` takes for a download of `n` connections: how many it got.
     func loansAtStart(of n: Int) -> Int {

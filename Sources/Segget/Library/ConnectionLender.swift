@@ -54,6 +54,24 @@ public final class ConnectionLender: Sendable {
     }
 }
 
+/// A daemon task's own share of its queue's budget, which the queue may lower while the task runs
+/// (`max-concurrent-downloads` raised): the download then holds its connections above the new
+/// share as loans of the lender (see `Coordinator.lowerOwn`), given back as any loan. Only lowered.
+public final class ConnectionShare: Sendable {
+    private let own: Atomic<Int>
+
+    public init(_ count: Int) { own = Atomic(max(1, count)) }
+
+    public var count: Int {
+        get { own.load(ordering: .relaxed) }
+        set { own.store(max(1, newValue), ordering: .relaxed) }
+    }
+}
+
+extension ConnectionShare: Equatable {
+    public static func == (a: ConnectionShare, b: ConnectionShare) -> Bool { a === b }
+}
+
 extension ConnectionLender: Equatable {
     /// The same lender (a batch's), not an equal count.
     public static func == (a: ConnectionLender, b: ConnectionLender) -> Bool { a === b }

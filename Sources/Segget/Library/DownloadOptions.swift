@@ -22,6 +22,9 @@ public struct DownloadOptions: Sendable, Equatable {
     /// in all. Not with `autoConnections`.
     public var lender: ConnectionLender?
     public var connectionsWithLoans = 0
+    /// With `lender`, a daemon task's own share, which may be lowered while it runs (see
+    /// `ConnectionShare`); `connections` is its value at the start.
+    public var ownShare: ConnectionShare?
     /// The process's per-host budget (see `HostBudget`): this download's requests to its host count
     /// against it with those of the other downloads sharing it. Nil: only its own connections count.
     public var hostBudget: HostBudget?
