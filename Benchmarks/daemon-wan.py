@@ -25,7 +25,7 @@ connection is left open), with the distinct TCP connections.
           each task's rate from 3 s to 7 s after the first add (completedLength deltas), their
           min/max ratio and their sum; then the tasks are removed.
 
-Outputs of `one` and `queue` are checked (size and md5 against the source). Prints one line per
+Outputs of `one` and `queue` are checked (size and SHA-256 against the source). Prints one line per
 run (stderr) and the tables (stdout); every run is appended as a JSON line to WORK/runs.jsonl.
 Needs root (network namespaces), nginx, aria2c, cc. Python 3.11 standard library only.
 """
@@ -33,7 +33,6 @@ Needs root (network namespaces), nginx, aria2c, cc. Python 3.11 standard library
 from __future__ import annotations
 
 import argparse
-import hashlib
 import http.client
 import json
 import os
@@ -64,66 +63,13 @@ def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def md5_file(path: Path) -> str:
-    h = hashlib.md5()
-    with open(path, "rb") as f:
-        while b := f.read(4 * MiB):
-            h.update(b)
-    return h.hexdigest()
-
-
-# -- nginx: plain HTTP, every request logged with its Range -----------------------------------------
-
-NGINX_CONF = """\
-daemon off;
-master_process on;
-worker_processes auto;
-{user_line}
-pid {prefix}/nginx.pid;
-error_log {prefix}/error.log warn;
-events {{ worker_connections 1024; }}
-http {{
-    default_type application/octet-stream;
-    sendfile on;
-    tcp_nopush on;
-    keepalive_timeout 65;
-    keepalive_requests 100000;
-    server_tokens off;
-    client_body_temp_path {prefix}/tmp/body;
-    proxy_temp_path {prefix}/tmp/proxy;
-    fastcgi_temp_path {prefix}/tmp/fastcgi;
-    uwsgi_temp_path {prefix}/tmp/uwsgi;
-    scgi_temp_path {prefix}/tmp/scgi;
-    log_format bench "$msec\\t$connection\\t$connection_requests\\t$status\\t$body_bytes_sent\\t$request_time\\t$http_range\\t$request";
-    access_log {prefix}/access.log bench;
-    server {{
-        listen {server_ip}:{http_port};
-        location /f/ {{ alias {data}/; }}
-    }}
-    server {{
-        listen 127.0.0.1:{status_port};
-        access_log off;
-        location = /nginx_status {{ stub_status; }}
-    }}
-}}
-"""
-
-
 class RangeNginx(WanNginx):
-    """Benchmarks/harness/wan.py's nginx in the server namespace, HTTP only, logging `$http_range`."""
+    """Benchmarks/harness/wan.py's nginx in the server namespace, its access log with `$http_range`."""
 
-    def _make_cert(self) -> None:
-        pass
-
-    def _write_conf(self) -> Path:
-        path = self.prefix / "nginx.conf"
-        path.write_text(NGINX_CONF.format(
-            prefix=self.prefix, user_line="user root;" if os.geteuid() == 0 else "", server_ip=SERVER_IP,
-            http_port=HTTP_PORT, status_port=STATUS_PORT, data=self.data_dir))
-        return path
+    log_format = "$msec\\t$connection\\t$connection_requests\\t$status\\t$body_bytes_sent\\t$request_time\\t$http_range\\t$request"
 
     def url(self, name: str) -> str:  # type: ignore[override]
-        return f"http://{SERVER_IP}:{HTTP_PORT}/f/{name}"
+        return super().url("uncapped", name, tls=False)
 
     def requests_since(self, offset: int) -> list[dict]:
         with open(self.log_path, "rb") as f:
@@ -330,7 +276,7 @@ class Bench:
         self.small = [self.www / f"q{i}.bin" for i in range(8)]
         for p in self.small:
             random_file(p, 4 * MiB)
-        self.md5 = {p.name: md5_file(p) for p in [self.big, *self.small]}
+        self.digests = {p.name: sha256_file(p) for p in [self.big, *self.small]}
 
     def record(self, rec: dict) -> None:
         self.records.append(rec)
@@ -339,7 +285,7 @@ class Bench:
             f.write(json.dumps(rec) + "\n")
 
     def check_files(self, dl: Path, expected: list[str]) -> str | None:
-        """None when dl holds exactly the expected files, each of the right size and md5."""
+        """None when dl holds exactly the expected files, each of the right size and SHA-256."""
         got = sorted(p.name for p in dl.iterdir())
         if got != sorted(expected):
             return f"files in dir {got} != {sorted(expected)}"
@@ -348,8 +294,8 @@ class Bench:
             src = self.www / n
             if p.stat().st_size != src.stat().st_size:
                 return f"{n}: {p.stat().st_size} bytes, not {src.stat().st_size}"
-            if md5_file(p) != self.md5[n]:
-                return f"{n}: md5 differs from the source's"
+            if sha256_file(p) != self.digests[n]:
+                return f"{n}: SHA-256 differs from the source's"
         return None
 
     # -- one --

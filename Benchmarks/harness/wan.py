@@ -236,6 +236,9 @@ def connect_in_netns(netns: str, addr: tuple[str, int], timeout: float) -> socke
 class WanNginx(Nginx):
     """nginx inside the server namespace, on SERVER_IP; stub_status on its loopback."""
 
+    # Its access log's fields (a subclass may log others, e.g. the Range asked for).
+    log_format = LOG_FORMAT
+
     def __init__(self, prefix: Path, data_dir: Path, netns: str):
         super().__init__(prefix, data_dir)
         self.netns = netns
@@ -254,7 +257,7 @@ class WanNginx(Nginx):
     def _write_conf(self) -> Path:
         user_line = "user root;" if os.geteuid() == 0 else ""
         conf = WAN_CONF.format(
-            prefix=self.prefix, user_line=user_line, log_format=LOG_FORMAT, server_ip=SERVER_IP,
+            prefix=self.prefix, user_line=user_line, log_format=self.log_format, server_ip=SERVER_IP,
             http_port=HTTP_PORT, tls_port=TLS_PORT, status_port=STATUS_PORT,
             locations=WAN_LOCATIONS.format(data=self.data_dir))
         path = self.prefix / "nginx.conf"
