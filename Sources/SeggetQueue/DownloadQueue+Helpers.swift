@@ -16,7 +16,7 @@ extension DownloadQueue {
     {
         let others = records.values.filter { $0.id != except }
         let taken = Set(others.compactMap(\.path))
-        let held = Set(others.filter { [.active, .waiting, .paused].contains($0.status) }.compactMap(\.path))
+        let held = Set(others.filter { !$0.status.isStopped }.compactMap(\.path))
         var n = 0
         while true {
             let candidate = OutputNames.join(directory, n == 0 ? name : OutputNames.numbered(name, n))
@@ -51,15 +51,16 @@ extension DownloadQueue {
     /// advice to add the other's URL, then running) depended on which opened the file first, not on
     /// their order (exploratory run 7).
     static func refuseClaimed(_ path: String?, _ records: [TaskID: TaskRecord], except: TaskID?) throws(QueueError) {
-        guard let path,
-            let other = records.values.first(where: {
-                $0.id != except && $0.path == path && [.active, .waiting, .paused].contains($0.status)
-            })
-        else { return }
+        guard let path, let other = claimant(of: path, records, except: except) else { return }
         throw QueueError(
             .badOption,
             "Task \(other.id.gid) (\(other.status.rawValue)) already saves to \(path); give this task another out, or remove that task first."
         )
+    }
+
+    /// Another task still to finish (active, waiting or paused) that saves to `path`, if any.
+    static func claimant(of path: String, _ records: [TaskID: TaskRecord], except: TaskID?) -> TaskRecord? {
+        records.values.first { $0.id != except && $0.path == path && !$0.status.isStopped }
     }
 
     static func want(_ o: TaskOptions) -> QueueState.Want {

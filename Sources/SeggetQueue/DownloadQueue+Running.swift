@@ -166,10 +166,7 @@ extension DownloadQueue {
     ) -> (path: String, bytes: Int64)? {
         guard let url = r.urls.first else { return nil }
         let path = OutputNames.join(directory, name)
-        let claimed = records.values.contains {
-            $0.id != r.id && $0.path == path && [.active, .waiting, .paused].contains($0.status)
-        }
-        guard !claimed, let size = FinishedMark.stillServed(
+        guard claimant(of: path, records, except: r.id) == nil, let size = FinishedMark.stillServed(
             at: path, url: url, expected: r.options.checksums, length: serverLength, version: serverVersion)
         else { return nil }
         return (path, size)
