@@ -30,48 +30,56 @@ extension DownloadQueue {
         applySchedule()
     }
 
-    /// The stored values; nil where none was stored.
+    /// The stored values, by setting; a setting absent was not stored.
     public struct StoredGlobals: Sendable, Equatable {
-        public var maxActive: Int?
-        /// Bytes per second; 0: no limit.
-        public var maxOverallSpeed: Int64?
-        public var defaultConnections: Int?
-        public var maxConnectionsPerServer: Int?
+        public var values: [GlobalSetting: Int64]
 
-        public init(maxActive: Int? = nil, maxOverallSpeed: Int64? = nil, defaultConnections: Int? = nil, maxConnectionsPerServer: Int? = nil) {
-            self.maxActive = maxActive
-            self.maxOverallSpeed = maxOverallSpeed
-            self.defaultConnections = defaultConnections
-            self.maxConnectionsPerServer = maxConnectionsPerServer
-        }
+        public init(_ values: [GlobalSetting: Int64] = [:]) { self.values = values }
 
         /// `s` with every stored value in place.
         public func applied(to s: QueueSettings) -> QueueSettings {
             var s = s
-            if let v = maxActive { s.maxActive = v }
-            if let v = maxOverallSpeed { s.maxOverallSpeed = v > 0 ? v : nil }
-            if let v = defaultConnections { s.defaultConnections = v }
-            if let v = maxConnectionsPerServer { s.maxConnectionsPerServer = v }
+            for (k, v) in values { k.set(v, in: &s) }
             return s
         }
     }
 
-    /// Names in the `settings` table: aria2's option names.
+    /// Names in the `settings` table: aria2's option names. Each reads and writes its setting as
+    /// the number stored.
     public enum GlobalSetting: String, CaseIterable, Sendable {
         case maxActive = "max-concurrent-downloads"
         case maxOverallSpeed = "max-overall-download-limit"
         case defaultConnections = "split"
         case maxConnectionsPerServer = "max-connection-per-server"
+
+        /// Its value in `s` (0: no overall limit).
+        func value(in s: QueueSettings) -> Int64 {
+            switch self {
+            case .maxActive: Int64(s.maxActive)
+            case .maxOverallSpeed: s.maxOverallSpeed ?? 0
+            case .defaultConnections: Int64(s.defaultConnections)
+            case .maxConnectionsPerServer: Int64(s.maxConnectionsPerServer)
+            }
+        }
+
+        func set(_ v: Int64, in s: inout QueueSettings) {
+            switch self {
+            case .maxActive: s.maxActive = Int(clamping: v)
+            case .maxOverallSpeed: s.maxOverallSpeed = v > 0 ? v : nil
+            case .defaultConnections: s.defaultConnections = Int(clamping: v)
+            case .maxConnectionsPerServer: s.maxConnectionsPerServer = Int(clamping: v)
+            }
+        }
     }
 
     /// What was stored by ``changeSettings(_:)``; a value that does not read as a number is left out.
     public func storedGlobals() -> StoredGlobals {
         core.withLock { c in
-            func read(_ k: GlobalSetting) -> Int64? { (try? c.store?.setting(k.rawValue)).flatMap { $0.flatMap { Int64($0) } } }
-            return StoredGlobals(
-                maxActive: read(.maxActive).map { Int($0) }, maxOverallSpeed: read(.maxOverallSpeed),
-                defaultConnections: read(.defaultConnections).map { Int($0) },
-                maxConnectionsPerServer: read(.maxConnectionsPerServer).map { Int($0) })
+            var values: [GlobalSetting: Int64] = [:]
+            for k in GlobalSetting.allCases {
+                if let text = try? c.store?.setting(k.rawValue), let v = Int64(text) { values[k] = v }
+            }
+            return StoredGlobals(values)
         }
     }
 
@@ -85,13 +93,9 @@ extension DownloadQueue {
 
     /// Stores the settings of ``GlobalSetting`` that differ between `old` and `new`.
     func storeChangedGlobals(from old: QueueSettings, to new: QueueSettings, _ c: inout Core) {
-        var changed: [(GlobalSetting, String)] = []
-        if old.maxActive != new.maxActive { changed.append((.maxActive, String(new.maxActive))) }
-        if old.maxOverallSpeed != new.maxOverallSpeed { changed.append((.maxOverallSpeed, String(new.maxOverallSpeed ?? 0))) }
-        if old.defaultConnections != new.defaultConnections { changed.append((.defaultConnections, String(new.defaultConnections))) }
-        if old.maxConnectionsPerServer != new.maxConnectionsPerServer {
-            changed.append((.maxConnectionsPerServer, String(new.maxConnectionsPerServer)))
+        for k in GlobalSetting.allCases where k.value(in: old) != k.value(in: new) {
+            let text = String(k.value(in: new))
+            store(&c) { s throws(SQLiteError) in try s.setSetting(k.rawValue, text) }
         }
-        for (k, v) in changed { store(&c) { s throws(SQLiteError) in try s.setSetting(k.rawValue, v) } }
     }
 }

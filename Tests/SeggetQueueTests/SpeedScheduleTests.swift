@@ -168,10 +168,10 @@ import Testing
             await queue.shutdown()
         }
         let queue = try DownloadQueue(databasePath: dir.path("q.sqlite"), settings: settings)
-        #expect(queue.storedGlobals() == .init(maxActive: 2, maxOverallSpeed: 0))
+        #expect(queue.storedGlobals() == .init([.maxActive: 2, .maxOverallSpeed: 0]))
         #expect(queue.storedGlobals().applied(to: settings).maxActive == 2)
         queue.forgetStoredGlobals([.maxActive])
-        #expect(queue.storedGlobals() == .init(maxOverallSpeed: 0))
+        #expect(queue.storedGlobals() == .init([.maxOverallSpeed: 0]))
         await queue.shutdown()
     }
 
