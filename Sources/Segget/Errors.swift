@@ -118,6 +118,17 @@ public struct SeggetError: Error, CustomStringConvertible, Sendable, Equatable {
     /// daemon's tasks give; they gave 6, any network failure).
     public internal(set) var nameNotResolved = false
 
+    /// A usage failure that is not about the command line's shape (a client command's GID the daemon
+    /// does not know, a call it refused): said without the pointer to `--help`, which cannot help.
+    public static func refused(_ message: String) -> SeggetError {
+        var e = SeggetError(.usage, message)
+        e.pointsToHelp = false
+        return e
+    }
+
+    /// Whether a usage failure ends with "See 'segget --help'" (see `refused`).
+    public internal(set) var pointsToHelp = true
+
     /// The failure of a walk of redirects that looped or ran past `limit` (exit 7).
     public static func redirects(_ message: String) -> SeggetError {
         var e = SeggetError(.protocolViolation, message, retryAdvice: .never)

@@ -52,15 +52,25 @@ struct DaemonAddress: ParsableArguments {
             return try RPCClient(host: host, port: resolvedPort, secret: token).call(method, params)
         } catch .remote(let e) {
             if e == .unauthorized {
-                throw SeggetError(
-                    .usage,
+                throw SeggetError.refused(
                     "The daemon refused \(method): Unauthorized (the token \(token == nil ? "is missing" : "is wrong"); \(source)). A daemon started with --rpc-secret needs the same --rpc-secret or $SEGGET_RPC_SECRET here."
                 )
             }
-            throw SeggetError(.usage, "The daemon refused \(method): \(e.message)")
+            throw SeggetError.refused(Self.refusal(method, e.message))
         } catch {
             throw SeggetError(.network, error.description)
         }
+    }
+
+    /// What to say of the daemon's refusal `message` of `method`: a GID it does not know (aria2's and
+    /// segget's "GID … is not found", which a user reads as about aria2.tellStatus) is said as such,
+    /// with where to find the GIDs; other refusals keep the method's name.
+    static func refusal(_ method: String, _ message: String) -> String {
+        if message.hasPrefix("GID "), message.hasSuffix(" is not found") {
+            let gid = message.dropFirst(4).dropLast(13)
+            return "The daemon has no task with GID \(gid); 'segget ls' lists its tasks."
+        }
+        return "The daemon refused \(method): \(message)"
     }
 
     /// Runs `body` for each of `items` (GIDs, URLs), all of them even after one fails: a command
@@ -81,7 +91,8 @@ struct DaemonAddress: ParsableArguments {
             let line = DisplayText.escaping(e.message, keepingLineBreaks: false)
             return line.hasSuffix(".") ? line : line + "."
         }.joined(separator: " ")
-        throw SeggetError(first.kind, "\(done) \(items.count - failures.count) of \(items.count); \(failures.count) failed. \(reasons)")
+        let message = "\(done) \(items.count - failures.count) of \(items.count); \(failures.count) failed. \(reasons)"
+        throw first.kind == .usage && !first.pointsToHelp ? SeggetError.refused(message) : SeggetError(first.kind, message)
     }
 }
 
@@ -220,6 +231,14 @@ struct Remove: ParsableCommand {
         abstract: "Remove tasks from the running daemon: a queued or running one stops and stays in the history as removed; one that has stopped is dropped from the history.")
     @Argument(help: "The GIDs of the tasks.") var gids: [String]
     @OptionGroup var daemon: DaemonAddress
+    func validate() throws {
+        // pause and resume take 'all'; rm does not (it would drop every task and its history), so
+        // the word is refused here rather than looked up as a GID.
+        if gids.contains("all") {
+            throw ValidationError(
+                "rm takes GIDs, not 'all' ('segget ls' lists the tasks; 'segget pause all' stops every task and keeps its progress)")
+        }
+    }
     func run() throws {
         try DaemonAddress.forEach(gids, done: "Removed") { gid in
             let status = try daemon.call("aria2.tellStatus", [.string(gid), .array([.string("status")])])["status"]?

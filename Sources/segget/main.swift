@@ -21,7 +21,7 @@ func usageProblem(_ message: String) -> String {
 }
 
 /// Prints a usage problem as one line and exits 2.
-func failUsage(_ message: String) -> Never {
+func failUsage(_ message: String, pointingToHelp: Bool = true) -> Never {
     // ArgumentParser's messages end in usage hints on lines of their own; what is wrong comes
     // before them, and may quote a value given with a line break (-H $'a\nb'), which is shown
     // escaped so that the message stays one line (cut at the first line break, it lost its reason).
@@ -29,7 +29,7 @@ func failUsage(_ message: String) -> Never {
     if first.hasPrefix("Error: ") { first.removeFirst(7) }
     // One sentence, then the pointer: ArgumentParser's own messages end without a period.
     if let last = first.last, !".?!".contains(last) { first += "." }
-    writeStderr("segget: \(first) See 'segget --help'.\n")
+    writeStderr(pointingToHelp ? "segget: \(first) See 'segget --help'.\n" : "segget: \(first)\n")
     if jsonRequested {
         StdoutLines.write(JSONReporter.error(id: nil, url: nil, path: nil, SeggetError(.usage, first)).body)
     }
@@ -66,7 +66,7 @@ do {
 } catch let error as ExitCode {
     exit(error.rawValue)
 } catch let error as SeggetError {
-    if error.kind == .usage { failUsage(error.message) }
+    if error.kind == .usage { failUsage(error.message, pointingToHelp: error.pointsToHelp) }
     writeStderr("segget: \(error.message)\n")
     if jsonRequested {
         StdoutLines.write(JSONReporter.error(id: nil, url: nil, path: nil, error).body)

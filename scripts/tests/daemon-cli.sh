@@ -89,6 +89,17 @@ set +e
 rc=$?
 set -e
 [ "$rc" -eq 2 ] && grep -q "Resumed 2 of 3; 1 failed" "$WORK/resume-some.err" || fail "resume with an unknown GID: exit $rc, $(cat "$WORK/resume-some.err")"
+# An unknown GID is said as such, without the daemon's method or a pointer to --help (which has
+# nothing on it); 'rm all' is refused, not looked up as a GID.
+set +e
+"$SEGGET_BIN" rm deadbeefdeadbeef 2>"$WORK/rm-unknown.err"
+rc=$?
+"$SEGGET_BIN" rm all 2>"$WORK/rm-all.err"
+rc_all=$?
+set -e
+[ "$rc" -eq 2 ] && grep -q "has no task with GID deadbeefdeadbeef; 'segget ls' lists" "$WORK/rm-unknown.err" \
+    && ! grep -q -e "tellStatus" -e "--help" "$WORK/rm-unknown.err" || fail "rm of an unknown GID: exit $rc, $(cat "$WORK/rm-unknown.err")"
+[ "$rc_all" -eq 2 ] && grep -q "rm takes GIDs, not 'all'" "$WORK/rm-all.err" || fail "rm all: exit $rc_all, $(cat "$WORK/rm-all.err")"
 wait_status "$g3" active
 wait_status "$g4" active
 "$SEGGET_BIN" rm "$g4"
