@@ -87,7 +87,7 @@ final class BatchUI: Reporter {
             s.lastDraw = now
             let text = statusText(s)
             if isTTY {
-                writeStderr(String(text.prefix(columns - 1)), after: .clearLine)
+                writeStderr(DisplayText.fitted(text, columns: columns - 1), after: .clearLine)
                 s.drawn = true
             } else {
                 writeStderr(text + "\n")

@@ -109,23 +109,16 @@ final class TerminalUI: @unchecked Sendable {
     }
 
     private func bar(_ p: DownloadProgress) -> String {
-        let conns = connectionView(p.connections)
-        var right = " \(Format.bytes(p.completedBytes))"
-        if let total = p.totalBytes { right += "/\(Format.bytes(total))" }
-        right += " \(Format.rate(p.bytesPerSecond))"
-        if let eta = p.eta { right += " ETA \(Format.seconds(eta))" }
-        right += " " + conns
-        var pct = "  ?%"
-        var fraction = 0.0
+        var bytes = Format.bytes(p.completedBytes)
+        if let total = p.totalBytes { bytes += "/\(Format.bytes(total))" }
+        var line = ProgressLine(
+            percent: "  ?%", bytes: bytes, rate: Format.rate(p.bytesPerSecond), eta: p.eta.map(Format.seconds),
+            connections: connectionView(p.connections))
         if let total = p.totalBytes, total > 0 {
-            fraction = min(1, Double(p.completedBytes) / Double(total))
-            pct = percent(p.completedBytes, total).leftPadded(4)
+            line.fraction = min(1, Double(p.completedBytes) / Double(total))
+            line.percent = percent(p.completedBytes, total).leftPadded(4)
         }
-        let width = max(10, columns - right.count - pct.count - 4)
-        let filled = Int(fraction * Double(width))
-        let barText = String(repeating: "=", count: filled) + (filled < width ? ">" : "") + String(repeating: " ", count: max(0, width - filled - 1))
-        let line = "\(pct) [\(barText)]\(right)"
-        return String(line.prefix(columns - 1))
+        return line.text(columns: columns)
     }
 
     /// One character per connection: its speed relative to the fastest, `·` idle, `w` waiting to
@@ -150,6 +143,43 @@ final class TerminalUI: @unchecked Sendable {
 
     private func percent(_ a: Int64, _ b: Int64) -> String {
         "\(min(100, Int(Double(a) * 100 / Double(max(b, 1)))))%"
+    }
+}
+
+/// The live line of one download: percent, bar, bytes, rate, ETA and a character per connection, in
+/// that order, fitted to the terminal's width. Where they do not all fit, the connections go first,
+/// then the bar (never under 10 wide), then the bytes, then the ETA; only the connections are ever
+/// shown in part. The bar was kept at 10 and the line cut at the edge, so on a 40-column terminal the
+/// rate and ETA were what went.
+struct ProgressLine: Equatable {
+    var percent: String
+    var fraction = 0.0
+    var bytes: String
+    var rate: String
+    var eta: String?
+    var connections: String
+
+    func text(columns: Int) -> String {
+        let limit = max(1, columns - 1)  // the last column left free: a full row wraps on some terminals
+        var info = " \(bytes) \(rate)"
+        if let eta { info += " ETA \(eta)" }
+        let conns = connections.isEmpty ? "" : " " + connections
+        for right in [info + conns, info] {
+            let width = limit - DisplayText.columns(percent) - 3 - DisplayText.columns(right)
+            if width >= 10 {
+                let filled = min(width, Int(fraction * Double(width)))
+                let bar = String(repeating: "=", count: filled) + (filled < width ? ">" : "")
+                    + String(repeating: " ", count: max(0, width - filled - 1))
+                return "\(percent) [\(bar)]\(right)"
+            }
+        }
+        // No room for a bar: the bytes go before the rate and ETA, and no field is shown in part.
+        let etaText = eta.map { " ETA \($0)" } ?? ""
+        if DisplayText.columns(percent + info) <= limit { return DisplayText.fitted(percent + info + conns, columns: limit) }
+        for shorter in [" \(rate)\(etaText)", " \(rate)"] where DisplayText.columns(percent + shorter) <= limit {
+            return percent + shorter
+        }
+        return DisplayText.fitted(percent, columns: limit)
     }
 }
 

@@ -14,3 +14,51 @@ import Testing
         #expect(JSONReporter().wantsProgress)
     }
 }
+
+/// A download's live line fits the terminal whatever its width, and what goes first where it does not
+/// all fit is the least useful (exploratory run 5: on 40 columns the bar kept 10 and the rate and ETA
+/// were cut off).
+@Suite struct ProgressLineTests {
+    let line = ProgressLine(
+        percent: " 42%", fraction: 0.42, bytes: "107.5 MiB/256.0 MiB", rate: "5.2 MiB/s", eta: "28s",
+        connections: "▇▇▇▆▇▇█▇")
+
+    @Test func wideTerminalsShowEverythingWithABarThatFills() {
+        let text = line.text(columns: 100)
+        #expect(DisplayText.columns(text) == 99)
+        #expect(text.hasPrefix(" 42% [====="))
+        #expect(text.hasSuffix("] 107.5 MiB/256.0 MiB 5.2 MiB/s ETA 28s ▇▇▇▆▇▇█▇"))
+        let bar = text.split(separator: "[")[1].split(separator: "]")[0]
+        #expect(bar.filter { $0 == "=" }.count == Int(0.42 * Double(bar.count)))
+    }
+
+    @Test func theConnectionsGoFirstThenTheBar() {
+        // 4 + 2 + 10 + 1 + 19 + 1 + 9 + 8 = the line without connections and a bar of 10: 54 + "]"
+        let noConnections = line.text(columns: 58)
+        #expect(noConnections.hasSuffix("] 107.5 MiB/256.0 MiB 5.2 MiB/s ETA 28s"))
+        #expect(!noConnections.contains("▇"))
+        let noBar = line.text(columns: 45)
+        #expect(noBar == " 42% 107.5 MiB/256.0 MiB 5.2 MiB/s ETA 28s ▇")
+        #expect(line.text(columns: 43) == " 42% 107.5 MiB/256.0 MiB 5.2 MiB/s ETA 28s")
+        // Then the bytes, then the ETA: no field is shown in part.
+        #expect(line.text(columns: 40) == " 42% 5.2 MiB/s ETA 28s")
+        #expect(line.text(columns: 20) == " 42% 5.2 MiB/s")
+        #expect(line.text(columns: 6) == " 42%")
+    }
+
+    @Test func everyWidthFitsAndKeepsTheRateWhereItCan() {
+        for width in 1...140 {
+            for l in [line, ProgressLine(percent: "  ?%", bytes: "3.0 GiB", rate: "112.0 MiB/s", eta: nil, connections: "")] {
+                let text = l.text(columns: width)
+                #expect(DisplayText.columns(text) <= max(1, width - 1), "width \(width): \(text)")
+                let essentials = " \(l.bytes) \(l.rate)" + (l.eta.map { " ETA \($0)" } ?? "")
+                if width - 1 >= DisplayText.columns(l.percent + essentials) {
+                    #expect(text.contains(essentials), "width \(width): \(text)")
+                }
+                if width - 1 >= DisplayText.columns(l.percent + " " + l.rate) {
+                    #expect(text.contains(" \(l.rate)"), "width \(width): \(text)")
+                }
+            }
+        }
+    }
+}

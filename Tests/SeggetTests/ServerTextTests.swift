@@ -84,6 +84,27 @@ import Testing
         #expect(DisplayText.columns("") == 0)
     }
 
+    /// A live line is cut by the columns it takes as shown, escaped, never past `limit`.
+    @Test func fittedCutsByColumnsAfterEscaping() {
+        #expect(DisplayText.fitted("abcdef", columns: 4) == "abcd")
+        #expect(DisplayText.fitted("abc", columns: 10) == "abc")
+        #expect(DisplayText.fitted("文件名称.bin", columns: 5) == "文件")  // a third wide one would take 6
+        #expect(DisplayText.fitted("文件名称.bin", columns: 6) == "文件名")
+        #expect(DisplayText.fitted("a\u{1B}[2Jb", columns: 5) == "a\\x1b")  // escaped first: a\x1b[2Jb
+        #expect(DisplayText.fitted("e\u{301}\u{301}x", columns: 1) == "e\u{301}\u{301}")
+        #expect(DisplayText.fitted("🎉🎉", columns: 3) == "🎉")
+        #expect(DisplayText.fitted("x", columns: 0) == "")
+        // Every cut of a mixed line stays within its limit and is a prefix of the escaped line.
+        let line = "segget: 3/9 done · 下载测试文件名称.bin 42% · \u{1B}]0;t 🎉 é"
+        let escaped = DisplayText.escaping(line, keepingLineBreaks: false)
+        for limit in 0...DisplayText.columns(escaped) + 2 {
+            let cut = DisplayText.fitted(line, columns: limit)
+            #expect(DisplayText.columns(cut) <= limit)
+            #expect(escaped.hasPrefix(cut))
+            #expect(DisplayText.columns(cut) >= min(limit, DisplayText.columns(escaped)) - 1)
+        }
+    }
+
     @Test func displayTextEscapesAgainWithoutChange() {
         let once = DisplayText.escaping("x \(ServerText("\u{1B}[2J\\")) \u{1B}]0;t\u{07} \u{202E}")
         #expect(once == "x \\x1b[2J\\\\ \\x1b]0;t\\x07 \\u{202e}")

@@ -73,6 +73,25 @@ public enum DisplayText {
         }
     }
 
+    /// `text` escaped as `escaping` does (line breaks too), then cut by whole characters to at most
+    /// `limit` terminal columns as `columns(_:)` counts them. What a live line is fitted with: a cut by
+    /// characters let a line of wide characters (`文件`) run past the terminal's edge, where it wraps
+    /// and the next redraw clears only its last row, and it was made before the escaping that
+    /// lengthens a name holding control characters.
+    public static func fitted(_ text: String, columns limit: Int) -> String {
+        let shown = escaping(text, keepingLineBreaks: false)
+        guard columns(shown) > limit else { return shown }
+        var out = ""
+        var used = 0
+        for ch in shown {
+            let w = columns(String(ch))
+            if used + w > limit { break }
+            out.append(ch)
+            used += w
+        }
+        return out
+    }
+
     /// True when `text` holds nothing that `escaping(_:keepingLineBreaks:)` would change.
     public static func isSafe(_ text: String, keepingLineBreaks: Bool = true) -> Bool {
         escaping(text, keepingLineBreaks: keepingLineBreaks) == text
