@@ -16,12 +16,12 @@ enum FileTooLarge {
     static func reason(directory: String?, size: Int64?, stream: Bool = false) -> String {
         let sized = size.map { " of \(Format.bytes($0))" } ?? " this large"
         if let limit = processLimit(for: size) {
-            return "this process may write no file larger than \(Format.bytes(limit)) (its file size limit, ulimit -f), too little for a file\(sized); raise it (ulimit -f unlimited) in the shell that starts segget"
+            return "this process may write no file larger than \(Format.bytes(limit)) (its file size limit, ulimit -f), too little for a file\(sized); \(NextStep.raiseFileSizeLimit.cli)"
         }
         if stream {
             return "the file standard output goes to cannot grow larger (its file system's limit; FAT's is 4 GiB less a byte); send it to a file on another file system"
         }
         let place = directory.map { "the file system of \($0)" } ?? "the file system"
-        return "\(place) cannot hold a file\(sized) (FAT's limit is 4 GiB less a byte); choose a directory on another file system with -d or -o"
+        return "\(place) cannot hold a file\(sized) (FAT's limit is 4 GiB less a byte); \(NextStep.otherFileSystem.cli)"
     }
 }

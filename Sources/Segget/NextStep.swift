@@ -58,6 +58,10 @@ public enum NextStep: CaseIterable, Sendable {
     case skipServerDigest
     /// A file an earlier run downloaded from this URL, changed on the server since.
     case downloadChangedFileAgain
+    /// A file larger than the process's file size limit (`ulimit -f`) allows.
+    case raiseFileSizeLimit
+    /// A file larger than its file system can hold (FAT's 4 GiB).
+    case otherFileSystem
 
     public var cli: String {
         switch self {
@@ -89,6 +93,8 @@ public enum NextStep: CaseIterable, Sendable {
         case .allowLongerToConnect: " (--connect-timeout); check that the server is up and reachable, or allow longer with --connect-timeout."
         case .skipServerDigest: "--no-verify downloads without checking it."
         case .downloadChangedFileAgain: "Pass --force to download it again, or choose another name."
+        case .raiseFileSizeLimit: "raise it (ulimit -f unlimited) in the shell that starts segget"
+        case .otherFileSystem: "choose a directory on another file system with -d or -o"
         }
     }
 
@@ -122,6 +128,8 @@ public enum NextStep: CaseIterable, Sendable {
         case .allowLongerToConnect: "; check that the server is up and reachable, or add the URL again with a longer connect-timeout."
         case .skipServerDigest: "a task given the file's right digest in the checksum option is checked against that instead."
         case .downloadChangedFileAgain: "Remove that file and add the URL again to download it anew, or give the task another out=."
+        case .raiseFileSizeLimit: "raise it where the daemon is started (ulimit -f unlimited in its shell, LimitFSIZE=infinity in a systemd unit), restart the daemon and add the URL again"
+        case .otherFileSystem: "add the URL again with a dir on another file system"
         }
     }
 

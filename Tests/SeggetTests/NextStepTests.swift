@@ -54,6 +54,12 @@ import Testing
         #expect(unauthorized.contains("the daemon reads no .netrc") && !unauthorized.contains("--") && !unauthorized.contains("-u "), "\(unauthorized)")
         let refused = NextStep.forDaemon(Prober.statusError(401, url: "http://h.example/f", sentCredentials: true).message)
         #expect(refused.contains("the Authorization line of the header option") && !refused.contains("-u "), "\(refused)")
+        // A file larger than its file system holds names -d and -o on the command line only.
+        if PosixFile.processFileSizeLimit == nil {
+            let fat = FetchEngine.writeError(Errno.fileTooLarge, directory: "/mnt/usb", size: 5 << 30).message
+            #expect(fat.hasSuffix("choose a directory on another file system with -d or -o."), "\(fat)")
+            #expect(NextStep.forDaemon(fat).hasSuffix("(FAT's limit is 4 GiB less a byte); add the URL again with a dir on another file system."), "\(NextStep.forDaemon(fat))")
+        }
         let plain = "the server answered 404 Not Found for http://h.example/f."
         #expect(NextStep.forDaemon(plain) == plain)
     }
