@@ -138,14 +138,14 @@ struct DirectoryPolicy: Sendable {
         FileSystem.isDirectory(path)
     }
 
-    /// mkdir -p.
+    /// mkdir -p, its failure in the words the command line uses (a symbolic link to nothing is said
+    /// as such, not as a file that "exists but is not a directory").
     static func makeDirectories(_ path: String) throws(QueueError) {
         do {
             try FileSystem.makeDirectories(path)
-        } catch where error.error == .notDirectory {
-            throw QueueError(.storage, "\(error.path) exists but is not a directory.")
         } catch {
-            throw QueueError(.storage, "Could not create the directory \(error.path): \(error.error).")
+            let said = error.description
+            throw QueueError(.storage, said.prefix(1).uppercased() + said.dropFirst() + ".")
         }
     }
 }

@@ -220,6 +220,21 @@ import Testing
         #expect(symlink("/tmp", swapped) == 0)
         #expect(throws: QueueError.self) { _ = try policy.prepare(swapped) }
     }
+
+    /// What stands in the way of a task's directory is named as the command line names it: a file, or
+    /// a symbolic link to nothing (which was said to be a file that "exists but is not a directory").
+    @Test func whatBlocksADirectoryIsNamed() throws {
+        let dir = try QueueTempDir()
+        let policy = try DirectoryPolicy(root: dir.path("root"), allowAnyDirectory: false)
+        let file = policy.root + "/file"
+        #expect(creat(file, 0o644) >= 0)
+        let dangling = policy.root + "/dangling"
+        #expect(symlink(policy.root + "/gone", dangling) == 0)
+        let onFile = #expect(throws: QueueError.self) { _ = try policy.prepare(file + "/x") }
+        #expect(onFile?.message == "\(file) exists and is not a directory.")
+        let onLink = #expect(throws: QueueError.self) { _ = try policy.prepare(dangling + "/x") }
+        #expect(onLink?.message.hasPrefix("\(dangling) is a symbolic link whose target cannot be reached") == true, "\(onLink?.message ?? "")")
+    }
 }
 
 @Suite struct WindowTests {
