@@ -83,11 +83,12 @@ extension DownloadQueue {
         }
     }
 
-    /// Forgets stored values (the opener was given these settings, which win).
-    public func forgetStoredGlobals(_ names: [GlobalSetting]) {
-        core.withLock { c in
+    /// Forgets stored values (the opener was given these settings, which win). Throws where the
+    /// database could not be written: the values stay, and a later start without the settings uses them.
+    public func forgetStoredGlobals(_ names: [GlobalSetting]) throws(QueueError) {
+        try core.withLock { c throws(QueueError) in
             for n in names { store(&c) { s throws(SQLiteError) in try s.deleteSetting(n.rawValue) } }
-            c.storageError = nil
+            try Self.takeStorageError(&c)
         }
     }
 

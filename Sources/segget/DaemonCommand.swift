@@ -318,7 +318,13 @@ struct Daemon: ParsableCommand {
             (.maxActive, maxConcurrent != nil), (.maxOverallSpeed, maxOverall != nil),
             (.maxConnectionsPerServer, maxConnectionsPerHost != nil),
         ]
-        queue.forgetStoredGlobals(given.filter(\.1).map(\.0))
+        let forgotten = given.filter(\.1).map(\.0)
+        do {
+            try queue.forgetStoredGlobals(forgotten)
+        } catch {
+            let names = forgotten.map(\.rawValue).joined(separator: ", ")
+            writeStderr("segget daemon: the values a client stored for \(names) could not be dropped (\(error.message)); this run uses the command line's, and a later start without those options would use the stored ones.\n")
+        }
         let now = queue.settings
         let stored = queue.storedGlobals().applied(to: now)
         guard stored != now else { return }
