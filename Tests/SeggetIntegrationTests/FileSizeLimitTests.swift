@@ -41,6 +41,22 @@ import Testing
         #expect(TestFiles.read(dir.path("f")) == nil)
     }
 
+    /// `-o -` into a file under the limit: standard output's write fails with EFBIG, which is said as
+    /// the limit (not as a reader gone away, nor as the file system's size), exit 5.
+    @Test func aStreamToAFilePastTheLimitEndsInWords() throws {
+        let server = try TestServer.serving(TestFiles.pattern(4 << 20, seed: 74))
+        defer { server.stop() }
+        let dir = try TempDir()
+        let p = try SpawnedProcess(
+            executable: "/bin/sh",
+            arguments: ["-c", "ulimit -f 2048 && exec \"$0\" \"$@\" > \"$SEGGET_OUT\"", try SpawnedProcess.seggetPath(), "-o", "-", server.url("f")],
+            environment: ["SEGGET_OUT": dir.path("out")])
+        let o = p.wait(timeout: 60)
+        #expect(o.signal == nil && o.exitCode == 5, "\(o.exitCode) \(o.stderr)")
+        #expect(o.stderr.contains("could not write the stream: " + Self.limitSentence), "\(o.stderr)")
+        #expect(TestFiles.read(dir.path("out"))?.count == 1 << 20)
+    }
+
     /// Under the limit nothing changes: the same file, a limit above it, downloads whole.
     @Test func aFileUnderTheLimitDownloads() throws {
         let body = TestFiles.pattern(4 << 20, seed: 73)
