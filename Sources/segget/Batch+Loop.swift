@@ -105,7 +105,7 @@ final class LoopRun: @unchecked Sendable {
     private var names: OrderedNames
     /// The paths the files would get if no server named them, claimed in list order as the files
     /// start (see `Batch.finishedEarlier`).
-    private var guessedNames = OutputNames()
+    private var guessedNames: OutputNames
     private var outcomes: [Outcome?]
     private var directories: Set<String> = []
     /// Files whose probe ended, waiting for an earlier file to report the name it wants (see
@@ -148,7 +148,9 @@ final class LoopRun: @unchecked Sendable {
         hostBudget = HostBudget(maxPerHost: batch.maxConnectionsPerHost)
         multiplexing = batch.multiplexes
         startingNames = batch.entries.count > 1 ? StartingNames(files: batch.entries.count) : nil
-        names = OrderedNames(count: batch.entries.count)
+        let outNames = batch.planPaths ? batch.outNamePaths : []
+        names = OrderedNames(count: batch.entries.count, reserving: outNames)
+        guessedNames = OutputNames(reserving: outNames)
         outcomes = Array(repeating: nil, count: batch.entries.count)
         wished = Array(repeating: false, count: batch.entries.count)
         loopOf = Array(repeating: -1, count: batch.entries.count)

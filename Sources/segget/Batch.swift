@@ -227,6 +227,7 @@ struct Batch: Sendable {
         case .path(let p?): path = p
         case .path(nil): return false
         case .name(let name, let directory): path = guesses.claim(name: name, directory: directory)
+        case .outName(let name, let directory): path = guesses.claim(outName: name, directory: directory)
         }
         return isFinishedEarlier(path: path, url: entries[k].url, options: opts)
     }
@@ -237,9 +238,17 @@ struct Batch: Sendable {
         let entry = entries[k]
         if let o = opts.outputPath { return .path(o) }
         if planPaths {
-            return .name(entry.options.outputName ?? serverName ?? FileName.fromURLPath(entry.url), directory: opts.directory)
+            if let name = entry.options.outputName { return .outName(name, directory: opts.directory) }
+            return .name(serverName ?? FileName.fromURLPath(entry.url), directory: opts.directory)
         }
         return .path(nil)
+    }
+
+    /// The paths the list's `out=` lines name, kept for them (see `OutputNames`).
+    var outNamePaths: [String] {
+        entries.compactMap { e in
+            e.options.outputName.map { OutputNames.join(options(for: e).directory, $0) }
+        }
     }
 
     /// How file `k` goes on once its path is decided.

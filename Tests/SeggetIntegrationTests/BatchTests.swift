@@ -109,6 +109,26 @@ import Glibc
         #expect(fileMatches(out + "/file.1.bin", b))
     }
 
+    /// An `out=` line gets the name it gives even where an earlier line's URL ends in that name: the
+    /// URL's file is the one numbered (the `out=` file was saved as `x.1.bin`), and again on a rerun.
+    @Test func anOutNameIsKeptFromAnEarlierURLsName() throws {
+        let x = cliTestBytes(300_000, seed: 14)
+        let y = cliTestBytes(200_000, seed: 15)
+        let server = try startCLITestServer(["x.bin": x, "y.bin": y])
+        defer { server.stop() }
+        let dir = try CLITempDir()
+        let list = dir.path("list.txt")
+        try "\(server.url("x.bin"))\n\(server.url("y.bin"))\n  out=x.bin\n".write(toFile: list, atomically: true, encoding: .utf8)
+        let out = dir.path("out")
+        for _ in 0..<2 {
+            let r = try SeggetCLI.run(["-i", list, "-d", out])
+            #expect(r.exitCode == 0, "\(r.stderr)")
+            #expect(fileMatches(out + "/x.bin", y))
+            #expect(fileMatches(out + "/x.1.bin", x))
+        }
+        #expect(!FileManager.default.fileExists(atPath: out + "/x.2.bin"))
+    }
+
     /// `--skip-existing` counts a regular file (or a link to one) as done, not a directory, a FIFO or
     /// a dangling link (each was skipped, exit 0, though no download was there); and a file another
     /// URL's run finished (two lines' names swapped) is named as such, without the advice to skip it.

@@ -136,6 +136,22 @@ import SeggetVerify
         #expect(names.claim(name: "file.bin", directory: nil) == "file.2.bin")
         #expect(names.claim(name: "other", directory: "/tmp") == "/tmp/other")
     }
+
+    /// An `out=` name is kept for its own line wherever that line stands; names from URLs and
+    /// servers are numbered around it (the URL's `x.bin` took the name, and `out=x.bin` became `x.1.bin`).
+    @Test func outNamesAreKeptForTheirLines() {
+        var names = OutputNames(reserving: ["x.bin", "dl/y.bin", "./z"])
+        #expect(names.claim(name: "x.bin", directory: nil) == "x.1.bin")
+        #expect(names.claim(name: "y.bin", directory: "dl/") == "dl/y.1.bin")
+        #expect(names.claim(outName: "x.bin", directory: ".") == "x.bin")
+        #expect(names.claim(outName: "y.bin", directory: "./dl") == "./dl/y.bin")
+        #expect(names.claim(name: "x.bin", directory: nil) == "x.2.bin")
+        #expect(names.claim(name: "z", directory: nil) == "z.1")
+        #expect(names.claim(outName: "z", directory: nil) == "z")
+        // A name no line reserved (it cannot come from a checked list) is claimed as any other.
+        #expect(names.claim(outName: "w", directory: nil) == "w")
+        #expect(names.claim(outName: "x.bin", directory: nil) == "x.3.bin")
+    }
 }
 
 @Suite struct OrderedNamesTests {
@@ -178,6 +194,21 @@ import SeggetVerify
             for k in order { decidedBy += Array(names.wish(wishes[k], for: k)) }
             #expect(decidedBy == Array(0..<wishes.count))
             #expect((0..<wishes.count).map { names.path(of: $0) } == expected)
+        }
+    }
+}
+
+extension OrderedNamesTests {
+    /// A list whose out= line names what an earlier URL's name would be: each order of reports
+    /// gives the out= line its name and the URL's file a number.
+    @Test func anOutNameBeatsAnEarlierURLsName() {
+        let wishes: [OrderedNames.Wish] = [
+            .name("x.bin", directory: nil), .outName("x.bin", directory: nil), .name("x.bin", directory: "."),
+        ]
+        for order in [[0, 1, 2], [2, 1, 0], [1, 0, 2]] {
+            var names = OrderedNames(count: wishes.count, reserving: ["x.bin"])
+            for k in order { _ = names.wish(wishes[k], for: k) }
+            #expect((0..<wishes.count).map { names.path(of: $0) } == ["x.1.bin", "x.bin", "x.2.bin"])
         }
     }
 }

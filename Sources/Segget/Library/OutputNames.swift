@@ -5,10 +5,19 @@
 /// `src.tar.gz` → `src.1.tar.gz`. Only the batch's own claims are considered, never what is already
 /// on disk, so running the same batch again picks the same names and resumes each file's partial
 /// download. (A file that already exists under its final name is then refused unless `--force`.)
+///
+/// Paths named by `out=` are `reserved` for their own files: a file whose name comes from its URL or
+/// its server is numbered around them wherever it stands in the list (`x.bin` from a URL, then
+/// `out=x.bin` for another: the URL's file is `x.1.bin`, the `out=` file `x.bin`, as it asked).
 public struct OutputNames: Sendable {
     private var claimed: Set<String> = []
+    private let reserved: Set<String>
 
-    public init() {}
+    /// `reserving`: the paths of the list's `out=` names (which no two lines share: see
+    /// `InputFile.sameOutputName`).
+    public init(reserving paths: [String] = []) {
+        reserved = Set(paths.map(Self.normalized))
+    }
 
     /// Claims a path for `name` in `directory` (nil or "." for the current directory) and returns it.
     public mutating func claim(name: String, directory: String?) -> String {
@@ -16,12 +25,22 @@ public struct OutputNames: Sendable {
         while true {
             let candidate = Self.join(directory, n == 0 ? name : Self.numbered(name, n))
             let key = Self.normalized(candidate)
-            if !claimed.contains(key) {
+            if !claimed.contains(key) && !reserved.contains(key) {
                 claimed.insert(key)
                 return candidate
             }
             n += 1
         }
+    }
+
+    /// Claims `name` in `directory` as it is, for the `out=` line that reserved it (numbered only
+    /// where an earlier claim of the same `out=` path took it, which a checked list never has).
+    public mutating func claim(outName name: String, directory: String?) -> String {
+        let path = Self.join(directory, name)
+        let key = Self.normalized(path)
+        guard reserved.contains(key), !claimed.contains(key) else { return claim(name: name, directory: directory) }
+        claimed.insert(key)
+        return path
     }
 
     /// `name` with `.n` inserted before its extension (compound `.tar.*` extensions kept whole).
@@ -110,15 +129,19 @@ public struct OrderedNames: Sendable {
         case path(String?)
         /// A name in a directory, numbered if an earlier file of the list claimed the same path.
         case name(String, directory: String?)
+        /// An `out=` name: kept as given (see `OutputNames.claim(outName:directory:)`).
+        case outName(String, directory: String?)
     }
 
-    private var names = OutputNames()
+    private var names: OutputNames
     private var wishes: [Wish?]
     private var paths: [String?]
     /// Files `0..<decided` have their paths.
     public private(set) var decided = 0
 
-    public init(count: Int) {
+    /// `reserving`: the paths of the list's `out=` names (see `OutputNames`).
+    public init(count: Int, reserving: [String] = []) {
+        names = OutputNames(reserving: reserving)
         wishes = Array(repeating: nil, count: count)
         paths = Array(repeating: nil, count: count)
     }
@@ -134,6 +157,7 @@ public struct OrderedNames: Sendable {
             switch w {
             case .path(let p): paths[decided] = p
             case .name(let n, let directory): paths[decided] = names.claim(name: n, directory: directory)
+            case .outName(let n, let directory): paths[decided] = names.claim(outName: n, directory: directory)
             }
             wishes[decided] = nil
             decided += 1
