@@ -128,7 +128,7 @@ public enum NextStep: CaseIterable, Sendable {
         case .allowLongerToConnect: "; check that the server is up and reachable, or add the URL again with a longer connect-timeout."
         case .skipServerDigest: "a task given the file's right digest in the checksum option is checked against that instead."
         case .downloadChangedFileAgain: "Remove that file and add the URL again to download it anew, or give the task another out=."
-        case .raiseFileSizeLimit: "raise it where the daemon is started (ulimit -f unlimited in its shell, LimitFSIZE=infinity in a systemd unit), restart the daemon and add the URL again"
+        case .raiseFileSizeLimit: "raise it where the daemon is started (ulimit -f unlimited in its shell, LimitFSIZE=infinity in a systemd unit) and restart the daemon"
         case .otherFileSystem: "add the URL again with a dir on another file system"
         }
     }

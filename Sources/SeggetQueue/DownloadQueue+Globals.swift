@@ -36,6 +36,12 @@ extension DownloadQueue {
 
         public init(_ values: [GlobalSetting: Int64] = [:]) { self.values = values }
 
+        /// These values but those of `given` (the daemon's command line gave them, and they win
+        /// whether or not their stored values could be dropped).
+        public func without(_ given: [GlobalSetting]) -> StoredGlobals {
+            StoredGlobals(values.filter { !given.contains($0.key) })
+        }
+
         /// `s` with every stored value in place.
         public func applied(to s: QueueSettings) -> QueueSettings {
             var s = s

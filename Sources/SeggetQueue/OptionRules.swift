@@ -144,8 +144,9 @@ struct DirectoryPolicy: Sendable {
         do {
             try FileSystem.makeDirectories(path)
         } catch {
+            // "could not create …" starts a sentence; a path is given as it is written.
             let said = error.description
-            throw QueueError(.storage, said.prefix(1).uppercased() + said.dropFirst() + ".")
+            throw QueueError(.storage, (said.hasPrefix("could ") ? "C" + said.dropFirst() : said) + ".")
         }
     }
 }

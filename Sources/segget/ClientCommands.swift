@@ -62,13 +62,21 @@ struct DaemonAddress: ParsableArguments {
         }
     }
 
-    /// What to say of the daemon's refusal `message` of `method`: a GID it does not know (aria2's and
-    /// segget's "GID … is not found", which a user reads as about aria2.tellStatus) is said as such,
-    /// with where to find the GIDs; other refusals keep the method's name.
+    /// What to say of the daemon's refusal `message` of `method`: a GID it does not know (segget's and
+    /// aria2's "GID … is not found", aria2's "No such download for GID#…" once a result is purged) or
+    /// a prefix of several (segget's "GID … is ambiguous: …") is said as such, with where to find the
+    /// GIDs, not as a refusal of a method the user never named; other refusals keep the method's name.
     static func refusal(_ method: String, _ message: String) -> String {
+        let lookup = "'segget ls' lists its tasks."
         if message.hasPrefix("GID "), message.hasSuffix(" is not found") {
-            let gid = message.dropFirst(4).dropLast(13)
-            return "The daemon has no task with GID \(gid); 'segget ls' lists its tasks."
+            return "The daemon has no task with GID \(message.dropFirst(4).dropLast(13)); \(lookup)"
+        }
+        if message.hasPrefix("No such download for GID#") {
+            return "The daemon has no task with GID \(message.dropFirst(25)); \(lookup)"
+        }
+        if message.hasPrefix("GID "), let cut = message.firstRange(of: " is ambiguous: ") {
+            let gid = message[message.index(message.startIndex, offsetBy: 4)..<cut.lowerBound]
+            return "\(gid) is the start of more than one GID (\(message[cut.upperBound...])); give more of it. \(lookup)"
         }
         return "The daemon refused \(method): \(message)"
     }

@@ -323,10 +323,11 @@ struct Daemon: ParsableCommand {
             try queue.forgetStoredGlobals(forgotten)
         } catch {
             let names = forgotten.map(\.rawValue).joined(separator: ", ")
-            writeStderr("segget daemon: the values a client stored for \(names) could not be dropped (\(error.message)); this run uses the command line's, and a later start without those options would use the stored ones.\n")
+            let why = error.message.hasSuffix(".") ? String(error.message.dropLast()) : error.message
+            writeStderr("segget daemon: the values a client stored for \(names) could not be dropped (\(why)); this run uses the command line's, and a later start without those options would use the stored ones.\n")
         }
         let now = queue.settings
-        let stored = queue.storedGlobals().applied(to: now)
+        let stored = queue.storedGlobals().without(forgotten).applied(to: now)
         guard stored != now else { return }
         do {
             try queue.changeSettings(stored)

@@ -148,9 +148,9 @@ final class TerminalUI: @unchecked Sendable {
 
 /// The live line of one download: percent, bar, bytes, rate, ETA and a character per connection, in
 /// that order, fitted to the terminal's width. Where they do not all fit, the connections go first,
-/// then the bar (never under 10 wide), then the bytes, then the ETA; only the connections are ever
-/// shown in part. The bar was kept at 10 and the line cut at the edge, so on a 40-column terminal the
-/// rate and ETA were what went.
+/// then the bar (never under 10 wide), then the bytes, then the ETA; no field is shown in part. The
+/// bar was kept at 10 and the line cut at the edge, so on a 40-column terminal the rate and ETA were
+/// what went.
 struct ProgressLine: Equatable {
     var percent: String
     var fraction = 0.0
@@ -175,7 +175,7 @@ struct ProgressLine: Equatable {
         }
         // No room for a bar: the bytes go before the rate and ETA, and no field is shown in part.
         let etaText = eta.map { " ETA \($0)" } ?? ""
-        if DisplayText.columns(percent + info) <= limit { return DisplayText.fitted(percent + info + conns, columns: limit) }
+        if DisplayText.columns(percent + info) <= limit { return percent + info }
         for shorter in [" \(rate)\(etaText)", " \(rate)"] where DisplayText.columns(percent + shorter) <= limit {
             return percent + shorter
         }

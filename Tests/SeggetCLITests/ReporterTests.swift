@@ -38,7 +38,7 @@ import Testing
         #expect(noConnections.hasSuffix("] 107.5 MiB/256.0 MiB 5.2 MiB/s ETA 28s"))
         #expect(!noConnections.contains("▇"))
         let noBar = line.text(columns: 45)
-        #expect(noBar == " 42% 107.5 MiB/256.0 MiB 5.2 MiB/s ETA 28s ▇")
+        #expect(noBar == " 42% 107.5 MiB/256.0 MiB 5.2 MiB/s ETA 28s")
         #expect(line.text(columns: 43) == " 42% 107.5 MiB/256.0 MiB 5.2 MiB/s ETA 28s")
         // Then the bytes, then the ETA: no field is shown in part.
         #expect(line.text(columns: 40) == " 42% 5.2 MiB/s ETA 28s")
@@ -59,6 +59,23 @@ import Testing
                     #expect(text.contains(" \(l.rate)"), "width \(width): \(text)")
                 }
             }
+        }
+    }
+}
+
+/// A client command's words for the daemon's refusals: an unknown or ambiguous GID is said as such
+/// (from segget's daemon and from aria2c), anything else keeps the method's name.
+@Suite struct ClientRefusalTests {
+    @Test func gidsTheDaemonDoesNotKnowAreSaidAsSuch() {
+        let cases: [(method: String, said: String, shown: String)] = [
+            ("aria2.tellStatus", "GID 0123456789abcdef is not found", "The daemon has no task with GID 0123456789abcdef; 'segget ls' lists its tasks."),
+            ("aria2.tellStatus", "No such download for GID#2089b05ecca3d829", "The daemon has no task with GID 2089b05ecca3d829; 'segget ls' lists its tasks."),
+            ("aria2.forcePause", "GID 20 is ambiguous: 2 tasks' GIDs start with it", "20 is the start of more than one GID (2 tasks' GIDs start with it); give more of it. 'segget ls' lists its tasks."),
+            ("aria2.unpause", "Cannot unpause a task that is active", "The daemon refused aria2.unpause: Cannot unpause a task that is active"),
+        ]
+        for c in cases { #expect(DaemonAddress.refusal(c.method, c.said) == c.shown) }
+        for said in ["GID x is not found", "No such download for GID#x", "GID x is ambiguous: 2 tasks' GIDs start with it"] {
+            #expect(!DaemonAddress.refusal("aria2.tellStatus", said).contains("aria2."))
         }
     }
 }

@@ -120,13 +120,20 @@ import Glibc
         let list = dir.path("list.txt")
         try "\(server.url("x.bin"))\n\(server.url("y.bin"))\n  out=x.bin\n".write(toFile: list, atomically: true, encoding: .utf8)
         let out = dir.path("out")
-        for _ in 0..<2 {
-            let r = try SeggetCLI.run(["-i", list, "-d", out])
+        for jobs in ["1", "2"] {
+            let r = try SeggetCLI.run(["-j", jobs, "-i", list, "-d", out + jobs])
             #expect(r.exitCode == 0, "\(r.stderr)")
-            #expect(fileMatches(out + "/x.bin", y))
-            #expect(fileMatches(out + "/x.1.bin", x))
+            #expect(fileMatches(out + jobs + "/x.bin", y))
+            #expect(fileMatches(out + jobs + "/x.1.bin", x))
         }
-        #expect(!FileManager.default.fileExists(atPath: out + "/x.2.bin"))
+        // Again: each file is found finished under the name it had, without a request (a guess that
+        // did not keep x.bin for the out= line sent the first file's probe to look).
+        let before = server.requests.count
+        let again = try SeggetCLI.run(["-i", list, "-d", out + "1"])
+        #expect(again.exitCode == 0, "\(again.stderr)")
+        #expect(server.requests.count == before, "\(server.requests.dropFirst(before))")
+        #expect(fileMatches(out + "1/x.bin", y))
+        #expect(!FileManager.default.fileExists(atPath: out + "1/x.2.bin"))
     }
 
     /// `--skip-existing` counts a regular file (or a link to one) as done, not a directory, a FIFO or

@@ -49,7 +49,7 @@ import Testing
         let dir = try TempDir()
         let p = try SpawnedProcess(
             executable: "/bin/sh",
-            arguments: ["-c", "ulimit -f 2048 && exec \"$0\" \"$@\" > \"$SEGGET_OUT\"", try SpawnedProcess.seggetPath(), "-o", "-", server.url("f")],
+            arguments: ["-c", "ulimit -f \(1024 * 2) && exec \"$0\" \"$@\" > \"$SEGGET_OUT\"", try SpawnedProcess.seggetPath(), "-o", "-", server.url("f")],
             environment: ["SEGGET_OUT": dir.path("out")])
         let o = p.wait(timeout: 60)
         #expect(o.signal == nil && o.exitCode == 5, "\(o.exitCode) \(o.stderr)")

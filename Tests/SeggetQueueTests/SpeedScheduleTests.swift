@@ -177,6 +177,11 @@ import Testing
         let other = try SQLiteDatabase(path: dir.path("q.sqlite"))
         try other.execute("BEGIN EXCLUSIVE")
         #expect(throws: QueueError.self) { try queue.forgetStoredGlobals([.maxOverallSpeed]) }
+        // The stored value is still read, and a start that gave the option keeps its own.
+        var given = settings
+        given.maxOverallSpeed = 5000
+        #expect(queue.storedGlobals().without([.maxOverallSpeed]).applied(to: given).maxOverallSpeed == 5000)
+        #expect(queue.storedGlobals().applied(to: given).maxOverallSpeed == nil)
         try other.execute("ROLLBACK")
         #expect(queue.storedGlobals() == .init([.maxOverallSpeed: 0]))
         await queue.shutdown()

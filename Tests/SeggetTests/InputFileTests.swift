@@ -205,7 +205,7 @@ extension OrderedNamesTests {
         let wishes: [OrderedNames.Wish] = [
             .name("x.bin", directory: nil), .outName("x.bin", directory: nil), .name("x.bin", directory: "."),
         ]
-        for order in [[0, 1, 2], [2, 1, 0], [1, 0, 2]] {
+        for order in [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]] {
             var names = OrderedNames(count: wishes.count, reserving: ["x.bin"])
             for k in order { _ = names.wish(wishes[k], for: k) }
             #expect((0..<wishes.count).map { names.path(of: $0) } == ["x.1.bin", "x.bin", "x.2.bin"])

@@ -60,6 +60,10 @@ import Testing
             #expect(fat.hasSuffix("choose a directory on another file system with -d or -o."), "\(fat)")
             #expect(NextStep.forDaemon(fat).hasSuffix("(FAT's limit is 4 GiB less a byte); add the URL again with a dir on another file system."), "\(NextStep.forDaemon(fat))")
         }
+        // Past the process's file size limit, on the write path: the daemon's words once, then the
+        // write path's own way to continue.
+        let limited = "this process may write no file larger than 1.0 MiB (its file size limit, ulimit -f), too little for a file of 4.0 MiB; \(NextStep.raiseFileSizeLimit.cli). Then \(NextStep.resumeNothingLost.cli)"
+        #expect(NextStep.forDaemon(limited).hasSuffix("; raise it where the daemon is started (ulimit -f unlimited in its shell, LimitFSIZE=infinity in a systemd unit) and restart the daemon. Then add the URL again to resume; the new task continues what this one saved."), "\(NextStep.forDaemon(limited))")
         let plain = "the server answered 404 Not Found for http://h.example/f."
         #expect(NextStep.forDaemon(plain) == plain)
     }

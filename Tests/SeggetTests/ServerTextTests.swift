@@ -79,6 +79,7 @@ import Testing
         #expect(DisplayText.columns("e\u{301}te\u{301}") == 3)  // combining acute accents take none
         #expect(DisplayText.columns("a\u{200D}b") == 2)  // zero-width joiner
         #expect(DisplayText.columns("🎉") == 2)
+        #expect(DisplayText.columns("🚀🫠") == 4)  // transport and later emoji blocks
         #expect(DisplayText.columns("café") == 4)
         #expect(DisplayText.columns(DisplayText.escaping("x\u{1B}y", keepingLineBreaks: false)) == 6)  // x\x1by
         #expect(DisplayText.columns("") == 0)
