@@ -174,7 +174,7 @@ final class BatchUI: Reporter {
             }
             text += cells.joined(separator: "  ") + "\n"
         }
-        text += "\(ok) of \(outcomes.count) file\(outcomes.count == 1 ? "" : "s") downloaded in \(Format.seconds(seconds)).\n"
+        text += Self.summaryLine(outcomes.map(\.status), seconds: seconds) + "\n"
         state.withLock { s in
             clear(&s)
             writeStderr(text)
@@ -187,6 +187,27 @@ final class BatchUI: Reporter {
         }
         let rate = s.running.values.reduce(0) { $0 + $1.rate }
         return "segget: \(s.ended)/\(count) done, \(Format.rate(rate)) · " + files.joined(separator: " · ")
+    }
+
+    /// The list's last line: how many files were downloaded, and what became of the others ("0 of 2
+    /// files downloaded" alone read as a failure where an earlier run had done both).
+    static func summaryLine(_ statuses: [Outcome.Status], seconds: Double) -> String {
+        var downloaded = 0, earlier = 0, existing = 0, failed = 0, notStarted = 0
+        for s in statuses {
+            switch s {
+            case .done: downloaded += 1
+            case .skipped(let reason): if reason == .exists { existing += 1 } else { earlier += 1 }
+            case .failed: failed += 1
+            case .notStarted: notStarted += 1
+            }
+        }
+        var parts: [String] = []
+        if earlier > 0 { parts.append("\(earlier) done by an earlier run") }
+        if existing > 0 { parts.append("\(existing) skipped as already there") }
+        if failed > 0 { parts.append("\(failed) failed") }
+        if notStarted > 0 { parts.append("\(notStarted) not started") }
+        let rest = parts.isEmpty ? "" : " (" + parts.joined(separator: ", ") + ")"
+        return "\(downloaded) of \(statuses.count) file\(statuses.count == 1 ? "" : "s") downloaded\(rest) in \(Format.seconds(seconds))."
     }
 
     private func clear(_ s: inout State) {

@@ -79,3 +79,18 @@ import Testing
         }
     }
 }
+
+/// A list's last line says what became of the files it did not download.
+@Suite struct BatchSummaryLineTests {
+    @Test func filesNotDownloadedAreAccountedFor() {
+        #expect(BatchUI.summaryLine([.skipped(.completed), .skipped(.completed)], seconds: 0.003)
+            == "0 of 2 files downloaded (2 done by an earlier run) in 3 ms.")
+        #expect(BatchUI.summaryLine([.notStarted], seconds: 1) == "0 of 1 file downloaded (1 not started) in 1.0 s.")
+        let mixed: [Outcome.Status] = [
+            .skipped(.exists), .failed(SeggetError(.httpStatus, "404")), .notStarted, .skipped(.completed),
+        ]
+        #expect(BatchUI.summaryLine(mixed, seconds: 2)
+            == "0 of 4 files downloaded (1 done by an earlier run, 1 skipped as already there, 1 failed, 1 not started) in 2.0 s.")
+        #expect(BatchUI.summaryLine([], seconds: 0) == "0 of 0 files downloaded in 0.0 s.")
+    }
+}
