@@ -99,4 +99,30 @@ import Testing
         #expect(lan.judge(Self.peers + [slow(28, redials: 1)], now: 1, usualFirstByteWait: 0.01, rtt: 0.0002).map(\.action) == [.redial])
         #expect(lan.unpaidRedials == 0)
     }
+
+    /// A full bottleneck (exploratory run 9: 100 Mbit/s, 80 ms): while the total holds up, the others
+    /// took the slow connection's share, and a new connection would only take it back: it keeps its
+    /// chunk in flight, no request spent, and nothing counts against its re-dials. Where the total fell
+    /// by its deficit (a server's cap per answer: the others cannot take more), it is re-dialled as before.
+    /// A request still waiting for its first byte is no share of the pipe: judged as before.
+    @Test func aSlowConnectionWhoseShareTheOthersTookKeepsItsChunk() {
+        let typical = 4.0 * 1048576  // the peers' rate
+        func slow(_ kib: Int64) -> Observation {
+            Observation(id: 3, bytes: kib << 11, seconds: 2, remainingBytes: 16 << 20)
+        }
+        var full = SlowConnectionRule(maxTotalRedials: 24)
+        let heldUp = (current: 15.5 * 1048576, best: 16.0 * 1048576)
+        #expect(full.judge(Self.peers + [slow(256)], now: 0, usualFirstByteWait: 0.01, rtt: 0.15, pipe: heldUp).map(\.action) == [.keepOnlyTheChunkInFlight])
+        #expect(full.totalRedials == 0)
+        let fell = (current: 12.25 * 1048576, best: 16.0 * 1048576)
+        #expect(full.judge(Self.peers + [slow(256)], now: 1, usualFirstByteWait: 0.01, rtt: 0.15, pipe: fell).map(\.action) == [.redial])
+        var waiting = SlowConnectionRule(maxTotalRedials: 24)
+        let silent = Observation(id: 3, bytes: 0, seconds: 0, waitingForFirstByte: 2, remainingBytes: 16 << 20)
+        #expect(waiting.judge(Self.peers + [silent], now: 0, usualFirstByteWait: 0.01, rtt: 0.15, pipe: heldUp).map(\.action) == [.redial])
+        // The line between the two: half the deficit.
+        let deficit = typical - 128 * 1024
+        #expect(SlowConnectionRule.absorbs((16e6 - 0.49 * deficit, 16e6), deficit: deficit))
+        #expect(!SlowConnectionRule.absorbs((16e6 - 0.51 * deficit, 16e6), deficit: deficit))
+        #expect(!SlowConnectionRule.absorbs((16e6, 0), deficit: deficit))
+    }
 }
