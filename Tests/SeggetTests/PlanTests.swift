@@ -608,19 +608,22 @@ import Testing
         #expect(a2)
         let a3 = h.allowsAnother(inFlight: 3, wanted: true, now: 1.2)
         #expect(!a3)
-        // After the hold-off (2 s, more than the 1 s the host named), one probe, and only with work for it.
-        let a4 = h.allowsAnother(inFlight: 3, wanted: false, now: 2.2)
+        // After the hold-off (2 s), counted from the end of the 1 s the host named, one probe, and
+        // only with work for it: not the moment the wait is over.
+        let atWaitsEnd = h.allowsAnother(inFlight: 3, wanted: true, now: 2.2)
+        #expect(!atWaitsEnd)
+        let a4 = h.allowsAnother(inFlight: 3, wanted: false, now: 3.2)
         #expect(!a4)
-        let a5 = h.allowsAnother(inFlight: 3, wanted: true, now: 2.2)
+        let a5 = h.allowsAnother(inFlight: 3, wanted: true, now: 3.2)
         #expect(a5)
         #expect(h.limit == 4 && h.probes == 1)
         // The probe is refused: back to 3, and the next probe waits twice as long.
-        h.refused(inFlight: 3, wait: nil, now: 2.3)
+        h.refused(inFlight: 3, wait: nil, now: 3.3)
         let again = h.announce()
         #expect(h.limit == 3 && again == nil)
-        let a6 = h.allowsAnother(inFlight: 3, wanted: true, now: 6.0)
+        let a6 = h.allowsAnother(inFlight: 3, wanted: true, now: 7.0)
         #expect(!a6)
-        let a7 = h.allowsAnother(inFlight: 3, wanted: true, now: 6.4)
+        let a7 = h.allowsAnother(inFlight: 3, wanted: true, now: 7.4)
         #expect(a7)
         // An accepted probe keeps the higher limit and the hold-off.
         h.accepted()
