@@ -37,7 +37,8 @@ extension Coordinator {
             else { state = .receiving }
             conns.append(ConnectionProgress(
                 id: c.id, state: state, bytesPerSecond: self.rate(c, now: now, window: 2) ?? 0,
-                remainingBytes: remaining(of: c.id), source: config.sources.indices.contains(c.source) ? config.sources[c.source].url : nil))
+                remainingBytes: remaining(of: c.id), source: config.sources.indices.contains(c.source) ? config.sources[c.source].url : nil,
+                starting: c.machine.isStarting))
         }
         return DownloadProgress(
             completedBytes: bytesInFile, totalBytes: config.totalLength, receivedBytes: receivedBytes,

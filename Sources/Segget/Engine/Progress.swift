@@ -35,6 +35,9 @@ public struct ConnectionProgress: Sendable, Equatable {
     public var remainingBytes: Int64
     /// The URL it fetches from (the main URL after redirects, or a mirror's); nil when unknown.
     public var source: String? = nil
+    /// `waiting` for its first start (behind the probe, or for its warm-up's connection), not to
+    /// retry a failure.
+    public var starting = false
 }
 
 /// Notable events a caller may want to show (the CLI prints them as one-line notices).

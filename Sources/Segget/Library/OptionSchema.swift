@@ -163,7 +163,7 @@ public enum OptionSchema {
         "segget's --max-connections-per-host caps a run's requests to one host across all its files."
 
     public static let directory = OptionSpec(
-        key: "dir", long: "dir", short: "d", valueName: "dir", help: "Save into this directory (created if missing).",
+        key: "dir", long: "dir", short: "d", valueName: "dir", help: "Save into this directory (created if missing); a relative one is taken from the current directory (an input file's dir= too, not from -d), a daemon task's from the daemon's --dir.",
         repeatable: false, absent: [:],
         apply: { v, o throws(OptionError) in
             guard !v.isEmpty else { throw OptionError(key: "dir", message: "The directory is empty; name one.") }
