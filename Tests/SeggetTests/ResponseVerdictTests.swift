@@ -122,6 +122,12 @@ import Testing
     /// asks for them (before, both asked for them).
     @Test func a401SaysWhetherCredentialsWereRefused() {
         #expect(Prober.statusError(401, url: Self.url, sentCredentials: true).message.contains("the user name and password given were refused; check them"))
+        // A 400 from a port of its own on an http:// URL may be a TLS port (nginx's answer there).
+        #expect(Prober.statusError(400, url: "http://h.example:8443/f").message.contains("if that port serves HTTPS, use https://"))
+        #expect(Prober.statusError(400, url: "HTTP://[::1]:443/f").message.contains("use https://"))
+        for plain in ["http://h.example/f", "http://h.example:80/f", "https://h.example:8443/f"] {
+            #expect(Prober.statusError(400, url: plain).message.hasSuffix("answered HTTP 400; the server refused the request."), "\(plain)")
+        }
         #expect(Prober.statusError(401, url: Self.url).message.contains("authentication is required; pass -u USER:PASSWORD or --netrc"))
         #expect(Prober.statusError(403, url: Self.url, sentCredentials: true).message.contains("access is forbidden"))
     }

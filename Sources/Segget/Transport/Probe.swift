@@ -385,6 +385,10 @@ struct Prober {
         case 401: hint = NextStep.giveCredentials.cli
         case 403: hint = "access is forbidden; check the URL and any credentials or cookies"
         case 404, 410: hint = "check the URL"
+        case 400 where Self.plainHTTPToAnotherPort(url):
+            // nginx answers plain HTTP at a TLS port with a 400 ("The plain HTTP request was sent to
+            // HTTPS port"), which said no more than "refused" (exploratory run 9).
+            hint = "the server refused the request; if that port serves HTTPS, use https:// (nginx, for one, answers plain HTTP at a TLS port with 400)"
         case 407: hint = "a proxy on the way wants credentials; \(Self.proxyCredentials)"
         case 429: hint = "the server is rate-limiting; try again later"
         case 500...599: hint = "the server failed; try again later"
@@ -399,6 +403,12 @@ struct Prober {
         default: hint = "the server refused the request"
         }
         return SeggetError(.httpStatus, "\(u) answered HTTP \(status); \(hint).", httpStatus: status)
+    }
+
+    /// An http:// URL with a port of its own other than 80, where an HTTPS server may listen.
+    static func plainHTTPToAnotherPort(_ url: String) -> Bool {
+        guard let a = URLAuthority(url), a.scheme.lowercased() == "http" else { return false }
+        return !a.port.isEmpty && a.port != "80"
     }
 
     /// A response whose framing cannot be trusted (see `FramingProblem`); retrying cannot help.
