@@ -111,10 +111,10 @@ import Testing
             Observation(id: 3, bytes: kib << 11, seconds: 2, remainingBytes: 16 << 20)
         }
         var full = SlowConnectionRule(maxTotalRedials: 24)
-        let heldUp = (current: 15.5 * 1048576, best: 16.0 * 1048576)
+        let heldUp = (current: 15.5 * 1048576, usual: 16.0 * 1048576)
         #expect(full.judge(Self.peers + [slow(256)], now: 0, usualFirstByteWait: 0.01, rtt: 0.15, pipe: heldUp).map(\.action) == [.keepOnlyTheChunkInFlight])
         #expect(full.totalRedials == 0)
-        let fell = (current: 12.25 * 1048576, best: 16.0 * 1048576)
+        let fell = (current: 12.25 * 1048576, usual: 16.0 * 1048576)
         #expect(full.judge(Self.peers + [slow(256)], now: 1, usualFirstByteWait: 0.01, rtt: 0.15, pipe: fell).map(\.action) == [.redial])
         var waiting = SlowConnectionRule(maxTotalRedials: 24)
         let silent = Observation(id: 3, bytes: 0, seconds: 0, waitingForFirstByte: 2, remainingBytes: 16 << 20)

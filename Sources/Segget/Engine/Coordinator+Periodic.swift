@@ -107,7 +107,7 @@ extension Coordinator {
                 if isHostQuiet(now: now, source: c.source) { continue }
                 connections[c.id].redials += 1
                 if tracing {
-                    commands.append(.trace("connection \(c.id) redial at \(Format.rate(v.rate)) vs typical \(Format.rate(v.typical)) (first bytes take \(Format.fixed(usualFirstByteWait ?? -1, 3)) s, path round trip \(Format.fixed(rtt ?? -1, 3)) s, request \(Format.fixed(now - c.requestStartedAt, 2)) s old, total \(pipe.map { "\(Format.rate($0.current)), usually \(Format.rate($0.best))" } ?? "not known"))\(isRacing(c.id) ? " (racer)" : "")"))
+                    commands.append(.trace("connection \(c.id) redial at \(Format.rate(v.rate)) vs typical \(Format.rate(v.typical)) (first bytes take \(Format.fixed(usualFirstByteWait ?? -1, 3)) s, path round trip \(Format.fixed(rtt ?? -1, 3)) s, request \(Format.fixed(now - c.requestStartedAt, 2)) s old, total \(pipe.map { "\(Format.rate($0.current)), usually \(Format.rate($0.usual))" } ?? "not known"))\(isRacing(c.id) ? " (racer)" : "")"))
                 }
                 // With every peer silent too (a server that stopped answering), a median of 0 B/s says nothing.
                 let reason = v.exploring
@@ -136,7 +136,7 @@ extension Coordinator {
     /// the progress ticks' samples (the last 5 s), for `SlowConnectionRule.absorbs`; nil before two
     /// windows were seen. A median, not the best: what the connections read from the kernel comes in
     /// bursts, and over 0.65 s a 100 Mbit/s link (11.9 MiB/s) read as 15.7 MiB/s at best.
-    func pipeRates(window: Double) -> (current: Double, best: Double)? {
+    func pipeRates(window: Double) -> (current: Double, usual: Double)? {
         let samples = rateSamples
         guard let last = samples.last, let first = samples.first, last.0 - first.0 >= 2 * window else { return nil }
         var rates: [Double] = []

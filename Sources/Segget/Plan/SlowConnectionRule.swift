@@ -265,14 +265,14 @@ public struct SlowConnectionRule: Sendable {
     /// for too.
     ///
     /// `pipe`: the download's total rate over the latest window and its usual one over windows of
-    /// the same length in the last few seconds (`best`). Where the total holds up while a connection that was
+    /// the same length in the last few seconds (`usual`). Where the total holds up while a connection that was
     /// receiving is slow (`absorbs`), the others took its share of a full bottleneck, and a new
     /// connection in its place would take it back from them, not add to the total: on a path where a new
     /// connection's slow start takes `minUnpaidRampSeconds` it keeps only its chunk in flight, which
     /// costs no request.
     public mutating func judge(_ observations: [Observation], now: Double, usualFirstByteWait: Double? = nil,
                                rtt: Double? = nil, handshakeSeconds: Double = 0, requestPrice: Double = 0,
-                               pipe: (current: Double, best: Double)? = nil) -> [Verdict] {
+                               pipe: (current: Double, usual: Double)? = nil) -> [Verdict] {
         if observations.contains(where: { $0.heldSeconds > window / 10 }) { lastHoldAt = now }
         guard !isSuspended(at: now) else { return [] }
         for o in observations where o.waitingForFirstByte == nil && o.seconds > 0
@@ -396,8 +396,8 @@ public struct SlowConnectionRule: Sendable {
     /// Whether the others absorbed a slow connection's `deficit` (the typical rate less its own): the
     /// total is within `absorbedFraction` of it of the usual total. Behind a server's cap per answer the
     /// others cannot take more, and the total falls by the whole deficit.
-    static func absorbs(_ pipe: (current: Double, best: Double), deficit: Double) -> Bool {
-        pipe.best > 0 && deficit > 0 && pipe.current >= pipe.best - absorbedFraction * deficit
+    static func absorbs(_ pipe: (current: Double, usual: Double), deficit: Double) -> Bool {
+        pipe.usual > 0 && deficit > 0 && pipe.current >= pipe.usual - absorbedFraction * deficit
     }
 
     /// See `absorbs`: half way between a total that kept all of the deficit and one that lost it all.
