@@ -193,6 +193,27 @@ import Glibc
         #expect(Set(server.requests.map(\.remotePort)).count <= 3, "\(server.requests)")
     }
 
+    /// A 404 keeps its connection for the next file: its few bytes of text are read to their end.
+    /// Cut at its head, each closed its connection, and the next file dialled again (a list of 330
+    /// lines with 10 missing opened 24 connections at `-j 16` through a 200 ms link).
+    @Test func aMissingFileLeavesItsConnectionForTheNext() throws {
+        let files = Self.numberedFiles("f", count: 12, size: 50_000, seed: 44)
+        let server = try startCLITestServer(files)
+        defer { server.stop() }
+        let dir = try CLITempDir()
+        var urls: [String] = []
+        for i in 0..<12 {
+            urls.append(server.url("f\(i)"))
+            if i % 3 == 0 { urls.append(server.url("missing\(i)")) }
+        }
+        let list = try Self.writeList(dir, urls)
+        let r = try SeggetCLI.run(["-q", "-n", "1", "-j", "2", "--retries", "0", "-i", list, "-d", dir.path("out")])
+        #expect(r.exitCode == 4, "\(r.stderr)")
+        for i in 0..<12 { #expect(fileMatches(dir.path("out") + "/f\(i)", files["f\(i)"]!)) }
+        #expect(server.requests.count == 16, "\(server.requests)")
+        #expect(server.connectionsAccepted <= 2, "\(server.requests)")
+    }
+
     /// The last file of a list borrows the connections the finished files left: with a budget of 4
     /// shared by 4 files in flight, each starts on one connection; once the three small ones are done,
     /// the big paced one takes chunks of its run onto borrowed connections, never more than -n in all.

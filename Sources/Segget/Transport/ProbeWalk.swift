@@ -53,7 +53,10 @@ struct ProbeWalk {
             // Checked before libcurl's verdict: it rejects some of these itself, as a "weird reply".
             throw Prober.framingError(problem, url: current)
         }
-        if code != .ok && !(code == .writeError && head.isComplete) {
+        // An error's head is the answer, whatever became of its body (read to its end to keep the
+        // connection, `ProbeContext.drainsBody`): a stall or a reset there is not the error to report.
+        let answeredError = head.isComplete && (400...599).contains(head.status)
+        if code != .ok && !(code == .writeError && head.isComplete) && !answeredError {
             if let deadline = prober.deadline, code == .operationTimedOut, deadline.remaining(now: monotonicSeconds()) < 0.1 {
                 throw deadline.expired("the first request to \(URLParts.shown(current))")
             }
