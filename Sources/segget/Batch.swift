@@ -355,3 +355,19 @@ func makeDirectories(_ dir: String) -> String? {
     }
     return nil
 }
+
+extension Batch {
+    /// Runs the files, `parallelFiles` at a time, on a `DownloadLoop` on the calling thread: their
+    /// probes and their fetches share its driver and connections (a file's requests reuse those the
+    /// files before it left); their blocking steps run one at a time on the loop's steps queue (the
+    /// loop thread itself, but with `--fsync`). One file's failure is its own.
+    ///
+    /// Files of at most a probe's prefix (1 MiB) are mostly per-file work: a request, a name, a file
+    /// created, written and linked. Once a probe brings a file whole, loops are added, each on a
+    /// thread of its own, up to `loopLimit`; the files in flight are dealt to the loop with the
+    /// fewest, and each loop saves its whole files itself. Larger files stay on the first loop with
+    /// the writer threads: their time is the network's and the disk's.
+    func run(reporter: Reporter, interrupt: InterruptFlag) -> [Outcome] {
+        runOnLoops(reporter: reporter, interrupt: interrupt).outcomes
+    }
+}

@@ -214,6 +214,27 @@ import Glibc
         #expect(server.connectionsAccepted <= 2, "\(server.requests)")
     }
 
+    /// A small file whose answer came whole while an earlier file's answer is late gives its place
+    /// to the next file as it waits for its name: with `-j 2` and the first answer 1.5 s late, the
+    /// second and third files wait so and the fourth is asked meanwhile. Kept, the second file held
+    /// its place and nothing more was asked until the first answered (a list of 330 lines through
+    /// 200 ms and 1 % loss spent a tenth of its places so).
+    @Test func aWholeFileWaitingForItsNameGivesItsPlaceBack() throws {
+        let files = Self.numberedFiles("f", count: 7, size: 20_000, seed: 45)
+        let server = try startCLITestServer(files)
+        defer { server.stop() }
+        let dir = try CLITempDir()
+        let urls = (0..<7).map { $0 == 0 ? server.url("f0", query: "firstbyte=1.5") : server.url("f\($0)") }
+        let list = try Self.writeList(dir, urls)
+        let r = try SeggetCLI.run(["-q", "-n", "1", "-j", "2", "-i", list, "-d", dir.path("out")])
+        #expect(r.exitCode == 0, "\(r.stderr)")
+        for i in 0..<7 { #expect(fileMatches(dir.path("out") + "/f\(i)", files["f\(i)"]!)) }
+        let requests = server.requests
+        let first = try #require(requests.first { $0.path == "/f0" })
+        let meanwhile = requests.filter { $0.path != "/f0" && $0.arrivedAt < first.arrivedAt + 1.2 }
+        #expect(meanwhile.count == 3, "\(requests)")
+    }
+
     /// The last file of a list borrows the connections the finished files left: with a budget of 4
     /// shared by 4 files in flight, each starts on one connection; once the three small ones are done,
     /// the big paced one takes chunks of its run onto borrowed connections, never more than -n in all.
