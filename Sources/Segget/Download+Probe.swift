@@ -24,8 +24,10 @@ extension Download {
         // vouches for it, unless --no-continue), whose probe only has to show that the server's
         // copy has the same length, or another, which is refused unless the server names the
         // download otherwise. One byte does for both: a whole-file answer held at its head would
-        // fill the socket's buffers before it is dropped.
-        if !options.force && names?.surelyAbsent(name) != true && FileSystem.exists(name) {
+        // fill the socket's buffers before it is dropped. Not a file this run made there (nothing
+        // was at the name when the batch read its directory): an earlier line of the list took the
+        // name, and this file gets a numbered one. Asked for one byte, it cost a request more.
+        if !options.force && names?.mayHaveExisted(name) != false && FileSystem.exists(name) {
             return (1, AbsentSideFiles())
         }
         if fresh && names == nil { return (first, AbsentSideFiles()) }

@@ -235,6 +235,23 @@ import Glibc
         #expect(meanwhile.count == 3, "\(requests)")
     }
 
+    /// A file whose name an earlier line of the list took in this run asks for its first bytes, not
+    /// one: it gets a numbered name, and nothing an earlier run left is at its name. Asked for one
+    /// byte, it cost a request more (3 for the two files).
+    @Test func aNameThisRunTookCostsNoExtraRequest() throws {
+        let a = cliTestBytes(50_000, seed: 46)
+        let b = cliTestBytes(60_000, seed: 47)
+        let server = try startCLITestServer(["a/x.bin": a, "b/x.bin": b])
+        defer { server.stop() }
+        let dir = try CLITempDir()
+        let list = try Self.writeList(dir, [server.url("a/x.bin"), server.url("b/x.bin")])
+        let r = try SeggetCLI.run(["-q", "-j", "1", "-i", list, "-d", dir.path("out")])
+        #expect(r.exitCode == 0, "\(r.stderr)")
+        #expect(fileMatches(dir.path("out") + "/x.bin", a))
+        #expect(fileMatches(dir.path("out") + "/x.1.bin", b))
+        #expect(server.requests.count == 2, "\(server.requests)")
+    }
+
     /// The last file of a list borrows the connections the finished files left: with a budget of 4
     /// shared by 4 files in flight, each starts on one connection; once the three small ones are done,
     /// the big paced one takes chunks of its run onto borrowed connections, never more than -n in all.
