@@ -230,6 +230,10 @@ import Testing
         #expect(n.due(now: 2.4, limit: 1) == nil)
         #expect(n.due(now: 2 + SaturationNotice.hold, limit: 1) == 1, "held from the first lesson, the limit in force")
         #expect(n.due(now: 3, limit: 1) == nil, "once")
+        n.taught(1, now: 4)
+        #expect(n.due(now: 5, limit: 1) == nil, "the same limit taught again is not announced again")
+        n.taught(2, now: 6)
+        #expect(n.due(now: 7, limit: 2) == 2, "another limit is")
         let said = n.dropped()
         #expect(said, "a drop after the notice is said")
 

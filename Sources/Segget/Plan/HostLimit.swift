@@ -148,8 +148,12 @@ struct SaturationNotice {
     static let hold = 0.5
     /// The limit taught, and when.
     private(set) var pending: (served: Int, at: Double)?
-    /// This download announced a queue limit that has not been dropped since.
-    private(set) var announced = false
+    /// The queue limit this download announced last, nil where none or where it was dropped since:
+    /// the same limit taught again (after the host's learnt limit was forgotten, or probed upwards
+    /// and refused) is not announced again (a server that answers only its first request had the
+    /// same sentence printed 3 times in one run).
+    private(set) var announcedLimit: Int?
+    var announced: Bool { announcedLimit != nil }
 
     /// The queue taught a limit of `served`.
     mutating func taught(_ served: Int, now: Double) {
@@ -161,16 +165,18 @@ struct SaturationNotice {
     mutating func dropped() -> Bool {
         let say = announced
         pending = nil
-        announced = false
+        announcedLimit = nil
         return say
     }
 
     /// The limit to announce now: the one in force (`limit`), once the notice has been held for
-    /// `hold` seconds and a limit still holds. Nil otherwise (the notice stays held or is let go).
+    /// `hold` seconds and a limit still holds, unless it is the one announced last. Nil otherwise
+    /// (the notice stays held or is let go).
     mutating func due(now: Double, limit: Int?) -> Int? {
         guard let p = pending, now - p.at >= Self.hold else { return nil }
         pending = nil
-        if limit != nil { announced = true }
+        guard let limit, limit != announcedLimit else { return nil }
+        announcedLimit = limit
         return limit
     }
 }
