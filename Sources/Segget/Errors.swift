@@ -96,6 +96,12 @@ public struct SeggetError: Error, CustomStringConvertible, Sendable, Equatable {
     /// the download's counts and time include them (a failed first look was left out of both).
     var probeSpent: RequestTally?
     var probeStartedAt: Double?
+    /// What a download that failed once its fetch ran had cost the servers: its probe's requests
+    /// and those of the attempt that failed.
+    var fetchSpent: RequestTally?
+    /// What the failed download's requests cost, where known: the fetch's (`fetchSpent`), else its
+    /// failed probe's; nil where neither was counted.
+    public var spent: RequestTally? { fetchSpent ?? probeSpent }
 
     /// That failure, for the mirror `mirror`: `why` it cannot continue `what`, and what else to do.
     static func standInCannot(

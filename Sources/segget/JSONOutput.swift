@@ -242,6 +242,10 @@ final class JSONReporter: Reporter {
         o.add("kind", e.kind.rawValue)
         o.add("exitCode", e.exitCode)
         if let s = e.httpStatus { o.add("httpStatus", s) }
+        if let spent = e.spent {
+            o.add("requests", spent.requests)
+            o.add("connectionsOpened", spent.connections)
+        }
         o.add("message", e.message)
         return o
     }
@@ -258,7 +262,9 @@ final class JSONReporter: Reporter {
                 bytes += r.bytes
                 spent = spent + r.tally
             case .skipped: counts.skipped += 1
-            case .failed: counts.failed += 1
+            case .failed(let e):
+                counts.failed += 1
+                spent = spent + (e.spent ?? RequestTally())
             case .notStarted: counts.notStarted += 1
             }
         }

@@ -390,9 +390,12 @@ import Glibc
         #expect(error["exitCode"] as? Int == 4)
         #expect(error["httpStatus"] as? Int == 404)
         #expect((error["message"] as? String)?.isEmpty == false)
+        #expect(error["requests"] as? Int == 1, "the 404's request is counted")
         let summary = try #require(objects.last)
         #expect(summary["failed"] as? Int == 1)
         #expect(summary["succeeded"] as? Int == 2)
+        // Every request the run sent, the failed file's too (it was left out: exploratory run 9).
+        #expect(summary["requests"] as? Int == server.requests.count, "\(server.requests)")
 
         // Human mode: the failure is one line and the table marks it.
         let human = try SeggetCLI.run(["-j", "2", "--force", "--retries", "0", "-d", dir.root, server.url("a.bin"), server.url("missing.bin")])

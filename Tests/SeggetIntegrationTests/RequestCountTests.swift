@@ -31,6 +31,27 @@ import Testing
         #expect((finish["seconds"] as? Double ?? 0) >= 1.9, "\(finish)")
     }
 
+    /// A download that fails once its fetch ran says what it cost, in its `error` object and in the
+    /// summary: its probe's request and every range request of the attempt (both were left out).
+    @Test func aFailedDownloadsRequestsAreCounted() throws {
+        let body = TestFiles.pattern(4 << 20, seed: 97)
+        let server = try TestServer()
+        server.addResource(name: "f.bin", bytes: body)
+        try server.start()
+        defer { server.stop() }
+        let dir = try TempDir()
+        let url = server.url("f.bin", mode: .stall, query: "after=100000")
+        let r = try runSegget(args: ["--json", "-n", "4", "--stall-timeout", "1", "--retries", "0", url, "-o", dir.path("f.bin")])
+        #expect(r.exitCode == 3, "\(r.stderr)")
+        let lines = try r.stdout.split(separator: "\n").map { try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]) }
+        let error = try #require(lines.first { $0["type"] as? String == "error" })
+        let summary = try #require(lines.last)
+        #expect(server.requests.count >= 2, "\(server.requests.map(\.description))")
+        #expect(error["requests"] as? Int == server.requests.count, "\(error) against \(server.requests.map(\.description))")
+        #expect(summary["requests"] as? Int == server.requests.count, "\(summary)")
+        #expect((error["connectionsOpened"] as? Int ?? 0) >= 1, "\(error)")
+    }
+
     @Test(arguments: [true, false]) func aMirrorsProbeIsCounted(agrees: Bool) throws {
         let body = TestFiles.pattern(8 << 20, seed: 96)
         let main = try TestServer()
