@@ -18,6 +18,8 @@ struct Fetched {
     let started: Double
     /// What the probe and the fetch cost the servers.
     let tally: RequestTally
+    /// The URLs that finished chunks in this fetch (`FetchEngine.sourcesThatServed`).
+    var sources: [String] = []
 }
 
 /// How the fetch step ended: every byte is in the file, or the download must start over.
@@ -228,7 +230,7 @@ extension Download {
             length: length, receivedBytes: engine.receivedBytes, rejectedBytes: engine.rejectedBytes,
             connections: engine.connectionsUsed,
             servedAtOnce: engine.core.mostServedAtOnce > 0 ? engine.core.mostServedAtOnce : nil, started: started,
-            tally: engine.spent))
+            tally: engine.spent, sources: engine.sourcesThatServed))
     }
 
     /// Whether the probe brought the whole file, so that the fetch has nothing left to do: a new
@@ -311,7 +313,8 @@ extension Download {
     /// Finishes hashing and compares every expected digest; a mismatch discards the partial download.
     /// Returns the checks that passed, as "ALGORITHM=hex".
     func verify(
-        hasher: PrefixHasher?, expected: [ExpectedDigest], length: Int64, partial: PartialDownload, probe: ProbeResult
+        hasher: PrefixHasher?, expected: [ExpectedDigest], length: Int64, partial: PartialDownload, probe: ProbeResult,
+        sources: [String] = []
     ) throws(SeggetError) -> [String] {
         guard let hasher else { return [] }
         hasher.advance(to: length)
@@ -324,11 +327,23 @@ extension Download {
         do {
             return try Self.checkDigests(
                 digests, expected: expected, name: partial.paths.final,
-                afterMismatch: "The download was discarded; \(NextStep.fetchAfresh.cli).", origin: digestOrigin(probe))
+                afterMismatch: Self.afterMismatch(sources: sources, main: probe.finalURL), origin: digestOrigin(probe))
         } catch {
             partial.discard()
             throw error
         }
+    }
+
+    /// What a whole-file digest mismatch says after the digests: where mirrors finished chunks, the
+    /// servers the bytes came from (the main URL always: the probe's first bytes are its), since a
+    /// rerun would mix them again: a mirror that serves other bytes of the same length and dates is
+    /// caught only by the digest.
+    static func afterMismatch(sources: [String], main: String) -> String {
+        let mirrors = sources.filter { $0 != main }
+        guard !mirrors.isEmpty else { return "The download was discarded; \(NextStep.fetchAfresh.cli)." }
+        let from: [String] = ["\(URLParts.shown(main))"] + mirrors.map { "the mirror \(URLParts.shown($0))" }
+        let listed = from.dropLast().joined(separator: ", ") + " and " + from.last!
+        return "The download was discarded. Its bytes came from \(listed): one of them may serve other bytes with the same length and dates, and a rerun would mix them again; \(NextStep.findBadMirror.cli)."
     }
 
     /// `SEGGET_DEBUG` is set: the hash's progress and where it took its bytes from go to stderr.

@@ -212,7 +212,7 @@ public final class Download: @unchecked Sendable {
         // disk while the hash tail uses the CPU.
         let earlySync = stage.hasher != nil && options.syncBeforeRename ? partial.syncInBackground() : nil
         defer { earlySync?.wait() }
-        let verified = try verify(hasher: stage.hasher, expected: stage.expected, length: fetched.length, partial: partial, probe: stage.probe)
+        let verified = try verify(hasher: stage.hasher, expected: stage.expected, length: fetched.length, partial: partial, probe: stage.probe, sources: fetched.sources)
         let hashing = stage.hasher?.statistics
         if let hashing { traceHashing(hashing, length: fetched.length) }
 

@@ -62,6 +62,8 @@ public enum NextStep: CaseIterable, Sendable {
     case raiseFileSizeLimit
     /// A file larger than its file system can hold (FAT's 4 GiB).
     case otherFileSystem
+    /// A whole-file digest failed on bytes from more than one server: which one serves other bytes.
+    case findBadMirror
 
     public var cli: String {
         switch self {
@@ -95,6 +97,7 @@ public enum NextStep: CaseIterable, Sendable {
         case .downloadChangedFileAgain: "Pass --force to download it again, or choose another name."
         case .raiseFileSizeLimit: "raise it (ulimit -f unlimited) in the shell that starts segget"
         case .otherFileSystem: "choose a directory on another file system with -d or -o"
+        case .findBadMirror: "run it without --mirror, or with one mirror at a time, to find which"
         }
     }
 
@@ -130,6 +133,7 @@ public enum NextStep: CaseIterable, Sendable {
         case .downloadChangedFileAgain: "Remove that file and add the URL again to download it anew, or give the task another out=."
         case .raiseFileSizeLimit: "raise it where the daemon is started (ulimit -f unlimited in its shell, LimitFSIZE=infinity in a systemd unit) and restart the daemon"
         case .otherFileSystem: "add the URL again with a dir on another file system"
+        case .findBadMirror: "add the main URL again without the others, or with one other at a time, to find which"
         }
     }
 

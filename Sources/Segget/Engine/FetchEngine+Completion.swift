@@ -91,3 +91,19 @@ extension FetchEngine {
         if c.head.status == 429 || c.head.status == 503 { tally.refusals += 1 }
     }
 }
+
+extension FetchEngine {
+    /// What the probe and this fetch cost the servers: requests, connections, refusals, and the
+    /// bytes received beyond those the file lacked.
+    var spent: RequestTally {
+        var t = settings.probeTally + tally
+        let needed = missingAtStart ?? receivedBytes
+        t.refetchedBytes = max(0, receivedBytes - needed - rejectedBytes)
+        return t
+    }
+
+    /// The URLs of the sources that finished chunks in this fetch, the main URL's first where it did.
+    var sourcesThatServed: [String] {
+        chunksBySource.keys.sorted().compactMap { target.sources.indices.contains($0) ? target.sources[$0].url : nil }
+    }
+}

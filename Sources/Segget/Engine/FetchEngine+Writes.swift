@@ -28,7 +28,10 @@ extension FetchEngine {
             afterWrites.append((writer.submitted, .stream(core.connections[c.id].pos)))
             return
         }
-        if let k = crossing.finishedChunk { afterWrites.append((writer.submitted, .chunk(k))) }
+        if let k = crossing.finishedChunk {
+            afterWrites.append((writer.submitted, .chunk(k)))
+            chunksBySource[core.connections[c.id].source, default: 0] += 1
+        }
         pendingRemoval += crossing.losers
     }
 

@@ -104,15 +104,8 @@ final class FetchEngine {
     var tally = RequestTally()
     /// Bytes the file lacked when the fetch began (what it needs to receive once each).
     var missingAtStart: Int64?
-
-    /// What the probe and this fetch cost the servers: requests, connections, refusals, and the
-    /// bytes received beyond those the file lacked.
-    var spent: RequestTally {
-        var t = settings.probeTally + tally
-        let needed = missingAtStart ?? receivedBytes
-        t.refetchedBytes = max(0, receivedBytes - needed - rejectedBytes)
-        return t
-    }
+    /// The chunks each source (0: the main URL, then the mirrors) finished first in this fetch.
+    var chunksBySource: [Int: Int] = [:]
     /// A continued probe transfer to unpause at the top of the next pass, once the loop's clock runs.
     var adoptedToUnpause: ConnectionIO?
     var pendingRemoval: [Int] = []
