@@ -334,7 +334,7 @@ extension Download {
         }
     }
 
-    /// What a whole-file digest mismatch says after the digests: where mirrors finished chunks, the
+    /// What a whole-file digest mismatch says after the digests: where mirrors wrote bytes, the
     /// servers the bytes came from (the main URL always: the probe's first bytes are its), since a
     /// rerun would mix them again: a mirror that serves other bytes of the same length and dates is
     /// caught only by the digest.

@@ -191,15 +191,7 @@ public final class Download: @unchecked Sendable {
         case .fetched(let f):
             fetched = f
         case .engine(let engine, let started):
-            let step: FetchStep
-            do throws(SeggetError) {
-                step = try fetchEnded(engine, failure: failure, started: started, stage: stage)
-            } catch {
-                var e = error
-                e.fetchSpent = engine.spent
-                throw e
-            }
-            switch step {
+            switch try fetchEnded(engine, failure: failure, started: started, stage: stage) {
             case .restart(.linkExpired(var expired)):
                 expired.resumedAtStart = stage.resumedBytes
                 return .restart(.linkExpired(expired))

@@ -97,7 +97,7 @@ public enum NextStep: CaseIterable, Sendable {
         case .downloadChangedFileAgain: "Pass --force to download it again, or choose another name."
         case .raiseFileSizeLimit: "raise it (ulimit -f unlimited) in the shell that starts segget"
         case .otherFileSystem: "choose a directory on another file system with -d or -o"
-        case .findBadMirror: "run it without --mirror, or with one mirror at a time, to find which"
+        case .findBadMirror: "download it from one server at a time (without --mirror, or from one mirror alone) to find which"
         }
     }
 
@@ -133,7 +133,7 @@ public enum NextStep: CaseIterable, Sendable {
         case .downloadChangedFileAgain: "Remove that file and add the URL again to download it anew, or give the task another out=."
         case .raiseFileSizeLimit: "raise it where the daemon is started (ulimit -f unlimited in its shell, LimitFSIZE=infinity in a systemd unit) and restart the daemon"
         case .otherFileSystem: "add the URL again with a dir on another file system"
-        case .findBadMirror: "add the main URL again without the others, or with one other at a time, to find which"
+        case .findBadMirror: "add it again with one of its URLs at a time to find which"
         }
     }
 

@@ -307,10 +307,15 @@ final class LoopRun: @unchecked Sendable {
                 released.insert(k)
                 inFlight -= 1
             }
-            return (decided, freed && next < batch.entries.count)
+            return (decided, freed)
         }
         for (i, w, l) in decided { send(l, here: here) { [self] in named(i, w, here: l) } }
-        if freed { loop(here).steps.async { [self] in startFiles(here: here) } }
+        // The place goes to the next file, or, with none left, its share is lent to those running.
+        if freed, lock.withLock({ next < batch.entries.count }) {
+            loop(here).steps.async { [self] in startFiles(here: here) }
+        } else if freed {
+            lender?.lend(batch.connectionsPerFile)
+        }
     }
 
     /// The head of file `k`'s probe's answer gave the name the server wants for it, before the body

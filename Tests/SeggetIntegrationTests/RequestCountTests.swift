@@ -52,6 +52,23 @@ import Testing
         #expect((error["connectionsOpened"] as? Int ?? 0) >= 1, "\(error)")
     }
 
+    /// A download whose digest does not match says what it cost too (the failure comes after the fetch).
+    @Test func aDigestMismatchsRequestsAreCounted() throws {
+        let body = TestFiles.pattern(4 << 20, seed: 98)
+        let server = try TestServer()
+        server.addResource(name: "f.bin", bytes: body)
+        try server.start()
+        defer { server.stop() }
+        let dir = try TempDir()
+        let wrong = String(repeating: "0", count: 64)
+        let r = try runSegget(args: ["--json", "-n", "4", "--checksum", "sha256=\(wrong)", server.url("f.bin"), "-o", dir.path("f.bin")])
+        #expect(r.exitCode == 6, "\(r.stderr)")
+        let error = try #require(r.stdout.split(separator: "\n").compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }.first { $0["type"] as? String == "error" })
+        #expect(error["requests"] as? Int == server.requests.count, "\(error) against \(server.requests.map(\.description))")
+    }
+
     @Test(arguments: [true, false]) func aMirrorsProbeIsCounted(agrees: Bool) throws {
         let body = TestFiles.pattern(8 << 20, seed: 96)
         let main = try TestServer()

@@ -102,8 +102,14 @@ extension FetchEngine {
         return t
     }
 
-    /// The URLs of the sources that finished chunks in this fetch, the main URL's first where it did.
+    /// The URLs of the sources that wrote bytes into the file in this fetch, the main URL's first.
     var sourcesThatServed: [String] {
-        chunksBySource.keys.sorted().compactMap { target.sources.indices.contains($0) ? target.sources[$0].url : nil }
+        wroteFrom.indices.filter { wroteFrom[$0] && target.sources.indices.contains($0) }.map { target.sources[$0].url }
+    }
+
+    /// Source `source` wrote bytes (see `wroteFrom`).
+    func noteWrite(from source: Int) {
+        if source >= wroteFrom.count { wroteFrom += Array(repeating: false, count: source + 1 - wroteFrom.count) }
+        wroteFrom[source] = true
     }
 }

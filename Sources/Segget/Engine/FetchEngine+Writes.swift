@@ -28,10 +28,7 @@ extension FetchEngine {
             afterWrites.append((writer.submitted, .stream(core.connections[c.id].pos)))
             return
         }
-        if let k = crossing.finishedChunk {
-            afterWrites.append((writer.submitted, .chunk(k)))
-            chunksBySource[core.connections[c.id].source, default: 0] += 1
-        }
+        if let k = crossing.finishedChunk { afterWrites.append((writer.submitted, .chunk(k))) }
         pendingRemoval += crossing.losers
     }
 

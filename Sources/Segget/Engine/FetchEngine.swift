@@ -104,8 +104,8 @@ final class FetchEngine {
     var tally = RequestTally()
     /// Bytes the file lacked when the fetch began (what it needs to receive once each).
     var missingAtStart: Int64?
-    /// The chunks each source (0: the main URL, then the mirrors) finished first in this fetch.
-    var chunksBySource: [Int: Int] = [:]
+    /// Which sources (0: the main URL, then the mirrors) wrote bytes into the file in this fetch.
+    var wroteFrom: [Bool] = []
     /// A continued probe transfer to unpause at the top of the next pass, once the loop's clock runs.
     var adoptedToUnpause: ConnectionIO?
     var pendingRemoval: [Int] = []
@@ -405,7 +405,9 @@ final class FetchEngine {
             case .write(_, let from, let count, let at):
                 if flushed { moveSlot(c, atLeast: Self.slotStep) }
                 if budget != nil && from == 0 { budget!.spend(n) }
-                pieceChecks?.ledger.wrote(chunk: plan.chunk(containing: at), source: core.connections[c.id].source)
+                let source = core.connections[c.id].source
+                pieceChecks?.ledger.wrote(chunk: plan.chunk(containing: at), source: source)
+                if source >= wroteFrom.count || !wroteFrom[source] { noteWrite(from: source) }
                 if from == 0 { for limit in settings.speedLimits { limit.spend(n) } }
                 flushed = writer.append(c.staging, ptr + from, count: count, at: at)
             case .crossed(_, let crossing):

@@ -376,7 +376,14 @@ extension Download {
         do throws(SeggetError) {
             return .success(try endFetch(stage, failure: failure, context))
         } catch {
-            return .failure(error)
+            // What the attempt cost, said with its failure (a digest mismatch, a publish that failed
+            // and the fetch's own failures alike).
+            var e = error
+            switch stage.start {
+            case .engine(let engine, _): e.fetchSpent = engine.spent
+            case .fetched(let f): e.fetchSpent = f.tally
+            }
+            return .failure(e)
         }
     }
 }

@@ -18,6 +18,9 @@ struct HandshakeOutcome {
     /// libcurl's words for a proxy's failure (`CURLE_PROXY`): a SOCKS proxy's refusal of the
     /// credentials says so only there.
     var proxyDetail: String?
+    /// A proxy refused the tunnel (its `CONNECT` answered 300 or more): the head the transfer
+    /// collected is the proxy's, not the server's.
+    var tunnelRefused = false
 
     init() {}
 
@@ -26,7 +29,9 @@ struct HandshakeOutcome {
         if code == .operationTimedOut {
             connected = easy.handshakeDone(tls: URLParts.isTLS(url) || proxy.map(ProxyRoute.isTLS) == true)
         }
-        peer = TLSPeer.of(url: url, proxy: proxy, tunnelStatus: easy.tunnelStatus(), reused: easy.reusedConnection())
+        let tunnel = easy.tunnelStatus()
+        tunnelRefused = tunnel >= 300
+        peer = TLSPeer.of(url: url, proxy: proxy, tunnelStatus: tunnel, reused: easy.reusedConnection())
         if code == .peerFailedVerification { verifyResult = easy.tlsVerifyResult(proxy: peer != .server) }
         let detail = easy.failureDetail()
         alert = TLSAlert(code: code, detail: detail)

@@ -166,7 +166,10 @@ struct Prober {
     private func request(_ url: String, options: TransferOptions) throws(CurlError) -> (ProbeContext, CurlCode, HeldTransfer?) {
         let r = try makeRequest(url, options: options, holding: holdsTransfer && multi != nil)
         let code = try withExtendedLifetime(r) { () throws(CurlError) -> CurlCode? in
-            guard let multi else { return r.easy.perform() }
+            guard let multi else {
+                r.context.drainsErrors = false
+                return r.easy.perform()
+            }
             return try multi.performAlone(r.easy, hold: r.holdDue, cut: r.cutDue)
         }
         if let code { r.context.handshake = HandshakeOutcome(after: code, of: r.easy, url: url, proxy: options.proxy(for: url)) }

@@ -41,6 +41,9 @@ final class ProbeContext: TransferDelegate {
     /// Whether the body is worth keeping, decided once at its first bytes (the head is complete by
     /// then) rather than read from the header fields again for every piece of the body.
     private var keepsBody: Bool?
+    /// Whether an error's body is read to its end too (see `drainsBody`): not where nothing would cut
+    /// a body that stalls (`Prober.request` without a multi handle); the error is said at once there.
+    var drainsErrors = true
     /// Body bytes of a redirect read and dropped (see `redirectBodyLimit`).
     private var dropped = 0
     /// The most of a redirect's or an error's body read to keep its connection open; a longer one is cut.
@@ -49,8 +52,8 @@ final class ProbeContext: TransferDelegate {
     /// Whether the body of an answer that is not kept is read to its end and dropped (see
     /// `transfer(_:received:)`): a redirect's or an error's (3xx to 5xx), unless it says it is
     /// longer than `redirectBodyLimit`. A 200 or 206 that is not kept is a file, and is cut.
-    static func drainsBody(of head: ResponseHead) -> Bool {
-        guard (300...599).contains(head.status) else { return false }
+    static func drainsBody(of head: ResponseHead, errors: Bool = true) -> Bool {
+        guard (300...(errors ? 599 : 399)).contains(head.status) else { return false }
         if let length = head.contentLength, length > Int64(redirectBodyLimit) { return false }
         return true
     }
@@ -88,7 +91,7 @@ final class ProbeContext: TransferDelegate {
             // the next file. Cut, it closed: 8 connections through a 302 at `-n 8` became 16, and a
             // list of 330 lines with 10 that answer 404 opened 24 connections at `-j 16`, a TCP (and
             // TLS) handshake more for each.
-            if Self.drainsBody(of: head), dropped + bytes.count <= Self.redirectBodyLimit {
+            if Self.drainsBody(of: head, errors: drainsErrors), dropped + bytes.count <= Self.redirectBodyLimit {
                 dropped += bytes.count
                 return .proceed
             }

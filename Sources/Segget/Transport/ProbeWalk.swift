@@ -55,7 +55,8 @@ struct ProbeWalk {
         }
         // An error's head is the answer, whatever became of its body (read to its end to keep the
         // connection, `ProbeContext.drainsBody`): a stall or a reset there is not the error to report.
-        let answeredError = head.isComplete && (400...599).contains(head.status)
+        // Not a proxy's refusal of the tunnel, which the network error says as the proxy's.
+        let answeredError = head.isComplete && (400...599).contains(head.status) && !ctx.handshake.tunnelRefused
         if code != .ok && !(code == .writeError && head.isComplete) && !answeredError {
             if let deadline = prober.deadline, code == .operationTimedOut, deadline.remaining(now: monotonicSeconds()) < 0.1 {
                 throw deadline.expired("the first request to \(URLParts.shown(current))")
