@@ -302,7 +302,8 @@ final class LoopRun: @unchecked Sendable {
             // Whole in memory, waiting for an earlier file's name, it holds no connection: its place
             // goes to the next file, up to `parallelFiles` such (1 MiB each at most). Kept, 330 files
             // through 200 ms and 1 % loss idled a tenth of their places so (a late answer's timeout).
-            let freed = waiting[k] != nil && p.prepared?.broughtWhole == true && released.count < batch.parallelFiles
+            let freed = waiting[k] != nil && p.prepared?.broughtWhole == true && p.options.mirrors.isEmpty
+                && released.count < batch.parallelFiles
             if freed {
                 released.insert(k)
                 inFlight -= 1

@@ -67,6 +67,17 @@ import Testing
             try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
         }.first { $0["type"] as? String == "error" })
         #expect(error["requests"] as? Int == server.requests.count, "\(error) against \(server.requests.map(\.description))")
+
+        // A file the probe brought whole, its digest checked in memory: the probe's request.
+        server.resetCounters()
+        let small = TestFiles.pattern(50_000, seed: 99)
+        server.addResource(name: "s.bin", bytes: small)
+        let r2 = try runSegget(args: ["--json", "--checksum", "sha256=\(wrong)", server.url("s.bin"), "-o", dir.path("s.bin")])
+        #expect(r2.exitCode == 6, "\(r2.stderr)")
+        let error2 = try #require(r2.stdout.split(separator: "\n").compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }.first { $0["type"] as? String == "error" })
+        #expect(error2["requests"] as? Int == server.requests.count, "\(error2) against \(server.requests.map(\.description))")
     }
 
     @Test(arguments: [true, false]) func aMirrorsProbeIsCounted(agrees: Bool) throws {

@@ -265,7 +265,8 @@ extension Download {
                                 var probe = probe
                                 probe.held = nil
                                 setUp(probe, mirrors, metalink, whole: .never, join: join)
-                            case .failure(let error):
+                            case .failure(var error):
+                                if error.fetchSpent == nil { error.fetchSpent = probe.spent }
                                 done(plan, .failure(error))
                             }
                         }
@@ -286,7 +287,11 @@ extension Download {
                     }
                 }
             } catch {
-                done(plan, .failure(error))
+                // What the probe cost goes with a failure before any fetch (a digest of the bytes it
+                // brought, a file already there).
+                var e = error
+                if e.fetchSpent == nil { e.fetchSpent = probe.spent }
+                done(plan, .failure(e))
             }
         }
         let fetchWith: @Sendable (ProbeResult) -> Void = { [self] probe in
