@@ -18,7 +18,7 @@ struct Fetched {
     let started: Double
     /// What the probe and the fetch cost the servers.
     let tally: RequestTally
-    /// The URLs that finished chunks in this fetch (`FetchEngine.sourcesThatServed`).
+    /// The URLs that wrote bytes into the file in this fetch (`FetchEngine.sourcesThatServed`).
     var sources: [String] = []
 }
 

@@ -103,6 +103,13 @@ public struct SeggetError: Error, CustomStringConvertible, Sendable, Equatable {
     /// failed probe's; nil where neither was counted.
     public var spent: RequestTally? { fetchSpent ?? probeSpent }
 
+    /// This failure with what its attempt cost (`fetchSpent`), unless that was said already.
+    func costing(_ spent: RequestTally) -> SeggetError {
+        var e = self
+        if e.fetchSpent == nil { e.fetchSpent = spent }
+        return e
+    }
+
     /// That failure, for the mirror `mirror`: `why` it cannot continue `what`, and what else to do.
     static func standInCannot(
         _ mirror: String, _ why: String, continuing what: String, orElse: NextStep = .startOverFromMirror

@@ -292,7 +292,7 @@ final class LoopRun: @unchecked Sendable {
     /// already (`answered`); a file whose path was decided then goes on now.
     private func probed(_ k: Int, _ p: Probed, here: Int) {
         if p.prepared?.broughtWhole == true { addLoop() }
-        let (decided, freed) = lock.withLock { () -> ([(file: Int, probed: Probed, loop: Int)], Bool) in
+        let (decided, freed, more) = lock.withLock { () -> ([(file: Int, probed: Probed, loop: Int)], Bool, Bool) in
             if probing.remove(k) != nil { busyOn[here] -= 1 }
             learnProtocol(p.prepared?.info, whole: p.prepared?.broughtWhole == true, url: batch.entries[k].url)
             waiting[k] = p
@@ -308,11 +308,11 @@ final class LoopRun: @unchecked Sendable {
                 released.insert(k)
                 inFlight -= 1
             }
-            return (decided, freed)
+            return (decided, freed, next < batch.entries.count)
         }
         for (i, w, l) in decided { send(l, here: here) { [self] in named(i, w, here: l) } }
         // The place goes to the next file, or, with none left, its share is lent to those running.
-        if freed, lock.withLock({ next < batch.entries.count }) {
+        if freed && more {
             loop(here).steps.async { [self] in startFiles(here: here) }
         } else if freed {
             lender?.lend(batch.connectionsPerFile)

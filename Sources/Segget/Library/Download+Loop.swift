@@ -265,9 +265,8 @@ extension Download {
                                 var probe = probe
                                 probe.held = nil
                                 setUp(probe, mirrors, metalink, whole: .never, join: join)
-                            case .failure(var error):
-                                if error.fetchSpent == nil { error.fetchSpent = probe.spent }
-                                done(plan, .failure(error))
+                            case .failure(let error):
+                                done(plan, .failure(error.costing(probe.spent)))
                             }
                         }
                     }
@@ -289,9 +288,7 @@ extension Download {
             } catch {
                 // What the probe cost goes with a failure before any fetch (a digest of the bytes it
                 // brought, a file already there).
-                var e = error
-                if e.fetchSpent == nil { e.fetchSpent = probe.spent }
-                done(plan, .failure(e))
+                done(plan, .failure(error.costing(probe.spent)))
             }
         }
         let fetchWith: @Sendable (ProbeResult) -> Void = { [self] probe in
@@ -383,12 +380,10 @@ extension Download {
         } catch {
             // What the attempt cost, said with its failure (a digest mismatch, a publish that failed
             // and the fetch's own failures alike).
-            var e = error
             switch stage.start {
-            case .engine(let engine, _): e.fetchSpent = engine.spent
-            case .fetched(let f): e.fetchSpent = f.tally
+            case .engine(let engine, _): return .failure(error.costing(engine.spent))
+            case .fetched(let f): return .failure(error.costing(f.tally))
             }
-            return .failure(e)
         }
     }
 }

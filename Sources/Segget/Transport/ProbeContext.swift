@@ -44,17 +44,17 @@ final class ProbeContext: TransferDelegate {
     /// Whether an error's body is read to its end too (see `drainsBody`): not where nothing would cut
     /// a body that stalls (`Prober.request` without a multi handle); the error is said at once there.
     var drainsErrors = true
-    /// Body bytes of a redirect read and dropped (see `redirectBodyLimit`).
+    /// Body bytes of a redirect or an error read and dropped (see `drainLimit`).
     private var dropped = 0
     /// The most of a redirect's or an error's body read to keep its connection open; a longer one is cut.
-    static let redirectBodyLimit = 64 << 10
+    static let drainLimit = 64 << 10
 
     /// Whether the body of an answer that is not kept is read to its end and dropped (see
     /// `transfer(_:received:)`): a redirect's or an error's (3xx to 5xx), unless it says it is
-    /// longer than `redirectBodyLimit`. A 200 or 206 that is not kept is a file, and is cut.
-    static func drainsBody(of head: ResponseHead, errors: Bool = true) -> Bool {
+    /// longer than `drainLimit`. A 200 or 206 that is not kept is a file, and is cut.
+    static func drainsBody(of head: ResponseHead, errors: Bool) -> Bool {
         guard (300...(errors ? 599 : 399)).contains(head.status) else { return false }
-        if let length = head.contentLength, length > Int64(redirectBodyLimit) { return false }
+        if let length = head.contentLength, length > Int64(drainLimit) { return false }
         return true
     }
 
@@ -91,7 +91,7 @@ final class ProbeContext: TransferDelegate {
             // the next file. Cut, it closed: 8 connections through a 302 at `-n 8` became 16, and a
             // list of 330 lines with 10 that answer 404 opened 24 connections at `-j 16`, a TCP (and
             // TLS) handshake more for each.
-            if Self.drainsBody(of: head, errors: drainsErrors), dropped + bytes.count <= Self.redirectBodyLimit {
+            if Self.drainsBody(of: head, errors: drainsErrors), dropped + bytes.count <= Self.drainLimit {
                 dropped += bytes.count
                 return .proceed
             }
