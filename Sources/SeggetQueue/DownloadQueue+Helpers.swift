@@ -149,10 +149,13 @@ extension DownloadQueue {
         switch e.kind {
         case .network: return e.nameNotResolved ? 19 : 6
         case .httpStatus:
-            // As aria2 1.36 numbers them: a 410 is its 22, not its "resource not found".
+            // As aria2 1.36 numbers them (measured with aria2c against each status): only a 401 is
+            // its "authorization failed"; a 403, a 407 and a 410 are its 22, a 503 its "service
+            // unavailable".
             switch e.httpStatus {
             case 404: return 3
-            case 401, 403, 407: return 24
+            case 401: return 24
+            case 503: return 29
             default: return 22
             }
         case .fileSystem:

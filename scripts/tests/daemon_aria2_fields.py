@@ -1,6 +1,6 @@
 """aria2c and `segget daemon` side by side, field by field: the same HTTP downloads driven through the
-same states (paused before it starts, active, paused, removed, error, complete) on each, and their
-answers compared. For every state: the same keys in tellStatus (numSeeders and seeder absent, bitfield
+same states (paused before it starts, active, paused, removed, error, complete; errors from a 404,
+a 401 and a 403) on each, and their answers compared. For every state: the same keys in tellStatus (numSeeders and seeder absent, bitfield
 present once the length is known, errorCode and errorMessage only once stopped), every value of the
 same JSON type, the same first URI status and errorCode. getGlobalOption and getOption: the same key
 sets, "true"/"false" wherever aria2 answers a boolean, a number wherever aria2 answers a number.
@@ -13,12 +13,14 @@ Usage: daemon_aria2_fields.py --segget BIN --url BASE --work DIR
 
 import argparse
 import base64
+import http.server
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -77,7 +79,7 @@ class Daemon:
                 self.proc.kill()
 
 
-def states(d, base):
+def states(d, base, status_base):
     """Drives one daemon through the states; returns {state: tellStatus answer} and the option answers."""
     out = {}
     slow = {"max-download-limit": "2M", "pause": "true"}
@@ -100,10 +102,30 @@ def states(d, base):
     out["removed"] = wait_for(lambda: (s := d.status(gid))["status"] == "removed" and s, 20)
     bad = d.call("aria2.addUri", [base + "/missing.bin"])
     out["error"] = wait_for(lambda: (s := d.status(bad))["status"] == "error" and s, 30)
+    for code in STATUSES:
+        failing = d.call("aria2.addUri", [f"{status_base}/{code}/x.bin"])
+        out[f"error {code}"] = wait_for(lambda: (s := d.status(failing))["status"] == "error" and s, 30)
     small = d.call("aria2.addUri", [base + "/small.bin"])
     out["complete"] = wait_for(lambda: (s := d.status(small))["status"] == "complete" and s, 30)
     out["getGlobalOption"] = d.call("aria2.getGlobalOption")
     return out
+
+
+# Failures whose aria2 errorCode is compared: aria2 1.36 numbers a 401 24, a 403 22.
+STATUSES = (401, 403)
+
+
+class StatusAnswers(http.server.BaseHTTPRequestHandler):
+    """Answers GET /NNN/... with status NNN and a short body (Python's http.server)."""
+    def do_GET(self):
+        body = b"refused\n"
+        self.send_response(int(self.path.split("/")[1]))
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
 
 
 def get_answers(d):
@@ -203,6 +225,9 @@ def main():
     a = ap.parse_args()
     token = "fields-test-token"
     answers = {}
+    statuses = http.server.ThreadingHTTPServer(("127.0.0.1", 0), StatusAnswers)
+    threading.Thread(target=statuses.serve_forever, daemon=True).start()
+    status_base = f"http://127.0.0.1:{statuses.server_address[1]}"
     for name in ("aria2c", "segget"):
         port = free_port()
         root = os.path.join(a.work, "dl-" + name)
@@ -213,12 +238,14 @@ def main():
                  "--database", os.path.join(a.work, "q.sqlite")])
         d = Daemon(name, argv, port, token, a.work)
         try:
-            answers[name] = states(d, a.url)
+            answers[name] = states(d, a.url, status_base)
             answers[name]["GET"] = get_answers(d)
         finally:
             d.stop()
     A, S = answers["aria2c"], answers["segget"]
-    for state in ("paused before start", "active", "paused", "removed", "error", "complete"):
+    statuses.shutdown()
+    for state in ("paused before start", "active", "paused", "removed", "error", "complete",
+                  *(f"error {code}" for code in STATUSES)):
         compare_status(state, A[state], S[state])
     check("removed: segget's errorMessage is aria2c's", A["removed"] and S["removed"]
           and A["removed"].get("errorMessage") == S["removed"].get("errorMessage"))

@@ -13,7 +13,8 @@ over 8 connections takes about 4 s, and its links last 1-2 s, so they expire in 
     different URL) resumes the partial download;
   - a refresh command that fails, or runs past --refresh-timeout: exit 4 with the reason;
   - `segget daemon`: a WebSocket client answers `segget.onLinkExpired` with `aria2.changeUri`; the task
-    completes identical; a task nobody renews fails after --link-renewal-wait with errorCode 24.
+    completes identical; a task nobody renews fails after --link-renewal-wait with errorCode 22 (aria2's
+    number for the expired link's 403).
 
 Usage: link_renewal.py --segget BIN --testserver BIN --work DIR
        [--size-mib N --ttl S --query Q --renewals-only]   (Benchmarks/link-renewal.sh: 1 GiB, renewals only)"""
@@ -289,7 +290,7 @@ def daemon_checks(args, base, www, work):
         status = rpc("aria2.tellStatus", lonely, ["status", "errorCode", "errorMessage"])
         check("daemon: an unanswered segget.onLinkExpired fails the task after --link-renewal-wait",
               failed and "no RPC client gave a new link" in status.get("errorMessage", ""), str(status))
-        check("daemon: its errorCode is 24 (aria2's authorization failed)", status.get("errorCode") == "24", str(status))
+        check("daemon: its errorCode is 22 (aria2's number for a 403)", status.get("errorCode") == "22", str(status))
         check("daemon: the unanswered event was sent", any(m["params"][0]["gid"] == lonely
                                                            for m in ws.named("segget.onLinkExpired")))
         # changeUri's rules: the file index, and a task keeps one URI at least.
