@@ -194,8 +194,10 @@ public final class Download: @unchecked Sendable {
             switch try fetchEnded(engine, failure: failure, started: started, stage: stage) {
             case .restart(.linkExpired(var expired)):
                 expired.resumedAtStart = stage.resumedBytes
-                return .restart(.linkExpired(expired))
-            case .restart(let restart): return .restart(restart)
+                return .restart(.linkExpired(expired), spent: engine.spent)
+            case .restart(let restart):
+                // From zero: what the attempt received (the probe's bytes in the file too) is fetched again.
+                return .restart(restart, spent: engine.spent, thrownAway: engine.receivedBytes + stage.probeBytes)
             case .fetched(let result): fetched = result
             }
         }

@@ -1,7 +1,40 @@
 /// How one attempt of a download ended: the file is in place, or the download must start again.
 enum AttemptOutcome {
     case finished(DownloadResult)
-    case restart(DownloadRestart)
+    /// With what the attempt cost (`spent`, the probe's requests included) and the bytes it received
+    /// that the next attempt fetches again (all of them for a restart from zero; none for an expired
+    /// link, whose next attempt keeps them): the run's result counts every attempt.
+    case restart(DownloadRestart, spent: RequestTally = RequestTally(), thrownAway: Int64 = 0)
+}
+
+/// What the attempts of a run before its last cost and received, added to the run's result or its
+/// failure: `--json`'s `requests` counted the last attempt's only (a file changed mid-download, a
+/// mirror standing in, an expired link renewed).
+struct EarlierAttempts: Sendable, Equatable {
+    private(set) var tally = RequestTally()
+    /// Bytes received and thrown away (a restart from zero), counted as received and fetched twice.
+    private(set) var received: Int64 = 0
+
+    mutating func add(_ spent: RequestTally, thrownAway: Int64 = 0) {
+        var s = spent
+        s.refetchedBytes = max(spent.refetchedBytes, thrownAway)
+        tally = tally + s
+        received += thrownAway
+    }
+
+    /// `result`, the last attempt's, as the whole run's.
+    func onto(_ result: inout DownloadResult) {
+        result.tally = result.tally + tally
+        result.receivedBytes += received
+    }
+
+    /// `e`, the last attempt's failure, with the whole run's cost.
+    func onto(_ e: SeggetError) -> SeggetError {
+        guard tally != RequestTally() else { return e }
+        var e = e
+        e.fetchSpent = (e.spent ?? RequestTally()) + tally
+        return e
+    }
 }
 
 /// Why an attempt asks for another one (what the engine found out about the server mid-download).

@@ -80,6 +80,31 @@ import Testing
         #expect(error2["requests"] as? Int == server.requests.count, "\(error2) against \(server.requests.map(\.description))")
     }
 
+    /// A file that changes on the server mid-download starts over: the run's `requests` are every
+    /// attempt's (the first attempt's were left out: 4 reported of the 7 the server saw), and the bytes the
+    /// first attempt received count as received and fetched twice, so `received - refetched` is
+    /// still `bytes - resumed`.
+    @Test func aRestartsEarlierAttemptIsCounted() throws {
+        let body = TestFiles.pattern(8 << 20, seed: 94)
+        let server = try TestServer()
+        server.addResource(name: "f.bin", bytes: body)
+        try server.start()
+        defer { server.stop() }
+        let dir = try TempDir()
+        // Every answer after the first is of a second version; paced so that the probe's answer does
+        // not bring the file before the ranges ask.
+        let url = server.url("f.bin", mode: .changing, query: "after=1&rate=4m")
+        let r = try runSegget(args: ["--json", "-n", "4", url, "-o", dir.path("f.bin")])
+        #expect(r.exitCode == 0, "\(r.stderr)")
+        #expect(fileBytes(dir.path("f.bin")) == secondVersion(of: body, length: body.count))
+        #expect(r.stdout.contains("changed"), "\(r.stdout)")
+        let finish = try Self.finish(r.stdout)
+        #expect(finish["requests"] as? Int == server.requests.count, "\(finish) against \(server.requests.map(\.description))")
+        let received = try #require(finish["received"] as? Int), refetched = try #require(finish["refetched"] as? Int)
+        #expect(received - refetched == body.count - (finish["resumed"] as? Int ?? -1), "\(finish)")
+        #expect(refetched > 0, "the first attempt's bytes: \(finish)")
+    }
+
     @Test(arguments: [true, false]) func aMirrorsProbeIsCounted(agrees: Bool) throws {
         let body = TestFiles.pattern(8 << 20, seed: 96)
         let main = try TestServer()

@@ -132,14 +132,17 @@ extension Download {
             case .failure(let e):
                 let failed = plan.url ?? url
                 if let next = nextSource(after: plan, failed: failed, error: e) {
+                    renewals.earlier.add(e.spent ?? RequestTally())
                     let why = e.message.hasSuffix(".") ? String(e.message.dropLast()) : e.message
                     let whose = options.expectedLength != nil ? "the Metalink's URL" : failed == url ? "the URL" : "the mirror"
                     let then = options.expectedLength != nil ? "trying its next URL," : next == url ? "trying the main URL again, with its retries," : "trying the mirror"
                     context.events?(.notice("\(whose) \(URLParts.shown(failed)) failed (\(why)); \(then) \(URLParts.shown(next))."))
                     return attempts(plan.trying(next, after: failed), prepared: nil, on: loop, context, renewals, completion: completion)
                 }
-                completion(.failure(e))
+                // The whole run's cost: the attempts before this one's too.
+                completion(.failure(renewals.earlier.onto(e)))
             case .success(.finished(var result)):
+                renewals.earlier.onto(&result)
                 if let resumedAtStart = renewals.resumedAtStart {
                     // The whole run, not its last attempt.
                     result.resumedBytes = resumedAtStart
@@ -150,7 +153,8 @@ extension Download {
                 // 310 MiB/s" after 6 s of a 503's Retry-After.
                 if result.seconds > 0 || result.receivedBytes > 0 { result.seconds = monotonicSeconds() - context.started }
                 completion(.success(result))
-            case .success(.restart(let restart)) where isStandIn(plan):
+            case .success(.restart(let restart, let spent, let thrownAway)) where isStandIn(plan):
+                renewals.earlier.add(spent, thrownAway: thrownAway)
                 // Starting over would drop what the main URL's runs fetched: kept for a rerun.
                 let why: String
                 switch restart {
@@ -158,13 +162,14 @@ extension Download {
                 case .resourceChanged(let reason): why = "changed its file during the download (\(reason))"
                 case .linkExpired: why = "answered as an expired link does"
                 }
-                let e = SeggetError.standInCannot(plan.url ?? url, why, continuing: "the partial download")
+                let e = renewals.earlier.onto(SeggetError.standInCannot(plan.url ?? url, why, continuing: "the partial download"))
                 if let next = nextSource(after: plan, failed: plan.url ?? url, error: e) {
                     context.events?(.notice("\(e.message) Trying \(next == url ? "the main URL again" : "the mirror \(URLParts.shown(next))")."))
                     return attempts(plan.trying(next, after: plan.url ?? url), prepared: nil, on: loop, context, renewals, completion: completion)
                 }
                 completion(.failure(e))
-            case .success(.restart(.linkExpired(var expired))):
+            case .success(.restart(.linkExpired(var expired), let spent, _)):
+                renewals.earlier.add(spent)
                 // A new link of the same file, proven before the next attempt resumes from the journal.
                 // The renewer may wait (a command, a daemon client): off the loop and its steps queue.
                 expired.url = plan.url ?? url
@@ -176,7 +181,7 @@ extension Download {
                     do throws(SeggetError) {
                         newURL = try renewedLink(expiredNow, count: &renewals.count, context)
                     } catch {
-                        return loop.steps.async { completion(.failure(error)) }
+                        return loop.steps.async { completion(.failure(renewals.earlier.onto(error))) }
                     }
                     // The new link's probe is a request of the loop's driver, as every other.
                     let deadline = options.timeout.map { Deadline(limit: $0, from: context.started) }
@@ -190,7 +195,7 @@ extension Download {
                                 do throws(SeggetError) {
                                     renewed = try checkRenewed(expiredNow, newURL: newURL, probed: probed, context)
                                 } catch {
-                                    return completion(.failure(error))
+                                    return completion(.failure(renewals.earlier.onto(error)))
                                 }
                                 let next = plan.renewed(url: renewed.url, outputPath: expiredNow.outputPath)
                                 attempts(next, prepared: renewed, on: loop, context, renewals, completion: completion)
@@ -198,13 +203,14 @@ extension Download {
                         }
                     }
                 }
-            case .success(.restart(let restart)):
+            case .success(.restart(let restart, let spent, let thrownAway)):
+                renewals.earlier.add(spent, thrownAway: thrownAway)
                 do throws(SeggetError) {
                     let (next, notice) = try plan.next(after: restart)
                     context.events?(.notice(notice))
                     attempts(next, prepared: nil, on: loop, context, renewals, completion: completion)
                 } catch {
-                    completion(.failure(error))
+                    completion(.failure(renewals.earlier.onto(error)))
                 }
             }
         }
@@ -361,7 +367,7 @@ extension Download {
                     case .failure(let e):
                         // A rerun of a download whose link expired: renew it as if it had expired now.
                         if !isStandIn(plan), let expired = expiredBeforeStart(e, plan: plan, url: url) {
-                            return done(plan, .success(.restart(.linkExpired(expired))))
+                            return done(plan, .success(.restart(.linkExpired(expired), spent: e.spent ?? RequestTally())))
                         }
                         var failed = plan
                         failed.probeFailed = true
@@ -388,10 +394,12 @@ extension Download {
     }
 }
 
-/// What the attempts of one run on a loop carry from one to the next about renewed links; used by
-/// one attempt at a time (on the steps queue, or the renewal's thread between two attempts).
+/// What the attempts of one run on a loop carry from one to the next about renewed links and what
+/// the attempts before cost; used by one attempt at a time (on the steps queue, or the renewal's
+/// thread between two attempts).
 private final class LoopRenewals: @unchecked Sendable {
     var count = RenewalCount()
+    var earlier = EarlierAttempts()
     /// Before the first renewal: what the run found on disk, and what earlier attempts received.
     var resumedAtStart: Int64?
     var receivedBefore: Int64 = 0

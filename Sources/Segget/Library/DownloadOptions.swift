@@ -143,7 +143,7 @@ extension DownloadOptions {
 /// What a download cost its servers: the requests it sent (the probe's, its redirects, the
 /// connections warmed beside it, and every range), the TCP connections those opened, the answers
 /// that refused it for a host's limit (429, 503), and the bytes received more than once (answers cut
-/// past where they were needed, lost end-game races). Of the attempt that finished.
+/// past where they were needed, lost end-game races). Of every attempt of the run (`EarlierAttempts`).
 public struct RequestTally: Sendable, Equatable {
     public var requests = 0
     public var connections = 0
