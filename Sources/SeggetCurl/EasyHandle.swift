@@ -319,6 +319,12 @@ package final class EasyHandle {
     }
     /// `CURLOPT_REFERER`.
     package func setReferer(_ referer: String) throws(CurlError) { try set(CURLOPT_REFERER, "CURLOPT_REFERER", string: referer) }
+    /// Keeps a proxy's answer to `CONNECT` away from the header callback (`CURLOPT_SUPPRESS_CONNECT_HEADERS`,
+    /// libcurl 7.54): its `200 Connection established` read as a complete head of the server's; its
+    /// status stays readable (`tunnelStatus`).
+    package func setSuppressConnectHeaders() throws(CurlError) {
+        try set(CURLOPT_SUPPRESS_CONNECT_HEADERS, "CURLOPT_SUPPRESS_CONNECT_HEADERS", long: 1)
+    }
     /// An explicit proxy; without one libcurl reads http_proxy, https_proxy and no_proxy (`CURLOPT_PROXY`).
     package func setProxy(_ proxy: String) throws(CurlError) { try set(CURLOPT_PROXY, "CURLOPT_PROXY", string: proxy) }
     /// Largest body accepted, in bytes (`CURLOPT_MAXFILESIZE_LARGE`).

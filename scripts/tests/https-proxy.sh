@@ -10,6 +10,7 @@
 # identical. `segget daemon --proxy-ca-certificate --proxy-certificate` downloads a task through
 # that proxy identical, and a daemon started without them fails its task naming its own options.
 # A plain HTTP proxy given as https://, and an https URL at a plain HTTP port, are said at once (exit 3).
+# A plain HTTP proxy whose tunnel opens 0.4 s after its answer to CONNECT: ranged, identical.
 # A proxy's handshake broken off, and the server's inside the tunnel, are named as whose they were.
 # Needs SEGGET_BIN (scripts/test sets it; default .build/debug/segget), apache2, openssl, curl, python3.
 source "$(dirname "$0")/../lib/common.sh"
@@ -23,8 +24,8 @@ SEGGET_BIN="${SEGGET_BIN:-$ROOT/.build/debug/segget}"
 
 WORK="$(mktemp -d /tmp/segget-https-proxy.XXXXXX)"
 chmod 755 "$WORK"
-APACHE_PID="" DAEMON_PID="" DROPPER_PID=""
-cleanup() { stop_pid "$DAEMON_PID"; stop_pid "$APACHE_PID"; stop_pid "$DROPPER_PID"; [ -n "${KEEP:-}" ] || rm -rf "$WORK"; }
+APACHE_PID="" DAEMON_PID="" DROPPER_PID="" SLOWPROXY_PID=""
+cleanup() { stop_pid "$DAEMON_PID"; stop_pid "$APACHE_PID"; stop_pid "$DROPPER_PID"; stop_pid "$SLOWPROXY_PID"; [ -n "${KEEP:-}" ] || rm -rf "$WORK"; }
 trap cleanup EXIT
 fail() { echo "https-proxy: FAILED: $*" >&2; exit 1; }
 
@@ -141,6 +142,52 @@ for i in 1 2 3; do echo "https://127.0.0.1:$origin/s$i.bin"; done >"$WORK/list.t
 run batch 0 -q -j 3 --http2 --proxy "$P" "${PCA[@]}" "${CA[@]}" -i "$WORK/list.txt" -d "$WORK/out/batch"
 for i in 1 2 3; do same "$WORK/out/batch/s$i.bin" "$WORK/www/s$i.bin"; done
 
+# A plain HTTP proxy on a long path (its tunnel to the server opens 0.4 s after its "200 Connection
+# established", as through a proxy 150 ms away): -n 8, ranged, identical. segget took that 200 for
+# the server's answer where the tunnel's TLS and request took more than 0.25 s, said "the server
+# ignored the byte range (answered 200)" and downloaded over one connection.
+slowproxy="$(free_port)"
+python3 -c 'import socket,sys,threading,time
+def pipe(a, b):
+    try:
+        while (d := a.recv(65536)):
+            b.sendall(d)
+    except OSError:
+        pass
+    for x in (a, b):
+        try:
+            x.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+def serve(c):
+    head = b""
+    while b"\r\n\r\n" not in head:
+        d = c.recv(4096)
+        if not d:
+            return c.close()
+        head += d
+    host, port = head.split()[1].decode().rsplit(":", 1)
+    o = socket.create_connection((host, int(port)))
+    c.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+    time.sleep(0.4)
+    threading.Thread(target=pipe, args=(o, c), daemon=True).start()
+    pipe(c, o)
+s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(64)
+while True:
+    threading.Thread(target=serve, args=(s.accept()[0],), daemon=True).start()' "$slowproxy" &
+SLOWPROXY_PID=$!
+for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$slowproxy") 2>/dev/null && break; sleep 0.1; done
+set +e
+timeout 60 "$SEGGET_BIN" --json -n 8 --proxy "http://127.0.0.1:$slowproxy" "${CA[@]}" -o "$WORK/out/slowtunnel.bin" "$URL" \
+    >"$WORK/slowtunnel.json" 2>"$WORK/slowtunnel.err"
+rc=$?
+set -e
+stop_pid "$SLOWPROXY_PID"
+[ "$rc" -eq 0 ] || fail "slowtunnel exited $rc: $(cat "$WORK/slowtunnel.err")"
+same "$WORK/out/slowtunnel.bin" "$WORK/www/big.bin"
+! grep -q "ignored the byte range" "$WORK/slowtunnel.err" || fail "slowtunnel took the proxy's 200 for the server's: $(cat "$WORK/slowtunnel.err")"
+grep -q '"type":"finish".*"ranged":true' "$WORK/slowtunnel.json" || fail "slowtunnel was not ranged: $(cat "$WORK/slowtunnel.json")"
+
 # A proxy whose TLS handshake breaks off (a listener that reads the client's first flight and closes):
 # named as the proxy's, where segget said "the request to URL failed: the TLS handshake failed". The
 # server's certificate failing inside the tunnel, which libcurl 7.88 reports as a handshake broken
@@ -203,4 +250,4 @@ case "$st" in *'"error"'*'start the daemon with --proxy-ca-certificate FILE'*) ;
 case "$st" in *"-k"* | *"--proxy-insecure"*) fail "the daemon's advice names an option it lacks: $st" ;; esac
 stop_pid "$DAEMON_PID"; DAEMON_PID=""
 
-echo "https-proxy: a plain HTTP proxy given as https:// and an https URL at a plain HTTP port said at once (exit 3); an https proxy's private authority refused without --proxy-ca-certificate (exit 3 at once, naming the proxy and that option, for an https and an http URL, from --proxy and from https_proxy); with it -n 8 through the tunnel and to an http URL, and a batch over HTTP/2, identical; --proxy-insecure identical; a proxy requiring a client certificate (TLS 1.3 and 1.2) without one, with a stranger's, or with only the server's --certificate said at once naming --proxy-certificate; with one identical; a proxy key alone or a certificate without its key refused (exit 2); the daemon through that proxy identical with its --proxy-ca-certificate and --proxy-certificate, and without them its task's error names them"
+echo "https-proxy: a plain HTTP proxy given as https:// and an https URL at a plain HTTP port said at once (exit 3); a plain HTTP proxy whose tunnel opens 0.4 s after its answer: -n 8 ranged, identical; an https proxy's private authority refused without --proxy-ca-certificate (exit 3 at once, naming the proxy and that option, for an https and an http URL, from --proxy and from https_proxy); with it -n 8 through the tunnel and to an http URL, and a batch over HTTP/2, identical; --proxy-insecure identical; a proxy requiring a client certificate (TLS 1.3 and 1.2) without one, with a stranger's, or with only the server's --certificate said at once naming --proxy-certificate; with one identical; a proxy key alone or a certificate without its key refused (exit 2); the daemon through that proxy identical with its --proxy-ca-certificate and --proxy-certificate, and without them its task's error names them"

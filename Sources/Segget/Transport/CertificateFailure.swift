@@ -21,6 +21,9 @@ struct HandshakeOutcome {
     /// A proxy refused the tunnel (its `CONNECT` answered 300 or more): the head the transfer
     /// collected is the proxy's, not the server's.
     var tunnelRefused = false
+    /// The proxy's status for the `CONNECT` of this transfer's tunnel (`EasyHandle.tunnelStatus`), 0
+    /// where there was none.
+    var tunnelStatus = 0
 
     init() {}
 
@@ -30,6 +33,7 @@ struct HandshakeOutcome {
             connected = easy.handshakeDone(tls: URLParts.isTLS(url) || proxy.map(ProxyRoute.isTLS) == true)
         }
         let tunnel = easy.tunnelStatus()
+        tunnelStatus = tunnel
         tunnelRefused = tunnel >= 300
         peer = TLSPeer.of(url: url, proxy: proxy, tunnelStatus: tunnel, reused: easy.reusedConnection())
         if code == .peerFailedVerification { verifyResult = easy.tlsVerifyResult(proxy: peer != .server) }
@@ -101,7 +105,7 @@ extension Prober {
     ) -> SeggetError {
         networkError(code, url: url, head: head, connected: connected, connectTimeout: connectTimeout, proxy: proxy,
                      tls: h.peer.files(options), verifyResult: h.verifyResult, tlsAlert: h.alert, notTLS: h.notTLS, peer: h.peer,
-                     proxyDetail: h.proxyDetail)
+                     proxyDetail: h.proxyDetail, tunnelStatus: h.tunnelStatus)
     }
 
     /// A server's certificate that failed verification (`CURLE_PEER_FAILED_VERIFICATION`),

@@ -331,12 +331,12 @@ struct Prober {
     static func networkError(
         _ code: CurlCode, url: String, head: ResponseHead = ResponseHead(), connected: Bool = true, connectTimeout: Double? = nil,
         proxy: String? = nil, tls: TLSFiles = TLSFiles(), verifyResult: Int = 0, tlsAlert: TLSAlert? = nil, notTLS: Bool = false, peer: TLSPeer = .server,
-        proxyDetail: String? = nil
+        proxyDetail: String? = nil, tunnelStatus: Int = 0
     ) -> SeggetError {
         let u = URLParts.shown(url)
         if let tlsAlert { return tlsAlertError(url: u, tls: tls, alert: tlsAlert, peer: peer) }
         if notTLS { return notTLSError(url: u, peer: peer) }
-        if let proxy, let e = proxyError(code, url: url, proxy: proxy, head: head, connected: connected, peer: peer, detail: proxyDetail) { return e }
+        if let proxy, let e = proxyError(code, url: url, proxy: proxy, head: head, connected: connected, peer: peer, detail: proxyDetail, tunnelStatus: tunnelStatus) { return e }
         if code == .writeError, head.status == 101, !head.isComplete {
             // libcurl takes a 101 as the switch it announces and hands what follows over as the body,
             // which no head came for: its "Failed writing received data" said nothing of the cause.

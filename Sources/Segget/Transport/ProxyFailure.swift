@@ -30,9 +30,13 @@ extension Prober {
     /// proxy's tunnel, which is how libcurl 7.88 reports a server certificate that fails verification
     /// there (its verdict unread), so the advice names that cause too.
     static func proxyError(
-        _ code: CurlCode, url: String, proxy: String, head: ResponseHead, connected: Bool, peer: TLSPeer = .server, detail: String? = nil
+        _ code: CurlCode, url: String, proxy: String, head: ResponseHead, connected: Bool, peer: TLSPeer = .server, detail: String? = nil,
+        tunnelStatus: Int = 0
     ) -> SeggetError? {
         let u = URLParts.shown(url), p = URLParts.shown(proxy)
+        // The proxy's refusal of the tunnel: its status (its head no longer reaches the parser, see
+        // `EasyHandle.setSuppressConnectHeaders`), else a head that ended the transfer.
+        let refusal = tunnelStatus >= 300 ? tunnelStatus : head.isComplete && head.status >= 300 ? head.status : 0
         let instead = "check that the proxy is up and reachable, or \(NextStep.otherProxy.cli)"
         switch code {
         case .couldNotConnect:
@@ -56,8 +60,8 @@ extension Prober {
             return SeggetError(.network, "the proxy \(p) refused the connection to \(u): \(advice).", retryAdvice: .never)
         case .proxyFailure:
             return SeggetError(.network, "the proxy \(p) failed to reach \(u) (\(code)); check that the proxy may connect there.")
-        case .receiveError where head.isComplete && head.status >= 300:
-            if head.status == 407 {
+        case .receiveError where refusal >= 300:
+            if refusal == 407 {
                 return SeggetError(
                     .httpStatus,
                     URLParts(proxy)?.hasUserInfo == true
@@ -66,8 +70,8 @@ extension Prober {
                     httpStatus: 407, retryAdvice: .never)
             }
             return SeggetError(
-                .httpStatus, "the proxy \(p) refused the tunnel to \(u) with HTTP \(head.status); the proxy could not reach the server, or may not connect there.",
-                httpStatus: head.status)
+                .httpStatus, "the proxy \(p) refused the tunnel to \(u) with HTTP \(refusal); the proxy could not reach the server, or may not connect there.",
+                httpStatus: refusal)
         default:
             return nil
         }
