@@ -176,3 +176,42 @@ enum RawArguments {
         }
     }
 }
+
+extension RawArguments {
+    /// The options whose value is a secret: the daemon's RPC token.
+    static let secretOptions = ["--rpc-secret"]
+
+    /// Where the values of `secretOptions` lie in `arguments` (those after the program's name): the
+    /// argument's index and the byte its value starts at (`--rpc-secret S`: S from 0;
+    /// `--rpc-secret=S`: from after the `=`). None after a `--`.
+    static func secretValues(_ arguments: [[UInt8]]) -> [(index: Int, offset: Int)] {
+        var found: [(index: Int, offset: Int)] = []
+        var i = 0
+        while i < arguments.count {
+            let a = arguments[i]
+            if a == Array("--".utf8) { break }
+            for option in secretOptions.map({ Array($0.utf8) }) {
+                if a == option, i + 1 < arguments.count {
+                    found.append((i + 1, 0))
+                    i += 1
+                } else if a.count > option.count + 1, Array(a[..<option.count]) == option, a[option.count] == UInt8(ascii: "=") {
+                    found.append((i, option.count + 1))
+                }
+            }
+            i += 1
+        }
+        return found
+    }
+
+    /// Overwrites the secret values in the process's own command line with `*`, as aria2c does, so that
+    /// `ps` and `/proc/PID/cmdline`, which every local user can read, do not show the daemon's token
+    /// (a client command's either). Swift's `CommandLine.arguments` must have been read before: it
+    /// keeps its own copy, which the options are parsed from.
+    static func hideSecrets() {
+        for (index, offset) in secretValues(current) {
+            guard let p = CommandLine.unsafeArgv[index + 1] else { continue }
+            let length = strlen(p)
+            for k in offset..<length { p[k] = CChar(UInt8(ascii: "*")) }
+        }
+    }
+}

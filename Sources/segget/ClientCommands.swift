@@ -42,7 +42,7 @@ struct DaemonAddress: ParsableArguments {
             return (nil, "not read from \(path): \(host) is not this machine; give --rpc-secret")
         }
         if let token = try TokenFile.load(path) { return (token, "from \(path)") }
-        return (nil, "\(path) does not exist; the daemon makes it on its first start")
+        return (nil, "\(path) does not exist; the daemon makes it on its first start, unless it was given --rpc-secret or $SEGGET_RPC_SECRET")
     }
 
     /// Runs one call; a failure becomes a sentence and segget's exit code (3 unreachable, 2 refused).

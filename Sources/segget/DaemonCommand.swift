@@ -33,7 +33,9 @@ struct Daemon: ParsableCommand {
 
     @Option(
         name: .customLong("rpc-secret"),
-        help: "Require this token ('token:SECRET') on every call instead of the token file's (empty: the token file).")
+        help:
+            "Require this token ('token:SECRET') on every call instead of the token file's (default $SEGGET_RPC_SECRET; empty: the token file). Hidden from the process list as the daemon starts; $SEGGET_RPC_SECRET is not shown there at all."
+    )
     var secret: String?
 
     @Option(
@@ -301,6 +303,8 @@ struct Daemon: ParsableCommand {
             return nil
         }
         if let secret, !secret.isEmpty { return secret }
+        // From the environment (the systemd unit's daemon.env), which other users cannot read.
+        if let env = getenv("SEGGET_RPC_SECRET").map({ String(cString: $0) }), !env.isEmpty { return env }
         let path = secretFile ?? TokenFile.defaultPath()
         let (token, created) = try TokenFile.loadOrCreate(path)
         writeStderr(

@@ -50,6 +50,10 @@ signal(SIGXFSZ, SIG_IGN)
 if let bad = RawArguments.firstNotUTF8(RawArguments.current) {
     failUsage("argument \(bad.position) is not UTF-8 ('\(bad.shown)'); segget reads names, paths and URLs as UTF-8 and would have used another name. Give it in UTF-8 (rename the file or directory if need be).")
 }
+// The RPC token given on the command line, out of the process list (Swift's copy of the arguments,
+// read above for `jsonRequested`, keeps it for the parsing).
+_ = CommandLine.arguments
+RawArguments.hideSecrets()
 
 // Parse and run by hand so that every failure maps to segget's documented exit codes
 // (ArgumentParser alone would use 64 for usage errors).

@@ -13,6 +13,20 @@ import Testing
         #expect(bad?.position == 2 && bad?.shown == "caf\\xe9.bin")
     }
 
+    /// The daemon's token on the command line is found in both forms, and only before a `--`.
+    @Test func theSecretValuesAreFound() {
+        func find(_ args: [String]) -> [Int] {
+            RawArguments.secretValues(args.map { Array($0.utf8) }).map { $0.index * 100 + $0.offset }
+        }
+        #expect(find(["daemon", "--rpc-secret", "s3"]) == [200])
+        #expect(find(["ls", "--rpc-secret=s3", "--rpc-port", "1"]) == [113])
+        #expect(find(["daemon", "--rpc-secret"]) == [])
+        #expect(find(["daemon", "--rpc-secret-file", "/p", "--rpc-secret="]) == [])
+        #expect(find(["daemon", "--rpc-secret=", "--rpc-secret", "x"]) == [300])
+        #expect(find(["x", "--", "--rpc-secret", "s"]) == [])
+        #expect(find(["--rpc-secret", "--rpc-secret", "--rpc-secret=t"]) == [100, 213])
+    }
+
     @Test(arguments: [
         ([0xFF], "\\xff"),
         ([0xC3], "\\xc3"),  // a character cut short

@@ -12,7 +12,8 @@
 - --rpc-insecure-no-secret works on loopback (loudly logged, Host checks still on) and is refused with
   --rpc-listen-all.
 - The shipped systemd unit, started as systemd would start it with no daemon.env, requires the token;
-  with SEGGET_RPC_SECRET in daemon.env it requires that one.
+  with SEGGET_RPC_SECRET in daemon.env it requires that one, which is not on its command line.
+- A token given with --rpc-secret is overwritten with '*' in the process's command line.
 
 Usage: daemon_security.py --segget BIN --unit contrib/segget-daemon.service --work DIR
 Prints one line per check and exits 1 on any failure.
@@ -340,6 +341,12 @@ def main():
         ok_file = error_of(body) == (1, "Unauthorized")
         _, _, body = http(port, rpc("aria2.getVersion", [], token="given-secret"))
         check("--rpc-secret overrides the token file", ok_file and '"version"' in body, body[:100])
+        # Every local user can read a process's command line (ps, /proc/PID/cmdline): the token is
+        # overwritten there, as aria2c does (it showed "--rpc-secret given-secret").
+        with open(f"/proc/{d.proc.pid}/cmdline", "rb") as f:
+            shown = f.read().split(b"\0")
+        check("--rpc-secret's value is hidden from the process list",
+              b"given-secret" not in b" ".join(shown) and b"*" * len("given-secret") in shown, str(shown))
     finally:
         d.stop()
 
@@ -388,6 +395,10 @@ def main():
             _, _, body = http(port, rpc("aria2.getVersion", [], token=expected))
             check(f"unit {name} accepts {'the env file secret' if with_env else 'the token file'}", '"version"' in body,
                   body[:100])
+            with open(f"/proc/{d.proc.pid}/cmdline", "rb") as f:
+                shown = f.read()
+            check(f"unit {name}: no token on its command line", b"from-env-file" not in shown and b"rpc-secret" not in shown,
+                  str(shown))
         finally:
             d.stop()
 
