@@ -103,6 +103,18 @@ public struct SeggetError: Error, CustomStringConvertible, Sendable, Equatable {
     /// failed probe's; nil where neither was counted.
     public var spent: RequestTally? { fetchSpent ?? probeSpent }
 
+    /// The file's length as its server announced it, where the failure came after that answer (a disk
+    /// too small for it, a digest that did not match, a fetch that failed): a daemon's failed task
+    /// keeps it as its `totalLength`, as aria2 does (it said 0).
+    public internal(set) var fileLength: Int64?
+
+    /// This failure with the file's length (`fileLength`), unless that was said already.
+    func knowing(length: Int64?) -> SeggetError {
+        var e = self
+        if e.fileLength == nil { e.fileLength = length }
+        return e
+    }
+
     /// This failure with what its attempt cost (`fetchSpent`), unless that was said already.
     func costing(_ spent: RequestTally) -> SeggetError {
         var e = self
@@ -127,9 +139,12 @@ public struct SeggetError: Error, CustomStringConvertible, Sendable, Equatable {
     /// (its error 23, which the daemon's tasks give).
     public internal(set) var tooManyRedirects = false
 
-    /// The host's name did not resolve: aria2's "name resolution failed" (its error 19, which the
-    /// daemon's tasks give; they gave 6, any network failure).
-    public internal(set) var nameNotResolved = false
+    /// What kind of network failure it was, where aria2 numbers it apart from the others (its error 6,
+    /// "network problem"), which the daemon's tasks give: nil for the rest.
+    public internal(set) var networkCause: NetworkCause?
+
+    /// The host's name did not resolve: aria2's "name resolution failed" (its error 19).
+    public var nameNotResolved: Bool { networkCause == .nameNotResolved }
 
     /// A usage failure that is not about the command line's shape (a client command's GID the daemon
     /// does not know, a call it refused): said without the pointer to `--help`, which cannot help.
@@ -153,6 +168,16 @@ public struct SeggetError: Error, CustomStringConvertible, Sendable, Equatable {
         self.init(kind, message, httpStatus: httpStatus, retryAfter: retryAfter)
         self.retryAdvice = retryAdvice
     }
+}
+
+/// Network failures that aria2 numbers apart (`SeggetError.networkCause`), each as aria2c 1.36 reports
+/// it: measured against a name that does not resolve (19), a port nobody listens on (1, its "unknown
+/// error": aria2 gives a refused connection no number of its own) and a server that accepts and never
+/// answers (2, its "time out").
+public enum NetworkCause: Sendable, Equatable {
+    case nameNotResolved
+    case couldNotConnect
+    case timedOut
 }
 
 /// Whether retrying a failed request can help.

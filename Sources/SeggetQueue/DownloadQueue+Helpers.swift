@@ -147,7 +147,13 @@ extension DownloadQueue {
     /// aria2's error numbers for segget's failures (front-ends show or match them).
     static func aria2ErrorCode(_ e: SeggetError) -> Int {
         switch e.kind {
-        case .network: return e.nameNotResolved ? 19 : 6
+        case .network:
+            switch e.networkCause {
+            case .nameNotResolved: return 19
+            case .couldNotConnect: return 1
+            case .timedOut: return 2
+            case nil: return 6
+            }
         case .httpStatus:
             // As aria2 1.36 numbers them (measured with aria2c against each status): only a 401 is
             // its "authorization failed"; a 403, a 407 and a 410 are its 22, a 503 its "service

@@ -201,6 +201,8 @@ extension DownloadQueue {
                     ending = .interrupted
                 case .failed(let e):
                     r.failure = e.kind
+                    // The length its server announced, where the failure came after that answer.
+                    if r.totalLength == 0, let length = e.fileLength { r.totalLength = length }
                     r.errorCode = Self.aria2ErrorCode(e)
                     // The engine's advice in the daemon's terms (add the URL again, aria2's option names).
                     r.errorMessage = NextStep.forDaemon(e.message)

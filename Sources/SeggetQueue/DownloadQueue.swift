@@ -222,30 +222,6 @@ public final class DownloadQueue: Sendable {
         try change { (c: inout Core) throws(QueueError) in try c.state.remove(id) }
     }
 
-    /// Forgets a stopped task (complete, error or removed).
-    public func removeResult(_ id: TaskID) throws(QueueError) {
-        try core.withLock { (c: inout Core) throws(QueueError) in
-            try Self.checkOpen(c)
-            try c.state.removeResult(id)
-            Self.forget([id], &c)
-            do { try c.store?.delete([id]) } catch {
-                throw QueueError(.storage, "The task could not be deleted from the queue database: \(error).")
-            }
-        }
-    }
-
-    /// Forgets every stopped task.
-    public func purgeResults() {
-        core.withLock { c in
-            guard !c.closed else { return }
-            let gone = c.state.purgeResults()
-            Self.forget(gone, &c)
-            do { try c.store?.delete(gone) } catch {
-                c.lastStorageError = QueueError(.storage, "Purging the history failed: \(error).")
-            }
-        }
-    }
-
     /// Moves a waiting or paused task in the queue and returns its new place (clamped to the queue).
     public func changePosition(_ id: TaskID, _ pos: Int, _ how: PositionOrigin) throws(QueueError) -> Int {
         var place = 0

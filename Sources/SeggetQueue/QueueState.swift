@@ -308,6 +308,12 @@ struct QueueState: Sendable, Equatable {
         return actions + schedule()
     }
 
+    /// Whether `id` has stopped (removed, most often) while its download has not ended yet.
+    func isStopping(_ id: TaskID) -> Bool {
+        guard let e = tasks[id] else { return false }
+        return e.status.isStopped && e.running != nil
+    }
+
     /// Forgets a stopped task.
     mutating func removeResult(_ id: TaskID) throws(QueueError) {
         guard let e = tasks[id] else { throw QueueError.notFound(id) }

@@ -63,19 +63,20 @@ extension Aria2Methods {
 
     /// aria2's `getServers(gid)`: for an active task, its file (index 1) and each connection that is
     /// fetching: `uri` (the task's URL it came from), `currentUri` (the URL fetched now, after
-    /// redirects) and `downloadSpeed` (bytes per second, a string as aria2 writes numbers). A task
-    /// that is not active, or has no connection fetching yet, answers an empty list.
+    /// redirects) and `downloadSpeed` (bytes per second, a string as aria2 writes numbers). An active
+    /// task with no connection fetching (probing, waiting for its host's slot, retrying) has its file
+    /// with no servers, as aria2 answers (a client reads `result[0].servers` of every active task); a
+    /// task that is not active answers an empty list.
     func servers(_ t: TaskSnapshot) -> JSON {
-        guard t.status == .active, let connections = queue.connections(t.id) else { return .array([]) }
+        guard t.status == .active else { return .array([]) }
         var servers: [JSON] = []
-        for c in connections where c.state != .idle {
+        for c in queue.connections(t.id) ?? [] where c.state != .idle {
             guard let current = c.source, !current.isEmpty else { continue }
             servers.append(.object([
                 ("uri", .string(Self.givenURI(current, of: t.urls))), ("currentUri", .string(current)),
                 ("downloadSpeed", .string(String(Int64(max(0, c.bytesPerSecond))))),
             ]))
         }
-        guard !servers.isEmpty else { return .array([]) }
         return .array([.object([("index", .string("1")), ("servers", .array(servers))])])
     }
 

@@ -159,6 +159,8 @@ final class EventLog: Sendable {
             })
         #expect(queue.snapshot(missing)?.errorCode == 3)
         #expect(queue.snapshot(wrong)?.errorCode == 32)
+        #expect(queue.snapshot(wrong)?.totalLength == 1000)
+        #expect(queue.snapshot(missing)?.totalLength == 0, "a 404 announced no length")
         #expect(queue.snapshot(wrong)?.failure == .verification)
         // The file that failed its digest was discarded: the task has no bytes (before: 1000).
         #expect(queue.snapshot(wrong)?.completedLength == 0)
@@ -239,6 +241,8 @@ final class EventLog: Sendable {
         let id = try queue.add(urls: [server.url("y.bin")], options: named)
         #expect(await eventually(timeout: 60) { queue.snapshot(id)?.status == .error })
         #expect(queue.snapshot(id)?.errorCode == 13)
+        // The length the server announced, as aria2 keeps it (exploratory run 11: 0).
+        #expect(queue.snapshot(id)?.totalLength == 1000)
         let message = queue.snapshot(id)?.errorMessage ?? ""
         #expect(message.contains("already exists") && message.contains("the out option"), "\(message)")
         #expect(!message.contains("--force") && !message.contains("-o "), "\(message)")

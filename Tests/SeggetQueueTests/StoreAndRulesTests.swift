@@ -1,6 +1,6 @@
 import Dispatch
 import Glibc
-import Segget
+@testable import Segget
 import SeggetVerify
 import Synchronization
 import Testing
@@ -266,6 +266,13 @@ import Testing
         #expect(DownloadQueue.aria2ErrorCode(SeggetError(.verification, "x")) == 32)
         #expect(DownloadQueue.aria2ErrorCode(SeggetError(.fileSystem, "x")) == 16)
         #expect(DownloadQueue.aria2ErrorCode(SeggetError(.network, "x")) == 6)
+        // As aria2c 1.36 numbers them (exploratory run 11: segget said 6 for both).
+        var refused = SeggetError(.network, "x")
+        refused.networkCause = .couldNotConnect
+        #expect(DownloadQueue.aria2ErrorCode(refused) == 1)
+        var silent = SeggetError(.network, "x")
+        silent.networkCause = .timedOut
+        #expect(DownloadQueue.aria2ErrorCode(silent) == 2)
         #expect(DownloadQueue.aria2ErrorCode(SeggetError(.fileSystem, "/a already exists; pass")) == 13)
         #expect(DownloadQueue.aria2ErrorCode(SeggetError(.protocolViolation, "redirect loop: x")) == 22)
         #expect(DownloadQueue.aria2ErrorCode(SeggetError.redirects("redirect loop: x")) == 23)

@@ -74,6 +74,29 @@ import Testing
     /// A started queue: a Metalink of a file on two servers, one of them sending a corrupted copy.
     /// While it runs, getServers lists each fetching connection's URL and speed; the file ends
     /// identical (the piece hashes sent the bad server's piece elsewhere).
+    /// An active task with no connection fetching (its server has not answered yet) has its file with
+    /// no servers, as aria2 answers: `[]` made a client reading `result[0].servers` fail (exploratory
+    /// run 11).
+    @Test func getServersOfAnActiveTaskWithoutConnections() async throws {
+        let silent = try TestServer()
+        silent.addResource(name: "f.bin", bytes: metalinkBytes(seed: 8, count: 1 << 20))
+        try silent.start()
+        defer { silent.stop() }
+        let root = makeTempDirectory()
+        defer { removeTree(root) }
+        let queue = try DownloadQueue(databasePath: root + "/q.sqlite", settings: QueueSettings(downloadRoot: root))
+        let methods = Aria2Methods(queue: queue, policy: RPCPolicy(root: root, allowAnyDirectory: false), sessionID: "s", requestShutdown: { _ in })
+        let rpc = RPCProcessor(secret: "tok", handler: methods)
+        queue.start()
+        let added = try rpc.call(method: "aria2.addUri", params: [.string("token:tok"), .array([.string(silent.url("f.bin", mode: .silent))])])
+        let gid = try #require(added.stringValue)
+        let status = try rpc.call(method: "aria2.tellStatus", params: [.string("token:tok"), .string(gid), .array([.string("status")])])
+        #expect(status["status"]?.stringValue == "active")
+        let servers = try rpc.call(method: "aria2.getServers", params: [.string("token:tok"), .string(gid)])
+        #expect(servers == .array([.object([("index", .string("1")), ("servers", .array([]))])]), "\(servers)")
+        await queue.shutdown(force: true)
+    }
+
     @Test func getServersWhileActiveAndPiecesCheckedInTheDaemon() async throws {
         let body = metalinkBytes(seed: 7, count: 4 << 20)
         var bad = body

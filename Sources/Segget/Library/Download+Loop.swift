@@ -272,7 +272,7 @@ extension Download {
                                 probe.held = nil
                                 setUp(probe, mirrors, metalink, whole: .never, join: join)
                             case .failure(let error):
-                                done(plan, .failure(error.costing(probe.spent)))
+                                done(plan, .failure(error.costing(probe.spent).knowing(length: probe.totalLength)))
                             }
                         }
                     }
@@ -294,7 +294,7 @@ extension Download {
             } catch {
                 // What the probe cost goes with a failure before any fetch (a digest of the bytes it
                 // brought, a file already there).
-                done(plan, .failure(error.costing(probe.spent)))
+                done(plan, .failure(error.costing(probe.spent).knowing(length: probe.totalLength)))
             }
         }
         let fetchWith: @Sendable (ProbeResult) -> Void = { [self] probe in
@@ -386,9 +386,10 @@ extension Download {
         } catch {
             // What the attempt cost, said with its failure (a digest mismatch, a publish that failed
             // and the fetch's own failures alike).
+            let length = stage.probe.totalLength
             switch stage.start {
-            case .engine(let engine, _): return .failure(error.costing(engine.spent))
-            case .fetched(let f): return .failure(error.costing(f.tally))
+            case .engine(let engine, _): return .failure(error.costing(engine.spent).knowing(length: length))
+            case .fetched(let f): return .failure(error.costing(f.tally).knowing(length: length))
             }
         }
     }

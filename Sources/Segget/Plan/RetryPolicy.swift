@@ -22,7 +22,9 @@ public struct Deadline: Sendable, Equatable {
 
     /// The failure for a run that reached its deadline while `doing` something.
     func expired(_ doing: String) -> SeggetError {
-        SeggetError(.network, "\(doing) did not finish within \(shown); run the same command to continue, or raise --timeout.", retryAdvice: .never)
+        var e = SeggetError(.network, "\(doing) did not finish within \(shown); run the same command to continue, or raise --timeout.", retryAdvice: .never)
+        e.networkCause = .timedOut
+        return e
     }
 }
 

@@ -364,18 +364,24 @@ struct Prober {
             return certificateError(code, url: u, tls: tls, verifyResult: verifyResult, peer: peer)
         case .couldNotResolveHost:
             var e = SeggetError(.network, "could not resolve the host of \(u); check the URL and your network.", retryAdvice: .once)
-            e.nameNotResolved = true
+            e.networkCause = .nameNotResolved
             return e
         case .weirdServerReply:
             // libcurl refuses a malformed head (an invalid or folded Content-Length, a bad status line).
             return SeggetError(.protocolViolation, "the answer from \(u) is not valid HTTP (\(code)); the server, or a proxy in between, is broken.", retryAdvice: .never)
         case .couldNotConnect:
-            return SeggetError(.network, "could not connect to \(u); check that the server is up and reachable.")
+            var e = SeggetError(.network, "could not connect to \(u); check that the server is up and reachable.")
+            e.networkCause = .couldNotConnect
+            return e
         case .operationTimedOut where !connected && head.byteCount == 0:
             let within = connectTimeout.map { " within \(Format.seconds($0))" } ?? ""
-            return SeggetError(.network, "could not connect to \(u)\(within)\(NextStep.allowLongerToConnect.cli)")
+            var e = SeggetError(.network, "could not connect to \(u)\(within)\(NextStep.allowLongerToConnect.cli)")
+            e.networkCause = .timedOut
+            return e
         case .operationTimedOut:
-            return SeggetError(.network, "\(u) timed out; the network or server is too slow or unreachable.")
+            var e = SeggetError(.network, "\(u) timed out; the network or server is too slow or unreachable.")
+            e.networkCause = .timedOut
+            return e
         default:
             let advice = code.isTransient ? "; check the network, or try again later" : ""
             return SeggetError(.network, "the request to \(u) failed: \(code.plainWords ?? code.description)\(advice).", retryAdvice: code.isTransient ? .mayChange : .never)
