@@ -23,6 +23,27 @@ import Testing
         #expect(rule.judge(Self.peers + [young(0.17, left: 20 << 10)], now: 0, usualFirstByteWait: 0.01).isEmpty)
     }
 
+    /// A line too narrow for `minTypicalRate` a connection (20 Mbit/s over 8 connections, 2 % loss):
+    /// the slowest connection, re-dialled to look for a faster answer, reads four times faster a moment
+    /// later only because a loss had just halved its window, and no faster than the others; another
+    /// connection is the slowest by then. That is no faster answer found: the tries keep their doubling
+    /// hold-off. The next try came at once each time: a re-dial every half second here (exploratory run 10:
+    /// 18 re-dials and 48 requests for 64 MiB, aria2c's 17).
+    @Test func aNarrowLineIsExploredLessAndLess() {
+        var rule = SlowConnectionRule(maxTotalRedials: 1000)
+        var explored = 0
+        var slowest = 0
+        for round in 0..<60 {
+            let observations = (0..<8).map { id in
+                Observation(id: id, bytes: Int64(id == slowest ? 60 : 300) << 10, seconds: 2, remainingBytes: 16 << 20)
+            }
+            let verdicts = rule.judge(observations, now: Double(round) / 2, usualFirstByteWait: 0.3, rtt: 0.3)
+            explored += verdicts.filter(\.exploring).count
+            if !verdicts.isEmpty { slowest = (slowest + 1) % 8 }
+        }
+        #expect(explored >= 1 && explored <= 6, "\(explored) explorations in 30 s")
+    }
+
     /// Rates measured on a source that was dropped (a fast mirror that sent bad pieces) are
     /// forgotten: the connections left on a slower mirror are judged against each other, not against
     /// the dropped one's rate (they were re-dialled "at 6.5 MiB/s against a typical 181 MiB/s").
