@@ -235,7 +235,12 @@ extension Download {
         case let e as SeggetError where e.kind == .interrupted:
             return SeggetError(.interrupted, "interrupted.\(continuing)")
         case let e as SeggetError:
-            return SeggetError(e.kind, "\(e.message)\(continuing)", httpStatus: e.httpStatus)
+            // The same command streams again from the first byte: what continues a stream is
+            // --stream-from (`continuing`), not a rerun. "run the same command to resume later" said otherwise.
+            let message = e.message.replacing(
+                NextStep.resumeLaterOrRaiseRetries.cli,
+                with: handedOn > sink.start ? "raise --retries, or continue it later" : "raise --retries, or stream it again later")
+            return SeggetError(e.kind, "\(message)\(continuing)", httpStatus: e.httpStatus)
         case let e as ResourceChanged:
             return SeggetError(.protocolViolation, "the file changed on the server while it was streamed (\(e.reason)); stream it again from the start.")
         case let e as RangesIgnored:

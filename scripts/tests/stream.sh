@@ -97,6 +97,12 @@ if [ -n "$off" ]; then
     [ "$(sha256sum < "$WORK/part.bin" | cut -d' ' -f1)" = "$SHA24" ]
     check "--stream-from $off completes the file" $?
 fi
+# Retries spent mid-stream (503 from its 3rd request on): the message says how to
+# continue (--stream-from), never "run the same command to resume", which streams from byte 0.
+( set -o pipefail; "$SEGGET_BIN" -q -n 4 --retries 1 --retry-wait 0.1 -o - "$BASE/status/f24?code=503&from=3&rate=8m" 2> "$WORK/drop.err" > /dev/null )
+rc=$?
+[ "$rc" -ne 0 ] && grep -q -- "--stream-from" "$WORK/drop.err" && ! grep -q "run the same command to resume" "$WORK/drop.err"
+check "retries spent mid-stream: continued with --stream-from, not a rerun" $? "(rc $rc: $(cat "$WORK/drop.err"))"
 
 # 5. The reader goes away (head): exit 5 and "broken pipe", promptly, no hang.
 start=$(date +%s.%N)
