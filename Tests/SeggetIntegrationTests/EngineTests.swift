@@ -306,6 +306,15 @@ import Testing
         #expect(r.receivedBytes <= 768 << 10, "\(r.receivedBytes) bytes received")
     }
 
+    /// A file a few bursts long: the probe's first 64 KiB are owed, not free. 160,000 bytes at
+    /// 100 KiB/s take 1.56 s; with the probe's bytes taken from a full burst, about 0.9 s (a file of
+    /// 158 KiB at --max-speed 100k averaged 154 KiB/s, exploratory run 10).
+    @Test(arguments: [4, 1])
+    func aSmallFileKeepsTheCapOnAverage(connections: Int) throws {
+        let (_, seconds) = try Self.cappedDownload(size: 160_000, seed: 32, cap: 100 << 10, connections: connections)
+        #expect(seconds >= 1.45, "160,000 bytes at a 100 KiB/s cap took \(seconds) s")
+    }
+
     @Test(arguments: ["noranges", "range200", "chunked", "close-delimited"])
     func serversWithoutRangesUseOneStream(_ mode: String) throws {
         let body = TestFiles.pattern(10 * Self.chunk + 5, seed: 3)

@@ -12,10 +12,12 @@ public struct RateBudget: Sendable, Equatable {
     public private(set) var tokens: Double
     public private(set) var updatedAt: Double
 
-    public init(bytesPerSecond: Int64, now: Double) {
+    /// `empty`: the bucket starts with nothing saved up rather than a full burst (a download's own
+    /// cap, whose probe's bytes were its burst: see `FetchEngine`).
+    public init(bytesPerSecond: Int64, now: Double, empty: Bool = false) {
         self.bytesPerSecond = Double(max(1, bytesPerSecond))
         burst = Double(Self.burst(bytesPerSecond: bytesPerSecond))
-        tokens = burst
+        tokens = empty ? 0 : burst
         updatedAt = now
     }
 
