@@ -254,6 +254,17 @@ public final class Journal: @unchecked Sendable {
         return header
     }
 
+    /// The chunks the journal at `path` records as written (its written and durable bitmaps
+    /// together) and its header, read without locking or writing anything; nil where there is no
+    /// file or it does not decode. For showing what a stopped download holds (the daemon's piece
+    /// map), not for resuming: `open` decides what is trusted.
+    public static func recordedChunks(at path: String) -> (header: JournalHeader, chunks: ChunkBitmap)? {
+        guard let file = try? PosixFile.open(path: path, mode: .readOnly) else { return nil }
+        defer { file.close() }
+        guard let image = try? readImage(file) else { return nil }
+        return (image.header, image.written.union(image.durable))
+    }
+
     private static func readImage(
         _ storage: BlockStorage
     ) throws(JournalOpenError) -> (

@@ -102,13 +102,30 @@ extension DownloadQueue {
         }
     }
 
+    /// The byte ranges of the chunks the journal at `path` records, for a file of `totalLength`;
+    /// nil where there is no journal, or it is another length's.
+    static func journalRanges(_ path: String, totalLength: Int64) -> [Range<Int64>]? {
+        guard let (header, chunks) = Journal.recordedChunks(at: path), header.totalLength == totalLength else { return nil }
+        var ranges: [Range<Int64>] = []
+        for i in 0..<chunks.count where chunks[i] {
+            let start = Int64(i) * header.chunkSize, end = min(header.totalLength, start + header.chunkSize)
+            if let last = ranges.last, last.upperBound == start {
+                ranges[ranges.count - 1] = last.lowerBound..<end
+            } else {
+                ranges.append(start..<end)
+            }
+        }
+        return ranges
+    }
+
     static func snapshot(_ r: TaskRecord, _ c: Core, position: Int) -> TaskSnapshot {
         let live = c.live[r.id]
         let p = live?.progress
         let pieceLength = TaskSnapshot.pieceLength
         let numPieces = PieceMap.pieceCount(totalLength: r.totalLength)
-        // The running download's finished chunks; else those its last run ended with; else (a task
-        // this daemon has not run yet) the completed length read as a prefix of the file.
+        // The running download's finished chunks; else those its last run ended with, or for a task
+        // this daemon has not run yet those its journal records (read at open); else the completed
+        // length read as a prefix of the file.
         let finished: [Range<Int64>]
         if r.status == .complete {
             finished = [0..<r.totalLength]

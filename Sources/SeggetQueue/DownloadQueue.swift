@@ -108,11 +108,19 @@ public final class DownloadQueue: Sendable {
         let state = QueueState(limits: Self.limits(resolved), restoring: stored)
         hostBudget = HostBudget(maxPerHost: resolved.maxConnectionsPerServer, forgetLearntAfter: HostBudget.daemonForgetAfter)
         connectionLender = ConnectionLender(spare: resolved.connectionBudget)
-        core = Mutex(
-            Core(
-                state: state, store: store, settings: resolved, policy: policy,
-                records: Dictionary(uniqueKeysWithValues: records.map { ($0.id, $0) }),
-                stoppedTotal: max(Int(stoppedTotal), state.history.count)))
+        var restored = Core(
+            state: state, store: store, settings: resolved, policy: policy,
+            records: Dictionary(uniqueKeysWithValues: records.map { ($0.id, $0) }),
+            stoppedTotal: max(Int(stoppedTotal), state.history.count))
+        // The piece map of a task that ran before: the chunks its journal records. Read as a prefix
+        // of the file from its completed length, a paused task at split 8 showed pieces 1-10 done
+        // and hid 8, 16, 24… that were (exploratory run 11).
+        for r in records where r.status != .complete && r.completedLength > 0 {
+            if let path = r.path, let ranges = Self.journalRanges(path + ".segget-journal", totalLength: r.totalLength) {
+                restored.lastFinished[r.id] = ranges
+            }
+        }
+        core = Mutex(restored)
     }
 
     /// Begins scheduling: starts restored and queued tasks as the limits allow.
