@@ -10,7 +10,8 @@
 # identical. `segget daemon --proxy-ca-certificate --proxy-certificate` downloads a task through
 # that proxy identical, and a daemon started without them fails its task naming its own options.
 # A plain HTTP proxy given as https://, and an https URL at a plain HTTP port, are said at once (exit 3).
-# A plain HTTP proxy whose tunnel opens 0.4 s after its answer to CONNECT: ranged, identical.
+# A plain HTTP proxy whose tunnel opens 0.4 s after its answer to CONNECT: ranged, identical; one
+# that refuses more than 2 tunnels with 503: the limit learnt, identical.
 # A proxy's handshake broken off, and the server's inside the tunnel, are named as whose they were.
 # Needs SEGGET_BIN (scripts/test sets it; default .build/debug/segget), apache2, openssl, curl, python3.
 source "$(dirname "$0")/../lib/common.sh"
@@ -146,8 +147,14 @@ for i in 1 2 3; do same "$WORK/out/batch/s$i.bin" "$WORK/www/s$i.bin"; done
 # established", as through a proxy 150 ms away): -n 8, ranged, identical. segget took that 200 for
 # the server's answer where the tunnel's TLS and request took more than 0.25 s, said "the server
 # ignored the byte range (answered 200)" and downloaded over one connection.
-slowproxy="$(free_port)"
-python3 -c 'import socket,sys,threading,time
+slowproxy="$(free_port)" capproxy="$(free_port)"
+# tunnel_proxy PORT DELAY LIMIT: a plain HTTP CONNECT proxy whose tunnels open DELAY s after its
+# answer; with LIMIT above 0, a CONNECT beyond LIMIT tunnels open at once is answered 503.
+tunnel_proxy() {
+exec python3 -c 'import socket,sys,threading,time
+delay, limit = float(sys.argv[2]), int(sys.argv[3])
+lock = threading.Lock()
+active = [0]
 def pipe(a, b):
     try:
         while (d := a.recv(65536)):
@@ -166,15 +173,30 @@ def serve(c):
         if not d:
             return c.close()
         head += d
-    host, port = head.split()[1].decode().rsplit(":", 1)
-    o = socket.create_connection((host, int(port)))
-    c.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-    time.sleep(0.4)
-    threading.Thread(target=pipe, args=(o, c), daemon=True).start()
-    pipe(c, o)
+    with lock:
+        full = limit > 0 and active[0] >= limit
+        if not full:
+            active[0] += 1
+    if full:
+        c.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        return c.close()
+    try:
+        host, port = head.split()[1].decode().rsplit(":", 1)
+        o = socket.create_connection((host, int(port)))
+        c.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        time.sleep(delay)
+        t = threading.Thread(target=pipe, args=(o, c), daemon=True)
+        t.start()
+        pipe(c, o)
+        t.join()
+    finally:
+        with lock:
+            active[0] -= 1
 s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(64)
 while True:
-    threading.Thread(target=serve, args=(s.accept()[0],), daemon=True).start()' "$slowproxy" &
+    threading.Thread(target=serve, args=(s.accept()[0],), daemon=True).start()' "$@"
+}
+tunnel_proxy "$slowproxy" 0.4 0 &
 SLOWPROXY_PID=$!
 for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$slowproxy") 2>/dev/null && break; sleep 0.1; done
 set +e
@@ -187,6 +209,15 @@ stop_pid "$SLOWPROXY_PID"
 same "$WORK/out/slowtunnel.bin" "$WORK/www/big.bin"
 ! grep -q "ignored the byte range" "$WORK/slowtunnel.err" || fail "slowtunnel took the proxy's 200 for the server's: $(cat "$WORK/slowtunnel.err")"
 grep -q '"type":"finish".*"ranged":true' "$WORK/slowtunnel.json" || fail "slowtunnel was not ranged: $(cat "$WORK/slowtunnel.json")"
+# A proxy that opens at most 2 tunnels at once and answers 503 to more: the limit is learnt from the
+# refusal's status as from a server's (its head no longer reaches the parser), identical.
+tunnel_proxy "$capproxy" 0 2 &
+SLOWPROXY_PID=$!
+for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$capproxy") 2>/dev/null && break; sleep 0.1; done
+run captunnel 0 -n 8 --proxy "http://127.0.0.1:$capproxy" "${CA[@]}" -o "$WORK/out/captunnel.bin" "$URL"
+stop_pid "$SLOWPROXY_PID"
+same "$WORK/out/captunnel.bin" "$WORK/www/big.bin"
+grep -q "refuses more than 2 requests at once (HTTP 503)" "$WORK/captunnel.err" || fail "captunnel did not learn the proxy's limit: $(cat "$WORK/captunnel.err")"
 
 # A proxy whose TLS handshake breaks off (a listener that reads the client's first flight and closes):
 # named as the proxy's, where segget said "the request to URL failed: the TLS handshake failed". The
@@ -250,4 +281,4 @@ case "$st" in *'"error"'*'start the daemon with --proxy-ca-certificate FILE'*) ;
 case "$st" in *"-k"* | *"--proxy-insecure"*) fail "the daemon's advice names an option it lacks: $st" ;; esac
 stop_pid "$DAEMON_PID"; DAEMON_PID=""
 
-echo "https-proxy: a plain HTTP proxy given as https:// and an https URL at a plain HTTP port said at once (exit 3); a plain HTTP proxy whose tunnel opens 0.4 s after its answer: -n 8 ranged, identical; an https proxy's private authority refused without --proxy-ca-certificate (exit 3 at once, naming the proxy and that option, for an https and an http URL, from --proxy and from https_proxy); with it -n 8 through the tunnel and to an http URL, and a batch over HTTP/2, identical; --proxy-insecure identical; a proxy requiring a client certificate (TLS 1.3 and 1.2) without one, with a stranger's, or with only the server's --certificate said at once naming --proxy-certificate; with one identical; a proxy key alone or a certificate without its key refused (exit 2); the daemon through that proxy identical with its --proxy-ca-certificate and --proxy-certificate, and without them its task's error names them"
+echo "https-proxy: a plain HTTP proxy given as https:// and an https URL at a plain HTTP port said at once (exit 3); a plain HTTP proxy whose tunnel opens 0.4 s after its answer: -n 8 ranged, identical; one that refuses a third tunnel with 503: its limit learnt, identical; an https proxy's private authority refused without --proxy-ca-certificate (exit 3 at once, naming the proxy and that option, for an https and an http URL, from --proxy and from https_proxy); with it -n 8 through the tunnel and to an http URL, and a batch over HTTP/2, identical; --proxy-insecure identical; a proxy requiring a client certificate (TLS 1.3 and 1.2) without one, with a stranger's, or with only the server's --certificate said at once naming --proxy-certificate; with one identical; a proxy key alone or a certificate without its key refused (exit 2); the daemon through that proxy identical with its --proxy-ca-certificate and --proxy-certificate, and without them its task's error names them"

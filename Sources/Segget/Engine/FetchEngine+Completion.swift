@@ -31,6 +31,9 @@ extension FetchEngine {
         let failed = code != .ok && code != .writeError
         let proxy = failed ? settings.transfer.proxy(for: url) : nil
         let handshake = failed ? HandshakeOutcome(after: code, of: c.easy, url: url, proxy: proxy) : HandshakeOutcome()
+        // The head the coordinator judges: the answer's, or for a tunnel the proxy refused, its status
+        // (its head no longer reaches the parser: `EasyHandle.setSuppressConnectHeaders`).
+        var head = c.head
         if code == .ok, !c.head.isComplete {
             // libcurl's success for a connection closed in the middle of the head (see
             // `ProbeWalk.answered`): a cut answer, retried; taken for the end, it ended the file.
@@ -46,6 +49,18 @@ extension FetchEngine {
             // A failed receive or handshake is transient, but not one the server (or proxy) ended
             // with an alert about certificates, or answered in plain text: it does so every time.
             end = .failed(Prober.networkError(code, url: url, proxy: proxy, handshake: handshake, options: settings.transfer))
+        } else if let proxy, handshake.tunnelRefused {
+            // A proxy that refused a connection's tunnel mid-download: a 429 or 503 (a cap on its
+            // tunnels) or another 5xx goes to the coordinator as that status, which learns the limit
+            // or retries as it did when the proxy's head reached it; a 4xx (403, 407) is the proxy's
+            // refusal, said as such, at once.
+            let status = handshake.tunnelStatus
+            if (400..<500).contains(status) && status != 429 {
+                end = .failed(Prober.networkError(code, url: url, head: c.head, proxy: proxy, handshake: handshake, options: settings.transfer))
+            } else {
+                end = .transient("the proxy \(URLParts.shown(proxy)) refused the tunnel (HTTP \(status))")
+                head = ResponseHead(status: status)
+            }
         } else if let proxy, Self.isProxysFailure(code) {
             // The proxy's failure (it went away mid-download, or a SOCKS proxy refused), named as the
             // proxy's: "Couldn't connect to server" blamed the server. Retried unless no retry helps.
@@ -57,7 +72,7 @@ extension FetchEngine {
         } else {
             end = .failed(Prober.networkError(code, url: url, head: c.head, proxy: proxy, handshake: handshake, options: settings.transfer))
         }
-        apply(.ended(c.id, end, head: c.head))
+        apply(.ended(c.id, end, head: head))
     }
 
     /// Codes by which libcurl ends a transfer through a proxy that are the proxy's failing and may

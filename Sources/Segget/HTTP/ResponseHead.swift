@@ -26,6 +26,12 @@ public struct ResponseHead: Sendable, Equatable {
 
     public init() {}
 
+    /// A complete head of `status` and no fields: a refused tunnel's, whose own head libcurl keeps.
+    init(status: Int) {
+        append(line: "HTTP/1.1 \(status) \r\n")
+        append(line: "\r\n")
+    }
+
     public static func == (a: ResponseHead, b: ResponseHead) -> Bool {
         a.status == b.status && a.httpVersion == b.httpVersion && a.isComplete == b.isComplete
             && a.rawFields.elementsEqual(b.rawFields, by: { $0.name == $1.name && $0.value == $1.value })

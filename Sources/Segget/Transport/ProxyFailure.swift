@@ -34,9 +34,9 @@ extension Prober {
         tunnelStatus: Int = 0
     ) -> SeggetError? {
         let u = URLParts.shown(url), p = URLParts.shown(proxy)
-        // The proxy's refusal of the tunnel: its status (its head no longer reaches the parser, see
-        // `EasyHandle.setSuppressConnectHeaders`), else a head that ended the transfer.
-        let refusal = tunnelStatus >= 300 ? tunnelStatus : head.isComplete && head.status >= 300 ? head.status : 0
+        // The proxy's refusal of the tunnel: its status, whatever code libcurl ended with. Its head no
+        // longer reaches the parser (`EasyHandle.setSuppressConnectHeaders`): a head here is the server's.
+        if tunnelStatus >= 300 { return tunnelRefusal(tunnelStatus, url: url, proxy: proxy) }
         let instead = "check that the proxy is up and reachable, or \(NextStep.otherProxy.cli)"
         switch code {
         case .couldNotConnect:
@@ -60,20 +60,24 @@ extension Prober {
             return SeggetError(.network, "the proxy \(p) refused the connection to \(u): \(advice).", retryAdvice: .never)
         case .proxyFailure:
             return SeggetError(.network, "the proxy \(p) failed to reach \(u) (\(code)); check that the proxy may connect there.")
-        case .receiveError where refusal >= 300:
-            if refusal == 407 {
-                return SeggetError(
-                    .httpStatus,
-                    URLParts(proxy)?.hasUserInfo == true
-                        ? "the proxy \(p) refused the user name and password in its URL (HTTP 407) for \(u); check them (\(ProxyRoute.percentEncodeAdvice))."
-                        : "the proxy \(p) wants credentials (HTTP 407) to reach \(u); \(Self.proxyCredentials).",
-                    httpStatus: 407, retryAdvice: .never)
-            }
-            return SeggetError(
-                .httpStatus, "the proxy \(p) refused the tunnel to \(u) with HTTP \(refusal); the proxy could not reach the server, or may not connect there.",
-                httpStatus: refusal)
         default:
             return nil
         }
+    }
+
+    /// The proxy `proxy` refused the tunnel to `url` with `status` (its answer to `CONNECT`).
+    static func tunnelRefusal(_ status: Int, url: String, proxy: String) -> SeggetError {
+        let u = URLParts.shown(url), p = URLParts.shown(proxy)
+        if status == 407 {
+            return SeggetError(
+                .httpStatus,
+                URLParts(proxy)?.hasUserInfo == true
+                    ? "the proxy \(p) refused the user name and password in its URL (HTTP 407) for \(u); check them (\(ProxyRoute.percentEncodeAdvice))."
+                    : "the proxy \(p) wants credentials (HTTP 407) to reach \(u); \(Self.proxyCredentials).",
+                httpStatus: 407, retryAdvice: .never)
+        }
+        return SeggetError(
+            .httpStatus, "the proxy \(p) refused the tunnel to \(u) with HTTP \(status); the proxy could not reach the server, or may not connect there.",
+            httpStatus: status)
     }
 }
