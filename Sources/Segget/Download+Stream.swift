@@ -237,9 +237,10 @@ extension Download {
         case let e as SeggetError:
             // The same command streams again from the first byte: what continues a stream is
             // --stream-from (`continuing`), not a rerun. "run the same command to resume later" said otherwise.
-            let message = e.message.replacing(
-                NextStep.resumeLaterOrRaiseRetries.cli,
-                with: handedOn > sink.start ? "raise --retries, or continue it later" : "raise --retries, or stream it again later")
+            let later = handedOn > sink.start ? "continue it later" : "stream it again later"
+            let message = e.message
+                .replacing(NextStep.resumeLaterOrRaiseRetries.cli, with: "raise --retries, or \(later)")
+                .replacing(Deadline.continueOrRaise, with: "raise --timeout, or \(later)")
             return SeggetError(e.kind, "\(message)\(continuing)", httpStatus: e.httpStatus)
         case let e as ResourceChanged:
             return SeggetError(.protocolViolation, "the file changed on the server while it was streamed (\(e.reason)); stream it again from the start.")

@@ -4,8 +4,9 @@ import SeggetSystem
 extension DownloadQueue {
     /// How long forgetting a stopped task waits for its download to end: a task removed a moment ago
     /// is `removed` at once, but its download takes a moment more to stop (20-90 ms measured), and
-    /// aria2 forgets it at once (`aria2p remove(clean=True)`, `segget rm` twice in a row).
-    static let stoppingPatience = 5.0
+    /// aria2 forgets it at once (`aria2p remove(clean=True)`, `segget rm` twice in a row). Short: the
+    /// RPC calls are answered one at a time, and every other client waits meanwhile.
+    static let stoppingPatience = 0.5
 
     /// Forgets a stopped task (complete, error or removed), once its download has ended: a task
     /// removed a moment ago is waited for (up to `stoppingPatience`).
@@ -26,7 +27,7 @@ extension DownloadQueue {
             guard monotonicNow() < deadline else {
                 throw QueueError(
                     .invalidState,
-                    "Task \(id.gid) has stopped but its download has not ended after \(Int(Self.stoppingPatience)) s; try again in a moment.")
+                    "Task \(id.gid) has stopped but its download has not ended yet; try again in a moment.")
             }
             SystemThread.sleep(seconds: 0.01)
         }

@@ -303,8 +303,9 @@ struct Daemon: ParsableCommand {
             return nil
         }
         if let secret, !secret.isEmpty { return secret }
-        // From the environment (the systemd unit's daemon.env), which other users cannot read.
-        if let env = getenv("SEGGET_RPC_SECRET").map({ String(cString: $0) }), !env.isEmpty { return env }
+        // From the environment (the systemd unit's daemon.env), which other users cannot read; an
+        // empty --rpc-secret names the token file, whatever the environment says.
+        if secret == nil, let env = getenv("SEGGET_RPC_SECRET").map({ String(cString: $0) }), !env.isEmpty { return env }
         let path = secretFile ?? TokenFile.defaultPath()
         let (token, created) = try TokenFile.loadOrCreate(path)
         writeStderr(

@@ -132,7 +132,11 @@ extension Download {
             case .failure(let e):
                 let failed = plan.url ?? url
                 if let next = nextSource(after: plan, failed: failed, error: e) {
-                    renewals.earlier.add(e.spent ?? RequestTally())
+                    // Its bytes stay in the file for the next source (resumed there): its requests
+                    // count, not as bytes fetched twice.
+                    var spent = e.spent ?? RequestTally()
+                    spent.refetchedBytes = 0
+                    renewals.earlier.add(spent)
                     let why = e.message.hasSuffix(".") ? String(e.message.dropLast()) : e.message
                     let whose = options.expectedLength != nil ? "the Metalink's URL" : failed == url ? "the URL" : "the mirror"
                     let then = options.expectedLength != nil ? "trying its next URL," : next == url ? "trying the main URL again, with its retries," : "trying the mirror"
@@ -153,8 +157,10 @@ extension Download {
                 // 310 MiB/s" after 6 s of a 503's Retry-After.
                 if result.seconds > 0 || result.receivedBytes > 0 { result.seconds = monotonicSeconds() - context.started }
                 completion(.success(result))
-            case .success(.restart(let restart, let spent, let thrownAway)) where isStandIn(plan):
-                renewals.earlier.add(spent, thrownAway: thrownAway)
+            case .success(.restart(let restart, var spent, _)) where isStandIn(plan):
+                // Kept as it was for the next source (resumed there), not thrown away.
+                spent.refetchedBytes = 0
+                renewals.earlier.add(spent)
                 // Starting over would drop what the main URL's runs fetched: kept for a rerun.
                 let why: String
                 switch restart {

@@ -20,9 +20,12 @@ public struct Deadline: Sendable, Equatable {
         limit == limit.rounded() && limit < 1e9 ? "--timeout \(Int(limit)) s" : "--timeout \(Format.seconds(limit))"
     }
 
+    /// The advice after a deadline, which a stream words otherwise (`Download.streamError`).
+    static let continueOrRaise = "run the same command to continue, or raise --timeout"
+
     /// The failure for a run that reached its deadline while `doing` something.
     func expired(_ doing: String) -> SeggetError {
-        var e = SeggetError(.network, "\(doing) did not finish within \(shown); run the same command to continue, or raise --timeout.", retryAdvice: .never)
+        var e = SeggetError(.network, "\(doing) did not finish within \(shown); \(Self.continueOrRaise).", retryAdvice: .never)
         e.networkCause = .timedOut
         return e
     }
