@@ -88,10 +88,10 @@ import Testing
         #expect(down.kind == .network)
         let unresolved = Prober.networkError(.couldNotResolveProxy, url: url, proxy: p)
         #expect(unresolved.message.hasPrefix("could not resolve the host of the proxy"), "\(unresolved.message)")
-        let auth = Prober.networkError(.receiveError, url: url, head: head(407), proxy: p)
+        let auth = Prober.networkError(.receiveError, url: url, proxy: p, tunnelStatus: 407)
         #expect(auth.message.contains("refused the user name and password in its URL (HTTP 407)") && auth.httpStatus == 407, "\(auth.message)")
         #expect(!auth.message.contains("secret"))
-        let noAuth = Prober.networkError(.receiveError, url: url, head: head(407), proxy: "http://proxy.example:3128")
+        let noAuth = Prober.networkError(.receiveError, url: url, proxy: "http://proxy.example:3128", tunnelStatus: 407)
         #expect(noAuth.message.contains("wants credentials (HTTP 407)") && noAuth.httpStatus == 407, "\(noAuth.message)")
         // A plain-http request whose 407 is the proxy's answer: the same difference.
         #expect(Prober.statusError(407, url: "http://o.example/f", proxy: p).message.contains("user name and password in the proxy URL were refused"))
@@ -104,8 +104,14 @@ import Testing
         let wanted = Prober.networkError(
             .proxyFailure, url: url, proxy: "socks5://s:1080", proxyDetail: "No authentication method was acceptable.")
         #expect(wanted.message.contains("it wants a user name and password") && wanted.retryAdvice == .never, "\(wanted.message)")
-        let tunnel = Prober.networkError(.receiveError, url: url, head: head(502), proxy: p)
+        // The tunnel's refusal is its status (the proxy's head no longer reaches the parser), whatever
+        // libcurl's code; a head is the server's, never taken for the proxy's refusal.
+        let tunnel = Prober.networkError(.receiveError, url: url, proxy: p, tunnelStatus: 502)
         #expect(tunnel.message.contains("refused the tunnel to https://origin.example/f with HTTP 502"), "\(tunnel.message)")
+        let otherCode = Prober.networkError(.couldNotConnect, url: url, proxy: p, tunnelStatus: 403)
+        #expect(otherCode.message.contains("refused the tunnel to https://origin.example/f with HTTP 403"), "\(otherCode.message)")
+        let serversHead = Prober.networkError(.receiveError, url: url, head: head(302), proxy: p)
+        #expect(!serversHead.message.contains("refused the tunnel"), "\(serversHead.message)")
         let socks = Prober.networkError(.proxyFailure, url: url, proxy: "socks5h://s:1080")
         #expect(socks.message.hasPrefix("the proxy socks5h://s:1080 failed to reach https://origin.example/f"), "\(socks.message)")
         // Without a proxy, or a failure that is not the proxy's: the messages about the server.
