@@ -105,17 +105,10 @@ extension DownloadQueue {
     /// The byte ranges of the chunks the journal at `path` records, for a file of `totalLength`;
     /// nil where there is no journal, or it is another length's.
     static func journalRanges(_ path: String, totalLength: Int64) -> [Range<Int64>]? {
-        guard let (header, chunks) = Journal.recordedChunks(at: path), header.totalLength == totalLength else { return nil }
-        var ranges: [Range<Int64>] = []
-        for i in 0..<chunks.count where chunks[i] {
-            let start = Int64(i) * header.chunkSize, end = min(header.totalLength, start + header.chunkSize)
-            if let last = ranges.last, last.upperBound == start {
-                ranges[ranges.count - 1] = last.lowerBound..<end
-            } else {
-                ranges.append(start..<end)
-            }
-        }
-        return ranges
+        guard let (header, chunks) = Journal.recordedChunks(at: path), header.totalLength == totalLength, header.chunkSize > 0
+        else { return nil }
+        return ChunkPlan(totalLength: header.totalLength, chunkSize: header.chunkSize)
+            .byteRanges { chunks.count > $0 && chunks[$0] }
     }
 
     static func snapshot(_ r: TaskRecord, _ c: Core, position: Int) -> TaskSnapshot {

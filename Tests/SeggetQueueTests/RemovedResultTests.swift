@@ -9,15 +9,22 @@ import Testing
 /// ("Task … is removed, not stopped; remove it first."), `purgeDownloadResult` kept it (exploratory
 /// run 11: `segget rm` twice in a row, `aria2p remove(clean=True)`).
 @Suite(.serialized) struct RemovedResultTests {
-    @Test func aTaskRemovedAMomentAgoIsForgottenAtOnce() async throws {
-        let dir = try QueueTempDir()
+    /// A test server serving `files` (name: size, seed), and settings of 4 connections a task.
+    static func serving(_ files: [String: (size: Int, seed: UInt64)], dir: QueueTempDir) throws -> (TestServer, QueueSettings) {
         let server = try TestServer()
-        server.addResource(name: "a.bin", bytes: QueueTestFiles.randomBytes(8 << 20, seed: 41), etag: "\"a-1\"")
-        server.addResource(name: "b.bin", bytes: QueueTestFiles.randomBytes(8 << 20, seed: 42), etag: "\"b-1\"")
+        for (name, f) in files {
+            server.addResource(name: name, bytes: QueueTestFiles.randomBytes(f.size, seed: f.seed), etag: "\"\(name)-1\"")
+        }
         try server.start()
-        defer { server.stop() }
         var settings = QueueSettings(downloadRoot: dir.path("root"))
         settings.defaultConnections = 4
+        return (server, settings)
+    }
+
+    @Test func aTaskRemovedAMomentAgoIsForgottenAtOnce() async throws {
+        let dir = try QueueTempDir()
+        let (server, settings) = try Self.serving(["a.bin": (8 << 20, 41), "b.bin": (8 << 20, 42)], dir: dir)
+        defer { server.stop() }
         let queue = try DownloadQueue(databasePath: dir.path("q.sqlite"), settings: settings)
         queue.start()
         let a = try queue.add(urls: [server.url("a.bin", query: "rate=256k")], options: TaskOptions())
@@ -48,12 +55,8 @@ import Testing
     /// became ffe0000000000000).
     @Test func aPausedTasksPieceMapSurvivesARestart() async throws {
         let dir = try QueueTempDir()
-        let server = try TestServer()
-        server.addResource(name: "p.bin", bytes: QueueTestFiles.randomBytes(16 << 20, seed: 43), etag: "\"p-1\"")
-        try server.start()
+        let (server, settings) = try Self.serving(["p.bin": (16 << 20, 43)], dir: dir)
         defer { server.stop() }
-        var settings = QueueSettings(downloadRoot: dir.path("root"))
-        settings.defaultConnections = 4
         let queue = try DownloadQueue(databasePath: dir.path("q.sqlite"), settings: settings)
         queue.start()
         let id = try queue.add(urls: [server.url("p.bin", query: "rate=512k")], options: TaskOptions())

@@ -8,6 +8,7 @@ import Testing
         #expect(p.byteRange(ofChunk: 0) == 0..<1024)
         #expect(p.byteRange(ofChunk: 10) == 10240..<10241)
         #expect(p.byteRange(ofChunks: 2..<4) == 2048..<4096)
+        #expect(p.byteRanges { [0, 2, 3].contains($0) } == [0..<1024, 2048..<4096])
         #expect(p.chunk(containing: 1023) == 0)
         #expect(p.chunk(containing: 1024) == 1)
         #expect(ChunkPlan(totalLength: 0, chunkSize: 1024).chunkCount == 0)

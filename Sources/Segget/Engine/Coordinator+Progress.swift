@@ -61,18 +61,7 @@ extension Coordinator {
     /// The finished chunks as byte ranges, each run of neighbours as one range.
     var finishedRanges: [Range<Int64>] {
         let finished = scheduler.finished
-        var ranges: [Range<Int64>] = []
-        var k = 0
-        while k < finished.count {
-            guard finished[k] else {
-                k += 1
-                continue
-            }
-            let first = k
-            while k < finished.count && finished[k] { k += 1 }
-            ranges.append(plan.byteRange(ofChunks: first..<k))
-        }
-        return ranges
+        return plan.byteRanges { finished.indices.contains($0) && finished[$0] }
     }
 
     /// A download into a stream: work is handed out only in whole chunks below byte `limit` (see

@@ -28,6 +28,22 @@ public struct ChunkPlan: Equatable, Sendable {
         return byteRange(ofChunk: run.lowerBound).lowerBound..<byteRange(ofChunk: run.upperBound - 1).upperBound
     }
 
+    /// The chunks for which `isIn` holds, as byte ranges, each run of neighbours as one range.
+    public func byteRanges(ofChunksWhere isIn: (Int) -> Bool) -> [Range<Int64>] {
+        var ranges: [Range<Int64>] = []
+        var k = 0
+        while k < chunkCount {
+            guard isIn(k) else {
+                k += 1
+                continue
+            }
+            let first = k
+            while k < chunkCount && isIn(k) { k += 1 }
+            ranges.append(byteRange(ofChunks: first..<k))
+        }
+        return ranges
+    }
+
     /// Bytes of the chunks for which `isIn` holds (the finished ones, the ones a journal marks).
     public func bytes(ofChunksWhere isIn: (Int) -> Bool) -> Int64 {
         (0..<chunkCount).reduce(Int64(0)) { $0 + (isIn($1) ? Int64(byteRange(ofChunk: $1).count) : 0) }
