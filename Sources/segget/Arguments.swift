@@ -178,40 +178,107 @@ enum RawArguments {
 }
 
 extension RawArguments {
-    /// The options whose value is a secret: the daemon's RPC token.
-    static let secretOptions = ["--rpc-secret"]
+    /// How much of an option's value is secret (see `secretSpans`).
+    enum SecretPart {
+        /// All of it: the daemon's RPC token.
+        case whole
+        /// What follows the first `:`: the password of `-u USER:PASSWORD` (the user stays readable).
+        case afterColon
+        /// The field's value where the header is `Authorization`, `Proxy-Authorization` or `Cookie`.
+        case credentialHeader
+        /// All of it where it holds a `=`: inline cookies, not the name of a cookie file.
+        case inlineCookies
+    }
 
-    /// Where the values of `secretOptions` lie in `arguments` (those after the program's name): the
-    /// argument's index and the byte its value starts at (`--rpc-secret S`: S from 0;
-    /// `--rpc-secret=S`: from after the `=`). None after a `--`.
-    static func secretValues(_ arguments: [[UInt8]]) -> [(index: Int, offset: Int)] {
-        var found: [(index: Int, offset: Int)] = []
+    /// The options whose values hold secrets, by every name they are given with.
+    static let secretOptions: [(names: [String], part: SecretPart)] = [
+        (["--rpc-secret"], .whole),
+        (["-u", "--user"], .afterColon),
+        (["-H", "--header"], .credentialHeader),
+        (["-b", "--cookie"], .inlineCookies),
+    ]
+
+    /// The byte ranges of `arguments` (those after the program's name) that hold secrets: the values
+    /// of `secretOptions` (`--opt V`, and `--opt=V` for long names; none after a `--`), and in any
+    /// argument, after a `--` too, the password of a URL's `user:password@` (a download's URL, a
+    /// `--mirror`, a `--proxy`). A span never covers the option's name, the user, or a URL's host.
+    static func secretSpans(_ arguments: [[UInt8]]) -> [(index: Int, range: Range<Int>)] {
+        var found: [(index: Int, range: Range<Int>)] = []
+        func add(_ index: Int, _ offset: Int, _ part: SecretPart) {
+            let value = Array(arguments[index][offset...])
+            if let r = secretRange(value, part) { found.append((index, (r.lowerBound + offset)..<(r.upperBound + offset))) }
+        }
+        var optionsEnded = false
         var i = 0
         while i < arguments.count {
             let a = arguments[i]
-            if a == Array("--".utf8) { break }
-            for option in secretOptions.map({ Array($0.utf8) }) {
-                if a == option, i + 1 < arguments.count {
-                    found.append((i + 1, 0))
-                    i += 1
-                } else if a.count > option.count + 1, Array(a[..<option.count]) == option, a[option.count] == UInt8(ascii: "=") {
-                    found.append((i, option.count + 1))
+            if let r = urlPassword(a) { found.append((i, r)) }
+            if optionsEnded { i += 1; continue }
+            if a == Array("--".utf8) { optionsEnded = true; i += 1; continue }
+            var tookNext = false
+            for (names, part) in secretOptions {
+                for name in names.map({ Array($0.utf8) }) {
+                    if a == name, i + 1 < arguments.count {
+                        add(i + 1, 0, part)
+                        if let r = urlPassword(arguments[i + 1]) { found.append((i + 1, r)) }
+                        tookNext = true
+                    } else if name.count > 2, a.count > name.count, Array(a[..<name.count]) == name, a[name.count] == UInt8(ascii: "=") {
+                        add(i, name.count + 1, part)
+                    }
                 }
             }
-            i += 1
+            i += tookNext ? 2 : 1
         }
         return found
     }
 
-    /// Overwrites the secret values in the process's own command line with `*`, as aria2c does, so that
-    /// `ps` and `/proc/PID/cmdline`, which every local user can read, do not show the daemon's token
-    /// (a client command's either). Swift's `CommandLine.arguments` must have been read before: it
-    /// keeps its own copy, which the options are parsed from.
+    /// The secret part of one option's value, nil where it holds none.
+    static func secretRange(_ value: [UInt8], _ part: SecretPart) -> Range<Int>? {
+        let colon = value.firstIndex(of: UInt8(ascii: ":"))
+        switch part {
+        case .whole:
+            return value.isEmpty ? nil : 0..<value.count
+        case .afterColon:
+            guard let colon, colon + 1 < value.count else { return nil }
+            return (colon + 1)..<value.count
+        case .credentialHeader:
+            guard let colon else { return nil }
+            let name = String(decoding: value[..<colon].filter { $0 != UInt8(ascii: " ") && $0 != UInt8(ascii: "\t") }, as: UTF8.self).lowercased()
+            guard ["authorization", "proxy-authorization", "cookie"].contains(name) else { return nil }
+            var start = colon + 1
+            while start < value.count, value[start] == UInt8(ascii: " ") || value[start] == UInt8(ascii: "\t") { start += 1 }
+            return start < value.count ? start..<value.count : nil
+        case .inlineCookies:
+            return value.contains(UInt8(ascii: "=")) ? 0..<value.count : nil
+        }
+    }
+
+    /// The password of a URL's `user:password@` in `argument` (the bytes between the userinfo's
+    /// first `:` and the authority's last `@`), wherever a `scheme://` starts in it.
+    static func urlPassword(_ argument: [UInt8]) -> Range<Int>? {
+        let marker = Array("://".utf8)
+        guard argument.count > marker.count,
+              let at = (0...(argument.count - marker.count)).first(where: { Array(argument[$0..<($0 + marker.count)]) == marker })
+        else { return nil }
+        let start = at + marker.count
+        let end = argument[start...].firstIndex(where: { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }) ?? argument.count
+        guard let sign = argument[start..<end].lastIndex(of: UInt8(ascii: "@")),
+              let colon = argument[start..<sign].firstIndex(of: UInt8(ascii: ":")),
+              colon + 1 < sign
+        else { return nil }
+        return (colon + 1)..<sign
+    }
+
+    /// Overwrites the secrets in the process's own command line with `*` (`secretSpans`: the daemon's
+    /// token, passwords, credential headers and cookies), as aria2c does with its passwords, so that
+    /// `ps` and `/proc/PID/cmdline`, which every local user can read, do not show them. Swift's
+    /// `CommandLine.arguments` must have been read before: it keeps its own copy, which the options
+    /// are parsed from.
     static func hideSecrets() {
-        for (index, offset) in secretValues(current) {
+        for (index, range) in secretSpans(current) {
             guard let p = CommandLine.unsafeArgv[index + 1] else { continue }
             let length = strlen(p)
-            for k in offset..<length { p[k] = CChar(UInt8(ascii: "*")) }
+            for k in range where k < length { p[k] = CChar(UInt8(ascii: "*")) }
         }
     }
 }

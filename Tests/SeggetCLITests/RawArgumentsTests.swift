@@ -13,18 +13,51 @@ import Testing
         #expect(bad?.position == 2 && bad?.shown == "caf\\xe9.bin")
     }
 
-    /// The daemon's token on the command line is found in both forms, and only before a `--`.
-    @Test func theSecretValuesAreFound() {
-        func find(_ args: [String]) -> [Int] {
-            RawArguments.secretValues(args.map { Array($0.utf8) }).map { $0.index * 100 + $0.offset }
+    /// The secrets of a command line with each `*`ed, as `hideSecrets` leaves it for `ps`.
+    static func hidden(_ args: [String]) -> [String] {
+        var bytes = args.map { Array($0.utf8) }
+        for (index, range) in RawArguments.secretSpans(bytes) {
+            for k in range { bytes[index][k] = UInt8(ascii: "*") }
         }
-        #expect(find(["daemon", "--rpc-secret", "s3"]) == [200])
-        #expect(find(["ls", "--rpc-secret=s3", "--rpc-port", "1"]) == [113])
-        #expect(find(["daemon", "--rpc-secret"]) == [])
-        #expect(find(["daemon", "--rpc-secret-file", "/p", "--rpc-secret="]) == [])
-        #expect(find(["daemon", "--rpc-secret=", "--rpc-secret", "x"]) == [300])
-        #expect(find(["x", "--", "--rpc-secret", "s"]) == [])
-        #expect(find(["--rpc-secret", "--rpc-secret", "--rpc-secret=t"]) == [100, 213])
+        return bytes.map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// The daemon's token on the command line is found in both forms, and only before a `--`.
+    @Test func theRPCTokenIsFound() {
+        #expect(Self.hidden(["daemon", "--rpc-secret", "s3"]) == ["daemon", "--rpc-secret", "**"])
+        #expect(Self.hidden(["ls", "--rpc-secret=s3", "--rpc-port", "1"]) == ["ls", "--rpc-secret=**", "--rpc-port", "1"])
+        #expect(Self.hidden(["daemon", "--rpc-secret"]) == ["daemon", "--rpc-secret"])
+        #expect(Self.hidden(["daemon", "--rpc-secret-file", "/p", "--rpc-secret="]) == ["daemon", "--rpc-secret-file", "/p", "--rpc-secret="])
+        #expect(Self.hidden(["daemon", "--rpc-secret=", "--rpc-secret", "x"]) == ["daemon", "--rpc-secret=", "--rpc-secret", "*"])
+        #expect(Self.hidden(["x", "--", "--rpc-secret", "s"]) == ["x", "--", "--rpc-secret", "s"])
+        #expect(Self.hidden(["--rpc-secret", "--rpc-secret", "--rpc-secret=t"]) == ["--rpc-secret", "************", "--rpc-secret=*"])
+    }
+
+    /// A password, credential headers and inline cookies are hidden; the user, other headers, a
+    /// cookie file's name and everything but a URL's password stay as given.
+    @Test func credentialsAreHidden() {
+        #expect(Self.hidden(["-u", "alice:pa:ss", "URL"]) == ["-u", "alice:*****", "URL"])
+        #expect(Self.hidden(["--user=bob:x", "--user", "carol", "--user", "dan:"]) == ["--user=bob:*", "--user", "carol", "--user", "dan:"])
+        #expect(Self.hidden(["-H", "Authorization: Bearer abc", "-H", "X-Trace: 1"]) == ["-H", "Authorization: **********", "-H", "X-Trace: 1"])
+        #expect(Self.hidden(["--header=proxy-authorization:Basic Zm9v", "--header", " Cookie :\tsid=1"])
+                == ["--header=proxy-authorization:**********", "--header", " Cookie :\t*****"])
+        #expect(Self.hidden(["-H", "Authorization:", "-H", "Authorization:  "]) == ["-H", "Authorization:", "-H", "Authorization:  "])
+        #expect(Self.hidden(["-b", "sid=42; theme=dark", "--cookie", "jar.txt", "--cookie=a=b"]) == ["-b", "******************", "--cookie", "jar.txt", "--cookie=***"])
+        // A value that looks like an option is the option's value, not the next option.
+        #expect(Self.hidden(["-H", "-u", "x:y"]) == ["-H", "-u", "x:y"])
+        // After `--`, options are not read, but a URL's password is hidden anywhere.
+        #expect(Self.hidden(["-q", "--", "-u", "a:b", "https://u:pw@h/x"]) == ["-q", "--", "-u", "a:b", "https://u:**@h/x"])
+    }
+
+    /// A URL's password is hidden in a download's URL, a mirror, a proxy (both forms) and a header's
+    /// value; a user without one, an `@` in the path or query, and the host stay.
+    @Test func urlPasswordsAreHidden() {
+        #expect(Self.hidden(["https://me:s3cr3t@example.org/f.iso"]) == ["https://me:******@example.org/f.iso"])
+        #expect(Self.hidden(["--proxy", "http://p:q@proxy:3128", "--mirror=ftp://a:b@m/x"]) == ["--proxy", "http://p:*@proxy:3128", "--mirror=ftp://a:*@m/x"])
+        #expect(Self.hidden(["https://me@example.org/a:b@c", "https://h/?u=a:b@c", "https://h#a:b@c"]) == ["https://me@example.org/a:b@c", "https://h/?u=a:b@c", "https://h#a:b@c"])
+        #expect(Self.hidden(["https://u:p@ss@h/x", "https://u:@h/", "http://"]) == ["https://u:****@h/x", "https://u:@h/", "http://"])
+        #expect(Self.hidden(["-H", "Link: <https://a:b@h/>"]) == ["-H", "Link: <https://a:*@h/>"])
+        #expect(Self.hidden(["--out", "x", "-i", "list.txt"]) == ["--out", "x", "-i", "list.txt"])
     }
 
     @Test(arguments: [
