@@ -98,7 +98,9 @@ extension Download {
             p.held?.release()
             probe = p
         case .failure(let error):
-            throw SeggetError(error.kind, "\(Self.expiryText(expired)), and the renewed link \(URLParts.shown(newURL)) did not work: \(error.message)", httpStatus: error.httpStatus)
+            var e = SeggetError(error.kind, "\(Self.expiryText(expired)), and the renewed link \(URLParts.shown(newURL)) did not work: \(error.message)", httpStatus: error.httpStatus)
+            e.networkCause = error.networkCause
+            throw e
         }
         if let why = expired.identity.differences(from: ObjectIdentity(probe)) {
             throw SeggetError(

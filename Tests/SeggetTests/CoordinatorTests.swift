@@ -839,6 +839,40 @@ import Testing
         #expect(NextStep.forDaemon(failure?.message ?? "") == "bytes 0-4194303 failed 2 times (last: HTTP 503); add the URL again to resume later (the new task continues what this one saved).")
     }
 
+    /// A download whose retries run out after a refused connection or a timeout keeps that cause on
+    /// its failure (a daemon task's `errorCode`: aria2's 1 and 2, not its 6); one after a reset has none.
+    @Test(arguments: [NetworkCause.couldNotConnect, .timedOut, nil] as [NetworkCause?])
+    func theLastFailuresNetworkCauseIsKept(_ cause: NetworkCause?) {
+        var s = Script(size: 4 * Self.MiB, connections: 1) { $0.retries = 1 }
+        s.begin()
+        s.now = 0.1
+        s.handle(.ended(0, .transient("refused", cause: cause), head: ResponseHead()))
+        #expect((s.c.stop as? SeggetError) == nil)
+        s.now = 5
+        s.handle(.pass(offered: nil))
+        #expect(s.starts(of: 0).count == 2)
+        s.handle(.ended(0, .transient("refused", cause: cause), head: ResponseHead()))
+        let failure = s.c.stop as? SeggetError
+        #expect(failure?.kind == .network)
+        #expect(failure?.message.hasPrefix("bytes 0-4194303 failed 2 times (last: refused)") == true)
+        #expect(failure?.networkCause == cause)
+    }
+
+    /// A connection silent past `--stall-timeout` until its retries ran out failed by a timeout.
+    @Test func aStallsFailureIsATimeout() {
+        var s = Script(size: 256 * Self.MiB, connections: 1) {
+            $0.retries = 0
+            $0.stallTimeout = 2
+            $0.redialSlow = false
+        }
+        s.rates[0] = 0
+        s.begin()
+        s.run(until: 3)
+        let failure = s.c.stop as? SeggetError
+        #expect(failure?.message.contains("no data for") == true)
+        #expect(failure?.networkCause == .timedOut)
+    }
+
     /// The progress counts the bytes in the file: the parts of chunks an earlier run (or the probe)
     /// wrote, before and after a connection continues them, and an owner's bytes while it waits to
     /// retry (its next request continues after them).

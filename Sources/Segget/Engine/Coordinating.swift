@@ -275,8 +275,8 @@ extension Coordinating {
             // unknown number of bytes: "9223372036852678650 bytes early" said nothing true.
             let short = missing >= Int64.max / 2 ? "before the end of its answer" : "\(missing) byte\(missing == 1 ? "" : "s") early"
             return scheduleRetry(id, reason: "the connection ended \(short)\(after)", after: nil, kind: .network, now: now, atOnce: progressed)
-        case .transient(let why):
-            return scheduleRetry(id, reason: why + after, after: nil, kind: .network, now: now, atOnce: progressed)
+        case .transient(let why, let cause):
+            return scheduleRetry(id, reason: why + after, after: nil, kind: .network, now: now, atOnce: progressed, cause: cause)
         case .failed(let e):
             failure = e
             return []
@@ -287,7 +287,10 @@ extension Coordinating {
     /// retries or the time are used up.
     /// `atOnce`: the transfer made progress before it was cut (see `retryOrFail`): no backoff, and
     /// the count of failures starts again.
-    mutating func scheduleRetry(_ id: Int, reason: String, after: Double?, kind: FailureKind, now: Double, atOnce: Bool = false) -> [Command] {
+    /// `cause`: the kind of network failure it was (`TransferEnd.transient`), kept on the failure.
+    mutating func scheduleRetry(
+        _ id: Int, reason: String, after: Double?, kind: FailureKind, now: Double, atOnce: Bool = false, cause: NetworkCause? = nil
+    ) -> [Command] {
         if isRacing(id) {
             // A failed racer stops; the owner is still on it. It takes no work before a backoff of
             // its own: at once, it raced the same chunk again from the owner's position, request
@@ -315,7 +318,9 @@ extension Coordinating {
         if attempts > config.retries {
             if let dropped = sourceFailed(of: id, why: reason, now: now) { return dropped }
             let hint = kind == .protocolViolation ? "the server's answers are unusable; \(NextStep.tryOneConnection.cli)" : (config.ranged ? NextStep.resumeLaterOrRaiseRetries : .againOrRaiseRetries).cli
-            failure = SeggetError(kind, "bytes \(connections[id].pos)-\(end(of: id) - 1) failed \(attempts) time\(attempts == 1 ? "" : "s") (last: \(reason)); \(hint).")
+            var e = SeggetError(kind, "bytes \(connections[id].pos)-\(end(of: id) - 1) failed \(attempts) time\(attempts == 1 ? "" : "s") (last: \(reason)); \(hint).")
+            e.networkCause = cause
+            failure = e
             return []
         }
         switch RetryPolicy.decide(
@@ -373,7 +378,7 @@ extension Coordinating {
                 // It had finished its part (a race won or lost) and waited for its last bytes.
                 if isRacing(id) { abandonRace(id) }
             default:
-                commands += scheduleRetry(id, reason: "no data for \(Format.seconds(now - c.lastByteAt))", after: nil, kind: .network, now: now)
+                commands += scheduleRetry(id, reason: "no data for \(Format.seconds(now - c.lastByteAt))", after: nil, kind: .network, now: now, cause: .timedOut)
             }
         }
         return commands

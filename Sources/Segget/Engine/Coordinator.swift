@@ -80,8 +80,10 @@ struct Coordinator: Coordinating {
         case ok
         /// The body ended before its announced length.
         case partial
-        /// A failure worth retrying (a transient network error, or our own abort), described.
-        case transient(String)
+        /// A failure worth retrying (a transient network error, or our own abort), described, with the
+        /// kind of network failure aria2 numbers apart where it is one (kept for the download's
+        /// failure when the retries run out: a daemon task's `errorCode`).
+        case transient(String, cause: NetworkCause? = nil)
         /// A failure no retry mends.
         case failed(SeggetError)
     }

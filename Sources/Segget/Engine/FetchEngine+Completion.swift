@@ -44,7 +44,7 @@ extension FetchEngine {
             end = .partial
         } else if code == .operationTimedOut, c.head.byteCount == 0, !handshake.connected {
             // libcurl's one code for every timeout; in a fetch only the connection's has one.
-            end = .transient("could not connect within \(Format.seconds(settings.transfer.connectTimeout)) (--connect-timeout)")
+            end = .transient("could not connect within \(Format.seconds(settings.transfer.connectTimeout)) (--connect-timeout)", cause: .timedOut)
         } else if handshake.alert != nil || handshake.notTLS {
             // A failed receive or handshake is transient, but not one the server (or proxy) ended
             // with an alert about certificates, or answered in plain text: it does so every time.
@@ -66,9 +66,9 @@ extension FetchEngine {
             // proxy's: "Couldn't connect to server" blamed the server. Retried unless no retry helps.
             let e = Prober.networkError(code, url: url, head: c.head, proxy: proxy, handshake: handshake, options: settings.transfer)
             end = e.retryAdvice == .never
-                ? .failed(e) : .transient("the proxy \(URLParts.shown(proxy)) failed (\(code.plainWords ?? code.description))")
+                ? .failed(e) : .transient("the proxy \(URLParts.shown(proxy)) failed (\(code.plainWords ?? code.description))", cause: NetworkCause(code))
         } else if code.isTransient && !Prober.headersTooLarge(code, head: c.head) || code == .writeError {
-            end = .transient(code.plainWords ?? code.description)
+            end = .transient(code.plainWords ?? code.description, cause: NetworkCause(code))
         } else {
             end = .failed(Prober.networkError(code, url: url, head: c.head, proxy: proxy, handshake: handshake, options: settings.transfer))
         }

@@ -40,11 +40,11 @@ extension Prober {
         let instead = "check that the proxy is up and reachable, or \(NextStep.otherProxy.cli)"
         switch code {
         case .couldNotConnect:
-            return SeggetError(.network, "could not connect to the proxy \(p) (for \(u)); \(instead).")
+            return caused(SeggetError(.network, "could not connect to the proxy \(p) (for \(u)); \(instead)."), code)
         case .operationTimedOut where !connected && head.byteCount == 0:
-            return SeggetError(.network, "could not connect to the proxy \(p) (for \(u)) in time; \(instead).")
+            return caused(SeggetError(.network, "could not connect to the proxy \(p) (for \(u)) in time; \(instead)."), code)
         case .couldNotResolveProxy:
-            return SeggetError(.network, "could not resolve the host of the proxy \(p) (for \(u)); \(instead).", retryAdvice: .once)
+            return caused(SeggetError(.network, "could not resolve the host of the proxy \(p) (for \(u)); \(instead).", retryAdvice: .once), code)
         case .tlsHandshakeFailed where peer != .server:
             return SeggetError(
                 .network, "the TLS handshake with the proxy \(p) (for \(u)) broke off; check that the proxy is up and serves TLS at that port, or try again later.",
@@ -79,5 +79,24 @@ extension Prober {
         return SeggetError(
             .httpStatus, "the proxy \(p) refused the tunnel to \(u) with HTTP \(status); the proxy could not reach the server, or may not connect there.",
             httpStatus: status)
+    }
+}
+
+/// `e` with the network cause libcurl's `code` names (as aria2 numbers a proxy's failures too).
+func caused(_ e: SeggetError, _ code: CurlCode) -> SeggetError {
+    var e = e
+    e.networkCause = NetworkCause(code)
+    return e
+}
+
+extension NetworkCause {
+    /// The cause libcurl's code names, nil for the failures aria2 calls a "network problem" (6).
+    init?(_ code: CurlCode) {
+        switch code {
+        case .couldNotResolveHost, .couldNotResolveProxy: self = .nameNotResolved
+        case .couldNotConnect: self = .couldNotConnect
+        case .operationTimedOut: self = .timedOut
+        default: return nil
+        }
     }
 }
