@@ -218,7 +218,9 @@ run captunnel 0 -n 8 --proxy "http://127.0.0.1:$capproxy" "${CA[@]}" -o "$WORK/o
 stop_pid "$SLOWPROXY_PID"
 same "$WORK/out/captunnel.bin" "$WORK/www/big.bin"
 # The limit learnt is the number in flight at the refusal (1 or 2, as the tunnels happened to be open).
-grep -Eq "refuses more than [12] requests? at once \(HTTP 503\)" "$WORK/captunnel.err" || fail "captunnel did not learn the proxy's limit: $(cat "$WORK/captunnel.err")"
+# It is said to be the proxy's (the build before said "the server refuses more than N requests").
+grep -Eq "the proxy http://127\.0\.0\.1:$capproxy refuses more than [12] tunnels? to the server at once \(HTTP 503\)" "$WORK/captunnel.err" \
+    || fail "captunnel did not learn the proxy's limit, as the proxy's: $(cat "$WORK/captunnel.err")"
 
 # A proxy whose TLS handshake breaks off (a listener that reads the client's first flight and closes):
 # named as the proxy's, where segget said "the request to URL failed: the TLS handshake failed". The

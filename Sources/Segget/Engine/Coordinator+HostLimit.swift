@@ -163,9 +163,13 @@ extension Coordinator {
             commands.append(.trace("connection \(id) refused (HTTP \(head.status)) with \(others) ahead of it at its host; limit \(learnt)\(wait.map { ", quiet for \(Format.fixed($0, 1)) s" } ?? "")"))
         }
         if let l = limit {
-            let who = main ? "the server" : "the mirror \(URLParts.shown(config.sources[source].url))"
+            let server = main ? "the server" : "the mirror \(URLParts.shown(config.sources[source].url))"
             let quiet = RetryPolicy.hostWaitNote(asked: asked, wait: wait).map { ", and \($0)" } ?? ""
-            commands.append(.event(.notice("\(who) refuses more than \(l) request\(l == 1 ? "" : "s") at once (HTTP \(head.status)); continuing with \(l) connection\(l == 1 ? "" : "s")\(main ? "" : " to it")\(quiet).")))
+            let s = l == 1 ? "" : "s"
+            // A proxy's cap on its tunnels (a CONNECT refused with 429 or 503) is the proxy's, said so.
+            let refusal = head.tunnelRefusedBy.map { "the proxy \($0) refuses more than \(l) tunnel\(s) to \(server) at once" }
+                ?? "\(server) refuses more than \(l) request\(s) at once"
+            commands.append(.event(.notice("\(refusal) (HTTP \(head.status)); continuing with \(l) connection\(s)\(main ? "" : " to it")\(quiet).")))
         }
         return commands
     }

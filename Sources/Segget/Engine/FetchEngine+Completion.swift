@@ -59,7 +59,7 @@ extension FetchEngine {
                 end = .failed(Prober.networkError(code, url: url, head: c.head, proxy: proxy, handshake: handshake, options: settings.transfer))
             } else {
                 end = .transient("the proxy \(URLParts.shown(proxy)) refused the tunnel (HTTP \(status))")
-                head = ResponseHead(status: status)
+                head = ResponseHead(status: status, refusedBy: "\(URLParts.shown(proxy))")
             }
         } else if let proxy, Self.isProxysFailure(code) {
             // The proxy's failure (it went away mid-download, or a SOCKS proxy refused), named as the

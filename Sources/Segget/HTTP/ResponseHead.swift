@@ -24,18 +24,25 @@ public struct ResponseHead: Sendable, Equatable {
     /// each character of their values from U+0080 to U+00FF stands for one byte.
     private(set) var latin1Names: Set<String> = []
 
+    /// The proxy that refused a tunnel with this status (`init(status:refusedBy:)`), as a message
+    /// shows it; nil for a server's answer.
+    public private(set) var tunnelRefusedBy: String?
+
     public init() {}
 
-    /// A complete head of `status` and no fields: a refused tunnel's, whose own head libcurl keeps.
-    init(status: Int) {
+    /// A complete head of `status` and no fields: a refused tunnel's, whose own head libcurl keeps;
+    /// `proxy` (shown) is the proxy that refused it.
+    init(status: Int, refusedBy proxy: String) {
         append(line: "HTTP/1.1 \(status) \r\n")
         append(line: "\r\n")
+        tunnelRefusedBy = proxy
     }
 
     public static func == (a: ResponseHead, b: ResponseHead) -> Bool {
         a.status == b.status && a.httpVersion == b.httpVersion && a.isComplete == b.isComplete
             && a.rawFields.elementsEqual(b.rawFields, by: { $0.name == $1.name && $0.value == $1.value })
             && a.foldedNames == b.foldedNames && a.spacedNames == b.spacedNames && a.latin1Names == b.latin1Names
+            && a.tunnelRefusedBy == b.tunnelRefusedBy
     }
 
     /// `append(line:)` for a line read as Latin-1 or not (see `latin1Names`).
