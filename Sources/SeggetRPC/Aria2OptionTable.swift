@@ -26,13 +26,6 @@ public enum Aria2OptionTable {
         case maxOverallDownloadLimit
         /// segget's time-of-day schedule of the overall limit (canonical text; `none`: no windows).
         case speedSchedule
-        /// Tries per range: segget's retries plus the first try.
-        case maxTries
-        /// The first retry's wait, whole seconds (later waits back off).
-        case retryWait
-        /// Seconds a connection may deliver nothing before it is dropped and retried.
-        case timeout
-        case connectTimeout
         /// segget verifies certificates unless a download was started with `-k` on the command line.
         case checkCertificate
         /// The daemon's `--ca-certificate`, else the system's bundle (Debian's path, as aria2c answers).
@@ -138,7 +131,6 @@ public enum Aria2OptionTable {
         .init("check-integrity", perDownload: true, fixed: "false", .behaviour),
         .init("conditional-get", perDownload: true, fixed: "false", .behaviour),
         .init("conf-path", perDownload: false, fixed: "~/.config/aria2/aria2.conf", .aria2Files),
-        .init("connect-timeout", perDownload: true, .connectTimeout),
         .init("console-log-level", perDownload: false, fixed: "notice", .console),
         .init("content-disposition-default-utf8", perDownload: true, fixed: "false", .aria2Default),
         .init("continue", perDownload: true, fixed: "true", .resumes),
@@ -190,7 +182,6 @@ public enum Aria2OptionTable {
         .init("max-overall-download-limit", perDownload: false, .maxOverallDownloadLimit),
         .init("max-overall-upload-limit", perDownload: false, fixed: "0", .noUpload),
         .init("max-resume-failure-tries", perDownload: true, fixed: "0", .aria2Default),
-        .init("max-tries", perDownload: true, .maxTries),
         .init("max-upload-limit", perDownload: true, fixed: "0", .noUpload),
         .init("metalink-enable-unique-protocol", perDownload: true, fixed: "true", .metalink),
         .init("metalink-preferred-protocol", perDownload: true, fixed: "none", .metalink),
@@ -215,7 +206,6 @@ public enum Aria2OptionTable {
         .init("realtime-chunk-checksum", perDownload: true, fixed: "true", .metalink),
         .init("remote-time", perDownload: true, fixed: "false", .behaviour),
         .init("remove-control-file", perDownload: true, fixed: "false", .aria2Default),
-        .init("retry-wait", perDownload: true, .retryWait),
         .init("reuse-uri", perDownload: true, fixed: "true", .aria2Default),
         .init("rlimit-nofile", perDownload: false, fixed: "1024", .aria2Default),
         .init(
@@ -240,7 +230,6 @@ public enum Aria2OptionTable {
         .init("stop", perDownload: false, fixed: "0", .aria2Default),
         .init("stream-piece-selector", perDownload: true, fixed: "default", .aria2Default),
         .init("summary-interval", perDownload: false, fixed: "60", .console),
-        .init("timeout", perDownload: true, .timeout),
         .init("truncate-console-readout", perDownload: false, fixed: "true", .console),
         .init("uri-selector", perDownload: true, fixed: "feedback", .aria2Default),
         .init("use-head", perDownload: true, fixed: "false", why: "segget probes with a GET, never HEAD."),
@@ -313,6 +302,11 @@ public enum Aria2OptionTable {
         // segget has no default per-download cap.
         case OptionSchema.maxSpeed.key: return "0"
         case OptionSchema.userAgent.key: return DownloadOptions().transfer.userAgent
+        // segget's own defaults for a task that sets none (aria2's are 5 tries, 0 s, 60 s and 60 s).
+        case OptionSchema.maxTries.key: return String(DownloadOptions().retries + 1)
+        case OptionSchema.retryWait.key: return String(Int(DownloadOptions().retryWait.rounded()))
+        case OptionSchema.timeout.key: return String(Int(DownloadOptions().transfer.stallTimeout.rounded()))
+        case OptionSchema.connectTimeout.key: return String(Int(DownloadOptions().transfer.connectTimeout.rounded()))
         default: return nil
         }
     }
@@ -336,10 +330,6 @@ public enum Aria2OptionTable {
         case .maxConcurrentDownloads: return String(s.maxActive)
         case .maxOverallDownloadLimit: return String(context.overallSpeedNow ?? s.maxOverallSpeed ?? 0)
         case .speedSchedule: return s.speedSchedule?.description ?? SpeedSchedule.noneText
-        case .maxTries: return String(engine.retries + 1)
-        case .retryWait: return String(Int(engine.retryWait.rounded()))
-        case .timeout: return String(Int(engine.transfer.stallTimeout.rounded()))
-        case .connectTimeout: return String(Int(engine.transfer.connectTimeout.rounded()))
         case .checkCertificate: return engine.transfer.insecure ? "false" : "true"
         case .caCertificate: return s.tls.caCertificate ?? "/etc/ssl/certs/ca-certificates.crt"
         case .certificate: return s.tls.clientCertificate

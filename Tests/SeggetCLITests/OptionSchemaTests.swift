@@ -26,6 +26,10 @@ import Testing
         "split": ("4", "0"),
         "max-download-limit": ("2M", "100"),
         "max-connection-per-server": ("4", "17"),
+        "max-tries": ("2", "-1"),
+        "retry-wait": ("2.5", "601"),
+        "timeout": ("2", "0"),
+        "connect-timeout": ("3", "ten"),
     ]
 
     static func schemaOptions(_ spec: OptionSpec, _ value: String) throws -> FileOptions {
@@ -64,6 +68,21 @@ import Testing
         #expect(throws: (any Error).self) { try Get.parse(["--checksum", Self.sha, "--checksum", other, Self.url]).downloadOptions() }
         #expect(throws: (any Error).self) { try InputFile(parsing: "\(Self.url)\n  checksum=\(Self.sha)\n  checksum=\(other)\n") }
         #expect(try Get.parse(["--checksum", Self.sha, "--checksum", Self.sha, Self.url]).downloadOptions().checksums.count == 1)
+    }
+
+    /// aria2's names for the retries and time limits reach the download as the command line's flags
+    /// would set them: `max-tries` counts the first try (0: no limit), `timeout` is the stall timeout.
+    @Test func retriesAndTimeLimitsReachTheDownload() throws {
+        let o = DownloadOptions().applying(
+            try FileOptions(fields: [("max-tries", ["2"]), ("retry-wait", ["0.5"]), ("timeout", ["3"]), ("connect-timeout", ["4"])]))
+        #expect(o.retries == 1 && o.retryWait == 0.5 && o.transfer.stallTimeout == 3 && o.transfer.connectTimeout == 4)
+        #expect(try Get.parse(["--retries", "1", "--retry-wait", "0.5", "--stall-timeout", "3", "--connect-timeout", "4", Self.url])
+            .downloadOptions() == o)
+        let unlimited = DownloadOptions().applying(try FileOptions(fields: [("max-tries", ["0"])]))
+        #expect(unlimited.retries == OptionSchema.unlimitedRetries)
+        // Unset, the defaults stay; written back without a fraction where there is none.
+        #expect(DownloadOptions().applying(FileOptions()) == DownloadOptions())
+        #expect(OptionSchema.timeout.values(try FileOptions(fields: [("timeout", ["20.0"])])) == ["20"])
     }
 
     @Test func everyOptionHasSamplesAndEveryAbsenceAReason() {

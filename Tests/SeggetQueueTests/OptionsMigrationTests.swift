@@ -81,9 +81,16 @@ import Testing
             let text = try StoredOptions.encoded(options)
             #expect(try StoredOptions.decoded(text) == options, "\(text)")
         }
-        let every = try Self.expected()["http://127.0.0.1:1/every.iso"]!
-        // Every option of the schema is set on it, so the round trip covers each one.
+        // The fixture's fullest task with the options added since (retries and time limits): every
+        // option of the schema is set on it, so the round trip covers each one.
+        var every = try Self.expected()["http://127.0.0.1:1/every.iso"]!
+        every.maxTries = 0
+        every.retryWait = 2.5
+        every.stallTimeout = 30
+        every.connectTimeout = 5
         #expect(every.fields.map(\.key) == OptionSchema.all.map(\.key))
+        let text = try StoredOptions.encoded(every)
+        #expect(try StoredOptions.decoded(text) == every, "\(text)")
     }
 
     @Test(arguments: [

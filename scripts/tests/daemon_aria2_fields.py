@@ -1,6 +1,7 @@
 """aria2c and `segget daemon` side by side, field by field: the same HTTP downloads driven through the
 same states (paused before it starts, active, paused, removed, error, complete; errors from a 404,
-a 401 and a 403, and a failure mid-download: a server that went away, whose port then refuses) on each, and their answers compared. For every state: the same keys in tellStatus (numSeeders and seeder absent, bitfield
+a 401 and a 403, and two failures mid-download within the task's max-tries and timeout: a server
+that went away, whose port then refuses, and one that goes silent) on each, and their answers compared. For every state: the same keys in tellStatus (numSeeders and seeder absent, bitfield
 present once the length is known, errorCode and errorMessage only once stopped), every value of the
 same JSON type, the same first URI status and errorCode. getGlobalOption and getOption: the same key
 sets, "true"/"false" wherever aria2 answers a boolean, a number wherever aria2 answers a number.
@@ -105,15 +106,21 @@ def states(d, base, status_base):
     for code in STATUSES:
         failing = d.call("aria2.addUri", [f"{status_base}/{code}/x.bin"])
         out[f"error {code}"] = wait_for(lambda: (s := d.status(failing))["status"] == "error" and s, 30)
-    # A failure mid-download, on a server of its own: the retries' last failure decides the errorCode
-    # (aria2 1.36: a refused connection 1; segget said 6 before). A silent server (aria2's 2, a
-    # timeout) is left to the unit tests: the daemon's tasks take aria2's `timeout` and `max-tries`
-    # but keep segget's own (20 s, 5 retries), minutes of waiting here.
+    # Failures mid-download, each on a server of its own: the retries' last failure decides the
+    # errorCode (aria2 1.36: a refused connection 1, a timeout 2; segget said 6 for both before),
+    # within the task's own `max-tries` and `timeout` (the daemon kept 6 tries of 20 s before).
     fast = {"max-tries": "2", "retry-wait": "1", "timeout": "2", "split": "1"}
     gone = GoneAfterPart()
     failing = d.call("aria2.addUri", [gone.url], fast)
     out["error mid-download, refused"] = wait_for(lambda: (s := d.status(failing))["status"] == "error" and s, 40)
     gone.close()
+    silent = SilentAfterPart()
+    failing = d.call("aria2.addUri", [silent.url], fast)
+    started = time.monotonic()
+    out["error mid-download, silent"] = wait_for(lambda: (s := d.status(failing))["status"] == "error" and s, 40)
+    out["silent seconds"] = time.monotonic() - started
+    out["silent options"] = d.call("aria2.getOption", failing)
+    silent.close()
     small = d.call("aria2.addUri", [base + "/small.bin"])
     out["complete"] = wait_for(lambda: (s := d.status(small))["status"] == "complete" and s, 30)
     out["getGlobalOption"] = d.call("aria2.getGlobalOption")
@@ -140,8 +147,8 @@ class StatusAnswers(http.server.BaseHTTPRequestHandler):
 PART_LENGTH = 8_000_000
 
 
-def part_answer(request):
-    """The head and first 100,000 bytes of an answer of PART_LENGTH bytes: a 206 for a `Range:
+def part_answer(request, sent=100_000):
+    """The head and first `sent` bytes of an answer of PART_LENGTH bytes: a 206 for a `Range:
     bytes=A-`, else a 200, both taking ranges."""
     text = request.decode("latin-1")
     start = None
@@ -153,7 +160,7 @@ def part_answer(request):
     else:
         head = (f"HTTP/1.1 206 Partial Content\r\nAccept-Ranges: bytes\r\n"
                 f"Content-Range: bytes {start}-{PART_LENGTH - 1}/{PART_LENGTH}\r\nContent-Length: {PART_LENGTH - start}\r\n\r\n")
-    return head.encode() + b"x" * 100_000
+    return head.encode() + b"x" * sent
 
 
 class GoneAfterPart:
@@ -175,6 +182,32 @@ class GoneAfterPart:
 
     def close(self):
         self.sock.close()
+
+
+class SilentAfterPart:
+    """A server that answers every request with 16 KB of the file and then sends nothing more (a cut
+    after fewer than 64 KiB counts as a failure for segget; after more it continues at once)."""
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/silent.bin"
+        self.conns = []
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(conn)
+            threading.Thread(target=lambda c=conn: c.sendall(part_answer(c.recv(65536), 16_000)), daemon=True).start()
+
+    def close(self):
+        self.sock.close()
+        for c in self.conns:
+            c.close()
 
 
 def get_answers(d):
@@ -294,10 +327,17 @@ def main():
     A, S = answers["aria2c"], answers["segget"]
     statuses.shutdown()
     for state in ("paused before start", "active", "paused", "removed", "error", "complete",
-                  *(f"error {code}" for code in STATUSES), "error mid-download, refused"):
+                  *(f"error {code}" for code in STATUSES), "error mid-download, refused",
+                  "error mid-download, silent"):
         compare_status(state, A[state], S[state])
     check("removed: segget's errorMessage is aria2c's", A["removed"] and S["removed"]
           and A["removed"].get("errorMessage") == S["removed"].get("errorMessage"))
+    # The task's own tries and time limit held: two tries of 2 s each and a wait, not six of 20 s.
+    check("silent: segget's task kept its max-tries and timeout",
+          S["silent options"].get("max-tries") == "2" and S["silent options"].get("timeout") == "2",
+          str({k: S["silent options"].get(k) for k in ("max-tries", "timeout", "retry-wait")}))
+    check("silent: segget's task failed within its own limits (under 20 s)", S["silent seconds"] < 20,
+          f"{S['silent seconds']:.1f} s (aria2c {A['silent seconds']:.1f} s)")
     compare_options("getGlobalOption", A["getGlobalOption"], S["getGlobalOption"])
     compare_options("getOption", A["getOption"], S["getOption"])
     for query, answer in A["GET"].items():

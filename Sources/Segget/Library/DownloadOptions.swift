@@ -135,6 +135,10 @@ extension DownloadOptions {
         if let v = x.proxy { o.transfer.proxy = v }
         if let v = x.connections { o.connections = v }
         if let v = x.maxSpeed { o.maxSpeed = v }
+        if let v = x.maxTries { o.retries = v == 0 ? OptionSchema.unlimitedRetries : v - 1 }
+        if let v = x.retryWait { o.retryWait = v }
+        if let v = x.stallTimeout { o.transfer.stallTimeout = v }
+        if let v = x.connectTimeout { o.transfer.connectTimeout = v }
         return o
     }
 }

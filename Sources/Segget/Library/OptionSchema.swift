@@ -26,6 +26,14 @@ public struct FileOptions: Sendable, Equatable {
     public var checksums: [ExpectedDigest] = []
     /// `max-connection-per-server` (1…16): at most this many of the file's own connections.
     public var maxConnectionsPerServer: Int?
+    /// `max-tries`: tries of each range, the first included (0: no limit).
+    public var maxTries: Int?
+    /// `retry-wait`: seconds before the first retry.
+    public var retryWait: Double?
+    /// `timeout`: seconds a connection may deliver nothing (segget's stall timeout).
+    public var stallTimeout: Double?
+    /// `connect-timeout`: seconds to wait for a connection.
+    public var connectTimeout: Double?
 
     public init(
         directory: String? = nil, outputName: String? = nil, headers: [String] = [], userAgent: String? = nil,
@@ -152,6 +160,7 @@ extension FileOptions {
 public enum OptionSchema {
     public static let all: [OptionSpec] = [
         directory, outputName, checksum, header, userAgent, referer, proxy, split, maxSpeed, perServer,
+        maxTries, retryWait, timeout, connectTimeout,
     ]
 
     public static func spec(_ key: String) -> OptionSpec? { all.first { $0.key == key } }
