@@ -223,7 +223,10 @@ def single(args: argparse.Namespace) -> list[dict]:
     src_sha = sha256(src)
     certs = work / "certs"
     make_cert(certs)
-    out_dir = Path("/dev/shm/segget-http2-bench")
+    dests = {"shm": Path("/dev/shm/segget-http2-bench"), "disk": Path("/var/tmp/segget-http2-bench")}
+    for d in args.dests.split(","):
+        if d not in dests:
+            sys.exit(f"--dests: {d!r} is neither shm nor disk")
     ways = {
         "h1": ([], {}),
         "h2": (["--http2"], {}),
@@ -242,8 +245,9 @@ def single(args: argparse.Namespace) -> list[dict]:
             for server in servers:
                 names = list(ways)
                 names = names[rep % len(names):] + names[:rep % len(names)]
-                for way in names:
+                for way, dest in [(w, d) for w in names for d in args.dests.split(",")]:
                     flags, env = ways[way]
+                    out_dir = dests[dest]
                     shutil.rmtree(out_dir, ignore_errors=True)
                     out_dir.mkdir(parents=True)
                     out = out_dir / "out.bin"
@@ -252,7 +256,7 @@ def single(args: argparse.Namespace) -> list[dict]:
                     ok = rc == 0 and out.exists() and out.stat().st_size == args.size
                     if ok and (rep == 0 or args.check_every):
                         ok = sha256(out) == src_sha
-                    rec = {"kind": "single", "server": server.kind, "wan": args.wan, "way": way, "rep": rep,
+                    rec = {"kind": "single", "server": server.kind, "wan": args.wan, "way": way, "dest": dest, "rep": rep,
                            "seconds": round(secs, 3), "cpu": round(cpu, 3), "rc": rc, "identical": ok,
                            **segget_summary(text), **wire,
                            "load": os.getloadavg()[0]}
@@ -260,7 +264,7 @@ def single(args: argparse.Namespace) -> list[dict]:
                     log(json.dumps(rec))
                     if not ok:
                         log(text[-2000:])
-        shutil.rmtree(out_dir, ignore_errors=True)
+                    shutil.rmtree(out_dir, ignore_errors=True)
     finally:
         for s in servers:
             s.stop()
@@ -341,9 +345,10 @@ def batch(args: argparse.Namespace) -> list[dict]:
 def report(records: list[dict]) -> None:
     groups: dict[tuple, list[dict]] = {}
     for r in records:
-        key = (r.get("server", "nginx"), r.get("way") or r.get("tool"))
+        server = r.get("server", "nginx") + ("" if r.get("dest", "shm") == "shm" else f"/{r['dest']}")
+        key = (server, r.get("way") or r.get("tool"))
         groups.setdefault(key, []).append(r)
-    print(f"{'server':<8} {'way':<18} {'median s':>9} {'min':>7} {'max':>7} {'cpu s':>6} {'conns':>6} {'reqs':>6} "
+    print(f"{'server':<10} {'way':<18} {'median s':>9} {'min':>7} {'max':>7} {'cpu s':>6} {'conns':>6} {'reqs':>6} "
           f"{'sent MB':>8} {'drops':>6} {'ok':>5}")
     for (server, way), rs in groups.items():
         secs = [r["seconds"] for r in rs]
@@ -352,7 +357,7 @@ def report(records: list[dict]) -> None:
         def med(key: str, scale: float = 1, fmt: str = "g") -> str:
             xs = [r[key] / scale for r in rs if r.get(key) is not None]
             return format(statistics.median(xs), fmt) if xs else ""
-        print(f"{server:<8} {way:<18} {statistics.median(secs):9.3f} {min(secs):7.3f} {max(secs):7.3f} {cpu:6.2f} "
+        print(f"{server:<10} {way:<18} {statistics.median(secs):9.3f} {min(secs):7.3f} {max(secs):7.3f} {cpu:6.2f} "
               f"{med('connectionsOpened'):>6} {med('requests'):>6} {med('serverBytes', 1e6, '.1f'):>8} "
               f"{med('queueDrops'):>6} {sum(r['identical'] for r in rs)}/{len(rs)}")
     # Each way against the first of its server, repetition by repetition (interleaved runs pair up).
@@ -382,6 +387,8 @@ def main() -> None:
     p.add_argument("--jobs", type=int, default=16, help="segget's -j in the batch (default 16)")
     p.add_argument("--tools", default="", help="batch: a comma-separated subset of the tools")
     p.add_argument("--port", type=int, default=18443)
+    p.add_argument("--dests", default="shm",
+                   help="single: where the file goes, comma-separated: shm (/dev/shm, the default) and/or disk (/var/tmp)")
     p.add_argument("--check-every", action="store_true", help="single: sha256 every run, not only the first")
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--work", type=Path, default=Path("/tmp/segget-http2-bench"))
