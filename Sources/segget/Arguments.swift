@@ -188,6 +188,9 @@ extension RawArguments {
         case credentialHeader
         /// All of it where it holds a `=`: inline cookies, not the name of a cookie file.
         case inlineCookies
+        /// A proxy given without a scheme (`USER:PASSWORD@HOST:PORT`, taken as http://): its password.
+        /// One with a scheme is a URL, whose password every argument has hidden.
+        case proxyWithoutScheme
     }
 
     /// The options whose values hold secrets, by every name they are given with.
@@ -196,38 +199,61 @@ extension RawArguments {
         (["-u", "--user"], .afterColon),
         (["-H", "--header"], .credentialHeader),
         (["-b", "--cookie"], .inlineCookies),
+        (["--proxy"], .proxyWithoutScheme),
     ]
 
+    /// segget's one-letter options that take a value (`-n 8`), in any of its commands: in a pack
+    /// (`-qu USER:PASS`, `-nu 8 USER:PASS`) each takes the next argument in turn, as
+    /// swift-argument-parser reads them. RawArgumentsTests checks it against every command's help.
+    static let valueShorts: Set<UInt8> = Set("AHbdeijnou".utf8)
+
     /// The byte ranges of `arguments` (those after the program's name) that hold secrets: the values
-    /// of `secretOptions` (`--opt V`, and `--opt=V` for long names; none after a `--`), and in any
-    /// argument, after a `--` too, the password of a URL's `user:password@` (a download's URL, a
-    /// `--mirror`, a `--proxy`). A span never covers the option's name, the user, or a URL's host.
+    /// of `secretOptions` (`--opt V`, `--opt=V`, `-o V`, `-o=V`, and within a pack of one-letter
+    /// options; none after a `--`), and in any argument, after a `--` too, the password of a URL's
+    /// `user:password@` (a download's URL, a `--mirror`, a `--proxy`). A span never covers the
+    /// option's name, the user, or a URL's host.
     static func secretSpans(_ arguments: [[UInt8]]) -> [(index: Int, range: Range<Int>)] {
         var found: [(index: Int, range: Range<Int>)] = []
-        func add(_ index: Int, _ offset: Int, _ part: SecretPart) {
+        func add(_ index: Int, _ offset: Int, _ part: SecretPart?) {
             let value = Array(arguments[index][offset...])
-            if let r = secretRange(value, part) { found.append((index, (r.lowerBound + offset)..<(r.upperBound + offset))) }
+            if let part, let r = secretRange(value, part) { found.append((index, (r.lowerBound + offset)..<(r.upperBound + offset))) }
+            if offset == 0, let r = urlPassword(value), !found.contains(where: { $0.index == index && $0.range == r }) {
+                found.append((index, r))
+            }
         }
+        func partOf(_ name: [UInt8]) -> SecretPart? {
+            secretOptions.first { $0.names.contains { Array($0.utf8) == name } }?.part
+        }
+        let dash = UInt8(ascii: "-"), equals = UInt8(ascii: "=")
         var optionsEnded = false
         var i = 0
         while i < arguments.count {
             let a = arguments[i]
             if let r = urlPassword(a) { found.append((i, r)) }
-            if optionsEnded { i += 1; continue }
-            if a == Array("--".utf8) { optionsEnded = true; i += 1; continue }
-            var tookNext = false
-            for (names, part) in secretOptions {
-                for name in names.map({ Array($0.utf8) }) {
-                    if a == name, i + 1 < arguments.count {
-                        add(i + 1, 0, part)
-                        if let r = urlPassword(arguments[i + 1]) { found.append((i + 1, r)) }
-                        tookNext = true
-                    } else if name.count > 2, a.count > name.count, Array(a[..<name.count]) == name, a[name.count] == UInt8(ascii: "=") {
-                        add(i, name.count + 1, part)
-                    }
+            i += 1
+            if optionsEnded || a.count < 2 || a[0] != dash { continue }
+            if a == [dash, dash] { optionsEnded = true; continue }
+            if a[1] == dash {
+                // A long option: `--opt=V`, or `--opt V` for one whose value is a secret.
+                if let eq = a.firstIndex(of: equals) {
+                    if let part = partOf(Array(a[..<eq])) { add(i - 1, eq + 1, part) }
+                } else if let part = partOf(a), i < arguments.count {
+                    add(i, 0, part)
+                    i += 1
                 }
+                continue
             }
-            i += tookNext ? 2 : 1
+            // One-letter options: `-u V`, `-u=V`, or a pack (`-qu V`) whose value-taking letters take
+            // the next arguments in turn.
+            if a.count > 2, a[2] == equals {
+                add(i - 1, 3, partOf(Array(a[..<2])))
+                continue
+            }
+            for letter in a.dropFirst() where valueShorts.contains(letter) {
+                guard i < arguments.count else { break }
+                add(i, 0, partOf([dash, letter]))
+                i += 1
+            }
         }
         return found
     }
@@ -250,6 +276,8 @@ extension RawArguments {
             return start < value.count ? start..<value.count : nil
         case .inlineCookies:
             return value.contains(UInt8(ascii: "=")) ? 0..<value.count : nil
+        case .proxyWithoutScheme:
+            return urlPassword(Array("http://".utf8) + value).map { ($0.lowerBound - 7)..<($0.upperBound - 7) }
         }
     }
 

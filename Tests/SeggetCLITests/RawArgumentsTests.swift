@@ -49,6 +49,37 @@ import Testing
         #expect(Self.hidden(["-q", "--", "-u", "a:b", "https://u:pw@h/x"]) == ["-q", "--", "-u", "a:b", "https://u:**@h/x"])
     }
 
+    /// Every form swift-argument-parser reads a one-letter option in: with `=`, and in a pack whose
+    /// value-taking letters take the next arguments in turn; and a proxy given without a scheme.
+    @Test func everyFormOfAnOptionIsHidden() {
+        #expect(Self.hidden(["-u=alice:pw", "-H=Authorization: x", "-b=sid=1"]) == ["-u=alice:**", "-H=Authorization: *", "-b=*****"])
+        #expect(Self.hidden(["-qu", "alice:pw", "URL"]) == ["-qu", "alice:**", "URL"])
+        #expect(Self.hidden(["-nu", "8", "alice:pw", "URL"]) == ["-nu", "8", "alice:**", "URL"])
+        #expect(Self.hidden(["-un", "alice:pw", "8"]) == ["-un", "alice:**", "8"])
+        #expect(Self.hidden(["-kH", "Authorization: Basic x", "-fb", "sid=1"]) == ["-kH", "Authorization: *******", "-fb", "*****"])
+        #expect(Self.hidden(["-qu"]) == ["-qu"])
+        // Another option's value is not read as an option: -o takes "-u".
+        #expect(Self.hidden(["-o", "-u", "x:y"]) == ["-o", "-u", "x:y"])
+        #expect(Self.hidden(["--proxy", "alice:pw@proxy:3128", "--proxy=bob:s@p"]) == ["--proxy", "alice:**@proxy:3128", "--proxy=bob:*@p"])
+        #expect(Self.hidden(["--proxy", "proxy:3128", "--proxy", "socks5h://u:p@h:1"]) == ["--proxy", "proxy:3128", "--proxy", "socks5h://u:*@h:1"])
+    }
+
+    /// `valueShorts` names every one-letter option of every command that takes a value, as their
+    /// help shows them (`-n, --connections <n>`): a new one is read as a flag in a pack until added.
+    @Test func theOneLetterOptionsThatTakeValuesAreKnown() {
+        var seen: Set<UInt8> = []
+        for command in SeggetCommand.configuration.subcommands {
+            for line in command.helpMessage(columns: 200).split(separator: "\n") {
+                let words = line.split(separator: " ")
+                guard let first = words.first, first.count == 3, first.hasPrefix("-"), first.hasSuffix(","),
+                      words.count > 2, words[2].hasPrefix("<") else { continue }
+                seen.insert(first.utf8[first.utf8.index(after: first.utf8.startIndex)])
+            }
+        }
+        #expect(!seen.isEmpty)
+        #expect(seen == RawArguments.valueShorts, "\(String(decoding: seen.sorted(), as: UTF8.self))")
+    }
+
     /// A URL's password is hidden in a download's URL, a mirror, a proxy (both forms) and a header's
     /// value; a user without one, an `@` in the path or query, and the host stay.
     @Test func urlPasswordsAreHidden() {

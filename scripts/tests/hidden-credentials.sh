@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Secrets on segget's command line are out of the process list (`ps`, /proc/PID/cmdline, which every
-# local user can read) while the download uses them: `-u USER:PASSWORD`'s password, a URL's
+# local user can read) while the download uses them: `-u USER:PASSWORD`'s password (also in a pack
+# of one-letter options, `-fu USER:PASSWORD`), a URL's
 # `user:password@`, an `Authorization` header and inline cookies. Against a Python server that
 # answers 401 unless it gets the right credentials and sends its file slowly, so that the running
 # process's command line can be read. The build before this check showed every one of them.
@@ -78,6 +79,7 @@ run() {
 
 run user "-u alice:************ http://127.0.0.1:$PORT/f" -u alice:topsecret-pw "http://127.0.0.1:$PORT/f"
 run user-equals "--user=alice:************ " --user=alice:topsecret-pw "http://127.0.0.1:$PORT/f"
+run pack "-fu alice:************ " -fu alice:topsecret-pw "http://127.0.0.1:$PORT/f"
 run url "http://alice:************@127.0.0.1:$PORT/f" "http://alice:topsecret-pw@127.0.0.1:$PORT/f"
 run header "-H Authorization: ********************** -b ********************" \
     -H "Authorization: Bearer topsecret-token" -b "sid=topsecret-cookie" "http://127.0.0.1:$PORT/bearer"
