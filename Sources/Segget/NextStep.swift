@@ -1,8 +1,8 @@
 /// The advice a failure's message ends with where it depends on how segget runs. On the command line
 /// a download continues when the same command runs again, and options have segget's flags; a
 /// daemon's task continues when its URL is added again (the new task takes the partial download
-/// its journal names: `DownloadQueue.freePath`), its options have aria2's names (those it takes only when it starts are `segget daemon`'s), it always verifies certificates, and the retries
-/// are the daemon's own (aria2's `max-tries` is answered, not set). Messages
+/// its journal names: `DownloadQueue.freePath`), its options have aria2's names (those it takes only when it starts are `segget daemon`'s), it always verifies certificates, and a task's
+/// retries are its `max-tries` (a failed one is added again with a higher one). Messages
 /// interpolate `cli`; the daemon shows them through `forDaemon`, which puts each `daemon` in its
 /// place. Text of one case must not contain another's (`cli` texts are replaced longest first).
 public enum NextStep: CaseIterable, Sendable {
@@ -103,8 +103,8 @@ public enum NextStep: CaseIterable, Sendable {
 
     public var daemon: String {
         switch self {
-        case .resumeLaterOrRaiseRetries: "add the URL again to resume later (the new task continues what this one saved)"
-        case .againOrRaiseRetries: "add the URL again to download it anew later (the server serves no byte ranges, so it starts over from the first byte)"
+        case .resumeLaterOrRaiseRetries: "add the URL again to resume later (the new task continues what this one saved), or with a higher max-tries"
+        case .againOrRaiseRetries: "add the URL again to download it anew later (the server serves no byte ranges, so it starts over from the first byte), or with a higher max-tries"
         case .tryOneConnection: "try split=1 or another server"
         case .resume: "add the URL again to resume (the new task continues what this one saved)."
         case .resumeNothingLost: "add the URL again to resume; the new task continues what this one saved."

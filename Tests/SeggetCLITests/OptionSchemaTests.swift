@@ -78,8 +78,8 @@ import Testing
         #expect(o.retries == 1 && o.retryWait == 0.5 && o.transfer.stallTimeout == 3 && o.transfer.connectTimeout == 4)
         #expect(try Get.parse(["--retries", "1", "--retry-wait", "0.5", "--stall-timeout", "3", "--connect-timeout", "4", Self.url])
             .downloadOptions() == o)
-        let unlimited = DownloadOptions().applying(try FileOptions(fields: [("max-tries", ["0"])]))
-        #expect(unlimited.retries == OptionSchema.unlimitedRetries)
+        let unlimited = DownloadOptions().applying(try FileOptions(fields: [("max-tries", ["0"]), ("retry-wait", ["0"])]))
+        #expect(unlimited.retries == OptionSchema.unlimitedRetries && unlimited.retryWait == 1)
         // Unset, the defaults stay; written back without a fraction where there is none.
         #expect(DownloadOptions().applying(FileOptions()) == DownloadOptions())
         #expect(OptionSchema.timeout.values(try FileOptions(fields: [("timeout", ["20.0"])])) == ["20"])

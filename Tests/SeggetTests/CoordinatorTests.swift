@@ -836,7 +836,7 @@ import Testing
         #expect(failure?.kind == .httpStatus)
         #expect(failure?.message == "bytes 0-4194303 failed 2 times (last: HTTP 503); run the same command to resume later, or raise --retries.")
         // A daemon's task continues when its URL is added again; its retries are the daemon's.
-        #expect(NextStep.forDaemon(failure?.message ?? "") == "bytes 0-4194303 failed 2 times (last: HTTP 503); add the URL again to resume later (the new task continues what this one saved).")
+        #expect(NextStep.forDaemon(failure?.message ?? "") == "bytes 0-4194303 failed 2 times (last: HTTP 503); add the URL again to resume later (the new task continues what this one saved), or with a higher max-tries.")
     }
 
     /// A download whose retries run out after a refused connection or a timeout keeps that cause on

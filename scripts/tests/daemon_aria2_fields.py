@@ -177,8 +177,10 @@ class GoneAfterPart:
         conn, _ = self.sock.accept()
         conn.sendall(part_answer(conn.recv(65536)))
         time.sleep(0.2)
-        conn.close()
+        # The port refuses before the connection ends: a re-dial in between would meet a reset (6),
+        # not the refusal (1) this case compares.
         self.sock.close()
+        conn.close()
 
     def close(self):
         self.sock.close()
@@ -205,6 +207,10 @@ class SilentAfterPart:
             threading.Thread(target=lambda c=conn: c.sendall(part_answer(c.recv(65536), 16_000)), daemon=True).start()
 
     def close(self):
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)  # wakes the thread in accept()
+        except OSError:
+            pass
         self.sock.close()
         for c in self.conns:
             c.close()

@@ -139,6 +139,9 @@ extension DownloadOptions {
         if let v = x.retryWait { o.retryWait = v }
         if let v = x.stallTimeout { o.transfer.stallTimeout = v }
         if let v = x.connectTimeout { o.transfer.connectTimeout = v }
+        // Retries without end never come at once: a refused port or a 503 re-asked without a pause
+        // for ever is what a server's operator blocks.
+        if x.maxTries == 0 { o.retryWait = max(o.retryWait, 1) }
         return o
     }
 }

@@ -13,7 +13,7 @@ extension OptionSchema {
 
     public static let maxTries = OptionSpec(
         key: "max-tries", long: nil, short: nil, valueName: "n",
-        help: "Tries of each range before the download fails: the first and its retries (0: no limit), as in aria2.",
+        help: "Tries of each range before the download fails: the first and its retries (0: no limit, and at least 1 s before a retry), as in aria2.",
         repeatable: false, absent: [.commandLine: retriesCommandLine, .add: retriesAdd],
         apply: { v, o throws(OptionError) in
             guard let n = Int(v), (0...mostTries).contains(n) else {
