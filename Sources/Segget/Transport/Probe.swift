@@ -363,25 +363,17 @@ struct Prober {
         case .peerFailedVerification, .caCertBadFile, .clientCertificateProblem:
             return certificateError(code, url: u, tls: tls, verifyResult: verifyResult, peer: peer)
         case .couldNotResolveHost:
-            var e = SeggetError(.network, "could not resolve the host of \(u); check the URL and your network.", retryAdvice: .once)
-            e.networkCause = .nameNotResolved
-            return e
+            return caused(SeggetError(.network, "could not resolve the host of \(u); check the URL and your network.", retryAdvice: .once), code)
         case .weirdServerReply:
             // libcurl refuses a malformed head (an invalid or folded Content-Length, a bad status line).
             return SeggetError(.protocolViolation, "the answer from \(u) is not valid HTTP (\(code)); the server, or a proxy in between, is broken.", retryAdvice: .never)
         case .couldNotConnect:
-            var e = SeggetError(.network, "could not connect to \(u); check that the server is up and reachable.")
-            e.networkCause = .couldNotConnect
-            return e
+            return caused(SeggetError(.network, "could not connect to \(u); check that the server is up and reachable."), code)
         case .operationTimedOut where !connected && head.byteCount == 0:
             let within = connectTimeout.map { " within \(Format.seconds($0))" } ?? ""
-            var e = SeggetError(.network, "could not connect to \(u)\(within)\(NextStep.allowLongerToConnect.cli)")
-            e.networkCause = .timedOut
-            return e
+            return caused(SeggetError(.network, "could not connect to \(u)\(within)\(NextStep.allowLongerToConnect.cli)"), code)
         case .operationTimedOut:
-            var e = SeggetError(.network, "\(u) timed out; the network or server is too slow or unreachable.")
-            e.networkCause = .timedOut
-            return e
+            return caused(SeggetError(.network, "\(u) timed out; the network or server is too slow or unreachable."), code)
         default:
             let advice = code.isTransient ? "; check the network, or try again later" : ""
             return SeggetError(.network, "the request to \(u) failed: \(code.plainWords ?? code.description)\(advice).", retryAdvice: code.isTransient ? .mayChange : .never)
