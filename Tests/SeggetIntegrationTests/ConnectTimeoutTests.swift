@@ -90,8 +90,10 @@ private final class UnansweredPort {
     }
 
     /// A range's connection that is never made: the retries' last reason names the connection
-    /// timeout, not libcurl's "Timeout was reached".
-    @Test func aRangeWhoseConnectionIsNeverMadeSaysSo() throws {
+    /// timeout, not libcurl's "Timeout was reached", by the name it was set by: the command line's
+    /// flag, or a daemon task's option (its message named a flag the daemon does not have).
+    @Test(arguments: ["--connect-timeout", "the task's connect-timeout"])
+    func aRangeWhoseConnectionIsNeverMadeSaysSo(_ name: String) throws {
         let silent = try UnansweredPort()
         let dir = try TempDir(prefix: "segget-connect-timeout")
         let size: Int64 = 1 << 20
@@ -104,12 +106,13 @@ private final class UnansweredPort {
         settings.retries = 1
         settings.retryWait = 0.05
         settings.transfer.connectTimeout = 0.5
+        settings.connectTimeoutName = name
         let plan = ChunkPlan(totalLength: size, chunkSize: 1 << 20)
         let target = FetchTarget(url: "http://127.0.0.1:\(silent.port)/f", totalLength: size, ranged: true)
         let loop = DownloadLoop()
         let engine = FetchEngine(target: target, settings: settings, data: file, journal: nil, plan: plan, isFinished: { _ in false }, interrupt: InterruptFlag(), driver: loop.driver)
         let error = loop.run([engine])[0]
         let message = (error as? SeggetError)?.message ?? "\(String(describing: error))"
-        #expect(message.contains("(last: could not connect within 0.5 s (--connect-timeout))"), "\(message)")
+        #expect(message.contains("(last: could not connect within 0.5 s (\(name)))"), "\(message)")
     }
 }

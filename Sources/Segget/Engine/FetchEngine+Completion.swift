@@ -44,7 +44,7 @@ extension FetchEngine {
             end = .partial
         } else if code == .operationTimedOut, c.head.byteCount == 0, !handshake.connected {
             // libcurl's one code for every timeout; in a fetch only the connection's has one.
-            end = .transient("could not connect within \(Format.seconds(settings.transfer.connectTimeout)) (--connect-timeout)", cause: .timedOut)
+            end = .transient("could not connect within \(Format.seconds(settings.transfer.connectTimeout)) (\(settings.connectTimeoutName))", cause: .timedOut)
         } else if handshake.alert != nil || handshake.notTLS {
             // A failed receive or handshake is transient, but not one the server (or proxy) ended
             // with an alert about certificates, or answered in plain text: it does so every time.

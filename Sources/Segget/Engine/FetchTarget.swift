@@ -94,6 +94,9 @@ struct FetchSettings {
     var speedLimits: [SharedRateLimit] = []
     var retries = 5
     var retryWait = 1.0
+    /// The name a connect timeout is set by where this download was asked for, for its messages: the
+    /// command line's flag, or a daemon task's option.
+    var connectTimeoutName = "--connect-timeout"
     /// `--timeout`: the loop ends there, and a retry that would wait past it fails at once.
     var deadline: Deadline?
     var maxRetryWait = RetryPolicy.defaultMaxWait
