@@ -1,6 +1,6 @@
 /// The queue-wide settings a client changes while the queue runs (aria2's `changeGlobalOption` of
-/// `max-concurrent-downloads`, `max-overall-download-limit`, `split` and
-/// `max-connection-per-server`), kept in the database's `settings` table so that a restart keeps
+/// `max-concurrent-downloads`, `max-overall-download-limit`, `split`, `max-connection-per-server`,
+/// and the tasks' default `max-tries`, `retry-wait`, `timeout` and `connect-timeout`), kept in the database's `settings` table so that a restart keeps
 /// them, as it keeps the speed schedule (an overall limit set from a front-end came back uncapped
 /// after a reboot; exploratory run 7). The opener decides which to use (`segget daemon`: those its
 /// command line does not give).
@@ -57,6 +57,10 @@ extension DownloadQueue {
         case maxOverallSpeed = "max-overall-download-limit"
         case defaultConnections = "split"
         case maxConnectionsPerServer = "max-connection-per-server"
+        case maxTries = "max-tries"
+        case retryWait = "retry-wait"
+        case timeout = "timeout"
+        case connectTimeout = "connect-timeout"
 
         /// Its value in `s` (0: no overall limit).
         func value(in s: QueueSettings) -> Int64 {
@@ -65,6 +69,10 @@ extension DownloadQueue {
             case .maxOverallSpeed: s.maxOverallSpeed ?? 0
             case .defaultConnections: Int64(s.defaultConnections)
             case .maxConnectionsPerServer: Int64(s.maxConnectionsPerServer)
+            case .maxTries: Int64(s.taskRetries.maxTries)
+            case .retryWait: Int64(s.taskRetries.retryWait)
+            case .timeout: Int64(s.taskRetries.timeout)
+            case .connectTimeout: Int64(s.taskRetries.connectTimeout)
             }
         }
 
@@ -74,6 +82,10 @@ extension DownloadQueue {
             case .maxOverallSpeed: s.maxOverallSpeed = v > 0 ? v : nil
             case .defaultConnections: s.defaultConnections = Int(clamping: v)
             case .maxConnectionsPerServer: s.maxConnectionsPerServer = Int(clamping: v)
+            case .maxTries: s.taskRetries.maxTries = Int(clamping: v)
+            case .retryWait: s.taskRetries.retryWait = Int(clamping: v)
+            case .timeout: s.taskRetries.timeout = Int(clamping: v)
+            case .connectTimeout: s.taskRetries.connectTimeout = Int(clamping: v)
             }
         }
     }

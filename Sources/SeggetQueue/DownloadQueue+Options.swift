@@ -35,7 +35,7 @@ extension DownloadQueue {
                 r.path = options.outputName.map { OutputNames.join(r.directory, $0) }
                 try Self.refuseClaimed(r.path, c.records, except: id)
             }
-            let restarts = c.live[id] != nil && Self.needsRestart(from: r.options, to: options)
+            let restarts = c.live[id] != nil && Self.needsRestart(from: r.options, to: options, settings: c.settings)
             r.options = options
             try c.state.setWant(id, Self.want(options))
             if let live = c.live[id] {
@@ -51,12 +51,29 @@ extension DownloadQueue {
         }
     }
 
-    /// Whether a running download must start again to follow new options: any change but the speed
-    /// cap, which it reads live.
-    static func needsRestart(from old: TaskOptions, to new: TaskOptions) -> Bool {
-        var a = old, b = new
-        a.maxSpeed = nil
-        b.maxSpeed = nil
-        return a != b
+    /// Whether a running download must start again to follow new options: any change of what it
+    /// runs with but the speed cap, which it reads live. An option the task leaves to the daemon and
+    /// the daemon's own value given for it are the same: a front-end that sends back the whole form
+    /// `getOption` filled (split 8, max-tries 6, timeout 20, the user agent, …) changes nothing, where
+    /// it restarted every running task it touched.
+    static func needsRestart(from old: TaskOptions, to new: TaskOptions, settings: QueueSettings) -> Bool {
+        effective(old, settings) != effective(new, settings)
+    }
+
+    /// A task's options as its download runs with them: each one it leaves unset filled with the
+    /// value the daemon gives it (the queue's settings, the engine's user agent; the values `getOption`
+    /// answers), and no speed cap.
+    static func effective(_ o: TaskOptions, _ settings: QueueSettings) -> TaskOptions {
+        let retries = settings.taskRetries.options
+        var e = o
+        e.maxSpeed = nil
+        e.connections = o.connections ?? settings.defaultConnections
+        e.maxConnectionsPerServer = o.maxConnectionsPerServer ?? settings.maxConnectionsPerServer
+        e.userAgent = o.userAgent ?? DownloadOptions().transfer.userAgent
+        e.maxTries = o.maxTries ?? retries.maxTries
+        e.retryWait = o.retryWait ?? retries.retryWait
+        e.stallTimeout = o.stallTimeout ?? retries.stallTimeout
+        e.connectTimeout = o.connectTimeout ?? retries.connectTimeout
+        return e
     }
 }

@@ -267,7 +267,8 @@ extension DownloadQueue {
         own.directory = nil
         own.connections = nil
         own.maxSpeed = nil
-        var applied = o.applying(own)
+        // The queue's tries and time limits, then the task's own where it sets them.
+        var applied = o.applying(settings.taskRetries.options).applying(own)
         // aria2's per-download max-connection-per-server: this download's own connections to its host.
         if let perServer = r.options.maxConnectionsPerServer {
             applied.connections = min(applied.connections, perServer)

@@ -113,6 +113,9 @@ public struct QueueSettings: Sendable, Equatable {
     /// `split`): requests at once to one host (scheme, name, port) across all tasks, through
     /// ``DownloadQueue/hostBudget``. 16 is aria2's highest.
     public var maxConnectionsPerServer = 16
+    /// The tries and time limits of every task that sets none of its own (aria2's `max-tries`,
+    /// `retry-wait`, `timeout`, `connect-timeout`, changed with `changeGlobalOption`).
+    public var taskRetries = TaskRetries()
     public var downloadRoot: String
     public var allowAnyDirectory = false
     /// Seconds between stores of a running task's completed length.
@@ -128,6 +131,30 @@ public struct QueueSettings: Sendable, Equatable {
     public var proxyTLS = TLSFiles()
 
     public init(downloadRoot: String) { self.downloadRoot = downloadRoot }
+}
+
+/// What a task that sets none of aria2's `max-tries`, `retry-wait`, `timeout` and `connect-timeout`
+/// runs with: the engine's defaults until a client changes them for the whole queue
+/// (`changeGlobalOption`, stored in the database). Whole seconds, as aria2 takes them globally. A
+/// task's own value wins; a change reaches a running task at its next start.
+public struct TaskRetries: Sendable, Equatable {
+    /// Tries of each range, the first included; 0: no limit (``OptionSchema/unlimitedRetries``).
+    public var maxTries = DownloadOptions().retries + 1
+    public var retryWait = Int(DownloadOptions().retryWait.rounded())
+    public var timeout = Int(DownloadOptions().transfer.stallTimeout.rounded())
+    public var connectTimeout = Int(DownloadOptions().transfer.connectTimeout.rounded())
+
+    public init() {}
+
+    /// The four as a task's own options would give them.
+    public var options: FileOptions {
+        var o = FileOptions()
+        o.maxTries = maxTries
+        o.retryWait = Double(retryWait)
+        o.stallTimeout = Double(timeout)
+        o.connectTimeout = Double(connectTimeout)
+        return o
+    }
 }
 
 /// Counts for aria2's `getGlobalStat`.

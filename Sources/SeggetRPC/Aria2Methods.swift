@@ -262,6 +262,9 @@ public struct Aria2Methods: RPCMethodHandler {
             case "max-connection-per-server":
                 // Separate from split, as in aria2; see QueueSettings.maxConnectionsPerServer.
                 s.maxConnectionsPerServer = try Aria2TaskOptions.perServer(value, key)
+            case OptionSchema.maxTries.key, OptionSchema.retryWait.key, OptionSchema.timeout.key,
+                OptionSchema.connectTimeout.key:
+                try Aria2TaskOptions.taskRetry(key, value, into: &s.taskRetries)
             case "speed-schedule":
                 guard case .string(let text) = value else {
                     throw .invalidParams("option speed-schedule must be a string such as 08:00-18:00=2M,18:00-08:00=0.")

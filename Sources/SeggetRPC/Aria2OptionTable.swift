@@ -302,11 +302,12 @@ public enum Aria2OptionTable {
         // segget has no default per-download cap.
         case OptionSchema.maxSpeed.key: return "0"
         case OptionSchema.userAgent.key: return DownloadOptions().transfer.userAgent
-        // segget's own defaults for a task that sets none (aria2's are 5 tries, 0 s, 60 s and 60 s).
-        case OptionSchema.maxTries.key: return String(DownloadOptions().retries + 1)
-        case OptionSchema.retryWait.key: return String(Int(DownloadOptions().retryWait.rounded()))
-        case OptionSchema.timeout.key: return String(Int(DownloadOptions().transfer.stallTimeout.rounded()))
-        case OptionSchema.connectTimeout.key: return String(Int(DownloadOptions().transfer.connectTimeout.rounded()))
+        // The queue's, for a task that sets none: segget's defaults (aria2's are 5 tries, 0 s, 60 s
+        // and 60 s) until changeGlobalOption changes them.
+        case OptionSchema.maxTries.key: return String(s.taskRetries.maxTries)
+        case OptionSchema.retryWait.key: return String(s.taskRetries.retryWait)
+        case OptionSchema.timeout.key: return String(s.taskRetries.timeout)
+        case OptionSchema.connectTimeout.key: return String(s.taskRetries.connectTimeout)
         default: return nil
         }
     }

@@ -120,6 +120,22 @@ public struct Aria2TaskOptions: Sendable, Equatable {
         return o.maxConnectionsPerServer ?? 16
     }
 
+    /// A queue-wide `max-tries`, `retry-wait`, `timeout` or `connect-timeout` (the default of every
+    /// task that sets none): read as a download's, in whole seconds, as aria2 takes them.
+    static func taskRetry(_ key: String, _ raw: JSON, into r: inout TaskRetries) throws(RPCError) {
+        guard let spec = OptionSchema.spec(key) else { return }
+        var o = FileOptions()
+        try apply(spec, raw, to: &o)
+        if let n = o.maxTries { r.maxTries = n }
+        for (seconds, path) in [(o.retryWait, \TaskRetries.retryWait), (o.stallTimeout, \.timeout), (o.connectTimeout, \.connectTimeout)] {
+            guard let seconds else { continue }
+            guard seconds == seconds.rounded() else {
+                throw .invalidParams("option \(key): '\(OptionSchema.secondsText(seconds))' is not a whole number of seconds; the queue-wide value is whole seconds, as in aria2 (a task's own may have a fraction).")
+            }
+            r[keyPath: path] = Int(seconds)
+        }
+    }
+
     static func bool(_ raw: JSON, _ key: String) throws(RPCError) -> Bool {
         switch raw {
         case .bool(let b): return b

@@ -138,6 +138,8 @@ struct Add: ParsableCommand {
     @Option(help: OptionSchema.checksum.argumentHelp, transform: OptionSchema.checksum.argument)
     var checksum: [String] = []
 
+    @OptionGroup(title: "Retries and time limits (the daemon's defaults where not given)") var retries: AddRetryOptions
+
     @Flag(help: "Add the tasks paused.")
     var paused = false
 
@@ -163,6 +165,7 @@ struct Add: ParsableCommand {
         if let n = o.connections { o.maxConnectionsPerServer = min(n, 16) }
         try o.set(OptionSchema.maxSpeed, maxSpeed)
         try o.set(OptionSchema.checksum, checksum)
+        try retries.set(&o)
         return o
     }
 
@@ -353,5 +356,36 @@ struct List: ParsableCommand {
     static func pad(_ s: String, _ width: Int, right: Bool = false) -> String {
         let fill = String(repeating: " ", count: max(0, width - s.count))
         return right ? fill + s : s + fill
+    }
+}
+
+/// `segget add`'s `--max-tries`, `--retry-wait`, `--timeout` and `--connect-timeout`: aria2's per-task
+/// options, sent with the task (the download command's own flags set them for a whole run).
+struct AddRetryOptions: ParsableArguments {
+    @Option(
+        name: .customLong(OptionSchema.maxTries.longName), help: OptionSchema.maxTries.argumentHelp,
+        transform: OptionSchema.maxTries.argument)
+    var maxTries: String?
+
+    @Option(
+        name: .customLong(OptionSchema.retryWait.longName), help: OptionSchema.retryWait.argumentHelp,
+        transform: OptionSchema.retryWait.argument)
+    var retryWait: String?
+
+    @Option(
+        name: .customLong(OptionSchema.timeout.longName), help: OptionSchema.timeout.argumentHelp,
+        transform: OptionSchema.timeout.argument)
+    var timeout: String?
+
+    @Option(
+        name: .customLong(OptionSchema.connectTimeout.longName), help: OptionSchema.connectTimeout.argumentHelp,
+        transform: OptionSchema.connectTimeout.argument)
+    var connectTimeout: String?
+
+    func set(_ o: inout FileOptions) throws {
+        try o.set(OptionSchema.maxTries, maxTries)
+        try o.set(OptionSchema.retryWait, retryWait)
+        try o.set(OptionSchema.timeout, timeout)
+        try o.set(OptionSchema.connectTimeout, connectTimeout)
     }
 }

@@ -26,7 +26,7 @@ import Testing
         "split": ("4", "0"),
         "max-download-limit": ("2M", "100"),
         "max-connection-per-server": ("4", "17"),
-        "max-tries": ("2", "-1"),
+        "max-tries": ("2", "1000001"),
         "retry-wait": ("2.5", "601"),
         "timeout": ("2", "0"),
         "connect-timeout": ("3", "ten"),

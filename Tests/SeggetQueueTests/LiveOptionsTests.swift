@@ -91,18 +91,53 @@ import Testing
         await queue.shutdown()
     }
 
+    static let settings = QueueSettings(downloadRoot: "/srv")
+
+    /// An option left to the daemon and the daemon's value for it given explicitly are the same
+    /// download: no restart. A different value is a change; so is a task's own value where the queue's
+    /// default moved.
+    @Test func theDaemonsOwnValueGivenIsNoChange() {
+        var s = Self.settings
+        s.defaultConnections = 5
+        s.taskRetries.timeout = 33
+        let unset = TaskOptions(outputName: "x")
+        var given = unset
+        given.connections = 5
+        given.maxConnectionsPerServer = 16
+        given.maxTries = 6
+        given.retryWait = 1
+        given.stallTimeout = 33
+        given.connectTimeout = 15
+        given.userAgent = DownloadOptions().transfer.userAgent
+        #expect(!DownloadQueue.needsRestart(from: unset, to: given, settings: s))
+        #expect(!DownloadQueue.needsRestart(from: given, to: unset, settings: s))
+        for change in [\TaskOptions.stallTimeout, \.connectTimeout, \.retryWait] {
+            var other = given
+            other[keyPath: change] = 7
+            #expect(DownloadQueue.needsRestart(from: unset, to: other, settings: s))
+        }
+        var fewer = given
+        fewer.connections = 4
+        #expect(DownloadQueue.needsRestart(from: unset, to: fewer, settings: s))
+        var noLimit = given
+        noLimit.maxTries = 0
+        #expect(DownloadQueue.needsRestart(from: unset, to: noLimit, settings: s))
+        s.taskRetries.timeout = 20
+        #expect(DownloadQueue.needsRestart(from: unset, to: given, settings: s))
+    }
+
     /// A change of nothing but the speed cap, or no change at all, does not restart the download.
     @Test func anUnchangedOrSpeedOnlyChangeDoesNotRestart() {
         var a = TaskOptions(outputName: "x", headers: ["A: 1"], connections: 4)
         var b = a
-        #expect(!DownloadQueue.needsRestart(from: a, to: b))
+        #expect(!DownloadQueue.needsRestart(from: a, to: b, settings: Self.settings))
         b.maxSpeed = 1000
-        #expect(!DownloadQueue.needsRestart(from: a, to: b))
+        #expect(!DownloadQueue.needsRestart(from: a, to: b, settings: Self.settings))
         b.connections = 8
-        #expect(DownloadQueue.needsRestart(from: a, to: b))
+        #expect(DownloadQueue.needsRestart(from: a, to: b, settings: Self.settings))
         a.maxSpeed = 5
         b = a
         b.headers = []
-        #expect(DownloadQueue.needsRestart(from: a, to: b))
+        #expect(DownloadQueue.needsRestart(from: a, to: b, settings: Self.settings))
     }
 }

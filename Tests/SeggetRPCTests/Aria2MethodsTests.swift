@@ -281,6 +281,35 @@ final class MethodsFixture {
             f.errorCode("aria2.changeGlobalOption", [.object([("max-concurrent-downloads", .string("0"))])]) == 1)
     }
 
+    /// The tasks' default tries and time limits (aria2's global max-tries, retry-wait, timeout,
+    /// connect-timeout): changed, answered by getGlobalOption and by getOption of a task that sets
+    /// none, not by one that sets its own, stored for the next start, and refused out of range or with
+    /// a fraction. Before, changeGlobalOption answered OK and changed nothing while getGlobalOption
+    /// went on answering the defaults.
+    @Test func taskRetryDefaultsAreChangedAndAnswered() throws {
+        let f = try MethodsFixture()
+        let own = f.add("own.bin")
+        #expect(f.ok("aria2.changeOption", [.string(own), .object([("timeout", .string("9"))])]) == .string("OK"))
+        let plain = f.add("plain.bin")
+        let changes: [(String, String)] = [("max-tries", "2"), ("retry-wait", "3"), ("timeout", "4"), ("connect-timeout", "5")]
+        #expect(f.ok("aria2.changeGlobalOption", [.object(changes.map { ($0.0, JSON.string($0.1)) })]) == .string("OK"))
+        let global = f.ok("aria2.getGlobalOption")
+        let plainOptions = f.ok("aria2.getOption", [.string(plain)])
+        for (key, value) in changes {
+            #expect(global[key] == .string(value), "\(key)")
+            #expect(plainOptions[key] == .string(value), "\(key)")
+        }
+        #expect(f.ok("aria2.getOption", [.string(own)])["timeout"] == .string("9"))
+        #expect(f.queue.settings.taskRetries.options.stallTimeout == 4)
+        #expect(f.queue.storedGlobals().values[.connectTimeout] == 5)
+        #expect(f.ok("aria2.changeGlobalOption", [.object([("max-tries", .string("0"))])]) == .string("OK"))
+        #expect(f.queue.settings.taskRetries.maxTries == 0)
+        for (key, bad) in [("timeout", "0"), ("timeout", "2.5"), ("retry-wait", "601"), ("max-tries", "-1"), ("connect-timeout", "x")] {
+            #expect(f.errorCode("aria2.changeGlobalOption", [.object([(key, .string(bad))])]) == 1, "\(key) \(bad)")
+        }
+        #expect(f.ok("aria2.getGlobalOption")["timeout"] == .string("4"))
+    }
+
     /// segget's speed-schedule: read, changed, refused when bad, and the limit in force follows it
     /// (a whole-day window, so that the clock does not matter); the hosts' cap follows
     /// max-connection-per-server.

@@ -1,8 +1,8 @@
 import Glibc
-import SeggetQueue
 import Segget
 import Testing
 
+@testable import SeggetQueue
 @testable import SeggetRPC
 
 /// A fresh directory under /tmp; the caller removes it with `removeTree`.
@@ -48,6 +48,45 @@ func removeTree(_ path: String) {
         } catch {
             return error.code
         }
+    }
+
+    /// What getOption answers for a task, sent back whole with changeOption (a front-end's option
+    /// form, aria2p's options), is no change to what its download runs with, so a running task is not
+    /// restarted; whatever the task set itself and whatever the queue's defaults are. Before, the
+    /// values getOption fills in for options a task leaves to the daemon (split, max-tries, timeout,
+    /// the user agent, …) restarted it. (The directory, answered resolved, is the queue's own check:
+    /// LiveOptionsTests.)
+    @Test(arguments: 0..<4) func getOptionsAnswerSentBackIsNoChange(_ variant: Int) throws {
+        var settings = QueueSettings(downloadRoot: "/tmp")
+        var task = TaskOptions(outputName: "f.bin")
+        if variant >= 1 {
+            settings.defaultConnections = 3
+            settings.maxConnectionsPerServer = 4
+            settings.taskRetries.maxTries = 0
+            settings.taskRetries.timeout = 45
+        }
+        if variant >= 2 {
+            task.headers = ["X-A: 1", "X-B: 2"]
+            task.referer = "https://example.com/"
+            task.maxSpeed = 5000
+            task.checksums = [try ExpectedDigest(parsing: "md5=" + String(repeating: "ab", count: 16))]
+        }
+        if variant == 3 {
+            task.connections = 12
+            task.maxTries = 2
+            task.retryWait = 2.5
+            task.stallTimeout = 7
+            task.connectTimeout = 3
+            task.userAgent = "agent/1"
+        }
+        guard case .object(let members) = Aria2OptionTable.download(.init(options: task, directory: "/tmp"), .init(settings: settings))
+        else { Issue.record("getOption answered no object"); return }
+        let back = try Aria2TaskOptions.parse(.object(members.filter { $0.0 != "dir" }), onto: task, policy: policy)
+        #expect(!DownloadQueue.needsRestart(from: task, to: back.options, settings: settings), "\(back.options)")
+        // The check can fail: one value changed in the same form is a restart.
+        let changed = try Aria2TaskOptions.parse(
+            .object(members.filter { $0.0 != "dir" && $0.0 != "timeout" } + [("timeout", .string("599"))]), onto: task, policy: policy)
+        #expect(DownloadQueue.needsRestart(from: task, to: changed.options, settings: settings))
     }
 
     @Test func emptyAndNullGiveDefaults() throws {

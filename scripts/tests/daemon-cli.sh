@@ -103,6 +103,18 @@ set -e
 wait_status "$g3" active
 wait_status "$g4" active
 "$SEGGET_BIN" rm "$g4"
+# aria2's per-task tries and time limits given to add reach the task, as getOption answers them.
+g5="$("$SEGGET_BIN" add "$BASE/a.bin?tries" --paused --max-tries 2 --retry-wait 0 --timeout 3 --connect-timeout 4)"
+opts="$(python3 - "$SEGGET_RPC_PORT" "$(cat "$WORK/state/segget/rpc-secret")" "$g5" <<'PY'
+import json, sys, urllib.request
+port, token, gid = sys.argv[1:]
+body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "aria2.getOption", "params": ["token:" + token.strip(), gid]}).encode()
+r = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/jsonrpc", body))["result"]
+print(" ".join(f"{k}={r[k]}" for k in ("max-tries", "retry-wait", "timeout", "connect-timeout")))
+PY
+)"
+[ "$opts" = "max-tries=2 retry-wait=0 timeout=3 connect-timeout=4" ] || fail "segget add's retry options reached the task as: $opts"
+"$SEGGET_BIN" rm "$g5"
 # A list with a URL the daemon refuses adds none of it.
 set +e
 "$SEGGET_BIN" add "$BASE/a.bin?never" ftp://example.invalid/x 2>"$WORK/add-bad.err" >"$WORK/add-bad.out"
@@ -125,4 +137,4 @@ set -e
 DAEMON_PID=""
 [ "$rc" -eq 0 ] || fail "the daemon exited $rc on SIGTERM"
 grep -q "stopped" "$WORK/daemon.err" || fail "the daemon did not report a clean stop"
-echo "daemon-cli: OK: with the daemon's own token file, no secret given: add (-o, -d, -H, -n, --paused; a list with a bad URL adds nothing), ls (table, --json), pause, resume (several GIDs, one unknown), rm, exit 3 without a daemon, exit 2 on a wrong secret, --rpc-listen-all refused with --rpc-insecure-no-secret, clean SIGTERM"
+echo "daemon-cli: OK: with the daemon's own token file, no secret given: add (-o, -d, -H, -n, --paused, --max-tries and the time limits; a list with a bad URL adds nothing), ls (table, --json), pause, resume (several GIDs, one unknown), rm, exit 3 without a daemon, exit 2 on a wrong secret, --rpc-listen-all refused with --rpc-insecure-no-secret, clean SIGTERM"

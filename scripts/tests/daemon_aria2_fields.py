@@ -1,7 +1,8 @@
 """aria2c and `segget daemon` side by side, field by field: the same HTTP downloads driven through the
 same states (paused before it starts, active, paused, removed, error, complete; errors from a 404,
-a 401 and a 403, and two failures mid-download within the task's max-tries and timeout: a server
-that went away, whose port then refuses, and one that goes silent) on each, and their answers compared. For every state: the same keys in tellStatus (numSeeders and seeder absent, bitfield
+a 401 and a 403, and failures mid-download within the task's max-tries and timeout: a server
+that went away, whose port then refuses, and one that goes silent, also with those limits set for the
+whole queue by changeGlobalOption) on each, and their answers compared. For every state: the same keys in tellStatus (numSeeders and seeder absent, bitfield
 present once the length is known, errorCode and errorMessage only once stopped), every value of the
 same JSON type, the same first URI status and errorCode. getGlobalOption and getOption: the same key
 sets, "true"/"false" wherever aria2 answers a boolean, a number wherever aria2 answers a number.
@@ -121,6 +122,20 @@ def states(d, base, status_base):
     out["silent seconds"] = time.monotonic() - started
     out["silent options"] = d.call("aria2.getOption", failing)
     silent.close()
+    # The same, with the limits set for the whole queue (changeGlobalOption) and none on the task:
+    # a task added after takes them, in aria2c as in segget (segget answered OK and kept its own).
+    limits = ("max-tries", "retry-wait", "timeout")
+    before = d.call("aria2.getGlobalOption")
+    d.call("aria2.changeGlobalOption", {k: fast[k] for k in limits})
+    silent = SilentAfterPart()
+    # (A name of its own: the first silent task's partial file is not this server's to continue.)
+    failing = d.call("aria2.addUri", [silent.url], {"split": "1", "out": "silent-queue.bin"})
+    started = time.monotonic()
+    out["error mid-download, silent, the queue's limits"] = wait_for(
+        lambda: (s := d.status(failing))["status"] == "error" and s, 40)
+    out["silent seconds, queue limits"] = time.monotonic() - started
+    silent.close()
+    d.call("aria2.changeGlobalOption", {k: before[k] for k in limits})
     small = d.call("aria2.addUri", [base + "/small.bin"])
     out["complete"] = wait_for(lambda: (s := d.status(small))["status"] == "complete" and s, 30)
     out["getGlobalOption"] = d.call("aria2.getGlobalOption")
@@ -334,7 +349,7 @@ def main():
     statuses.shutdown()
     for state in ("paused before start", "active", "paused", "removed", "error", "complete",
                   *(f"error {code}" for code in STATUSES), "error mid-download, refused",
-                  "error mid-download, silent"):
+                  "error mid-download, silent", "error mid-download, silent, the queue's limits"):
         compare_status(state, A[state], S[state])
     check("removed: segget's errorMessage is aria2c's", A["removed"] and S["removed"]
           and A["removed"].get("errorMessage") == S["removed"].get("errorMessage"))
@@ -344,6 +359,9 @@ def main():
           str({k: S["silent options"].get(k) for k in ("max-tries", "timeout", "retry-wait")}))
     check("silent: segget's task failed within its own limits (under 20 s)", S["silent seconds"] < 20,
           f"{S['silent seconds']:.1f} s (aria2c {A['silent seconds']:.1f} s)")
+    check("silent: with the queue's limits, segget's task failed within them (under 20 s)",
+          S["silent seconds, queue limits"] < 20,
+          f"{S['silent seconds, queue limits']:.1f} s (aria2c {A['silent seconds, queue limits']:.1f} s)")
     compare_options("getGlobalOption", A["getGlobalOption"], S["getGlobalOption"])
     compare_options("getOption", A["getOption"], S["getOption"])
     for query, answer in A["GET"].items():

@@ -1,10 +1,10 @@
 /// aria2's options for a download's retries and time limits, which front-ends (AriaNg, webui-aria2)
 /// set per task: before, the daemon took them and kept its own (5 retries, 20 s), so a task meant to
 /// give up after two tries of 2 s each ran for minutes. The download command has its own flags for
-/// the whole run (`--retries`, `--retry-wait`, `--stall-timeout`, `--connect-timeout`).
+/// the whole run (`--retries`, `--retry-wait`, `--stall-timeout`, `--connect-timeout`); `segget add`
+/// takes them by aria2's names and sends them with the task.
 extension OptionSchema {
     static let retriesCommandLine = "the download command's --retries, --retry-wait, --stall-timeout and --connect-timeout set them for the whole run."
-    static let retriesAdd = "segget add leaves them to the daemon's defaults; a front-end sets them with addUri or changeOption."
 
     /// The largest `max-tries` taken (a bound, not a wish: 0 is aria2's "no limit").
     static let mostTries = 1_000_000
@@ -12,9 +12,9 @@ extension OptionSchema {
     public static let unlimitedRetries = 1_000_000
 
     public static let maxTries = OptionSpec(
-        key: "max-tries", long: nil, short: nil, valueName: "n",
+        key: "max-tries", long: "max-tries", short: nil, valueName: "n",
         help: "Tries of each range before the download fails: the first and its retries (0: no limit, and at least 1 s before a retry), as in aria2.",
-        repeatable: false, absent: [.commandLine: retriesCommandLine, .add: retriesAdd],
+        repeatable: false, absent: [.commandLine: retriesCommandLine],
         apply: { v, o throws(OptionError) in
             guard let n = Int(v), (0...mostTries).contains(n) else {
                 throw OptionError(
@@ -39,8 +39,8 @@ extension OptionSchema {
         _ key: String, _ path: WritableKeyPath<FileOptions, Double?> & Sendable, range: ClosedRange<Double>, help: String
     ) -> OptionSpec {
         OptionSpec(
-            key: key, long: nil, short: nil, valueName: "seconds", help: help, repeatable: false,
-            absent: [.commandLine: retriesCommandLine, .add: retriesAdd],
+            key: key, long: key, short: nil, valueName: "seconds", help: help, repeatable: false,
+            absent: [.commandLine: retriesCommandLine],
             apply: { v, o throws(OptionError) in
                 guard let s = Double(v), s.isFinite, range.contains(s) else {
                     throw OptionError(
@@ -52,7 +52,7 @@ extension OptionSchema {
     }
 
     /// `20` for 20 s, `2.5` for 2.5 s.
-    static func secondsText(_ s: Double) -> String {
+    public static func secondsText(_ s: Double) -> String {
         s == s.rounded() && abs(s) < 1e15 ? String(Int(s)) : String(s)
     }
 }
