@@ -901,6 +901,31 @@ import Testing
         #expect(s.c.isComplete && completed(s) == 8 * MiB && s.c.receivedBytes == 8 * MiB - 500_000)
     }
 
+    /// Each connection's shown rate is what it receives now: within its first second (it read 0
+    /// until a transfer was 1.5 s old, so a connection on short requests showed 0 for most of a fast
+    /// download), and falling to 0 once it receives nothing. The connections' rates add up to the
+    /// download's.
+    @Test func shownRatesAreEachConnectionsRateNow() {
+        let MiB = Double(Self.MiB)
+        var s = Script(size: 64 * Self.MiB, connections: 2)
+        s.rates = [0: 8 * MiB, 1: 2 * MiB]
+        s.begin()
+        func shown(_ s: Script) -> [Double] { s.c.progress(now: s.now, elapsed: s.now).connections.map(\.bytesPerSecond) }
+        s.run(until: 0.6)
+        var r = shown(s)
+        #expect(abs(r[0] - 8 * MiB) < 2 * MiB && abs(r[1] - 2 * MiB) < 0.5 * MiB, "\(r)")
+        s.run(until: 2.5)
+        let total = s.c.progress(now: s.now, elapsed: s.now).bytesPerSecond
+        #expect(abs(shown(s).reduce(0, +) - total) < 0.1 * total, "\(shown(s)) against \(total)")
+        // Connection 0 receives nothing more (its server went silent): its rate falls to 0.
+        s.rates[0] = 0
+        s.run(until: 3.5)
+        r = shown(s)
+        #expect(r[0] < 0.6 * 8 * MiB && abs(r[1] - 2 * MiB) < 0.5 * MiB, "\(r)")
+        s.run(until: 4.8)
+        #expect(shown(s)[0] == 0, "\(shown(s))")
+    }
+
     /// Each connection's remaining bytes are those of the run it holds, also before its request
     /// goes out (they once counted from byte 0: 2, 4, 6 and 8 MiB for four runs of 2 MiB), and
     /// shrink as it receives.

@@ -40,6 +40,13 @@ struct Connection {
     var samples: [(Double, Int64)] = []
     /// `held(at:)` at the time of each sample in `samples`.
     var heldSamples: [Double] = []
+    /// Bytes this connection received in the whole download, and (time, that count) taken every
+    /// progress tick whatever its state: the rate progress shows (`shownRate`). Apart from `samples`,
+    /// which the rules judge and which start again with every request and stop while it is idle:
+    /// shown from those, a connection on 1 MiB chunks read 0 for most of a fast download (a rate
+    /// needs 1.5 s of one transfer) and an idle one kept the rate of its last transfer.
+    var bytesReceived: Int64 = 0
+    var shownSamples: [(Double, Int64)] = []
     /// When the current request went out, and `held(at:)` then and at `transferStartedAt`.
     var requestStartedAt = 0.0
     var heldAtRequest = 0.0
@@ -138,6 +145,19 @@ struct Connection {
             samples.removeFirst(samples.count - Self.maxSamples)
             heldSamples.removeFirst(heldSamples.count - Self.maxSamples)
         }
+    }
+
+    /// The rate progress reports show: over the last `window` seconds up to the newest tick, from a
+    /// fifth of a second of ticks on; 0 before.
+    func shownRate(window: Double) -> Double {
+        guard let last = shownSamples.last else { return 0 }
+        return sampledRate(shownSamples, endingAt: last.0, window: window, minSpan: 0.2) ?? 0
+    }
+
+    /// Keeps a progress tick's sample of `bytesReceived` (3 s of them at the 0.25 s tick).
+    mutating func sampleShown(now: Double) {
+        shownSamples.append((now, bytesReceived))
+        if shownSamples.count > 13 { shownSamples.removeFirst(shownSamples.count - 13) }
     }
 
     /// Prepares a request for `bytes` at `now`: a new transfer unless `continuing` (the rest after a

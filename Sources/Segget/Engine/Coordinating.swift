@@ -204,6 +204,7 @@ extension Coordinating {
     mutating func advance(_ id: Int, by count: Int, now: Double) -> Bool {
         connections[id].pos += Int64(count)
         connections[id].transferBytes += Int64(count)
+        connections[id].bytesReceived += Int64(count)
         connections[id].lastByteAt = now
         receivedBytes += Int64(count)
         return connections[id].pos == connections[id].chunkEnd
@@ -356,6 +357,7 @@ extension Coordinating {
     /// A progress tick: rate samples, the stall timeout, then what else the mode decides then.
     mutating func tick(now: Double) -> [Command] {
         for id in connections.indices where connections[id].machine.isTransferring { connections[id].sample(now: now) }
+        for id in connections.indices { connections[id].sampleShown(now: now) }
         rateSamples.append((now, receivedBytes))
         if rateSamples.count > 20 { rateSamples.removeFirst() }
         return dropStalledConnections(now: now) + periodicDecisions(now: now)

@@ -36,7 +36,7 @@ extension Coordinator {
             else if isRacing(c.id) { state = .racing }
             else { state = .receiving }
             conns.append(ConnectionProgress(
-                id: c.id, state: state, bytesPerSecond: self.rate(c, now: now, window: 2) ?? 0,
+                id: c.id, state: state, bytesPerSecond: c.shownRate(window: 2),
                 remainingBytes: remaining(of: c.id), source: config.sources.indices.contains(c.source) ? config.sources[c.source].url : nil,
                 starting: c.machine.isStarting))
         }
