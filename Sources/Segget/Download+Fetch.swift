@@ -271,7 +271,7 @@ extension Download {
         settings.speedLimits = [options.sharedSpeedLimit, options.ownSpeedLimit].compactMap { $0 }
         settings.retries = options.retries
         settings.retryWait = options.retryWait
-        settings.connectTimeoutName = options.ofDaemon ? "the task's connect-timeout" : "--connect-timeout"
+        settings.connectTimeoutName = options.ofDaemon ? "connect-timeout" : "--connect-timeout"
         settings.deadline = deadline
         settings.maxRetryWait = options.maxRetryWait
         settings.maxSpeed = options.maxSpeed

@@ -35,7 +35,9 @@ extension DownloadQueue {
                 r.path = options.outputName.map { OutputNames.join(r.directory, $0) }
                 try Self.refuseClaimed(r.path, c.records, except: id)
             }
-            let restarts = c.live[id] != nil && Self.needsRestart(from: r.options, to: options, settings: c.settings)
+            // Against what the download started with: a queue-wide default changed since has not
+            // reached it, so the same value now given as the task's own is a change.
+            let restarts = c.live[id].map { Self.effective(options, c.settings) != $0.runsWith } ?? false
             r.options = options
             try c.state.setWant(id, Self.want(options))
             if let live = c.live[id] {
@@ -51,8 +53,8 @@ extension DownloadQueue {
         }
     }
 
-    /// Whether a running download must start again to follow new options: any change of what it
-    /// runs with but the speed cap, which it reads live. An option the task leaves to the daemon and
+    /// Whether a download started with `old` under `settings` must start again to follow `new`: any
+    /// change of what it runs with but the speed cap, which it reads live. An option the task leaves to the daemon and
     /// the daemon's own value given for it are the same: a front-end that sends back the whole form
     /// `getOption` filled (split 8, max-tries 6, timeout 20, the user agent, …) changes nothing, where
     /// it restarted every running task it touched.

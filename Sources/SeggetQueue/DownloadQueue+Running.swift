@@ -236,7 +236,7 @@ extension DownloadQueue {
     /// while it runs (without it, the grant's speed is a fixed `maxSpeed`). From `settings`, the daemon's
     /// `--ca-certificate` and `--certificate` and their proxy twins (``QueueSettings/tls``,
     /// ``QueueSettings/proxyTLS``).
-    private func downloadOptions(
+    func downloadOptions(
         _ r: TaskRecord, settings: QueueSettings, grant: QueueState.Grant?, live: Live? = nil
     ) -> DownloadOptions {
         var o = DownloadOptions()
@@ -267,8 +267,14 @@ extension DownloadQueue {
         own.directory = nil
         own.connections = nil
         own.maxSpeed = nil
-        // The queue's tries and time limits, then the task's own where it sets them.
-        var applied = o.applying(settings.taskRetries.options).applying(own)
+        // The queue's tries and time limits where the task sets none, laid on in one go: the wait
+        // that a retry without end takes at least 1 s is judged on the values the download gets.
+        let queue = settings.taskRetries.options
+        own.maxTries = own.maxTries ?? queue.maxTries
+        own.retryWait = own.retryWait ?? queue.retryWait
+        own.stallTimeout = own.stallTimeout ?? queue.stallTimeout
+        own.connectTimeout = own.connectTimeout ?? queue.connectTimeout
+        var applied = o.applying(own)
         // aria2's per-download max-connection-per-server: this download's own connections to its host.
         if let perServer = r.options.maxConnectionsPerServer {
             applied.connections = min(applied.connections, perServer)

@@ -48,6 +48,10 @@ public final class DownloadQueue: Sendable {
         let ownShare = ConnectionShare(1)
         /// Its share of the overall limit, the last time it was shared out (see `SpeedShares`).
         var speedShare: Int64?
+        /// The options its download started with, each one the task leaves unset filled with the
+        /// queue's value then (``DownloadQueue/effective(_:_:)``): what `changeOption` compares with,
+        /// since a later `changeGlobalOption` does not reach a download already running.
+        var runsWith: TaskOptions
     }
 
     struct Core {
@@ -351,7 +355,8 @@ public final class DownloadQueue: Sendable {
         for action in actions {
             switch action {
             case .start(let id, let grant):
-                let live = Live(grant: grant)
+                let options = c.records[id].map { Self.effective($0.options, c.settings) } ?? TaskOptions()
+                let live = Live(grant: grant, runsWith: options)
                 live.ownSpeed.bytesPerSecond = grant.speed
                 live.ownShare.count = grant.connections
                 c.live[id] = live

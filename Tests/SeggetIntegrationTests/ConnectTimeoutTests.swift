@@ -92,7 +92,7 @@ private final class UnansweredPort {
     /// A range's connection that is never made: the retries' last reason names the connection
     /// timeout, not libcurl's "Timeout was reached", by the name it was set by: the command line's
     /// flag, or a daemon task's option (its message named a flag the daemon does not have).
-    @Test(arguments: ["--connect-timeout", "the task's connect-timeout"])
+    @Test(arguments: ["--connect-timeout", "connect-timeout"])
     func aRangeWhoseConnectionIsNeverMadeSaysSo(_ name: String) throws {
         let silent = try UnansweredPort()
         let dir = try TempDir(prefix: "segget-connect-timeout")

@@ -93,6 +93,62 @@ import Testing
 
     static let settings = QueueSettings(downloadRoot: "/srv")
 
+    /// The queue's tries and time limits (`changeGlobalOption`) reach a task that sets none, and a
+    /// task's own win, laid on in one go: a queue without a limit on tries and with no wait, under a
+    /// task of 3 tries, waits 0 s (the 1 s floor of a retry without end is the download's, not a
+    /// layer's), and without the task's own the floor holds.
+    @Test func theQueuesTriesAndLimitsReachTasksThatSetNone() async throws {
+        let dir = try QueueTempDir()
+        var settings = QueueSettings(downloadRoot: dir.path("root"))
+        settings.taskRetries.maxTries = 0
+        settings.taskRetries.retryWait = 0
+        settings.taskRetries.timeout = 5
+        let queue = try DownloadQueue(databasePath: dir.path("q.sqlite"), settings: settings)
+        func options(_ o: TaskOptions) -> DownloadOptions {
+            let r = TaskRecord(
+                id: TaskID(7), urls: ["http://127.0.0.1:1/f.bin"], options: o, status: .waiting, order: 0,
+                directory: dir.path("root"), path: nil, createdAt: 0)
+            return queue.downloadOptions(r, settings: queue.settings, grant: nil)
+        }
+        let plain = options(TaskOptions())
+        #expect(plain.retries == OptionSchema.unlimitedRetries && plain.retryWait == 1)
+        #expect(plain.transfer.stallTimeout == 5 && plain.transfer.connectTimeout == DownloadOptions().transfer.connectTimeout)
+        var own = TaskOptions()
+        own.maxTries = 3
+        own.stallTimeout = 7
+        let mine = options(own)
+        #expect(mine.retries == 2 && mine.retryWait == 0 && mine.transfer.stallTimeout == 7, "\(mine.retries) \(mine.retryWait) \(mine.transfer.stallTimeout)")
+        await queue.shutdown()
+    }
+
+    /// A running download keeps the queue's values it started with: after `changeGlobalOption`
+    /// lowers the timeout, the same timeout given to the task as its own is a change, and restarts
+    /// it with that value (compared with the queue's values now, it was taken for no change and the
+    /// download went on with the old one).
+    @Test func aRunningTaskIsComparedWithWhatItStartedWith() async throws {
+        let dir = try QueueTempDir()
+        let bytes = QueueTestFiles.randomBytes(8 << 20, seed: 91)
+        let server = try QueueIntegrationTests.server(["big.bin": bytes])
+        defer { server.stop() }
+        let queue = try DownloadQueue(databasePath: dir.path("q.sqlite"), settings: QueueSettings(downloadRoot: dir.path("root")))
+        var options = TaskOptions(outputName: "big.bin")
+        options.connections = 2
+        let id = try queue.add(urls: [server.url("big.bin", query: "rate=1m")], options: options)
+        queue.start()
+        func runsWith() -> Double? { queue.core.withLock { $0.live[id]?.runsWith.stallTimeout } }
+        #expect(await eventually(timeout: 10) { (queue.snapshot(id)?.completedLength ?? 0) > 256 << 10 })
+        #expect(runsWith() == DownloadOptions().transfer.stallTimeout)
+        var s = queue.settings
+        s.taskRetries.timeout = 5
+        try queue.changeSettings(s)
+        #expect(runsWith() == DownloadOptions().transfer.stallTimeout, "a queue-wide change restarted a running task")
+        options.stallTimeout = 5
+        try queue.changeOptions(id, options)
+        #expect(await eventually(timeout: 10) { runsWith() == 5 })
+        try queue.remove(id, force: true)
+        await queue.shutdown()
+    }
+
     /// An option left to the daemon and the daemon's value for it given explicitly are the same
     /// download: no restart. A different value is a change; so is a task's own value where the queue's
     /// default moved.

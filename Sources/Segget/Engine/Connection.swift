@@ -154,10 +154,10 @@ struct Connection {
         return sampledRate(shownSamples, endingAt: last.0, window: window, minSpan: 0.2) ?? 0
     }
 
-    /// Keeps a progress tick's sample of `bytesReceived` (3 s of them at the 0.25 s tick).
+    /// Keeps a progress tick's sample of `bytesReceived`, and the last 3 s of them.
     mutating func sampleShown(now: Double) {
         shownSamples.append((now, bytesReceived))
-        if shownSamples.count > 13 { shownSamples.removeFirst(shownSamples.count - 13) }
+        if let drop = shownSamples.firstIndex(where: { now - $0.0 <= 3 }), drop > 0 { shownSamples.removeFirst(drop) }
     }
 
     /// Prepares a request for `bytes` at `now`: a new transfer unless `continuing` (the rest after a

@@ -118,7 +118,7 @@ struct SingleStream: Coordinating {
         return DownloadProgress(
             completedBytes: c.pos, totalBytes: config.totalLength, receivedBytes: receivedBytes,
             bytesPerSecond: totalRate(window: 3, minSpan: 0.2) ?? 0, elapsed: elapsed,
-            connections: [ConnectionProgress(id: 0, state: state, bytesPerSecond: rate(c, now: now, window: 2) ?? 0, remainingBytes: max(0, c.streamEnd - c.pos)) ],
+            connections: [ConnectionProgress(id: 0, state: state, bytesPerSecond: c.shownRate(window: 2), remainingBytes: max(0, c.streamEnd - c.pos)) ],
             finishedRanges: config.totalLength != nil && c.pos > 0 ? [0..<c.pos] : [])
     }
 }

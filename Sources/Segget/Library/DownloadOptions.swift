@@ -141,8 +141,7 @@ extension DownloadOptions {
         if let v = x.connectTimeout { o.transfer.connectTimeout = v }
         // Retries without end never come at once: a refused port or a 503 re-asked without a pause
         // for ever is what a server's operator blocks.
-        // (The run's limit may come from an earlier layer: the daemon's default, then the task's wait.)
-        if o.retries >= OptionSchema.unlimitedRetries { o.retryWait = max(o.retryWait, 1) }
+        if x.maxTries == 0 { o.retryWait = max(o.retryWait, 1) }
         return o
     }
 }
