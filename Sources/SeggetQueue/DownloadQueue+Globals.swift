@@ -42,11 +42,22 @@ extension DownloadQueue {
             StoredGlobals(values.filter { !given.contains($0.key) })
         }
 
-        /// `s` with every stored value in place.
+        /// `s` with every stored value in place that `s` can take; one out of range (stored by a
+        /// segget with wider ranges, or by hand) is left out alone, not every value with it.
         public func applied(to s: QueueSettings) -> QueueSettings {
             var s = s
-            for (k, v) in values { k.set(v, in: &s) }
+            for (k, v) in values.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+                var candidate = s
+                k.set(v, in: &candidate)
+                if (try? DownloadQueue.checkSettings(candidate)) != nil { s = candidate }
+            }
             return s
+        }
+
+        /// The stored settings `applied(to:)` leaves out, by name.
+        public func refused(by s: QueueSettings) -> [GlobalSetting] {
+            let kept = applied(to: s)
+            return values.keys.filter { $0.value(in: kept) != values[$0] }.sorted { $0.rawValue < $1.rawValue }
         }
     }
 

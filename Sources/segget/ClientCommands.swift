@@ -359,7 +359,7 @@ struct List: ParsableCommand {
     }
 }
 
-/// `segget add`'s `--max-tries`, `--retry-wait`, `--timeout` and `--connect-timeout`: aria2's per-task
+/// `segget add`'s `--max-tries`, `--retry-wait`, `--stall-timeout` and `--connect-timeout`: aria2's per-task
 /// options, sent with the task (the download command's own flags set them for a whole run).
 struct AddRetryOptions: ParsableArguments {
     @Option(

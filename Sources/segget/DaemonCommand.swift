@@ -332,7 +332,13 @@ struct Daemon: ParsableCommand {
             writeStderr("segget daemon: the values a client stored for \(names) could not be dropped (\(why)); this run uses the command line's, and a later start without those options would use the stored ones.\n")
         }
         let now = queue.settings
-        let stored = queue.storedGlobals().without(forgotten).applied(to: now)
+        let globals = queue.storedGlobals().without(forgotten)
+        let refused = globals.refused(by: now)
+        if !refused.isEmpty {
+            let list = refused.map { "\($0.rawValue) \(globals.values[$0] ?? 0)" }.joined(separator: ", ")
+            writeStderr("segget daemon: the queue holds values this segget does not take (\(list)); it uses its own for those (a client's changeGlobalOption stores new ones).\n")
+        }
+        let stored = globals.applied(to: now)
         guard stored != now else { return }
         do {
             try queue.changeSettings(stored)

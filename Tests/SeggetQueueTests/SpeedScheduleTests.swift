@@ -151,6 +151,19 @@ import Testing
         await queue.shutdown()
     }
 
+    /// A stored value this segget does not take (a timeout of 1200 s from a segget with wider ranges,
+    /// or written by hand) is left out alone and named; the others still apply. Before, one bad
+    /// value made the daemon drop every stored one.
+    @Test func aStoredValueOutOfRangeIsLeftOutAlone() {
+        let settings = QueueSettings(downloadRoot: "/tmp")
+        let stored = DownloadQueue.StoredGlobals([.maxActive: 3, .timeout: 1200, .maxTries: 4, .connectTimeout: 0])
+        let s = stored.applied(to: settings)
+        #expect(s.maxActive == 3 && s.taskRetries.maxTries == 4)
+        #expect(s.taskRetries.timeout == settings.taskRetries.timeout && s.taskRetries.connectTimeout == settings.taskRetries.connectTimeout)
+        #expect(stored.refused(by: settings) == [.connectTimeout, .timeout])
+        #expect(DownloadQueue.StoredGlobals([.maxActive: 3]).refused(by: settings).isEmpty)
+    }
+
     /// The global settings a client changes are stored, only those that changed, and read back
     /// after a reopen; forgetting one drops it.
     @Test func changedGlobalsAreStoredAndReadBack() async throws {

@@ -104,7 +104,7 @@ wait_status "$g3" active
 wait_status "$g4" active
 "$SEGGET_BIN" rm "$g4"
 # aria2's per-task tries and time limits given to add reach the task, as getOption answers them.
-g5="$("$SEGGET_BIN" add "$BASE/a.bin?tries" --paused --max-tries 2 --retry-wait 0 --timeout 3 --connect-timeout 4)"
+g5="$("$SEGGET_BIN" add "$BASE/a.bin?tries" --paused --max-tries 2 --retry-wait 0 --stall-timeout 3 --connect-timeout 4)"
 opts="$(python3 - "$SEGGET_RPC_PORT" "$(cat "$WORK/state/segget/rpc-secret")" "$g5" <<'PY'
 import json, sys, urllib.request
 port, token, gid = sys.argv[1:]

@@ -2,7 +2,9 @@
 /// set per task: before, the daemon took them and kept its own (5 retries, 20 s), so a task meant to
 /// give up after two tries of 2 s each ran for minutes. The download command has its own flags for
 /// the whole run (`--retries`, `--retry-wait`, `--stall-timeout`, `--connect-timeout`); `segget add`
-/// takes them by aria2's names and sends them with the task.
+/// takes `--max-tries` and the download command's names for the others (aria2's `timeout` as
+/// `--stall-timeout`: the download command's `--timeout` is a limit on the whole file) and sends them
+/// by aria2's names with the task.
 extension OptionSchema {
     static let retriesCommandLine = "the download command's --retries, --retry-wait, --stall-timeout and --connect-timeout set them for the whole run."
 
@@ -25,21 +27,22 @@ extension OptionSchema {
         }, values: { $0.maxTries.map { [String($0)] } ?? [] }, clear: { $0.maxTries = nil })
 
     public static let retryWait = seconds(
-        "retry-wait", \.retryWait, range: 0...600,
+        "retry-wait", long: "retry-wait", \.retryWait, range: 0...600,
         help: "Seconds before a range's first retry, 0 to 600; later ones double it (segget's default 1).")
     public static let timeout = seconds(
-        "timeout", \.stallTimeout, range: 1...600,
+        "timeout", long: "stall-timeout", \.stallTimeout, range: 1...600,
         help: "Seconds a connection may deliver nothing before it is dropped and retried, 1 to 600 (segget's default 20).")
     public static let connectTimeout = seconds(
-        "connect-timeout", \.connectTimeout, range: 1...600,
+        "connect-timeout", long: "connect-timeout", \.connectTimeout, range: 1...600,
         help: "Seconds to wait for a connection, 1 to 600 (segget's default 15).")
 
     /// A number of seconds within `range`, written back without a fraction where it has none.
     static func seconds(
-        _ key: String, _ path: WritableKeyPath<FileOptions, Double?> & Sendable, range: ClosedRange<Double>, help: String
+        _ key: String, long: String, _ path: WritableKeyPath<FileOptions, Double?> & Sendable, range: ClosedRange<Double>,
+        help: String
     ) -> OptionSpec {
         OptionSpec(
-            key: key, long: key, short: nil, valueName: "seconds", help: help, repeatable: false,
+            key: key, long: long, short: nil, valueName: "seconds", help: help, repeatable: false,
             absent: [.commandLine: retriesCommandLine],
             apply: { v, o throws(OptionError) in
                 guard let s = Double(v), s.isFinite, range.contains(s) else {
