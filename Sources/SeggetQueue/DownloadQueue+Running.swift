@@ -198,6 +198,13 @@ extension DownloadQueue {
                     r.completedLength = bytes
                     ending = .completed
                 case .interrupted:
+                    // The chunks its journal records now: its last progress report may be a
+                    // chunk or two behind what the download finished before it stopped.
+                    if let path = r.path, r.totalLength > 0,
+                        let ranges = Self.journalRanges(path + ".segget-journal", totalLength: r.totalLength)
+                    {
+                        c.lastFinished[id] = ranges
+                    }
                     ending = .interrupted
                 case .failed(let e):
                     r.failure = e.kind
