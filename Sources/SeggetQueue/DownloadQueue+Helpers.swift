@@ -97,13 +97,10 @@ extension DownloadQueue {
         if let g = s.maxOverallSpeed, g < 0 {
             throw QueueError(.badOption, "The overall speed limit cannot be negative (got \(g)); use 0 for no limit.")
         }
-        let r = s.taskRetries
-        guard (0...1_000_000).contains(r.maxTries), (0...600).contains(r.retryWait), (1...600).contains(r.timeout),
-            (1...600).contains(r.connectTimeout)
-        else {
-            throw QueueError(
-                .badOption,
-                "The tasks' default tries and time limits are out of range (max-tries \(r.maxTries): 0 to 1000000; retry-wait \(r.retryWait): 0 to 600 s; timeout \(r.timeout) and connect-timeout \(r.connectTimeout): 1 to 600 s).")
+        do throws(OptionError) {
+            try s.taskRetries.check()
+        } catch {
+            throw QueueError(.badOption, "The tasks' default \(error.key): \(error.message)")
         }
         guard s.progressSaveInterval > 0 else {
             throw QueueError(.badOption, "The progress save interval must be positive (got \(s.progressSaveInterval)).")

@@ -66,16 +66,11 @@ extension DownloadQueue {
     /// value the daemon gives it (the queue's settings, the engine's user agent; the values `getOption`
     /// answers), and no speed cap.
     static func effective(_ o: TaskOptions, _ settings: QueueSettings) -> TaskOptions {
-        let retries = settings.taskRetries.options
-        var e = o
+        var e = settings.taskRetries.filling(o)
         e.maxSpeed = nil
         e.connections = o.connections ?? settings.defaultConnections
         e.maxConnectionsPerServer = o.maxConnectionsPerServer ?? settings.maxConnectionsPerServer
         e.userAgent = o.userAgent ?? DownloadOptions().transfer.userAgent
-        e.maxTries = o.maxTries ?? retries.maxTries
-        e.retryWait = o.retryWait ?? retries.retryWait
-        e.stallTimeout = o.stallTimeout ?? retries.stallTimeout
-        e.connectTimeout = o.connectTimeout ?? retries.connectTimeout
         return e
     }
 }

@@ -270,17 +270,12 @@ extension DownloadQueue {
         o.hostBudget = hostBudget
         o.sharedSpeedLimit = overallSpeed
         // The directory, the connection count and the speed cap were resolved and granted above.
-        var own = r.options
+        // The queue's tries and time limits where the task sets none, laid on in one go with its own:
+        // the wait that a retry without end takes at least 1 s is judged on the values the download gets.
+        var own = settings.taskRetries.filling(r.options)
         own.directory = nil
         own.connections = nil
         own.maxSpeed = nil
-        // The queue's tries and time limits where the task sets none, laid on in one go: the wait
-        // that a retry without end takes at least 1 s is judged on the values the download gets.
-        let queue = settings.taskRetries.options
-        own.maxTries = own.maxTries ?? queue.maxTries
-        own.retryWait = own.retryWait ?? queue.retryWait
-        own.stallTimeout = own.stallTimeout ?? queue.stallTimeout
-        own.connectTimeout = own.connectTimeout ?? queue.connectTimeout
         var applied = o.applying(own)
         // aria2's per-download max-connection-per-server: this download's own connections to its host.
         if let perServer = r.options.maxConnectionsPerServer {

@@ -147,13 +147,24 @@ public struct TaskRetries: Sendable, Equatable {
     public init() {}
 
     /// The four as a task's own options would give them.
-    public var options: FileOptions {
-        var o = FileOptions()
-        o.maxTries = maxTries
-        o.retryWait = Double(retryWait)
-        o.stallTimeout = Double(timeout)
-        o.connectTimeout = Double(connectTimeout)
+    public var options: FileOptions { filling(FileOptions()) }
+
+    /// A task's options with each of the four it leaves unset given these values.
+    public func filling(_ task: FileOptions) -> FileOptions {
+        var o = task
+        o.maxTries = o.maxTries ?? maxTries
+        o.retryWait = o.retryWait ?? Double(retryWait)
+        o.stallTimeout = o.stallTimeout ?? Double(timeout)
+        o.connectTimeout = o.connectTimeout ?? Double(connectTimeout)
         return o
+    }
+
+    /// Each value checked by its option's own rule in ``OptionSchema``, as a task's would be.
+    public func check() throws(OptionError) {
+        let o = options
+        for spec in [OptionSchema.maxTries, OptionSchema.retryWait, OptionSchema.timeout, OptionSchema.connectTimeout] {
+            for value in spec.values(o) { _ = try spec.check(value) }
+        }
     }
 }
 
