@@ -68,16 +68,9 @@ import Testing
     /// started writing its file"), so a front-end sending its whole option form back got error 1.
     /// A real move of a running task is refused, saying why.
     @Test func aRunningTasksOwnDirectoryWrittenBackIsNoChange() async throws {
-        let dir = try QueueTempDir()
-        let bytes = QueueTestFiles.randomBytes(8 << 20, seed: 99)
-        let server = try QueueIntegrationTests.server(["big.bin": bytes])
-        defer { server.stop() }
-        let queue = try DownloadQueue(databasePath: dir.path("q.sqlite"), settings: QueueSettings(downloadRoot: dir.path("root")))
-        var options = TaskOptions(outputName: "big.bin")
-        options.connections = 2
-        let id = try queue.add(urls: [server.url("big.bin", query: "rate=1m")], options: options)
-        queue.start()
-        #expect(await eventually(timeout: 10) { (queue.snapshot(id)?.completedLength ?? 0) > 256 << 10 })
+        let (dir, server, queue, id, options0) = try await Self.runningTask(seed: 99)
+        defer { withExtendedLifetime(dir) { server.stop() } }
+        var options = options0
         let root = try #require(queue.snapshot(id)?.directory)
         options.directory = root
         try queue.changeOptions(id, options)
@@ -92,6 +85,22 @@ import Testing
     }
 
     static let settings = QueueSettings(downloadRoot: "/srv")
+
+    /// A queue running one task: 8 MiB at 1 MiB/s a connection over 2 connections, past its first
+    /// 256 KiB. The caller stops the server (the directory lives as long as it keeps it).
+    static func runningTask(seed: UInt64) async throws
+        -> (QueueTempDir, TestServer, DownloadQueue, TaskID, TaskOptions)
+    {
+        let dir = try QueueTempDir()
+        let server = try QueueIntegrationTests.server(["big.bin": QueueTestFiles.randomBytes(8 << 20, seed: seed)])
+        let queue = try DownloadQueue(databasePath: dir.path("q.sqlite"), settings: QueueSettings(downloadRoot: dir.path("root")))
+        var options = TaskOptions(outputName: "big.bin")
+        options.connections = 2
+        let id = try queue.add(urls: [server.url("big.bin", query: "rate=1m")], options: options)
+        queue.start()
+        #expect(await eventually(timeout: 10) { (queue.snapshot(id)?.completedLength ?? 0) > 256 << 10 })
+        return (dir, server, queue, id, options)
+    }
 
     /// The queue's tries and time limits (`changeGlobalOption`) reach a task that sets none, and a
     /// task's own win, laid on in one go: a queue without a limit on tries and with no wait, under a
@@ -126,17 +135,10 @@ import Testing
     /// it with that value (compared with the queue's values now, it was taken for no change and the
     /// download went on with the old one).
     @Test func aRunningTaskIsComparedWithWhatItStartedWith() async throws {
-        let dir = try QueueTempDir()
-        let bytes = QueueTestFiles.randomBytes(8 << 20, seed: 91)
-        let server = try QueueIntegrationTests.server(["big.bin": bytes])
-        defer { server.stop() }
-        let queue = try DownloadQueue(databasePath: dir.path("q.sqlite"), settings: QueueSettings(downloadRoot: dir.path("root")))
-        var options = TaskOptions(outputName: "big.bin")
-        options.connections = 2
-        let id = try queue.add(urls: [server.url("big.bin", query: "rate=1m")], options: options)
-        queue.start()
+        let (dir, server, queue, id, options0) = try await Self.runningTask(seed: 91)
+        defer { withExtendedLifetime(dir) { server.stop() } }
+        var options = options0
         func runsWith() -> Double? { queue.core.withLock { $0.live[id]?.runsWith.stallTimeout } }
-        #expect(await eventually(timeout: 10) { (queue.snapshot(id)?.completedLength ?? 0) > 256 << 10 })
         #expect(runsWith() == DownloadOptions().transfer.stallTimeout)
         var s = queue.settings
         s.taskRetries.timeout = 5
