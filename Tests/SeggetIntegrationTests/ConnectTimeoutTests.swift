@@ -89,11 +89,37 @@ private final class UnansweredPort {
         #expect(r.stderr.contains("could not connect to \(mirror) within 0.5 s (--connect-timeout)"), "\(r.stderr)")
     }
 
+    /// A stall timeout below the connection timeout does not cut a connect: a range's connection
+    /// that is never made fails by the connection timeout, after it, not as a stall before it.
+    @Test func aStallTimeoutBelowTheConnectTimeoutLeavesTheConnectAlone() throws {
+        let started = monotonicSeconds()
+        let message = try Self.fetchFromUnansweredPort {
+            $0.retries = 0
+            $0.transfer.connectTimeout = 1.5
+            $0.transfer.stallTimeout = 0.3
+        }
+        let took = monotonicSeconds() - started
+        #expect(message.contains("(last: could not connect within 1.5 s (--connect-timeout))"), "\(message)")
+        #expect(took >= 1.4, "failed after \(took) s")
+    }
+
     /// A range's connection that is never made: the retries' last reason names the connection
     /// timeout, not libcurl's "Timeout was reached", by the name it was set by: the command line's
     /// flag, or a daemon task's option (its message named a flag the daemon does not have).
     @Test(arguments: ["--connect-timeout", "connect-timeout"])
     func aRangeWhoseConnectionIsNeverMadeSaysSo(_ name: String) throws {
+        let message = try Self.fetchFromUnansweredPort {
+            $0.retries = 1
+            $0.retryWait = 0.05
+            $0.transfer.connectTimeout = 0.5
+            $0.connectTimeoutName = name
+        }
+        #expect(message.contains("(last: could not connect within 0.5 s (\(name)))"), "\(message)")
+    }
+
+    /// One range of 1 MiB fetched on one connection from a port that never accepts, with the
+    /// settings `configure` gives; the message of the error that ended it.
+    private static func fetchFromUnansweredPort(_ configure: (inout FetchSettings) -> Void) throws -> String {
         let silent = try UnansweredPort()
         let dir = try TempDir(prefix: "segget-connect-timeout")
         let size: Int64 = 1 << 20
@@ -103,16 +129,12 @@ private final class UnansweredPort {
         var settings = FetchSettings()
         settings.connections = 1
         settings.writePath = .pageCache
-        settings.retries = 1
-        settings.retryWait = 0.05
-        settings.transfer.connectTimeout = 0.5
-        settings.connectTimeoutName = name
+        configure(&settings)
         let plan = ChunkPlan(totalLength: size, chunkSize: 1 << 20)
         let target = FetchTarget(url: "http://127.0.0.1:\(silent.port)/f", totalLength: size, ranged: true)
         let loop = DownloadLoop()
         let engine = FetchEngine(target: target, settings: settings, data: file, journal: nil, plan: plan, isFinished: { _ in false }, interrupt: InterruptFlag(), driver: loop.driver)
         let error = loop.run([engine])[0]
-        let message = (error as? SeggetError)?.message ?? "\(String(describing: error))"
-        #expect(message.contains("(last: could not connect within 0.5 s (\(name)))"), "\(message)")
+        return (error as? SeggetError)?.message ?? "\(String(describing: error))"
     }
 }

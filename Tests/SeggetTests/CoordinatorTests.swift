@@ -860,17 +860,41 @@ import Testing
 
     /// A connection silent past `--stall-timeout` until its retries ran out failed by a timeout.
     @Test func aStallsFailureIsATimeout() {
-        var s = Script(size: 256 * Self.MiB, connections: 1) {
+        var s = Self.oneSilentConnection()
+        s.run(until: 3)
+        let failure = s.c.stop as? SeggetError
+        #expect(failure?.message.contains("no data for") == true)
+        #expect(failure?.networkCause == .timedOut)
+    }
+
+    /// A connection still being made is not stalled: its stall clock starts once the shell stops
+    /// saying so (`EngineCore.Event.stillConnecting`), so a stall timeout below the connection
+    /// timeout does not cut a slow connect; silent after that, it is dropped as before.
+    @Test func aConnectionStillBeingMadeIsNotStalled() {
+        var s = Self.oneSilentConnection()
+        for step in 1...40 {
+            s.run(until: Double(step) * 0.1)
+            s.handle(.stillConnecting(0))
+        }
+        #expect(s.c.stop == nil, "\(s.events)")
+        #expect(s.c.connections[0].machine.isTransferring)
+        s.run(until: 5.9)
+        #expect(s.c.stop == nil, "\(s.events)")
+        s.run(until: 6.5)
+        let failure = s.c.stop as? SeggetError
+        #expect(failure?.message.contains("no data for 2.") == true, "\(String(describing: failure))")
+    }
+
+    /// One connection, begun, that receives nothing; no retries, a stall timeout of 2 s.
+    static func oneSilentConnection() -> Script {
+        var s = Script(size: 256 * MiB, connections: 1) {
             $0.retries = 0
             $0.stallTimeout = 2
             $0.redialSlow = false
         }
         s.rates[0] = 0
         s.begin()
-        s.run(until: 3)
-        let failure = s.c.stop as? SeggetError
-        #expect(failure?.message.contains("no data for") == true)
-        #expect(failure?.networkCause == .timedOut)
+        return s
     }
 
     /// The progress counts the bytes in the file: the parts of chunks an earlier run (or the probe)

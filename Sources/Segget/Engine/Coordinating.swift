@@ -363,6 +363,14 @@ extension Coordinating {
         return dropStalledConnections(now: now) + periodicDecisions(now: now)
     }
 
+    /// Connection `id`'s connection is still being made (`EngineCore.Event.stillConnecting`): the
+    /// stall clock starts once it is, so that a stall timeout below the connection timeout does not
+    /// cut a slow connect (libcurl ends one that outlasts its own timeout, named as such).
+    mutating func stillConnecting(_ id: Int, now: Double) {
+        guard connections.indices.contains(id), connections[id].machine.isTransferring else { return }
+        connections[id].lastByteAt = max(connections[id].lastByteAt, now)
+    }
+
     /// A connection that delivered nothing for the stall timeout is dropped and retried from the
     /// byte it reached. (libcurl's low-speed limit averages over several seconds, so it reacts late.)
     /// Time held back (a `--max-speed` pause, the writer) does not count.

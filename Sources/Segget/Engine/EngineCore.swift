@@ -68,6 +68,10 @@ struct EngineCore {
         /// Connection `id`'s head is in (sent before its first body bytes): the kernel's round trip on
         /// its connection, and whether its request opened a new connection (nil: not known).
         case connected(Int, roundTrip: Double?, newConnection: Bool?)
+        /// Connection `id`'s connection (TCP, and TLS where there is one) is still being made, told
+        /// just before a progress tick (`ticks(passStartedAt:)`): its stall clock does not run, since
+        /// the connection timeout, not the stall timeout, limits a connect.
+        case stillConnecting(Int)
         /// Source `s` served pieces that failed their hashes: it gets no more work.
         case sourceFailed(Int)
         /// A mirror joined the sources (its probe agreed after the fetch began).
@@ -173,6 +177,9 @@ struct EngineCore {
             return out
         case .tick:
             return actions(c.tick(now: now)) + [.progressTick]
+        case .stillConnecting(let id):
+            c.stillConnecting(id, now: now)
+            return []
         case .body(let id, let count, let head, let budgetAllows):
             return body(id, count: count, head: head, budgetAllows: budgetAllows, c: &c, now: now, mostServed: &mostServed)
         case .capHeld:
@@ -282,6 +289,17 @@ struct EngineCore {
     func judgesSlow(passStartedAt: Double) -> Bool {
         guard case .ranged = mode else { return false }
         return Self.judges(passStartedAt: passStartedAt, lastJudged: lastJudged)
+    }
+
+    /// Whether `performed(passStartedAt:)` of a pass that began then runs a progress tick (and with it
+    /// the stall timeout): the shell tells the connections still being made before it
+    /// (`Event.stillConnecting`).
+    func ticks(passStartedAt: Double) -> Bool {
+        switch mode {
+        case .ranged(let c): passStartedAt - lastTick >= c.config.progressInterval
+        case .stream(let s): passStartedAt - lastTick >= s.config.progressInterval
+        case .vacant: false
+        }
     }
 
     /// The cadence of the slow rule and the saturation check: a pass judges once

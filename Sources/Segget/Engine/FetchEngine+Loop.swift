@@ -97,8 +97,25 @@ extension FetchEngine {
                 if c.head.isComplete, c.head.status >= 200 { apply(.answering(c.id), now: now) }
             }
         }
+        if core.ticks(passStartedAt: now) { tellStillConnecting(now: now) }
         apply(.performed(passStartedAt: now))
         return isDone
+    }
+
+    /// Before a progress tick: the transferring connections without a byte of their answer whose
+    /// connection (TCP, and TLS where the URL or the proxy has it) is not made yet, as libcurl tells
+    /// (`EasyHandle.handshakeDone`); their stall clock waits for it, at most the connection timeout
+    /// from the request's start (libcurl ends a connect there; a handshake misread as unfinished
+    /// delays the stall timeout by that much, never forever).
+    private func tellStillConnecting(now: Double) {
+        let connections = core.connections
+        let limit = settings.transfer.connectTimeout
+        for c in io where c.head.byteCount == 0 && connections[c.id].machine.isTransferring
+            && now - connections[c.id].requestStartedAt < limit {
+            let url = target.source(connections[c.id].source).url
+            let tls = URLParts.isTLS(url) || settings.transfer.proxy(for: url).map(ProxyRoute.isTLS) == true
+            if !c.easy.handshakeDone(tls: tls) { apply(.stillConnecting(c.id), now: now) }
+        }
     }
 
     /// After the last pass of a download that is done: everything written and recorded, the last
