@@ -58,6 +58,16 @@ extension DownloadQueue {
         )
     }
 
+    /// The same for the tasks left aside unread (``DownloadQueue/tasksLeftAside``): their files may
+    /// hold a partial download that the segget that wrote them will continue.
+    static func refuseClaimed(_ path: String?, leftAside: [LeftAsideTask]) throws(QueueError) {
+        guard let path, let other = leftAside.first(where: { $0.path == path }) else { return }
+        throw QueueError(
+            .badOption,
+            "Task \(other.gid), which this segget cannot read (it was left in the queue as it is), saves to \(path); give this task another out."
+        )
+    }
+
     /// Another task still to finish (active, waiting or paused) that saves to `path`, if any.
     static func claimant(of path: String, _ records: [TaskID: TaskRecord], except: TaskID?) -> TaskRecord? {
         records.values.first { $0.id != except && $0.path == path && !$0.status.isStopped }

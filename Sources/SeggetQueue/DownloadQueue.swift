@@ -28,6 +28,9 @@ public final class DownloadQueue: Sendable {
     /// connections: what the tasks that ask for more may borrow, and call back when a task that
     /// starts later takes its own share out of it (see `ConnectionLender`).
     let connectionLender: ConnectionLender
+    /// The tasks whose rows this segget cannot read (a newer segget's options, a damaged row): left
+    /// in the database as they are, not run or listed, their GIDs and names kept from new tasks.
+    public let tasksLeftAside: [LeftAsideTask]
     /// Minutes since local midnight; injectable for tests.
     let minuteOfDay: @Sendable () -> Int
 
@@ -86,11 +89,12 @@ public final class DownloadQueue: Sendable {
         let policy = try DirectoryPolicy(root: settings.downloadRoot, allowAnyDirectory: settings.allowAnyDirectory)
         let store: TaskStore
         let records: [TaskRecord]
+        let leftAside: [LeftAsideTask]
         let stoppedTotal: Int64
         let storedSchedule: String?
         do {
             store = try TaskStore(path: databasePath)
-            records = try store.loadAll()
+            (records, leftAside) = try store.loadAll()
             stoppedTotal = try store.counter("stopped_total")
             storedSchedule = try store.setting(Self.scheduleSetting)
             if let given = settings.speedSchedule { try store.setSetting(Self.scheduleSetting, given.description) }
@@ -104,6 +108,7 @@ public final class DownloadQueue: Sendable {
         if settings.speedSchedule == nil {
             resolved.speedSchedule = try Self.storedSchedule(storedSchedule, databasePath: databasePath)
         }
+        tasksLeftAside = leftAside
         self.minuteOfDay = minuteOfDay ?? { localMinuteOfDay() }
         overallSpeed = SharedRateLimit(bytesPerSecond: Self.overallLimit(resolved, atMinute: self.minuteOfDay()))
         let stored = records.map {
@@ -177,13 +182,16 @@ public final class DownloadQueue: Sendable {
         let (id, launches) = try core.withLock { (c: inout Core) throws(QueueError) -> (TaskID, [TaskID]) in
             try Self.checkOpen(c)
             let directory = try c.policy.resolve(options.directory)
-            if let wanted, c.records[wanted] != nil {
+            if let wanted, c.records[wanted] != nil || tasksLeftAside.contains(where: { $0.gid == wanted.gid }) {
                 throw QueueError(.invalidState, "The GID \(wanted.gid) is already a task's; give another, or none and one is drawn. Nothing was added.")
             }
             let path = options.outputName.map { OutputNames.join(directory, $0) }
             try Self.refuseClaimed(path, c.records, except: nil)
+            try Self.refuseClaimed(path, leftAside: tasksLeftAside)
             var id = wanted ?? TaskID(UInt64.random(in: 1...UInt64.max))
-            while c.records[id] != nil { id = TaskID(UInt64.random(in: 1...UInt64.max)) }
+            while c.records[id] != nil || tasksLeftAside.contains(where: { $0.gid == id.gid }) {
+                id = TaskID(UInt64.random(in: 1...UInt64.max))
+            }
             var next = c.state
             let actions = next.add(id, want: Self.want(options), paused: paused, position: position)
             let record = TaskRecord(

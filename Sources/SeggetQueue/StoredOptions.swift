@@ -45,12 +45,12 @@ struct StoredOptions: Codable, Equatable {
         guard v == Self.version else {
             throw OptionError(
                 key: "v",
-                message: "they are of shape \(v), not this segget's \(Self.version) (written by a newer segget?)")
+                message: "of shape \(v), not this segget's \(Self.version) (written by a newer segget?)")
         }
         var fields: [(key: String, values: [String])] = []
         for key in c.allKeys where key.stringValue != "v" {
             guard let spec = OptionSchema.spec(key.stringValue) else {
-                throw OptionError(key: key.stringValue, message: "an option this segget does not know")
+                throw OptionError(key: key.stringValue, message: "an option this segget does not know (written by a newer segget?)")
             }
             let values =
                 spec.repeatable

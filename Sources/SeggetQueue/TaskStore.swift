@@ -229,12 +229,16 @@ final class TaskStore {
             .run([.text(name), .int(value)])
     }
 
-    /// Every stored task. A row that cannot be decoded is reported, not skipped silently.
-    func loadAll() throws(SQLiteError) -> [TaskRecord] {
+    /// Every stored task this segget can read, and the rows it cannot (`LeftAsideTask`): options
+    /// of a newer segget's shape or with an option it does not know, a status it does not know, a
+    /// damaged field. Those are reported, not dropped: their rows stay as they are (nothing here
+    /// rewrites or deletes a row it did not load), for the segget that wrote them.
+    func loadAll() throws(SQLiteError) -> (records: [TaskRecord], leftAside: [LeftAsideTask]) {
         let s = try db.prepare(
-            "SELECT gid, urls, options, status, ord, directory, path, total_length, completed_length, error_code, error_kind, error_message, created_at, finished_at, pieces FROM tasks"
+            "SELECT gid, urls, options, status, ord, directory, path, total_length, completed_length, error_code, error_kind, error_message, created_at, finished_at, pieces FROM tasks ORDER BY ord, gid"
         )
         var out: [TaskRecord] = []
+        var leftAside: [LeftAsideTask] = []
         let decoder = JSONDecoder()
         while try s.step() {
             let gid = TaskID(UInt64(bitPattern: s.int64(0)))
@@ -242,9 +246,8 @@ final class TaskStore {
             do {
                 options = try StoredOptions.decoded(s.text(2) ?? "")
             } catch {
-                throw SQLiteError(
-                    operation: "loading the queue", code: 0,
-                    message: "the options of task \(gid.gid) cannot be read: \(error)")
+                leftAside.append(LeftAsideTask(gid: gid.gid, path: s.text(6), why: Self.unreadOptions(error)))
+                continue
             }
             let storedPieces = s.text(14)
             let pieces = storedPieces.flatMap(PieceHashes.init(stored:))
@@ -253,8 +256,8 @@ final class TaskStore {
                 let urls = try? decoder.decode([String].self, from: Data((s.text(1) ?? "").utf8)),
                 let directory = s.text(5)
             else {
-                throw SQLiteError(
-                    operation: "loading the queue", code: 0, message: "the row of task \(gid.gid) is damaged")
+                leftAside.append(LeftAsideTask(gid: gid.gid, path: s.text(6), why: "its row is damaged or of a newer segget (status \(s.text(3) ?? "none"))"))
+                continue
             }
             out.append(
                 TaskRecord(
@@ -265,8 +268,27 @@ final class TaskStore {
                     errorMessage: s.text(11), createdAt: s.int64(12), finishedAt: s.optionalInt64(13),
                     pieces: pieces))
         }
-        return out
+        return (out, leftAside)
     }
+}
+
+extension TaskStore {
+    /// Why a row's options could not be read, as a clause: the option, where one is to blame.
+    static func unreadOptions(_ error: any Error) -> String {
+        guard let e = error as? OptionError else { return "its options cannot be read: \(error)" }
+        return e.key == "v" ? "its options are \(e.message)" : "its option '\(e.key)' cannot be read: \(e.message)"
+    }
+}
+
+/// A task whose row the queue cannot read (see `TaskStore.loadAll`): not run, not listed, and its
+/// row left in the database as it is; the daemon names it at start.
+public struct LeftAsideTask: Sendable, Equatable {
+    /// Its GID, as aria2 writes one.
+    public let gid: String
+    /// Where it saves, where its row says (a new task is refused that name).
+    public let path: String?
+    /// Why it cannot be read, as a clause ("its options cannot be read: …").
+    public let why: String
 }
 
 extension StoredOptions {

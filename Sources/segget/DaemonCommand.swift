@@ -215,6 +215,10 @@ struct Daemon: ParsableCommand {
             throw SeggetError(.fileSystem, "\(error.message) Give --database to use another file.")
         }
         useStoredGlobals(queue)
+        for task in queue.tasksLeftAside {
+            let line = "segget daemon: task \(task.gid) is not run or listed: \(task.why). Its row is kept in \(dbPath) as it is, for a segget that can read it."
+            writeStderr(DisplayText.escaping(line, keepingLineBreaks: false) + "\n")
+        }
 
         let token = try resolveToken()
         let hub = NotificationHub()

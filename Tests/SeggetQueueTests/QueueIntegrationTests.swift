@@ -315,7 +315,7 @@ final class EventLog: Sendable {
             await queue.shutdown()
             #expect(queue.snapshot(ids[0])?.status == .active)
         }
-        let stored = try TaskStore(path: db).loadAll()
+        let stored = try TaskStore(path: db).loadAll().records
         #expect(stored.count == 2)
         #expect(
             stored.allSatisfy {
@@ -364,7 +364,7 @@ final class EventLog: Sendable {
             await queue.shutdown()
         }
         let store = try TaskStore(path: db)
-        var r = try #require(try store.loadAll().first)
+        var r = try #require(try store.loadAll().records.first)
         r.status = .active
         r.finishedAt = nil
         try store.update(r)
@@ -442,14 +442,14 @@ final class EventLog: Sendable {
         // second; the test reads the database beside it, as WAL allows). By then the engine has
         // recorded finished chunks; bytes of a run's first moments may not be recorded anywhere yet.
         let killed = await eventually(timeout: 60) {
-            let rows = (try? TaskStore(path: db).loadAll()) ?? []
+            let rows = (try? TaskStore(path: db).loadAll().records) ?? []
             return rows.filter { $0.status == .active && $0.completedLength > 3 << 19 }.count == 3
         }
         let status = child.kill9()
         #expect(killed, "the child made progress: \(child.output) \(child.errors)")
         #expect(status & 0x7f == SIGKILL)
 
-        let stored = try TaskStore(path: db).loadAll()
+        let stored = try TaskStore(path: db).loadAll().records
         #expect(stored.count == 8, "every added task is stored")
         #expect(stored.filter { $0.status == .active }.count == 3)
         #expect(stored.filter { $0.status == .waiting }.count == 5)

@@ -39,7 +39,7 @@ import Testing
             }
             await queue.shutdown()
         }
-        let stored = try TaskStore(path: db).loadAll()
+        let stored = try TaskStore(path: db).loadAll().records
         #expect(stored.count == 2 && stored.allSatisfy { $0.pieces == hashes })
         let queue = try DownloadQueue(databasePath: db, settings: settings)
         queue.start()

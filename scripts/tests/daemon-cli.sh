@@ -129,6 +129,8 @@ wait_status "$g3" removed
 "$SEGGET_BIN" rm "$g1"
 [ "$(status_of "$g1")" = gone ] || fail "rm of a finished task did not drop it from the history"
 
+g6="$("$SEGGET_BIN" add "$BASE/a.bin?kept" -o kept.bin --paused)"
+
 kill -TERM "$DAEMON_PID"
 set +e
 wait "$DAEMON_PID"
@@ -137,4 +139,36 @@ set -e
 DAEMON_PID=""
 [ "$rc" -eq 0 ] || fail "the daemon exited $rc on SIGTERM"
 grep -q "stopped" "$WORK/daemon.err" || fail "the daemon did not report a clean stop"
-echo "daemon-cli: OK: with the daemon's own token file, no secret given: add (-o, -d, -H, -n, --paused, --max-tries and the time limits; a list with a bad URL adds nothing), ls (table, --json), pause, resume (several GIDs, one unknown), rm, exit 3 without a daemon, exit 2 on a wrong secret, --rpc-listen-all refused with --rpc-insecure-no-secret, clean SIGTERM"
+
+# A task a newer segget stored with an option this one does not know (its name with an escape
+# character, as a damaged row could have): the daemon starts, names it on stderr escaped, does not
+# list it, runs the rest, and leaves its row as it was.
+row() {
+    python3 - "$WORK/q.sqlite" <<'PY'
+import sqlite3, sys
+print(sqlite3.connect(sys.argv[1]).execute("SELECT options, status, ord, directory FROM tasks WHERE urls LIKE '%kept%'").fetchall())
+PY
+}
+python3 - "$WORK/q.sqlite" <<'PY'
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+c.execute("UPDATE tasks SET options = ? WHERE urls LIKE '%kept%'", (r'{"v":1,"tos\u001b[31m":"8"}',))
+c.commit()
+PY
+before="$(row)"
+[[ "$before" == *tos* ]] || fail "the row was not changed for the check: $before"
+"$SEGGET_BIN" daemon --rpc-listen-port "$SEGGET_RPC_PORT" --dir "$WORK/dl" \
+    --database "$WORK/q.sqlite" 2>"$WORK/daemon.err" &
+DAEMON_PID=$!
+for _ in $(seq 600); do grep -q "serving" "$WORK/daemon.err" 2>/dev/null && break; sleep 0.05; done
+grep -q "serving" "$WORK/daemon.err" || fail "the daemon did not start beside a task of a newer segget"
+grep -qF "task $g6 is not run or listed: its option 'tos\\x1b[31m' cannot be read" "$WORK/daemon.err" \
+    || fail "the daemon did not name the unreadable task, escaped: $(cat -v "$WORK/daemon.err")"
+grep -q $'\x1b' "$WORK/daemon.err" && fail "the daemon wrote the row's escape character raw"
+[ "$(status_of "$g6")" = gone ] || fail "the unreadable task is listed"
+[ "$(status_of "$g2")" = complete ] || fail "the other tasks did not come back beside the unreadable one"
+kill -TERM "$DAEMON_PID"
+wait "$DAEMON_PID" || true
+DAEMON_PID=""
+[ "$(row)" = "$before" ] || fail "the unreadable task's row changed: $(row), was $before"
+echo "daemon-cli: OK: with the daemon's own token file, no secret given: add (-o, -d, -H, -n, --paused, --max-tries and the time limits; a list with a bad URL adds nothing), ls (table, --json), pause, resume (several GIDs, one unknown), rm, exit 3 without a daemon, exit 2 on a wrong secret, --rpc-listen-all refused with --rpc-insecure-no-secret, clean SIGTERM, a task of a newer segget left aside untouched and named escaped"
