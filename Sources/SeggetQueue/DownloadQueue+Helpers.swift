@@ -11,12 +11,16 @@ extension DownloadQueue {
     /// failed or was removed (a front-end's "retry" adds the URL again), or one whose result was
     /// removed. It numbered such a task's name before, and the retry started over beside the bytes
     /// the failed task had saved.
-    static func freePath(name: String, directory: String, records: [TaskID: TaskRecord], except: TaskID, url: String?)
-        -> String
-    {
+    /// The files of tasks left aside unread (``DownloadQueue/tasksLeftAside``) are held too: the
+    /// segget that wrote them may continue them.
+    static func freePath(
+        name: String, directory: String, records: [TaskID: TaskRecord], except: TaskID, url: String?,
+        leftAside: [LeftAsideTask] = []
+    ) -> String {
         let others = records.values.filter { $0.id != except }
-        let taken = Set(others.compactMap(\.path))
-        let held = Set(others.filter { !$0.status.isStopped }.compactMap(\.path))
+        let aside = leftAside.compactMap(\.path)
+        let taken = Set(others.compactMap(\.path) + aside)
+        let held = Set(others.filter { !$0.status.isStopped }.compactMap(\.path) + aside)
         var n = 0
         while true {
             let candidate = OutputNames.join(directory, n == 0 ? name : OutputNames.numbered(name, n))

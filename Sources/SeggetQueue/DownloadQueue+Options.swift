@@ -34,6 +34,7 @@ extension DownloadQueue {
                 r.directory = try c.policy.resolve(options.directory)
                 r.path = options.outputName.map { OutputNames.join(r.directory, $0) }
                 try Self.refuseClaimed(r.path, c.records, except: id)
+                try Self.refuseClaimed(r.path, leftAside: tasksLeftAside)
             }
             // Against what the download started with: a queue-wide default changed since has not
             // reached it, so the same value now given as the task's own is a change.

@@ -83,7 +83,7 @@ extension DownloadQueue {
             }
             if r.path == nil, let name = suggested {
                 r.directory = directory
-                if let done = Self.finishedUnderName(
+                if !tasksLeftAside.contains(where: { $0.path == OutputNames.join(directory, name) }), let done = Self.finishedUnderName(
                     r, name: name, directory: directory, records: c.records, serverLength: prepared?.info.totalBytes,
                     serverVersion: prepared?.info.serverVersion
                 ) {
@@ -96,7 +96,8 @@ extension DownloadQueue {
                     alreadyDone = done
                     return nil
                 }
-                r.path = Self.freePath(name: name, directory: directory, records: c.records, except: id, url: r.urls.first)
+                r.path = Self.freePath(
+                    name: name, directory: directory, records: c.records, except: id, url: r.urls.first, leftAside: tasksLeftAside)
                 c.records[id] = r
                 let saved = r
                 store(&c) { s throws(SQLiteError) in try s.update(saved) }

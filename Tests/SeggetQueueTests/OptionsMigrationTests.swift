@@ -137,15 +137,26 @@ import Testing
         #expect(listed.map { $0.urls[0] }.sorted() == ["http://127.0.0.1:1/every.iso", "http://127.0.0.1:1/some.bin"])
         #expect(queue.snapshot(TaskID(gid: aside.gid)!) == nil)
         // Its GID and its file are not given to a new task; other adds and removals leave it alone.
-        #expect(throws: QueueError.self) {
+        #expect {
             try queue.add(urls: ["http://127.0.0.1:1/new.bin"], options: TaskOptions(), paused: true, id: TaskID(gid: aside.gid)!)
+        } throws: { error in
+            "\(error)".contains("is already a task's")
         }
+        // Named from the URL when it starts: the same name as the left-aside task's file is numbered.
+        #expect(DownloadQueue.freePath(
+            name: "none.bin", directory: dir.path("root"), records: [:], except: TaskID(7), url: "http://127.0.0.1:1/none.bin",
+            leftAside: queue.tasksLeftAside) == dir.path("root/none.1.bin"))
         #expect {
             try queue.add(urls: ["http://127.0.0.1:1/new.bin"], options: TaskOptions(outputName: "none.bin"), paused: true)
         } throws: { error in
             "\(error)".contains("Task \(aside.gid), which this segget cannot read")
         }
         let added = try queue.add(urls: ["http://127.0.0.1:1/new.bin"], options: TaskOptions(), paused: true)
+        #expect {
+            try queue.changeOptions(added, TaskOptions(outputName: "none.bin"))
+        } throws: { error in
+            "\(error)".contains("Task \(aside.gid), which this segget cannot read")
+        }
         for t in listed { try queue.remove(t.id) }
         try queue.remove(added)
         await queue.shutdown()
