@@ -407,6 +407,13 @@ package final class EasyHandle {
         try check(segget_easy_getinfo_off(raw, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &v), "CURLINFO_CONTENT_LENGTH_DOWNLOAD_T")
         return v < 0 ? nil : Int64(v)
     }
+    /// Whether the current transfer's connection is made and its request is going out: libcurl's
+    /// pre-transfer time, 0 until then whatever the connection (new or reused, direct or through any
+    /// kind of proxy, TLS or not), and set again for each transfer.
+    package func requestGoingOut() -> Bool {
+        var v: curl_off_t = 0
+        return segget_easy_getinfo_off(raw, CURLINFO_PRETRANSFER_TIME_T, &v) == CURLE_OK && v > 0
+    }
     /// Whether the last transfer had its connection: a new one whose handshakes ended (TCP's and,
     /// with `tls`, TLS's: libcurl's connect and app-connect times stay 0 until then), or a reused one
     /// (those times are 0 there too, but no new connection was made and the local port is known;

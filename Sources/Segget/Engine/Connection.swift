@@ -36,6 +36,9 @@ struct Connection {
     var transferBytes: Int64 = 0
     /// When the last byte arrived (or the transfer started), for the stall timeout.
     var lastByteAt = 0.0
+    /// Up to when the time its current request spent connecting was added to `lastByteAt` (see
+    /// `Coordinating.stillConnecting`).
+    var connectingCountedTo = 0.0
     /// (time, transferBytes) samples for the rate, newest last.
     var samples: [(Double, Int64)] = []
     /// `held(at:)` at the time of each sample in `samples`.
@@ -104,6 +107,21 @@ struct Connection {
             samples[last].0 - samples[first].0 >= max(window * 0.75, 0.001)
         else { return nil }
         return (samples[last].1 - samples[first].1, samples[last].0 - samples[first].0, heldSamples[last] - heldSamples[first])
+    }
+
+    /// Bytes over the newest `span` seconds of `samples` against the `span` before them, when the
+    /// samples cover both, held time in neither, and the earlier span brought something (see
+    /// `SlowConnectionRule.Observation.growth`).
+    func growth(span: Double) -> Double? {
+        func at(_ t: Double) -> (Int64, Double)? {
+            guard let i = samples.lastIndex(where: { $0.0 <= t + 0.01 }), heldSamples.count == samples.count else { return nil }
+            return (samples[i].1, heldSamples[i])
+        }
+        guard let last = samples.last, let first = samples.first, last.0 - 2 * span >= first.0 - 0.01,
+            let mid = at(last.0 - span), let start = at(last.0 - 2 * span), let end = at(last.0)
+        else { return nil }
+        guard end.1 == start.1, mid.0 > start.0 else { return nil }
+        return Double(end.0 - mid.0) / Double(mid.0 - start.0)
     }
 
     /// A new transfer's head arrived: its clock starts now. The wait before it is the server's price

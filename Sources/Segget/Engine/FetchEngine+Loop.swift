@@ -103,18 +103,16 @@ extension FetchEngine {
     }
 
     /// Before a progress tick: the transferring connections without a byte of their answer whose
-    /// connection (TCP, and TLS where the URL or the proxy has it) is not made yet, as libcurl tells
-    /// (`EasyHandle.handshakeDone`); their stall clock waits for it, at most the connection timeout
-    /// from the request's start (libcurl ends a connect there; a handshake misread as unfinished
-    /// delays the stall timeout by that much, never forever).
+    /// connection is not made yet (libcurl has not begun sending their request:
+    /// `EasyHandle.requestGoingOut`); their stall clock is paused meanwhile, for at most the
+    /// connection timeout from the request's start (libcurl ends a connect there).
     private func tellStillConnecting(now: Double) {
         let connections = core.connections
         let limit = settings.transfer.connectTimeout
         for c in io where c.head.byteCount == 0 && connections[c.id].machine.isTransferring
-            && now - connections[c.id].requestStartedAt < limit {
-            let url = target.source(connections[c.id].source).url
-            let tls = URLParts.isTLS(url) || settings.transfer.proxy(for: url).map(ProxyRoute.isTLS) == true
-            if !c.easy.handshakeDone(tls: tls) { apply(.stillConnecting(c.id), now: now) }
+            && now - connections[c.id].requestStartedAt < limit && !c.easy.requestGoingOut()
+        {
+            apply(.stillConnecting(c.id), now: now)
         }
     }
 
