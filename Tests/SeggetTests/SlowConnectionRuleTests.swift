@@ -44,6 +44,80 @@ import Testing
         #expect(explored >= 1 && explored <= 6, "\(explored) explorations in 30 s")
     }
 
+    /// A long path (600 ms, TLS): every answer is slow for seconds while slow start doubles each
+    /// connection's rate every round trip. Connections still growing like that are not re-dialled
+    /// to look for a faster answer (a re-dial starts the climb again behind two round trips of
+    /// handshakes: 32 MiB at -n 4 took 13.6 s, aria2c 10.9 s); the same rates no longer growing are.
+    @Test func connectionsStillInSlowStartAreNotExplored() {
+        func round(_ growth: Double?) -> Int {
+            var rule = SlowConnectionRule(maxTotalRedials: 24)
+            var explored = 0
+            for tick in 0..<40 {
+                let observations = (0..<4).map { id in
+                    var o = Observation(id: id, bytes: Int64(200 + 20 * id) << 10, seconds: 2.8, remainingBytes: 8 << 20)
+                    o.age = 2.8
+                    o.growth = growth
+                    return o
+                }
+                explored += rule.judge(observations, now: 2.8 + Double(tick) * 0.05, usualFirstByteWait: 0.7, rtt: 0.7)
+                    .filter(\.exploring).count
+            }
+            return explored
+        }
+        #expect(round(2.0) == 0)
+        #expect(round(1.6) == 0)
+        #expect(round(1.0) >= 1, "the counter-case: the same slow answers, not growing, are explored")
+        #expect(round(nil) >= 1, "growth not known: explored as before")
+    }
+
+    /// Every answer so far slow, and requests waiting for their first byte: none is re-dialled to
+    /// look for a faster answer before any first byte came (a 1,000 ms path: the first requests
+    /// were re-dialled after 1.06 s), nor before it waited four times the usual wait (a fresh
+    /// connection's first byte comes three round trips after it is dialled).
+    @Test func firstByteWaitsAreExploredOnlyAgainstAUsualWait() {
+        func explored(usual: Double?, waited: Double) -> Int {
+            var rule = SlowConnectionRule(maxTotalRedials: 24)
+            var count = 0
+            for tick in 0..<20 {
+                var observations = (0..<2).map { id in
+                    var o = Observation(id: id, bytes: 40 << 10, seconds: 1, remainingBytes: 8 << 20)
+                    o.age = 1
+                    o.growth = 2
+                    return o
+                }
+                observations.append(Observation(id: 2, bytes: 0, seconds: 0, waitingForFirstByte: waited, remainingBytes: 8 << 20))
+                count += rule.judge(observations, now: Double(tick) * 0.1, usualFirstByteWait: usual, rtt: 1.0)
+                    .filter(\.exploring).count
+            }
+            return count
+        }
+        #expect(explored(usual: nil, waited: 3) == 0, "no first byte came yet")
+        #expect(explored(usual: 1.2, waited: 4.7) == 0, "under four times the usual wait")
+        #expect(explored(usual: 1.2, waited: 4.9) >= 1, "past four times the usual wait")
+    }
+
+    /// What `growth` reads from a connection's samples: about 2 for a rate doubling every span (slow
+    /// start), about 1 for a steady one, nothing where the samples do not cover two spans.
+    @Test func growthReadsSlowStartFromTheSamples() throws {
+        var doubling = Connection(id: 0)
+        var steady = Connection(id: 1)
+        for step in 0...40 {
+            let t = Double(step) * 0.05
+            // 1,000 bytes doubling every 0.5 s (ten samples), and 1,000 bytes a sample.
+            var bytes = 1000.0
+            for _ in 0..<(step / 10) { bytes *= 2 }
+            doubling.transferBytes = Int64(bytes * (1 + Double(step % 10) / 10))
+            doubling.sample(now: t)
+            steady.transferBytes = Int64(step) * 1000
+            steady.sample(now: t)
+        }
+        let g = try #require(doubling.growth(span: 0.5))
+        #expect(g > 1.8 && g < 2.2, "\(g)")
+        let one = try #require(steady.growth(span: 0.5))
+        #expect(abs(one - 1) < 0.05, "\(one)")
+        #expect(steady.growth(span: 1.5) == nil, "2 s of samples do not cover two spans of 1.5 s")
+    }
+
     /// Rates measured on a source that was dropped (a fast mirror that sent bad pieces) are
     /// forgotten: the connections left on a slower mirror are judged against each other, not against
     /// the dropped one's rate (they were re-dialled "at 6.5 MiB/s against a typical 181 MiB/s").

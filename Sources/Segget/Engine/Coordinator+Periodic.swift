@@ -73,6 +73,7 @@ extension Coordinator {
                 o.provenRate = c.bestWindowRate
                 o.age = c.firstByteAt.map { now - $0 - (c.held(at: now) - c.heldAtFirstByte) }
                 o.path = path
+                o.growth = c.growth(span: max(0.1, ownRTT ?? 0))
                 if o.freeSeconds > 0 { connections[c.id].bestWindowRate = max(c.bestWindowRate, Double(m.bytes) / o.freeSeconds) }
                 observations.append(o)
             } else if let first = c.firstByteAt, now - first > 0 {
@@ -80,6 +81,7 @@ extension Coordinator {
                     heldSeconds: c.held(at: now) - c.heldAtFirstByte, remainingBytes: left, consecutiveRedials: c.redials)
                 o.age = o.freeSeconds
                 o.path = path
+                o.growth = c.growth(span: max(0.1, ownRTT ?? 0))
                 // Its rate over the newest round trips (at least 0.1 s), held time left out.
                 if let m = c.recent(now: now, window: max(0.1, 2 * (ownRTT ?? 0)), interval: Self.slowJudgeInterval), m.seconds - m.held > 0.05 {
                     o.currentRate = Double(m.bytes) / (m.seconds - m.held)

@@ -77,6 +77,9 @@ public struct SlowConnectionRule: Sendable {
         public var provenRate = 0.0
         /// Seconds since its request's first byte (nil: `seconds`), for the slow start it may still be in.
         public var age: Double?
+        /// Bytes over its newest round trip (at least 0.1 s) against the one before it (nil: not
+        /// known): about 2 while TCP's slow start still doubles its window every round trip.
+        public var growth: Double?
         /// Its own path's round trip and usual first-byte wait, where they are not the ones `judge` is
         /// given (a download with mirrors: each source's).
         public var path: Path?
@@ -164,6 +167,9 @@ public struct SlowConnectionRule: Sendable {
     /// With no typical rate above `minTypicalRate` (every answer so far slow), the slowest connection
     /// is re-dialled after this long to look for a faster answer; each later try waits twice as long.
     public var exploreHoldOff = 0.5
+    /// A connection whose newest round trip brought at least this many times the one before it is
+    /// taken to be in slow start (which doubles it): not explored (see `explore`).
+    public static let slowStartGrowth = 1.5
     /// TCP's initial window (10 segments of 1448 bytes), for the slow start a new request may be in.
     public static let initialWindowBytes = 14480.0
 
@@ -287,7 +293,7 @@ public struct SlowConnectionRule: Sendable {
             // was ever slower than "typical").
             typical = Self.upperQuartile(latest.values.map(\.rate))
         }
-        guard let typical, typical > minTypicalRate else { return explore(observations, now: now, rtt: rtt) }
+        guard let typical, typical > minTypicalRate else { return explore(observations, now: now, rtt: rtt, usualFirstByteWait: usualFirstByteWait) }
         var verdicts: [Verdict] = []
         for o in observations {
             let pathRTT = o.path.map(\.roundTrip) ?? rtt
@@ -421,7 +427,7 @@ public struct SlowConnectionRule: Sendable {
     /// than the others: with four times alone the next try came at once, again and again (20 Mbit/s,
     /// 300 ms, 2 % loss, 8 connections: 18 re-dials and 48 requests for 64 MiB, aria2c's 17;
     /// exploratory run 10).
-    private mutating func explore(_ observations: [Observation], now: Double, rtt: Double?) -> [Verdict] {
+    private mutating func explore(_ observations: [Observation], now: Double, rtt: Double?, usualFirstByteWait: Double?) -> [Verdict] {
         if let e = explored, let l = latest[e.id], l.at > e.at, l.rate >= 4 * max(e.rate, 1),
             l.rate >= 2 * Self.upperQuartile(latest.filter { $0.key != e.id }.map(\.value.rate))
         {
@@ -432,8 +438,20 @@ public struct SlowConnectionRule: Sendable {
         }
         // Not while requests may still be in slow start (a WAN download's first round trips are all
         // slow): a candidate has had a whole window since its first byte, or waited that long for it.
+        // Nor while a candidate's rate still grows as slow start grows it: on a long path every
+        // answer is slow for longer than any fixed time (600 ms, TLS: 72 KiB/s after 2.8 s, doubling
+        // each round trip), and a re-dial starts that climb again behind two round trips of
+        // handshakes (32 MiB at -n 4: 13.6 s against aria2c's 10.9 s).
+        // A request still waiting for its first byte is a candidate once it waited `firstByteFactor`
+        // times the usual wait, and not before any first byte came: until then nothing says it is
+        // slow (1,000 ms, TLS: the first requests were re-dialled after 1.06 s, their answers due
+        // after 1 s, and the fresh connections again after 2 s, due after three round trips).
         let settled = max(minJudgeSeconds, window(rtt: rtt))
-        let candidates = observations.filter { ($0.waitingForFirstByte ?? 0) >= settled || ($0.age ?? $0.freeSeconds) >= settled }
+        let firstByteDue = usualFirstByteWait.map { max(settled, firstByteFactor * $0) }
+        let candidates = observations.filter { o in
+            if let waited = o.waitingForFirstByte { return firstByteDue.map { waited >= $0 } ?? false }
+            return (o.age ?? o.freeSeconds) >= settled && (o.growth ?? 1) < Self.slowStartGrowth
+        }
         // Only among two or more: a download of one connection from a slow server is one request
         // (EngineTests.oneConnectionMakesOneRequest: 192 KiB at 64 KiB/s was re-dialled once).
         guard observations.count >= 2, !candidates.isEmpty else { return [] }
