@@ -79,6 +79,8 @@ LINKS = {
     "a": Link("a", 80, 0.001, 400, "uncapped"),
     "b": Link("b", 150, 0.005, 200, "uncapped"),
     "c": Link("c", 40, 0.0, 0, "capped"),
+    # A long path, as through a geostationary satellite: not in the default set.
+    "d": Link("d", 600, 0.0, 0, "uncapped"),
 }
 
 

@@ -31,7 +31,7 @@ extension OptionSchema {
         help: "Seconds before a range's first retry, 0 to 600; later ones double it (segget's default 1).")
     public static let timeout = seconds(
         "timeout", long: "stall-timeout", \.stallTimeout, range: 1...600,
-        help: "Seconds a connection may deliver nothing before it is dropped and retried, 1 to 600 (segget's default 20).")
+        help: "Seconds a connection may deliver nothing before it is dropped and retried, 1 to 600 (segget's default 20), counted once it is made.")
     public static let connectTimeout = seconds(
         "connect-timeout", long: "connect-timeout", \.connectTimeout, range: 1...600,
         help: "Seconds to wait for a connection, 1 to 600 (segget's default 15).")
