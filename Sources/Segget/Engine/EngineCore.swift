@@ -163,7 +163,7 @@ struct EngineCore {
             return out
         case .performed(let passStartedAt):
             var out: [Action] = []
-            if passStartedAt - lastTick >= c.config.progressInterval {
+            if tickDue(passStartedAt: passStartedAt, lastTick: lastTick, interval: c.config.progressInterval) {
                 lastTick = passStartedAt
                 // Samples are timed after the bytes they count (a perform can take a while).
                 out += actions(c.tick(now: now))
@@ -296,10 +296,15 @@ struct EngineCore {
     /// (`Event.stillConnecting`).
     func ticks(passStartedAt: Double) -> Bool {
         switch mode {
-        case .ranged(let c): passStartedAt - lastTick >= c.config.progressInterval
-        case .stream(let s): passStartedAt - lastTick >= s.config.progressInterval
+        case .ranged(let c): Self.tickDue(passStartedAt: passStartedAt, lastTick: lastTick, interval: c.config.progressInterval)
+        case .stream(let s): Self.tickDue(passStartedAt: passStartedAt, lastTick: lastTick, interval: s.config.progressInterval)
         case .vacant: false
         }
+    }
+
+    /// The cadence of progress ticks: a pass runs one once `interval` went by since the last that did.
+    private static func tickDue(passStartedAt: Double, lastTick: Double, interval: Double) -> Bool {
+        passStartedAt - lastTick >= interval
     }
 
     /// The cadence of the slow rule and the saturation check: a pass judges once
