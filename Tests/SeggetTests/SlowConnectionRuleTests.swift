@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 @testable import Segget
 
@@ -48,18 +49,20 @@ import Testing
     /// connection's rate every round trip. Connections still growing like that are not re-dialled
     /// to look for a faster answer (a re-dial starts the climb again behind two round trips of
     /// handshakes: 32 MiB at -n 4 took 13.6 s, aria2c 10.9 s); the same rates no longer growing are.
+    /// (4 s after their first bytes: past what slow start needs at 700 ms to reach 256 KiB/s, for
+    /// which see `slowStartIsWaitedForOnAVeryLongPath`.)
     @Test func connectionsStillInSlowStartAreNotExplored() {
         func round(_ growth: Double?) -> Int {
             var rule = SlowConnectionRule(maxTotalRedials: 24)
             var explored = 0
             for tick in 0..<40 {
                 let observations = (0..<4).map { id in
-                    var o = Observation(id: id, bytes: Int64(200 + 20 * id) << 10, seconds: 2.8, remainingBytes: 8 << 20)
-                    o.age = 2.8
+                    var o = Observation(id: id, bytes: Int64(200 + 20 * id) << 10, seconds: 2, remainingBytes: 8 << 20)
+                    o.age = 4 + Double(tick) * 0.05
                     o.growth = growth
                     return o
                 }
-                explored += rule.judge(observations, now: 2.8 + Double(tick) * 0.05, usualFirstByteWait: 0.7, rtt: 0.7)
+                explored += rule.judge(observations, now: 4 + Double(tick) * 0.05, usualFirstByteWait: 0.7, rtt: 0.7)
                     .filter(\.exploring).count
             }
             return explored
@@ -68,6 +71,37 @@ import Testing
         #expect(round(1.6) == 0)
         #expect(round(1.0) >= 1, "the counter-case: the same slow answers, not growing, are explored")
         #expect(round(nil) >= 1, "growth not known: explored as before")
+    }
+
+    /// A 1,000 ms path (1.18 s round trips, TLS) from a server whose TCP paces its sends (BBR): the
+    /// first round trips brought about 40 KB each, flat, so growth read 1, and the probe's connection,
+    /// ahead of the others at 47 KiB/s, was re-dialled 3.7 s after its first byte (19.1 s and 12
+    /// requests for 32 MiB at -n 4, against 14.7 s and 8). Slow start needs 6.4 s there to reach the
+    /// 256 KiB/s below which every answer counts as slow: until then a connection that has what slow
+    /// start delivers at its age is not a candidate. A trickle at that age is, and so are the same
+    /// rates past that age.
+    @Test func slowStartIsWaitedForOnAVeryLongPath() {
+        func explored(kibPerSecond: Double, from age: Double) -> Int {
+            var rule = SlowConnectionRule(maxTotalRedials: 24)
+            var count = 0
+            for tick in 0..<40 {
+                let now = age + Double(tick) * 0.05
+                let observations = (0..<4).map { id in
+                    let rate = (id == 0 ? kibPerSecond : 31.5) * 1024
+                    var o = Observation(id: id, bytes: Int64(rate * min(now, 2)), seconds: min(now, 2),
+                                        remainingBytes: id == 0 ? 8 << 20 : 6 << 20)
+                    o.age = now
+                    o.growth = 1
+                    return o
+                }
+                count += rule.judge(observations, now: now, usualFirstByteWait: 1.18, rtt: 1.18).filter(\.exploring).count
+            }
+            return count
+        }
+        #expect(explored(kibPerSecond: 47, from: 3.7) == 0, "what slow start delivers at 3.7 s")
+        #expect(explored(kibPerSecond: 4, from: 3.7) >= 1, "a trickle at the same age")
+        #expect(explored(kibPerSecond: 47, from: 6.5) >= 1, "the same rates once slow start had its time")
+        #expect(SlowConnectionRule.rampSeconds(rate: 256 * 1024, rtt: 1.18) + 1.18 < 6.5)
     }
 
     /// Every answer so far slow, and requests waiting for their first byte: none is re-dialled to
@@ -116,6 +150,30 @@ import Testing
         let one = try #require(steady.growth(span: 0.5))
         #expect(abs(one - 1) < 0.05, "\(one)")
         #expect(steady.growth(span: 1.5) == nil, "2 s of samples do not cover two spans of 1.5 s")
+    }
+
+    /// Samples are kept by time: with the slow rule's rounds (every 0.05 s) and the progress ticks
+    /// (every 0.25 s) both sampling, 64 samples covered 2.7 s, and the growth over two round trips
+    /// of a 1.5 s path was never known (with `-q`, fewer samples, it was).
+    @Test func samplesCoverTwoRoundTripsOfAVeryLongPathHoweverOftenTaken() throws {
+        var c = Connection(id: 0)
+        var t = 0.0
+        var ticks = 0
+        while t < 3.7 {
+            // Bytes doubling every 1.5 s.
+            c.transferBytes = Int64(14_480 * pow(2, t / 1.5))
+            c.sample(now: t)
+            t += 0.05
+            if Int(t / 0.25) > ticks {
+                ticks = Int(t / 0.25)
+                c.sample(now: t - 0.025)
+            }
+        }
+        let g = try #require(c.growth(span: 1.5))
+        #expect(g > 1.8 && g < 2.2, "\(g)")
+        // Nothing older than `sampleSeconds` is kept.
+        for step in 0..<400 { c.sample(now: 3.7 + Double(step) * 0.05) }
+        #expect(c.samples.count <= Int(Connection.sampleSeconds / 0.05) + 1)
     }
 
     /// Rates measured on a source that was dropped (a fast mirror that sent bad pieces) are

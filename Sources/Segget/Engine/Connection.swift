@@ -151,17 +151,25 @@ struct Connection {
         transferStartedAt += gap
     }
 
-    /// Samples kept: every slow-rule round (0.05 s) for 3.2 s, more than the longest window judged (2 s).
-    static let maxSamples = 64
+    /// How far back samples are kept, seconds: more than the longest window judged (2 s) and than the
+    /// two round trips `growth` compares on a 2 s path. By time, not by count: the progress ticks
+    /// (`--json`, a terminal) sample too, and 64 samples then covered 2.7 s instead of 3.2, less than
+    /// two round trips of a 1.5 s path, whose growth was then never known with progress shown and
+    /// known with `-q`.
+    static let sampleSeconds = 4.5
+    /// At most this many (a sample every 0.02 s at most).
+    static let maxSamples = 256
 
     /// Keeps a sample of the bytes received so far (taken every progress tick and slow-rule round).
     mutating func sample(now: Double) {
         if let last = samples.last, now - last.0 < 0.02 { return }
         samples.append((now, transferBytes))
         heldSamples.append(held(at: now))
-        if samples.count > Self.maxSamples {
-            samples.removeFirst(samples.count - Self.maxSamples)
-            heldSamples.removeFirst(heldSamples.count - Self.maxSamples)
+        let old = min(samples.firstIndex { now - $0.0 <= Self.sampleSeconds } ?? samples.count, samples.count - 1)
+        let drop = max(old, samples.count - Self.maxSamples)
+        if drop > 0 {
+            samples.removeFirst(drop)
+            heldSamples.removeFirst(min(drop, heldSamples.count))
         }
     }
 

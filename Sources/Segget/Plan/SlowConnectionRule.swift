@@ -411,6 +411,16 @@ public struct SlowConnectionRule: Sendable {
         pipe.usual > 0 && deficit > 0 && pipe.current >= pipe.usual - absorbedFraction * deficit
     }
 
+    /// Whether a request `age` seconds past its first byte, younger than slow start at round trip `rtt`
+    /// needs to reach `floor` (plus a round trip), averaged at least `slowFraction` of what slow start
+    /// from TCP's initial window delivers in that time (`expectedRate`): nothing yet says its server is
+    /// slow. False past that age, or with no round trip known.
+    static func keepsUpWithSlowStart(_ o: Observation, age: Double, rtt: Double?, slowFraction: Double, floor: Double) -> Bool {
+        guard let rtt, rtt > 0, age < rampSeconds(rate: floor, rtt: rtt) + rtt else { return false }
+        let rate = Double(o.bytes) / max(o.freeSeconds, 1e-3)
+        return rate >= slowFraction * expectedRate(typical: floor, seconds: age, rtt: rtt)
+    }
+
     /// See `absorbs`: half way between a total that kept all of the deficit and one that lost it all.
     static let absorbedFraction = 0.5
 
@@ -446,11 +456,19 @@ public struct SlowConnectionRule: Sendable {
         // times the usual wait, and not before any first byte came: until then nothing says it is
         // slow (1,000 ms, TLS: the first requests were re-dialled after 1.06 s, their answers due
         // after 1 s, and the fresh connections again after 2 s, due after three round trips).
+        // Nor, on a path so long that slow start takes longer than that to reach `minTypicalRate`,
+        // one that has what slow start delivers at its age: "every answer slow" says nothing there
+        // until then, and growth read over one round trip misses a sender that paces (BBR's first
+        // round trips at 1,000 ms brought about 40 KB each, flat, then doubled: the probe's
+        // connection, ahead of the others at 47 KiB/s, was re-dialled 3.7 s after its first byte,
+        // and the download took 19.1 s and 12 requests against 14.7 s and 8).
         let settled = max(minJudgeSeconds, window(rtt: rtt))
         let firstByteDue = usualFirstByteWait.map { max(settled, firstByteFactor * $0) }
         let candidates = observations.filter { o in
             if let waited = o.waitingForFirstByte { return firstByteDue.map { waited >= $0 } ?? false }
-            return (o.age ?? o.freeSeconds) >= settled && (o.growth ?? 1) < Self.slowStartGrowth
+            let age = o.age ?? o.freeSeconds
+            return age >= settled && (o.growth ?? 1) < Self.slowStartGrowth
+                && !Self.keepsUpWithSlowStart(o, age: age, rtt: o.path?.roundTrip ?? rtt, slowFraction: slowFraction, floor: minTypicalRate)
         }
         // Only among two or more: a download of one connection from a slow server is one request
         // (EngineTests.oneConnectionMakesOneRequest: 192 KiB at 64 KiB/s was re-dialled once).
@@ -469,19 +487,5 @@ public struct SlowConnectionRule: Sendable {
         let rate = Double(worst.bytes) / max(worst.freeSeconds, 1e-3)
         explored = (worst.id, rate, now)
         return [Verdict(id: worst.id, action: .redial, rate: rate, typical: typical ?? 0, exploring: true)]
-    }
-}
-
-extension Double {
-    /// log2 of the value, 0 for values of at most 1 (the standard library has no logarithm).
-    var log2OrZero: Double {
-        guard self > 1, isFinite else { return 0 }
-        // The exponent, plus the significand's log2 (1..<2) by the series of ln(x)/ln(2) around 1.5.
-        let e = Double(exponent)
-        let m = significand
-        let y = (m - 1.5) / (m + 1.5)
-        let y2 = y * y
-        let ln = 2 * y * (1 + y2 / 3 + y2 * y2 / 5 + y2 * y2 * y2 / 7) + 0.4054651081081644
-        return e + ln / 0.6931471805599453
     }
 }
