@@ -74,34 +74,78 @@ import Testing
     }
 
     /// A 1,000 ms path (1.18 s round trips, TLS) from a server whose TCP paces its sends (BBR): the
-    /// first round trips brought about 40 KB each, flat, so growth read 1, and the probe's connection,
-    /// ahead of the others at 47 KiB/s, was re-dialled 3.7 s after its first byte (19.1 s and 12
-    /// requests for 32 MiB at -n 4, against 14.7 s and 8). Slow start needs 6.4 s there to reach the
-    /// 256 KiB/s below which every answer counts as slow: until then a connection that has what slow
-    /// start delivers at its age is not a candidate. A trickle at that age is, and so are the same
-    /// rates past that age.
+    /// first round trips brought about 40 KB each, flat, and the probe's connection, ahead of the
+    /// others at 47 KiB/s, was re-dialled 2.4 s after its first byte (19.1 s and 12 requests for 32
+    /// MiB at -n 4, against 14.7 s and 8). Slow start needs 5.2 s there to reach the 256 KiB/s below
+    /// which every answer counts as slow: until then and a round trip more (6.4 s), a connection
+    /// that has what slow start delivers over the same seconds of its age is not a candidate. A
+    /// trickle at that age is, and so are the same rates past it (at 150 KiB/s, every connection:
+    /// above 0.4 of 256 KiB/s, so only the end of the wait lets them be explored).
     @Test func slowStartIsWaitedForOnAVeryLongPath() {
-        func explored(kibPerSecond: Double, from age: Double) -> Int {
+        /// Bytes a second over the observation's seconds at `now`, per connection.
+        typealias Rates = (_ id: Int, _ now: Double) -> Double
+        func flat(_ kib: Double, others: Double = 31.5) -> Rates { { id, _ in (id == 0 ? kib : others) * 1024 } }
+        // Connection 0 at 0.8 of what slow start at 1.18 s brings over the same seconds, the others at 0.6.
+        let climbing: Rates = { id, now in
+            let w = min(now, 2)
+            let s = SlowConnectionRule.slowStartBytes(seconds: now, rtt: 1.18) - SlowConnectionRule.slowStartBytes(seconds: now - w, rtt: 1.18)
+            return (id == 0 ? 0.8 : 0.6) * s / w
+        }
+        func explored(_ rates: Rates, from age: Double, rtt: Double? = 1.18, networkRTT: Double? = nil, ownRTT: Double? = nil) -> Int {
             var rule = SlowConnectionRule(maxTotalRedials: 24)
             var count = 0
             for tick in 0..<40 {
                 let now = age + Double(tick) * 0.05
                 let observations = (0..<4).map { id in
-                    let rate = (id == 0 ? kibPerSecond : 31.5) * 1024
-                    var o = Observation(id: id, bytes: Int64(rate * min(now, 2)), seconds: min(now, 2),
+                    var o = Observation(id: id, bytes: Int64(rates(id, now) * min(now, 2)), seconds: min(now, 2),
                                         remainingBytes: id == 0 ? 8 << 20 : 6 << 20)
                     o.age = now
                     o.growth = 1
+                    if let ownRTT { o.path = .init(roundTrip: ownRTT, usualFirstByteWait: ownRTT) }
                     return o
                 }
-                count += rule.judge(observations, now: now, usualFirstByteWait: 1.18, rtt: 1.18).filter(\.exploring).count
+                count += rule.judge(observations, now: now, usualFirstByteWait: rtt, rtt: rtt, networkRTT: networkRTT)
+                    .filter(\.exploring).count
             }
             return count
         }
-        #expect(explored(kibPerSecond: 47, from: 3.7) == 0, "what slow start delivers at 3.7 s")
-        #expect(explored(kibPerSecond: 4, from: 3.7) >= 1, "a trickle at the same age")
-        #expect(explored(kibPerSecond: 47, from: 6.5) >= 1, "the same rates once slow start had its time")
-        #expect(SlowConnectionRule.rampSeconds(rate: 256 * 1024, rtt: 1.18) + 1.18 < 6.5)
+        #expect(explored(flat(47), from: 2.4) == 0, "what slow start delivers 2.4 s in")
+        #expect(explored(climbing, from: 2.4) == 0, "and as it climbs, to 4.4 s")
+        #expect(explored(climbing, from: 4.3) == 0, "to 6.3 s")
+        #expect(explored(flat(4), from: 3.7) >= 1, "a trickle at the same age")
+        #expect(explored(flat(47), from: 3.7) >= 1, "no climb: behind slow start by 4.9 s")
+        // Once slow start had its time, only a trickle (under 0.4 of 256 KiB/s) is a candidate there.
+        #expect(explored(flat(47), from: 6.5) >= 1, "47 KiB/s once slow start had its time")
+        #expect(explored(flat(150, others: 150), from: 3.7) == 0)
+        #expect(explored(flat(150, others: 150), from: 6.5) == 0)
+        #expect(explored(flat(90, others: 90), from: 6.5) >= 1, "under 0.4 of 256 KiB/s")
+        #expect(explored(flat(150, others: 150), from: 6.5, rtt: 0.1) >= 1, "a short path: as before")
+        // No round trip known: as before, explored.
+        #expect(explored(flat(47), from: 2.4, rtt: nil) >= 1)
+        // A server that thinks 2 s before each head on a 10 ms path: the kernel's round trip counts.
+        #expect(explored(flat(47), from: 2.4, rtt: 2, networkRTT: 0.01) >= 1)
+        #expect(explored(flat(47), from: 2.4, rtt: 2) == 0, "the counter-case: no kernel round trip known")
+        // A mirror's own round trip, where the download's is short.
+        #expect(explored(flat(47), from: 2.4, rtt: 0.05, ownRTT: 1.18) == 0)
+        #expect(explored(flat(47), from: 2.4, rtt: 0.05) >= 1)
+    }
+
+    /// What slow start is taken to deliver over a request's latest seconds, against its average.
+    @Test func slowStartIsComparedOverTheSameSeconds() {
+        func keepsUp(_ o: Observation, age: Double, rtt: Double?) -> Bool {
+            SlowConnectionRule.keepsUpWithSlowStart(o, age: age, settled: 2, rtt: rtt, slowFraction: 0.4, floor: 262_144)
+        }
+        var o = Observation(id: 0, bytes: 60 << 10, seconds: 2, remainingBytes: 1 << 20)
+        // 30 KiB/s over the last 2 s of 5 s at 1.18 s round trips: slow start brought 99 KB/s there
+        // (its average since the first byte: 54 KB/s), so under 0.4 of it.
+        #expect(!keepsUp(o, age: 5, rtt: 1.18))
+        o.bytes = 100 << 10
+        #expect(keepsUp(o, age: 5, rtt: 1.18))
+        #expect(!keepsUp(o, age: 6.5, rtt: 1.18), "past 5.2 + 1.18 s: under 0.4 of 256 KiB/s")
+        o.bytes = 220 << 10
+        #expect(keepsUp(o, age: 6.5, rtt: 1.18))
+        #expect(!keepsUp(o, age: 5, rtt: nil))
+        #expect(!keepsUp(o, age: 5, rtt: 0.1), "a short path")
     }
 
     /// Every answer so far slow, and requests waiting for their first byte: none is re-dialled to

@@ -153,9 +153,8 @@ struct Connection {
 
     /// How far back samples are kept, seconds: more than the longest window judged (2 s) and than the
     /// two round trips `growth` compares on a 2 s path. By time, not by count: the progress ticks
-    /// (`--json`, a terminal) sample too, and 64 samples then covered 2.7 s instead of 3.2, less than
-    /// two round trips of a 1.5 s path, whose growth was then never known with progress shown and
-    /// known with `-q`.
+    /// sample too, and 64 samples then covered 2.7 s instead of 3.2, less than two round trips of a
+    /// 1.5 s path, whose growth was then never known.
     static let sampleSeconds = 4.5
     /// At most this many (a sample every 0.02 s at most).
     static let maxSamples = 256

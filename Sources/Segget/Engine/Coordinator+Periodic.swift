@@ -92,7 +92,7 @@ extension Coordinator {
         let pipe = pipeRates(window: window)
         let verdicts = slowRule.judge(observations, now: now, usualFirstByteWait: usualFirstByteWait, rtt: rtt,
                                       handshakeSeconds: handshakeSeconds, requestPrice: priceBeyondNetwork(.redial, now: now),
-                                      pipe: pipe)
+                                      pipe: pipe, networkRTT: cost.roundTrip)
         var commands: [Command] = []
         if !notJudged.isEmpty { commands.append(.trace("not judged, their answers unread in the kernel: connections \(notJudged.joined(separator: ", "))")) }
         for v in verdicts {

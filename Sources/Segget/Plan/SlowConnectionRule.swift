@@ -257,9 +257,15 @@ public struct SlowConnectionRule: Sendable {
     /// rate, or less while slow start (from the initial window, doubling every round trip) limits it.
     public static func expectedRate(typical: Double, seconds: Double, rtt: Double?) -> Double {
         guard let rtt, rtt > 0, seconds > 0 else { return typical }
+        return min(typical, slowStartBytes(seconds: seconds, rtt: rtt) / seconds)
+    }
+
+    /// What slow start from the initial window, doubling every round trip `rtt` (at least 0), brings
+    /// in its first `seconds` (linear within a round trip).
+    static func slowStartBytes(seconds: Double, rtt: Double) -> Double {
+        guard seconds > 0 else { return 0 }
         let doublings = min(50, seconds / rtt)
-        let bytes = initialWindowBytes * (Double(sign: .plus, exponent: Int(doublings), significand: 1) * (1 + (doublings - doublings.rounded(.down))) - 1)
-        return min(typical, bytes / seconds)
+        return initialWindowBytes * (Double(sign: .plus, exponent: Int(doublings), significand: 1) * (1 + (doublings - doublings.rounded(.down))) - 1)
     }
 
     /// The verdicts on one round of observations taken at `now`, in the order given.
@@ -278,7 +284,7 @@ public struct SlowConnectionRule: Sendable {
     /// costs no request.
     public mutating func judge(_ observations: [Observation], now: Double, usualFirstByteWait: Double? = nil,
                                rtt: Double? = nil, handshakeSeconds: Double = 0, requestPrice: Double = 0,
-                               pipe: (current: Double, usual: Double)? = nil) -> [Verdict] {
+                               pipe: (current: Double, usual: Double)? = nil, networkRTT: Double? = nil) -> [Verdict] {
         if observations.contains(where: { $0.heldSeconds > window / 10 }) { lastHoldAt = now }
         guard !isSuspended(at: now) else { return [] }
         for o in observations where o.waitingForFirstByte == nil && o.seconds > 0
@@ -293,7 +299,7 @@ public struct SlowConnectionRule: Sendable {
             // was ever slower than "typical").
             typical = Self.upperQuartile(latest.values.map(\.rate))
         }
-        guard let typical, typical > minTypicalRate else { return explore(observations, now: now, rtt: rtt, usualFirstByteWait: usualFirstByteWait) }
+        guard let typical, typical > minTypicalRate else { return explore(observations, now: now, rtt: rtt, usualFirstByteWait: usualFirstByteWait, networkRTT: networkRTT) }
         var verdicts: [Verdict] = []
         for o in observations {
             let pathRTT = o.path.map(\.roundTrip) ?? rtt
@@ -411,16 +417,6 @@ public struct SlowConnectionRule: Sendable {
         pipe.usual > 0 && deficit > 0 && pipe.current >= pipe.usual - absorbedFraction * deficit
     }
 
-    /// Whether a request `age` seconds past its first byte, younger than slow start at round trip `rtt`
-    /// needs to reach `floor` (plus a round trip), averaged at least `slowFraction` of what slow start
-    /// from TCP's initial window delivers in that time (`expectedRate`): nothing yet says its server is
-    /// slow. False past that age, or with no round trip known.
-    static func keepsUpWithSlowStart(_ o: Observation, age: Double, rtt: Double?, slowFraction: Double, floor: Double) -> Bool {
-        guard let rtt, rtt > 0, age < rampSeconds(rate: floor, rtt: rtt) + rtt else { return false }
-        let rate = Double(o.bytes) / max(o.freeSeconds, 1e-3)
-        return rate >= slowFraction * expectedRate(typical: floor, seconds: age, rtt: rtt)
-    }
-
     /// See `absorbs`: half way between a total that kept all of the deficit and one that lost it all.
     static let absorbedFraction = 0.5
 
@@ -437,7 +433,8 @@ public struct SlowConnectionRule: Sendable {
     /// than the others: with four times alone the next try came at once, again and again (20 Mbit/s,
     /// 300 ms, 2 % loss, 8 connections: 18 re-dials and 48 requests for 64 MiB, aria2c's 17;
     /// exploratory run 10).
-    private mutating func explore(_ observations: [Observation], now: Double, rtt: Double?, usualFirstByteWait: Double?) -> [Verdict] {
+    private mutating func explore(_ observations: [Observation], now: Double, rtt: Double?, usualFirstByteWait: Double?,
+                                  networkRTT: Double?) -> [Verdict] {
         if let e = explored, let l = latest[e.id], l.at > e.at, l.rate >= 4 * max(e.rate, 1),
             l.rate >= 2 * Self.upperQuartile(latest.filter { $0.key != e.id }.map(\.value.rate))
         {
@@ -456,19 +453,25 @@ public struct SlowConnectionRule: Sendable {
         // times the usual wait, and not before any first byte came: until then nothing says it is
         // slow (1,000 ms, TLS: the first requests were re-dialled after 1.06 s, their answers due
         // after 1 s, and the fresh connections again after 2 s, due after three round trips).
-        // Nor, on a path so long that slow start takes longer than that to reach `minTypicalRate`,
-        // one that has what slow start delivers at its age: "every answer slow" says nothing there
-        // until then, and growth read over one round trip misses a sender that paces (BBR's first
-        // round trips at 1,000 ms brought about 40 KB each, flat, then doubled: the probe's
-        // connection, ahead of the others at 47 KiB/s, was re-dialled 3.7 s after its first byte,
-        // and the download took 19.1 s and 12 requests against 14.7 s and 8).
+        // Nor, on a path so long that slow start needs longer than the settled time to reach
+        // `minTypicalRate`, one that has what slow start delivers at its age, until slow start had
+        // that time and a round trip more (`keepsUpWithSlowStart`): "every answer slow" says nothing
+        // there until then, and growth over two round trips is not known before two round trips
+        // or misses a sender that paces (BBR's first round trips at 1,000 ms brought about 40 KB
+        // each, flat, then doubled: the probe's connection, ahead of the others at 47 KiB/s, was
+        // re-dialled 2.4 s after its first byte, and the download took 19.1 s and 12 requests
+        // against 14.7 s and 8). The round trip there is the kernel's where known: a first-byte
+        // wait counts a server's think time too. Past that wait, on such a path only a clear trickle
+        // is a candidate: slow start has only just brought a healthy connection to 256 KiB/s (at
+        // 600 ms and -n 8, connections at 249 KiB/s, as fast as the others, were re-dialled 3.9 s in).
         let settled = max(minJudgeSeconds, window(rtt: rtt))
         let firstByteDue = usualFirstByteWait.map { max(settled, firstByteFactor * $0) }
         let candidates = observations.filter { o in
             if let waited = o.waitingForFirstByte { return firstByteDue.map { waited >= $0 } ?? false }
             let age = o.age ?? o.freeSeconds
             return age >= settled && (o.growth ?? 1) < Self.slowStartGrowth
-                && !Self.keepsUpWithSlowStart(o, age: age, rtt: o.path?.roundTrip ?? rtt, slowFraction: slowFraction, floor: minTypicalRate)
+                && !Self.keepsUpWithSlowStart(o, age: age, settled: settled, rtt: [o.path?.roundTrip ?? rtt, networkRTT].compactMap { $0 }.min(),
+                                              slowFraction: slowFraction, floor: minTypicalRate)
         }
         // Only among two or more: a download of one connection from a slow server is one request
         // (EngineTests.oneConnectionMakesOneRequest: 192 KiB at 64 KiB/s was re-dialled once).
