@@ -155,17 +155,16 @@ struct Connection {
     /// two round trips `growth` compares on a 2 s path. By time, not by count: the progress ticks
     /// sample too, and 64 samples then covered 2.7 s instead of 3.2, less than two round trips of a
     /// 1.5 s path, whose growth was then never known.
+    /// (Samples are at least 0.02 s apart, so at most 226 are kept.)
     static let sampleSeconds = 4.5
-    /// At most this many (a sample every 0.02 s at most).
-    static let maxSamples = 256
 
     /// Keeps a sample of the bytes received so far (taken every progress tick and slow-rule round).
     mutating func sample(now: Double) {
         if let last = samples.last, now - last.0 < 0.02 { return }
         samples.append((now, transferBytes))
         heldSamples.append(held(at: now))
-        let old = min(samples.firstIndex { now - $0.0 <= Self.sampleSeconds } ?? samples.count, samples.count - 1)
-        let drop = max(old, samples.count - Self.maxSamples)
+        // The sample just taken is always kept.
+        let drop = samples.firstIndex { now - $0.0 <= Self.sampleSeconds } ?? 0
         if drop > 0 {
             samples.removeFirst(drop)
             heldSamples.removeFirst(min(drop, heldSamples.count))
