@@ -153,7 +153,7 @@ import Testing
     /// were re-dialled after 1.06 s), nor before it waited four times the usual wait (a fresh
     /// connection's first byte comes three round trips after it is dialled).
     @Test func firstByteWaitsAreExploredOnlyAgainstAUsualWait() {
-        func explored(usual: Double?, waited: Double) -> Int {
+        func explored(usual: Double?, waited: Double, handshakes: Double = 0) -> Int {
             var rule = SlowConnectionRule(maxTotalRedials: 24)
             var count = 0
             for tick in 0..<20 {
@@ -163,7 +163,9 @@ import Testing
                     o.growth = 2
                     return o
                 }
-                observations.append(Observation(id: 2, bytes: 0, seconds: 0, waitingForFirstByte: waited, remainingBytes: 8 << 20))
+                var waiting = Observation(id: 2, bytes: 0, seconds: 0, waitingForFirstByte: waited, remainingBytes: 8 << 20)
+                waiting.handshakeSeconds = handshakes
+                observations.append(waiting)
                 count += rule.judge(observations, now: Double(tick) * 0.1, usualFirstByteWait: usual, rtt: 1.0)
                     .filter(\.exploring).count
             }
@@ -172,6 +174,29 @@ import Testing
         #expect(explored(usual: nil, waited: 3) == 0, "no first byte came yet")
         #expect(explored(usual: 1.2, waited: 4.7) == 0, "under four times the usual wait")
         #expect(explored(usual: 1.2, waited: 4.9) >= 1, "past four times the usual wait")
+        #expect(explored(usual: 1.2, waited: 4.9, handshakes: 2.4) == 0, "its new connection's handshakes come first")
+        #expect(explored(usual: 1.2, waited: 14.5, handshakes: 2.4) >= 1, "past four times both")
+    }
+
+    /// A request that opened a new connection waits for its handshakes before its request goes out:
+    /// its first byte is due four times the usual wait and those later (600 ms, a 20 Mbit/s line with
+    /// its queue full: a re-dial's new connection needs three round trips of 1.2 s, and was re-dialled
+    /// again and again at 0 B/s after 4 x 0.71 s). One over an open connection is judged as before, and
+    /// so is one on a short path, where a silent answer is caught as soon as before.
+    @Test func aRequestThatOpenedANewConnectionIsGivenItsHandshakes() {
+        func verdicts(waited: Double, handshakes: Double, usual: Double = 0.71, rtt: Double = 0.6) -> [Int] {
+            var rule = SlowConnectionRule(maxTotalRedials: 24)
+            var silent = Observation(id: 3, bytes: 0, seconds: 0, waitingForFirstByte: waited, remainingBytes: 8 << 20)
+            silent.handshakeSeconds = handshakes
+            return rule.judge(Self.peers + [silent], now: 0, usualFirstByteWait: usual, rtt: rtt, handshakeSeconds: 2 * rtt).map(\.id)
+        }
+        #expect(verdicts(waited: 3, handshakes: 0) == [3])
+        #expect(verdicts(waited: 3, handshakes: 1.2).isEmpty)
+        #expect(verdicts(waited: 7.6, handshakes: 1.2).isEmpty)
+        #expect(verdicts(waited: 7.7, handshakes: 1.2) == [3])
+        // 20 ms: four times the usual wait, as before.
+        #expect(verdicts(waited: 0.125, handshakes: 0.04, usual: 0.03, rtt: 0.02) == [3])
+        #expect(verdicts(waited: 0.115, handshakes: 0.04, usual: 0.03, rtt: 0.02).isEmpty)
     }
 
     /// What `growth` reads from a connection's samples: about 2 for a rate doubling every span (slow

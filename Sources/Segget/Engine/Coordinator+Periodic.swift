@@ -67,6 +67,9 @@ extension Coordinator {
                 let waited = max(0, now - since - (c.held(at: now) - c.heldAtRequest) - expected)
                 var o = SlowConnectionRule.Observation(id: c.id, bytes: 0, seconds: 0, waitingForFirstByte: waited, remainingBytes: left, consecutiveRedials: c.redials)
                 o.path = path
+                if c.dialled ?? !c.linkWasOpen {
+                    o.handshakeSeconds = several ? ownRTT.map { handshakeRounds * $0 } ?? expectedHandshakeSeconds : expectedHandshakeSeconds
+                }
                 observations.append(o)
             } else if now - c.transferStartedAt >= window, let m = c.recent(now: now, window: window, interval: Self.slowJudgeInterval) {
                 var o = SlowConnectionRule.Observation(id: c.id, bytes: m.bytes, seconds: m.seconds, heldSeconds: m.held, remainingBytes: left, consecutiveRedials: c.redials)

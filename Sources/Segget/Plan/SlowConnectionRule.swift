@@ -15,7 +15,13 @@
 /// that a connection that was slow once and then finished quick requests does not stay slow here. Near the end of a download the connections still receiving are mostly the slow
 /// ones (the others ran out of work), so a median over those alone would call a trickle typical.
 /// A connection that has not received its first byte yet is judged once it waited much longer than
-/// its peers' first bytes usually take.
+/// its peers' first bytes usually take; on a long path (`isLongPath`), much longer than those and its
+/// handshakes if its request opened a new connection: 600 ms, 0.5 % loss, a 20 Mbit/s line with its
+/// 0.6 s queue full, -n 8: a re-dial's new connection was judged silent after 4 x 0.71 s, when its
+/// three round trips behind the queue take 3.6 s, re-dialled again up to five times in a row, and the
+/// download took 29-46 requests to aria2c's 17. On a short path the handshakes are a small part of
+/// the wait, and a silent answer is caught as soon as before (simulator, trickle-every-kth seed 942:
+/// answers silent from their first byte, 20 ms; with four times the handshakes too, 12.05 x the ideal).
 ///
 /// A request younger than half the window is judged on what it received since its first byte, once
 /// it had `minJudgeSeconds` (and four usual first-byte waits, so that TCP slow start on a long path is
@@ -65,6 +71,9 @@ public struct SlowConnectionRule: Sendable {
         public var heldSeconds: Double = 0
         /// Seconds its request has waited for a first body byte; nil once one arrived.
         public var waitingForFirstByte: Double?
+        /// What the handshakes of the new connection its request opened take on this path (0 over a
+        /// connection kept open): its first byte is due that much later (see `judge`).
+        public var handshakeSeconds = 0.0
         /// Bytes left in its assignment.
         public var remainingBytes: Int64
         /// Re-dials since it last finished a chunk.
@@ -299,12 +308,15 @@ public struct SlowConnectionRule: Sendable {
             // was ever slower than "typical").
             typical = Self.upperQuartile(latest.values.map(\.rate))
         }
-        guard let typical, typical > minTypicalRate else { return explore(observations, now: now, rtt: rtt, usualFirstByteWait: usualFirstByteWait, networkRTT: networkRTT) }
+        guard let typical, typical > minTypicalRate else {
+            return explore(observations, now: now, rtt: rtt, usualFirstByteWait: usualFirstByteWait, networkRTT: networkRTT, handshakeSeconds: handshakeSeconds)
+        }
         var verdicts: [Verdict] = []
         for o in observations {
             let pathRTT = o.path.map(\.roundTrip) ?? rtt
             let usualFirstByteWait = o.path.map(\.usualFirstByteWait) ?? usualFirstByteWait
-            let firstByteLimit = max(minFirstByteWait ?? minJudgeSeconds, firstByteFactor * (usualFirstByteWait ?? 0))
+            let longPath = isLongPath(handshakeSeconds: handshakeSeconds, rtt: pathRTT, rate: typical)
+            let firstByteLimit = max(minFirstByteWait ?? minJudgeSeconds, firstByteFactor * ((usualFirstByteWait ?? 0) + (longPath ? o.handshakeSeconds : 0)))
             let youngLimit = max(minJudgeSeconds, firstByteFactor * (usualFirstByteWait ?? 0))
             let rate: Double
             var young = true
@@ -344,7 +356,6 @@ public struct SlowConnectionRule: Sendable {
             // and is the path's own since the first requests go over warm connections (0.081 s;
             // `ConnectionWarmUp`), which without it made link a a short path again (0.39-0.48 s) and
             // drew re-dials there (10 in 5 runs over HTTP against none).
-            let longPath = handshakeSeconds + (pathRTT ?? 0) + Self.rampSeconds(rate: typical, rtt: pathRTT) >= lossRecoveryRampSeconds
             let fraction = o.provenRate >= typical * slowFraction || longPath ? provenFraction : slowFraction
             guard rate < expected * fraction else { continue }
             // Only worth it when the rest would take a while at this rate, and longer than a fresh
@@ -404,22 +415,6 @@ public struct SlowConnectionRule: Sendable {
         return verdicts
     }
 
-    /// The upper quartile of `rates` (0 for none).
-    static func upperQuartile(_ rates: [Double]) -> Double {
-        let sorted = rates.sorted()
-        return sorted.isEmpty ? 0 : sorted[Int(Double(sorted.count - 1) * 0.75 + 0.5)]
-    }
-
-    /// Whether the others absorbed a slow connection's `deficit` (the typical rate less its own): the
-    /// total is within `absorbedFraction` of it of the usual total. Behind a server's cap per answer the
-    /// others cannot take more, and the total falls by the whole deficit.
-    static func absorbs(_ pipe: (current: Double, usual: Double), deficit: Double) -> Bool {
-        pipe.usual > 0 && deficit > 0 && pipe.current >= pipe.usual - absorbedFraction * deficit
-    }
-
-    /// See `absorbs`: half way between a total that kept all of the deficit and one that lost it all.
-    static let absorbedFraction = 0.5
-
     /// Every answer so far was slow, so no typical rate tells a slow one from a fast one: a server that
     /// trickles a share of its answers may have trickled all of the first ones (simulator,
     /// trickle-fraction seed 49: four requests, all trickling after 64 KiB, no end in sight). The
@@ -434,7 +429,7 @@ public struct SlowConnectionRule: Sendable {
     /// 300 ms, 2 % loss, 8 connections: 18 re-dials and 48 requests for 64 MiB, aria2c's 17;
     /// exploratory run 10).
     private mutating func explore(_ observations: [Observation], now: Double, rtt: Double?, usualFirstByteWait: Double?,
-                                  networkRTT: Double?) -> [Verdict] {
+                                  networkRTT: Double?, handshakeSeconds: Double) -> [Verdict] {
         if let e = explored, let l = latest[e.id], l.at > e.at, l.rate >= 4 * max(e.rate, 1),
             l.rate >= 2 * Self.upperQuartile(latest.filter { $0.key != e.id }.map(\.value.rate))
         {
@@ -450,7 +445,7 @@ public struct SlowConnectionRule: Sendable {
         // each round trip), and a re-dial starts that climb again behind two round trips of
         // handshakes (32 MiB at -n 4: 13.6 s against aria2c's 10.9 s).
         // A request still waiting for its first byte is a candidate once it waited `firstByteFactor`
-        // times the usual wait, and not before any first byte came: until then nothing says it is
+        // times the usual wait and its handshakes (as in `judge`), and not before any first byte came: until then nothing says it is
         // slow (1,000 ms, TLS: the first requests were re-dialled after 1.06 s, their answers due
         // after 1 s, and the fresh connections again after 2 s, due after three round trips).
         // Nor, on a path so long that slow start needs longer than the settled time to reach
@@ -465,9 +460,12 @@ public struct SlowConnectionRule: Sendable {
         // is a candidate: slow start has only just brought a healthy connection to 256 KiB/s (at
         // 600 ms and -n 8, connections at 249 KiB/s, as fast as the others, were re-dialled 3.9 s in).
         let settled = max(minJudgeSeconds, window(rtt: rtt))
-        let firstByteDue = usualFirstByteWait.map { max(settled, firstByteFactor * $0) }
         let candidates = observations.filter { o in
-            if let waited = o.waitingForFirstByte { return firstByteDue.map { waited >= $0 } ?? false }
+            let longPath = isLongPath(handshakeSeconds: handshakeSeconds, rtt: o.path?.roundTrip ?? rtt, rate: minTypicalRate)
+            if let waited = o.waitingForFirstByte {
+                let handshakes = longPath ? o.handshakeSeconds : 0
+                return usualFirstByteWait.map { waited >= max(settled, firstByteFactor * ($0 + handshakes)) } ?? false
+            }
             let age = o.age ?? o.freeSeconds
             return age >= settled && (o.growth ?? 1) < Self.slowStartGrowth
                 && !Self.keepsUpWithSlowStart(o, age: age, settled: settled, rtt: [o.path?.roundTrip ?? rtt, networkRTT].compactMap { $0 }.min(),
