@@ -885,6 +885,39 @@ import Testing
         #expect(failure?.message.contains("no data for 2.") == true, "\(String(describing: failure))")
     }
 
+    /// A request's wait for its first byte counts from the end of its handshakes, as the shell saw
+    /// them (`EngineCore.Event.stillConnecting`, told before every round of the slow rule): on a line
+    /// whose queue is full, a re-dial's new connection took three round trips of 1.2 s where the
+    /// path's own is 0.6 s, and was judged silent before its request had gone out. While its
+    /// connection is being made, it may wait its handshakes longer too, and a connect that stalls
+    /// is still tried again.
+    @Test func aFirstByteWaitCountsFromTheEndOfTheHandshakes() throws {
+        /// Four connections over HTTPS whose first bytes take 0.3 s (a path of 0.3 s: handshakes
+        /// of 0.6 s), then 8 MiB/s; the last silent, its connection still being made until
+        /// `madeAt`: when it is re-dialled.
+        func redialled(madeAt: Double) -> Double? {
+            var s = Script(size: 256 * Self.MiB, connections: 4) { $0.url = "https://example.com/f" }
+            for id in 0..<4 { s.rates[id] = 0 }
+            s.begin()
+            while s.now < 6 {
+                if s.now >= 0.3 - 1e-9 { for id in 0..<3 { s.rates[id] = nil } }
+                if s.now < madeAt { s.handle(.stillConnecting(3)) }
+                s.run(until: s.now + 0.01)
+                if s.redialled.contains(3) { return s.now }
+            }
+            return nil
+        }
+        let quick = try #require(redialled(madeAt: 0))
+        let made = try #require(redialled(madeAt: 1))
+        let stalled = try #require(redialled(madeAt: 100))
+        let all = "made at once: \(quick), after 1 s: \(made), never: \(stalled)"
+        // Four usual waits (1.16 s) from its request's start, or from the end of its handshakes.
+        #expect(quick > 1.1 && quick < 1.4, "\(all)")
+        #expect(made > 2.05 && made < 2.4, "\(all)")
+        // Four times the usual wait and its handshakes (two round trips with TLS): 3.48 s.
+        #expect(stalled > 3.3 && stalled < 3.7, "\(all)")
+    }
+
     /// One connection, begun, that receives nothing; no retries, a stall timeout of 2 s.
     static func oneSilentConnection() -> Script {
         var s = Script(size: 256 * MiB, connections: 1) {

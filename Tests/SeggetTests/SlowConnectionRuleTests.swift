@@ -178,12 +178,12 @@ import Testing
         #expect(explored(usual: 1.2, waited: 14.5, handshakes: 2.4) >= 1, "past four times both")
     }
 
-    /// A request that opened a new connection waits for its handshakes before its request goes out:
-    /// its first byte is due four times the usual wait and those later (600 ms, a 20 Mbit/s line with
-    /// its queue full: a re-dial's new connection needs three round trips of 1.2 s, and was re-dialled
-    /// again and again at 0 B/s after 4 x 0.71 s). One over an open connection is judged as before, and
-    /// so is one on a short path, where a silent answer is caught as soon as before.
-    @Test func aRequestThatOpenedANewConnectionIsGivenItsHandshakes() {
+    /// A request whose connection is still being made waits for its handshakes before its request
+    /// goes out: its first byte is due four times the usual wait and those later (600 ms, a 20 Mbit/s
+    /// line with its queue full: a re-dial's new connection needs three round trips of 1.2 s, and was
+    /// re-dialled again and again at 0 B/s after 4 x 0.71 s). Without handshakes ahead (its connection
+    /// made, or kept open) it is judged on four usual waits.
+    @Test func aRequestWhoseConnectionIsBeingMadeIsGivenItsHandshakes() {
         func verdicts(waited: Double, handshakes: Double, usual: Double = 0.71, rtt: Double = 0.6) -> [Int] {
             var rule = SlowConnectionRule(maxTotalRedials: 24)
             var silent = Observation(id: 3, bytes: 0, seconds: 0, waitingForFirstByte: waited, remainingBytes: 8 << 20)
@@ -194,9 +194,11 @@ import Testing
         #expect(verdicts(waited: 3, handshakes: 1.2).isEmpty)
         #expect(verdicts(waited: 7.6, handshakes: 1.2).isEmpty)
         #expect(verdicts(waited: 7.7, handshakes: 1.2) == [3])
-        // 20 ms: four times the usual wait, as before.
-        #expect(verdicts(waited: 0.125, handshakes: 0.04, usual: 0.03, rtt: 0.02) == [3])
-        #expect(verdicts(waited: 0.115, handshakes: 0.04, usual: 0.03, rtt: 0.02).isEmpty)
+        // 20 ms: four times the usual wait, and the handshakes while they last.
+        #expect(verdicts(waited: 0.125, handshakes: 0, usual: 0.03, rtt: 0.02) == [3])
+        #expect(verdicts(waited: 0.115, handshakes: 0, usual: 0.03, rtt: 0.02).isEmpty)
+        #expect(verdicts(waited: 0.285, handshakes: 0.04, usual: 0.03, rtt: 0.02) == [3])
+        #expect(verdicts(waited: 0.275, handshakes: 0.04, usual: 0.03, rtt: 0.02).isEmpty)
     }
 
     /// What `growth` reads from a connection's samples: about 2 for a rate doubling every span (slow

@@ -39,6 +39,10 @@ struct Connection {
     /// Up to when the time its current request spent connecting was added to `lastByteAt` (see
     /// `Coordinating.stillConnecting`).
     var connectingCountedTo = 0.0
+    /// The shell said, before the newest round of the slow rule (or progress tick), that its current
+    /// request's connection is still being made (`Coordinating.stillConnecting`): the request has not
+    /// gone out yet. Read and cleared by that round (`Coordinator.judgeSlowConnections`).
+    var stillConnecting = false
     /// (time, transferBytes) samples for the rate, newest last.
     var samples: [(Double, Int64)] = []
     /// `held(at:)` at the time of each sample in `samples`.
@@ -199,6 +203,7 @@ struct Connection {
         heldAtRequest = held(at: now)
         continuesProbe = false
         continuedAt = continuing ? now : nil
+        stillConnecting = false
         if !continuing {
             transferStartedAt = now
             heldAtTransfer = heldAtRequest

@@ -366,12 +366,14 @@ extension Coordinating {
     /// Connection `id`'s connection is still being made (`EngineCore.Event.stillConnecting`): the
     /// stall clock is paused until it is, so that a stall timeout below the connection timeout does
     /// not cut a slow connect (libcurl ends one that outlasts its own timeout, named as such). Paused,
-    /// not restarted: the silence before a re-dial still counts (see `judgeSlowConnections`).
+    /// not restarted. The slow rule gives a request whose connection is being made the time its
+    /// handshakes take, and once it is made counts its wait from then (see `judgeSlowConnections`).
     mutating func stillConnecting(_ id: Int, now: Double) {
         guard connections.indices.contains(id), connections[id].machine.isTransferring else { return }
         let from = max(connections[id].requestStartedAt, connections[id].connectingCountedTo)
         connections[id].lastByteAt += max(0, now - from)
         connections[id].connectingCountedTo = now
+        connections[id].stillConnecting = true
     }
 
     /// A connection that delivered nothing for the stall timeout is dropped and retried from the

@@ -69,8 +69,9 @@ struct EngineCore {
         /// its connection, and whether its request opened a new connection (nil: not known).
         case connected(Int, roundTrip: Double?, newConnection: Bool?)
         /// Connection `id`'s connection (TCP, and TLS where there is one) is still being made, told
-        /// just before a progress tick (`ticks(passStartedAt:)`): its stall clock does not run, since
-        /// the connection timeout, not the stall timeout, limits a connect.
+        /// just before a round of the slow rule or a progress tick (`judgesSlow`, `ticks`): its stall
+        /// clock does not run, since the connection timeout, not the stall timeout, limits a connect,
+        /// and its handshakes are told from its wait for a first byte.
         case stillConnecting(Int)
         /// Source `s` served pieces that failed their hashes: it gets no more work.
         case sourceFailed(Int)
@@ -285,7 +286,8 @@ struct EngineCore {
     // MARK: Reading
 
     /// Whether `performed(passStartedAt:)` of a pass that began then runs a round of the slow rule
-    /// (the shell tells the connections' unread bytes before it: `Event.unread`).
+    /// (the shell tells the connections' unread bytes and those still being made before it:
+    /// `Event.unread`, `Event.stillConnecting`).
     func judgesSlow(passStartedAt: Double) -> Bool {
         guard case .ranged = mode else { return false }
         return Self.judges(passStartedAt: passStartedAt, lastJudged: lastJudged)

@@ -90,22 +90,24 @@ extension FetchEngine {
         collectVouched()
         collectPieces()
         try throwIfStopped()
-        if core.judgesSlow(passStartedAt: now) {
+        let judging = core.judgesSlow(passStartedAt: now)
+        if judging {
             let connections = core.connections
             for c in io where connections[c.id].machine.isTransferring {
                 apply(.unread(c.id, bytes: driver.multi.unreadBytes(of: c.easy) ?? 0), now: now)
                 if c.head.isComplete, c.head.status >= 200 { apply(.answering(c.id), now: now) }
             }
         }
-        if core.ticks(passStartedAt: now) { tellStillConnecting(now: now) }
+        if judging || core.ticks(passStartedAt: now) { tellStillConnecting(now: now) }
         apply(.performed(passStartedAt: now))
         return isDone
     }
 
-    /// Before a progress tick: the transferring connections without a byte of their answer whose
-    /// connection is not made yet (libcurl has not begun sending their request:
-    /// `EasyHandle.requestGoingOut`); their stall clock is paused meanwhile, for at most the
-    /// connection timeout from the request's start (libcurl ends a connect there).
+    /// Before a round of the slow rule or a progress tick: the transferring connections without a
+    /// byte of their answer whose connection is not made yet (libcurl has not begun sending their
+    /// request: `EasyHandle.requestGoingOut`); their stall clock is paused meanwhile, for at most the
+    /// connection timeout from the request's start (libcurl ends a connect there), and the slow rule
+    /// tells their handshakes from their wait for a first byte.
     private func tellStillConnecting(now: Double) {
         let connections = core.connections
         let limit = settings.transfer.connectTimeout

@@ -15,13 +15,13 @@
 /// that a connection that was slow once and then finished quick requests does not stay slow here. Near the end of a download the connections still receiving are mostly the slow
 /// ones (the others ran out of work), so a median over those alone would call a trickle typical.
 /// A connection that has not received its first byte yet is judged once it waited much longer than
-/// its peers' first bytes usually take; on a long path (`isLongPath`), much longer than those and its
-/// handshakes if its request opened a new connection: 600 ms, 0.5 % loss, a 20 Mbit/s line with its
-/// 0.6 s queue full, -n 8: a re-dial's new connection was judged silent after 4 x 0.71 s, when its
-/// three round trips behind the queue take 3.6 s, re-dialled again up to five times in a row, and the
-/// download took 29-46 requests to aria2c's 17. On a short path the handshakes are a small part of
-/// the wait, and a silent answer is caught as soon as before (simulator, trickle-every-kth seed 942:
-/// answers silent from their first byte, 20 ms; with four times the handshakes too, 12.05 x the ideal).
+/// its peers' first bytes usually take, counted from when its request went out: the fetch loop
+/// counts the wait of a request whose connection it saw being made from the end of its handshakes
+/// (600 ms, 0.5 % loss, a 20 Mbit/s line with its 0.6 s queue full, -n 8: a re-dial's new
+/// connection was judged silent after 4 x 0.71 s, when its three round trips behind the queue took
+/// 3.6 s, re-dialled again up to five times in a row, and the download took 29-46 requests to
+/// aria2c's 17). While its connection is still being made, the limit is that many usual waits and
+/// its handshakes (`Observation.handshakeSeconds`), so that a connect that stalls is tried again.
 ///
 /// A request younger than half the window is judged on what it received since its first byte, once
 /// it had `minJudgeSeconds` (and four usual first-byte waits, so that TCP slow start on a long path is
@@ -71,8 +71,9 @@ public struct SlowConnectionRule: Sendable {
         public var heldSeconds: Double = 0
         /// Seconds its request has waited for a first body byte; nil once one arrived.
         public var waitingForFirstByte: Double?
-        /// What the handshakes of the new connection its request opened take on this path (0 over a
-        /// connection kept open): its first byte is due that much later (see `judge`).
+        /// What the handshakes of the connection its request waits for take on this path, while that
+        /// connection is still being made (0 once it is made, or over one kept open): its first byte is
+        /// due that much later (see `judge`).
         public var handshakeSeconds = 0.0
         /// Bytes left in its assignment.
         public var remainingBytes: Int64
@@ -309,14 +310,13 @@ public struct SlowConnectionRule: Sendable {
             typical = Self.upperQuartile(latest.values.map(\.rate))
         }
         guard let typical, typical > minTypicalRate else {
-            return explore(observations, now: now, rtt: rtt, usualFirstByteWait: usualFirstByteWait, networkRTT: networkRTT, handshakeSeconds: handshakeSeconds)
+            return explore(observations, now: now, rtt: rtt, usualFirstByteWait: usualFirstByteWait, networkRTT: networkRTT)
         }
         var verdicts: [Verdict] = []
         for o in observations {
             let pathRTT = o.path.map(\.roundTrip) ?? rtt
             let usualFirstByteWait = o.path.map(\.usualFirstByteWait) ?? usualFirstByteWait
-            let longPath = isLongPath(handshakeSeconds: handshakeSeconds, rtt: pathRTT, rate: typical)
-            let firstByteLimit = max(minFirstByteWait ?? minJudgeSeconds, firstByteFactor * ((usualFirstByteWait ?? 0) + (longPath ? o.handshakeSeconds : 0)))
+            let firstByteLimit = max(minFirstByteWait ?? minJudgeSeconds, firstByteFactor * ((usualFirstByteWait ?? 0) + o.handshakeSeconds))
             let youngLimit = max(minJudgeSeconds, firstByteFactor * (usualFirstByteWait ?? 0))
             let rate: Double
             var young = true
@@ -356,6 +356,7 @@ public struct SlowConnectionRule: Sendable {
             // and is the path's own since the first requests go over warm connections (0.081 s;
             // `ConnectionWarmUp`), which without it made link a a short path again (0.39-0.48 s) and
             // drew re-dials there (10 in 5 runs over HTTP against none).
+            let longPath = isLongPath(handshakeSeconds: handshakeSeconds, rtt: pathRTT, rate: typical)
             let fraction = o.provenRate >= typical * slowFraction || longPath ? provenFraction : slowFraction
             guard rate < expected * fraction else { continue }
             // Only worth it when the rest would take a while at this rate, and longer than a fresh
@@ -429,7 +430,7 @@ public struct SlowConnectionRule: Sendable {
     /// 300 ms, 2 % loss, 8 connections: 18 re-dials and 48 requests for 64 MiB, aria2c's 17;
     /// exploratory run 10).
     private mutating func explore(_ observations: [Observation], now: Double, rtt: Double?, usualFirstByteWait: Double?,
-                                  networkRTT: Double?, handshakeSeconds: Double) -> [Verdict] {
+                                  networkRTT: Double?) -> [Verdict] {
         if let e = explored, let l = latest[e.id], l.at > e.at, l.rate >= 4 * max(e.rate, 1),
             l.rate >= 2 * Self.upperQuartile(latest.filter { $0.key != e.id }.map(\.value.rate))
         {
@@ -461,10 +462,8 @@ public struct SlowConnectionRule: Sendable {
         // 600 ms and -n 8, connections at 249 KiB/s, as fast as the others, were re-dialled 3.9 s in).
         let settled = max(minJudgeSeconds, window(rtt: rtt))
         let candidates = observations.filter { o in
-            let longPath = isLongPath(handshakeSeconds: handshakeSeconds, rtt: o.path?.roundTrip ?? rtt, rate: minTypicalRate)
             if let waited = o.waitingForFirstByte {
-                let handshakes = longPath ? o.handshakeSeconds : 0
-                return usualFirstByteWait.map { waited >= max(settled, firstByteFactor * ($0 + handshakes)) } ?? false
+                return usualFirstByteWait.map { waited >= max(settled, firstByteFactor * ($0 + o.handshakeSeconds)) } ?? false
             }
             let age = o.age ?? o.freeSeconds
             return age >= settled && (o.growth ?? 1) < Self.slowStartGrowth

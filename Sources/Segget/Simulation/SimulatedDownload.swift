@@ -165,6 +165,7 @@ struct SimulatedDownload {
                 handle(.removed(id))
             }
             losers.removeAll()
+            if core.judgesSlow(passStartedAt: now) || core.ticks(passStartedAt: now) { tellStillConnecting() }
             handle(.performed(passStartedAt: now))
             if let stop = core.stop {
                 outcome.failure = "\(stop)"
@@ -273,6 +274,16 @@ struct SimulatedDownload {
         transfers[id] = t
         if tracing {
             print("[\(Format.fixed(now, 2))] request \(serverRequests) on connection \(id) for \(bytes)\(fresh ? " (fresh)" : "")\(t.slow ? " slow" : "")\(t.rejected ? " refused" : "")")
+        }
+    }
+
+    /// As the fetch loop does before a round of the slow rule or a progress tick: the transfers
+    /// whose connection's handshakes have not ended (their request has not gone out).
+    private mutating func tellStillConnecting() {
+        for id in transfers.indices where id < core.connections.count && transfers[id].active && transfers[id].firstByteAt == nil
+            && core.connections[id].machine.isTransferring && tcps[transfers[id].tcp].readyAt > now
+        {
+            handle(.stillConnecting(id))
         }
     }
 
