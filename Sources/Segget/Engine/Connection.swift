@@ -36,12 +36,14 @@ struct Connection {
     var transferBytes: Int64 = 0
     /// When the last byte arrived (or the transfer started), for the stall timeout.
     var lastByteAt = 0.0
-    /// Up to when the time its current request spent connecting was added to `lastByteAt` (see
-    /// `Coordinating.stillConnecting`).
+    /// When its current request was last told to be still connecting (see
+    /// `Coordinating.stillConnecting`): up to then that time was added to `lastByteAt`, and the slow
+    /// rule counts its first-byte wait from then once its connection is made. `held(at:)` at that time.
     var connectingCountedTo = 0.0
-    /// The shell said, before the newest round of the slow rule (or progress tick), that its current
-    /// request's connection is still being made (`Coordinating.stillConnecting`): the request has not
-    /// gone out yet. Read and cleared by that round (`Coordinator.judgeSlowConnections`).
+    var heldWhenConnecting = 0.0
+    /// The shell said, in this pass, that its current request's connection is still being made
+    /// (`Coordinating.stillConnecting`): the request has not gone out yet. Cleared at the end of
+    /// every pass (`Coordinating.forgetStillConnecting`), so that it is never a pass out of date.
     var stillConnecting = false
     /// (time, transferBytes) samples for the rate, newest last.
     var samples: [(Double, Int64)] = []

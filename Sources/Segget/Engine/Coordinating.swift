@@ -373,7 +373,14 @@ extension Coordinating {
         let from = max(connections[id].requestStartedAt, connections[id].connectingCountedTo)
         connections[id].lastByteAt += max(0, now - from)
         connections[id].connectingCountedTo = now
+        connections[id].heldWhenConnecting = connections[id].held(at: now)
         connections[id].stillConnecting = true
+    }
+
+    /// At the end of a pass: what the shell told of connections still being made held for that
+    /// pass only (it tells again before the next round of the slow rule or progress tick).
+    mutating func forgetStillConnecting() {
+        for id in connections.indices where connections[id].stillConnecting { connections[id].stillConnecting = false }
     }
 
     /// A connection that delivered nothing for the stall timeout is dropped and retried from the

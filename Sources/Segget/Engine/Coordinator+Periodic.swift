@@ -22,10 +22,6 @@ extension Coordinator {
     /// `worthFactor` changes of the same commit). A connection that stays slow is re-dialled again, and past its bound loses
     /// the run; thieves take from it like from anyone.
     mutating func judgeSlowConnections(now: Double) -> [Command] {
-        // What the shell told before this round (see `Coordinating.stillConnecting`), then cleared:
-        // it tells again before the next.
-        let connecting = connections.map(\.stillConnecting)
-        for id in connections.indices { connections[id].stillConnecting = false }
         guard config.redialSlow, !readerBound else { return [] }
         // Half a second tells a connection capped 8x lower from its peers: nginx sends a 2 MiB/s
         // connection its first 2 MiB at once and then nothing for a second, while a 16 MiB/s one gets
@@ -65,18 +61,22 @@ extension Coordinator {
             if !c.machine.headJudged {
                 // In a queue its own wait starts when its turn came: when the answer before it ended.
                 var since = queueing ? max(c.requestStartedAt, cost.lastEndedAt) : c.requestStartedAt
+                var heldBefore = c.heldAtRequest
                 // A request whose connection was still being made when last told counts its wait from
                 // then: its handshakes, however long the path made them (on a line whose queue is
                 // full, three round trips of 1.2 s where the path's own is 0.6 s), are not a
-                // server's slowness. Told every round, so within a round of their end.
-                if !connecting[c.id], c.connectingCountedTo > c.requestStartedAt { since = max(since, c.connectingCountedTo) }
+                // server's slowness. Told before every round, so within a round of their end.
+                if !c.stillConnecting, c.connectingCountedTo > since {
+                    since = c.connectingCountedTo
+                    heldBefore = c.heldWhenConnecting
+                }
                 // A mirror whose probe's answer took long is not counted that long against (a mirror
                 // whose first byte takes 1.5 s was re-dialled every 0.125 s, up to its bound).
                 let expected = config.sources[c.source].firstAnswer ?? 0
-                let waited = max(0, now - since - (c.held(at: now) - c.heldAtRequest) - expected)
+                let waited = max(0, now - since - (c.held(at: now) - heldBefore) - expected)
                 var o = SlowConnectionRule.Observation(id: c.id, bytes: 0, seconds: 0, waitingForFirstByte: waited, remainingBytes: left, consecutiveRedials: c.redials)
                 o.path = path
-                if connecting[c.id] {
+                if c.stillConnecting {
                     // Still being made: its first byte is due its handshakes later.
                     o.handshakeSeconds = several ? ownRTT.map { handshakeRounds * $0 } ?? expectedHandshakeSeconds : expectedHandshakeSeconds
                 }

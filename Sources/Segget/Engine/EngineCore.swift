@@ -8,7 +8,6 @@
 /// races, re-dials) or `stream` (a `SingleStream`: one plain stream from byte 0). What both share
 /// (head verdicts, retries, the stall timeout) is implemented once over `Coordinating`.
 struct EngineCore {
-
     /// What happened, as the shell saw it.
     enum Event {
         /// The download starts: its first requests.
@@ -167,6 +166,7 @@ struct EngineCore {
                 out += actions(c.judgeSaturation(now: now))
                 out += actions(c.judgeSlowConnections(now: now))
             }
+            c.forgetStillConnecting()
             return out
         case .tick:
             return actions(c.tick(now: now)) + [.progressTick]

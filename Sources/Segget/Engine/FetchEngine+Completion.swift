@@ -10,8 +10,8 @@ extension FetchEngine {
     /// (`settings.hostShare`), none for a connection to a mirror on another host (see
     /// `Coordinator+HostLimit.swift`).
     func hostShare(of id: Int) -> HostShare? {
-        guard let share = settings.hostShare, let c = core.ranged, c.connections.indices.contains(id) else { return settings.hostShare }
-        return c.onMainHost(c.connections[id].source) ? share : nil
+        guard let share = settings.hostShare, core.ranged != nil, core.connections.indices.contains(id) else { return settings.hostShare }
+        return core.ranged!.onMainHost(core.connections[id].source) ? share : nil
     }
 
     /// Connection `c`'s transfer ended (the driver has removed it already).

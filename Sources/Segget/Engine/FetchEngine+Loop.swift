@@ -72,7 +72,7 @@ extension FetchEngine {
             recall = spare < 0
         }
         // Slots of the host's budget beyond the requests in flight go back for other downloads.
-        if let share = settings.hostShare, let c = core.ranged { share.sync(inFlight: c.inFlightToMainHost) }
+        if let share = settings.hostShare, let inFlight = core.ranged?.inFlightToMainHost { share.sync(inFlight: inFlight) }
         if let w = settings.warmUps?.take() { apply(.warmedUp(w), now: now) }
         apply(.pass(offered: offered, recall: recall), now: now)
         return false

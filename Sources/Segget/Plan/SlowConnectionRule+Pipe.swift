@@ -1,4 +1,4 @@
-/// The rates `SlowConnectionRule` compares (the typical one, the download's total), and the paths where it waits longer.
+/// The rates `SlowConnectionRule` compares (the typical one, the download's total), and the paths where a re-dial costs most.
 extension SlowConnectionRule {
     /// The upper quartile of `rates` (0 for none).
     static func upperQuartile(_ rates: [Double]) -> Double {

@@ -15,11 +15,11 @@
 /// that a connection that was slow once and then finished quick requests does not stay slow here. Near the end of a download the connections still receiving are mostly the slow
 /// ones (the others ran out of work), so a median over those alone would call a trickle typical.
 /// A connection that has not received its first byte yet is judged once it waited much longer than
-/// its peers' first bytes usually take, counted from when its request went out: the fetch loop
-/// counts the wait of a request whose connection it saw being made from the end of its handshakes
-/// (600 ms, 0.5 % loss, a 20 Mbit/s line with its 0.6 s queue full, -n 8: a re-dial's new
-/// connection was judged silent after 4 x 0.71 s, when its three round trips behind the queue took
-/// 3.6 s, re-dialled again up to five times in a row, and the download took 29-46 requests to
+/// its peers' first bytes usually take, counted from when its request went out: the coordinator
+/// counts the wait of a request whose connection the fetch loop saw being made from the end of its
+/// handshakes (600 ms, 0.5 % loss, a 20 Mbit/s line with its 0.6 s queue full, -n 8: a re-dial's
+/// new connection was judged silent after 4 x 0.71 s, when its three round trips behind the queue
+/// took 3.6 s, re-dialled again up to five times in a row, and the download took 29-46 requests to
 /// aria2c's 17). While its connection is still being made, the limit is that many usual waits and
 /// its handshakes (`Observation.handshakeSeconds`), so that a connect that stalls is tried again.
 ///
