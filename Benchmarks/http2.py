@@ -16,7 +16,8 @@ order rotated each repetition):
 Outputs go to /dev/shm (the disk is not what is measured) and are checked against the source.
 
 `batch`: COUNT files of FILE_SIZE over HTTPS from nginx through WAN link a (or loopback with
---no-wan): segget -j 16 over HTTP/1.1 and with --http2 (and `h2-before`: SEGGET_HTTP2_BATCH=before,
+--no-wan): segget -j 16 over HTTP/1.1 and with --http2 (`segget-h2-32`: the same at -j 32, its
+most, 32 connections; `h2-before`: SEGGET_HTTP2_BATCH=before,
 the batch as it was before issue 38: 16 files at once, no multiplexing), curl --parallel (its default
 parallelism, 50) over HTTP/1.1 and HTTP/2, wget2 over HTTP/2 (its defaults); with --segget-prev BIN,
 that other build too (`prev-h2`, `prev-h1`), interleaved with the rest. Every run's files are
@@ -301,6 +302,8 @@ def batch(args: argparse.Namespace) -> list[dict]:
         tools = {
             "segget-h1": (seg, {}),
             "segget-h2": ([*seg, "--http2"], {}),
+            # The same at -j 32, the most -j allows: 32 connections (curl --parallel opens up to 50).
+            "segget-h2-32": ([*seg[:-4], "-j", "32", *seg[-2:], "--http2"], {}),
             "segget-h2-before": ([*seg, "--http2"], {"SEGGET_HTTP2_BATCH": "before"}),
             "segget-h1-n1": ([*seg, "-n", "1"], {}),
             "curl-h1": (["curl", "-sS", "-k", "--parallel", "--http1.1", "-K", str(curl_config)], {}),

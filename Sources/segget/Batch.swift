@@ -72,8 +72,8 @@ extension Reporter {
 /// Downloads a list of files, `jobs` at a time, under one connection budget.
 ///
 /// Rules (documented in `segget --help` and the README):
-/// - Budget: all files together use at most `totalConnections` (default: the larger of 16 and
-///   `-n`). At most that many files run at once, and each gets `min(-n, budget / jobs)` connections.
+/// - Budget: all files together use at most `totalConnections` (default: the largest of 16, `-n`
+///   and `-j`). At most that many files run at once, and each gets `min(-n, budget / jobs)` connections.
 ///   Once no file is left to start, the shares of the files that ended are lent to the files
 ///   still running (`ConnectionLender`), each up to `-n`: the last files of a list do not run on one
 ///   connection each while the rest of the budget sits unused.
@@ -98,7 +98,9 @@ struct Batch: Sendable {
     /// `--checksum-file`: its path and text.
     let checksumFile: (path: String, text: String)?
 
-    var budget: Int { totalConnections ?? max(16, base.connections) }
+    /// `--total-connections`, or by default the largest of 16, `-n` and `-j`: `-j N` runs N files
+    /// at once (with `--http2`, N connections) without `--total-connections` raised beside it.
+    var budget: Int { totalConnections ?? max(16, base.connections, jobs) }
     var parallelFiles: Int { max(1, min(jobs, budget, entries.count)) }
     var connectionsPerFile: Int { min(base.connections, max(1, budget / parallelFiles)) }
 

@@ -38,7 +38,7 @@ struct Get: ParsableCommand {
             option lines \(OptionSchema.inputFileKeys.map { $0 + "=..." }.joined(separator: ", ")) (aria2's \
             names; see README, "Per-file options") belong to the URL above; tab-separated URLs on one line are mirrors of one file). -j N downloads N files \
             at once. -n is per file, but all files together never use more than --total-connections \
-            (default: the larger of 16 and -n): each file gets min(-n, total / jobs). Files that \
+            (default: the largest of 16, -n and -j): each file gets min(-n, total / jobs). Files that \
             would get the same name are numbered in list order: file.bin, file.1.bin, file.2.bin; two \
             out= lines that name the same file are refused (exit 2). \
             A batch exits 0 when every file succeeded, 130 if it was interrupted, and otherwise with \

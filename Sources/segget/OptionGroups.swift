@@ -26,7 +26,7 @@ struct ConnectionOptions: ParsableArguments {
 
     @Option(
         name: .customLong("total-connections"), parsing: .unconditional,
-        help: "Connections across all files at once (default: the larger of 16 and -n).")
+        help: "Connections across all files at once (default: the largest of 16, -n and -j).")
     var totalConnections: Int?
 
     @Option(

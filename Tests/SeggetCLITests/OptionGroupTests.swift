@@ -139,6 +139,33 @@ func parseFailure(_ arguments: [String]) -> String? {
         #expect(one.parallelFilesOverHTTP2 == 1)
     }
 
+    /// `-j N` above 16 is what it says without `--total-connections` beside it: N files at once,
+    /// or with `--http2` N connections (before, the default budget of 16 held both at 16). An
+    /// explicit `--total-connections` still caps them.
+    @Test func jobsAbove16RaiseTheDefaultBudget() throws {
+        let file = try InputFile(parsing: (0..<400).map { "https://a/\($0)" }.joined(separator: "\n"))
+        func batch(_ args: [String], jobs: Int, total: Int? = nil) throws -> Batch {
+            Batch(
+                entries: file.entries, base: try Get.parse(args + ["-i", "list"]).downloadOptions(),
+                jobs: jobs, totalConnections: total, listMode: true, planPaths: true, skipExisting: false, checksumFile: nil)
+        }
+        let h2 = try batch(["--http2"], jobs: 32)
+        #expect(h2.budget == 32)
+        #expect(h2.multiplexedConnections == 32)
+        #expect(h2.http2Sharing(loops: 1)?.connections == 32)
+        #expect(h2.http2Sharing(loops: 1)?.streams == 13)  // 400 files over 32 connections
+        let h1 = try batch(["-n", "8"], jobs: 24)
+        #expect(h1.parallelFiles == 24)
+        #expect(h1.connectionsPerFile == 1)
+        let capped = try batch(["--http2"], jobs: 32, total: 16)
+        #expect(capped.multiplexedConnections == 16)
+        #expect(try batch(["-n", "8"], jobs: 32, total: 16).parallelFiles == 16)
+        // At most 16 files, the default is as before: the larger of 16 and -n.
+        #expect(try batch(["-n", "8"], jobs: 4).budget == 16)
+        #expect(try batch(["-n", "20"], jobs: 4).budget == 20)
+        #expect(try batch(["-n", "8"], jobs: 4).connectionsPerFile == 4)
+    }
+
     /// `--max-connections-per-host` caps a multiplexing batch's connections, not its streams: each
     /// of the capped connections carries up to 32 files, and once a host answered over HTTP/2 its
     /// requests in flight are capped at the streams those connections carry (before,
