@@ -290,6 +290,13 @@ struct EngineCore {
         Self.tickDue(passStartedAt: passStartedAt, lastTick: lastTick, interval: ranged?.config.progressInterval ?? stream!.config.progressInterval)
     }
 
+    /// Whether the shell tells the connections still being made (`Event.stillConnecting`) before
+    /// `performed(passStartedAt:)` of a pass that began then: where it runs a round of the slow rule
+    /// or a progress tick, both of which read them (the flags last for that pass only).
+    func wantsStillConnecting(passStartedAt: Double) -> Bool {
+        judgesSlow(passStartedAt: passStartedAt) || ticks(passStartedAt: passStartedAt)
+    }
+
     /// The cadence of progress ticks: a pass runs one once `interval` went by since the last that did.
     private static func tickDue(passStartedAt: Double, lastTick: Double, interval: Double) -> Bool {
         passStartedAt - lastTick >= interval

@@ -90,15 +90,14 @@ extension FetchEngine {
         collectVouched()
         collectPieces()
         try throwIfStopped()
-        let judging = core.judgesSlow(passStartedAt: now)
-        if judging {
+        if core.judgesSlow(passStartedAt: now) {
             let connections = core.connections
             for c in io where connections[c.id].machine.isTransferring {
                 apply(.unread(c.id, bytes: driver.multi.unreadBytes(of: c.easy) ?? 0), now: now)
                 if c.head.isComplete, c.head.status >= 200 { apply(.answering(c.id), now: now) }
             }
         }
-        if judging || core.ticks(passStartedAt: now) { tellStillConnecting(now: now) }
+        if core.wantsStillConnecting(passStartedAt: now) { tellStillConnecting(now: now) }
         apply(.performed(passStartedAt: now))
         return isDone
     }

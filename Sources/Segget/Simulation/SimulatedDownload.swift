@@ -165,7 +165,7 @@ struct SimulatedDownload {
                 handle(.removed(id))
             }
             losers.removeAll()
-            if core.judgesSlow(passStartedAt: now) || core.ticks(passStartedAt: now) { tellStillConnecting() }
+            if core.wantsStillConnecting(passStartedAt: now) { tellStillConnecting() }
             handle(.performed(passStartedAt: now))
             if let stop = core.stop {
                 outcome.failure = "\(stop)"
