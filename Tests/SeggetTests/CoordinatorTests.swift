@@ -35,6 +35,9 @@ import Testing
         /// Per connection: whether its current request is a slow one, and its bytes so far.
         var slowRequest: [Int: Bool] = [:]
         var requestBytes: [Int: Int64] = [:]
+        /// Every transfer at or past this offset fails before its first byte (a server that fails
+        /// every request for the file's tail).
+        var failFrom: Int64?
 
         init(size: Int, chunk: Int = 1 << 20, connections n: Int, partialChunks: [Int: Int64] = [:],
              _ configure: (inout Coordinator.Config) -> Void = { _ in }) {
@@ -98,6 +101,10 @@ import Testing
                 let passStartedAt = now
                 handle(.pass(offered: offered, recall: lenderShort))
                 for id in c.connections.indices where c.connections[id].machine.isTransferring {
+                    if let f = failFrom, c.connections[id].pos >= f {
+                        end(id, .transient("reset by the test's server"))
+                        continue
+                    }
                     carry[id] += rate(of: id) * 0.01
                     var n = Int(carry[id])
                     carry[id] -= Double(n)
@@ -729,6 +736,24 @@ import Testing
         #expect(s.starts(of: 0).count == startsBefore)
         s.run(until: failedAt + 1.2)
         #expect(s.starts(of: 0).count == startsBefore + 1 || s.c.isComplete)
+    }
+
+    /// A server that fails every request for the file's last chunk: its owner backs off (1, 2, 4, 8,
+    /// 16 s) and the download fails after its retries, and the idle connections race the chunk at
+    /// most once per attempt of its owner (`RaceHolds`). Each raced it after its own 1 s backoff
+    /// before, every second while the owner waited: 216-556 requests in 30-50 s against a real
+    /// server at -n 8 and -n 16.
+    @Test func aChunkEveryRequestFailsIsRacedOncePerAttemptOfItsOwner() {
+        var s = Script(size: 4 * Self.MiB, connections: 4) { $0.redialSlow = false }
+        s.failFrom = 3 * Int64(Self.MiB)
+        s.begin()
+        while s.c.stop == nil && s.now < 60 { s.run(until: s.now + 0.05) }
+        #expect(s.c.stop != nil)
+        let tail = s.c.connections.indices.flatMap { s.starts(of: $0) }.filter { $0.bytes.upperBound > 3 * Int64(Self.MiB) }
+        // The owner's 6 attempts (the first and 5 retries), and at most one racer beside each.
+        #expect(tail.count >= 6)
+        #expect(tail.count <= 12, "\(tail.count) requests for the failing chunk")
+        #expect(s.c.raceHolds.failures(chunk: 3) >= 1)
     }
 
     /// While a speed cap sets the rate (`EngineCore.Event.capHeld`), an end-game race only splits the

@@ -27,6 +27,25 @@ import Testing
         #expect(h.isIdle)
     }
 
+    /// A host's `Retry-After` outlives the download's last request: once nothing was held, the
+    /// host's entry (and the wait it asked for with it) was dropped, and the end game's racers asked
+    /// the host again 0.3 s after it said 10 s (an exploratory test: 365 requests in 50 s at -n 8).
+    @Test func aHostsWaitIsKeptWhenNothingIsInFlight() {
+        let budget = HostBudget(maxPerHost: nil)
+        let share = budget.share(for: "http://example.test/f")
+        #expect(share.reserve(inFlight: 0, wanted: { true }, now: 0))
+        share.asked(wait: 10, now: 0.02)
+        share.sync(inFlight: 0)
+        #expect(share.quietUntil == 10.02)
+        #expect(!share.reserve(inFlight: 0, wanted: { true }, now: 0.3))
+        #expect(!share.reserve(inFlight: 0, wanted: { true }, now: 10))
+        #expect(share.reserve(inFlight: 0, wanted: { true }, now: 10.1))
+        // The same through the arithmetic alone: an entry that asked for a wait is not idle.
+        var h = HostAllowance()
+        h.asked(wait: 10, now: 0)
+        #expect(!h.isIdle)
+    }
+
     /// A refusal in one download teaches the limit to the others: with 3 out across two downloads,
     /// a fourth request refused makes 3 the host's limit, and neither download sends a fourth until
     /// the hold-off is over; then one probe goes out, and its refusal doubles the hold-off.

@@ -61,6 +61,8 @@ protocol Coordinating {
     mutating func recordFinished(_ id: Int, now: Double)
     /// A racer gives up its race (its owner is still on the chunk).
     mutating func abandonRace(_ id: Int)
+    /// Racer `id` failed: its chunk's races wait (see `RaceHolds`).
+    mutating func holdRaces(afterFailureOf id: Int, reason: String, retryAfter: Double?, now: Double)
     /// A progress tick's decisions (after the shared samples and stall timeout).
     mutating func periodicDecisions(now: Double) -> [Coordinator.Command]
     /// Connections borrowed from a batch's lender (see `ConnectionLender`) and in use now.
@@ -296,7 +298,9 @@ extension Coordinating {
             // A failed racer stops; the owner is still on it. It takes no work before a backoff of
             // its own: at once, it raced the same chunk again from the owner's position, request
             // after request while the owner waited out its backoff (a server that closed every
-            // answer after 500,000 bytes was asked 840 times for a 32 MiB file).
+            // answer after 500,000 bytes was asked 840 times for a 32 MiB file). Nor is the chunk
+            // raced again by any connection before its owner's next attempt (`RaceHolds`).
+            holdRaces(afterFailureOf: id, reason: reason, retryAfter: after, now: now)
             abandonRace(id)
             // The first backoff, as `RetryPolicy` caps it; no deadline (the racer holds no work).
             if case .wait(let delay, _) = RetryPolicy.decide(

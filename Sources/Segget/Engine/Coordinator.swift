@@ -108,6 +108,8 @@ struct Coordinator: Coordinating {
     /// The best rate a transfer of this download had from its first byte to its end (see
     /// `lastTransferRate`): what a new request may get, for an end-game racer's estimate.
     var peakTransferRate = 0.0
+    /// Chunks whose races wait after a racer failed on them (see `RaceHolds`).
+    var raceHolds = RaceHolds()
 
     /// How many connections may take work now (grows in auto mode).
     var connectionLimit: Int
@@ -322,6 +324,7 @@ struct Coordinator: Coordinating {
         // saw only trickles may still draw a fast one).
         let bestRate = max(peakTransferRate, connections.map(\.bestWindowRate).max() ?? 0)
         let racerRate = bestRate > 0 ? bestRate : rateBeforeEvidence(now: now)
+        let heldOwners = ownersNotRaced(now: now)
         for (i, id) in idle.enumerated() {
             // No more than its host accepts (see `HostLimit`); a connection to another host may still go.
             guard allowsAnotherRequest(now: now, source: connections[id].source) || movedToHostWithRoom(id, now: now) else {
@@ -345,7 +348,7 @@ struct Coordinator: Coordinating {
                 for: id, allowDuplicates: config.endGame && !capBinds(now: now), remainingSeconds: { estimates.remaining[$0] },
                 minRemainingSeconds: minRace, maxRacers: Self.maxRacers, thieves: max(1, min(idle.count - i, (room ?? Int.max) - i)),
                 chunkSeconds: estimates.chunkSeconds, runSeconds: { runTimes[$0] },
-                mayRace: { estimates.slowStart[$0] == nil },
+                mayRace: { estimates.slowStart[$0] == nil && !heldOwners.contains($0) },
                 racerSeconds: { k in estimates.racerSeconds(chunkBytes: Int64(chunkPlan.byteRange(ofChunk: k).count), ownRate: racerRate) },
                 worthStealing: { config.stealing && estimates.worthStealing($0, notStartedChunks: $1) })
             else { continue }
@@ -494,6 +497,4 @@ struct Coordinator: Coordinating {
         slowRule.recordFinished(id: id, bytes: c.transferBytes, seconds: now - c.transferStartedAt, heldSeconds: c.held(at: now) - c.heldAtTransfer, now: now)
         if config.sources.count > 1 { noteSourceRate(c, now: now) }
     }
-
-    mutating func abandonRace(_ id: Int) { scheduler.abandon(id) }
 }

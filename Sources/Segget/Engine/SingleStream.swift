@@ -99,6 +99,7 @@ struct SingleStream: Coordinating {
 
     mutating func recordFinished(_ id: Int, now: Double) {}
     mutating func abandonRace(_ id: Int) {}
+    mutating func holdRaces(afterFailureOf id: Int, reason: String, retryAfter: Double?, now: Double) {}
     mutating func learn(warmUp: WarmUpOutcome, now: Double) -> [Command] { [] }
     mutating func periodicDecisions(now: Double) -> [Command] { [] }
     mutating func judgeSlowConnections(now: Double) -> [Command] { [] }

@@ -27,8 +27,10 @@ struct HostAllowance: Equatable, Sendable {
 
     /// Slots held by all downloads, cooling ones included.
     var total: Int { held.values.reduce(0, +) + cooling.count }
-    /// Nothing held, cooling or learnt: the entry may be dropped.
-    var isIdle: Bool { held.isEmpty && cooling.isEmpty && learnt.limit == nil }
+    /// Nothing held, cooling or learnt: the entry may be dropped. A host that asked for a wait
+    /// (`Retry-After`) is remembered too: dropped when the download's last request ended, its wait
+    /// went with it, and the end game's racers asked the host again 0.3 s after it said 10 s.
+    var isIdle: Bool { held.isEmpty && cooling.isEmpty && learnt.limit == nil && !learnt.askedForWait }
 
     /// `count` requests were cancelled at `now`: their slots count a while longer.
     mutating func cancelled(_ count: Int, now: Double) {

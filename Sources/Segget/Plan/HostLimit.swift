@@ -107,6 +107,9 @@ struct HostLimit: Equatable, Sendable {
     /// The host asked for no request before `quietUntil`.
     func isQuiet(now: Double) -> Bool { now < quietUntil }
 
+    /// The host asked for a wait at some time (see `HostAllowance.isIdle`).
+    var askedForWait: Bool { quietUntil > -Double.infinity }
+
     /// Whether one more request may go out now, with `inFlight` out and work for it (`wanted`):
     /// under the limit, or as a probe once the hold-off is over (which raises the limit by one).
     mutating func allowsAnother(inFlight: Int, wanted: @autoclosure () -> Bool, now: Double) -> Bool {
