@@ -211,7 +211,7 @@ public final class Download: @unchecked Sendable {
         if let hashing { traceHashing(hashing, length: fetched.length) }
 
         // Publish: rename into place and drop the journal; with --fsync, sync before and the directory after.
-        try partial.publish(syncing: options.syncBeforeRename, mark: (url, verified, stage.serverVersion))
+        try partial.publish(syncing: options.syncBeforeRename, replacing: options.force, mark: (url, verified, stage.serverVersion))
         // A resumed file's probe bytes were not written (its first chunk is usually done): received,
         // not needed. So `receivedBytes - refetchedBytes == bytes - resumedBytes` holds in every case.
         var tally = fetched.tally

@@ -128,19 +128,38 @@ final class PartialDownload {
     /// the finished file survives a power cut; without it the kernel writes it back in its own time.
     /// The journal goes at once after the rename: a run killed in between is recognised as finished
     /// (see ``finishedEarlier(paths:url:)``).
-    func publish(syncing: Bool, mark: (url: String, verified: [String], serverVersion: UInt64?)? = nil) throws(SeggetError) {
+    ///
+    /// Without `replacing` (`--force`), a file that another program made under the final name while
+    /// the download ran is left alone: the name was free when the download began (it checks), and a
+    /// plain rename replaced that file without a word. The download stays whole and resumable under
+    /// its partial name, and the error says how to put it in place (exit 5).
+    func publish(syncing: Bool, replacing: Bool = true, mark: (url: String, verified: [String], serverVersion: UInt64?)? = nil) throws(SeggetError) {
+        var appeared = false
         do {
             // The mark goes on while the file has no name yet, after its last write (see `FinishedMark`).
             if let mark { FinishedMark.write(on: data, url: mark.url, verified: mark.verified, serverVersion: mark.serverVersion) }
             if syncing { try data.sync() }
-            try PosixFile.rename(from: paths.part, to: paths.final)
-            journal?.close()
-            journal = nil
-            try? PosixFile.remove(path: paths.progress)
-            try? PosixFile.remove(path: paths.journal)
-            if syncing { try? PosixFile.syncDirectory(containing: paths.final) }
+            if replacing {
+                try PosixFile.rename(from: paths.part, to: paths.final)
+            } else {
+                do throws(Errno) {
+                    try FileSystem.renameWithoutReplacing(from: paths.part, to: paths.final)
+                } catch where error == .fileExists {
+                    appeared = true
+                }
+            }
+            if !appeared {
+                journal?.close()
+                journal = nil
+                try? PosixFile.remove(path: paths.progress)
+                try? PosixFile.remove(path: paths.journal)
+                if syncing { try? PosixFile.syncDirectory(containing: paths.final) }
+            }
         } catch {
             throw SeggetError(.fileSystem, "could not move the finished download to \(paths.final): \(error).")
+        }
+        if appeared {
+            throw SeggetError(.fileSystem, "\(paths.final) appeared while the download ran (another program made it), and segget does not replace it; the download is complete and kept under \(paths.part) with its journal: move that file away and run the same command again to finish it, or run it again with --force to replace that file.")
         }
     }
 

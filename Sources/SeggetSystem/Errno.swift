@@ -28,6 +28,8 @@ public struct Errno: Error, Equatable, Hashable, Sendable, CustomStringConvertib
     public static let badFileDescriptor = Errno(rawValue: EBADF)
     /// `EINVAL`: an invalid argument.
     public static let invalidArgument = Errno(rawValue: EINVAL)
+    /// `ENOSYS`: a system call this kernel does not have.
+    public static let notImplemented = Errno(rawValue: ENOSYS)
     /// `EOPNOTSUPP`: the operation is not supported (for example, `fallocate` on some file systems).
     public static let notSupported = Errno(rawValue: EOPNOTSUPP)
     /// `EACCES`: permission denied.

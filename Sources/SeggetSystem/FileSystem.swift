@@ -5,6 +5,20 @@ public enum FileSystem {
         _ = try valueOrErrno { system_rename(from, to) }.get()
     }
 
+    /// Renames atomically unless something is at `to` (a file, a directory, a link, even a dangling
+    /// one): then throws ``Errno/fileExists`` and changes nothing. The corresponding C function is
+    /// `renameat2` with `RENAME_NOREPLACE`; where the kernel or the file system does not offer it, the
+    /// name is looked up first and then renamed, which a file made in between would still lose to.
+    public static func renameWithoutReplacing(from: String, to: String) throws(Errno) {
+        switch valueOrErrno({ system_rename_noreplace(from, to) }) {
+        case .success: return
+        case .failure(let e) where e == .notImplemented || e == .invalidArgument:
+            if status(to, followingLinks: false) != nil { throw .fileExists }
+            try rename(from: from, to: to)
+        case .failure(let e): throw e
+        }
+    }
+
     /// Removes the file at `path`; a missing file is not an error. The corresponding C function is `unlink`.
     public static func remove(_ path: String) throws(Errno) {
         // Looks first: `unlink` takes the directory's lock exclusively even when the name is absent, and

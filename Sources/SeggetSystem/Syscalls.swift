@@ -220,6 +220,10 @@ internal func system_rename(_ from: String, _ to: String) -> Int32 {
     rename(from, to)
 }
 
+internal func system_rename_noreplace(_ from: String, _ to: String) -> Int32 {
+    segget_rename_noreplace(from, to)
+}
+
 /// Whether `linkat(AT_EMPTY_PATH)` has been refused in this process, which then names files
 /// through `/proc/self/fd` only.
 private let emptyPathLinkRefused = Atomic<Bool>(false)

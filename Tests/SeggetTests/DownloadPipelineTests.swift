@@ -106,6 +106,43 @@ import Testing
         #expect(PosixFile.fileSize(path: partial.paths.progress) == nil)
     }
 
+    /// Without --force, a file another program made under the final name while the download ran is
+    /// left alone (a plain rename replaced it, exit 0); the download stays under its partial name
+    /// with its journal, and the error names both ways on. With --force it is replaced, as asked.
+    @Test func publishWithoutForceLeavesAFileThatAppearedAlone() throws {
+        let dir = temporaryDirectory()
+        defer { _ = system("rm -rf '\(dir)'") }
+        let partial = try makePartial(dir, withJournal: true)
+        #expect(system("printf other > '\(partial.paths.final)'") == 0)
+        do {
+            try partial.publish(syncing: false, replacing: false)
+            Issue.record("published over a file that appeared")
+        } catch {
+            #expect(error.kind == .fileSystem)
+            #expect(error.message.contains("appeared while the download ran") && error.message.contains("--force"))
+        }
+        #expect(PosixFile.fileSize(path: partial.paths.final) == 5)
+        #expect(PosixFile.fileSize(path: partial.paths.part) == 4)
+        #expect(PosixFile.fileSize(path: partial.paths.journal) != nil)
+        try partial.publish(syncing: false, replacing: true)
+        partial.close()
+        #expect(PosixFile.fileSize(path: partial.paths.final) == 4)
+        #expect(PosixFile.fileSize(path: partial.paths.part) == nil)
+    }
+
+    /// The rename that never replaces: a free name is taken; a name with a file, or with a dangling
+    /// symbolic link, is refused with EEXIST and nothing changes.
+    @Test func renameWithoutReplacingRefusesATakenName() throws {
+        let dir = temporaryDirectory()
+        defer { _ = system("rm -rf '\(dir)'") }
+        #expect(system("printf a > '\(dir)/a' && printf bb > '\(dir)/b' && ln -s '\(dir)/nowhere' '\(dir)/l'") == 0)
+        #expect(throws: Errno.fileExists) { try FileSystem.renameWithoutReplacing(from: dir + "/a", to: dir + "/b") }
+        #expect(throws: Errno.fileExists) { try FileSystem.renameWithoutReplacing(from: dir + "/a", to: dir + "/l") }
+        #expect(PosixFile.fileSize(path: dir + "/a") == 1 && PosixFile.fileSize(path: dir + "/b") == 2)
+        try FileSystem.renameWithoutReplacing(from: dir + "/a", to: dir + "/c")
+        #expect(PosixFile.fileSize(path: dir + "/a") == nil && PosixFile.fileSize(path: dir + "/c") == 1)
+    }
+
     @Test func discardRemovesEverything() throws {
         let dir = temporaryDirectory()
         defer { _ = system("rm -rf '\(dir)'") }
