@@ -302,11 +302,18 @@ public struct Aria2Methods: RPCMethodHandler {
         return t
     }
 
+    /// Any JSON integer (also an integral double or a decimal string, as aria2), clamped to
+    /// -2^40...2^40: front-ends ask for "all" with a huge `num` (JavaScript's
+    /// Number.MAX_SAFE_INTEGER, or 2^63-1) and aria2 1.36 answers them; past 2^40 no queue or
+    /// file list is long enough for the difference to show, and the callers' sums cannot overflow.
     func integer(_ p: [JSON], _ i: Int, _ name: String) throws(RPCError) -> Int {
-        guard i < p.count, let v = p[i].intValue, v.magnitude < 1 << 40 else {
-            throw .invalidParams("\(name) must be an integer.")
+        let limit: Int64 = 1 << 40
+        guard i < p.count else { throw .invalidParams("\(name) must be an integer.") }
+        if case .double(let d) = p[i], d.isFinite, d == d.rounded(), abs(d) >= 9e18 {
+            return d < 0 ? -Int(limit) : Int(limit)  // an integer too large for Int64
         }
-        return Int(v)
+        guard let v = p[i].intValue else { throw .invalidParams("\(name) must be an integer.") }
+        return Int(min(max(v, -limit), limit))
     }
 
     func keys(_ p: [JSON], _ i: Int) throws(RPCError) -> [String]? {

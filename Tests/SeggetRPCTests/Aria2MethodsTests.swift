@@ -209,19 +209,44 @@ final class MethodsFixture {
         #expect(f.errorCode("aria2.changePosition", [.string(g[0]), .int(0), .string("POS_NOWHERE")]) == 1)
     }
 
-    /// An integer parameter far out of range is a bad parameter, never a trap: `abs` of the
-    /// smallest Int64 once took the daemon down from one authenticated request.
-    @Test func integersAtTheEdgesOfInt64AreRefused() throws {
+    /// An integer parameter far out of range is clamped, as aria2 1.36 answers it, never refused
+    /// and never a trap (`abs` of the smallest Int64 once took the daemon down from one
+    /// authenticated request): front-ends ask for "all" with `num` = Number.MAX_SAFE_INTEGER
+    /// (2^53-1) or 2^63-1, and aria2 moves a task to the end for `pos` 2^40. Found by an
+    /// exploratory test against aria2c 1.36, which answered all of these where segget refused.
+    @Test func integersAtTheEdgesOfInt64AreClamped() throws {
         let f = try MethodsFixture()
-        let g = f.add("e.bin")
-        for v in [Int64.min, Int64.min + 1, Int64.max, -(1 << 40), 1 << 40] {
-            #expect(f.errorCode("aria2.tellStopped", [.int(v), .int(1)]) == 1)
-            #expect(f.errorCode("aria2.tellWaiting", [.int(0), .int(v)]) == 1)
+        let g = (0..<3).map { f.add("e\($0).bin") }
+        let huge: [JSON] = [
+            .int(1 << 40), .int((1 << 53) - 1), .int(Int64.max), .string("9007199254740991"),
+            .double(18_446_744_073_709_551_616),  // 2^64: beyond Int64, read as a double
+        ]
+        for v in huge {
+            #expect(f.gids(f.ok("aria2.tellWaiting", [.int(0), v])) == g)
+            #expect(f.ok("aria2.tellStopped", [.int(0), v]) == .array([]))
+            #expect(f.ok("aria2.tellWaiting", [v, .int(1)]) == .array([]))
+            #expect(f.ok("aria2.changePosition", [.string(g[0]), v, .string("POS_SET")]) == .int(2))
+            #expect(f.ok("aria2.changePosition", [.string(g[0]), v, .string("POS_CUR")]) == .int(2))
+            #expect(f.ok("aria2.changePosition", [.string(g[0]), v, .string("POS_END")]) == .int(2))
+            #expect(f.ok("aria2.changePosition", [.string(g[0]), .int(0), .string("POS_SET")]) == .int(0))
+        }
+        for v: JSON in [.int(-(1 << 40)), .int(-(1 << 53) + 1), .int(Int64.min), .int(Int64.min + 1)] {
+            #expect(f.ok("aria2.tellStopped", [v, .int(1)]) == .array([]))
+            #expect(f.ok("aria2.tellWaiting", [v, .int((1 << 53) - 1)]) == .array([]))
+            #expect(f.errorCode("aria2.tellWaiting", [.int(0), v]) == 1)  // a negative num, as before
             for how in ["POS_SET", "POS_CUR", "POS_END"] {
-                #expect(f.errorCode("aria2.changePosition", [.string(g), .int(v), .string(how)]) == 1)
+                #expect(f.ok("aria2.changePosition", [.string(g[2]), v, .string(how)]) == .int(0))
+                #expect(f.ok("aria2.changePosition", [.string(g[2]), .int(2), .string("POS_SET")]) == .int(2))
             }
         }
+        #expect(f.gids(f.ok("aria2.tellWaiting", [.int(-1), .int(Int64.max)])) == g.reversed())
         #expect(f.ok("aria2.tellStopped", [.int(-((1 << 40) - 1)), .int(1)]) == .array([]))
+        // What is not an integer is still refused.
+        for v: JSON in [.double(1.5), .double(-0.5), .string("1.5"), .string("all"), .null, .bool(true)] {
+            #expect(f.errorCode("aria2.tellWaiting", [.int(0), v]) == 1)
+            #expect(f.errorCode("aria2.tellStopped", [v, .int(1)]) == 1)
+            #expect(f.errorCode("aria2.changePosition", [.string(g[0]), v, .string("POS_SET")]) == 1)
+        }
     }
 
     @Test func removeAndHistory() throws {
