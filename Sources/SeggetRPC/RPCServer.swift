@@ -71,8 +71,16 @@ public final class RPCServer: Sendable {
     public let alsoHost: String?
     public let port: Int
     public let maxRequestBytes: Int
-    /// An HTTP connection silent this long is closed (a WebSocket is not: it may rightly stay quiet).
+    /// An HTTP connection that has not delivered a whole request this long after its accept or its
+    /// previous answer is closed, be it silent or trickling a head a byte at a time (a WebSocket is
+    /// not, after its upgrade: it may rightly stay quiet). aria2 drops such connections after 30 s.
     public let idleTimeout: TimeAmount
+    /// The most client connections open at once; one more is closed as soon as it is accepted. By
+    /// default half the open-file limit (at least 16, at most 4096), so that RPC connections alone
+    /// never use up the descriptors: at EMFILE, libdispatch's worker-pool monitor, which opens
+    /// /proc/<tid>/stat once a second while work is queued, traps ("workq: registered worker exited
+    /// prematurely", SIGILL), and the daemon died.
+    public let maxConnections: Int
     /// All calls run here, one at a time: queue commands see one order, and the event loops never block.
     private let work = DispatchQueue(label: "segget.rpc")
     private let serverChannels = NIOLockedValueBox<[Channel]>([])
@@ -84,7 +92,8 @@ public final class RPCServer: Sendable {
 
     public init(
         processor: RPCProcessor, hub: NotificationHub, rpcGuard: RPCGuard, host: String, alsoHost: String? = nil, port: Int,
-        maxRequestBytes: Int = 2 << 20, idleTimeout: TimeAmount = .seconds(120)
+        maxRequestBytes: Int = 2 << 20, idleTimeout: TimeAmount = .seconds(30),
+        maxConnections: Int = RPCServer.defaultMaxConnections()
     ) {
         self.processor = processor
         self.hub = hub
@@ -94,6 +103,14 @@ public final class RPCServer: Sendable {
         self.port = port
         self.maxRequestBytes = maxRequestBytes
         self.idleTimeout = idleTimeout
+        self.maxConnections = maxConnections
+    }
+
+    /// Half the soft open-file limit, within 16...4096.
+    public static func defaultMaxConnections() -> Int {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 512 }
+        return Int(clamping: min(max(limit.rlim_cur / 2, 16), 4096))
     }
 
     enum Connection {
@@ -147,6 +164,7 @@ public final class RPCServer: Sendable {
     private func listen(host: String, port: Int) async throws -> NIOAsyncChannel<EventLoopFuture<Connection>, Never> {
         let maxBytes = maxRequestBytes
         let idleTimeout = self.idleTimeout
+        let maxConnections = self.maxConnections
         let rpcGuard = self.rpcGuard
         let channel: NIOAsyncChannel<EventLoopFuture<Connection>, Never> = try await ServerBootstrap(
             group: MultiThreadedEventLoopGroup.singleton
@@ -155,11 +173,19 @@ public final class RPCServer: Sendable {
         .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
         .bind(host: host, port: port) { [connections] channel in
             let key = ObjectIdentifier(channel)
-            connections.withLockedValue { $0.opened(key, channel) }
+            let admitted = connections.withLockedValue { book -> Bool in
+                guard book.count < maxConnections else { return false }
+                book.opened(key, channel)
+                return true
+            }
+            guard admitted else {
+                // Too many open: this one ends at once, its descriptor free again, rather than
+                // waiting in the backlog (or at EMFILE) for a place.
+                channel.close(promise: nil)
+                return channel.eventLoop.makeFailedFuture(ChannelError.ioOnClosedChannel)
+            }
             channel.closeFuture.whenComplete { _ in connections.withLockedValue { $0.closed(key) } }
             return channel.eventLoop.makeCompletedFuture {
-                try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: idleTimeout), name: "idle")
-                try channel.pipeline.syncOperations.addHandler(IdleConnectionCloser(), name: "idle-close")
                 let upgrader = NIOTypedWebSocketServerUpgrader<Connection>(
                     maxFrameSize: maxBytes,
                     shouldUpgrade: { channel, head in
@@ -172,8 +198,7 @@ public final class RPCServer: Sendable {
                     },
                     upgradePipelineHandler: { channel, _ in
                         channel.eventLoop.makeCompletedFuture {
-                            channel.pipeline.syncOperations.removeHandler(name: "idle-close", promise: nil)
-                            channel.pipeline.syncOperations.removeHandler(name: "idle", promise: nil)
+                            channel.pipeline.syncOperations.removeHandler(name: "deadline", promise: nil)
                             try channel.pipeline.syncOperations.addHandler(
                                 NIOWebSocketFrameAggregator(
                                     minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 1024,
@@ -194,8 +219,10 @@ public final class RPCServer: Sendable {
                     configuration: .init(upgradeConfiguration: upgrade))
                 let upgradeHandler = try channel.pipeline.syncOperations.handler(
                     type: NIOTypedHTTPServerUpgradeHandler<Connection>.self)
+                let gate = HostGate(rpcGuard: rpcGuard)
+                try channel.pipeline.syncOperations.addHandler(gate, position: .before(upgradeHandler))
                 try channel.pipeline.syncOperations.addHandler(
-                    HostGate(rpcGuard: rpcGuard), position: .before(upgradeHandler))
+                    RequestDeadline(timeout: idleTimeout), name: "deadline", position: .before(gate))
                 return connection
             }
         }
@@ -404,19 +431,6 @@ public final class RPCServer: Sendable {
                 group.cancelAll()
                 hub.leave(id)  // ends the notifications' writer; the defer's leave then finds nothing
             }
-        }
-    }
-}
-
-/// Closes a connection when the IdleStateHandler before it reports silence.
-final class IdleConnectionCloser: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = NIOAny
-
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if event is IdleStateHandler.IdleStateEvent {
-            context.close(promise: nil)
-        } else {
-            context.fireUserInboundEventTriggered(event)
         }
     }
 }

@@ -17,6 +17,17 @@ final class LogLines: Sendable {
     var all: [String] { lines.withLock { $0 } }
 }
 
+/// Reads one byte from `fd` with a receive timeout: what `recv` answered (0 when the server closed
+/// the connection) and how long it took.
+func awaitClose(_ fd: Int32, timeoutSeconds: Int) -> (read: Int, after: Duration) {
+    var tv = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
+    _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+    var byte: UInt8 = 0
+    let started = ContinuousClock.now
+    let n = recv(fd, &byte, 1, 0)
+    return (n, ContinuousClock.now - started)
+}
+
 /// A real RPCServer on a loopback port with the echo handler, for one test.
 struct RunningServer {
     let server: RPCServer
@@ -28,7 +39,7 @@ struct RunningServer {
     var host: String { "127.0.0.1:\(port)" }
 
     init(
-        maxRequestBytes: Int = 4096, idleTimeout: TimeAmount = .seconds(120),
+        maxRequestBytes: Int = 4096, idleTimeout: TimeAmount = .seconds(120), maxConnections: Int = 64,
         hostPolicy: HostPolicy = .loopback, alsoHost: String? = nil, unbound: LogLines? = nil,
         throttle: AuthThrottle.Settings = .init(), handler: any RPCMethodHandler = EchoHandler(), hub: NotificationHub = NotificationHub()
     ) async throws {
@@ -36,7 +47,8 @@ struct RunningServer {
         let server = RPCServer(
             processor: RPCProcessor(secret: "k", handler: handler), hub: hub,
             rpcGuard: RPCGuard(hostPolicy: hostPolicy, throttle: throttle, log: { log.append($0) }), host: "127.0.0.1",
-            alsoHost: alsoHost, port: 0, maxRequestBytes: maxRequestBytes, idleTimeout: idleTimeout)
+            alsoHost: alsoHost, port: 0, maxRequestBytes: maxRequestBytes, idleTimeout: idleTimeout,
+            maxConnections: maxConnections)
         self.log = log
         let box = PortBox()
         task = Task {
@@ -276,12 +288,10 @@ final class BigAnswers: RPCMethodHandler, Sendable {
         let s = try await RunningServer(idleTimeout: .milliseconds(300))
         let quiet = try RPCClient(port: s.port).connectSocket().descriptor
         defer { close(quiet) }
+        let (read, after) = awaitClose(quiet, timeoutSeconds: 5)
+        #expect(read == 0)  // closed by the server, not timed out here
+        #expect(after < .seconds(3))
         var tv = timeval(tv_sec: 5, tv_usec: 0)
-        _ = setsockopt(quiet, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        var byte: UInt8 = 0
-        let started = ContinuousClock.now
-        #expect(recv(quiet, &byte, 1, 0) == 0)  // closed by the server, not timed out here
-        #expect(ContinuousClock.now - started < .seconds(3))
 
         let ws = try RPCClient(port: s.port).connectSocket().descriptor
         defer { close(ws) }
@@ -304,6 +314,86 @@ final class BigAnswers: RPCMethodHandler, Sendable {
         #expect(m > 2)
         let reply = String(decoding: buffer[min(2, max(0, m))..<max(0, m)], as: UTF8.self)
         #expect(reply == #"{"id":5,"jsonrpc":"2.0","result":[7]}"#)
+        await s.stop()
+    }
+
+    /// A connection that trickles a request head a few bytes at a time never delivers a whole request,
+    /// so it is closed `idleTimeout` after its accept although it is never silent; a keep-alive
+    /// connection is closed `idleTimeout` after its answer; a well-behaved call still works. Found by
+    /// an exploratory test against aria2c 1.36: 300 connections holding half-sent heads kept every
+    /// call out once the daemon's open-file limit was reached (the old read-idle timer never fired
+    /// for a trickle, and took 120 s for silence); aria2c drops them after 30 s.
+    @Test func aConnectionThatNeverDeliversAWholeRequestIsClosed() async throws {
+        let s = try await RunningServer(idleTimeout: .milliseconds(500))
+        var tv = timeval(tv_sec: 0, tv_usec: 50_000)
+        func send(_ fd: Int32, _ text: String) {
+            _ = Array(text.utf8).withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        }
+        /// Waits up to 4 s for the server to close `fd`, trickling one header byte each 50 ms when
+        /// `trickle`; answers how long it took, or nil if it stayed open.
+        func closedAfter(_ fd: Int32, trickle: Bool) -> Duration? {
+            _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+            let started = ContinuousClock.now
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while ContinuousClock.now - started < .seconds(4) {
+                if trickle { send(fd, "X") }
+                let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                if n == 0 { return ContinuousClock.now - started }
+                if n < 0 && errno != EAGAIN && errno != EWOULDBLOCK { return ContinuousClock.now - started }
+            }
+            return nil
+        }
+        let slow = try RPCClient(port: s.port).connectSocket().descriptor
+        defer { close(slow) }
+        send(slow, "POST /jsonrpc HTTP/1.1\r\nHost: \(s.host)\r\nX-Slow: ")
+        let trickled = try #require(closedAfter(slow, trickle: true))
+        #expect(trickled >= .milliseconds(300) && trickled < .seconds(3))
+
+        // A keep-alive connection is answered, then closed once it has been idle as long.
+        let kept = try RPCClient(port: s.port).connectSocket().descriptor
+        defer { close(kept) }
+        let call = #"{"id":1,"method":"echo","params":["token:k",3]}"#
+        send(kept, "POST /jsonrpc HTTP/1.1\r\nHost: \(s.host)\r\nContent-Length: \(call.utf8.count)\r\n\r\n" + call)
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        var tv5 = timeval(tv_sec: 5, tv_usec: 0)
+        _ = setsockopt(kept, SOL_SOCKET, SO_RCVTIMEO, &tv5, socklen_t(MemoryLayout<timeval>.size))
+        let n = buffer.withUnsafeMutableBytes { recv(kept, $0.baseAddress, $0.count, 0) }
+        let answer = String(decoding: buffer[0..<max(0, n)], as: UTF8.self)
+        #expect(answer.hasPrefix("HTTP/1.1 200") && answer.hasSuffix(#""result":[3]}"#), "\(answer)")
+        #expect(closedAfter(kept, trickle: false) != nil)
+
+        // Meanwhile a whole request is answered as ever.
+        #expect(try RPCClient(port: s.port, secret: "k").call("echo", [.int(4)]) == .array([.int(4)]))
+        await s.stop()
+    }
+
+    /// Past `maxConnections` open connections one more is closed as soon as it is accepted, so that
+    /// RPC connections alone never use up the daemon's descriptors: at EMFILE libdispatch's
+    /// worker-pool monitor traps (SIGILL; seen with `ulimit -n 256` and 300 half-sent requests).
+    /// Once one closes, calls are answered again.
+    @Test func connectionsPastTheLimitAreClosedAtOnce() async throws {
+        let s = try await RunningServer(maxConnections: 3)
+        let head = Array("POST /jsonrpc HTTP/1.1\r\nHost: \(s.host)\r\n".utf8)
+        var held: [Int32] = []
+        defer { for fd in held { close(fd) } }
+        for _ in 0..<3 {
+            let fd = try RPCClient(port: s.port).connectSocket().descriptor
+            _ = head.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            held.append(fd)
+        }
+        try await Task.sleep(for: .milliseconds(200))  // all three accepted
+        let extra = try RPCClient(port: s.port).connectSocket().descriptor
+        defer { close(extra) }
+        let (read, after) = awaitClose(extra, timeoutSeconds: 3)
+        #expect(read <= 0 && after < .seconds(2))  // closed (EOF or reset), not timed out
+        close(held.removeLast())
+        var answered = false
+        let deadline = ContinuousClock.now + .seconds(5)
+        while !answered && ContinuousClock.now < deadline {
+            answered = (try? RPCClient(port: s.port, secret: "k").call("echo", [.int(5)])) == .array([.int(5)])
+            if !answered { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        #expect(answered)
         await s.stop()
     }
 
