@@ -1085,16 +1085,28 @@ import Testing
         #expect(s.c.connections[0].attempts == 0)
     }
 
-    @Test func aStreamRetriesFromByteZero() {
+    /// One stream of unknown length (no Content-Length), not yet begun.
+    static func unknownLengthStream(retries: Int? = nil) -> EngineCore {
         var config = Coordinator.Config()
         config.ranged = false
         config.totalLength = nil
+        if let retries { config.retries = retries }
         config.jitter = { 1 }
-        var s = EngineCore(stream: SingleStream(config: config))
-        #expect(s.handle(.begin, now: 0) == [.start(0, bytes: 0..<Int64.max, fresh: false, newPath: false)])
+        return EngineCore(stream: SingleStream(config: config))
+    }
+
+    /// A 200 answer's head without a Content-Length.
+    static var headWithoutLength: ResponseHead {
         var h = ResponseHead()
         h.append(line: "HTTP/1.1 200 OK\r\n")
         h.append(line: "\r\n")
+        return h
+    }
+
+    @Test func aStreamRetriesFromByteZero() {
+        var s = Self.unknownLengthStream()
+        let h = Self.headWithoutLength
+        #expect(s.handle(.begin, now: 0) == [.start(0, bytes: 0..<Int64.max, fresh: false, newPath: false)])
         #expect(s.handle(.body(0, count: 1000, head: h, budgetAllows: true), now: 0) == [.write(0, from: 0, count: 1000, at: 0), .body(.proceed)])
         #expect(s.handle(.ended(0, .transient("reset"), head: h), now: 0.5) == [.event(.retry(connection: 0, attempt: 1, delay: 1, reason: "reset"))])
         #expect(s.handle(.pass(offered: nil), now: 1.4).isEmpty)
@@ -1106,6 +1118,21 @@ import Testing
         #expect(s.progress(now: 6, elapsed: 6).completedBytes == 2000)
         // No length, no piece map.
         #expect(s.progress(now: 6, elapsed: 6).finishedRanges.isEmpty)
+    }
+
+    /// A stream of unknown length whose retries run out names the bytes it missed in words: the
+    /// end it does not know was `Int64.max`, and the failure said "bytes 5000-9223372036854775806"
+    /// (found by an exploratory test of the daemon against a server that sent no Content-Length
+    /// and stalled after 5000 bytes).
+    @Test func aStreamOfUnknownLengthsFailureNamesNoEnd() {
+        var s = Self.unknownLengthStream(retries: 0)
+        let h = Self.headWithoutLength
+        _ = s.handle(.begin, now: 0)
+        #expect(s.handle(.body(0, count: 5000, head: h, budgetAllows: true), now: 0) == [.write(0, from: 0, count: 5000, at: 0), .body(.proceed)])
+        _ = s.handle(.ended(0, .transient("stalled"), head: h), now: 1)
+        let failure = s.stop as? SeggetError
+        #expect(failure?.message.hasPrefix("bytes 5000 onwards failed 1 time (last: stalled); ") == true, "\(failure?.message ?? "none")")
+        #expect(failure?.message.contains("922337") == false)
     }
 
     @Test func aStreamOfKnownLengthRefusesMoreAndRetriesWhenCutShort() {

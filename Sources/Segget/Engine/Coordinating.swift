@@ -323,7 +323,11 @@ extension Coordinating {
         if attempts > config.retries {
             if let dropped = sourceFailed(of: id, why: reason, now: now) { return dropped }
             let hint = kind == .protocolViolation ? "the server's answers are unusable; \(NextStep.tryOneConnection.cli)" : (config.ranged ? NextStep.resumeLaterOrRaiseRetries : .againOrRaiseRetries).cli
-            var e = SeggetError(kind, "bytes \(connections[id].pos)-\(end(of: id) - 1) failed \(attempts) time\(attempts == 1 ? "" : "s") (last: \(reason)); \(hint).")
+            // A body of unknown length ends at `Int64.max` until the server ends it: "bytes
+            // 5000-9223372036854775806" showed the sentinel, not a byte the file has.
+            let last = end(of: id)
+            let bytes = last >= Int64.max / 2 ? "\(connections[id].pos) onwards" : "\(connections[id].pos)-\(last - 1)"
+            var e = SeggetError(kind, "bytes \(bytes) failed \(attempts) time\(attempts == 1 ? "" : "s") (last: \(reason)); \(hint).")
             e.networkCause = cause
             failure = e
             return []
