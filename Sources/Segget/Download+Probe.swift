@@ -351,7 +351,8 @@ extension Download {
     /// `big.segget-part` was deleted by the next `-o big`, as a part file without a journal).
     func refuseSideFileName(_ path: String) throws(SeggetError) {
         guard let suffix = PartialDownload.Paths.sideFileSuffixes.first(where: { path.hasSuffix($0) }) else { return }
-        throw SeggetError(.fileSystem, "\(path) ends in \(suffix), the name segget gives an unfinished download's side file; choose another name with -o (or out= in an input file).")
+        let advice = options.ofDaemon ? "give the task another name (the out option)." : options.ofList ? "choose another name (out= in an input file)." : "choose another name with -o."
+        throw SeggetError(.fileSystem, "\(path) ends in \(suffix), the name segget gives an unfinished download's side file; \(advice)")
     }
 
     /// Where the server names the file (`Content-Disposition`, or the path a redirect leads to) and

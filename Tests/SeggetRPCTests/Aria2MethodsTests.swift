@@ -123,6 +123,27 @@ final class MethodsFixture {
         #expect(f.gids(f.ok("aria2.tellWaiting", [.int(0), .int(100)])).isEmpty)
     }
 
+    /// An `out` that ends as a side file's name does (`.segget-part`, `-journal`, `-progress`) is
+    /// refused by addUri, as `out=..` is: it was accepted, and the task then failed with error 16
+    /// and the command line's advice ("choose another name with -o"). Found by an exploratory test
+    /// against aria2c 1.36's RPC.
+    @Test func addUriRefusesASideFilesNameAsOut() throws {
+        let f = try MethodsFixture()
+        for name in ["x.segget-part", "x.segget-journal", "x.segget-progress"] {
+            let answer = f.call("aria2.addUri", [.array([.string("http://h/f")]), .object([("out", .string(name))])])
+            guard case .failure(let e) = answer else {
+                Issue.record("\(name) was accepted")
+                continue
+            }
+            #expect(e.code == 1, "\(e)")
+            #expect(e.message.contains("ends in .segget-"), "\(e.message)")
+            #expect(!e.message.contains("-o"), "\(e.message)")
+        }
+        #expect(f.gids(f.ok("aria2.tellWaiting", [.int(0), .int(100)])).isEmpty)
+        // Only the ending counts.
+        _ = f.ok("aria2.addUri", [.array([.string("http://h/f")]), .object([("out", .string("x.segget-part.bin"))])])
+    }
+
     @Test func pauseAndUnpause() throws {
         let f = try MethodsFixture()
         let paused = f.add("p.bin", [("pause", .string("true"))])

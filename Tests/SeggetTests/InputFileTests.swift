@@ -97,6 +97,8 @@ import SeggetVerify
         ("http://a.example/f\n  out", 2, "NAME=VALUE"),
         ("http://a.example/f\n  out=", 2, "empty value"),
         ("http://a.example/f\n  out=../etc/passwd", 2, "without '/'"),
+        ("http://a.example/f\n  out=big.segget-part", 2, "ends in .segget-part"),
+        ("http://a.example/f\n  out=big.segget-journal", 2, "ends in .segget-journal"),
         ("http://a.example/f\n  checksum=sha256=123", 2, "SHA-256"),
         ("http://a.example/f\n  header=NoColon", 2, "Name: value"),
         ("\n\nftp://a.example/f", 3, "scheme 'ftp'"),

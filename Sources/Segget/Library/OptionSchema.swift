@@ -192,6 +192,13 @@ public enum OptionSchema {
                         "The output name '\(shown(v))' must be one file name, without '/', and not '.' or '..'; choose the directory with dir.")
             }
             try noLineBreak(v, key: "out", what: "The output name")
+            // Refused here, as '..' is, rather than when the task starts (a daemon task failed
+            // then with the command line's advice to use -o).
+            if let suffix = PartialDownload.Paths.sideFileSuffixes.first(where: { v.hasSuffix($0) }) {
+                throw OptionError(
+                    key: "out",
+                    message: "The output name '\(shown(v))' ends in \(suffix), the name segget gives an unfinished download's side file; choose another name.")
+            }
             o.outputName = v
         }, values: { $0.outputName.map { [$0] } ?? [] }, clear: { $0.outputName = nil })
 
