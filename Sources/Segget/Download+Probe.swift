@@ -350,7 +350,7 @@ extension Download {
     /// over on it, and a download saved under it would be that file (one saved as
     /// `big.segget-part` was deleted by the next `-o big`, as a part file without a journal).
     func refuseSideFileName(_ path: String) throws(SeggetError) {
-        guard let suffix = PartialDownload.Paths.sideFileSuffixes.first(where: { path.hasSuffix($0) }) else { return }
+        guard let suffix = PartialDownload.Paths.sideFileSuffix(of: path) else { return }
         let advice = options.ofDaemon ? "give the task another name (the out option)." : options.ofList ? "choose another name (out= in an input file)." : "choose another name with -o."
         throw SeggetError(.fileSystem, "\(path) ends in \(suffix), the name segget gives an unfinished download's side file; \(advice)")
     }

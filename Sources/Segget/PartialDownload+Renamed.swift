@@ -37,7 +37,7 @@ extension PartialDownload {
         for name in names where name.hasSuffix(suffix) {
             let stem = String(name.dropLast(suffix.count))
             // A name that is itself a side file's (`x.segget-part.segget-journal`) is no download's.
-            guard !Paths.sideFileSuffixes.contains(where: { stem.hasSuffix($0) }),
+            guard Paths.sideFileSuffix(of: stem) == nil,
                 let header = Journal.header(at: OutputNames.join(directory, name))
             else { continue }
             journals.append((stem, header))

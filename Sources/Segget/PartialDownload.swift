@@ -33,6 +33,8 @@ final class PartialDownload {
         /// The endings of the side files; a final name with one of them is refused (see
         /// `Download.refuseSideFileName`).
         static let sideFileSuffixes = [partSuffix, journalSuffix, progressSuffix]
+        /// The side file ending `name` ends in, if any.
+        static func sideFileSuffix(of name: String) -> String? { sideFileSuffixes.first { name.hasSuffix($0) } }
 
         /// The longest name a file system takes for one entry (Linux's `NAME_MAX`, in bytes).
         static let nameLimit = 255

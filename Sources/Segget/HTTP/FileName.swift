@@ -15,7 +15,7 @@ public enum FileName {
     }
 
     private static func unlikeSideFiles(_ name: String) -> String {
-        guard let suffix = PartialDownload.Paths.sideFileSuffixes.first(where: { name.hasSuffix($0) }) else { return name }
+        guard let suffix = PartialDownload.Paths.sideFileSuffix(of: name) else { return name }
         return String(name.dropLast(suffix.count)) + "_" + suffix.dropFirst()
     }
 

@@ -194,7 +194,7 @@ public enum OptionSchema {
             try noLineBreak(v, key: "out", what: "The output name")
             // Refused here, as '..' is, rather than when the task starts (a daemon task failed
             // then with the command line's advice to use -o).
-            if let suffix = PartialDownload.Paths.sideFileSuffixes.first(where: { v.hasSuffix($0) }) {
+            if let suffix = PartialDownload.Paths.sideFileSuffix(of: v) {
                 throw OptionError(
                     key: "out",
                     message: "The output name '\(shown(v))' ends in \(suffix), the name segget gives an unfinished download's side file; choose another name.")
