@@ -49,6 +49,9 @@ struct SimulatedDownload {
         /// Bytes received beyond the file's size (cut answers, lost races): fetched twice.
         var bytesTwice: Int64 { max(0, receivedBytes - fileSize) }
         var fileSize: Int64 = 0
+        /// Bytes of the chunks not received when the download ended, those of a failing tail left
+        /// out: what a rerun would fetch beyond the bytes no request could get.
+        var unfinishedElsewhere: Int64 = 0
     }
 
     static let step = 0.01
@@ -178,6 +181,11 @@ struct SimulatedDownload {
         }
         outcome.seconds = now
         outcome.receivedBytes = core.receivedBytes
+        if let c = core.ranged {
+            let plan = c.plan
+            let failing = scenario.failingTail.map { plan.chunk(containing: scenario.fileSize - $0.bytes) } ?? plan.chunkCount
+            outcome.unfinishedElsewhere = plan.bytes { $0 < failing && !c.scheduler.finished[$0] }
+        }
         return outcome
     }
 
@@ -255,6 +263,11 @@ struct SimulatedDownload {
             t.rejected = true
             outcome.rejected += 1
             t.head = Self.rejection(s.rejection, limit: limit)
+        } else if let tail = s.failingTail, let status = tail.status, bytes.lowerBound >= s.fileSize - tail.bytes {
+            // A request inside the bytes the server cannot read: an error answer at once.
+            t.rejected = true
+            outcome.rejected += 1
+            t.head = Self.failure(status: status, retryAfter: tail.retryAfter)
         } else {
             outcome.maxInFlight = max(outcome.maxInFlight, inFlight + 1)
             if let which = s.slow.which {
@@ -341,6 +354,16 @@ struct SimulatedDownload {
         return h
     }
 
+    /// An error answer (`SimulatedScenario.FailingTail`), aborted by the engine as a refusal is.
+    private static func failure(status: Int, retryAfter: Int?) -> ResponseHead {
+        var h = ResponseHead()
+        h.append(line: Substring("HTTP/1.1 \(status) Failed\r\n"))
+        if let retryAfter { h.append(line: Substring("Retry-After: \(retryAfter)\r\n")) }
+        h.append(line: "Content-Length: 18\r\n")
+        h.append(line: "\r\n")
+        return h
+    }
+
     /// Ends connection `id`'s transfer; an aborted one closes its TCP connection, a complete one
     /// keeps it alive for the next request (unless the server closes every connection). One still in
     /// the server's queue leaves its place to a request that costs a worker its think time.
@@ -369,9 +392,15 @@ struct SimulatedDownload {
     }
 
     /// Where a cut answer ends (`SlowShape.Behaviour.cut`), as a byte of the file; nil for any other.
+    /// A failing tail (`SimulatedScenario.FailingTail`) closes an answer where it begins.
     private func cutEnd(_ t: Transfer) -> Int64? {
-        guard t.slow, t.source == 0, case .cut(let after) = scenario.slow.behaviour else { return nil }
-        return t.bytes.lowerBound + after
+        guard t.source == 0 else { return nil }
+        var end: Int64?
+        if t.slow, case .cut(let after) = scenario.slow.behaviour { end = t.bytes.lowerBound + after }
+        if let tail = scenario.failingTail, t.bytes.upperBound > scenario.fileSize - tail.bytes {
+            end = min(end ?? .max, max(t.bytes.lowerBound, scenario.fileSize - tail.bytes))
+        }
+        return end
     }
 
     /// One step of the network: every transfer past its head gets its share of the bottleneck.
@@ -398,7 +427,13 @@ struct SimulatedDownload {
             transfers[id].carry += rate * dt
             var n = Int64(transfers[id].carry)
             transfers[id].carry -= Double(n)
-            n = min(n, (cutEnd(transfers[id]).map { min($0, transfers[id].bytes.upperBound) } ?? transfers[id].bytes.upperBound) - transfers[id].pos)
+            let cut = cutEnd(transfers[id])
+            n = min(n, (cut.map { min($0, transfers[id].bytes.upperBound) } ?? transfers[id].bytes.upperBound) - transfers[id].pos)
+            if let cut, transfers[id].pos >= cut {
+                // Closed before another byte (a failing tail's first byte): the head, then the end.
+                closeShort(id)
+                continue
+            }
             let tcp = transfers[id].tcp
             tcps[tcp].advance(dt: dt, bytes: Double(n), now: now, rtt: transfers[id].rtt, loss: s.loss, full: full, random: &random)
             if n > 0 { deliver(id, Int(n)) }
@@ -430,6 +465,16 @@ struct SimulatedDownload {
             endTransfer(id)
             handle(.ended(id, .partial, head: transfers[id].head))
         }
+    }
+
+    /// The server closes connection `id` where its answer is cut, no body byte left to send.
+    private mutating func closeShort(_ id: Int) {
+        if transfers[id].firstByteAt == nil {
+            transfers[id].firstByteAt = now
+            handle(.connected(id, roundTrip: transfers[id].rtt, newConnection: transfers[id].dialled))
+        }
+        endTransfer(id)
+        handle(.ended(id, .partial, head: transfers[id].head))
     }
 
     /// A refused request's head and short body arrive; the engine refuses them. The server's refusal

@@ -49,7 +49,20 @@ struct SimulatedScenario: Sendable, CustomStringConvertible {
     /// Mirrors of the file (the `mirrors` family), each a server of its own on a path of its own,
     /// healthy and always keeping connections alive. The main URL's server is the scenario's.
     var mirrors: [Mirror] = []
+    /// The file's last bytes that no request can get (the `failing-tail` family): the download can
+    /// only fail, and must do so within its retries, without a storm of requests.
+    var failingTail: FailingTail?
     var seed: UInt64 = 1
+
+    /// The last `bytes` of the file fail every request, as a server does whose storage cannot read
+    /// them: an answer that starts before them has its head sent and is closed where they begin; a
+    /// request that starts inside them is answered `status` (with `Retry-After` seconds, or none),
+    /// or, when `status` is nil, with a 206 head and the connection closed before any byte.
+    struct FailingTail: Sendable, Equatable {
+        var bytes: Int64
+        var status: Int?
+        var retryAfter: Int?
+    }
 
     /// A mirror: its round trip, its cap per response, and when it joins the download: seconds after
     /// the download begins (the main URL's probe answered), when its own probe has agreed, as
@@ -110,6 +123,10 @@ struct SimulatedScenario: Sendable, CustomStringConvertible {
         if let w = workers { parts.append("\(w) worker\(w == 1 ? "" : "s")") }
         if closesConnections { parts.append("Connection: close") }
         if probe { parts.append("probe") }
+        if let t = failingTail {
+            let answer = t.status.map { "\($0)\(t.retryAfter.map { " Retry-After \($0)" } ?? "")" } ?? "closed"
+            parts.append("last \(t.bytes) B fail (\(answer))")
+        }
         for m in mirrors {
             parts.append("mirror rtt \(Int(m.rtt * 1000)) ms\(m.perRequestCap.isFinite ? " cap \(Format.rate(m.perRequestCap))" : "") joins +\(Format.fixed(m.joinsAt, 2)) s")
         }
