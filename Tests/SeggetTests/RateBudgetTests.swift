@@ -23,6 +23,24 @@ import Testing
         #expect(b.tokens == b.burst)
     }
 
+    /// A shared cap (a daemon's overall limit, a task's `max-download-limit`) starts empty, whether
+    /// made with a rate or given one later: the probe's bytes its download charges to it are owed,
+    /// not taken from a burst no time paid for. A rate changed later keeps what the bucket holds.
+    @Test func aSharedCapStartsEmpty() {
+        let made = SharedRateLimit(bytesPerSecond: 100 << 10)
+        let set = SharedRateLimit()
+        set.bytesPerSecond = 100 << 10
+        for cap in [made, set] {
+            let now = monotonicSeconds()
+            #expect(!cap.allowsReceiving(now: now, bytes: 16 << 10))
+            #expect(cap.secondsUntil(allowing: 16 << 10) > 0.1)
+            cap.spend(64 << 10)  // the probe's bytes
+            #expect(cap.secondsUntil(allowing: 1) > 0.6)
+            cap.bytesPerSecond = 200 << 10
+            #expect(!cap.allowsReceiving(now: now, bytes: 1))
+        }
+    }
+
     /// Taking a callback only once the bucket holds it (`allows`), what was taken never runs ahead
     /// of the burst plus rate × time, not even by one callback: at 1 KiB/s the 34 KB left of a
     /// 100,000-byte file after its 64 KiB probe once came in at once.
