@@ -28,9 +28,6 @@ public enum EngineSimulation {
         public var earlyRequests = 0
         /// Mean bytes fetched twice (cut answers, lost races), in MiB.
         public var meanMiBTwice = 0.0
-        /// Scenarios that ended (failed, or hung) with chunks unreceived that a failing tail does
-        /// not explain (`Outcome.unfinishedElsewhere`).
-        public var scenariosWithUnfinished = 0
         /// The worst scenario, described, with its ratio and what ended it.
         public var worst = ""
     }
@@ -66,7 +63,7 @@ public enum EngineSimulation {
         return "\(end) in \(Format.fixed(o.seconds, 2)) s (\(Format.fixed(o.seconds / ideal, 2)) x the ideal \(Format.fixed(ideal, 2)) s), "
             + "\(o.requests) requests, \(o.connectionsOpened) connections, \(o.redials) re-dials, \(o.rejected) refused, "
             + "\(o.earlyRequests) early, \(Format.fixed(Double(o.bytesTwice) / 1_048_576, 1)) MiB twice"
-            + (o.finished ? "" : ", \(Format.fixed(Double(o.unfinishedElsewhere) / 1_048_576, 1)) MiB unfinished elsewhere")
+            + (o.finished ? "" : ", \(Format.fixed(Double(o.unfinishedElsewhere) / 1_048_576, 1)) MiB not received (a failing tail's chunks aside)")
     }
 
     static func run(_ f: SimulationFamily, policy: SimulatedDownload.Policy, seeds: Range<UInt64>) -> Row {
@@ -83,7 +80,6 @@ public enum EngineSimulation {
             let endedWell = f.expectsFailure ? o.failure != nil && o.unfinishedElsewhere == 0 : o.finished
             ratios.append(endedWell ? ratio : .infinity)
             if !o.finished { if o.failure != nil { row.failures += 1 } else { row.hangs += 1 } }
-            if o.unfinishedElsewhere > 0 { row.scenariosWithUnfinished += 1 }
             let tooMany = o.requests > f.requestBound(s)
             if tooMany { row.overRequestBound += 1 }
             if !endedWell || ratio > f.bound || tooMany || o.earlyRequests > 0 { row.overBound += 1 }
