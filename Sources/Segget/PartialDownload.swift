@@ -136,7 +136,6 @@ final class PartialDownload {
     /// plain rename replaced that file without a word. The download stays whole and resumable under
     /// its partial name, and the error says how to put it in place (exit 5).
     func publish(syncing: Bool, replacing: Bool = true, mark: (url: String, verified: [String], serverVersion: UInt64?)? = nil) throws(SeggetError) {
-        var appeared = false
         do {
             // The mark goes on while the file has no name yet, after its last write (see `FinishedMark`).
             if let mark { FinishedMark.write(on: data, url: mark.url, verified: mark.verified, serverVersion: mark.serverVersion) }
@@ -144,25 +143,18 @@ final class PartialDownload {
             if replacing {
                 try PosixFile.rename(from: paths.part, to: paths.final)
             } else {
-                do throws(Errno) {
-                    try FileSystem.renameWithoutReplacing(from: paths.part, to: paths.final)
-                } catch where error == .fileExists {
-                    appeared = true
-                }
+                try FileSystem.renameWithoutReplacing(from: paths.part, to: paths.final)
             }
-            if !appeared {
-                journal?.close()
-                journal = nil
-                try? PosixFile.remove(path: paths.progress)
-                try? PosixFile.remove(path: paths.journal)
-                if syncing { try? PosixFile.syncDirectory(containing: paths.final) }
-            }
+        } catch let e as Errno where e == .fileExists && !replacing {
+            throw SeggetError(.fileSystem, "\(paths.final) appeared while the download ran (another program made it), and segget does not replace it; the download is complete and kept under \(paths.part) with its journal: move that file away and run the same command again to finish it, or run it again with --force to replace that file.")
         } catch {
             throw SeggetError(.fileSystem, "could not move the finished download to \(paths.final): \(error).")
         }
-        if appeared {
-            throw SeggetError(.fileSystem, "\(paths.final) appeared while the download ran (another program made it), and segget does not replace it; the download is complete and kept under \(paths.part) with its journal: move that file away and run the same command again to finish it, or run it again with --force to replace that file.")
-        }
+        journal?.close()
+        journal = nil
+        try? PosixFile.remove(path: paths.progress)
+        try? PosixFile.remove(path: paths.journal)
+        if syncing { try? PosixFile.syncDirectory(containing: paths.final) }
     }
 
     /// The size of the finished file when an earlier run renamed it into place and was stopped before
