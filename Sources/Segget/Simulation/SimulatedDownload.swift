@@ -337,28 +337,21 @@ struct SimulatedDownload {
     }
 
     private static func rejection(_ r: SimulatedScenario.Rejection, limit: Int) -> ResponseHead {
-        var h = ResponseHead()
         switch r {
-        case .tooManyRequests(let after):
-            h.append(line: "HTTP/1.1 429 Too Many Requests\r\n")
-            if let after { h.append(line: Substring("Retry-After: \(after)\r\n")) }
-        case .rateLimitFields:
-            h.append(line: "HTTP/1.1 429 Too Many Requests\r\n")
-            h.append(line: Substring("RateLimit-Policy: \"conc\";q=\(limit);w=1\r\n"))
-            h.append(line: "RateLimit: \"conc\";r=0;t=1\r\n")
-        case .serviceUnavailable:
-            h.append(line: "HTTP/1.1 503 Service Unavailable\r\n")
+        case .tooManyRequests(let after): failure(status: 429, retryAfter: after)
+        case .rateLimitFields: failure(status: 429, fields: ["RateLimit-Policy: \"conc\";q=\(limit);w=1", "RateLimit: \"conc\";r=0;t=1"])
+        case .serviceUnavailable: failure(status: 503)
         }
-        h.append(line: "Content-Length: 18\r\n")
-        h.append(line: "\r\n")
-        return h
     }
 
-    /// An error answer (`SimulatedScenario.FailingTail`), aborted by the engine as a refusal is.
-    private static func failure(status: Int, retryAfter: Int?) -> ResponseHead {
+    /// An error answer with a short body, which the engine aborts: a refusal past the host's limit
+    /// (`rejection`), or a failing tail's (`SimulatedScenario.FailingTail`).
+    private static func failure(status: Int, retryAfter: Int? = nil, fields: [String] = []) -> ResponseHead {
+        let reason = [429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable"][status] ?? "Failed"
         var h = ResponseHead()
-        h.append(line: Substring("HTTP/1.1 \(status) Failed\r\n"))
+        h.append(line: Substring("HTTP/1.1 \(status) \(reason)\r\n"))
         if let retryAfter { h.append(line: Substring("Retry-After: \(retryAfter)\r\n")) }
+        for field in fields { h.append(line: Substring(field + "\r\n")) }
         h.append(line: "Content-Length: 18\r\n")
         h.append(line: "\r\n")
         return h
