@@ -145,7 +145,7 @@ final class PartialDownload {
             } else {
                 try FileSystem.renameWithoutReplacing(from: paths.part, to: paths.final)
             }
-        } catch let e as Errno where e == .fileExists && !replacing {
+        } catch where error == .fileExists && !replacing {
             throw SeggetError(.fileSystem, "\(paths.final) appeared while the download ran (another program made it), and segget does not replace it; the download is complete and kept under \(paths.part) with its journal: move that file away and run the same command again to finish it, or run it again with --force to replace that file.")
         } catch {
             throw SeggetError(.fileSystem, "could not move the finished download to \(paths.final): \(error).")
