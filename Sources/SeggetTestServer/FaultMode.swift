@@ -57,7 +57,7 @@
 /// | redirect | `to` → Location (code; each `{n}` in it replaced by the request's number), `hops=N` chain ending at `/NAME`, `loop=1` to itself | code (302), hops (1) |
 /// | status | answers `code` with a short body to `times` requests from request number `from`, then normally | code (500), times (all), from (1), retryafter |
 /// | zeroonly | 206 only for ranges starting at 0, else 200 full | |
-/// | wrongrange | 206 whose Content-Range and bytes are moved by `shift` | shift (1) |
+/// | wrongrange | 206 whose Content-Range and bytes are moved by `shift`, from request number `from` on | shift (1), from (1) |
 /// | capped | an honest 206 for at most `max` bytes from the asked start (RFC 9110 allows less) | max (1m) |
 /// | short | declares the right length, sends `missing` bytes less, closes | missing (1) |
 /// | long | declares the range, Content-Length and body `extra` bytes longer | extra (1) |

@@ -163,7 +163,7 @@ struct ResponsePlanner {
         case .mid200:
             if n >= (p.int("after") ?? 2) { decision = .full }
         case .wrongrange:
-            if case .partial(let first, let last) = decision {
+            if case .partial(let first, let last) = decision, n >= p.int("from") ?? 1 {
                 let shift = p.int("shift") ?? 1
                 let length = representation.length
                 let newFirst = min(max(0, first + shift), length - 1)

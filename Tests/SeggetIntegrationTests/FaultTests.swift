@@ -366,6 +366,28 @@ import Testing
         }
     }
 
+    /// `wrongrange` from the 6th request on: in the middle of a download, every 206 carries a
+    /// `Content-Range` (and bytes) moved by one. One unusable answer from each connection in a row,
+    /// none accepted between, ends the download (exit 7), the journal kept, rather than each range's
+    /// five retries and their backoff: 40 requests and 18 s at -n 8 before.
+    @Test func rangesThatShiftInTheMiddleEndTheDownloadAfterOneRound() async throws {
+        let body = TestFiles.pattern(Int(64 * Self.chunk), seed: 29)
+        let server = try Self.server(body)
+        defer { server.stop() }
+        let dir = try TempDir()
+        var o = Self.options(8, dir: dir)
+        o.chunkSize = Self.chunk
+        let outcome = await faultDownload(server.url("f", mode: .wrongrange, query: "from=6&rate=4m"), o)
+        #expect(outcome.error?.kind == .protocolViolation, "\(String(describing: outcome.error))")
+        #expect(outcome.error?.exitCode == 7)
+        #expect(outcome.error?.message.contains("answers in a row were unusable") == true, "\(outcome.error?.message ?? "")")
+        #expect(Self.finalIsAbsent(dir))
+        #expect(TestFiles.exists(dir.path("out.bin.segget-journal")))
+        // The probe and the four good answers, then at most a round of eight and the retries that
+        // went out while it came in; each range's retries would make 40 and more.
+        #expect(server.requests.count <= 5 + 16, "\(server.requests)")
+    }
+
     /// A server that answers every range with at most `max` bytes and an honest `Content-Range`
     /// (RFC 9110 allows less than asked): every answer is written and the rest asked for, with no
     /// retry and no fallback to one stream. 100 KiB is not a multiple of the 64 KiB chunk, so answers

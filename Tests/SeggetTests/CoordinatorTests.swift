@@ -864,6 +864,58 @@ import Testing
         #expect(NextStep.forDaemon(failure?.message ?? "") == "bytes 0-4194303 failed 2 times (last: HTTP 503); add the URL again to resume later (the new task continues what this one saved), or with a higher max-tries.")
     }
 
+    /// Answers whose `Content-Range` is not the range asked are retried like failures of the range,
+    /// until as many as the download has connections (at least 3) come in a row with none accepted
+    /// between them: then the download ends at once, before the range's retries run out. An accepted
+    /// answer starts the count again, so a glitch among good answers does not add up.
+    @Test func unusableAnswersInARowEndTheDownloadBeforeTheRetriesRunOut() {
+        var s = Script(size: 4 * Self.MiB, connections: 1) { $0.retries = 5 }
+        s.begin()
+        func shifted() -> ResponseHead {
+            let conn = s.c.connections[0]
+            var h = ResponseHead()
+            h.append(line: "HTTP/1.1 206 Partial Content\r\n")
+            h.append(line: Substring("Content-Range: bytes \(conn.requestStart + 1)-\(conn.requestEnd - 1)/\(s.c.plan.totalLength)\r\n"))
+            h.append(line: "\r\n")
+            return h
+        }
+        /// The answer to connection 0's request now: shifted, or good and then cut after 100 bytes.
+        func answer(shiftedBy: Bool) {
+            let h = shiftedBy ? shifted() : s.head(0)
+            let actions = s.handle(.body(0, count: 100, head: h, budgetAllows: true))
+            #expect(actions.last == .body(shiftedBy ? .abort : .proceed), "\(actions)")
+            s.handle(.ended(0, .transient(shiftedBy ? "aborted" : "reset"), head: h))
+        }
+        /// The retry's time comes.
+        func retry() {
+            guard case .waiting(let until, .retry) = s.c.connections[0].machine.state else {
+                Issue.record("connection 0 waits for no retry: \(s.c.connections[0].machine.state)")
+                return
+            }
+            s.now = until + 0.01
+            s.handle(.pass(offered: nil))
+        }
+        s.now = 0.1
+        answer(shiftedBy: true)
+        retry()
+        answer(shiftedBy: false)
+        #expect(s.c.unusableInARow == 0)
+        retry()
+        answer(shiftedBy: true)
+        retry()
+        answer(shiftedBy: true)
+        // Three unusable answers so far, but not in a row: the download goes on.
+        #expect(s.c.unusableInARow == 2)
+        #expect(s.c.stop == nil)
+        retry()
+        answer(shiftedBy: true)
+        let failure = s.c.stop as? SeggetError
+        #expect(failure?.kind == .protocolViolation)
+        #expect(failure?.message == "3 answers in a row were unusable, none accepted between them (last, for bytes 100-4194303: asked for bytes 100-4194303, the server sent bytes 101-4194303/4194304); try -n 1 or another server.")
+        // Five attempts of the range's six: the retries had not run out.
+        #expect(s.c.connections[0].attempts == 5)
+    }
+
     /// A download whose retries run out after a refused connection or a timeout keeps that cause on
     /// its failure (a daemon task's `errorCode`: aria2's 1 and 2, not its 6); one after a reset has none.
     @Test(arguments: [NetworkCause.couldNotConnect, .timedOut, nil] as [NetworkCause?])

@@ -20,6 +20,9 @@ protocol Coordinating {
     var failure: SeggetError? { get set }
     var changed: String? { get set }
     var ignored: String? { get set }
+    /// Unusable answers (`FailureKind.protocolViolation`: a `Content-Range` other than asked, a 206
+    /// without one, more bytes than declared) since the last answer accepted, across connections.
+    var unusableInARow: Int { get set }
     /// What a request to the host costs, as the download's own requests taught (see `RequestCostModel`).
     var cost: RequestCostModel { get set }
     /// Requests made, and refusals (429, 503 for a host's limit) met, in this run.
@@ -185,10 +188,13 @@ extension Coordinating {
             range: c.requestStart..<c.requestEnd, ranged: config.ranged, totalLength: config.totalLength,
             etag: src.etag, lastModified: src.lastModified, url: config.url)
         switch ResponseVerdict(for: question, head: head) {
-        case .accept: return nil
+        case .accept:
+            unusableInARow = 0
+            return nil
         case .acceptPrefix(let end):
             // An honest shorter answer: take it, and `transferEnded` asks for the rest (not a failure).
             connections[id].requestEnd = end
+            unusableInARow = 0
             return nil
         case .retry(let why, let after, let kind): return .retry(why, after: after, kind: kind)
         case .rangesIgnored(let why): return .rangesIgnored(why)
@@ -294,6 +300,7 @@ extension Coordinating {
     mutating func scheduleRetry(
         _ id: Int, reason: String, after: Double?, kind: FailureKind, now: Double, atOnce: Bool = false, cause: NetworkCause? = nil
     ) -> [Command] {
+        if kind == .protocolViolation { unusableInARow += 1 }
         if isRacing(id) {
             // A failed racer stops; the owner is still on it. It takes no work before a backoff of
             // its own: at once, it raced the same chunk again from the owner's position, request
@@ -320,13 +327,25 @@ extension Coordinating {
         }
         connections[id].attempts += 1
         let attempts = connections[id].attempts
+        // A body of unknown length ends at `Int64.max` until the server ends it: "bytes
+        // 5000-9223372036854775806" showed the sentinel, not a byte the file has.
+        let last = end(of: id)
+        let bytes = last >= Int64.max / 2 ? "\(connections[id].pos) onwards" : "\(connections[id].pos)-\(last - 1)"
+        if kind == .protocolViolation, unusableInARow >= Self.unusableLimit(connections: connections.count), attempts <= config.retries {
+            // Every connection's answer unusable, one after another, and none accepted between: the
+            // server mangles every range now (a shift in the middle of a download met 40 requests and
+            // 18 s of backoff at -n 8 before the retries ran out). A glitch among good answers is
+            // retried as before: an accepted answer starts the count again.
+            if let dropped = sourceFailed(of: id, why: reason, now: now) {
+                unusableInARow = 0
+                return dropped
+            }
+            failure = SeggetError(kind, "\(unusableInARow) answers in a row were unusable, none accepted between them (last, for bytes \(bytes): \(reason)); \(NextStep.tryOneConnection.cli).")
+            return []
+        }
         if attempts > config.retries {
             if let dropped = sourceFailed(of: id, why: reason, now: now) { return dropped }
             let hint = kind == .protocolViolation ? "the server's answers are unusable; \(NextStep.tryOneConnection.cli)" : (config.ranged ? NextStep.resumeLaterOrRaiseRetries : .againOrRaiseRetries).cli
-            // A body of unknown length ends at `Int64.max` until the server ends it: "bytes
-            // 5000-9223372036854775806" showed the sentinel, not a byte the file has.
-            let last = end(of: id)
-            let bytes = last >= Int64.max / 2 ? "\(connections[id].pos) onwards" : "\(connections[id].pos)-\(last - 1)"
             var e = SeggetError(kind, "bytes \(bytes) failed \(attempts) time\(attempts == 1 ? "" : "s") (last: \(reason)); \(hint).")
             e.networkCause = cause
             failure = e
@@ -344,6 +363,10 @@ extension Coordinating {
             return [.event(.retry(connection: id, attempt: attempts, delay: delay, reason: note.map { "\(reason); \($0)" } ?? reason))]
         }
     }
+
+    /// How many unusable answers in a row end a download at once (`unusableInARow`): one from each
+    /// of its connections, and at least 3.
+    static func unusableLimit(connections: Int) -> Int { max(3, connections) }
 
     /// A write or journal failure ends the download (the first failure stands).
     mutating func fail(_ error: SeggetError) {

@@ -162,7 +162,7 @@ struct Coordinator: Coordinating {
     /// How many more connections each source that joined after the fetch began may still take
     /// (`Coordinator.addSource`).
     var owedConnections: [Int: Int] = [:]
-    var changed: String?, ignored: String?
+    var changed: String?, ignored: String?, unusableInARow = 0
     /// What a request to the host costs (see `RequestCostModel`, `RequestPrice`).
     var cost: RequestCostModel
 

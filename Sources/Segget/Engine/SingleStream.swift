@@ -13,6 +13,7 @@ struct SingleStream: Coordinating {
     var failure: SeggetError?
     var changed: String?
     var ignored: String?
+    var unusableInARow = 0
     var cost: RequestCostModel
 
     init(config: Coordinator.Config) {
