@@ -171,11 +171,37 @@ extension Download {
             join?.attach(engine)
         }
         loop.run(until: { ended.allSet })
-        if let error = ended.values[0] {
+        var error = ended.values[0]
+        var fetched = engine
+        var receivedBefore: Int64 = 0
+        if let ignored = error as? RangesIgnored, ranged, sink.outputFailure == nil {
+            // The server stopped honouring ranges after the probe: one plain stream from byte 0, as
+            // a file download starts over, the sink keeping only what it has not handed on or holds
+            // (a stream used to end here with exit 7, even with nothing handed on yet).
+            let handed = sink.handedOn
+            let skipped = handed > 0 ? " (the \(handed) bytes handed on already are not handed on again)" : ""
+            events?(.notice("the server stopped honouring byte ranges (\(ignored.reason)); streaming over one connection from the start\(skipped)."))
+            receivedBefore = engine.receivedBytes
+            let plain = FetchEngine(
+                target: FetchTarget(url: probe.finalURL, totalLength: probe.totalLength, ranged: false, etag: probe.etag,
+                                    lastModified: probe.lastModified, ifRange: nil),
+                settings: self.fetchSettings(ranged: false, chunkSize: options.chunkSize, totalLength: probe.totalLength, deadline: deadline, hashing: false),
+                data: sink, journal: nil, plan: plan, isFinished: { _ in false }, interrupt: interrupt, driver: loop.driver)
+            plain.streamGate = sink
+            plain.onProgress = engine.onProgress
+            plain.onEvent = engine.onEvent
+            let again = LoopResults(count: 1)
+            loop.post { loop.join(plain) { again.set(0, $0) } }
+            loop.run(until: { again.allSet })
+            error = again.values[0]
+            fetched = plain
+        }
+        if let error {
             let handed = sink.stopAndWait()
             throw Self.streamError(error, sink: sink, handedOn: handed)
         }
-        let length = ranged ? plan.totalLength : engine.streamLength
+        let usedRanges = fetched === engine && ranged
+        let length = usedRanges ? plan.totalLength : fetched.streamLength
         do {
             try sink.finish(length: length)
         } catch {
@@ -188,9 +214,9 @@ extension Download {
             sink.digests(), expected: expected, name: "the stream",
             afterMismatch: "Every byte was already handed on: discard what was made of them.", origin: digestOrigin(probe))
         return StreamResult(
-            bytes: length - from, from: from, receivedBytes: engine.receivedBytes + Int64(probeBytes),
-            seconds: monotonicSeconds() - started, connections: engine.connectionsUsed, verified: verified,
-            usedRanges: ranged, peakWindowBytes: sink.peakHeld)
+            bytes: length - from, from: from, receivedBytes: receivedBefore + fetched.receivedBytes + Int64(probeBytes),
+            seconds: monotonicSeconds() - started, connections: max(engine.connectionsUsed, fetched.connectionsUsed), verified: verified,
+            usedRanges: usedRanges, peakWindowBytes: sink.peakHeld)
     }
 
     /// The reorder ring inside a window of `window` bytes: what the connections' staging buffers and

@@ -203,6 +203,30 @@ import Testing
         #expect(TestFiles.byteDifference(out.bytes, Array(body[Int(from)...])) == nil)
     }
 
+    /// Ranges honoured for the probe, then a 200 with the whole file for every request from number
+    /// `after` on: the stream goes on over one plain stream from byte 0, handing on only what it had
+    /// not, and the reader gets the file once, whole (it ended with exit 7 before, even with nothing
+    /// handed on yet).
+    @Test(arguments: [2, 6])
+    func rangesThatStopBeingHonouredGoOnAsOnePlainStream(after: Int) throws {
+        let body = TestFiles.pattern(12 << 20 + 7, seed: 14)
+        let server = try TestServer.serving(body)
+        defer { server.stop() }
+        let out = Collector()
+        let notices = Mutex<[String]>([])
+        let r = try Download(url: server.url("f", mode: .mid200, query: "after=\(after)&rate=16m"), options: Self.options(4))
+            .stream(to: out.take, settings: StreamSettings(window: Self.window), events: { e in
+                if case .notice(let n) = e { notices.withLock { $0.append(n) } }
+            })
+        #expect(TestFiles.byteDifference(out.bytes, body) == nil)
+        #expect(r.bytes == Int64(body.count))
+        #expect(!r.usedRanges)
+        let said = notices.withLock { $0 }
+        #expect(said.contains { $0.hasPrefix("the server stopped honouring byte ranges (the server ignored the byte range") && $0.contains("streaming over one connection from the start") }, "\(said)")
+        // The probe, the ranged requests up to the first whole answer, and the plain stream.
+        #expect(server.requests.filter { $0.status == 200 }.count <= 5, "\(server.requests)")
+    }
+
     /// The probe's answer is the whole file, and the stream continues it: one request, every byte
     /// sent once (before: the probe cut it, and the stream asked again).
     @Test(arguments: [FaultMode.noranges, .chunked])
