@@ -182,11 +182,15 @@ extension Download {
             let skipped = handed > 0 ? " (the \(handed) bytes handed on already are not handed on again)" : ""
             events?(.notice("the server stopped honouring byte ranges (\(ignored.reason)); streaming over one connection from the start\(skipped)."))
             receivedBefore = engine.receivedBytes
+            var plainSettings = self.fetchSettings(
+                ranged: false, chunkSize: options.chunkSize, totalLength: probe.totalLength, deadline: deadline, hashing: false)
+            plainSettings.writePath = .pageCache
+            plainSettings.checkpointInterval = 0
             let plain = FetchEngine(
                 target: FetchTarget(url: probe.finalURL, totalLength: probe.totalLength, ranged: false, etag: probe.etag,
                                     lastModified: probe.lastModified, ifRange: nil),
-                settings: self.fetchSettings(ranged: false, chunkSize: options.chunkSize, totalLength: probe.totalLength, deadline: deadline, hashing: false),
-                data: sink, journal: nil, plan: plan, isFinished: { _ in false }, interrupt: interrupt, driver: loop.driver)
+                settings: plainSettings, data: sink, journal: nil, plan: plan, isFinished: { _ in false },
+                interrupt: interrupt, driver: loop.driver)
             plain.streamGate = sink
             plain.onProgress = engine.onProgress
             plain.onEvent = engine.onEvent
