@@ -186,10 +186,13 @@ extension Download {
                 ranged: false, chunkSize: options.chunkSize, totalLength: probe.totalLength, deadline: deadline, hashing: false)
             plainSettings.writePath = .pageCache
             plainSettings.checkpointInterval = 0
+            // The main URL alone (a mirror's ranges are no use to a plain stream), without ranges.
+            var plainTarget = FetchTarget(
+                url: probe.finalURL, totalLength: probe.totalLength, ranged: false, etag: probe.etag,
+                lastModified: probe.lastModified, ifRange: nil)
+            plainTarget.mainWithoutCredentials = target.mainWithoutCredentials
             let plain = FetchEngine(
-                target: FetchTarget(url: probe.finalURL, totalLength: probe.totalLength, ranged: false, etag: probe.etag,
-                                    lastModified: probe.lastModified, ifRange: nil),
-                settings: plainSettings, data: sink, journal: nil, plan: plan, isFinished: { _ in false },
+                target: plainTarget, settings: plainSettings, data: sink, journal: nil, plan: plan, isFinished: { _ in false },
                 interrupt: interrupt, driver: loop.driver)
             plain.streamGate = sink
             plain.onProgress = engine.onProgress
