@@ -55,7 +55,7 @@
 /// | chunked206 | honours ranges, but every answer with a body (206 included) is `Transfer-Encoding: chunked` with no `Content-Length`, as some application servers send; `ext=1` adds a chunk extension to every chunk size line | ext |
 /// | close-delimited | ignores Range, no length, body ends at close | |
 /// | redirect | `to` → Location (code; each `{n}` in it replaced by the request's number), `hops=N` chain ending at `/NAME`, `loop=1` to itself | code (302), hops (1) |
-/// | status | answers `code` with a short body to `times` requests from request number `from`, then normally | code (500), times (all), from (1), retryafter |
+/// | status | answers `code` with a short body to `times` requests from request number `from`, then normally; `ratelimit=1` adds `RateLimit: "default";r=0;t=reset` | code (500), times (all), from (1), retryafter, ratelimit, reset (1) |
 /// | zeroonly | 206 only for ranges starting at 0, else 200 full | |
 /// | wrongrange | 206 whose Content-Range and bytes are moved by `shift`, from request number `from` on | shift (1), from (1) |
 /// | capped | an honest 206 for at most `max` bytes from the asked start (RFC 9110 allows less) | max (1m) |

@@ -121,6 +121,7 @@ struct ResponsePlanner {
                 let code = Int(p.int("code") ?? 500)
                 var headers: [(String, String)] = []
                 if let after = p.params["retryafter"] { headers.append(("Retry-After", after)) }
+                if p.params["ratelimit"] != nil { headers.append(("RateLimit", "\"default\";r=0;t=\(p.int("reset") ?? 1)")) }
                 return .text(code, "\(code) \(HTTPStatus.reason(code))\n", headers: headers)
             }
         case .changing:

@@ -51,19 +51,20 @@ import Testing
         #expect(server.requests.filter { $0.status == code }.count == 2)
     }
 
-    /// Retry-After: N (seconds) on the first two answers: the two waits add up to at least 2 × N.
-    @Test(arguments: [503, 429])
-    func retryAfterIsHonoured(_ code: Int) async throws {
+    /// A refusal's wait, as `Retry-After` or only as the `RateLimit` field's reset, is kept by the
+    /// probe's retries and the fetch's alike (the probe took only `Retry-After`).
+    @Test(arguments: [503, 429], ["retryafter=1", "ratelimit=1&reset=1"])
+    func theWaitARefusalAsksForIsKept(_ code: Int, _ wait: String) async throws {
         let body = TestFiles.pattern(Int(4 * Self.chunk), seed: 12)
         let server = try Self.server(body)
         defer { server.stop() }
         let dir = try TempDir()
         let started = nowSeconds()
-        let outcome = await faultDownload(server.url("f", mode: .status, query: "code=\(code)&times=2&retryafter=1"), Self.options(4, dir: dir))
+        let outcome = await faultDownload(server.url("f", mode: .status, query: "code=\(code)&times=2&\(wait)"), Self.options(4, dir: dir))
         let elapsed = nowSeconds() - started
         #expect(outcome.error == nil)
         #expect(TestFiles.fileDifference(dir.path("out.bin"), body) == nil)
-        #expect(elapsed >= 1.9, "Retry-After: 1 twice, but the download took only \(elapsed) s")
+        #expect(elapsed >= 1.9, "a wait of 1 s (\(wait)) twice, but the download took only \(elapsed) s")
     }
 
     /// A status that never goes away: HTTP status error (exit 4) after the retries, nothing written.
