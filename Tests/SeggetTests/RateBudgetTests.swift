@@ -3,10 +3,12 @@ import Testing
 @testable import Segget
 
 @Suite struct RateBudgetTests {
-    @Test func startsWithABurstAndRefillsAtTheRate() {
-        var b = RateBudget(bytesPerSecond: 10 << 20, now: 100)
+    @Test func startsEmptyAndRefillsAtTheRate() {
+        var b = RateBudget(bytesPerSecond: 10 << 20, now: 99.9)
         #expect(b.burst == Double(1 << 20))  // a tenth of a second
-        #expect(b.allows(1))
+        #expect(b.tokens == 0 && !b.allows(1))
+        b.refill(now: 100)
+        #expect(abs(b.tokens - b.burst) < 1e-3 && b.allows(1))
         b.spend(3 << 20)  // a large delivery runs into debt
         #expect(!b.allows(1))
         #expect(abs(b.secondsUntil(allowing: 1) - 0.2) < 1e-3)
@@ -45,7 +47,8 @@ import Testing
     /// of the burst plus rate × time, not even by one callback: at 1 KiB/s the 34 KB left of a
     /// 100,000-byte file after its 64 KiB probe once came in at once.
     @Test func aCallbackWaitsForItsWholeAllowance() {
-        var b = RateBudget(bytesPerSecond: 1024, now: 0)
+        var b = RateBudget(bytesPerSecond: 1024, now: -64)
+        b.refill(now: 0)
         b.spend(64 * 1024)
         b.refill(now: 0.01)
         #expect(b.allows(1) && !b.allows(16 * 1024))
@@ -54,6 +57,8 @@ import Testing
         #expect(b.allows(16 * 1024) && b.secondsUntil(allowing: 16 * 1024) == 0)
         // A callback larger than the burst waits for a full bucket, then runs into debt.
         var big = RateBudget(bytesPerSecond: 1000, now: 0)
+        #expect(!big.allows(1 << 20))
+        big.refill(now: 65.536)
         #expect(big.allows(1 << 20))
         big.spend(1 << 20)
         #expect(!big.allows(1))

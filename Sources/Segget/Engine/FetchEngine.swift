@@ -179,7 +179,7 @@ final class FetchEngine {
             // file of 158 KiB at --max-speed 100k took 1.0 s (154 KiB/s; exploratory run 10), its
             // first 64 KiB free; and a stream, whose probe brings no bytes, came a burst (a tenth of
             // a second's worth) ahead of the cap: 8 MiB at 2 MiB/s in 3.93 s.
-            budget = RateBudget(bytesPerSecond: cap, now: monotonicSeconds(), empty: true)
+            budget = RateBudget(bytesPerSecond: cap, now: monotonicSeconds())
             budget!.spend(settings.probePrefixBytes)
         }
         for limit in settings.speedLimits { limit.spend(settings.probePrefixBytes) }

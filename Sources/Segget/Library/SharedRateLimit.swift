@@ -15,7 +15,7 @@ public final class SharedRateLimit: Sendable {
     private let state: Mutex<RateBudget?>
 
     public init(bytesPerSecond: Int64? = nil) {
-        state = Mutex(bytesPerSecond.map { RateBudget(bytesPerSecond: $0, now: monotonicSeconds(), empty: true) })
+        state = Mutex(bytesPerSecond.map { RateBudget(bytesPerSecond: $0, now: monotonicSeconds()) })
     }
 
     /// The cap now; nil: none.
@@ -27,7 +27,7 @@ public final class SharedRateLimit: Sendable {
                 let now = monotonicSeconds()
                 // A new rate keeps what the bucket holds or owes (a daemon task's share changes
                 // every second; a fresh bucket gave it a full burst and forgot its debt each time).
-                b = newValue.map { rate in b.map { $0.changing(to: rate, now: now) } ?? RateBudget(bytesPerSecond: rate, now: now, empty: true) }
+                b = newValue.map { rate in b.map { $0.changing(to: rate, now: now) } ?? RateBudget(bytesPerSecond: rate, now: now) }
             }
         }
     }

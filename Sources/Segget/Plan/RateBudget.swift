@@ -12,12 +12,13 @@ public struct RateBudget: Sendable, Equatable {
     public private(set) var tokens: Double
     public private(set) var updatedAt: Double
 
-    /// `empty`: the bucket starts with nothing saved up rather than a full burst (a download's own
-    /// cap, whose probe's bytes were its burst: see `FetchEngine`).
-    public init(bytesPerSecond: Int64, now: Double, empty: Bool = false) {
+    /// The bucket starts empty: nothing is saved up before time has earned it. (A full burst at the
+    /// start let a stream, whose probe brings no bytes to charge, and a daemon's shared cap, charged
+    /// with the probe's bytes, take a tenth of a second's worth, at least 64 KiB, past the cap.)
+    public init(bytesPerSecond: Int64, now: Double) {
         self.bytesPerSecond = Double(max(1, bytesPerSecond))
         burst = Double(Self.burst(bytesPerSecond: bytesPerSecond))
-        tokens = empty ? 0 : burst
+        tokens = 0
         updatedAt = now
     }
 
