@@ -408,7 +408,6 @@ private func stops(_ actions: [QueueState.Action]) -> [TaskID] {
             maxActive: 1 + rng.below(4), connectionBudget: 1 + rng.below(20), defaultConnections: 1 + rng.below(8))
         var s = QueueState(limits: limits)
         var nextID: UInt64 = 1
-        var changed = false
         var lowered = false
         for step in 0..<400 {
             let ids = Array(s.tasks.keys)
@@ -447,8 +446,6 @@ private func stops(_ actions: [QueueState.Action]) -> [TaskID] {
                     let new = QueueState.Limits(
                         maxActive: 1 + rng.below(4), connectionBudget: 1 + rng.below(20),
                         defaultConnections: limits.defaultConnections)
-                    // Any change of the limits moves the shares granted under the old ones.
-                    if new != limits && !s.running.isEmpty { changed = true }
                     if new.maxActive < limits.maxActive && !s.running.isEmpty { lowered = true }
                     limits = new
                     actions += s.setLimits(new)
@@ -458,7 +455,7 @@ private func stops(_ actions: [QueueState.Action]) -> [TaskID] {
                 if rng.below(10) == 0 { actions += s.pauseAll() } else if rng.below(5) == 0 { actions += s.resumeAll() }
             }
             // Once nothing granted under the old limits is running, the invariants hold again.
-            if s.running.isEmpty { (changed, lowered) = (false, false) }
+            if s.running.isEmpty { lowered = false }
             // Shares granted under other limits come down with them: only a lower maxActive (tasks
             // running beyond it) lets the own connections pass the budget.
             var problems = Self.checkInvariants(s, limitsChanged: lowered, maxActiveLowered: lowered)
