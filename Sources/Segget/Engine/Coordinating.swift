@@ -86,9 +86,9 @@ protocol Coordinating {
     mutating func reopen(_ k: Int)
     /// Connection `id`'s response head was accepted.
     mutating func accepted(_ id: Int)
-    /// Connection `id`'s request was refused with `head` (429 or 503), `after` the wait it named: the
-    /// commands when that is the host's connection limit, nil when it is a failure to retry.
-    mutating func refusedByHost(_ id: Int, head: ResponseHead, after: Double?, now: Double) -> [Command]?
+    /// Connection `id`'s request was refused with `head` (429 or 503, its `refusalWait` the wait it
+    /// named): the commands when that is the host's connection limit, nil when it is a failure to retry.
+    mutating func refusedByHost(_ id: Int, head: ResponseHead, now: Double) -> [Command]?
     /// The host's first bytes show it queues requests: the commands of the push-back.
     mutating func judgeSaturation(now: Double) -> [Command]
     /// Source `s` gets no more work; nil when it is the last (see `Coordinator+Sources.swift`).
@@ -256,7 +256,7 @@ extension Coordinating {
             if changed == nil { changed = r }
         case .retry(let why, let after, let kind):
             if kind == .httpStatus, head.status == 429 || head.status == 503,
-                let refused = refusedByHost(id, head: head, after: after, now: now)
+                let refused = refusedByHost(id, head: head, now: now)
             {
                 commands += refused
             } else {

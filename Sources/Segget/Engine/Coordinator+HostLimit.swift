@@ -123,8 +123,8 @@ extension Coordinator {
     /// the requests out ahead of the refused one (sent before it): those sent after it in the same
     /// burst were not counted by the host when it refused, and many of them are refused in turn. The
     /// wait the host named holds every request to it, limit or not, up to `--max-retry-wait`.
-    mutating func refusedByHost(_ id: Int, head: ResponseHead, after: Double?, now: Double) -> [Command]? {
-        let asked = after ?? head.rateLimitReset
+    mutating func refusedByHost(_ id: Int, head: ResponseHead, now: Double) -> [Command]? {
+        let asked = head.refusalWait
         let wait = RetryPolicy.hostWait(asked: asked, maxWait: config.maxRetryWait)
         let source = connections[id].source
         let main = onMainHost(source)

@@ -110,7 +110,7 @@ struct SingleStream: Coordinating {
     mutating func reopen(_ k: Int) {}
     mutating func accepted(_ id: Int) {}
     /// One stream has nobody to leave its work to: a refusal is retried.
-    mutating func refusedByHost(_ id: Int, head: ResponseHead, after: Double?, now: Double) -> [Command]? { nil }
+    mutating func refusedByHost(_ id: Int, head: ResponseHead, now: Double) -> [Command]? { nil }
     /// One stream sends one request at a time: nothing to hold back.
     mutating func judgeSaturation(now: Double) -> [Command] { [] }
 

@@ -229,4 +229,11 @@ extension ResponseHead {
         if let v = unsafeRawValue("ratelimit-reset"), let n = parseDelaySeconds(Substring(v).trimmingASCIIWhitespace()) { return n }
         return nil
     }
+
+    /// The wait a refusal (429, 503) names: `Retry-After`, else the `RateLimit` reset; nil for any
+    /// other status, or a refusal that names none. What the probe, the warm-ups and the fetch keep.
+    var refusalWait: Double? {
+        guard status == 429 || status == 503 else { return nil }
+        return retryAfter ?? rateLimitReset
+    }
 }

@@ -252,10 +252,9 @@ struct Prober {
             let e = Self.statusError(
                 head.status, url: finalURL, proxy: ProxyRoute.answeringProxy(for: finalURL, proxy: options.proxy(for: finalURL)),
                 sentCredentials: sentCredentials)
-            // A refusal's wait: `Retry-After`, else the `RateLimit` field's reset, as the fetch keeps it
-            // (a lone probe refused with only the reset was retried after 1.0 and 1.8 s of a 3 s one).
-            let refusal = head.status == 429 || head.status == 503
-            throw SeggetError(e.kind, e.message, httpStatus: e.httpStatus, retryAfter: head.retryAfter ?? (refusal ? head.rateLimitReset : nil))
+            // A refusal's wait, `Retry-After` or the `RateLimit` reset, as the fetch keeps it (a lone
+            // probe refused with only the reset was retried after 1.0 and 1.8 s of a 3 s one).
+            throw SeggetError(e.kind, e.message, httpStatus: e.httpStatus, retryAfter: head.retryAfter ?? head.refusalWait)
         }
         return result
     }

@@ -71,7 +71,7 @@ final class ConnectionWarmUps: TransferClient, @unchecked Sendable, Equatable {
             tally.opened += min(1, max(0, opened))
             if head.isComplete, head.status == 429 || head.status == 503 {
                 tally.refused += 1
-                if let w = head.retryAfter ?? head.rateLimitReset { tally.wait = max(tally.wait ?? 0, w) }
+                if let w = head.refusalWait { tally.wait = max(tally.wait ?? 0, w) }
             } else if head.isComplete {
                 tally.accepted += 1
                 if tally.firstRound == nil { tally.firstRound = max(0, monotonicSeconds() - sentAt) }
