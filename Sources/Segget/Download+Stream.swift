@@ -115,10 +115,15 @@ extension Download {
         }
         defer { sink.stop() }
 
-        var fetchSettings = fetchSettings(
-            ranged: ranged, chunkSize: options.chunkSize, totalLength: probe.totalLength, deadline: deadline, hashing: false)
-        fetchSettings.writePath = .pageCache
-        fetchSettings.checkpointInterval = 0
+        // Into the sink through the page cache, with no checkpoints (there is no journal).
+        func streamSettings(ranged: Bool) -> FetchSettings {
+            var s = self.fetchSettings(
+                ranged: ranged, chunkSize: options.chunkSize, totalLength: probe.totalLength, deadline: deadline, hashing: false)
+            s.writePath = .pageCache
+            s.checkpointInterval = 0
+            return s
+        }
+        var fetchSettings = streamSettings(ranged: ranged)
         // Work in file order, in runs short enough that every connection's run fits in half the
         // window at once: the connections then rarely wait for the one at the head.
         fetchSettings.maxRunChunks = Self.streamRunChunks(
@@ -173,7 +178,6 @@ extension Download {
         loop.run(until: { ended.allSet })
         var error = ended.values[0]
         var fetched = engine
-        var receivedBefore: Int64 = 0
         if let ignored = error as? RangesIgnored, ranged, sink.outputFailure == nil {
             // The server stopped honouring ranges after the probe: one plain stream from byte 0, as
             // a file download starts over, the sink keeping only what it has not handed on or holds
@@ -181,18 +185,13 @@ extension Download {
             let handed = sink.handedOn
             let skipped = handed > 0 ? " (the \(handed) bytes handed on already are not handed on again)" : ""
             events?(.notice("the server stopped honouring byte ranges (\(ignored.reason)); streaming over one connection from the start\(skipped)."))
-            receivedBefore = engine.receivedBytes
-            var plainSettings = self.fetchSettings(
-                ranged: false, chunkSize: options.chunkSize, totalLength: probe.totalLength, deadline: deadline, hashing: false)
-            plainSettings.writePath = .pageCache
-            plainSettings.checkpointInterval = 0
             // The main URL alone (a mirror's ranges are no use to a plain stream), without ranges.
-            var plainTarget = FetchTarget(
-                url: probe.finalURL, totalLength: probe.totalLength, ranged: false, etag: probe.etag,
-                lastModified: probe.lastModified, ifRange: nil)
-            plainTarget.mainWithoutCredentials = target.mainWithoutCredentials
+            var plainTarget = target
+            plainTarget.ranged = false
+            plainTarget.ifRange = nil
+            plainTarget.mirrors = []
             let plain = FetchEngine(
-                target: plainTarget, settings: plainSettings, data: sink, journal: nil, plan: plan, isFinished: { _ in false },
+                target: plainTarget, settings: streamSettings(ranged: false), data: sink, journal: nil, plan: plan, isFinished: { _ in false },
                 interrupt: interrupt, driver: loop.driver)
             plain.streamGate = sink
             plain.onProgress = engine.onProgress
@@ -221,7 +220,7 @@ extension Download {
             sink.digests(), expected: expected, name: "the stream",
             afterMismatch: "Every byte was already handed on: discard what was made of them.", origin: digestOrigin(probe))
         return StreamResult(
-            bytes: length - from, from: from, receivedBytes: receivedBefore + fetched.receivedBytes + Int64(probeBytes),
+            bytes: length - from, from: from, receivedBytes: engine.receivedBytes + (fetched === engine ? 0 : fetched.receivedBytes) + Int64(probeBytes),
             seconds: monotonicSeconds() - started, connections: max(engine.connectionsUsed, fetched.connectionsUsed), verified: verified,
             usedRanges: usedRanges, peakWindowBytes: sink.peakHeld)
     }

@@ -327,24 +327,25 @@ extension Coordinating {
         }
         connections[id].attempts += 1
         let attempts = connections[id].attempts
-        // A body of unknown length ends at `Int64.max` until the server ends it: "bytes
-        // 5000-9223372036854775806" showed the sentinel, not a byte the file has.
-        let last = end(of: id)
-        let bytes = last >= Int64.max / 2 ? "\(connections[id].pos) onwards" : "\(connections[id].pos)-\(last - 1)"
-        if kind == .protocolViolation, unusableInARow >= Self.unusableLimit(connections: connections.count), attempts <= config.retries {
-            // Every connection's answer unusable, one after another, and none accepted between: the
-            // server mangles every range now (a shift in the middle of a download met 40 requests and
-            // 18 s of backoff at -n 8 before the retries ran out). A glitch among good answers is
-            // retried as before: an accepted answer starts the count again.
+        // Every connection's answer unusable, one after another, and none accepted between: the
+        // server mangles every range now (a shift in the middle of a download met 40 requests and
+        // 18 s of backoff at -n 8 before the retries ran out). A glitch among good answers is
+        // retried as before: an accepted answer starts the count again.
+        let endsRun = kind == .protocolViolation && unusableInARow >= Self.unusableLimit(connections: connections.count)
+            && attempts <= config.retries
+        if attempts > config.retries || endsRun {
             if let dropped = sourceFailed(of: id, why: reason, now: now) {
-                unusableInARow = 0
+                if endsRun { unusableInARow = 0 }
                 return dropped
             }
-            failure = SeggetError(kind, "\(unusableInARow) answers in a row were unusable, none accepted between them (last, for bytes \(bytes): \(reason)); \(NextStep.tryOneConnection.cli).")
-            return []
-        }
-        if attempts > config.retries {
-            if let dropped = sourceFailed(of: id, why: reason, now: now) { return dropped }
+            // A body of unknown length ends at `Int64.max` until the server ends it: "bytes
+            // 5000-9223372036854775806" showed the sentinel, not a byte the file has.
+            let last = end(of: id)
+            let bytes = last >= Int64.max / 2 ? "\(connections[id].pos) onwards" : "\(connections[id].pos)-\(last - 1)"
+            if endsRun {
+                failure = SeggetError(kind, "\(unusableInARow) answers in a row were unusable, none accepted between them (last, for bytes \(bytes): \(reason)); \(NextStep.tryOneConnection.cli).")
+                return []
+            }
             let hint = kind == .protocolViolation ? "the server's answers are unusable; \(NextStep.tryOneConnection.cli)" : (config.ranged ? NextStep.resumeLaterOrRaiseRetries : .againOrRaiseRetries).cli
             var e = SeggetError(kind, "bytes \(bytes) failed \(attempts) time\(attempts == 1 ? "" : "s") (last: \(reason)); \(hint).")
             e.networkCause = cause
